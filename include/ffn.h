@@ -1,0 +1,40 @@
+/* ffn.h -- the public API of libffn: the feed-forward half of a Transformer
+ * block (dense FFN, the GLU family, Mixture of Experts), forward and
+ * backward, and what is built around it.
+ *
+ * One include for users; the sections live in include/ffn/ *.h:
+ *   core.h         status codes, errors, version, execution context
+ *   layer.h        the dense / gated FFN layer
+ *   safetensors.h  reading (mmap) and writing safetensors files
+ *   moe.h          Mixture of Experts
+ *   params.h       parameter and FLOP accounting from config.json
+ *   data.h         tokenizers and the built-in corpus
+ *   model.h        the decoder-only Transformer, training, generation
+ *
+ * Conventions, stated once for every section: weights are W[out][in] and a
+ * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
+ * call returns ffn_status and records a message for ffn_last_error();
+ * create/free pairs, free(NULL) a no-op; hot paths never allocate.
+ */
+#ifndef FFN_H
+#define FFN_H
+
+#include "ffn/core.h"
+#include "ffn/layer.h"
+#if __has_include("ffn/safetensors.h")
+#include "ffn/safetensors.h"
+#endif
+#if __has_include("ffn/moe.h")
+#include "ffn/moe.h"
+#endif
+#if __has_include("ffn/params.h")
+#include "ffn/params.h"
+#endif
+#if __has_include("ffn/data.h")
+#include "ffn/data.h"
+#endif
+#if __has_include("ffn/model.h")
+#include "ffn/model.h"
+#endif
+
+#endif /* FFN_H */

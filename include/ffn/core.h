@@ -1,0 +1,71 @@
+/* ffn/core.h -- status codes, error messages, version, execution context.
+ *
+ * Part of the public API; include <ffn.h>, not this file.
+ *
+ * Errors are values: every fallible call returns an ffn_status.  On failure
+ * the library also records a message with context (file, tensor or field,
+ * expected against found) in a thread-local buffer, read with
+ * ffn_last_error().  The library never exits and never aborts on bad input.
+ */
+#ifndef FFN_CORE_H
+#define FFN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FFN_VERSION_MAJOR 0
+#define FFN_VERSION_MINOR 1
+#define FFN_VERSION_PATCH 0
+#define FFN_VERSION_STRING "0.1.0"
+
+/* The runtime version, "MAJOR.MINOR.PATCH". */
+const char *ffn_version(void);
+
+typedef enum ffn_status {
+    FFN_OK = 0,
+    FFN_ERR_INVALID_ARG,  /* a bad argument to an API call (NULL, n < 0, ...) */
+    FFN_ERR_CONFIG,       /* a bad configuration value (field and value named) */
+    FFN_ERR_IO,           /* open/read/write/rename failed (errno text given) */
+    FFN_ERR_FORMAT,       /* a file is malformed (what and where named) */
+    FFN_ERR_SHAPE,        /* a tensor's shape disagrees with what is expected */
+    FFN_ERR_MISSING,      /* a required tensor or field is absent */
+    FFN_ERR_NOMEM,        /* allocation failed */
+    FFN_ERR_OVERFLOW,     /* a size computation overflows 64 bits */
+    FFN_ERR_UNSUPPORTED,  /* a valid request this build cannot serve */
+    FFN_ERR_WORKSPACE,    /* the caller's workspace is too small */
+    FFN_ERR_INTERNAL,     /* a bug: please report */
+    FFN_ERR_INTERRUPTED   /* a long run was stopped by a signal (state saved) */
+} ffn_status;
+
+/* A short constant name for a status ("ok", "config error", ...). */
+const char *ffn_status_str(ffn_status status);
+
+/* The message recorded by the last failing call in this thread ("" if none).
+ * The pointer stays valid until the next failing call in the same thread. */
+const char *ffn_last_error(void);
+
+/* ---- execution context ------------------------------------------------
+ * Threads hang off an explicit context, never off hidden global state.
+ * n_threads <= 0 means: the FFN_NUM_THREADS environment variable if set,
+ * else the number of online cores.  Results are bitwise reproducible from
+ * run to run at a given thread count; see docs/ARCHITECTURE.md for which
+ * results also agree across thread counts. */
+typedef struct ffn_ctx ffn_ctx;
+
+ffn_status ffn_ctx_create(int n_threads, ffn_ctx **out);
+void ffn_ctx_free(ffn_ctx *ctx); /* NULL is a no-op */
+int ffn_ctx_threads(const ffn_ctx *ctx);
+
+/* The SIMD level the kernels dispatch to on this CPU: "avx512", "avx2" or
+ * "scalar".  FFN_SIMD=scalar|avx2|avx512 in the environment caps it (for
+ * tests and comparisons). */
+const char *ffn_simd_level(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FFN_CORE_H */

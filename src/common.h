@@ -1,0 +1,52 @@
+/* common.h -- internal helpers shared by every part of the library:
+ * error recording, overflow-checked size arithmetic, the context struct,
+ * aligned allocation.  Not installed. */
+#ifndef FFN_COMMON_H
+#define FFN_COMMON_H
+
+#include "ffn.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+/* Record a formatted message for ffn_last_error() and return `status`, so
+ * that a failure reads:  return ffn_error(FFN_ERR_CONFIG, "%s: ...", ...); */
+ffn_status ffn_error(ffn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prefix the current message with "prefix: " (to add a file name as an
+ * error travels up).  Returns `status`. */
+ffn_status ffn_error_prefix(ffn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Overflow-checked 64-bit arithmetic: return 0 on success, 1 on overflow. */
+static inline int ffn_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int ffn_add_i64(int64_t a, int64_t b, int64_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+static inline int ffn_mul_size(size_t a, size_t b, size_t *out) {
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int ffn_add_size(size_t a, size_t b, size_t *out) {
+    return __builtin_add_overflow(a, b, out);
+}
+
+/* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
+ * rounded up internally; ffn_free_aligned(NULL) is a no-op. */
+void *ffn_malloc_aligned(size_t bytes);
+void ffn_free_aligned(void *p);
+
+/* Round up to a multiple of 64 bytes (workspace carving). */
+static inline size_t ffn_align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+struct ffn_ctx {
+    int n_threads;
+};
+
+/* Make OpenMP (ours and oneDNN's) use the context's thread count. */
+void ffn_ctx_enter(const ffn_ctx *ctx);
+
+#endif /* FFN_COMMON_H */

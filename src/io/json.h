@@ -1,0 +1,63 @@
+/* json.h -- a small, strict JSON reader (RFC 8259) for config.json files,
+ * safetensors headers and index files, and a tiny writer helper.
+ * Internal; not installed.
+ *
+ * Parsing builds a read-only tree in one arena owned by the json_doc.
+ * Limits guard against hostile input: nesting depth <= 128, input size is
+ * the caller's (no copies beyond the arena, whose size is bounded by a
+ * small multiple of the input length).  Numbers keep both a double and,
+ * when the text is an integer that fits, an exact int64. */
+#ifndef FFN_JSON_H
+#define FFN_JSON_H
+
+#include "../common.h"
+
+#include <stdio.h>
+
+typedef enum json_type {
+    JSON_NULL, JSON_FALSE, JSON_TRUE, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT
+} json_type;
+
+typedef struct json_value json_value;
+struct json_value {
+    json_type type;
+    double number;       /* JSON_NUMBER */
+    int64_t integer;     /* JSON_NUMBER: exact value when is_integer */
+    int is_integer;      /* the number was written as an integer that fits int64 */
+    const char *string;  /* JSON_STRING: NUL-terminated UTF-8 (embedded NULs rejected) */
+    size_t length;       /* JSON_STRING: bytes; ARRAY/OBJECT: number of items */
+    json_value **items;  /* ARRAY: the elements; OBJECT: the values */
+    const char **keys;   /* OBJECT: the keys, in file order */
+    size_t offset;       /* byte offset in the input where this value starts */
+};
+
+typedef struct json_doc json_doc;
+
+/* Parse `len` bytes.  On failure returns FFN_ERR_FORMAT with a message
+ * naming the byte offset and what was expected; `what` (e.g. a file name)
+ * prefixes the message. */
+ffn_status json_parse(const char *text, size_t len, const char *what, json_doc **out);
+ffn_status json_parse_file(const char *path, json_doc **out); /* reads the whole file, <= 64 MiB */
+const json_value *json_root(const json_doc *doc);
+void json_free(json_doc *doc);
+
+/* Object lookup (the last duplicate wins... no: duplicates are rejected at
+ * parse time).  NULL when absent or when v is not an object. */
+const json_value *json_get(const json_value *obj, const char *key);
+
+/* Typed getters with errors that name `what` (a file) and the key:
+ * absent keys leave *out unchanged and return FFN_OK when `required` is 0,
+ * FFN_ERR_MISSING otherwise; a wrong type is FFN_ERR_CONFIG. */
+ffn_status json_get_i64(const json_value *obj, const char *key, int required,
+                        const char *what, int64_t *out);
+ffn_status json_get_f64(const json_value *obj, const char *key, int required,
+                        const char *what, double *out);
+ffn_status json_get_bool(const json_value *obj, const char *key, int required,
+                         const char *what, int *out);
+ffn_status json_get_str(const json_value *obj, const char *key, int required,
+                        const char *what, const char **out);
+
+/* Write `s` as a JSON string literal (quotes and escapes) to f. */
+void json_write_string(FILE *f, const char *s);
+
+#endif /* FFN_JSON_H */
