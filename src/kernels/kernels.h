@@ -9,4 +9,121 @@
 enum { FFN_SIMD_SCALAR = 0, FFN_SIMD_AVX2 = 1, FFN_SIMD_AVX512 = 2 };
 int ffn_simd(void); /* the level in use (see cpu.c) */
 
+/* General matrix product, row-major, BLAS conventions:
+ *   C (M, N) = alpha · op(A) · op(B) + beta · C
+ * op(A) is A (M, K) with leading dimension lda, or Aᵀ when transa (A stored
+ * (K, M)); likewise B.  beta = 0 ignores C's old contents (NaN included).
+ * Uses the context's threads; bitwise reproducible at a fixed thread count.
+ * M, N or K may be 0.  Never allocates on the caller's behalf beyond what
+ * the matrix engine needs internally. */
+ffn_status ffn_gemm(const ffn_ctx *ctx, int transa, int transb, int64_t M, int64_t N, int64_t K,
+                    float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                    float beta, float *C, int64_t ldc);
+
+/* The naive triple loop with the same contract (double accumulation): the
+ * test oracle and the fallback. */
+void ffn_gemm_ref(int transa, int transb, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc);
+
+/* ---- activations and fused epilogues (act.c, act_impl.h) ----------------
+ * Elementwise over n contiguous floats, dispatched on ffn_simd(); outputs
+ * may alias inputs at the same index.  The _scalar/_avx2/_avx512 variants
+ * are exposed for tests (call a variant only if the CPU has that ISA). */
+void ffn_act_fwd(ffn_act act, float *y, const float *x, int64_t n); /* y = act(x) */
+void ffn_act_bwd(ffn_act act, float *dx, const float *dy, const float *x,
+                 int64_t n); /* dx = dy ⊙ act'(x) */
+void ffn_glu_fwd(ffn_act act, float *h, const float *g, const float *u,
+                 int64_t n); /* h = act(g) ⊙ u */
+void ffn_glu_bwd(ffn_act act, float *dg, float *du, const float *dh, const float *g,
+                 const float *u, int64_t n); /* dg = dh⊙u⊙act'(g), du = dh⊙act(g) */
+void ffn_add_bias(float *y, const float *b, int64_t n);    /* y += b */
+void ffn_accumulate(float *acc, const float *x, int64_t n); /* acc += x */
+
+#define FFN_ACT_DECLARE(sfx)                                                                  \
+    void ffn_act_fwd_##sfx(ffn_act act, float *y, const float *x, int64_t n);                 \
+    void ffn_act_bwd_##sfx(ffn_act act, float *dx, const float *dy, const float *x, int64_t n); \
+    void ffn_glu_fwd_##sfx(ffn_act act, float *h, const float *g, const float *u, int64_t n); \
+    void ffn_glu_bwd_##sfx(ffn_act act, float *dg, float *du, const float *dh, const float *g, \
+                           const float *u, int64_t n);                                        \
+    void ffn_add_bias_##sfx(float *y, const float *b, int64_t n);                             \
+    void ffn_accumulate_##sfx(float *acc, const float *x, int64_t n);
+FFN_ACT_DECLARE(scalar)
+FFN_ACT_DECLARE(avx2)
+FFN_ACT_DECLARE(avx512)
+
+/* ---- streaming small-N kernels (gemv.c, gemv_avx2.c, gemv_avx512.c) -----
+ * out[t·ldo + r] = Σ_k W[r·K + k] · x[t·ldx + k]  for t < n, r < rows.
+ * Each weight row is read once for all n tokens; each output is one dot
+ * product with a fixed summation order, so splitting rows across threads
+ * never changes a result.  n is small (decode); any n works. */
+void ffn_gemv(float *out, int64_t ldo, const float *W, int64_t K, const float *x, int64_t ldx,
+              int64_t n, int64_t rows);
+void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
+                     int64_t ldx, int64_t n, int64_t rows);
+void ffn_gemv_avx2(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
+                   int64_t ldx, int64_t n, int64_t rows);
+void ffn_gemv_avx512(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
+                     int64_t ldx, int64_t n, int64_t rows);
+
+/* ffn_gemv with rows split across the context's threads (same results at
+ * every thread count). */
+void ffn_gemv_mt(const ffn_ctx *ctx, float *out, int64_t ldo, const float *W, int64_t K,
+                 const float *x, int64_t ldx, int64_t n, int64_t rows);
+
+/* Forward passes with at most this many tokens take the streaming path
+ * (measured: see bench/ and the comment in gemv.c). */
+#define FFN_DECODE_MAX_N 8
+
+/* The whole layer forward on the streaming path, threads over rows:
+ *   gu (n, P) = x·W_inᵀ + b_in, h (n, F) = act(g)⊙u or act(u) (fused per
+ *   row block), y (n, D) = h·W_downᵀ + b_down.  P = 2F gated, F dense;
+ *   W_in (P, D), W_down (D, F); biases may be NULL. */
+ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h, const float *x,
+                              int64_t n, int64_t D, int64_t F, int gated, ffn_act act,
+                              const float *w_in, const float *b_in, const float *w_down,
+                              const float *b_down);
+
+/* ---- oneDNN matmul primitives with prepacked weights (matmul.c) ---------
+ *   C (M, N) = op(A) (M, K) · B (K, N) [+ bias (N)]   (C += ... if accumulate)
+ * A is stored (M, lda) or, when a_trans, (K, lda); C is (M, ldc).  B is a
+ * packed layout made by ffn_mm_pack, or plain: (K, N) with row stride ldb
+ * (FFN_MM_B_PLAIN) or stored transposed as (N, K) (FFN_MM_B_PLAIN_T).
+ * Creating allocates; running never does (scratchpad from the caller). */
+#include <dnnl_types.h>
+
+typedef struct ffn_mm_engine ffn_mm_engine;
+typedef struct ffn_mm ffn_mm;
+enum { FFN_MM_B_PLAIN = 0, FFN_MM_B_PLAIN_T = 1, FFN_MM_B_PACKED = 2 };
+typedef struct ffn_mm_desc {
+    int64_t M, N, K;
+    int a_trans;
+    int64_t lda;
+    int b_kind;
+    int64_t ldb;
+    int64_t ldc;
+    int bias;       /* add bias (N) */
+    int accumulate; /* C += product */
+} ffn_mm_desc;
+typedef struct ffn_mm_packed {
+    dnnl_memory_desc_t md;
+    void *data;
+    size_t bytes;
+} ffn_mm_packed;
+
+ffn_status ffn_mm_engine_create(ffn_mm_engine **out);
+void ffn_mm_engine_free(ffn_mm_engine *e);
+/* Pack plain weights w (laid out as d->b_kind/ldb say) into the layout the
+ * primitive for d (with b_kind = FFN_MM_B_PACKED) wants. */
+ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
+                       ffn_mm_packed *out);
+void ffn_mm_packed_free(ffn_mm_packed *p);
+ffn_status ffn_mm_create(const ffn_mm_engine *e, const ffn_mm_desc *d,
+                         const ffn_mm_packed *packed, ffn_mm **out);
+void ffn_mm_free(ffn_mm *m);
+size_t ffn_mm_scratch_bytes(const ffn_mm *m);
+/* b is the packed data or the plain matrix; bias may be NULL without bias */
+ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const float *a,
+                      const void *b, const float *bias, void *scratch, size_t scratch_cap);
+
 #endif

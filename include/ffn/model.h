@@ -1,0 +1,276 @@
+/* ffn/model.h -- the decoder-only Transformer (Llama architecture) around the
+ * FFN: token embedding, N blocks of
+ *       x = x + attn(rmsnorm(x))          causal MHA / GQA with RoPE
+ *       x = x + mlp(rmsnorm(x))           none | dense | gated | MoE
+ * then a final RMSNorm and the LM head (tied to the embedding or not), and
+ * the cross-entropy loss.  Forward and backward for training on (B, T)
+ * batches, logits for a sequence, and a KV-cached decoder for generation.
+ *
+ * Part of the public API; include <ffn.h>, not this file.
+ *
+ * Letters:  B batch, T sequence (positions), N = B·T tokens, D hidden_size,
+ *           H attention heads, G key/value heads, Dh = D/H head dim,
+ *           F intermediate_size, E experts, K experts per token, V vocab,
+ *           L layers.
+ *
+ * Memory: ONE contiguous block per family.
+ *   params  every weight, fp32, laid out by the tensor table below;
+ *   grads   the same layout (training models only);
+ *   acts    the activations backward needs for up to max_batch·max_seq
+ *           tokens, plus the workspace of every layer, plus the KV cache.
+ * Everything is allocated by ffn_model_create; forward, backward and the
+ * decode step never allocate.  The tensor table names every parameter with
+ * its Hugging Face name and gives its shape and its offset (in floats) into
+ * the flat params/grads blocks, so that an optimizer is one flat loop over
+ * ffn_model_params()/ffn_model_grads(), zeroing gradients is one memset, and
+ * a checkpoint is a walk over the table.
+ *
+ * Tensor names (W[out][in], y = x·Wᵀ + b, as in torch.nn.Linear):
+ *   model.embed_tokens.weight                          (V, D)
+ *   model.layers.{i}.input_layernorm.weight            (D)
+ *   model.layers.{i}.self_attn.q_proj.weight           (H·Dh, D)   (+ .bias (H·Dh) with attention_bias)
+ *   model.layers.{i}.self_attn.k_proj.weight           (G·Dh, D)   (+ .bias)
+ *   model.layers.{i}.self_attn.v_proj.weight           (G·Dh, D)   (+ .bias)
+ *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)
+ *   model.layers.{i}.post_attention_layernorm.weight   (D)        (absent with mlp_type NONE)
+ *   model.layers.{i}.mlp.gate_proj.weight              (F, D)     (gated only)   (+ .bias with mlp_bias)
+ *   model.layers.{i}.mlp.up_proj.weight                (F, D)                    (+ .bias)
+ *   model.layers.{i}.mlp.down_proj.weight              (D, F)                    (+ .bias)
+ *   MoE layers instead of mlp.{gate,up,down}_proj (Qwen2-MoE names):
+ *   model.layers.{i}.mlp.gate.weight                   (E, D)     the router
+ *   model.layers.{i}.mlp.experts.{e}.gate_proj.weight  (Fe, D)    (gated experts only)
+ *   model.layers.{i}.mlp.experts.{e}.up_proj.weight    (Fe, D)
+ *   model.layers.{i}.mlp.experts.{e}.down_proj.weight  (D, Fe)
+ *   (+ shared expert tensors when moe.h supports them; see the table)
+ *   model.norm.weight                                  (D)
+ *   lm_head.weight                                     (V, D)     (untied only)
+ * The tensors of one kind inside a layer's MoE (all experts' gate_proj, all
+ * up_proj, all down_proj) are adjacent in the flat block, so they also form
+ * one (E, Fe, D) / (E, D, Fe) array.
+ *
+ * RoPE.  Two conventions rotate different pairs of a head's Dh features:
+ *   FFN_ROPE_HALF         Hugging Face `rotate_half`: pairs (j, j + Dh/2);
+ *                         the default, used by ffn's own checkpoints and by
+ *                         every HF safetensors checkpoint;
+ *   FFN_ROPE_INTERLEAVED  llama2.c / Meta originals: pairs (2j, 2j+1).
+ * Both use frequency theta^(-2j/Dh) for pair j and angle pos·freq.  A weight
+ * file written for one convention runs under the other only after permuting
+ * the rows of q_proj/k_proj (the loader's job, not the model's).
+ *
+ * Loss.  Cross-entropy averaged over the targets that are not
+ * FFN_IGNORE_INDEX (-1); with MoE layers the differentiated objective is
+ *     total = ce + router_aux_loss_coef·Σ aux_l + router_z_loss_coef·Σ z_l
+ * (sums over the MoE layers of each layer's load-balancing and z losses).
+ *
+ * Reproducibility: every result is bitwise identical from run to run at a
+ * fixed thread count (all reductions in a fixed order).
+ *
+ * Example (training step, the optimizer is the caller's):
+ *     ffn_model_config cfg;  ffn_model_config_default(&cfg);
+ *     cfg.vocab_size = 256;  cfg.max_position_embeddings = 128;
+ *     ffn_model_options opt = { .max_batch = 8, .max_seq = 128, .training = 1 };
+ *     ffn_model *m;  ffn_model_create(ctx, &cfg, &opt, &m);
+ *     ffn_model_init_weights(m, 1234);
+ *     ffn_model_zero_grads(m);
+ *     ffn_model_loss loss;
+ *     ffn_model_forward_backward(m, tokens, targets, 8, 128, 1.0f, &loss);
+ *     int64_t n; float *p = ffn_model_params(m, &n); float *g = ffn_model_grads(m, &n);
+ *     ... AdamW over p[0..n), g[0..n) ...
+ *     ffn_model_params_changed(m);      // layers repack their weights
+ */
+#ifndef FFN_MODEL_H
+#define FFN_MODEL_H
+
+#include "core.h"
+#include "layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FFN_IGNORE_INDEX (-1)
+
+typedef enum ffn_rope_style {
+    FFN_ROPE_HALF = 0,       /* Hugging Face rotate_half: pairs (j, j + Dh/2) */
+    FFN_ROPE_INTERLEAVED = 1 /* llama2.c: pairs (2j, 2j + 1) */
+} ffn_rope_style;
+
+/* The FFN slot of a (non-MoE) block. */
+typedef enum ffn_model_mlp {
+    FFN_MODEL_MLP_NONE = 0, /* attention only: no post_attention_layernorm, no mlp */
+    FFN_MODEL_MLP_DENSE,    /* y = down(act(up(x))) (act "linear" is the collapse case) */
+    FFN_MODEL_MLP_GATED     /* y = down(act(gate(x)) ⊙ up(x)) (GLU family) */
+} ffn_model_mlp;
+
+/* Hugging Face Llama names where one exists.  Fill with
+ * ffn_model_config_default() then change fields. */
+typedef struct ffn_model_config {
+    int64_t vocab_size;              /* V */
+    int64_t hidden_size;             /* D */
+    int64_t intermediate_size;       /* F (dense / gated blocks) */
+    int64_t num_hidden_layers;       /* L */
+    int64_t num_attention_heads;     /* H; D % H == 0, Dh even */
+    int64_t num_key_value_heads;     /* G; H % G == 0 (G == H: plain MHA) */
+    int64_t max_position_embeddings; /* the context length; T <= this */
+    double rope_theta;               /* 10000 */
+    double rms_norm_eps;             /* 1e-5 */
+    int tie_word_embeddings;         /* 1: the LM head is embed_tokens */
+    ffn_act hidden_act;              /* act of the dense/gated MLP and of the experts */
+    ffn_model_mlp mlp_type;          /* the FFN slot of non-MoE blocks */
+    int mlp_bias;                    /* biases on gate/up/down (dense/gated blocks) */
+    int attention_bias;              /* biases on q/k/v (Qwen2); o_proj never has one */
+    ffn_rope_style rope_style;       /* FFN_ROPE_HALF by default */
+    /* Mixture of Experts (num_experts == 0: no MoE layer at all). */
+    int64_t num_experts;             /* E */
+    int64_t num_experts_per_tok;     /* K */
+    int64_t moe_intermediate_size;   /* Fe; 0 means intermediate_size */
+    int64_t moe_layer_freq;          /* decoder_sparse_step: layer i (0-based) is MoE
+                                        iff num_experts > 0 and (i + 1) % freq == 0;
+                                        1 = every layer, 2 = layers 1, 3, 5, ... */
+    int norm_topk_prob;              /* renormalise the K selected router weights */
+    double router_aux_loss_coef;     /* load-balancing loss weight (0.01) */
+    double router_z_loss_coef;       /* router z-loss weight (0.001) */
+    int64_t shared_expert_intermediate_size; /* 0: no shared expert (needs moe.h support) */
+} ffn_model_config;
+
+/* Defaults: a small model that trains in minutes on a CPU.
+ * V 256, D 128, F 344, L 4, H 4, G 4, T 128, theta 1e4, eps 1e-5, tied,
+ * silu, gated (SwiGLU), no biases, FFN_ROPE_HALF, no MoE (E 0, K 2,
+ * Fe 0, freq 1, norm_topk_prob 1, aux 0.01, z 0.001). */
+void ffn_model_config_default(ffn_model_config *cfg);
+/* Check every field; the error names the field, the value and what is
+ * expected ("num_key_value_heads: 3 does not divide num_attention_heads 4"). */
+ffn_status ffn_model_config_validate(const ffn_model_config *cfg);
+/* Is layer i a MoE layer under this config? */
+int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer);
+
+/* config.json with Hugging Face names.  Load: starts from the defaults,
+ * reads the known keys (unknown keys ignored), accepts aliases
+ * (num_local_experts, n_routed_experts -> num_experts; decoder_sparse_step ->
+ * moe_layer_freq; "mlp_type": "none"|"dense"|"gated"; "rope_style":
+ * "half"|"interleaved"), then validates.  Save: writes every field,
+ * "model_type": "llama" (or "qwen2_moe" with experts), "architectures". */
+ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg);
+ffn_status ffn_model_config_save(const ffn_model_config *cfg, const char *path);
+
+/* What to allocate at create. */
+typedef struct ffn_model_options {
+    int64_t max_batch; /* largest B of any forward call (0 -> 1) */
+    int64_t max_seq;   /* largest T of any forward call (0 -> max_position_embeddings) */
+    int training;      /* 1: allocate gradients and the activations backward needs */
+} ffn_model_options;
+
+typedef struct ffn_model ffn_model;
+
+/* Allocate a model (weights zero; call ffn_model_init_weights or fill
+ * ffn_model_params() and call ffn_model_params_changed()).  opt may be NULL
+ * (inference, B = 1, T = max_position_embeddings).  The context must
+ * outlive the model. */
+ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
+                            const ffn_model_options *opt, ffn_model **out);
+void ffn_model_free(ffn_model *model); /* NULL is a no-op */
+const ffn_model_config *ffn_model_get_config(const ffn_model *model);
+
+/* Parameter counts: every tensor once (a tied embedding counted once);
+ * active = what one token uses (MoE: K of E experts, router included). */
+int64_t ffn_model_num_params(const ffn_model *model);
+int64_t ffn_model_active_params(const ffn_model *model);
+/* Bytes allocated for activations + workspaces + KV cache. */
+size_t ffn_model_activation_bytes(const ffn_model *model);
+
+/* ---- the tensor table ---------------------------------------------------- */
+
+typedef enum ffn_tensor_kind {
+    FFN_TENSOR_EMBEDDING = 0, /* model.embed_tokens.weight */
+    FFN_TENSOR_NORM,          /* *_layernorm.weight, model.norm.weight */
+    FFN_TENSOR_ATTN_WEIGHT,   /* q/k/v/o_proj.weight */
+    FFN_TENSOR_ATTN_BIAS,     /* q/k/v_proj.bias */
+    FFN_TENSOR_MLP_WEIGHT,    /* mlp gate/up/down_proj.weight (incl. experts') */
+    FFN_TENSOR_MLP_BIAS,      /* mlp gate/up/down_proj.bias */
+    FFN_TENSOR_ROUTER,        /* mlp.gate.weight */
+    FFN_TENSOR_HEAD           /* lm_head.weight (untied only) */
+} ffn_tensor_kind;
+
+typedef struct ffn_model_tensor {
+    const char *name;    /* Hugging Face name, owned by the model */
+    int ndim;            /* 1 or 2 */
+    int64_t shape[2];    /* (out, in) for matrices; shape[1] = 1 for vectors */
+    int64_t numel;
+    int64_t offset;      /* in floats, into ffn_model_params()/ffn_model_grads() */
+    ffn_tensor_kind kind;
+    int64_t layer;       /* block index, -1 for embedding / final norm / head */
+    int64_t expert;      /* expert index, -1 when not an expert tensor */
+} ffn_model_tensor;
+
+int64_t ffn_model_num_tensors(const ffn_model *model);
+/* NULL when i is out of range.  Table order == offset order. */
+const ffn_model_tensor *ffn_model_tensor_at(const ffn_model *model, int64_t i);
+/* The tensor with this name, or NULL. */
+const ffn_model_tensor *ffn_model_find_tensor(const ffn_model *model, const char *name);
+
+/* The flat blocks (n_out receives their length in floats, may be NULL).
+ * ffn_model_grads is NULL for a model created without training. */
+float *ffn_model_params(ffn_model *model, int64_t *n_out);
+float *ffn_model_grads(ffn_model *model, int64_t *n_out);
+void ffn_model_zero_grads(ffn_model *model); /* one memset */
+
+/* Deterministic initialisation from a seed (the same on every machine and
+ * thread count): matrices and embeddings normal(0, 0.02), residual output
+ * projections (o_proj, down_proj, experts' down_proj) normal(0,
+ * 0.02/sqrt(2L)), router normal(0, 0.02), norms 1, biases 0.  Each tensor
+ * draws from its own stream (seed, tensor index).  Calls
+ * ffn_model_params_changed. */
+ffn_status ffn_model_init_weights(ffn_model *model, uint64_t seed);
+
+/* Call after writing into ffn_model_params() (optimizer step, checkpoint
+ * load): layers that prepack their weights repack them, and the KV cache is
+ * reset.  Allocates inside the layers (not a hot path). */
+ffn_status ffn_model_params_changed(ffn_model *model);
+
+/* ---- training and evaluation --------------------------------------------- */
+
+typedef struct ffn_model_loss {
+    double total;      /* the differentiated objective (see Loss above) */
+    double ce;         /* mean cross-entropy over the counted targets */
+    double aux;        /* Σ over MoE layers of the load-balancing loss (unscaled) */
+    double z;          /* Σ over MoE layers of the router z-loss (unscaled) */
+    int64_t n_targets; /* targets that were not FFN_IGNORE_INDEX */
+} ffn_model_loss;
+
+/* tokens (B, T) and targets (B, T) int32, row-major; token ids in [0, V),
+ * targets in [0, V) or FFN_IGNORE_INDEX; 1 <= T <= max_seq,
+ * B·T <= max_batch·max_seq.  Forward, loss, then backward, ACCUMULATING
+ * (+=) grad_scale · d(total)/d(param) into ffn_model_grads() (pass
+ * grad_scale = 1/accum for gradient accumulation over `accum` micro-batches;
+ * zero the gradients yourself with ffn_model_zero_grads).  Every sequence
+ * starts at position 0.  loss may be NULL.  Needs a training model. */
+ffn_status ffn_model_forward_backward(ffn_model *model, const int32_t *tokens,
+                                      const int32_t *targets, int64_t B, int64_t T,
+                                      float grad_scale, ffn_model_loss *loss);
+
+/* Forward only: the loss (for evaluation).  Works on any model. */
+ffn_status ffn_model_eval_loss(ffn_model *model, const int32_t *tokens, const int32_t *targets,
+                               int64_t B, int64_t T, ffn_model_loss *loss);
+
+/* logits (B, T, V) for tokens (B, T).  Works on any model. */
+ffn_status ffn_model_logits(ffn_model *model, float *logits, const int32_t *tokens, int64_t B,
+                            int64_t T);
+
+/* ---- generation with a KV cache (batch 1) -------------------------------- */
+
+/* Forget the cached sequence: the next token goes to position 0. */
+void ffn_model_reset(ffn_model *model);
+/* Number of tokens in the cache (the position the next token takes). */
+int64_t ffn_model_position(const ffn_model *model);
+/* Append `token` at the next position and write logits (V) for the next
+ * token.  Equal (to float rounding) to ffn_model_logits on the whole
+ * sequence.  FFN_ERR_INVALID_ARG once the cache holds max_seq tokens. */
+ffn_status ffn_model_step(ffn_model *model, int32_t token, float *logits);
+/* Append n tokens (a prompt) and write the logits after the last one
+ * (logits may be NULL). */
+ffn_status ffn_model_prefill(ffn_model *model, const int32_t *tokens, int64_t n, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FFN_MODEL_H */

@@ -1,0 +1,227 @@
+/* ffn/train.h -- training a model on text, checkpoints, resuming, and
+ * generating text from a checkpoint.
+ *
+ * Part of the public API; include <ffn.h>, not this file.
+ *
+ * Letters: B batch, T sequence (context), A micro-batches per step,
+ *          P parameters, V vocabulary.
+ *
+ * Optimizer.  AdamW with decoupled weight decay (torch.optim.AdamW):
+ * weight decay applies to matrices only -- embeddings, attention and MLP
+ * projections, the router, the LM head; never to RMSNorm weights nor to
+ * biases.  The learning rate rises linearly over `warmup` steps from lr/warmup
+ * to lr, then follows a cosine down to min_lr at step `steps`.  Before each
+ * update the gradient (averaged over A micro-batches of B sequences) is
+ * clipped to global L2 norm `clip` (clip_grad_norm_, 0 = no clipping).  The
+ * update is one flat loop over the model's parameter block; the moments m
+ * and v live in one contiguous block of 2·P floats.
+ *
+ * Data.  Text (a file, a buffer, or the built-in corpus) is tokenized with a
+ * vocabulary built from the whole text, then split: the first
+ * (1 - val_fraction) of the tokens train, the rest are held out.  A
+ * training batch is B windows of T+1 tokens at offsets drawn uniformly from
+ * the training part by a seeded RNG (xoshiro256**).  Evaluation uses
+ * eval_batches fixed batches of windows evenly spaced over the held-out
+ * part: the same windows at every evaluation and in every run.
+ *
+ * Reproducibility.  A fixed seed gives the same losses and weights bit for
+ * bit at a given thread count.  A checkpoint holds everything the loop
+ * depends on (weights, moments, step, RNG state, loss history), so training
+ * S steps, then resuming to 2·S, gives byte-identical weights and the same
+ * losses as training 2·S steps at once.  The schedule spans `steps`: to
+ * stop early and resume later with the same schedule, use `stop_at`.
+ *
+ * Checkpoint directory (--out DIR):
+ *   config.json              Hugging Face Llama names, plus ffn's fields
+ *                            (mlp_type, hidden_act, MoE settings) and
+ *                            "ffn_tokenizer": "byte"|"char"|"word"
+ *   model.safetensors        fp32 weights under their HF names
+ *   tokenizer.txt            the vocabulary (see data.h)
+ *   train_state.safetensors  AdamW moments "adamw.m"/"adamw.v" (P), the loss
+ *                            history, and in its metadata the step, the RNG
+ *                            state, the data fingerprint and every training
+ *                            option
+ * Written to DIR.tmp, every file and the directory fsynced, then swapped
+ * with DIR atomically (renameat2 RENAME_EXCHANGE; elsewhere through
+ * DIR.old), so a crash at any moment leaves a whole, loadable checkpoint.
+ * DIR must be absent, empty or an earlier ffn checkpoint: an unrelated
+ * directory is never replaced.  (The environment variable
+ * FFN_CHECKPOINT_NO_EXCHANGE=1 forces the DIR.old path, for its test.)
+ *
+ * Example (train two variants in one process):
+ *     ffn_train_options o;  ffn_train_options_default(&o);
+ *     o.text = corpus->text;  o.text_len = corpus->n_bytes;
+ *     o.model.mlp_type = FFN_MODEL_MLP_DENSE;  o.model.hidden_act = FFN_ACT_GELU;
+ *     o.steps = 300;
+ *     ffn_train_result r;
+ *     if (ffn_train_run(ctx, &o, NULL, &r) == FFN_OK)
+ *         printf("val %.3f at %.0f tok/s\n", r.final_val_loss, r.tokens_per_s);
+ *     ffn_train_result_free(&r);
+ */
+#ifndef FFN_TRAIN_H
+#define FFN_TRAIN_H
+
+#include "core.h"
+#include "data.h"
+#include "model.h"
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FFN_TRAIN_STATE_FILENAME "train_state.safetensors"
+#define FFN_MODEL_FILENAME "model.safetensors"
+#define FFN_CONFIG_FILENAME "config.json"
+
+typedef struct ffn_train_options {
+    /* ---- data: the first of text, data_path, built-in corpus ---- */
+    const char *text;          /* borrowed UTF-8 text (text_len bytes), or NULL */
+    size_t text_len;
+    const char *data_path;     /* a text file, or NULL */
+    ffn_lang corpus_lang;      /* built-in corpus when text and data_path are NULL */
+    int64_t corpus_sentences;  /* 20000 */
+    uint64_t corpus_seed;      /* 1 */
+    ffn_tokenizer_mode tokenizer; /* FFN_TOK_CHAR */
+    int64_t max_vocab;         /* 0: no cap (char, word) */
+    double val_fraction;       /* 0.1 */
+
+    /* ---- the model (vocab_size comes from the tokenizer and
+     *      max_position_embeddings from seq_len; both are overwritten) ---- */
+    ffn_model_config model;
+
+    /* ---- the loop ---- */
+    int64_t steps;             /* optimizer steps of the schedule (1000) */
+    int64_t stop_at;           /* 0, or stop (and checkpoint) after this step */
+    uint64_t seed;             /* weights and batches (1234) */
+    int64_t batch_size;        /* B (16) */
+    int64_t seq_len;           /* T (128) */
+    int64_t grad_accum;        /* A (1) */
+    double lr, min_lr;         /* 1e-3, 1e-4 */
+    int64_t warmup;            /* -1: min(100, steps / 10) */
+    double weight_decay;       /* 0.1 */
+    double beta1, beta2, eps;  /* 0.9, 0.95, 1e-8 */
+    double clip;               /* 1.0 (0: no clipping) */
+    int64_t eval_every;        /* 100 (0: only at the end) */
+    int64_t eval_batches;      /* 8 */
+    int64_t save_every;        /* 0: only at the end and on a stop request */
+
+    /* ---- files ---- */
+    const char *out_dir;       /* checkpoint directory, or NULL for none */
+    const char *resume_dir;    /* continue from this checkpoint, or NULL */
+    const char *metrics_path;  /* JSON lines, or NULL; appended when resuming */
+
+    /* Set to non-zero (from a signal handler) to stop: the loop finishes the
+     * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */
+    volatile sig_atomic_t *stop_flag;
+} ffn_train_options;
+
+/* The defaults above (model: ffn_model_config_default). */
+void ffn_train_options_default(ffn_train_options *opts);
+
+/* Fill opts with what the checkpoint in `dir` was trained with (the model
+ * config, every training option, the data source), leaving out_dir,
+ * resume_dir, metrics_path and stop_flag alone.  A command line applies
+ * this, then the user's flags, so that ffn_train_run can tell a flag that
+ * disagrees with the checkpoint. */
+ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options *opts);
+
+/* One step's report, passed to the callback. */
+typedef struct ffn_train_point {
+    int64_t step;          /* 1-based, the step just taken */
+    int64_t steps;         /* the schedule's length */
+    double loss;           /* training cross-entropy of this step (mean of its micro-batches) */
+    double loss_total;     /* the differentiated objective (ce + MoE aux terms) */
+    double lr;             /* learning rate used by this step */
+    double grad_norm;      /* global gradient norm before clipping */
+    double val_loss;       /* held-out cross-entropy if evaluated at this step, else NaN */
+    double tokens_per_s;   /* training tokens per second in this run so far (eval excluded) */
+    double elapsed_s;      /* wall time of this run so far */
+    double eta_s;          /* estimated seconds to the last step */
+    int64_t tokens;        /* training tokens seen since step 0 (across resumes) */
+} ffn_train_point;
+
+typedef struct ffn_train_callbacks {
+    void (*on_start)(const ffn_train_options *opts, int64_t start_step, int64_t n_params,
+                     int64_t n_train_tokens, int64_t n_val_tokens, void *user);
+    void (*on_step)(const ffn_train_point *point, void *user);
+    void (*on_checkpoint)(const char *dir, int64_t step, void *user);
+    void *user;
+} ffn_train_callbacks;
+
+typedef struct ffn_train_result {
+    int64_t steps_done;       /* the step reached (across resumes) */
+    double final_loss;        /* last step's training loss */
+    double final_val_loss;    /* last evaluation's held-out loss (NaN if none) */
+    double tokens_per_s;      /* training throughput of this run */
+    double seconds;           /* wall time of this run */
+    int64_t n_params, active_params;
+    /* History from step 1 (across resumes): loss[i] is step i+1's loss. */
+    double *loss;             /* (steps_done) */
+    int64_t n_evals;
+    int64_t *eval_step;       /* (n_evals) */
+    double *eval_loss;        /* (n_evals) */
+    char *checkpoint_dir;     /* the last checkpoint written, or NULL */
+} ffn_train_result;
+
+/* Train.  result may be NULL; callbacks may be NULL.  Errors: bad options
+ * (the field named), data too short for one context of T+1 tokens in either
+ * split, invalid UTF-8 (the byte offset), a resume whose options differ
+ * from the checkpoint's (the field named), an unwritable out_dir (found
+ * before training starts; a failing save leaves the previous checkpoint
+ * whole).  FFN_ERR_INTERRUPTED when stop_flag was raised (after saving). */
+ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
+                         const ffn_train_callbacks *callbacks, ffn_train_result *result);
+void ffn_train_result_free(ffn_train_result *result); /* zeroes it; NULL is a no-op */
+
+/* ---- the optimizer alone (for a loop of your own) --------------------------
+ * AdamW over a model's flat blocks, with the schedule and clipping of the
+ * options above (lr, min_lr, warmup (-1 resolved with steps), steps,
+ * weight_decay, beta1, beta2, eps, clip; other fields ignored).  The moments
+ * are one block of 2·P floats, zero at create.  ffn_adamw_step takes step
+ * `step` (1-based: the bias correction and the schedule use it) from the
+ * gradients in ffn_model_grads() -- already averaged over micro-batches
+ * (grad_scale = 1/A in ffn_model_forward_backward) -- then calls
+ * ffn_model_params_changed.  lr and grad_norm (before clipping) may be NULL. */
+typedef struct ffn_adamw ffn_adamw;
+ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *opts, ffn_adamw **out);
+void ffn_adamw_free(ffn_adamw *opt); /* NULL is a no-op */
+ffn_status ffn_adamw_step(ffn_adamw *opt, int64_t step, double *lr, double *grad_norm);
+/* The moments block (2, P): m then v. */
+float *ffn_adamw_moments(ffn_adamw *opt, int64_t *n_params);
+
+/* ---- loading a checkpoint and generating -------------------------------- */
+
+/* Load config.json, model.safetensors and tokenizer.txt from a checkpoint
+ * directory (an interrupted swap's DIR.old is found too).  The model is an
+ * inference model for B = 1 and T = max_position_embeddings. */
+ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                               ffn_tokenizer **tokenizer);
+
+typedef struct ffn_generate_options {
+    int64_t steps;       /* tokens to generate (100) */
+    double temperature;  /* 0: greedy (argmax); else softmax(logits / temperature) (0.8) */
+    double top_p;        /* nucleus: sample from the smallest set of tokens whose
+                            probability reaches top_p (0.95; 1 = all) */
+    uint64_t seed;       /* 42 */
+} ffn_generate_options;
+
+void ffn_generate_options_default(ffn_generate_options *opts);
+
+/* Feed the prompt (its tokens; an empty prompt starts from a newline token
+ * when the vocabulary has one, else token 0) then sample `steps` tokens with
+ * the KV cache, calling on_token with each token's bytes as it comes (the
+ * bytes of one token; a multi-byte character may span tokens only with the
+ * byte tokenizer).  When the context fills, the last half is re-fed and
+ * generation goes on.  on_token returning non-zero stops early. */
+ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
+                        const ffn_generate_options *opts,
+                        int (*on_token)(const char *bytes, size_t len, void *user), void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FFN_TRAIN_H */

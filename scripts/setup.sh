@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# scripts/setup.sh [build|test] -- install what ffn needs on Debian 12 (as
+# root; uses sudo when not root).  `build`: the compiler and oneDNN.
+# `test`: also PyTorch (the reference), clang (sanitizers, libFuzzer),
+# Chromium and Node.js (the browser test).  Installs only what is missing.
+set -euo pipefail
+what="${1:-build}"
+pkgs=(build-essential make pkg-config libdnnl-dev)
+if [[ "$what" == test ]]; then
+    pkgs+=(python3 python3-torch python3-numpy clang libclang-rt-14-dev chromium nodejs npm)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node may come from elsewhere than Debian's package (a newer one on PATH)
+if [[ "$what" == test ]] && command -v node >/dev/null && command -v npm >/dev/null; then
+    tmp=(); for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || tmp+=("$p"); done
+    missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+if ((${#missing[@]})); then
+    SUDO=; [[ $(id -u) -eq 0 ]] || SUDO=sudo
+    echo "setup: installing ${missing[*]}" >&2
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi

@@ -1,0 +1,1243 @@
+/* model.c -- the decoder-only Transformer (Llama architecture): config,
+ * the tensor table and the flat parameter / gradient blocks, activations,
+ * forward, cross-entropy, backward, and the KV-cached decoder.
+ * RMSNorm lives in norm.c, RoPE and attention in attention.c, the FFN in
+ * ffn.c and the MoE in moe.c; this file wires them into blocks.
+ *
+ * Letters: B batch, T positions, N = B·T tokens, D hidden, H heads, G kv
+ * heads, Dh head dim, C = (H + 2G)·Dh (the fused q|k|v width), F
+ * intermediate, E experts, V vocab, L layers.
+ *
+ * Block l, on the residual stream x (N, D):
+ *   xn1 = rmsnorm(x) · w_in;  qkv = xn1 · Wqkvᵀ (+ b);  rope(q), rope(k)
+ *   att = causal_attention(q, k, v);  mid = x + att · Woᵀ
+ *   xn2 = rmsnorm(mid) · w_post;  x' = mid + mlp(xn2)      (mlp none: x' = mid)
+ * The q, k and v weights are adjacent in the flat block, so they form one
+ * (C, D) matrix and one matrix product serves all three. */
+#include "model_internal.h"
+#include "io/json.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- config --------------------------------------------------------------- */
+
+void ffn_model_config_default(ffn_model_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->vocab_size = 256;
+    cfg->hidden_size = 128;
+    cfg->intermediate_size = 344;
+    cfg->num_hidden_layers = 4;
+    cfg->num_attention_heads = 4;
+    cfg->num_key_value_heads = 4;
+    cfg->max_position_embeddings = 128;
+    cfg->rope_theta = 10000.0;
+    cfg->rms_norm_eps = 1e-5;
+    cfg->tie_word_embeddings = 1;
+    cfg->hidden_act = FFN_ACT_SILU;
+    cfg->mlp_type = FFN_MODEL_MLP_GATED;
+    cfg->rope_style = FFN_ROPE_HALF;
+    cfg->num_experts = 0;
+    cfg->num_experts_per_tok = 2;
+    cfg->moe_intermediate_size = 0;
+    cfg->moe_layer_freq = 1;
+    cfg->norm_topk_prob = 1;
+    cfg->router_aux_loss_coef = 0.01;
+    cfg->router_z_loss_coef = 0.001;
+}
+
+int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer) {
+    return cfg->num_experts > 0 && cfg->moe_layer_freq > 0 && (layer + 1) % cfg->moe_layer_freq == 0;
+}
+
+static int64_t moe_width(const ffn_model_config *cfg) {
+    return cfg->moe_intermediate_size > 0 ? cfg->moe_intermediate_size : cfg->intermediate_size;
+}
+
+#define CFG_ERR(...) ffn_error(FFN_ERR_CONFIG, "model config: " __VA_ARGS__)
+
+ffn_status ffn_model_config_validate(const ffn_model_config *c) {
+    if (!c) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_config_validate: cfg is NULL");
+    const int64_t lim = (int64_t)1 << 31;
+    struct { const char *name; int64_t v; } pos[] = {
+        {"vocab_size", c->vocab_size},
+        {"hidden_size", c->hidden_size},
+        {"num_hidden_layers", c->num_hidden_layers},
+        {"num_attention_heads", c->num_attention_heads},
+        {"num_key_value_heads", c->num_key_value_heads},
+        {"max_position_embeddings", c->max_position_embeddings},
+    };
+    for (size_t i = 0; i < sizeof pos / sizeof pos[0]; i++)
+        if (pos[i].v < 1 || pos[i].v > lim)
+            return CFG_ERR("%s: expected 1..%lld, got %lld", pos[i].name, (long long)lim,
+                           (long long)pos[i].v);
+    if (c->hidden_size % c->num_attention_heads)
+        return CFG_ERR("num_attention_heads: %lld does not divide hidden_size %lld",
+                       (long long)c->num_attention_heads, (long long)c->hidden_size);
+    if ((c->hidden_size / c->num_attention_heads) % 2)
+        return CFG_ERR("hidden_size / num_attention_heads: head dim %lld must be even (RoPE pairs)",
+                       (long long)(c->hidden_size / c->num_attention_heads));
+    if (c->num_key_value_heads > c->num_attention_heads ||
+        c->num_attention_heads % c->num_key_value_heads)
+        return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
+                       (long long)c->num_key_value_heads, (long long)c->num_attention_heads);
+    if (!(c->rope_theta > 0.0) || !isfinite(c->rope_theta))
+        return CFG_ERR("rope_theta: expected a positive number, got %g", c->rope_theta);
+    if (!(c->rms_norm_eps > 0.0) || !(c->rms_norm_eps < 1.0))
+        return CFG_ERR("rms_norm_eps: expected 0 < eps < 1, got %g", c->rms_norm_eps);
+    if ((int)c->hidden_act < FFN_ACT_LINEAR || (int)c->hidden_act > FFN_ACT_SIGMOID)
+        return CFG_ERR("hidden_act: unknown value %d", (int)c->hidden_act);
+    if ((int)c->mlp_type < FFN_MODEL_MLP_NONE || (int)c->mlp_type > FFN_MODEL_MLP_GATED)
+        return CFG_ERR("mlp_type: unknown value %d (expected none, dense or gated)",
+                       (int)c->mlp_type);
+    if (c->rope_style != FFN_ROPE_HALF && c->rope_style != FFN_ROPE_INTERLEAVED)
+        return CFG_ERR("rope_style: unknown value %d (expected half or interleaved)",
+                       (int)c->rope_style);
+    int any_dense = 0;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++)
+        if (!ffn_model_config_layer_is_moe(c, l)) any_dense = 1;
+    if (c->mlp_type != FFN_MODEL_MLP_NONE && any_dense &&
+        (c->intermediate_size < 1 || c->intermediate_size > lim))
+        return CFG_ERR("intermediate_size: expected 1..%lld, got %lld", (long long)lim,
+                       (long long)c->intermediate_size);
+    if (c->num_experts < 0 || c->num_experts > 65536)
+        return CFG_ERR("num_experts: expected 0..65536, got %lld", (long long)c->num_experts);
+    if (c->num_experts > 0) {
+        if (c->mlp_type == FFN_MODEL_MLP_NONE)
+            return CFG_ERR("mlp_type: none leaves the experts without a type (use dense or gated)");
+        if (c->num_experts_per_tok < 1 || c->num_experts_per_tok > c->num_experts)
+            return CFG_ERR("num_experts_per_tok: expected 1..num_experts (%lld), got %lld",
+                           (long long)c->num_experts, (long long)c->num_experts_per_tok);
+        if (c->moe_layer_freq < 1)
+            return CFG_ERR("moe_layer_freq: expected >= 1, got %lld", (long long)c->moe_layer_freq);
+        int64_t fe = moe_width(c);
+        if (fe < 1 || fe > lim)
+            return CFG_ERR("moe_intermediate_size: expected 1..%lld, got %lld", (long long)lim,
+                           (long long)fe);
+        if (c->shared_expert_intermediate_size < 0 || c->shared_expert_intermediate_size > lim)
+            return CFG_ERR("shared_expert_intermediate_size: expected 0..%lld, got %lld",
+                           (long long)lim, (long long)c->shared_expert_intermediate_size);
+        if (!(c->router_aux_loss_coef >= 0.0) || !isfinite(c->router_aux_loss_coef))
+            return CFG_ERR("router_aux_loss_coef: expected >= 0, got %g", c->router_aux_loss_coef);
+        if (!(c->router_z_loss_coef >= 0.0) || !isfinite(c->router_z_loss_coef))
+            return CFG_ERR("router_z_loss_coef: expected >= 0, got %g", c->router_z_loss_coef);
+    }
+    /* Every tensor must be addressable: V·D, F·D, E·Fe·D, (H+2G)·Dh·D. */
+    int64_t t;
+    if (ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||
+        ffn_mul_i64(c->intermediate_size > 0 ? c->intermediate_size : 1, c->hidden_size * 3, &t) ||
+        ffn_mul_i64(c->num_experts > 0 ? c->num_experts : 1, c->hidden_size, &t) ||
+        ffn_mul_i64(t, moe_width(c) > 0 ? moe_width(c) * 3 : 1, &t) ||
+        ffn_mul_i64(t, c->num_hidden_layers, &t) || t > ((int64_t)1 << 40))
+        return ffn_error(FFN_ERR_OVERFLOW, "model config: the parameter count overflows (sizes "
+                         "too large: vocab_size %lld, hidden_size %lld, intermediate_size %lld)",
+                         (long long)c->vocab_size, (long long)c->hidden_size,
+                         (long long)c->intermediate_size);
+    return FFN_OK;
+}
+
+/* ---- config.json ---------------------------------------------------------- */
+
+ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
+    json_doc *doc = NULL;
+    ffn_status st = json_parse_file(path, &doc);
+    if (st) return st;
+    const json_value *root = json_root(doc);
+    ffn_model_config c;
+    ffn_model_config_default(&c);
+    if (!root || root->type != JSON_OBJECT) {
+        json_free(doc);
+        return ffn_error(FFN_ERR_FORMAT, "%s: expected a JSON object at the top level", path);
+    }
+    const char *model_type = "llama";
+    if ((st = json_get_str(root, "model_type", 0, path, &model_type))) goto done;
+    int qwen = strncmp(model_type, "qwen2", 5) == 0, mixtral = strcmp(model_type, "mixtral") == 0;
+    /* Absent fields take the Hugging Face LlamaConfig defaults. */
+    c.tie_word_embeddings = 0;
+    c.rms_norm_eps = 1e-6;
+    c.max_position_embeddings = 2048;
+    c.attention_bias = qwen;
+    c.norm_topk_prob = mixtral;
+    c.router_aux_loss_coef = 0.0;
+    c.router_z_loss_coef = 0.0;
+    if ((st = json_get_i64(root, "vocab_size", 1, path, &c.vocab_size)) ||
+        (st = json_get_i64(root, "hidden_size", 1, path, &c.hidden_size)) ||
+        (st = json_get_i64(root, "num_hidden_layers", 1, path, &c.num_hidden_layers)) ||
+        (st = json_get_i64(root, "num_attention_heads", 1, path, &c.num_attention_heads)))
+        goto done;
+    c.num_key_value_heads = c.num_attention_heads;
+    c.intermediate_size = 0;
+    if ((st = json_get_i64(root, "intermediate_size", 0, path, &c.intermediate_size)) ||
+        (st = json_get_i64(root, "num_key_value_heads", 0, path, &c.num_key_value_heads)) ||
+        (st = json_get_i64(root, "max_position_embeddings", 0, path,
+                           &c.max_position_embeddings)) ||
+        (st = json_get_f64(root, "rope_theta", 0, path, &c.rope_theta)) ||
+        (st = json_get_f64(root, "rms_norm_eps", 0, path, &c.rms_norm_eps)) ||
+        (st = json_get_bool(root, "tie_word_embeddings", 0, path, &c.tie_word_embeddings)) ||
+        (st = json_get_bool(root, "mlp_bias", 0, path, &c.mlp_bias)) ||
+        (st = json_get_bool(root, "attention_bias", 0, path, &c.attention_bias)) ||
+        (st = json_get_bool(root, "norm_topk_prob", 0, path, &c.norm_topk_prob)) ||
+        (st = json_get_f64(root, "router_aux_loss_coef", 0, path, &c.router_aux_loss_coef)) ||
+        (st = json_get_f64(root, "router_z_loss_coef", 0, path, &c.router_z_loss_coef)) ||
+        (st = json_get_i64(root, "moe_intermediate_size", 0, path, &c.moe_intermediate_size)) ||
+        (st = json_get_i64(root, "shared_expert_intermediate_size", 0, path,
+                           &c.shared_expert_intermediate_size)) ||
+        (st = json_get_i64(root, "num_experts_per_tok", 0, path, &c.num_experts_per_tok)))
+        goto done;
+    const char *expert_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
+    for (int i = 0; i < 3; i++) {
+        const json_value *v = json_get(root, expert_keys[i]);
+        if (!v || v->type == JSON_NULL) continue;
+        if ((st = json_get_i64(root, expert_keys[i], 0, path, &c.num_experts))) goto done;
+    }
+    const char *freq_keys[] = {"moe_layer_freq", "decoder_sparse_step"};
+    for (int i = 0; i < 2; i++)
+        if ((st = json_get_i64(root, freq_keys[i], 0, path, &c.moe_layer_freq))) goto done;
+    const char *s = NULL;
+    ffn_mlp_type implied = FFN_MLP_AUTO;
+    if ((st = json_get_str(root, "hidden_act", 0, path, &s))) goto done;
+    if (s && (st = ffn_act_parse(s, &c.hidden_act, &implied))) {
+        st = ffn_error_prefix(st, "%s: hidden_act", path);
+        goto done;
+    }
+    if (implied == FFN_MLP_GATED) c.mlp_type = FFN_MODEL_MLP_GATED;
+    s = NULL;
+    if ((st = json_get_str(root, "mlp_type", 0, path, &s))) goto done;
+    if (s) {
+        if (!strcmp(s, "none")) c.mlp_type = FFN_MODEL_MLP_NONE;
+        else if (!strcmp(s, "dense")) c.mlp_type = FFN_MODEL_MLP_DENSE;
+        else if (!strcmp(s, "gated")) c.mlp_type = FFN_MODEL_MLP_GATED;
+        else {
+            st = ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: unknown value '%s' (expected none, "
+                           "dense or gated)", path, s);
+            goto done;
+        }
+    }
+    s = NULL;
+    if ((st = json_get_str(root, "rope_style", 0, path, &s))) goto done;
+    if (s) {
+        if (!strcmp(s, "half")) c.rope_style = FFN_ROPE_HALF;
+        else if (!strcmp(s, "interleaved")) c.rope_style = FFN_ROPE_INTERLEAVED;
+        else {
+            st = ffn_error(FFN_ERR_CONFIG, "%s: rope_style: unknown value '%s' (expected half "
+                           "or interleaved)", path, s);
+            goto done;
+        }
+    }
+    if (c.num_experts > 0 && c.moe_intermediate_size == 0 && mixtral)
+        c.moe_intermediate_size = c.intermediate_size;
+    if ((st = ffn_model_config_validate(&c))) {
+        st = ffn_error_prefix(st, "%s", path);
+        goto done;
+    }
+    *cfg = c;
+done:
+    json_free(doc);
+    return st;
+}
+
+ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
+    ffn_status st = ffn_model_config_validate(c);
+    if (st) return st;
+    FILE *f = fopen(path, "w");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot open for writing", path);
+    int moe = c->num_experts > 0;
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n",
+            moe ? "Qwen2MoeForCausalLM" : "LlamaForCausalLM", moe ? "qwen2_moe" : "llama");
+    fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
+            (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size);
+    fprintf(f, "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
+            (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
+            (long long)c->num_key_value_heads, (long long)c->max_position_embeddings);
+    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n", c->rope_theta,
+            c->rms_norm_eps);
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"hidden_act\": ",
+            c->tie_word_embeddings ? "true" : "false");
+    json_write_string(f, ffn_act_name(c->hidden_act));
+    static const char *mlp_names[] = {"none", "dense", "gated"};
+    fprintf(f, ",\n  \"mlp_type\": \"%s\",\n  \"mlp_bias\": %s,\n  \"attention_bias\": %s,\n",
+            mlp_names[c->mlp_type], c->mlp_bias ? "true" : "false",
+            c->attention_bias ? "true" : "false");
+    fprintf(f, "  \"rope_style\": \"%s\",\n",
+            c->rope_style == FFN_ROPE_HALF ? "half" : "interleaved");
+    fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+            "  \"moe_intermediate_size\": %lld,\n  \"decoder_sparse_step\": %lld,\n"
+            "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"
+            "  \"router_z_loss_coef\": %.17g,\n  \"shared_expert_intermediate_size\": %lld,\n",
+            (long long)c->num_experts, (long long)c->num_experts_per_tok,
+            (long long)moe_width(c), (long long)c->moe_layer_freq,
+            c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef,
+            c->router_z_loss_coef, (long long)c->shared_expert_intermediate_size);
+    fprintf(f, "  \"torch_dtype\": \"float32\"\n}\n");
+    if (ferror(f) | fclose(f)) return ffn_error(FFN_ERR_IO, "%s: write failed", path);
+    return FFN_OK;
+}
+
+/* ---- the model ------------------------------------------------------------ */
+
+/* Pointers of one block's tensors into one flat block (params or grads). */
+typedef struct block_tensors {
+    float *attn_norm;          /* (D) */
+    float *wqkv;               /* (C, D): q rows, then k rows, then v rows */
+    float *bqkv;               /* (C) or NULL */
+    float *wo;                 /* (D, H·Dh) */
+    float *mlp_norm;           /* (D) or NULL (mlp none) */
+    ffn_layer_params mlp;      /* dense / gated block */
+    ffn_moe_params moe;        /* MoE block (experts points into model->experts_*) */
+} block_tensors;
+
+/* Where one block's activations live (rows 0..N-1 used of max N). */
+typedef struct block_acts {
+    float *res;    /* (N, D) the block's input */
+    float *rstd1;  /* (N) */
+    float *xn1;    /* (N, D) */
+    float *qkv;    /* (N, C) after RoPE */
+    float *probs;  /* (B, H, T, T) training only */
+    float *att;    /* (N, H·Dh) */
+    float *mid;    /* (N, D) x + attention */
+    float *rstd2;  /* (N) */
+    float *xn2;    /* (N, D) */
+    void *saved;   /* what the FFN / MoE layer saves, training only */
+} block_acts;
+
+struct ffn_model {
+    ffn_ctx *ctx;
+    ffn_model_config cfg;
+    int64_t D, H, G, Dh, C, V, L, F;
+    int64_t max_batch, max_seq, max_n;
+    int training;
+    /* the tensor table and the flat blocks */
+    ffn_model_tensor *tensors;
+    int64_t n_tensors, cap_tensors;
+    float *params, *grads; /* (n_params) each */
+    int64_t n_params;
+    block_tensors *bp, *bg; /* (L) params, grads */
+    ffn_layer_params *experts_p, *experts_g; /* (L, E) */
+    float *embed, *final_norm, *head; /* params */
+    float *g_embed, *g_final_norm, *g_head;
+    ffn_layer **mlp; /* (L), NULL where none or MoE */
+    ffn_moe **moe;   /* (L), NULL where not MoE */
+    int any_moe_changed_coef;
+    /* activations, one block */
+    void *acts;
+    size_t acts_bytes;
+    block_acts *ba;                 /* (L) training; else every entry the same */
+    float *res_final, *rstdf, *xnf; /* (N, D), (N), (N, D) */
+    float *logits;                  /* (head_rows, V) */
+    int64_t head_rows;
+    double *row_loss;               /* (N) */
+    float *d_res, *d_xn, *d_qkv, *d_att, *tmp; /* (N, D) (N, D) (N, C) (N, H·Dh) (N, D) */
+    float *scratch;                 /* (threads, Dh + 1, max_seq) attention */
+    void *ws;                       /* the FFN / MoE layers' workspace */
+    size_t ws_bytes;
+    float *rope_cos, *rope_sin;     /* (max_seq, Dh/2) */
+    float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
+    int64_t pos;                    /* tokens in the KV cache */
+};
+
+/* ---- the tensor table ------------------------------------------------------ */
+
+/* Appends one tensor; on the counting pass (m->params == NULL) only the
+ * offset advances.  Returns pointers into params and grads via pp / pg. */
+static ffn_status add_tensor(ffn_model *m, int64_t *off, float **pp, float **pg,
+                             ffn_tensor_kind kind, int64_t layer, int64_t expert, int64_t rows,
+                             int64_t cols, const char *fmt, ...)
+    __attribute__((format(printf, 10, 11)));
+
+static ffn_status add_tensor(ffn_model *m, int64_t *off, float **pp, float **pg,
+                             ffn_tensor_kind kind, int64_t layer, int64_t expert, int64_t rows,
+                             int64_t cols, const char *fmt, ...) {
+    int64_t numel = rows * cols;
+    if (m->params) {
+        if (m->n_tensors == m->cap_tensors) {
+            int64_t cap = m->cap_tensors ? 2 * m->cap_tensors : 64;
+            ffn_model_tensor *t = realloc(m->tensors, (size_t)cap * sizeof *t);
+            if (!t) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (table)");
+            m->tensors = t;
+            m->cap_tensors = cap;
+        }
+        char buf[160];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        va_end(ap);
+        char *name = strdup(buf);
+        if (!name) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (names)");
+        ffn_model_tensor *t = &m->tensors[m->n_tensors++];
+        t->name = name;
+        t->ndim = cols == 1 ? 1 : 2;
+        t->shape[0] = rows;
+        t->shape[1] = cols;
+        t->numel = numel;
+        t->offset = *off;
+        t->kind = kind;
+        t->layer = layer;
+        t->expert = expert;
+        if (pp) *pp = m->params + *off;
+        if (pg) *pg = m->grads ? m->grads + *off : NULL;
+    }
+    *off += numel;
+    return FFN_OK;
+}
+
+#define ADD(pp, pg, kind, layer, expert, rows, cols, ...)                                     \
+    do {                                                                                    \
+        ffn_status st_ = add_tensor(m, &off, pp, pg, kind, layer, expert, rows, cols,       \
+                                    __VA_ARGS__);                                           \
+        if (st_) return st_;                                                                \
+    } while (0)
+
+/* One FFN's tensors (gate/up/down, weights then biases) under `prefix`. */
+static ffn_status add_ffn(ffn_model *m, int64_t *offp, ffn_layer_params *p, ffn_layer_params *g,
+                          int gated, int bias, int64_t F, int64_t layer, int64_t expert,
+                          const char *prefix) {
+    int64_t off = *offp, D = m->D;
+    ffn_layer_params dummy_p, dummy_g;
+    if (!p) p = &dummy_p;
+    if (!g) g = &dummy_g;
+    if (gated) ADD(&p->gate_w, &g->gate_w, FFN_TENSOR_MLP_WEIGHT, layer, expert, F, D,
+                   "%s.gate_proj.weight", prefix);
+    ADD(&p->up_w, &g->up_w, FFN_TENSOR_MLP_WEIGHT, layer, expert, F, D, "%s.up_proj.weight",
+        prefix);
+    ADD(&p->down_w, &g->down_w, FFN_TENSOR_MLP_WEIGHT, layer, expert, D, F,
+        "%s.down_proj.weight", prefix);
+    if (bias) {
+        if (gated) ADD(&p->gate_b, &g->gate_b, FFN_TENSOR_MLP_BIAS, layer, expert, F, 1,
+                       "%s.gate_proj.bias", prefix);
+        ADD(&p->up_b, &g->up_b, FFN_TENSOR_MLP_BIAS, layer, expert, F, 1, "%s.up_proj.bias",
+            prefix);
+        ADD(&p->down_b, &g->down_b, FFN_TENSOR_MLP_BIAS, layer, expert, D, 1,
+            "%s.down_proj.bias", prefix);
+    }
+    *offp = off;
+    return FFN_OK;
+}
+
+/* Build the table (or, with m->params NULL, just count the floats). */
+static ffn_status build_table(ffn_model *m, int64_t *total) {
+    const ffn_model_config *c = &m->cfg;
+    const int64_t D = m->D, V = m->V, HD = m->H * m->Dh, GD = m->G * m->Dh;
+    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+    int64_t off = 0;
+    m->n_tensors = 0;
+    ADD(&m->embed, &m->g_embed, FFN_TENSOR_EMBEDDING, -1, -1, V, D, "model.embed_tokens.weight");
+    for (int64_t l = 0; l < m->L; l++) {
+        block_tensors *p = &m->bp[l], *g = &m->bg[l];
+        memset(p, 0, sizeof *p);
+        memset(g, 0, sizeof *g);
+        char pre[96];
+        snprintf(pre, sizeof pre, "model.layers.%lld", (long long)l);
+        ADD(&p->attn_norm, &g->attn_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+            "%s.input_layernorm.weight", pre);
+        /* q, k, v adjacent: one (C, D) matrix */
+        ADD(&p->wqkv, &g->wqkv, FFN_TENSOR_ATTN_WEIGHT, l, -1, HD, D,
+            "%s.self_attn.q_proj.weight", pre);
+        ADD(NULL, NULL, FFN_TENSOR_ATTN_WEIGHT, l, -1, GD, D, "%s.self_attn.k_proj.weight", pre);
+        ADD(NULL, NULL, FFN_TENSOR_ATTN_WEIGHT, l, -1, GD, D, "%s.self_attn.v_proj.weight", pre);
+        if (c->attention_bias) {
+            ADD(&p->bqkv, &g->bqkv, FFN_TENSOR_ATTN_BIAS, l, -1, HD, 1, "%s.self_attn.q_proj.bias",
+                pre);
+            ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.k_proj.bias", pre);
+            ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.v_proj.bias", pre);
+        }
+        ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
+            pre);
+        if (ffn_model_config_layer_is_moe(c, l)) {
+            int64_t E = c->num_experts, Fe = moe_width(c), Fs = c->shared_expert_intermediate_size;
+            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_attention_layernorm.weight", pre);
+            ADD(&p->moe.router_w, &g->moe.router_w, FFN_TENSOR_ROUTER, l, -1, E, D,
+                "%s.mlp.gate.weight", pre);
+            ffn_layer_params *ep = m->experts_p ? m->experts_p + l * E : NULL;
+            ffn_layer_params *eg = m->experts_g ? m->experts_g + l * E : NULL;
+            p->moe.experts = ep;
+            g->moe.experts = m->grads ? eg : NULL;
+            /* one kind at a time over all experts: (E, Fe, D) arrays */
+            for (int kind = 0; kind < 3; kind++) {
+                if (kind == 0 && !gated) continue;
+                for (int64_t e = 0; e < E; e++) {
+                    float **pp = NULL, **pg = NULL;
+                    if (ep) {
+                        pp = kind == 0 ? &ep[e].gate_w : kind == 1 ? &ep[e].up_w : &ep[e].down_w;
+                        pg = kind == 0 ? &eg[e].gate_w : kind == 1 ? &eg[e].up_w : &eg[e].down_w;
+                    }
+                    static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
+                    ADD(pp, pg, FFN_TENSOR_MLP_WEIGHT, l, e, kind == 2 ? D : Fe, kind == 2 ? Fe : D,
+                        "%s.mlp.experts.%lld.%s.weight", pre, (long long)e, kn[kind]);
+                }
+            }
+            if (c->mlp_bias) {
+                for (int kind = 0; kind < 3; kind++) {
+                    if (kind == 0 && !gated) continue;
+                    for (int64_t e = 0; e < E; e++) {
+                        float **pp = NULL, **pg = NULL;
+                        if (ep) {
+                            pp = kind == 0 ? &ep[e].gate_b : kind == 1 ? &ep[e].up_b : &ep[e].down_b;
+                            pg = kind == 0 ? &eg[e].gate_b : kind == 1 ? &eg[e].up_b : &eg[e].down_b;
+                        }
+                        static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
+                        ADD(pp, pg, FFN_TENSOR_MLP_BIAS, l, e, kind == 2 ? D : Fe, 1,
+                            "%s.mlp.experts.%lld.%s.bias", pre, (long long)e, kn[kind]);
+                    }
+                }
+            }
+            if (Fs > 0) {
+                char sp[128];
+                snprintf(sp, sizeof sp, "%s.mlp.shared_expert", pre);
+                ffn_status st = add_ffn(m, &off, &p->moe.shared, &g->moe.shared, gated,
+                                        c->mlp_bias, Fs, l, -1, sp);
+                if (st) return st;
+                ADD(&p->moe.shared_gate_w, &g->moe.shared_gate_w, FFN_TENSOR_ROUTER, l, -1, 1, D,
+                    "%s.mlp.shared_expert_gate.weight", pre);
+            }
+        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
+            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_attention_layernorm.weight", pre);
+            char sp[128];
+            snprintf(sp, sizeof sp, "%s.mlp", pre);
+            ffn_status st = add_ffn(m, &off, &p->mlp, &g->mlp, gated, c->mlp_bias, m->F, l, -1, sp);
+            if (st) return st;
+        }
+    }
+    ADD(&m->final_norm, &m->g_final_norm, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.weight");
+    if (c->tie_word_embeddings) {
+        m->head = m->embed;
+        m->g_head = m->g_embed;
+    } else {
+        ADD(&m->head, &m->g_head, FFN_TENSOR_HEAD, -1, -1, V, D, "lm_head.weight");
+    }
+    *total = off;
+    return FFN_OK;
+}
+#undef ADD
+
+/* ---- create / free ---------------------------------------------------------- */
+
+void ffn_model_free(ffn_model *m) {
+    if (!m) return;
+    for (int64_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);
+    free(m->tensors);
+    if (m->mlp)
+        for (int64_t l = 0; l < m->L; l++) ffn_layer_free(m->mlp[l]);
+    if (m->moe)
+        for (int64_t l = 0; l < m->L; l++) ffn_moe_free(m->moe[l]);
+    free(m->mlp);
+    free(m->moe);
+    free(m->bp);
+    free(m->bg);
+    free(m->experts_p);
+    free(m->experts_g);
+    free(m->ba);
+    ffn_free_aligned(m->params);
+    ffn_free_aligned(m->grads);
+    ffn_free_aligned(m->acts);
+    free(m);
+}
+
+/* A carving plan: regions of the activation block, each 64-byte aligned. */
+typedef struct carve {
+    size_t total;
+    int overflow;
+} carve;
+
+static size_t carve_take(carve *cv, size_t bytes) {
+    size_t at = cv->total;
+    if (ffn_add_size(cv->total, ffn_align64(bytes), &cv->total)) cv->overflow = 1;
+    return at;
+}
+
+/* floats * count, overflow-checked into cv */
+static size_t fl(carve *cv, int64_t a, int64_t b) {
+    int64_t n;
+    if (ffn_mul_i64(a, b, &n) || n < 0 || ffn_mul_i64(n, 4, &n)) {
+        cv->overflow = 1;
+        return 0;
+    }
+    return (size_t)n;
+}
+
+#define AT(off) ((void *)((char *)m->acts + (off)))
+
+static ffn_status create_layers(ffn_model *m) {
+    const ffn_model_config *c = &m->cfg;
+    m->mlp = calloc((size_t)m->L, sizeof *m->mlp);
+    m->moe = calloc((size_t)m->L, sizeof *m->moe);
+    if (!m->mlp || !m->moe) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+    ffn_mlp_type type = c->mlp_type == FFN_MODEL_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE;
+    for (int64_t l = 0; l < m->L; l++) {
+        ffn_status st;
+        if (ffn_model_config_layer_is_moe(c, l)) {
+            ffn_moe_config mc;
+            memset(&mc, 0, sizeof mc);
+            mc.hidden_size = m->D;
+            mc.num_experts = c->num_experts;
+            mc.num_experts_per_tok = c->num_experts_per_tok;
+            mc.moe_intermediate_size = moe_width(c);
+            mc.act = c->hidden_act;
+            mc.expert_type = type;
+            mc.bias = c->mlp_bias;
+            mc.norm_topk_prob = c->norm_topk_prob;
+            mc.scoring = FFN_MOE_SCORING_SOFTMAX;
+            mc.routed_scaling_factor = 1.0;
+            mc.shared_expert_intermediate_size = c->shared_expert_intermediate_size;
+            mc.router_aux_loss_coef = c->router_aux_loss_coef;
+            mc.router_z_loss_coef = c->router_z_loss_coef;
+            mc.save = FFN_SAVE_ACTIVATIONS;
+            st = ffn_moe_create(m->ctx, &mc, &m->moe[l]);
+        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
+            ffn_layer_config lc = {.hidden_size = m->D, .intermediate_size = m->F,
+                                   .act = c->hidden_act, .type = type, .bias = c->mlp_bias,
+                                   .save = FFN_SAVE_ACTIVATIONS};
+            st = ffn_layer_create(m->ctx, &lc, &m->mlp[l]);
+        } else {
+            continue;
+        }
+        if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+    }
+    return FFN_OK;
+}
+
+static ffn_status alloc_acts(ffn_model *m) {
+    const int64_t N = m->max_n, D = m->D, C = m->C, HD = m->H * m->Dh, GD = m->G * m->Dh;
+    const int64_t L = m->L, nl = m->training ? L : 1; /* blocks with their own activations */
+    int threads = ffn_ctx_threads(m->ctx);
+    m->head_rows = N;
+    int64_t cap = ((int64_t)1 << 20) / m->V; /* logits chunk: about 4 MiB */
+    if (cap < 64) cap = 64;
+    if (m->head_rows > cap) m->head_rows = cap;
+    size_t ws = 0, saved_max = 0;
+    for (int64_t l = 0; l < L; l++) {
+        size_t w = 0, s = 0;
+        if (m->mlp[l]) {
+            w = ffn_layer_workspace_size(m->mlp[l], N);
+            s = ffn_layer_saved_size(m->mlp[l], N);
+        } else if (m->moe[l]) {
+            w = ffn_moe_workspace_size(m->moe[l], N);
+            s = ffn_moe_saved_size(m->moe[l], N);
+        }
+        if (w > ws) ws = w;
+        if (s > saved_max) saved_max = s;
+    }
+    m->ws_bytes = ws;
+    carve cv = {0, 0};
+    struct { size_t res, rstd1, xn1, qkv, probs, att, mid, rstd2, xn2, saved; } *o =
+        calloc((size_t)nl, sizeof *o);
+    if (!o) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+    for (int64_t l = 0; l < nl; l++) {
+        o[l].res = carve_take(&cv, fl(&cv, N, D));
+        o[l].rstd1 = carve_take(&cv, fl(&cv, N, 1));
+        o[l].xn1 = carve_take(&cv, fl(&cv, N, D));
+        o[l].qkv = carve_take(&cv, fl(&cv, N, C));
+        o[l].probs = m->training ? carve_take(&cv, fl(&cv, N * m->H, m->max_seq)) : 0;
+        o[l].att = carve_take(&cv, fl(&cv, N, HD));
+        o[l].mid = carve_take(&cv, fl(&cv, N, D));
+        o[l].rstd2 = carve_take(&cv, fl(&cv, N, 1));
+        o[l].xn2 = carve_take(&cv, fl(&cv, N, D));
+        o[l].saved = m->training ? carve_take(&cv, saved_max) : 0;
+    }
+    size_t res_final = carve_take(&cv, fl(&cv, N, D)), rstdf = carve_take(&cv, fl(&cv, N, 1));
+    size_t xnf = carve_take(&cv, fl(&cv, N, D));
+    size_t logits = carve_take(&cv, fl(&cv, m->head_rows, m->V));
+    size_t row_loss = carve_take(&cv, fl(&cv, N, 2));
+    size_t d_res = carve_take(&cv, fl(&cv, N, D)), d_xn = carve_take(&cv, fl(&cv, N, D));
+    size_t d_qkv = m->training ? carve_take(&cv, fl(&cv, N, C)) : 0;
+    size_t d_att = m->training ? carve_take(&cv, fl(&cv, N, HD)) : 0;
+    size_t tmp = carve_take(&cv, fl(&cv, N, D));
+    size_t scratch = carve_take(&cv, fl(&cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh), 1));
+    size_t wso = carve_take(&cv, ws);
+    int64_t half = m->Dh / 2;
+    size_t rc = carve_take(&cv, fl(&cv, m->max_seq, half)), rs = carve_take(&cv, fl(&cv, m->max_seq, half));
+    size_t kc = carve_take(&cv, fl(&cv, L * m->max_seq, GD)), vc = carve_take(&cv, fl(&cv, L * m->max_seq, GD));
+    if (cv.overflow) {
+        free(o);
+        return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: activation sizes overflow "
+                         "(max_batch %lld, max_seq %lld)", (long long)m->max_batch,
+                         (long long)m->max_seq);
+    }
+    m->acts_bytes = cv.total;
+    m->acts = ffn_malloc_aligned(cv.total ? cv.total : 64);
+    m->ba = calloc((size_t)L, sizeof *m->ba);
+    if (!m->acts || !m->ba) {
+        free(o);
+        return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (%zu bytes of "
+                         "activations for max_batch %lld, max_seq %lld)", cv.total,
+                         (long long)m->max_batch, (long long)m->max_seq);
+    }
+    memset(m->acts, 0, cv.total);
+    for (int64_t l = 0; l < L; l++) {
+        int64_t s = m->training ? l : 0;
+        block_acts *a = &m->ba[l];
+        a->res = AT(o[s].res);
+        a->rstd1 = AT(o[s].rstd1);
+        a->xn1 = AT(o[s].xn1);
+        a->qkv = AT(o[s].qkv);
+        a->probs = m->training ? AT(o[s].probs) : NULL;
+        a->att = AT(o[s].att);
+        a->mid = AT(o[s].mid);
+        a->rstd2 = AT(o[s].rstd2);
+        a->xn2 = AT(o[s].xn2);
+        a->saved = m->training ? AT(o[s].saved) : NULL;
+    }
+    free(o);
+    m->res_final = AT(res_final);
+    m->rstdf = AT(rstdf);
+    m->xnf = AT(xnf);
+    m->logits = AT(logits);
+    m->row_loss = AT(row_loss);
+    m->d_res = AT(d_res);
+    m->d_xn = AT(d_xn);
+    m->d_qkv = m->training ? AT(d_qkv) : NULL;
+    m->d_att = m->training ? AT(d_att) : NULL;
+    m->tmp = AT(tmp);
+    m->scratch = AT(scratch);
+    m->ws = AT(wso);
+    m->rope_cos = AT(rc);
+    m->rope_sin = AT(rs);
+    m->kcache = AT(kc);
+    m->vcache = AT(vc);
+    ffn_rope_tables(m->rope_cos, m->rope_sin, m->max_seq, m->Dh, m->cfg.rope_theta);
+    return FFN_OK;
+}
+#undef AT
+
+ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
+                            const ffn_model_options *opt, ffn_model **out) {
+    if (!ctx || !cfg || !out)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: ctx, cfg and out must not be NULL");
+    *out = NULL;
+    ffn_status st = ffn_model_config_validate(cfg);
+    if (st) return st;
+    ffn_model_options o = {1, cfg->max_position_embeddings, 0};
+    if (opt) {
+        o = *opt;
+        if (o.max_batch == 0) o.max_batch = 1;
+        if (o.max_seq == 0) o.max_seq = cfg->max_position_embeddings;
+    }
+    if (o.max_batch < 1 || o.max_batch > ((int64_t)1 << 24))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: max_batch: expected 1..%lld, "
+                         "got %lld", (long long)1 << 24, (long long)o.max_batch);
+    if (o.max_seq < 1 || o.max_seq > cfg->max_position_embeddings)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: max_seq: expected "
+                         "1..max_position_embeddings (%lld), got %lld",
+                         (long long)cfg->max_position_embeddings, (long long)o.max_seq);
+    ffn_model *m = calloc(1, sizeof *m);
+    if (!m) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->D = cfg->hidden_size;
+    m->H = cfg->num_attention_heads;
+    m->G = cfg->num_key_value_heads;
+    m->Dh = m->D / m->H;
+    m->C = (m->H + 2 * m->G) * m->Dh;
+    m->V = cfg->vocab_size;
+    m->L = cfg->num_hidden_layers;
+    m->F = cfg->intermediate_size;
+    m->max_batch = o.max_batch;
+    m->max_seq = o.max_seq;
+    m->training = o.training != 0;
+    if (ffn_mul_i64(o.max_batch, o.max_seq, &m->max_n)) {
+        free(m);
+        return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: max_batch · max_seq overflows");
+    }
+    m->bp = calloc((size_t)m->L, sizeof *m->bp);
+    m->bg = calloc((size_t)m->L, sizeof *m->bg);
+    if (!m->bp || !m->bg) {
+        ffn_model_free(m);
+        return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+    }
+    if (cfg->num_experts > 0) {
+        m->experts_p = calloc((size_t)(m->L * cfg->num_experts), sizeof *m->experts_p);
+        m->experts_g = calloc((size_t)(m->L * cfg->num_experts), sizeof *m->experts_g);
+        if (!m->experts_p || !m->experts_g) {
+            ffn_model_free(m);
+            return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+        }
+    }
+    int64_t total = 0;
+    if ((st = build_table(m, &total))) goto fail; /* counting pass */
+    size_t bytes;
+    if (ffn_mul_size((size_t)total, sizeof(float), &bytes)) {
+        st = ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: parameter bytes overflow");
+        goto fail;
+    }
+    m->n_params = total;
+    m->params = ffn_malloc_aligned(bytes);
+    if (m->training) m->grads = ffn_malloc_aligned(bytes);
+    if (!m->params || (m->training && !m->grads)) {
+        st = ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (%zu bytes of parameters)",
+                       bytes);
+        goto fail;
+    }
+    memset(m->params, 0, bytes);
+    if (m->grads) memset(m->grads, 0, bytes);
+    if ((st = build_table(m, &total))) goto fail;
+    if ((st = create_layers(m))) goto fail;
+    if ((st = alloc_acts(m))) goto fail;
+    *out = m;
+    return FFN_OK;
+fail:
+    ffn_model_free(m);
+    return st;
+}
+
+const ffn_model_config *ffn_model_get_config(const ffn_model *m) { return m ? &m->cfg : NULL; }
+
+int64_t ffn_model_num_params(const ffn_model *m) { return m ? m->n_params : 0; }
+
+int64_t ffn_model_active_params(const ffn_model *m) {
+    if (!m) return 0;
+    int64_t n = m->n_params;
+    const ffn_model_config *c = &m->cfg;
+    if (c->num_experts > 0) {
+        int64_t E = c->num_experts, K = c->num_experts_per_tok, Fe = moe_width(c);
+        int64_t per = (c->mlp_type == FFN_MODEL_MLP_GATED ? 3 : 2) * Fe * m->D;
+        if (c->mlp_bias) per += (c->mlp_type == FFN_MODEL_MLP_GATED ? 2 : 1) * Fe + m->D;
+        for (int64_t l = 0; l < m->L; l++)
+            if (ffn_model_config_layer_is_moe(c, l)) n -= (E - K) * per;
+    }
+    return n;
+}
+
+size_t ffn_model_activation_bytes(const ffn_model *m) { return m ? m->acts_bytes : 0; }
+
+int64_t ffn_model_num_tensors(const ffn_model *m) { return m ? m->n_tensors : 0; }
+
+const ffn_model_tensor *ffn_model_tensor_at(const ffn_model *m, int64_t i) {
+    if (!m || i < 0 || i >= m->n_tensors) return NULL;
+    return &m->tensors[i];
+}
+
+const ffn_model_tensor *ffn_model_find_tensor(const ffn_model *m, const char *name) {
+    if (!m || !name) return NULL;
+    for (int64_t i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+float *ffn_model_params(ffn_model *m, int64_t *n) {
+    if (n) *n = m ? m->n_params : 0;
+    return m ? m->params : NULL;
+}
+
+float *ffn_model_grads(ffn_model *m, int64_t *n) {
+    if (n) *n = m && m->grads ? m->n_params : 0;
+    return m ? m->grads : NULL;
+}
+
+void ffn_model_zero_grads(ffn_model *m) {
+    if (m && m->grads) memset(m->grads, 0, (size_t)m->n_params * sizeof(float));
+}
+
+/* ---- weights ------------------------------------------------------------------ */
+
+ffn_status ffn_model_params_changed(ffn_model *m) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
+    for (int64_t l = 0; l < m->L; l++) {
+        ffn_status st = FFN_OK;
+        if (m->mlp[l]) st = ffn_layer_set_weights(m->mlp[l], &m->bp[l].mlp);
+        else if (m->moe[l]) st = ffn_moe_set_weights(m->moe[l], &m->bp[l].moe);
+        if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+    }
+    m->pos = 0;
+    return FFN_OK;
+}
+
+/* splitmix64: a tiny, well-mixed generator; one stream per tensor. */
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *s) { /* (0, 1] */
+    return ((double)(splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+}
+
+static int is_residual_out(const ffn_model_tensor *t) {
+    size_t n = strlen(t->name);
+    const char *a = "o_proj.weight", *b = "down_proj.weight";
+    return (n >= strlen(a) && !strcmp(t->name + n - strlen(a), a)) ||
+           (n >= strlen(b) && !strcmp(t->name + n - strlen(b), b));
+}
+
+ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_init_weights: model is NULL");
+    const double std = 0.02, std_res = 0.02 / sqrt(2.0 * (double)m->L);
+    for (int64_t i = 0; i < m->n_tensors; i++) {
+        const ffn_model_tensor *t = &m->tensors[i];
+        float *w = m->params + t->offset;
+        if (t->kind == FFN_TENSOR_NORM) {
+            for (int64_t j = 0; j < t->numel; j++) w[j] = 1.0f;
+            continue;
+        }
+        if (t->kind == FFN_TENSOR_ATTN_BIAS || t->kind == FFN_TENSOR_MLP_BIAS) {
+            memset(w, 0, (size_t)t->numel * sizeof *w);
+            continue;
+        }
+        double sd = is_residual_out(t) ? std_res : std;
+        uint64_t s = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
+        splitmix64(&s);
+        for (int64_t j = 0; j < t->numel; j += 2) { /* Box-Muller, two at a time */
+            double r = sqrt(-2.0 * log(uniform01(&s))), a = 6.283185307179586 * uniform01(&s);
+            w[j] = (float)(sd * r * cos(a));
+            if (j + 1 < t->numel) w[j + 1] = (float)(sd * r * sin(a));
+        }
+    }
+    return ffn_model_params_changed(m);
+}
+
+/* ---- forward ------------------------------------------------------------------- */
+
+enum { MODE_TRAIN, MODE_EVAL, MODE_CACHE };
+
+static ffn_status check_tokens(const ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                               int64_t n, const char *fn) {
+    for (int64_t i = 0; i < n; i++) {
+        if (tokens[i] < 0 || tokens[i] >= m->V)
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: tokens[%lld] = %d is outside the vocabulary "
+                             "[0, %lld)", fn, (long long)i, tokens[i], (long long)m->V);
+        if (targets && targets[i] != FFN_IGNORE_INDEX && (targets[i] < 0 || targets[i] >= m->V))
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: targets[%lld] = %d is outside the "
+                             "vocabulary [0, %lld) and not the ignore index -1", fn, (long long)i,
+                             targets[i], (long long)m->V);
+    }
+    return FFN_OK;
+}
+
+static ffn_status check_shape(const ffn_model *m, int64_t B, int64_t T, const char *fn) {
+    if (B < 1 || T < 1 || T > m->max_seq || B * T > m->max_n)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: B = %lld, T = %lld: expected 1 <= T <= max_seq "
+                         "(%lld) and B·T <= max_batch·max_seq (%lld)", fn, (long long)B,
+                         (long long)T, (long long)m->max_seq, (long long)m->max_n);
+    return FFN_OK;
+}
+
+static void add_rows(float *y, const float *a, const float *b, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+    for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* The blocks: tokens (B, T) at positions pos0.. -> the residual stream after
+ * the last block, returned in *x_out.  Sums the MoE losses into aux, z. */
+static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                 int mode, float **x_out, double *aux, double *z) {
+    const ffn_ctx *ctx = m->ctx;
+    const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
+    const int64_t HD = H * Dh, GD = G * Dh, pos0 = mode == MODE_CACHE ? m->pos : 0;
+    const float eps = (float)m->cfg.rms_norm_eps;
+    const int save = mode == MODE_TRAIN;
+    ffn_status st;
+    float *x = m->ba[0].res;
+    for (int64_t n = 0; n < N; n++)
+        memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
+    *aux = *z = 0.0;
+    for (int64_t l = 0; l < m->L; l++) {
+        const block_tensors *p = &m->bp[l];
+        const block_acts *a = &m->ba[save ? l : 0];
+        float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
+        /* attention */
+        ffn_rmsnorm_forward(a->xn1, a->rstd1, x, p->attn_norm, N, D, eps);
+        if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
+            return st;
+        if (p->bqkv)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < C; j++) a->qkv[n * C + j] += p->bqkv[j];
+        ffn_rope_apply(a->qkv, C, N, T, pos0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 0);
+        ffn_rope_apply(a->qkv + HD, C, N, T, pos0, G, Dh, m->cfg.rope_style, m->rope_cos,
+                       m->rope_sin, 0);
+        const float *k = a->qkv + HD, *v = a->qkv + HD + GD;
+        int64_t ldk = C;
+        if (mode == MODE_CACHE) {
+            float *kc = m->kcache + l * m->max_seq * GD, *vc = m->vcache + l * m->max_seq * GD;
+            for (int64_t t = 0; t < T; t++) {
+                memcpy(kc + (pos0 + t) * GD, a->qkv + t * C + HD, (size_t)GD * sizeof(float));
+                memcpy(vc + (pos0 + t) * GD, a->qkv + t * C + HD + GD, (size_t)GD * sizeof(float));
+            }
+            k = kc;
+            v = vc;
+            ldk = GD;
+        }
+        ffn_attn_dims dims = {B, T, pos0, H, G, Dh};
+        ffn_attention_forward(a->att, HD, save ? a->probs : NULL, m->scratch, a->qkv, C, k, ldk,
+                              v, ldk, &dims);
+        if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
+            return st;
+        add_rows(a->mid, x, m->tmp, N * D);
+        /* feed-forward */
+        if (!m->mlp[l] && !m->moe[l]) {
+            memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
+        } else {
+            ffn_rmsnorm_forward(a->xn2, a->rstd2, a->mid, p->mlp_norm, N, D, eps);
+            if (m->mlp[l]) {
+                st = ffn_layer_forward(m->mlp[l], m->tmp, a->xn2, N, save ? a->saved : NULL, m->ws,
+                                       m->ws_bytes);
+            } else {
+                ffn_moe_outputs mo;
+                memset(&mo, 0, sizeof mo);
+                mo.y = m->tmp;
+                st = ffn_moe_forward(m->moe[l], &mo, a->xn2, N, save ? a->saved : NULL, m->ws,
+                                     m->ws_bytes);
+                *aux += mo.aux_loss;
+                *z += mo.z_loss;
+            }
+            if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            add_rows(x_next, a->mid, m->tmp, N * D);
+        }
+        x = x_next;
+    }
+    *x_out = x;
+    return FFN_OK;
+}
+
+/* Head and loss over rows [0, N) in chunks of head_rows: final norm,
+ * logits, log-softmax; in MODE_TRAIN also dlogits (scaled by
+ * grad_scale / n_targets), the head's weight gradient and dxnf into
+ * m->d_xn.  Writes logits to `logits_out` (N, V) when given instead. */
+static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets, int64_t N,
+                            int train, float grad_scale, float *logits_out, double *ce,
+                            int64_t *n_targets) {
+    const int64_t D = m->D, V = m->V;
+    ffn_status st;
+    ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
+    int64_t count = 0;
+    if (targets)
+        for (int64_t n = 0; n < N; n++) count += targets[n] != FFN_IGNORE_INDEX;
+    const float scale = count ? grad_scale / (float)count : 0.0f;
+    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+        int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        float *lg = logits_out ? logits_out + r0 * V : m->logits;
+        if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
+                           lg, V)))
+            return st;
+        if (!targets) continue;
+#pragma omp parallel for schedule(static) if (rows * V > 65536)
+        for (int64_t r = 0; r < rows; r++) {
+            float *l = lg + r * V;
+            int32_t y = targets[r0 + r];
+            if (y == FFN_IGNORE_INDEX) {
+                m->row_loss[r0 + r] = 0.0;
+                if (train) memset(l, 0, (size_t)V * sizeof *l);
+                continue;
+            }
+            float mx = l[0];
+            for (int64_t j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+            double sum = 0.0;
+            for (int64_t j = 0; j < V; j++) sum += exp((double)(l[j] - mx));
+            double lse = log(sum) + mx;
+            m->row_loss[r0 + r] = lse - (double)l[y];
+            if (train) {
+                for (int64_t j = 0; j < V; j++) l[j] = (float)exp((double)l[j] - lse) * scale;
+                l[y] -= scale;
+            }
+        }
+        if (train) {
+            if ((st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, lg, V, m->xnf + r0 * D, D, 1.0f,
+                               m->g_head, D)) ||
+                (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, lg, V, m->head, D, 0.0f,
+                               m->d_xn + r0 * D, D)))
+                return st;
+        }
+    }
+    double s = 0.0;
+    if (targets)
+        for (int64_t n = 0; n < N; n++) s += m->row_loss[n];
+    *ce = count ? s / (double)count : 0.0;
+    *n_targets = count;
+    return FFN_OK;
+}
+
+static void fill_loss(const ffn_model *m, ffn_model_loss *loss, double ce, double aux, double z,
+                      int64_t count) {
+    if (!loss) return;
+    loss->ce = ce;
+    loss->aux = aux;
+    loss->z = z;
+    loss->n_targets = count;
+    loss->total = ce + m->cfg.router_aux_loss_coef * aux + m->cfg.router_z_loss_coef * z;
+    if (m->cfg.num_experts == 0) loss->total = ce;
+}
+
+/* ---- backward ------------------------------------------------------------------- */
+
+static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T) {
+    const ffn_ctx *ctx = m->ctx;
+    const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
+    const int64_t HD = H * Dh;
+    ffn_status st;
+    float *d_res = m->d_res;
+    memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
+    ffn_rmsnorm_backward(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, m->rstdf,
+                         N, D);
+    for (int64_t l = m->L - 1; l >= 0; l--) {
+        const block_tensors *p = &m->bp[l], *g = &m->bg[l];
+        const block_acts *a = &m->ba[l];
+        /* feed-forward: d_res is d(x_next) = d(mid) + through the mlp */
+        if (m->mlp[l] || m->moe[l]) {
+            if (m->mlp[l])
+                st = ffn_layer_backward(m->mlp[l], m->d_xn, &g->mlp, d_res, a->xn2, N, a->saved,
+                                        m->ws, m->ws_bytes);
+            else
+                st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
+                                      m->ws, m->ws_bytes);
+            if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            ffn_rmsnorm_backward(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
+        }
+        /* attention output projection: mid = x + att · Woᵀ */
+        if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
+            (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
+            return st;
+        ffn_attn_dims dims = {B, T, 0, H, G, Dh};
+        ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
+                               a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
+                               m->scratch, &dims);
+        ffn_rope_apply(m->d_qkv, C, N, T, 0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 1);
+        ffn_rope_apply(m->d_qkv + HD, C, N, T, 0, G, Dh, m->cfg.rope_style, m->rope_cos,
+                       m->rope_sin, 1);
+        if (g->bqkv)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < C; j++) g->bqkv[j] += m->d_qkv[n * C + j];
+        if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
+            (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
+            return st;
+        ffn_rmsnorm_backward(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
+    }
+    /* embedding: rows in token order (a repeated token sums in that order) */
+    for (int64_t n = 0; n < N; n++) {
+        float *ge = m->g_embed + (int64_t)tokens[n] * D;
+        const float *dr = d_res + n * D;
+        for (int64_t i = 0; i < D; i++) ge[i] += dr[i];
+    }
+    return FFN_OK;
+}
+
+/* The MoE layer weighs its aux and z gradients by the coefficients in its
+ * config, read at backward time; the model's objective scales them by
+ * grad_scale too.  moe.h has no setter, so the model (which created the
+ * layers and owns them) adjusts the config it gave them.  TODO: use an
+ * ffn_moe_set_loss_coefs() once moe.h provides one. */
+static void moe_scale_coefs(ffn_model *m, float grad_scale) {
+    for (int64_t l = 0; l < m->L; l++) {
+        if (!m->moe[l]) continue;
+        ffn_moe_config *mc = (ffn_moe_config *)ffn_moe_get_config(m->moe[l]);
+        mc->router_aux_loss_coef = m->cfg.router_aux_loss_coef * grad_scale;
+        mc->router_z_loss_coef = m->cfg.router_z_loss_coef * grad_scale;
+    }
+}
+
+/* ---- the public entry points ----------------------------------------------------- */
+
+ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                                      int64_t B, int64_t T, float grad_scale,
+                                      ffn_model_loss *loss) {
+    static const char *fn = "ffn_model_forward_backward";
+    if (!m || !tokens || !targets)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, tokens and targets must not be NULL", fn);
+    if (!m->training)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training "
+                         "(ffn_model_options.training = 0)", fn);
+    ffn_status st;
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
+        return st;
+    if (!isfinite(grad_scale))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
+                         (double)grad_scale);
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce;
+    int64_t count;
+    if ((st = forward_blocks(m, tokens, B, T, MODE_TRAIN, &x, &aux, &z)) ||
+        (st = head_loss(m, x, targets, B * T, 1, grad_scale, NULL, &ce, &count)))
+        return st;
+    moe_scale_coefs(m, grad_scale);
+    st = backward_blocks(m, tokens, B, T);
+    moe_scale_coefs(m, 1.0f);
+    if (st) return st;
+    fill_loss(m, loss, ce, aux, z, count);
+    return FFN_OK;
+}
+
+ffn_status ffn_model_eval_loss(ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                               int64_t B, int64_t T, ffn_model_loss *loss) {
+    static const char *fn = "ffn_model_eval_loss";
+    if (!m || !tokens || !targets)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, tokens and targets must not be NULL", fn);
+    ffn_status st;
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
+        return st;
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce;
+    int64_t count;
+    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
+        (st = head_loss(m, x, targets, B * T, 0, 0.0f, NULL, &ce, &count)))
+        return st;
+    fill_loss(m, loss, ce, aux, z, count);
+    return FFN_OK;
+}
+
+ffn_status ffn_model_logits(ffn_model *m, float *logits, const int32_t *tokens, int64_t B,
+                            int64_t T) {
+    static const char *fn = "ffn_model_logits";
+    if (!m || !tokens || !logits)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, logits and tokens must not be NULL", fn);
+    ffn_status st;
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, NULL, B * T, fn)))
+        return st;
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce;
+    int64_t count;
+    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
+        (st = head_loss(m, x, NULL, B * T, 0, 0.0f, logits, &ce, &count)))
+        return st;
+    return FFN_OK;
+}
+
+/* ---- generation ------------------------------------------------------------------- */
+
+void ffn_model_reset(ffn_model *m) {
+    if (m) m->pos = 0;
+}
+
+int64_t ffn_model_position(const ffn_model *m) { return m ? m->pos : 0; }
+
+ffn_status ffn_model_prefill(ffn_model *m, const int32_t *tokens, int64_t n, float *logits) {
+    static const char *fn = "ffn_model_prefill";
+    if (!m || (!tokens && n > 0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: model and tokens must not be NULL", fn);
+    if (n < 0 || m->pos + n > m->max_seq)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: %lld tokens after %lld cached exceed max_seq "
+                         "(%lld)", fn, (long long)n, (long long)m->pos, (long long)m->max_seq);
+    if (n == 0) return FFN_OK;
+    ffn_status st = check_tokens(m, tokens, NULL, n, fn);
+    if (st) return st;
+    ffn_ctx_enter(m->ctx);
+    /* The prompt goes through in chunks that fit the activation rows. */
+    for (int64_t i = 0; i < n; i += m->max_n) {
+        int64_t c = n - i < m->max_n ? n - i : m->max_n;
+        float *x;
+        double aux, z;
+        if ((st = forward_blocks(m, tokens + i, 1, c, MODE_CACHE, &x, &aux, &z))) {
+            m->pos = 0;
+            return st;
+        }
+        m->pos += c;
+        if (i + c == n && logits) {
+            double ce;
+            int64_t count;
+            /* head on the last row only */
+            if ((st = head_loss(m, x + (c - 1) * m->D, NULL, 1, 0, 0.0f, logits, &ce, &count)))
+                return st;
+        }
+    }
+    return FFN_OK;
+}
+
+ffn_status ffn_model_step(ffn_model *m, int32_t token, float *logits) {
+    if (!logits) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_step: logits is NULL");
+    return ffn_model_prefill(m, &token, 1, logits);
+}

@@ -1,0 +1,69 @@
+/* model_internal.h -- the pieces of the decoder that are not public: RMSNorm
+ * (src/norm.c), RoPE and causal attention with grouped KV heads
+ * (src/attention.c).  Used by src/model.c and the unit tests.  Not installed.
+ *
+ * Letters: N tokens (rows), D width, B batch, T query positions per
+ * sequence, S key positions per sequence, H query heads, G key/value heads,
+ * Dh head dim.
+ *
+ * Conventions as everywhere: forward writes its outputs; backward writes dx
+ * unless the name says it accumulates, and always accumulates (+=) into
+ * parameter gradients. */
+#ifndef FFN_MODEL_INTERNAL_H
+#define FFN_MODEL_INTERNAL_H
+
+#include "common.h"
+
+/* ---- RMSNorm (src/norm.c) ----------------------------------------------
+ * y = x · rstd · w,  rstd = 1 / sqrt(mean(x²) + eps), per row of D.
+ * Rows are independent; the loop over rows runs on the calling OpenMP
+ * team size.  rstd (N) is saved for backward (may be NULL in inference). */
+void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t n,
+                         int64_t d, float eps);
+/* dx (N, D) += ∂/∂x, dw (D) += ∂/∂w (dw may be NULL), for L = Σ y ⊙ dy.
+ * The dw reduction runs over rows in order: bitwise reproducible at any
+ * thread count. */
+void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                          const float *w, const float *rstd, int64_t n, int64_t d);
+
+/* ---- RoPE (src/attention.c) --------------------------------------------
+ * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),
+ * computed in double. */
+void ffn_rope_tables(float *cos_t, float *sin_t, int64_t max_pos, int64_t head_dim, double theta);
+
+/* Rotate, in place, n_heads heads of Dh features in each of the rows
+ * x[r·ld .. ], r < n.  Row r has position pos0 + r % T (rows are (B, T)).
+ * style: 0 = rotate_half (pairs j, j+Dh/2), 1 = interleaved (2j, 2j+1).
+ * inverse = 1 rotates by the negative angle (the backward of forward). */
+void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, int64_t n_heads,
+                    int64_t head_dim, int style, const float *cos_t, const float *sin_t,
+                    int inverse);
+
+/* ---- causal attention with grouped KV heads ---------------------------- */
+typedef struct ffn_attn_dims {
+    int64_t B, T;   /* batch, query positions per sequence */
+    int64_t pos0;   /* query t sits at position pos0 + t and sees keys 0..pos0+t */
+    int64_t H, G;   /* query heads, key/value heads (H % G == 0) */
+    int64_t Dh;     /* head dim */
+} ffn_attn_dims;
+/* S = pos0 + T keys per sequence.  Row layout: q row (b·T + t)·ldq, head h at
+ * column h·Dh; k/v row (b·S + s)·ldk (ldv), kv head g at column g·Dh; query
+ * head h reads kv head h / (H/G).  out row (b·T + t)·ldo, head h at h·Dh.
+ * probs (B, H, T, S) receives the softmax rows (positions past the causal
+ * limit are left untouched) for backward; NULL in inference.  scratch holds
+ * ffn_attention_scratch_floats(n_threads, S, Dh) floats (both directions).
+ * Scale 1/sqrt(Dh).  Parallel over (b, h) with the calling OpenMP team. */
+size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh);
+void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch, const float *q,
+                           int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
+                           const ffn_attn_dims *dims);
+/* Backward of forward (pos0 must be 0 here; S = T): writes dq, dk, dv (same
+ * layouts and leading dimensions as q, k, v), given dout and the saved
+ * probs.  Parallel over (b, g): each task owns one kv head of one sequence
+ * and the H/G query heads that read it, so the reduction order is fixed. */
+void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, int64_t ldo,
+                            const float *probs, const float *q, int64_t ldq, const float *k,
+                            int64_t ldk, const float *v, int64_t ldv, float *scratch,
+                            const ffn_attn_dims *dims);
+
+#endif /* FFN_MODEL_INTERNAL_H */

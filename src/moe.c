@@ -1,0 +1,970 @@
+/* moe.c -- Mixture of Experts: config (JSON, validation), the router
+ * (logits, scores, top-k, weights, capacity), grouped dispatch to one
+ * ffn_layer per expert, the weighted combine, shared experts, the aux and z
+ * losses, and backward through all of it.  The formulas are in
+ * include/ffn/moe.h; this file explains only the choices it makes.
+ *
+ * Letters: N tokens, D hidden, F expert width, E experts, K top-k,
+ * S kept routed slots (<= N·K).
+ *
+ * Determinism: every reduction runs in a fixed order that does not depend
+ * on the thread count (per-token loops are independent; sums over tokens
+ * run sequentially), except inside the matrix products of the expert
+ * layers and of the router's backward, which follow ffn_gemm's promise. */
+#include "common.h"
+#include "io/json.h"
+#include "kernels/kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- config ---------------------------------------------------------- */
+
+const char *ffn_moe_scoring_name(ffn_moe_scoring s) {
+    switch (s) {
+    case FFN_MOE_SCORING_SOFTMAX: return "softmax";
+    case FFN_MOE_SCORING_SIGMOID: return "sigmoid";
+    }
+    return "unknown";
+}
+
+ffn_status ffn_moe_config_validate(const ffn_moe_config *c) {
+    if (!c) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_config_validate: cfg is NULL");
+    if (c->hidden_size <= 0)
+        return ffn_error(FFN_ERR_CONFIG, "hidden_size: must be >= 1, got %lld",
+                         (long long)c->hidden_size);
+    if (c->num_experts <= 0)
+        return ffn_error(FFN_ERR_CONFIG, "num_experts: must be >= 1, got %lld",
+                         (long long)c->num_experts);
+    if (c->num_experts_per_tok <= 0)
+        return ffn_error(FFN_ERR_CONFIG, "num_experts_per_tok: must be >= 1, got %lld",
+                         (long long)c->num_experts_per_tok);
+    if (c->num_experts_per_tok > c->num_experts)
+        return ffn_error(FFN_ERR_CONFIG,
+                         "num_experts_per_tok: must be <= num_experts (%lld), got %lld",
+                         (long long)c->num_experts, (long long)c->num_experts_per_tok);
+    if (c->num_experts > INT32_MAX)
+        return ffn_error(FFN_ERR_CONFIG, "num_experts: must be <= %d, got %lld", INT32_MAX,
+                         (long long)c->num_experts);
+    if (c->moe_intermediate_size <= 0)
+        return ffn_error(FFN_ERR_CONFIG, "moe_intermediate_size: must be >= 1, got %lld",
+                         (long long)c->moe_intermediate_size);
+    if ((unsigned)c->act > FFN_ACT_SIGMOID)
+        return ffn_error(FFN_ERR_CONFIG, "hidden_act: invalid enum value %d", (int)c->act);
+    if ((unsigned)c->expert_type > FFN_MLP_GATED)
+        return ffn_error(FFN_ERR_CONFIG, "mlp_type: invalid enum value %d", (int)c->expert_type);
+    if ((unsigned)c->scoring > FFN_MOE_SCORING_SIGMOID)
+        return ffn_error(FFN_ERR_CONFIG, "scoring_func: invalid enum value %d", (int)c->scoring);
+    if ((unsigned)c->save > FFN_SAVE_NONE)
+        return ffn_error(FFN_ERR_CONFIG, "save mode: invalid enum value %d", (int)c->save);
+    if (!isfinite(c->routed_scaling_factor) || c->routed_scaling_factor <= 0)
+        return ffn_error(FFN_ERR_CONFIG, "routed_scaling_factor: must be a finite number > 0, got %g",
+                         c->routed_scaling_factor);
+    if (!isfinite(c->capacity_factor) || c->capacity_factor < 0)
+        return ffn_error(FFN_ERR_CONFIG,
+                         "capacity_factor: must be a finite number >= 0 (0 = dropless), got %g",
+                         c->capacity_factor);
+    if (!isfinite(c->router_aux_loss_coef))
+        return ffn_error(FFN_ERR_CONFIG, "router_aux_loss_coef: must be finite, got %g",
+                         c->router_aux_loss_coef);
+    if (!isfinite(c->router_z_loss_coef))
+        return ffn_error(FFN_ERR_CONFIG, "router_z_loss_coef: must be finite, got %g",
+                         c->router_z_loss_coef);
+    if (c->shared_expert_intermediate_size < 0)
+        return ffn_error(FFN_ERR_CONFIG, "shared_expert_intermediate_size: must be >= 0, got %lld",
+                         (long long)c->shared_expert_intermediate_size);
+    if (c->n_shared_experts < 0)
+        return ffn_error(FFN_ERR_CONFIG, "n_shared_experts: must be >= 0, got %lld",
+                         (long long)c->n_shared_experts);
+    /* Every size product we form later must fit: E·3·F·D and the shared
+     * widths times D, in bytes. */
+    int64_t t;
+    if (ffn_mul_i64(c->num_experts, c->moe_intermediate_size, &t) || ffn_mul_i64(t, c->hidden_size, &t) ||
+        ffn_mul_i64(t, 3 * 4, &t))
+        return ffn_error(FFN_ERR_OVERFLOW,
+                         "num_experts × moe_intermediate_size × hidden_size overflows (%lld × %lld × %lld)",
+                         (long long)c->num_experts, (long long)c->moe_intermediate_size,
+                         (long long)c->hidden_size);
+    if (ffn_mul_i64(c->n_shared_experts, c->moe_intermediate_size, &t) ||
+        ffn_mul_i64(t, c->hidden_size, &t) || ffn_mul_i64(t, 3 * 4, &t))
+        return ffn_error(FFN_ERR_OVERFLOW, "n_shared_experts × moe_intermediate_size × hidden_size overflows");
+    if (ffn_mul_i64(c->shared_expert_intermediate_size, c->hidden_size, &t) || ffn_mul_i64(t, 3 * 4, &t))
+        return ffn_error(FFN_ERR_OVERFLOW, "shared_expert_intermediate_size × hidden_size overflows");
+    return FFN_OK;
+}
+
+/* JSON null counts as absent. */
+static const json_value *get_present(const json_value *root, const char *key) {
+    const json_value *v = json_get(root, key);
+    return (v && v->type != JSON_NULL) ? v : NULL;
+}
+
+static ffn_status opt_i64(const json_value *root, const char *key, const char *path, int64_t *out) {
+    if (!get_present(root, key)) return FFN_OK;
+    return json_get_i64(root, key, 0, path, out);
+}
+
+static ffn_status opt_f64(const json_value *root, const char *key, const char *path, double *out) {
+    if (!get_present(root, key)) return FFN_OK;
+    return json_get_f64(root, key, 0, path, out);
+}
+
+static ffn_status opt_bool(const json_value *root, const char *key, const char *path, int *out) {
+    if (!get_present(root, key)) return FFN_OK;
+    return json_get_bool(root, key, 0, path, out);
+}
+
+static ffn_status load_fields(const json_value *root, const char *path, ffn_moe_config *c) {
+    ffn_status st;
+    if (!root || root->type != JSON_OBJECT)
+        return ffn_error(FFN_ERR_CONFIG, "%s: expected a JSON object at the top level", path);
+    if (!get_present(root, "hidden_size"))
+        return ffn_error(FFN_ERR_MISSING, "%s: hidden_size: required field is missing", path);
+    if ((st = json_get_i64(root, "hidden_size", 1, path, &c->hidden_size))) return st;
+
+    /* E under any of its three names; several must agree. */
+    static const char *const e_names[] = {"num_experts", "num_local_experts", "n_routed_experts"};
+    const char *e_from = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!get_present(root, e_names[i])) continue;
+        int64_t e = 0;
+        if ((st = json_get_i64(root, e_names[i], 1, path, &e))) return st;
+        if (e_from && e != c->num_experts)
+            return ffn_error(FFN_ERR_CONFIG, "%s: %s (%lld) disagrees with %s (%lld)", path,
+                             e_names[i], (long long)e, e_from, (long long)c->num_experts);
+        c->num_experts = e;
+        e_from = e_names[i];
+    }
+    if (!e_from)
+        return ffn_error(FFN_ERR_MISSING,
+                         "%s: num_experts: required field is missing (also accepted: "
+                         "num_local_experts, n_routed_experts)",
+                         path);
+    if (!get_present(root, "num_experts_per_tok"))
+        return ffn_error(FFN_ERR_MISSING, "%s: num_experts_per_tok: required field is missing", path);
+    if ((st = json_get_i64(root, "num_experts_per_tok", 1, path, &c->num_experts_per_tok))) return st;
+
+    if (get_present(root, "moe_intermediate_size")) {
+        if ((st = json_get_i64(root, "moe_intermediate_size", 1, path, &c->moe_intermediate_size)))
+            return st;
+    } else if (get_present(root, "intermediate_size")) {
+        if ((st = json_get_i64(root, "intermediate_size", 1, path, &c->moe_intermediate_size)))
+            return st;
+    } else {
+        return ffn_error(FFN_ERR_MISSING,
+                         "%s: moe_intermediate_size: required field is missing (nor is there an "
+                         "intermediate_size to default to)",
+                         path);
+    }
+
+    const char *s = NULL;
+    c->act = FFN_ACT_SILU;
+    ffn_mlp_type implied = FFN_MLP_AUTO;
+    if (get_present(root, "hidden_act")) {
+        if ((st = json_get_str(root, "hidden_act", 1, path, &s))) return st;
+        if ((st = ffn_act_parse(s, &c->act, &implied)))
+            return ffn_error_prefix(st, "%s", path);
+    }
+    c->expert_type = implied;
+    if (get_present(root, "mlp_type")) {
+        if ((st = json_get_str(root, "mlp_type", 1, path, &s))) return st;
+        if (!strcmp(s, "dense")) c->expert_type = FFN_MLP_DENSE;
+        else if (!strcmp(s, "gated")) c->expert_type = FFN_MLP_GATED;
+        else
+            return ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: unknown value '%s' (expected dense or gated)",
+                             path, s);
+        if (implied == FFN_MLP_GATED && c->expert_type != FFN_MLP_GATED)
+            return ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: '%s' contradicts hidden_act (a gated family name)",
+                             path, s);
+    }
+    if ((st = opt_bool(root, "mlp_bias", path, &c->bias))) return st;
+
+    int is_mixtral = 0;
+    if (get_present(root, "model_type")) {
+        if ((st = json_get_str(root, "model_type", 1, path, &s))) return st;
+        is_mixtral = !strcmp(s, "mixtral");
+    }
+    c->norm_topk_prob = is_mixtral;
+    if ((st = opt_bool(root, "norm_topk_prob", path, &c->norm_topk_prob))) return st;
+
+    c->scoring = FFN_MOE_SCORING_SOFTMAX;
+    if (get_present(root, "scoring_func")) {
+        if ((st = json_get_str(root, "scoring_func", 1, path, &s))) return st;
+        if (!strcmp(s, "softmax")) c->scoring = FFN_MOE_SCORING_SOFTMAX;
+        else if (!strcmp(s, "sigmoid")) c->scoring = FFN_MOE_SCORING_SIGMOID;
+        else
+            return ffn_error(FFN_ERR_CONFIG,
+                             "%s: scoring_func: unknown value '%s' (expected softmax or sigmoid)", path, s);
+    }
+    if (get_present(root, "topk_method")) {
+        if ((st = json_get_str(root, "topk_method", 1, path, &s))) return st;
+        if (strcmp(s, "greedy"))
+            return ffn_error(FFN_ERR_UNSUPPORTED,
+                             "%s: topk_method: '%s' is not supported (only greedy top-k)", path, s);
+    }
+    static const char *const group_names[] = {"n_group", "topk_group"};
+    for (int i = 0; i < 2; i++) {
+        int64_t g = 1;
+        if ((st = opt_i64(root, group_names[i], path, &g))) return st;
+        if (g > 1)
+            return ffn_error(FFN_ERR_UNSUPPORTED,
+                             "%s: %s: group-limited routing (%lld groups) is not supported", path,
+                             group_names[i], (long long)g);
+    }
+    c->routed_scaling_factor = 1.0;
+    if ((st = opt_f64(root, "routed_scaling_factor", path, &c->routed_scaling_factor))) return st;
+    if ((st = opt_i64(root, "shared_expert_intermediate_size", path,
+                      &c->shared_expert_intermediate_size)))
+        return st;
+    if ((st = opt_i64(root, "n_shared_experts", path, &c->n_shared_experts))) return st;
+    if ((st = opt_f64(root, "capacity_factor", path, &c->capacity_factor))) return st;
+    if ((st = opt_f64(root, "router_aux_loss_coef", path, &c->router_aux_loss_coef))) return st;
+    if ((st = opt_f64(root, "router_z_loss_coef", path, &c->router_z_loss_coef))) return st;
+    return FFN_OK;
+}
+
+ffn_status ffn_moe_config_load(const char *path, ffn_moe_config *cfg) {
+    if (!path || !cfg) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_config_load: NULL argument");
+    memset(cfg, 0, sizeof *cfg);
+    json_doc *doc = NULL;
+    ffn_status st = json_parse_file(path, &doc);
+    if (st) return st;
+    st = load_fields(json_root(doc), path, cfg);
+    json_free(doc);
+    if (st) return st;
+    st = ffn_moe_config_validate(cfg);
+    if (st) return ffn_error_prefix(st, "%s", path);
+    return FFN_OK;
+}
+
+ffn_layer_config ffn_moe_expert_config(const ffn_moe_config *c, int which) {
+    ffn_layer_config l = {.hidden_size = c->hidden_size,
+                          .intermediate_size = c->moe_intermediate_size,
+                          .act = c->act,
+                          .type = c->expert_type,
+                          .bias = c->bias,
+                          .save = c->save};
+    if (which == 1) l.intermediate_size = c->shared_expert_intermediate_size;
+    if (which == 2) l.intermediate_size = c->n_shared_experts * c->moe_intermediate_size;
+    return l;
+}
+
+int64_t ffn_moe_num_params(const ffn_moe_config *c) {
+    int64_t n = c->num_experts * c->hidden_size;
+    ffn_layer_config l = ffn_moe_expert_config(c, 0);
+    n += c->num_experts * ffn_layer_num_params(&l);
+    if (c->shared_expert_intermediate_size > 0) {
+        l = ffn_moe_expert_config(c, 1);
+        n += ffn_layer_num_params(&l) + c->hidden_size;
+    }
+    if (c->n_shared_experts > 0) {
+        l = ffn_moe_expert_config(c, 2);
+        n += ffn_layer_num_params(&l);
+    }
+    return n;
+}
+
+int64_t ffn_moe_active_params(const ffn_moe_config *c) {
+    ffn_moe_config k = *c;
+    k.num_experts = c->num_experts_per_tok;
+    return ffn_moe_num_params(&k) - k.num_experts * c->hidden_size + c->num_experts * c->hidden_size;
+}
+
+/* ---- the layer object -------------------------------------------------- */
+
+struct ffn_moe {
+    ffn_ctx *ctx;
+    ffn_moe_config cfg;
+    ffn_layer **experts;       /* E routed experts, width F */
+    ffn_layer *shared;         /* gated shared expert (Qwen2-MoE), width Fs, or NULL */
+    ffn_layer *shared_experts; /* ungated shared experts (DeepSeek), or NULL */
+    const float *router_w;     /* (E, D) */
+    const float *shared_gate_w;/* (D) */
+    int weights_set;
+};
+
+ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out) {
+    if (!ctx || !cfg || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_create: NULL argument");
+    *out = NULL;
+    ffn_status st = ffn_moe_config_validate(cfg);
+    if (st) return st;
+    if (cfg->expert_type != FFN_MLP_DENSE && cfg->expert_type != FFN_MLP_GATED)
+        return ffn_error(FFN_ERR_CONFIG,
+                         "mlp_type: the expert type must be dense or gated when creating the layer "
+                         "(auto is decided from the weights by the caller)");
+    ffn_moe *m = calloc(1, sizeof *m);
+    if (!m) return ffn_error(FFN_ERR_NOMEM, "ffn_moe_create: out of memory");
+    m->ctx = ctx;
+    m->cfg = *cfg;
+    m->experts = calloc((size_t)cfg->num_experts, sizeof *m->experts);
+    if (!m->experts) {
+        free(m);
+        return ffn_error(FFN_ERR_NOMEM, "ffn_moe_create: out of memory");
+    }
+    ffn_layer_config lc = ffn_moe_expert_config(cfg, 0);
+    for (int64_t e = 0; e < cfg->num_experts && !st; e++) {
+        st = ffn_layer_create(ctx, &lc, &m->experts[e]);
+        if (st) st = ffn_error_prefix(st, "experts.%lld", (long long)e);
+    }
+    if (!st && cfg->shared_expert_intermediate_size > 0) {
+        lc = ffn_moe_expert_config(cfg, 1);
+        st = ffn_layer_create(ctx, &lc, &m->shared);
+        if (st) st = ffn_error_prefix(st, "shared_expert");
+    }
+    if (!st && cfg->n_shared_experts > 0) {
+        lc = ffn_moe_expert_config(cfg, 2);
+        st = ffn_layer_create(ctx, &lc, &m->shared_experts);
+        if (st) st = ffn_error_prefix(st, "shared_experts");
+    }
+    if (st) {
+        ffn_moe_free(m);
+        return st;
+    }
+    *out = m;
+    return FFN_OK;
+}
+
+void ffn_moe_free(ffn_moe *m) {
+    if (!m) return;
+    if (m->experts)
+        for (int64_t e = 0; e < m->cfg.num_experts; e++) ffn_layer_free(m->experts[e]);
+    free(m->experts);
+    ffn_layer_free(m->shared);
+    ffn_layer_free(m->shared_experts);
+    free(m);
+}
+
+const ffn_moe_config *ffn_moe_get_config(const ffn_moe *m) { return m ? &m->cfg : NULL; }
+
+/* Name the first tensor of an expert that the config needs and is NULL. */
+static const char *missing_tensor(const ffn_layer_params *p, const ffn_moe_config *c) {
+    if (c->expert_type == FFN_MLP_GATED && !p->gate_w) return "gate_proj.weight";
+    if (!p->up_w) return "up_proj.weight";
+    if (!p->down_w) return "down_proj.weight";
+    if (c->bias) {
+        if (c->expert_type == FFN_MLP_GATED && !p->gate_b) return "gate_proj.bias";
+        if (!p->up_b) return "up_proj.bias";
+        if (!p->down_b) return "down_proj.bias";
+    }
+    return NULL;
+}
+
+ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
+    if (!m || !w) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_weights: NULL argument");
+    const ffn_moe_config *c = &m->cfg;
+    const char *t;
+    m->weights_set = 0;
+    if (!w->router_w) return ffn_error(FFN_ERR_MISSING, "gate.weight: the router weight is missing");
+    if (!w->experts) return ffn_error(FFN_ERR_MISSING, "experts: the expert weights are missing");
+    for (int64_t e = 0; e < c->num_experts; e++) {
+        if ((t = missing_tensor(&w->experts[e], c)))
+            return ffn_error(FFN_ERR_MISSING, "experts.%lld.%s: missing", (long long)e, t);
+        ffn_status st = ffn_layer_set_weights(m->experts[e], &w->experts[e]);
+        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
+    }
+    if (m->shared) {
+        if ((t = missing_tensor(&w->shared, c)))
+            return ffn_error(FFN_ERR_MISSING, "shared_expert.%s: missing", t);
+        if (!w->shared_gate_w)
+            return ffn_error(FFN_ERR_MISSING, "shared_expert_gate.weight: missing");
+        ffn_status st = ffn_layer_set_weights(m->shared, &w->shared);
+        if (st) return ffn_error_prefix(st, "shared_expert");
+    }
+    if (m->shared_experts) {
+        if ((t = missing_tensor(&w->shared_experts, c)))
+            return ffn_error(FFN_ERR_MISSING, "shared_experts.%s: missing", t);
+        ffn_status st = ffn_layer_set_weights(m->shared_experts, &w->shared_experts);
+        if (st) return ffn_error_prefix(st, "shared_experts");
+    }
+    m->router_w = w->router_w;
+    m->shared_gate_w = w->shared_gate_w;
+    m->weights_set = 1;
+    return FFN_OK;
+}
+
+/* ---- buffers: the saved block and the workspace -------------------------
+ * Both are carved from tables of sizes, 64-byte aligned. */
+
+typedef struct carver {
+    size_t at;
+    int overflow;
+} carver;
+
+static size_t carve(carver *c, size_t count, size_t elem) {
+    size_t bytes, start = c->at;
+    if (ffn_mul_size(count, elem, &bytes) || ffn_add_size(c->at, ffn_align64(bytes), &c->at) ||
+        bytes > SIZE_MAX - 64)
+        c->overflow = 1;
+    return start;
+}
+
+/* The routing part (in `saved` for training, in the workspace otherwise)
+ * and, in `saved` only, the layers' activations. */
+typedef struct moe_layout {
+    size_t logits;      /* float (N, E) */
+    size_t ids;         /* int32 (N, K) */
+    size_t weights;     /* float (N, K) */
+    size_t slot_row;    /* int32 (N, K): row in the permuted blocks, -1 dropped */
+    size_t row_token;   /* int32 (N·K): token of each permuted row */
+    size_t offsets;     /* int64 (E + 1): start row of each expert's block */
+    size_t counts;      /* int64 (E): routed slots before capacity */
+    size_t expert_out;  /* float (N·K, D): routed expert outputs, permuted */
+    size_t shared_out;  /* float (N, D): shared expert output (before its gate) */
+    size_t shared_gate; /* float (N): shared gate logits */
+    size_t route_end;
+    size_t expert_saved, expert_saved_bytes; /* the experts' saved activations */
+    size_t shared_saved, shared_experts_saved;
+    size_t total;
+    int overflow;
+} moe_layout;
+
+static size_t expert_saved_bound(const ffn_moe *m, int64_t n) {
+    /* Blocks are carved per expert at 64-byte alignment; a layer's saved
+     * size is linear in its rows, so Σ_e align64(saved(c_e)) is at most
+     * saved(N·K) + E·(saved(1) + 64). */
+    const ffn_moe_config *c = &m->cfg;
+    size_t nk, a, b, t;
+    if (ffn_mul_size((size_t)n, (size_t)c->num_experts_per_tok, &nk)) return SIZE_MAX;
+    a = ffn_layer_saved_size(m->experts[0], (int64_t)nk);
+    b = ffn_layer_saved_size(m->experts[0], 1);
+    if (ffn_add_size(b, 64, &b) || ffn_mul_size(b, (size_t)c->num_experts, &t) || ffn_add_size(a, t, &t))
+        return SIZE_MAX;
+    return t;
+}
+
+static moe_layout layout_for(const ffn_moe *m, int64_t n) {
+    const ffn_moe_config *c = &m->cfg;
+    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
+    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, ND = 0, NE = 0;
+    moe_layout L = {0};
+    carver cv = {0, 0};
+    if (ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) || ffn_mul_size(N, D, &ND) ||
+        ffn_mul_size(N, E, &NE)) {
+        L.overflow = 1;
+        return L;
+    }
+    L.logits = carve(&cv, NE, sizeof(float));
+    L.ids = carve(&cv, NK, sizeof(int32_t));
+    L.weights = carve(&cv, NK, sizeof(float));
+    L.slot_row = carve(&cv, NK, sizeof(int32_t));
+    L.row_token = carve(&cv, NK, sizeof(int32_t));
+    L.offsets = carve(&cv, E + 1, sizeof(int64_t));
+    L.counts = carve(&cv, E, sizeof(int64_t));
+    L.expert_out = carve(&cv, NKD, sizeof(float));
+    L.shared_out = carve(&cv, m->shared ? ND : 0, sizeof(float));
+    L.shared_gate = carve(&cv, m->shared ? N : 0, sizeof(float));
+    L.route_end = cv.at;
+    L.expert_saved_bytes = expert_saved_bound(m, n);
+    L.expert_saved = carve(&cv, L.expert_saved_bytes, 1);
+    L.shared_saved = carve(&cv, m->shared ? ffn_layer_saved_size(m->shared, n) : 0, 1);
+    L.shared_experts_saved =
+        carve(&cv, m->shared_experts ? ffn_layer_saved_size(m->shared_experts, n) : 0, 1);
+    L.total = cv.at;
+    L.overflow = cv.overflow;
+    return L;
+}
+
+size_t ffn_moe_saved_size(const ffn_moe *m, int64_t n) {
+    if (!m || n < 0) return 0;
+    moe_layout L = layout_for(m, n);
+    return L.overflow ? SIZE_MAX : L.total;
+}
+
+/* The transient workspace. */
+typedef struct ws_layout {
+    size_t route;      /* the routing part when forward has no `saved` */
+    size_t xp;         /* float (N·K, D): permuted input rows */
+    size_t dyp;        /* float (N·K, D): permuted, weighted dy */
+    size_t dxp;        /* float (N·K, D): permuted dx of the experts */
+    size_t probs;      /* float (N, E): scores */
+    size_t grad;       /* float (N, E): d L / d logits */
+    size_t lse;        /* float (N): logsumexp of the logits */
+    size_t dweights;   /* float (N, K): d L / d w */
+    size_t fill;       /* int64 (E) */
+    size_t psum;       /* double (E): Σ_n q_n,e */
+    size_t layer;      /* the expert layers' own workspace */
+    size_t layer_bytes;
+    size_t total;
+    int overflow;
+} ws_layout;
+
+static ws_layout ws_layout_for(const ffn_moe *m, int64_t n) {
+    const ffn_moe_config *c = &m->cfg;
+    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
+    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, NE = 0;
+    ws_layout W = {0};
+    carver cv = {0, 0};
+    moe_layout L = layout_for(m, n);
+    if (L.overflow || ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) ||
+        ffn_mul_size(N, E, &NE)) {
+        W.overflow = 1;
+        return W;
+    }
+    W.route = carve(&cv, L.route_end, 1);
+    W.xp = carve(&cv, NKD, sizeof(float));
+    W.dyp = carve(&cv, NKD, sizeof(float));
+    W.dxp = carve(&cv, NKD, sizeof(float));
+    W.probs = carve(&cv, NE, sizeof(float));
+    W.grad = carve(&cv, NE, sizeof(float));
+    W.lse = carve(&cv, N, sizeof(float));
+    W.dweights = carve(&cv, NK, sizeof(float));
+    W.fill = carve(&cv, E, sizeof(int64_t));
+    W.psum = carve(&cv, E, sizeof(double));
+    /* A token picks an expert at most once, so a block has at most N rows. */
+    size_t lb = ffn_layer_workspace_size(m->experts[0], n);
+    if (m->shared) {
+        size_t s = ffn_layer_workspace_size(m->shared, n);
+        if (s > lb) lb = s;
+    }
+    if (m->shared_experts) {
+        size_t s = ffn_layer_workspace_size(m->shared_experts, n);
+        if (s > lb) lb = s;
+    }
+    W.layer_bytes = lb;
+    W.layer = carve(&cv, lb, 1);
+    W.total = cv.at;
+    W.overflow = cv.overflow;
+    return W;
+}
+
+size_t ffn_moe_workspace_size(const ffn_moe *m, int64_t max_n) {
+    if (!m || max_n < 0) return 0;
+    ws_layout W = ws_layout_for(m, max_n);
+    return W.overflow ? SIZE_MAX : W.total;
+}
+
+/* ---- router kernels ------------------------------------------------------ */
+
+/* Dot product in a fixed order (16 partial sums, then a fixed tree), so two
+ * identical router rows give bit-identical logits whatever their position
+ * and the thread count: exact ties stay exact. */
+static float dot_fixed(const float *a, const float *b, int64_t n) {
+    float acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
+    for (int j = 0; i < n; i++, j++) acc[j] += a[i] * b[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+    return acc[0];
+}
+
+static float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* p (E) = scores of logits l (E); returns logsumexp(l) for the z-loss. */
+static float score_row(float *p, const float *l, int64_t E, ffn_moe_scoring scoring) {
+    float mx = l[0];
+    for (int64_t e = 1; e < E; e++)
+        if (l[e] > mx) mx = l[e];
+    double s = 0;
+    for (int64_t e = 0; e < E; e++) s += exp((double)l[e] - mx);
+    float lse = (float)(mx + log(s));
+    if (scoring == FFN_MOE_SCORING_SOFTMAX)
+        for (int64_t e = 0; e < E; e++) p[e] = (float)(exp((double)l[e] - mx) / s);
+    else
+        for (int64_t e = 0; e < E; e++) p[e] = sigmoidf_(l[e]);
+    return lse;
+}
+
+/* The K largest of p (E) in descending order, ties to the lower index.
+ * NaN scores are never preferred over a number, but a slot is always
+ * filled, so ids are valid whatever the input. */
+static void topk_row(int32_t *ids, const float *p, int64_t E, int64_t K) {
+    for (int64_t j = 0; j < K; j++) {
+        int64_t best = -1;
+        for (int64_t e = 0; e < E; e++) {
+            int taken = 0;
+            for (int64_t i = 0; i < j; i++) taken |= ids[i] == e;
+            if (taken) continue;
+            if (best < 0 || p[e] > p[best] || (isnan(p[best]) && !isnan(p[e]))) best = e;
+        }
+        ids[j] = (int32_t)best;
+    }
+}
+
+/* ---- forward ------------------------------------------------------------- */
+
+#define AT(base, off, type) ((type *)((char *)(base) + (off)))
+
+static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
+    if (!m->weights_set)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: call ffn_moe_set_weights first", fn);
+    if (n < 0) return ffn_error(FFN_ERR_INVALID_ARG, "%s: n must be >= 0, got %lld", fn, (long long)n);
+    if (n > INT32_MAX / m->cfg.num_experts_per_tok)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: n·K must fit in 32 bits, got n = %lld", fn,
+                         (long long)n);
+    return FFN_OK;
+}
+
+ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int64_t n,
+                           void *saved, void *workspace, size_t workspace_bytes) {
+    if (!m || !out || !out->y || (n > 0 && !x))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_forward: NULL argument");
+    ffn_status st = check_ready(m, "ffn_moe_forward", n);
+    if (st) return st;
+    const ffn_moe_config *c = &m->cfg;
+    const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    ws_layout W = ws_layout_for(m, n);
+    moe_layout L = layout_for(m, n);
+    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_forward: sizes overflow for n = %lld", (long long)n);
+    if (!workspace || workspace_bytes < W.total)
+        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_forward: workspace of %zu bytes, need %zu",
+                         workspace_bytes, W.total);
+    /* The routing part lives in `saved` when training, else in the workspace. */
+    char *R = saved ? (char *)saved : (char *)workspace + W.route;
+    float *logits = AT(R, L.logits, float);
+    int32_t *ids = AT(R, L.ids, int32_t);
+    float *wts = AT(R, L.weights, float);
+    int32_t *slot_row = AT(R, L.slot_row, int32_t);
+    int32_t *row_token = AT(R, L.row_token, int32_t);
+    int64_t *offsets = AT(R, L.offsets, int64_t);
+    int64_t *counts = AT(R, L.counts, int64_t);
+    float *eo = AT(R, L.expert_out, float);
+    float *probs = AT(workspace, W.probs, float);
+    float *lse = AT(workspace, W.lse, float);
+    float *xp = AT(workspace, W.xp, float);
+    int64_t *fill = AT(workspace, W.fill, int64_t);
+    double *psum = AT(workspace, W.psum, double);
+    void *lws = (char *)workspace + W.layer;
+    ffn_ctx_enter(m->ctx);
+
+    /* 1. Router: logits, scores, top-k, weights (tokens are independent). */
+    const float r = (float)c->routed_scaling_factor;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+        float *l = logits + t * E, *p = probs + t * E;
+        for (int64_t e = 0; e < E; e++) l[e] = dot_fixed(x + t * D, m->router_w + e * D, D);
+        lse[t] = score_row(p, l, E, c->scoring);
+        int32_t *id = ids + t * K;
+        topk_row(id, p, E, K);
+        float z = 1.0f;
+        if (c->norm_topk_prob) {
+            float s = 0;
+            for (int64_t j = 0; j < K; j++) s += p[id[j]];
+            z = s + 1e-20f;
+        }
+        for (int64_t j = 0; j < K; j++) wts[t * K + j] = r * p[id[j]] / z;
+    }
+
+    /* 2. Dispatch: count, capacity, offsets, then rows in token order. */
+    memset(counts, 0, (size_t)E * sizeof *counts);
+    for (int64_t i = 0; i < n * K; i++) counts[ids[i]]++;
+    int64_t cap = n * K;
+    if (c->capacity_factor > 0) {
+        double cd = ceil(c->capacity_factor * (double)n * (double)K / (double)E);
+        cap = cd < (double)(n * K) ? (int64_t)cd : n * K;
+    }
+    offsets[0] = 0;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t kept = counts[e] < cap ? counts[e] : cap;
+        offsets[e + 1] = offsets[e] + kept;
+        fill[e] = 0;
+    }
+    int64_t dropped = 0;
+    for (int64_t i = 0; i < n * K; i++) {
+        int64_t e = ids[i];
+        if (fill[e] < cap) {
+            int64_t row = offsets[e] + fill[e]++;
+            slot_row[i] = (int32_t)row;
+            row_token[row] = (int32_t)(i / K);
+        } else {
+            slot_row[i] = -1;
+            dropped++;
+        }
+    }
+    const int64_t S = offsets[E];
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < S; row++)
+        memcpy(xp + row * D, x + (int64_t)row_token[row] * D, (size_t)D * sizeof(float));
+
+    /* 3. Experts: one batched call per expert that has rows. */
+    char *esaved = saved ? AT(saved, L.expert_saved, char) : NULL;
+    size_t esaved_at = 0;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t rows = offsets[e + 1] - offsets[e];
+        if (rows == 0) continue;
+        float *sv = NULL;
+        if (esaved) {
+            sv = (float *)(esaved + esaved_at);
+            esaved_at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
+            if (esaved_at > L.expert_saved_bytes)
+                return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
+        }
+        st = ffn_layer_forward(m->experts[e], eo + offsets[e] * D, xp + offsets[e] * D, rows, sv,
+                               lws, W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
+        ffn_ctx_enter(m->ctx);
+    }
+
+    /* 4. Shared experts.  The DeepSeek ones write y directly. */
+    float *y = out->y;
+    if (m->shared_experts) {
+        st = ffn_layer_forward(m->shared_experts, y, x, n,
+                               saved ? AT(saved, L.shared_experts_saved, float) : NULL, lws,
+                               W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "shared_experts");
+        ffn_ctx_enter(m->ctx);
+    } else if (n > 0) {
+        memset(y, 0, (size_t)n * (size_t)D * sizeof *y);
+    }
+    float *sh_out = m->shared ? AT(R, L.shared_out, float) : NULL;
+    float *sh_gate = m->shared ? AT(R, L.shared_gate, float) : NULL;
+    if (m->shared) {
+        st = ffn_layer_forward(m->shared, sh_out, x, n,
+                               saved ? AT(saved, L.shared_saved, float) : NULL, lws, W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "shared_expert");
+        ffn_ctx_enter(m->ctx);
+    }
+
+    /* 5. Combine, per token in a fixed order: y += Σ_j w·eo + σ(g)·shared. */
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+        float *yt = y + t * D;
+        for (int64_t j = 0; j < K; j++) {
+            int32_t row = slot_row[t * K + j];
+            if (row < 0) continue;
+            const float w = wts[t * K + j], *o = eo + (int64_t)row * D;
+            for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
+        }
+        if (sh_out) {
+            sh_gate[t] = dot_fixed(x + t * D, m->shared_gate_w, D);
+            const float g = sigmoidf_(sh_gate[t]), *o = sh_out + t * D;
+            for (int64_t d = 0; d < D; d++) yt[d] += g * o[d];
+        }
+    }
+
+    /* 6. Losses, summed over tokens in order. */
+    double aux = 0, zl = 0;
+    if (n > 0) {
+        for (int64_t e = 0; e < E; e++) psum[e] = 0;
+        for (int64_t t = 0; t < n; t++) {
+            const float *p = probs + t * E;
+            double norm = 1.0;
+            if (c->scoring == FFN_MOE_SCORING_SIGMOID) {
+                double s = 0;
+                for (int64_t e = 0; e < E; e++) s += p[e];
+                norm = 1.0 / (s + 1e-20);
+            }
+            for (int64_t e = 0; e < E; e++) psum[e] += p[e] * norm;
+            zl += (double)lse[t] * lse[t];
+        }
+        for (int64_t e = 0; e < E; e++)
+            aux += ((double)counts[e] / (double)(n * K)) * (psum[e] / (double)n);
+        aux *= (double)E;
+        zl /= (double)n;
+    }
+
+    /* 7. Report. */
+    if (out->router_logits && n > 0) memcpy(out->router_logits, logits, (size_t)(n * E) * sizeof(float));
+    if (out->topk_ids && n > 0) memcpy(out->topk_ids, ids, (size_t)(n * K) * sizeof(int32_t));
+    if (out->topk_weights && n > 0) memcpy(out->topk_weights, wts, (size_t)(n * K) * sizeof(float));
+    if (out->tokens_per_expert) memcpy(out->tokens_per_expert, counts, (size_t)E * sizeof(int64_t));
+    out->dropped_slots = dropped;
+    out->capacity = cap;
+    out->aux_loss = aux;
+    out->z_loss = zl;
+    return FFN_OK;
+}
+
+/* ---- backward ------------------------------------------------------------ */
+
+ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
+                            const float *dy, const float *x, int64_t n, const void *saved,
+                            void *workspace, size_t workspace_bytes) {
+    if (!m || (n > 0 && (!dy || !x || !saved)))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_backward: NULL argument (dy, x and saved are required)");
+    ffn_status st = check_ready(m, "ffn_moe_backward", n);
+    if (st) return st;
+    if (n == 0) return FFN_OK;
+    const ffn_moe_config *c = &m->cfg;
+    const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
+    ws_layout W = ws_layout_for(m, n);
+    moe_layout L = layout_for(m, n);
+    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_backward: sizes overflow for n = %lld", (long long)n);
+    if (!workspace || workspace_bytes < W.total)
+        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_backward: workspace of %zu bytes, need %zu",
+                         workspace_bytes, W.total);
+    const char *R = (const char *)saved;
+    const float *logits = AT(R, L.logits, const float);
+    const int32_t *ids = AT(R, L.ids, const int32_t);
+    const float *wts = AT(R, L.weights, const float);
+    const int32_t *slot_row = AT(R, L.slot_row, const int32_t);
+    const int32_t *row_token = AT(R, L.row_token, const int32_t);
+    const int64_t *offsets = AT(R, L.offsets, const int64_t);
+    const int64_t *counts = AT(R, L.counts, const int64_t);
+    const float *eo = AT(R, L.expert_out, const float);
+    float *xp = AT(workspace, W.xp, float), *dyp = AT(workspace, W.dyp, float);
+    float *dxp = AT(workspace, W.dxp, float);
+    float *probs = AT(workspace, W.probs, float), *grad = AT(workspace, W.grad, float);
+    float *lse = AT(workspace, W.lse, float), *dw = AT(workspace, W.dweights, float);
+    void *lws = (char *)workspace + W.layer;
+    static const ffn_layer_params no_grads = {0};
+    ffn_ctx_enter(m->ctx);
+
+    /* 1. Routed experts: gather x and w·dy into the blocks, run backward. */
+    const int64_t S = offsets[E];
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+        const float *dyt = dy + t * D;
+        for (int64_t j = 0; j < K; j++) {
+            int32_t row = slot_row[t * K + j];
+            if (row < 0) {
+                dw[t * K + j] = 0;
+                continue;
+            }
+            const float w = wts[t * K + j], *o = eo + (int64_t)row * D;
+            float *d = dyp + (int64_t)row * D;
+            double acc = 0;
+            for (int64_t i = 0; i < D; i++) {
+                d[i] = w * dyt[i];
+                acc += (double)dyt[i] * o[i];
+            }
+            dw[t * K + j] = (float)acc;
+        }
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < S; row++)
+        memcpy(xp + row * D, x + (int64_t)row_token[row] * D, (size_t)D * sizeof(float));
+    const char *esaved = AT(saved, L.expert_saved, const char);
+    size_t esaved_at = 0;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t rows = offsets[e + 1] - offsets[e];
+        if (rows == 0) continue;
+        const float *sv = (const float *)(esaved + esaved_at);
+        esaved_at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
+        const ffn_layer_params *g = grads && grads->experts ? &grads->experts[e] : &no_grads;
+        st = ffn_layer_backward(m->experts[e], dx ? dxp + offsets[e] * D : NULL, g,
+                                dyp + offsets[e] * D, xp + offsets[e] * D, rows, sv, lws,
+                                W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
+        ffn_ctx_enter(m->ctx);
+    }
+
+    /* 2. Router: d L / d logits from the combine weights (indices fixed),
+     *    the aux loss through P_e (f_e constant) and the z-loss. */
+    const double r = c->routed_scaling_factor, caux = c->router_aux_loss_coef;
+    const double cz = c->router_z_loss_coef;
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < n; t++) {
+        const float *l = logits + t * E;
+        float *p = probs + t * E, *g = grad + t * E;
+        lse[t] = score_row(p, l, E, c->scoring);
+        const int32_t *id = ids + t * K;
+        const float *dwt = dw + t * K;
+        for (int64_t e = 0; e < E; e++) g[e] = 0;
+        /* weights w_j = r·p_j / Z  (Z = Σ p_j + 1e-20 when renormalising) */
+        if (c->norm_topk_prob) {
+            float zs = 0;
+            for (int64_t j = 0; j < K; j++) zs += p[id[j]];
+            double z = (double)(zs + 1e-20f), sdp = 0;
+            for (int64_t j = 0; j < K; j++) sdp += (double)dwt[j] * p[id[j]];
+            for (int64_t j = 0; j < K; j++)
+                g[id[j]] += (float)(r * dwt[j] / z - r * sdp / (z * z));
+        } else {
+            for (int64_t j = 0; j < K; j++) g[id[j]] += (float)(r * dwt[j]);
+        }
+        double ga_base = caux * (double)E / (double)n; /* times f_e */
+        double nk = (double)n * (double)K;
+        if (c->scoring == FFN_MOE_SCORING_SOFTMAX) {
+            if (caux != 0)
+                for (int64_t e = 0; e < E; e++) g[e] += (float)(ga_base * counts[e] / nk);
+            double sg = 0;
+            for (int64_t e = 0; e < E; e++) sg += (double)p[e] * g[e];
+            for (int64_t e = 0; e < E; e++) g[e] = (float)(p[e] * (g[e] - sg));
+        } else {
+            if (caux != 0) {
+                /* q = p / (Σp + eps): d q_e / d p_i = (δ_ei − q_e) / (Σp + eps) */
+                double sp = 0;
+                for (int64_t e = 0; e < E; e++) sp += p[e];
+                double den = sp + 1e-20, sgq = 0;
+                for (int64_t e = 0; e < E; e++) sgq += ga_base * counts[e] / nk * (p[e] / den);
+                for (int64_t e = 0; e < E; e++)
+                    g[e] += (float)((ga_base * counts[e] / nk - sgq) / den);
+            }
+            for (int64_t e = 0; e < E; e++) g[e] = g[e] * p[e] * (1.0f - p[e]);
+        }
+        if (cz != 0) {
+            double k2 = cz * 2.0 / (double)n * lse[t];
+            for (int64_t e = 0; e < E; e++) g[e] += (float)(k2 * exp((double)l[e] - lse[t]));
+        }
+    }
+    if (grads && grads->router_w) {
+        st = ffn_gemm(m->ctx, 1, 0, E, D, n, 1.0f, grad, E, x, D, 1.0f, grads->router_w, D);
+        if (st) return ffn_error_prefix(st, "gate.weight");
+    }
+    if (dx) {
+        st = ffn_gemm(m->ctx, 0, 0, n, D, E, 1.0f, grad, E, m->router_w, D, 0.0f, dx, D);
+        if (st) return ffn_error_prefix(st, "gate.weight");
+        ffn_ctx_enter(m->ctx);
+        /* scatter the experts' dx back, per token in slot order */
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < n; t++) {
+            float *dxt = dx + t * D;
+            for (int64_t j = 0; j < K; j++) {
+                int32_t row = slot_row[t * K + j];
+                if (row < 0) continue;
+                const float *s = dxp + (int64_t)row * D;
+                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
+            }
+        }
+    }
+
+    /* 3. Gated shared expert: y += σ(x·wsg)·shared(x). */
+    if (m->shared) {
+        const float *sh_out = AT(R, L.shared_out, const float);
+        const float *sh_gate = AT(R, L.shared_gate, const float);
+        float *dgl = lse; /* reuse: d L / d gate logit per token */
+#pragma omp parallel for schedule(static)
+        for (int64_t t = 0; t < n; t++) {
+            const float g = sigmoidf_(sh_gate[t]), *dyt = dy + t * D, *o = sh_out + t * D;
+            float *d = dyp + t * D;
+            double acc = 0;
+            for (int64_t i = 0; i < D; i++) {
+                d[i] = g * dyt[i];
+                acc += (double)dyt[i] * o[i];
+            }
+            dgl[t] = (float)(acc * g * (1.0f - g));
+        }
+        if (grads && grads->shared_gate_w) {
+            float *gw = grads->shared_gate_w;
+#pragma omp parallel for schedule(static)
+            for (int64_t i = 0; i < D; i++) {
+                double acc = 0;
+                for (int64_t t = 0; t < n; t++) acc += (double)dgl[t] * x[t * D + i];
+                gw[i] += (float)acc;
+            }
+        }
+        st = ffn_layer_backward(m->shared, dx ? dxp : NULL, grads ? &grads->shared : &no_grads,
+                                dyp, x, n, AT(saved, L.shared_saved, const float), lws,
+                                W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "shared_expert");
+        ffn_ctx_enter(m->ctx);
+        if (dx) {
+#pragma omp parallel for schedule(static)
+            for (int64_t t = 0; t < n; t++) {
+                float *dxt = dx + t * D;
+                const float *s = dxp + t * D;
+                for (int64_t i = 0; i < D; i++) dxt[i] += s[i] + dgl[t] * m->shared_gate_w[i];
+            }
+        }
+    }
+
+    /* 4. DeepSeek shared experts: y += shared_experts(x). */
+    if (m->shared_experts) {
+        st = ffn_layer_backward(m->shared_experts, dx ? dxp : NULL,
+                                grads ? &grads->shared_experts : &no_grads, dy, x, n,
+                                AT(saved, L.shared_experts_saved, const float), lws, W.layer_bytes);
+        if (st) return ffn_error_prefix(st, "shared_experts");
+        ffn_ctx_enter(m->ctx);
+        if (dx) {
+#pragma omp parallel for schedule(static)
+            for (int64_t t = 0; t < n; t++) {
+                float *dxt = dx + t * D;
+                const float *s = dxp + t * D;
+                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
+            }
+        }
+    }
+    return FFN_OK;
+}

@@ -1,0 +1,46 @@
+/* norm.c -- RMSNorm forward and backward (Zhang & Sennrich 2019, as in
+ * Llama):  y = x · rstd · w,  rstd = 1/sqrt(mean(x²) + eps).
+ * Letters: N rows, D features.  The sum of squares is taken in double so
+ * that the result does not depend on D's rounding history; the row loop is
+ * parallel (rows are independent), the weight-gradient reduction runs over
+ * rows in a fixed order. */
+#include "model_internal.h"
+
+#include <math.h>
+
+void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t n,
+                         int64_t d, float eps) {
+#pragma omp parallel for schedule(static) if (n * d > 16384)
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        float *yr = y + r * d;
+        double ss = 0.0;
+        for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
+        float s = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
+        if (rstd) rstd[r] = s;
+        for (int64_t i = 0; i < d; i++) yr[i] = xr[i] * s * w[i];
+    }
+}
+
+/* With u = x·rstd (the normalised row) and g = dy ⊙ w:
+ *   dx = rstd · (g − u · mean(g ⊙ u)),   dw = Σ_rows dy ⊙ u. */
+void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
+                          const float *w, const float *rstd, int64_t n, int64_t d) {
+#pragma omp parallel for schedule(static) if (n * d > 16384)
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d, *gr = dy + r * d;
+        float *dxr = dx + r * d;
+        float s = rstd[r];
+        double dot = 0.0; /* Σ g ⊙ x */
+        for (int64_t i = 0; i < d; i++) dot += (double)gr[i] * w[i] * xr[i];
+        float c = (float)(dot / (double)d) * s * s; /* mean(g ⊙ u) · rstd (per unit of x) */
+        for (int64_t i = 0; i < d; i++) dxr[i] += s * (gr[i] * w[i] - xr[i] * c);
+    }
+    if (!dw) return;
+    /* Column sums in row order: each feature's reduction order is fixed. */
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d, *gr = dy + r * d;
+        float s = rstd[r];
+        for (int64_t i = 0; i < d; i++) dw[i] += gr[i] * xr[i] * s;
+    }
+}

@@ -1,0 +1,1281 @@
+/* train.c -- training a model: AdamW with decoupled weight decay, linear
+ * warmup then cosine decay, global-norm gradient clipping, gradient
+ * accumulation, the seeded batch sampler, evaluation, the training loop and
+ * what its checkpoints hold.  The directory swap that makes checkpoints
+ * crash-safe lives in checkpoint.c.
+ *
+ * Letters: P parameters (the model's flat block), B batch, T sequence,
+ * A micro-batches accumulated per step, C chunks of the gradient norm. */
+#include "train_internal.h"
+
+#include "ffn/train.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- RNG ------------------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+void train_rng_seed(train_rng *r, uint64_t seed) {
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t train_rng_next(train_rng *r) {
+    uint64_t *s = r->s;
+    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return out;
+}
+
+uint64_t train_rng_below(train_rng *r, uint64_t n) {
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n; /* values >= limit would bias */
+    for (;;) {
+        uint64_t x = train_rng_next(r);
+        if (x < limit) return x % n;
+    }
+}
+
+float train_rng_float(train_rng *r) { return (float)(train_rng_next(r) >> 40) * 0x1p-24f; }
+
+/* ---- schedule ----------------------------------------------------------------- */
+
+double train_lr_at(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr) {
+    if (warmup > 0 && step <= warmup) return lr * (double)step / (double)warmup;
+    if (step >= total || total <= warmup) return step >= total ? min_lr : lr;
+    double progress = (double)(step - warmup) / (double)(total - warmup);
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + cos(M_PI * progress));
+}
+
+/* ---- AdamW and the gradient norm ---------------------------------------------- */
+
+void adamw_update(float *param, float *m, float *v, const float *grad, int64_t n,
+                  const adamw_step *s) {
+    const float b1 = s->beta1, b2 = s->beta2, eps = s->eps, scale = s->grad_scale;
+    const float decay = s->decay, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt;
+    /* The order of operations follows torch.optim.AdamW (single-tensor path)
+     * so that the parity test can hold a tight tolerance. */
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float g = grad[i] * scale;
+        float p = param[i];
+        if (decay != 0.0f) p = p * (1.0f - decay);
+        float mi = m[i] * b1 + (1.0f - b1) * g;
+        float vi = v[i] * b2 + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        param[i] = p - step_size * (mi / denom);
+    }
+}
+
+int64_t train_norm_chunks(int64_t n) { return (n + TRAIN_NORM_CHUNK - 1) / TRAIN_NORM_CHUNK; }
+
+double train_sum_squares(const float *x, int64_t n, double *partials) {
+    int64_t chunks = train_norm_chunks(n);
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t lo = c * TRAIN_NORM_CHUNK, hi = lo + TRAIN_NORM_CHUNK < n ? lo + TRAIN_NORM_CHUNK : n;
+        double acc = 0.0;
+        for (int64_t i = lo; i < hi; i++) acc += (double)x[i] * (double)x[i];
+        partials[c] = acc;
+    }
+    double total = 0.0;
+    for (int64_t c = 0; c < chunks; c++) total += partials[c];
+    return total;
+}
+
+/* ---- options: defaults, and one table for saving and comparing them ---------- */
+
+void ffn_train_options_default(ffn_train_options *o) {
+    memset(o, 0, sizeof *o);
+    o->corpus_lang = FFN_LANG_EN;
+    o->corpus_sentences = 20000;
+    o->corpus_seed = 1;
+    o->tokenizer = FFN_TOK_CHAR;
+    o->val_fraction = 0.1;
+    ffn_model_config_default(&o->model);
+    o->steps = 1000;
+    o->seed = 1234;
+    o->batch_size = 16;
+    o->seq_len = 128;
+    o->grad_accum = 1;
+    o->lr = 1e-3;
+    o->min_lr = 1e-4;
+    o->warmup = -1;
+    o->weight_decay = 0.1;
+    o->beta1 = 0.9;
+    o->beta2 = 0.95;
+    o->eps = 1e-8;
+    o->clip = 1.0;
+    o->eval_every = 100;
+    o->eval_batches = 8;
+}
+
+/* The warmup actually used (-1 resolves to min(100, steps / 10)). */
+static int64_t resolved_warmup(const ffn_train_options *o) {
+    if (o->warmup >= 0) return o->warmup;
+    int64_t w = o->steps / 10;
+    return w < 100 ? w : 100;
+}
+
+typedef enum { F_I64, F_U64, F_F64, F_INT } field_type;
+
+/* A field of ffn_train_options (or of its model config) that the
+ * trajectory depends on: saved in train_state's metadata and, when
+ * `must_match`, required to agree on resume.  `flag` is the command-line
+ * name shown in errors. */
+typedef struct opt_field {
+    const char *key;
+    const char *flag;
+    field_type type;
+    size_t offset;
+    int must_match;
+} opt_field;
+
+#define OPT(key, flag, type, member, match) \
+    { key, flag, type, offsetof(ffn_train_options, member), match }
+static const opt_field opt_fields[] = {
+    OPT("tokenizer", "--tokenizer", F_INT, tokenizer, 1),
+    OPT("max_vocab", "--max-vocab", F_I64, max_vocab, 1),
+    OPT("val_fraction", "--val-fraction", F_F64, val_fraction, 1),
+    OPT("corpus_lang", "--corpus", F_INT, corpus_lang, 0),
+    OPT("corpus_sentences", "--corpus-sentences", F_I64, corpus_sentences, 0),
+    OPT("corpus_seed", "--corpus-seed", F_U64, corpus_seed, 0),
+    OPT("steps", "--steps", F_I64, steps, 0),
+    OPT("seed", "--seed", F_U64, seed, 1),
+    OPT("batch_size", "--batch-size", F_I64, batch_size, 1),
+    OPT("seq_len", "--seq-len", F_I64, seq_len, 1),
+    OPT("grad_accum", "--grad-accum", F_I64, grad_accum, 1),
+    OPT("lr", "--lr", F_F64, lr, 1),
+    OPT("min_lr", "--min-lr", F_F64, min_lr, 1),
+    OPT("warmup", "--warmup", F_I64, warmup, 1),
+    OPT("weight_decay", "--weight-decay", F_F64, weight_decay, 1),
+    OPT("beta1", "--beta1", F_F64, beta1, 1),
+    OPT("beta2", "--beta2", F_F64, beta2, 1),
+    OPT("eps", "--eps", F_F64, eps, 1),
+    OPT("clip", "--clip", F_F64, clip, 1),
+    OPT("eval_every", "--eval-every", F_I64, eval_every, 0),
+    OPT("eval_batches", "--eval-batches", F_I64, eval_batches, 1),
+    OPT("save_every", "--save-every", F_I64, save_every, 0),
+    /* The model: every field but vocab_size and max_position_embeddings,
+     * which follow from the tokenizer and seq_len. */
+    OPT("hidden_size", "--hidden-size", F_I64, model.hidden_size, 1),
+    OPT("intermediate_size", "--intermediate-size", F_I64, model.intermediate_size, 1),
+    OPT("num_hidden_layers", "--num-hidden-layers", F_I64, model.num_hidden_layers, 1),
+    OPT("num_attention_heads", "--num-attention-heads", F_I64, model.num_attention_heads, 1),
+    OPT("num_key_value_heads", "--num-key-value-heads", F_I64, model.num_key_value_heads, 1),
+    OPT("rope_theta", "--rope-theta", F_F64, model.rope_theta, 1),
+    OPT("rms_norm_eps", "--rms-norm-eps", F_F64, model.rms_norm_eps, 1),
+    OPT("tie_word_embeddings", "--tie-word-embeddings", F_INT, model.tie_word_embeddings, 1),
+    OPT("hidden_act", "--hidden-act", F_INT, model.hidden_act, 1),
+    OPT("mlp_type", "--mlp-type", F_INT, model.mlp_type, 1),
+    OPT("mlp_bias", "--mlp-bias", F_INT, model.mlp_bias, 1),
+    OPT("attention_bias", "--attention-bias", F_INT, model.attention_bias, 1),
+    OPT("rope_style", "--rope-style", F_INT, model.rope_style, 1),
+    OPT("num_experts", "--num-experts", F_I64, model.num_experts, 1),
+    OPT("num_experts_per_tok", "--num-experts-per-tok", F_I64, model.num_experts_per_tok, 1),
+    OPT("moe_intermediate_size", "--moe-intermediate-size", F_I64, model.moe_intermediate_size, 1),
+    OPT("moe_layer_freq", "--moe-layer-freq", F_I64, model.moe_layer_freq, 1),
+    OPT("norm_topk_prob", "--norm-topk-prob", F_INT, model.norm_topk_prob, 1),
+    OPT("router_aux_loss_coef", "--router-aux-loss-coef", F_F64, model.router_aux_loss_coef, 1),
+    OPT("router_z_loss_coef", "--router-z-loss-coef", F_F64, model.router_z_loss_coef, 1),
+    OPT("shared_expert_intermediate_size", "--shared-expert-intermediate-size", F_I64,
+        model.shared_expert_intermediate_size, 1),
+};
+#undef OPT
+#define N_OPT_FIELDS (sizeof opt_fields / sizeof opt_fields[0])
+
+/* Enums are stored as int (gcc and clang use int for these enums). */
+_Static_assert(sizeof(ffn_act) == sizeof(int) && sizeof(ffn_model_mlp) == sizeof(int) &&
+                   sizeof(ffn_tokenizer_mode) == sizeof(int) && sizeof(ffn_lang) == sizeof(int) &&
+                   sizeof(ffn_rope_style) == sizeof(int),
+               "enum fields are read as int");
+
+static void field_format(const opt_field *f, const ffn_train_options *o, char *buf, size_t n) {
+    const char *p = (const char *)o + f->offset;
+    switch (f->type) {
+    case F_I64: { int64_t v; memcpy(&v, p, sizeof v); snprintf(buf, n, "%lld", (long long)v); break; }
+    case F_U64: { uint64_t v; memcpy(&v, p, sizeof v); snprintf(buf, n, "%llu", (unsigned long long)v); break; }
+    case F_F64: { double v; memcpy(&v, p, sizeof v); snprintf(buf, n, "%.17g", v); break; }
+    case F_INT: { int v; memcpy(&v, p, sizeof v); snprintf(buf, n, "%d", v); break; }
+    }
+}
+
+/* Human-readable value for error messages (enum names where known). */
+static void field_describe(const opt_field *f, const ffn_train_options *o, char *buf, size_t n) {
+    const char *p = (const char *)o + f->offset;
+    int v = 0;
+    if (f->type == F_INT) memcpy(&v, p, sizeof v);
+    if (!strcmp(f->key, "tokenizer")) snprintf(buf, n, "%s", ffn_tokenizer_mode_name((ffn_tokenizer_mode)v));
+    else if (!strcmp(f->key, "hidden_act")) snprintf(buf, n, "%s", ffn_act_name((ffn_act)v));
+    else if (!strcmp(f->key, "mlp_type"))
+        snprintf(buf, n, "%s", v == FFN_MODEL_MLP_NONE ? "none" : v == FFN_MODEL_MLP_DENSE ? "dense" : "gated");
+    else if (f->type == F_F64) {
+        double d;
+        memcpy(&d, p, sizeof d);
+        snprintf(buf, n, "%g", d);
+    } else field_format(f, o, buf, n);
+}
+
+static int field_parse(const opt_field *f, ffn_train_options *o, const char *s) {
+    char *p = (char *)o + f->offset, *end = NULL;
+    errno = 0;
+    switch (f->type) {
+    case F_I64: { long long v = strtoll(s, &end, 10); int64_t x = v; memcpy(p, &x, sizeof x); break; }
+    case F_U64: { unsigned long long v = strtoull(s, &end, 10); uint64_t x = v; memcpy(p, &x, sizeof x); break; }
+    case F_F64: { double v = strtod(s, &end); memcpy(p, &v, sizeof v); break; }
+    case F_INT: { long v = strtol(s, &end, 10); int x = (int)v; memcpy(p, &x, sizeof x); break; }
+    }
+    return !errno && end && end != s && *end == '\0';
+}
+
+static int field_equal(const opt_field *f, const ffn_train_options *a, const ffn_train_options *b) {
+    size_t n = f->type == F_INT ? sizeof(int) : 8;
+    return memcmp((const char *)a + f->offset, (const char *)b + f->offset, n) == 0;
+}
+
+/* ---- the trainer's state ------------------------------------------------------ */
+
+typedef struct trainer {
+    ffn_ctx *ctx;
+    ffn_train_options o;      /* a copy; strings borrowed from the caller */
+    int64_t warmup;           /* resolved */
+    const ffn_train_callbacks *cb;
+
+    /* data */
+    char *text_owned;         /* when we read or generated the text */
+    const char *text;
+    size_t text_len;
+    char data_source[1024];   /* "file:PATH", "text", "corpus:en:20000:1" */
+    char resume_path[1024];   /* the checkpoint's data file when resuming without one */
+    uint64_t fingerprint;     /* FNV-1a 64 of the text */
+    ffn_tokenizer *tok;
+    int32_t *ids;             /* (n_tokens): train [0, n_train), val after */
+    int64_t n_tokens, n_train, n_val;
+
+    /* model and optimizer */
+    ffn_model *model;
+    ffn_adamw *opt;
+    float *moments;           /* (2, P): the optimizer's block */
+    int64_t n_params;
+    int32_t *batch_tokens;    /* (B, T) */
+    int32_t *batch_targets;   /* (B, T) */
+    train_rng rng;
+
+    /* progress */
+    int64_t step;             /* steps done */
+    int64_t tokens_seen;
+    double *loss_hist;        /* (step) */
+    int64_t hist_cap;
+    int64_t *eval_step;
+    double *eval_loss;
+    int64_t n_evals, eval_cap;
+    double train_seconds;     /* time inside training steps in this run */
+    FILE *metrics;
+} trainer;
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t fnv1a64(const char *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void trainer_free(trainer *t) {
+    if (t->metrics) fclose(t->metrics);
+    free(t->text_owned);
+    ffn_tokenizer_free(t->tok);
+    free(t->ids);
+    ffn_model_free(t->model);
+    ffn_adamw_free(t->opt);
+    free(t->batch_tokens);
+    free(t->batch_targets);
+    free(t->loss_hist);
+    free(t->eval_step);
+    free(t->eval_loss);
+    memset(t, 0, sizeof *t);
+}
+
+static ffn_status validate_options(const ffn_train_options *o) {
+#define NEED(cond, ...) \
+    do { if (!(cond)) return ffn_error(FFN_ERR_CONFIG, __VA_ARGS__); } while (0)
+    NEED(o->steps >= 1 && o->steps <= 1000000000, "steps: expected 1 .. 1e9, got %lld", (long long)o->steps);
+    NEED(o->stop_at >= 0, "stop_at: expected >= 0, got %lld", (long long)o->stop_at);
+    NEED(o->batch_size >= 1 && o->batch_size <= 65536, "batch_size: expected 1 .. 65536, got %lld", (long long)o->batch_size);
+    NEED(o->seq_len >= 1 && o->seq_len <= 1048576, "seq_len: expected 1 .. 1048576, got %lld", (long long)o->seq_len);
+    NEED(o->grad_accum >= 1 && o->grad_accum <= 65536, "grad_accum: expected 1 .. 65536, got %lld", (long long)o->grad_accum);
+    NEED(isfinite(o->lr) && o->lr >= 0, "lr: expected a finite number >= 0, got %g", o->lr);
+    NEED(isfinite(o->min_lr) && o->min_lr >= 0 && o->min_lr <= o->lr,
+         "min_lr: expected 0 .. lr (%g), got %g", o->lr, o->min_lr);
+    NEED(o->warmup >= -1, "warmup: expected >= 0 (or -1 for the default), got %lld", (long long)o->warmup);
+    NEED(isfinite(o->weight_decay) && o->weight_decay >= 0, "weight_decay: expected >= 0, got %g", o->weight_decay);
+    NEED(o->beta1 >= 0 && o->beta1 < 1, "beta1: expected [0, 1), got %g", o->beta1);
+    NEED(o->beta2 >= 0 && o->beta2 < 1, "beta2: expected [0, 1), got %g", o->beta2);
+    NEED(o->eps > 0 && isfinite(o->eps), "eps: expected > 0, got %g", o->eps);
+    NEED(isfinite(o->clip) && o->clip >= 0, "clip: expected >= 0 (0 = off), got %g", o->clip);
+    NEED(o->eval_every >= 0, "eval_every: expected >= 0, got %lld", (long long)o->eval_every);
+    NEED(o->eval_batches >= 1 && o->eval_batches <= 100000, "eval_batches: expected 1 .. 100000, got %lld", (long long)o->eval_batches);
+    NEED(o->save_every >= 0, "save_every: expected >= 0, got %lld", (long long)o->save_every);
+    NEED(o->val_fraction > 0 && o->val_fraction < 1, "val_fraction: expected (0, 1), got %g", o->val_fraction);
+    NEED(o->max_vocab >= 0, "max_vocab: expected >= 0, got %lld", (long long)o->max_vocab);
+    NEED(o->corpus_sentences >= 1 && o->corpus_sentences <= 10000000,
+         "corpus_sentences: expected 1 .. 10000000, got %lld", (long long)o->corpus_sentences);
+#undef NEED
+    return FFN_OK;
+}
+
+/* ---- data ---------------------------------------------------------------------- */
+
+static ffn_status load_text(trainer *t) {
+    const ffn_train_options *o = &t->o;
+    ffn_status st;
+    if (o->text) {
+        if (o->text_len == 0) return ffn_error(FFN_ERR_INVALID_ARG, "training text: empty");
+        t->text = o->text;
+        t->text_len = o->text_len;
+        snprintf(t->data_source, sizeof t->data_source, "text");
+    } else if (o->data_path) {
+        st = ffn_text_read(o->data_path, &t->text_owned, &t->text_len);
+        if (st != FFN_OK) return st;
+        t->text = t->text_owned;
+        snprintf(t->data_source, sizeof t->data_source, "file:%s", o->data_path);
+    } else {
+        ffn_corpus *c = NULL;
+        st = ffn_corpus_generate(o->corpus_lang, o->corpus_seed, o->corpus_sentences, &c);
+        if (st != FFN_OK) return st;
+        t->text_owned = c->text; /* take the text, free the rest */
+        t->text_len = (size_t)c->n_bytes;
+        c->text = NULL;
+        ffn_corpus_free(c);
+        t->text = t->text_owned;
+        snprintf(t->data_source, sizeof t->data_source, "corpus:%s:%lld:%llu",
+                 ffn_lang_name(o->corpus_lang), (long long)o->corpus_sentences,
+                 (unsigned long long)o->corpus_seed);
+    }
+    t->fingerprint = fnv1a64(t->text, t->text_len);
+    return FFN_OK;
+}
+
+static const char *data_name(const trainer *t) {
+    return t->o.text ? "training text" : t->o.data_path ? t->o.data_path : "built-in corpus";
+}
+
+/* Tokenize (building the vocabulary unless a checkpoint gave one) and split. */
+static ffn_status tokenize(trainer *t) {
+    ffn_status st;
+    if (!t->tok) {
+        st = ffn_tokenizer_build(t->o.tokenizer, t->text, t->text_len, t->o.max_vocab, &t->tok);
+        if (st != FFN_OK) return ffn_error_prefix(st, "%s", data_name(t));
+    }
+    st = ffn_tokenizer_encode(t->tok, t->text, t->text_len, &t->ids, NULL, &t->n_tokens, NULL);
+    if (st != FFN_OK) return ffn_error_prefix(st, "%s", data_name(t));
+    int64_t need = t->o.seq_len + 1;
+    st = ffn_tokens_split(t->n_tokens, t->o.val_fraction, &t->n_train, &t->n_val);
+    if (st != FFN_OK || t->n_train < need || t->n_val < need)
+        return ffn_error(FFN_ERR_CONFIG,
+                         "%s: text too short: %zu bytes give %lld %s tokens, split into %lld for "
+                         "training and %lld held out, and each part needs at least one context of "
+                         "seq_len + 1 = %lld tokens (use a longer text or a smaller --seq-len)",
+                         data_name(t), t->text_len, (long long)t->n_tokens,
+                         ffn_tokenizer_mode_name(ffn_tokenizer_get_mode(t->tok)),
+                         (long long)t->n_train, (long long)t->n_val, (long long)need);
+    return FFN_OK;
+}
+
+/* B windows of T+1 training tokens at random offsets. */
+static void sample_batch(trainer *t) {
+    const int64_t B = t->o.batch_size, T = t->o.seq_len;
+    const uint64_t span = (uint64_t)(t->n_train - T); /* offsets 0 .. n_train - T - 1 */
+    for (int64_t b = 0; b < B; b++) {
+        int64_t off = (int64_t)train_rng_below(&t->rng, span);
+        memcpy(t->batch_tokens + b * T, t->ids + off, (size_t)T * sizeof(int32_t));
+        memcpy(t->batch_targets + b * T, t->ids + off + 1, (size_t)T * sizeof(int32_t));
+    }
+}
+
+/* Held-out cross-entropy over eval_batches fixed batches: windows evenly
+ * spaced over the held-out part, the same every time. */
+static ffn_status evaluate(trainer *t, double *val_loss) {
+    const int64_t B = t->o.batch_size, T = t->o.seq_len;
+    const int32_t *val = t->ids + t->n_train;
+    const int64_t windows = t->o.eval_batches * B, last = t->n_val - T - 1;
+    double sum = 0.0;
+    for (int64_t k = 0; k < t->o.eval_batches; k++) {
+        for (int64_t b = 0; b < B; b++) {
+            int64_t w = k * B + b;
+            int64_t off = windows > 1 ? (int64_t)((double)w * (double)last / (double)(windows - 1)) : 0;
+            memcpy(t->batch_tokens + b * T, val + off, (size_t)T * sizeof(int32_t));
+            memcpy(t->batch_targets + b * T, val + off + 1, (size_t)T * sizeof(int32_t));
+        }
+        ffn_model_loss loss;
+        ffn_status st = ffn_model_eval_loss(t->model, t->batch_tokens, t->batch_targets, B, T, &loss);
+        if (st != FFN_OK) return st;
+        sum += loss.ce;
+    }
+    *val_loss = sum / (double)t->o.eval_batches;
+    return FFN_OK;
+}
+
+/* ---- the optimizer object ------------------------------------------------------ */
+
+struct ffn_adamw {
+    ffn_model *model;
+    float *params, *grads;  /* (P) the model's blocks */
+    int64_t n_params;
+    float *moments;         /* (2, P): m then v, one block */
+    double *norm_partials;  /* (C) */
+    double lr, min_lr, weight_decay, beta1, beta2, eps, clip;
+    int64_t warmup, steps;
+};
+
+static int decays(ffn_tensor_kind kind) {
+    return kind != FFN_TENSOR_NORM && kind != FFN_TENSOR_ATTN_BIAS && kind != FFN_TENSOR_MLP_BIAS;
+}
+
+ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_adamw **out) {
+    if (!model || !o || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_create: NULL argument");
+    *out = NULL;
+    ffn_status st = validate_options(o);
+    if (st != FFN_OK) return st;
+    ffn_adamw *a = calloc(1, sizeof *a);
+    if (!a) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    a->model = model;
+    a->params = ffn_model_params(model, &a->n_params);
+    a->grads = ffn_model_grads(model, NULL);
+    if (!a->grads) {
+        free(a);
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_create: the model has no gradients (create it with training = 1)");
+    }
+    size_t bytes;
+    if (ffn_mul_size((size_t)a->n_params, 2 * sizeof(float), &bytes)) {
+        int64_t n = a->n_params;
+        free(a);
+        return ffn_error(FFN_ERR_OVERFLOW, "moments: 2 x %lld floats overflow", (long long)n);
+    }
+    a->moments = ffn_malloc_aligned(bytes);
+    a->norm_partials = malloc((size_t)train_norm_chunks(a->n_params) * sizeof(double) + 8);
+    if (!a->moments || !a->norm_partials) {
+        ffn_adamw_free(a);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments, %zu bytes)", bytes);
+    }
+    memset(a->moments, 0, bytes);
+    a->lr = o->lr;
+    a->min_lr = o->min_lr;
+    a->weight_decay = o->weight_decay;
+    a->beta1 = o->beta1;
+    a->beta2 = o->beta2;
+    a->eps = o->eps;
+    a->clip = o->clip;
+    a->warmup = resolved_warmup(o);
+    a->steps = o->steps;
+    *out = a;
+    return FFN_OK;
+}
+
+void ffn_adamw_free(ffn_adamw *a) {
+    if (!a) return;
+    ffn_free_aligned(a->moments);
+    free(a->norm_partials);
+    free(a);
+}
+
+float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
+    if (n_params) *n_params = a ? a->n_params : 0;
+    return a ? a->moments : NULL;
+}
+
+ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
+    if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+    /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
+    double norm = sqrt(train_sum_squares(a->grads, a->n_params, a->norm_partials));
+    float scale = 1.0f;
+    if (a->clip > 0) {
+        double coef = a->clip / (norm + 1e-6);
+        if (coef < 1.0) scale = (float)coef;
+    }
+    double lr = train_lr_at(step, a->warmup, a->steps, a->lr, a->min_lr);
+    adamw_step s = {
+        .lr = (float)lr,
+        .beta1 = (float)a->beta1,
+        .beta2 = (float)a->beta2,
+        .eps = (float)a->eps,
+        .step_size = (float)(lr / (1.0 - pow(a->beta1, (double)step))),
+        .bc2_sqrt = (float)sqrt(1.0 - pow(a->beta2, (double)step)),
+        .grad_scale = scale,
+    };
+    float *m = a->moments, *v = a->moments + a->n_params;
+    const int64_t n_tensors = ffn_model_num_tensors(a->model);
+    for (int64_t i = 0; i < n_tensors; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
+        s.decay = decays(ten->kind) ? (float)(lr * a->weight_decay) : 0.0f;
+        int64_t off = ten->offset;
+        adamw_update(a->params + off, m + off, v + off, a->grads + off, ten->numel, &s);
+    }
+    if (lr_out) *lr_out = lr;
+    if (norm_out) *norm_out = norm;
+    return ffn_model_params_changed(a->model);
+}
+
+/* ---- one optimizer step ------------------------------------------------------- */
+
+static ffn_status grow_history(trainer *t, int64_t need) {
+    if (need <= t->hist_cap) return FFN_OK;
+    int64_t cap = t->hist_cap ? t->hist_cap : 256;
+    while (cap < need) cap *= 2;
+    double *p = realloc(t->loss_hist, (size_t)cap * sizeof *p);
+    if (!p) return ffn_error(FFN_ERR_NOMEM, "out of memory (loss history)");
+    t->loss_hist = p;
+    t->hist_cap = cap;
+    return FFN_OK;
+}
+
+static ffn_status push_eval(trainer *t, int64_t step, double loss) {
+    if (t->n_evals == t->eval_cap) {
+        int64_t cap = t->eval_cap ? 2 * t->eval_cap : 64;
+        int64_t *s = realloc(t->eval_step, (size_t)cap * sizeof *s);
+        if (s) t->eval_step = s;
+        double *l = realloc(t->eval_loss, (size_t)cap * sizeof *l);
+        if (l) t->eval_loss = l;
+        if (!s || !l) return ffn_error(FFN_ERR_NOMEM, "out of memory (eval history)");
+        t->eval_cap = cap;
+    }
+    t->eval_step[t->n_evals] = step;
+    t->eval_loss[t->n_evals] = loss;
+    t->n_evals++;
+    return FFN_OK;
+}
+
+/* Gradients of A micro-batches, clipping, the schedule and AdamW. */
+static ffn_status train_step(trainer *t, ffn_train_point *pt) {
+    const int64_t A = t->o.grad_accum, B = t->o.batch_size, T = t->o.seq_len;
+    const int64_t step = t->step + 1;
+    ffn_model_zero_grads(t->model);
+    double ce = 0.0, total = 0.0;
+    for (int64_t a = 0; a < A; a++) {
+        sample_batch(t);
+        ffn_model_loss loss;
+        ffn_status st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B,
+                                                   T, 1.0f / (float)A, &loss);
+        if (st != FFN_OK) return st;
+        ce += loss.ce;
+        total += loss.total;
+    }
+    ce /= (double)A;
+    total /= (double)A;
+    if (!isfinite(total))
+        return ffn_error(FFN_ERR_CONFIG,
+                         "the training loss became %g at step %lld (try a smaller --lr or --clip 1)",
+                         total, (long long)step);
+
+    double lr, norm;
+    ffn_status st = ffn_adamw_step(t->opt, step, &lr, &norm);
+    if (st != FFN_OK) return st;
+
+    st = grow_history(t, step);
+    if (st != FFN_OK) return st;
+    t->loss_hist[step - 1] = ce;
+    t->step = step;
+    t->tokens_seen += A * B * T;
+    pt->step = step;
+    pt->steps = t->o.steps;
+    pt->loss = ce;
+    pt->loss_total = total;
+    pt->lr = lr;
+    pt->grad_norm = norm;
+    pt->val_loss = NAN;
+    pt->tokens = t->tokens_seen;
+    return FFN_OK;
+}
+
+/* ---- checkpoints: what goes into the directory ----------------------------------- */
+
+/* Add ffn's own keys to the config.json that ffn_model_config_save wrote:
+ * the file is one JSON object, so the new keys go before its last '}'. */
+static ffn_status config_add_tokenizer(const char *path, ffn_tokenizer_mode mode) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int too_big = !feof(f);
+    fclose(f);
+    if (too_big) return ffn_error(FFN_ERR_INTERNAL, "%s: unexpectedly large", path);
+    buf[n] = '\0';
+    char *close = strrchr(buf, '}');
+    if (!close) return ffn_error(FFN_ERR_INTERNAL, "%s: not a JSON object", path);
+    char *open = strchr(buf, '{');
+    int empty = 1;
+    for (char *p = open + 1; p < close; p++)
+        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') empty = 0;
+    f = fopen(path, "wb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    /* Trim whitespace before the '}' to keep the layout tidy. */
+    char *end = close;
+    while (end > open + 1 && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r')) end--;
+    fwrite(buf, 1, (size_t)(end - buf), f);
+    fprintf(f, "%s\n  \"ffn_tokenizer\": \"%s\",\n  \"ffn_tokenizer_file\": \"%s\"\n}\n",
+            empty ? "" : ",", ffn_tokenizer_mode_name(mode), FFN_TOKENIZER_FILENAME);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return FFN_OK;
+}
+
+/* model.safetensors: every tensor of the table under its HF name. */
+static ffn_status save_weights(ffn_model *model, const char *path) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    if (st != FFN_OK) return st;
+    const float *params = ffn_model_params(model, NULL);
+    const int64_t n = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
+        st = ffn_st_writer_add(w, ten->name, FFN_DTYPE_F32, ten->ndim, ten->shape,
+                               params + ten->offset);
+    }
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "format", "pt");
+    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st;
+}
+
+/* Read every tensor of the table from model.safetensors (shapes checked). */
+static ffn_status load_weights(ffn_model *model, const char *path) {
+    ffn_st_file *f = NULL;
+    ffn_status st = ffn_st_open(path, &f);
+    if (st != FFN_OK) return st;
+    float *params = ffn_model_params(model, NULL);
+    const int64_t n = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
+        st = ffn_st_read_f32(f, ten->name, ten->ndim, ten->shape, params + ten->offset);
+    }
+    ffn_st_close(f);
+    if (st == FFN_OK) st = ffn_model_params_changed(model);
+    return st;
+}
+
+static ffn_status save_train_state(const trainer *t, const char *path) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    if (st != FFN_OK) return st;
+    char key[128], val[1100];
+    int64_t shape[1] = {t->n_params};
+    st = ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, t->moments);
+    if (st == FFN_OK) st = ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, t->moments + t->n_params);
+    shape[0] = t->step;
+    if (st == FFN_OK && t->step > 0)
+        st = ffn_st_writer_add(w, "loss_history", FFN_DTYPE_F64, 1, shape, t->loss_hist);
+    shape[0] = t->n_evals;
+    if (st == FFN_OK && t->n_evals > 0)
+        st = ffn_st_writer_add(w, "eval_step", FFN_DTYPE_I64, 1, shape, t->eval_step);
+    if (st == FFN_OK && t->n_evals > 0)
+        st = ffn_st_writer_add(w, "eval_loss", FFN_DTYPE_F64, 1, shape, t->eval_loss);
+#define META(k, ...) \
+    do { if (st == FFN_OK) { snprintf(val, sizeof val, __VA_ARGS__); st = ffn_st_writer_set_metadata(w, k, val); } } while (0)
+    META("format", "ffn-train-state");
+    META("version", "1");
+    META("step", "%lld", (long long)t->step);
+    META("tokens_seen", "%lld", (long long)t->tokens_seen);
+    META("rng", "%016llx%016llx%016llx%016llx", (unsigned long long)t->rng.s[0],
+         (unsigned long long)t->rng.s[1], (unsigned long long)t->rng.s[2],
+         (unsigned long long)t->rng.s[3]);
+    META("data_source", "%s", t->data_source);
+    META("data_bytes", "%zu", t->text_len);
+    META("data_fingerprint", "%016llx", (unsigned long long)t->fingerprint);
+    META("n_params", "%lld", (long long)t->n_params);
+#undef META
+    for (size_t i = 0; i < N_OPT_FIELDS && st == FFN_OK; i++) {
+        snprintf(key, sizeof key, "opt.%s", opt_fields[i].key);
+        field_format(&opt_fields[i], &t->o, val, sizeof val);
+        st = ffn_st_writer_set_metadata(w, key, val);
+    }
+    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st;
+}
+
+static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
+    char *tmp = NULL, *path = NULL;
+    ffn_status st = ckpt_begin(out_dir, &tmp);
+    if (st != FFN_OK) return st;
+#define FILE_IN(name) (free(path), path = ckpt_path_join(tmp, "/", name))
+    if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
+    if (st == FFN_OK) st = config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
+    if (st == FFN_OK && !FILE_IN(FFN_TOKENIZER_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
+    if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = save_train_state(t, path);
+    /* model.safetensors last: its presence marks a finished directory. */
+    if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = save_weights(t->model, path);
+#undef FILE_IN
+    free(path);
+    if (st == FFN_OK) st = ckpt_commit(out_dir, tmp);
+    else {
+        ckpt_remove_dir(tmp);
+        st = ffn_error_prefix(st, "%s: checkpoint not saved (the previous one, if any, is intact)", out_dir);
+    }
+    free(tmp);
+    return st;
+}
+
+/* ---- resuming --------------------------------------------------------------------- */
+
+static ffn_status open_train_state(const char *dir, ffn_st_file **f) {
+    char *path = ckpt_path_join(dir, "/", FFN_TRAIN_STATE_FILENAME);
+    if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = ffn_st_open(path, f);
+    if (st == FFN_OK) {
+        const char *fmt = ffn_st_metadata(*f, "format"), *ver = ffn_st_metadata(*f, "version");
+        if (!fmt || strcmp(fmt, "ffn-train-state") || !ver || strcmp(ver, "1")) {
+            st = ffn_error(FFN_ERR_FORMAT,
+                           "%s: not an ffn training state of version 1 (format '%s', version "
+                           "'%s'); it cannot be resumed",
+                           path, fmt ? fmt : "", ver ? ver : "");
+            ffn_st_close(*f);
+            *f = NULL;
+        }
+    }
+    free(path);
+    return st;
+}
+
+static ffn_status meta_i64(const ffn_st_file *f, const char *key, int64_t *out) {
+    const char *s = ffn_st_metadata(f, key);
+    char *end = NULL;
+    if (!s) return ffn_error(FFN_ERR_MISSING, "%s: metadata '%s' missing", ffn_st_path(f), key);
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata '%s': expected an integer, found '%s'",
+                         ffn_st_path(f), key, s);
+    *out = v;
+    return FFN_OK;
+}
+
+static ffn_status meta_hex(const ffn_st_file *f, const char *key, uint64_t *out, int n) {
+    const char *s = ffn_st_metadata(f, key);
+    if (!s || strlen(s) != (size_t)n * 16)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata '%s': expected %d hex digits", ffn_st_path(f),
+                         key, n * 16);
+    for (int i = 0; i < n; i++) {
+        uint64_t v = 0;
+        for (int j = 0; j < 16; j++) {
+            char c = s[i * 16 + j];
+            int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+            if (d < 0)
+                return ffn_error(FFN_ERR_FORMAT, "%s: metadata '%s': bad hex digit", ffn_st_path(f), key);
+            v = (v << 4) | (uint64_t)d;
+        }
+        out[i] = v;
+    }
+    return FFN_OK;
+}
+
+ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options *opts) {
+    if (!dir || !opts) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_options_from_checkpoint: NULL argument");
+    char *rdir = NULL;
+    ffn_status st = ckpt_resolve(dir, &rdir);
+    if (st != FFN_OK) return st;
+    ffn_st_file *f = NULL;
+    st = open_train_state(rdir, &f);
+    ffn_train_options o = *opts;
+    for (size_t i = 0; i < N_OPT_FIELDS && st == FFN_OK; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "opt.%s", opt_fields[i].key);
+        const char *v = ffn_st_metadata(f, key);
+        if (!v) st = ffn_error(FFN_ERR_MISSING, "%s: metadata '%s' missing", ffn_st_path(f), key);
+        else if (!field_parse(&opt_fields[i], &o, v))
+            st = ffn_error(FFN_ERR_FORMAT, "%s: metadata '%s': bad value '%s'", ffn_st_path(f), key, v);
+    }
+    if (st == FFN_OK) *opts = o;
+    ffn_st_close(f);
+    free(rdir);
+    return st;
+}
+
+/* Restore everything from the checkpoint in rdir: options must agree
+ * (the field named), the tokenizer, the text (its fingerprint must agree),
+ * then -- after the model exists -- weights, moments, RNG, step, history. */
+static ffn_status resume_check(trainer *t, const char *rdir, ffn_st_file *f) {
+    ffn_train_options ck = t->o;
+    ffn_status st = ffn_train_options_from_checkpoint(rdir, &ck);
+    if (st != FFN_OK) return st;
+    for (size_t i = 0; i < N_OPT_FIELDS; i++) {
+        const opt_field *fl = &opt_fields[i];
+        if (!fl->must_match || field_equal(fl, &ck, &t->o)) continue;
+        char a[64], b[64];
+        field_describe(fl, &ck, a, sizeof a);
+        field_describe(fl, &t->o, b, sizeof b);
+        return ffn_error(FFN_ERR_CONFIG,
+                         "%s: cannot resume: %s (%s) differs: the checkpoint has %s, this run asks "
+                         "for %s (drop the flag to keep the checkpoint's value, or train into a "
+                         "new --out without --resume)",
+                         rdir, fl->key, fl->flag, a, b);
+    }
+    /* Data: by default the checkpoint's own source. */
+    if (!t->o.text && !t->o.data_path) {
+        const char *src = ffn_st_metadata(f, "data_source");
+        if (src && !strncmp(src, "file:", 5)) {
+            snprintf(t->resume_path, sizeof t->resume_path, "%s", src + 5);
+            t->o.data_path = t->resume_path;
+        } else if (src && !strcmp(src, "text")) {
+            return ffn_error(FFN_ERR_CONFIG,
+                             "%s: cannot resume: the checkpoint was trained on text given by a "
+                             "program; give the same text (or --data FILE) again",
+                             rdir);
+        }
+    }
+    return FFN_OK;
+}
+
+static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
+    ffn_status st;
+    char *path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
+    if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    st = load_weights(t->model, path);
+    free(path);
+    if (st != FFN_OK) return st;
+    int64_t shape[1] = {t->n_params};
+    st = ffn_st_read_f32(f, "adamw.m", 1, shape, t->moments);
+    if (st == FFN_OK) st = ffn_st_read_f32(f, "adamw.v", 1, shape, t->moments + t->n_params);
+    int64_t step = 0, tokens = 0;
+    if (st == FFN_OK) st = meta_i64(f, "step", &step);
+    if (st == FFN_OK) st = meta_i64(f, "tokens_seen", &tokens);
+    if (st == FFN_OK) st = meta_hex(f, "rng", t->rng.s, 4);
+    if (st != FFN_OK) return st;
+    if (step < 0 || step > 1000000000)
+        return ffn_error(FFN_ERR_FORMAT, "%s: step %lld out of range", ffn_st_path(f), (long long)step);
+    t->step = step;
+    t->tokens_seen = tokens;
+    st = grow_history(t, step > 0 ? step : 1);
+    if (st != FFN_OK) return st;
+    ffn_st_tensor ten;
+    if (step > 0) {
+        st = ffn_st_find(f, "loss_history", &ten);
+        if (st == FFN_OK && (ten.dtype != FFN_DTYPE_F64 || ten.ndim != 1 || ten.numel != step))
+            st = ffn_error(FFN_ERR_SHAPE, "%s: loss_history: expected F64 [%lld]", ffn_st_path(f), (long long)step);
+        if (st != FFN_OK) return st;
+        memcpy(t->loss_hist, ten.data, (size_t)step * sizeof(double));
+    }
+    if (ffn_st_has(f, "eval_step")) {
+        ffn_st_tensor ls;
+        st = ffn_st_find(f, "eval_step", &ten);
+        if (st == FFN_OK) st = ffn_st_find(f, "eval_loss", &ls);
+        if (st == FFN_OK && (ten.dtype != FFN_DTYPE_I64 || ls.dtype != FFN_DTYPE_F64 ||
+                             ten.ndim != 1 || ls.ndim != 1 || ten.numel != ls.numel))
+            st = ffn_error(FFN_ERR_SHAPE, "%s: eval_step/eval_loss: expected I64 [n] and F64 [n]", ffn_st_path(f));
+        for (int64_t i = 0; st == FFN_OK && i < ten.numel; i++) {
+            int64_t s;
+            double l;
+            memcpy(&s, (const char *)ten.data + 8 * i, 8);
+            memcpy(&l, (const char *)ls.data + 8 * i, 8);
+            st = push_eval(t, s, l);
+        }
+    }
+    return st;
+}
+
+/* ---- the loop --------------------------------------------------------------------- */
+
+static void write_metrics(trainer *t, const ffn_train_point *p) {
+    if (!t->metrics) return;
+    fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)p->step);
+    if (isfinite(p->loss)) fprintf(t->metrics, "%.17g", p->loss);
+    else fputs("null", t->metrics);
+    fprintf(t->metrics, ", \"lr\": %.9g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g",
+            p->lr, p->tokens_per_s, p->grad_norm);
+    if (p->loss_total != p->loss) fprintf(t->metrics, ", \"loss_total\": %.17g", p->loss_total);
+    if (!isnan(p->val_loss)) fprintf(t->metrics, ", \"val_loss\": %.17g", p->val_loss);
+    fputs("}\n", t->metrics);
+    fflush(t->metrics);
+}
+
+static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seconds,
+                              const char *ckpt) {
+    r->steps_done = t->step;
+    r->final_loss = t->step > 0 ? t->loss_hist[t->step - 1] : NAN;
+    r->final_val_loss = t->n_evals > 0 ? t->eval_loss[t->n_evals - 1] : NAN;
+    r->tokens_per_s = t->train_seconds > 0 ? (double)(t->tokens_seen) / t->train_seconds : 0.0;
+    r->seconds = seconds;
+    r->n_params = ffn_model_num_params(t->model);
+    r->active_params = ffn_model_active_params(t->model);
+    r->loss = malloc((size_t)(t->step > 0 ? t->step : 1) * sizeof(double));
+    r->eval_step = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(int64_t));
+    r->eval_loss = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(double));
+    r->checkpoint_dir = ckpt ? strdup(ckpt) : NULL;
+    if (!r->loss || !r->eval_step || !r->eval_loss || (ckpt && !r->checkpoint_dir)) {
+        ffn_train_result_free(r);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory (training result)");
+    }
+    if (t->step > 0) memcpy(r->loss, t->loss_hist, (size_t)t->step * sizeof(double));
+    r->n_evals = t->n_evals;
+    if (t->n_evals > 0) {
+        memcpy(r->eval_step, t->eval_step, (size_t)t->n_evals * sizeof(int64_t));
+        memcpy(r->eval_loss, t->eval_loss, (size_t)t->n_evals * sizeof(double));
+    }
+    return FFN_OK;
+}
+
+void ffn_train_result_free(ffn_train_result *r) {
+    if (!r) return;
+    free(r->loss);
+    free(r->eval_step);
+    free(r->eval_loss);
+    free(r->checkpoint_dir);
+    memset(r, 0, sizeof *r);
+}
+
+static ffn_status run(trainer *t, ffn_train_result *result) {
+    const ffn_train_options *o = &t->o;
+    const ffn_train_callbacks *cb = t->cb;
+    ffn_status st;
+    char *rdir = NULL;
+    ffn_st_file *state = NULL;
+    const double t0 = now_seconds();
+
+    if (o->resume_dir) {
+        st = ckpt_resolve(o->resume_dir, &rdir);
+        if (st == FFN_OK) st = open_train_state(rdir, &state);
+        if (st == FFN_OK) st = resume_check(t, rdir, state);
+        if (st == FFN_OK) {
+            char *tp = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+            st = tp ? ffn_tokenizer_load(tp, &t->tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+            free(tp);
+        }
+        if (st != FFN_OK) goto done;
+    }
+    st = load_text(t);
+    if (st == FFN_OK && state) {
+        const char *fp = ffn_st_metadata(state, "data_fingerprint");
+        char mine[17];
+        snprintf(mine, sizeof mine, "%016llx", (unsigned long long)t->fingerprint);
+        if (!fp || strcmp(fp, mine)) {
+            const char *src = ffn_st_metadata(state, "data_source"), *bytes = ffn_st_metadata(state, "data_bytes");
+            st = ffn_error(FFN_ERR_CONFIG,
+                           "%s: cannot resume: data (--data) differs: the checkpoint was trained on "
+                           "%s (%s bytes, fingerprint %s), this run reads %s (%zu bytes, fingerprint %s)",
+                           rdir, src ? src : "?", bytes ? bytes : "?", fp ? fp : "?",
+                           t->data_source, t->text_len, mine);
+        }
+    }
+    if (st == FFN_OK) st = tokenize(t);
+    if (st != FFN_OK) goto done;
+
+    /* The model: vocabulary from the tokenizer, context from seq_len. */
+    ffn_model_config cfg = o->model;
+    cfg.vocab_size = ffn_tokenizer_vocab_size(t->tok);
+    cfg.max_position_embeddings = o->seq_len;
+    ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
+    st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
+    if (st != FFN_OK) goto done;
+    st = ffn_adamw_create(t->model, o, &t->opt);
+    if (st != FFN_OK) goto done;
+    t->moments = ffn_adamw_moments(t->opt, &t->n_params);
+    t->batch_tokens = malloc((size_t)(o->batch_size * o->seq_len) * sizeof(int32_t));
+    t->batch_targets = malloc((size_t)(o->batch_size * o->seq_len) * sizeof(int32_t));
+    if (!t->batch_tokens || !t->batch_targets) {
+        st = ffn_error(FFN_ERR_NOMEM, "out of memory (batch buffers)");
+        goto done;
+    }
+    if (state) {
+        st = resume_state(t, rdir, state);
+        if (st == FFN_OK && t->step >= o->steps)
+            st = ffn_error(FFN_ERR_CONFIG,
+                           "%s: the checkpoint is at step %lld and --steps is %lld: nothing to "
+                           "train (pass a larger --steps to continue)",
+                           rdir, (long long)t->step, (long long)o->steps);
+    } else {
+        st = ffn_model_init_weights(t->model, o->seed);
+        train_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
+        if (st == FFN_OK) st = grow_history(t, 1);
+    }
+    ffn_st_close(state);
+    state = NULL;
+    if (st != FFN_OK) goto done;
+
+    /* Outputs: check the checkpoint directory and open the log first, so a
+     * bad path fails before any training. */
+    if (o->out_dir) {
+        st = ckpt_prepare_out(o->out_dir);
+        if (st != FFN_OK) goto done;
+    }
+    if (o->metrics_path) {
+        t->metrics = fopen(o->metrics_path, o->resume_dir ? "a" : "w");
+        if (!t->metrics) {
+            st = ffn_error(FFN_ERR_IO, "%s: cannot open the metrics log: %s", o->metrics_path,
+                           strerror(errno));
+            goto done;
+        }
+    }
+
+    const int64_t end = o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
+    const int64_t start = t->step;
+    if (cb && cb->on_start)
+        cb->on_start(o, start, t->n_params, t->n_train, t->n_val, cb->user);
+    const char *saved = NULL;
+    int interrupted = 0;
+    while (t->step < end) {
+        ffn_train_point pt;
+        double s0 = now_seconds();
+        st = train_step(t, &pt);
+        if (st != FFN_OK) goto done;
+        t->train_seconds += now_seconds() - s0;
+        if ((o->eval_every > 0 && t->step % o->eval_every == 0) || t->step == end) {
+            st = evaluate(t, &pt.val_loss);
+            if (st == FFN_OK) st = push_eval(t, t->step, pt.val_loss);
+            if (st != FFN_OK) goto done;
+        }
+        double elapsed = now_seconds() - t0;
+        pt.tokens_per_s = (double)((t->step - start) * o->grad_accum * o->batch_size * o->seq_len) /
+                          (t->train_seconds > 0 ? t->train_seconds : 1e-9);
+        pt.elapsed_s = elapsed;
+        pt.eta_s = elapsed / (double)(t->step - start) * (double)(end - t->step);
+        write_metrics(t, &pt);
+        if (cb && cb->on_step) cb->on_step(&pt, cb->user);
+        interrupted = o->stop_flag && *o->stop_flag;
+        if (o->out_dir && (interrupted || t->step == end ||
+                           (o->save_every > 0 && t->step % o->save_every == 0))) {
+            st = save_checkpoint(t, o->out_dir);
+            if (st != FFN_OK) goto done;
+            saved = o->out_dir;
+            if (cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
+        }
+        if (interrupted) break;
+    }
+    /* tokens_per_s of the result counts this run only. */
+    int64_t seen = t->tokens_seen;
+    t->tokens_seen = (t->step - start) * o->grad_accum * o->batch_size * o->seq_len;
+    if (result) st = fill_result(t, result, now_seconds() - t0, saved);
+    t->tokens_seen = seen;
+    if (st == FFN_OK && interrupted) {
+        if (saved)
+            st = ffn_error(FFN_ERR_INTERRUPTED,
+                           "interrupted at step %lld of %lld; checkpoint saved in %s (continue "
+                           "with --resume %s)",
+                           (long long)t->step, (long long)o->steps, saved, saved);
+        else
+            st = ffn_error(FFN_ERR_INTERRUPTED, "interrupted at step %lld of %lld (no --out: nothing saved)",
+                           (long long)t->step, (long long)o->steps);
+    }
+done:
+    ffn_st_close(state);
+    free(rdir);
+    return st;
+}
+
+ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
+                         const ffn_train_callbacks *callbacks, ffn_train_result *result) {
+    if (result) memset(result, 0, sizeof *result);
+    if (!ctx || !opts) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: NULL argument");
+    ffn_status st = validate_options(opts);
+    if (st != FFN_OK) return st;
+    ffn_ctx_enter(ctx);
+    trainer t;
+    memset(&t, 0, sizeof t);
+    t.ctx = ctx;
+    t.o = *opts;
+    t.warmup = resolved_warmup(opts);
+    t.o.warmup = t.warmup;
+    t.cb = callbacks;
+    st = run(&t, result);
+    trainer_free(&t);
+    return st;
+}
+
+/* ---- loading a checkpoint for inference, and generating ------------------------------ */
+
+ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                               ffn_tokenizer **tokenizer) {
+    if (!ctx || !dir || !model || !tokenizer)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_load: NULL argument");
+    *model = NULL;
+    *tokenizer = NULL;
+    char *rdir = NULL, *path = NULL;
+    ffn_status st = ckpt_resolve(dir, &rdir);
+    if (st != FFN_OK) return st;
+    ffn_model_config cfg;
+    ffn_model *m = NULL;
+    ffn_tokenizer *tok = NULL;
+    path = ckpt_path_join(rdir, "/", FFN_CONFIG_FILENAME);
+    st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(path);
+    if (st == FFN_OK) {
+        path = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+        st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (st == FFN_OK && ffn_tokenizer_vocab_size(tok) != cfg.vocab_size)
+        st = ffn_error(FFN_ERR_CONFIG, "%s: vocab_size %lld in config.json but %lld tokens in %s",
+                       rdir, (long long)cfg.vocab_size, (long long)ffn_tokenizer_vocab_size(tok),
+                       FFN_TOKENIZER_FILENAME);
+    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
+    if (st == FFN_OK) {
+        path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
+        st = path ? load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    free(rdir);
+    if (st != FFN_OK) {
+        ffn_model_free(m);
+        ffn_tokenizer_free(tok);
+        return st;
+    }
+    *model = m;
+    *tokenizer = tok;
+    return FFN_OK;
+}
+
+void ffn_generate_options_default(ffn_generate_options *o) {
+    o->steps = 100;
+    o->temperature = 0.8;
+    o->top_p = 0.95;
+    o->seed = 42;
+}
+
+typedef struct prob_entry {
+    double p;
+    int32_t id;
+} prob_entry;
+
+static int by_prob_desc(const void *a, const void *b) {
+    const prob_entry *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return x->id - y->id; /* ties: lower id first (deterministic) */
+}
+
+/* Greedy when temperature is 0, else nucleus sampling from
+ * softmax(logits / temperature).  `work` holds V entries. */
+static int32_t sample_token(const float *logits, int64_t V, double temperature, double top_p,
+                            train_rng *rng, prob_entry *work) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return (int32_t)best;
+    double maxl = logits[best], sum = 0.0;
+    for (int64_t i = 0; i < V; i++) {
+        work[i].p = exp(((double)logits[i] - maxl) / temperature);
+        work[i].id = (int32_t)i;
+        sum += work[i].p;
+    }
+    int64_t n = V;
+    if (top_p < 1.0) {
+        qsort(work, (size_t)V, sizeof *work, by_prob_desc);
+        double cum = 0.0;
+        for (n = 0; n < V; n++) {
+            cum += work[n].p / sum;
+            if (cum >= top_p) {
+                n++;
+                break;
+            }
+        }
+        if (n > V) n = V;
+        sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += work[i].p;
+    }
+    double r = (double)(train_rng_next(rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        acc += work[i].p;
+        if (r < acc) return work[i].id;
+    }
+    return work[n - 1].id;
+}
+
+ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
+                        const ffn_generate_options *opts,
+                        int (*on_token)(const char *bytes, size_t len, void *user), void *user) {
+    if (!model || !tok || !opts)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_generate: NULL argument");
+    if (opts->steps < 0 || !(opts->temperature >= 0) || !(opts->top_p > 0 && opts->top_p <= 1))
+        return ffn_error(FFN_ERR_CONFIG,
+                         "generate: expected steps >= 0, temperature >= 0 and top_p in (0, 1]; got "
+                         "%lld, %g, %g",
+                         (long long)opts->steps, opts->temperature, opts->top_p);
+    const ffn_model_config *cfg = ffn_model_get_config(model);
+    const int64_t V = cfg->vocab_size, ctx_len = cfg->max_position_embeddings;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    ffn_status st = FFN_OK;
+    if (prompt && *prompt) {
+        st = ffn_tokenizer_encode(tok, prompt, strlen(prompt), &ids, NULL, &n, NULL);
+        if (st != FFN_OK) return ffn_error_prefix(st, "prompt");
+    }
+    if (n == 0) { /* start from a newline when the vocabulary has one */
+        free(ids);
+        int64_t m = 0;
+        int32_t *nl = NULL;
+        ids = NULL;
+        if (ffn_tokenizer_encode(tok, "\n", 1, &nl, NULL, &m, NULL) == FFN_OK && m == 1 &&
+            nl[0] != ffn_tokenizer_unk_id(tok)) {
+            ids = nl;
+        } else {
+            free(nl);
+            ids = malloc(sizeof(int32_t));
+            if (ids) ids[0] = 0;
+        }
+        n = 1;
+        if (!ids) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    }
+    /* history: the last ctx_len tokens (the window re-fed when the cache fills) */
+    int32_t *hist = malloc((size_t)ctx_len * sizeof(int32_t));
+    float *logits = malloc((size_t)V * sizeof(float));
+    prob_entry *work = malloc((size_t)V * sizeof(prob_entry));
+    if (!hist || !logits || !work) {
+        st = ffn_error(FFN_ERR_NOMEM, "out of memory (generation buffers)");
+        goto done;
+    }
+    int64_t keep = n < ctx_len ? n : ctx_len / 2 > 0 ? ctx_len / 2 : 1;
+    memcpy(hist, ids + (n - keep), (size_t)keep * sizeof(int32_t));
+    int64_t n_hist = keep;
+    ffn_model_reset(model);
+    st = ffn_model_prefill(model, hist, n_hist, logits);
+    train_rng rng;
+    train_rng_seed(&rng, opts->seed);
+    for (int64_t i = 0; st == FFN_OK && i < opts->steps; i++) {
+        int32_t next = sample_token(logits, V, opts->temperature, opts->top_p, &rng, work);
+        size_t len = 0;
+        const char *bytes = ffn_tokenizer_token(tok, next, &len);
+        if (on_token && bytes && on_token(bytes, len, user)) break;
+        if (i + 1 == opts->steps) break;
+        if (n_hist == ctx_len) { /* the cache is full: keep the last half and re-feed it */
+            int64_t half = ctx_len / 2 > 0 ? ctx_len / 2 : 1;
+            memmove(hist, hist + (ctx_len - half), (size_t)half * sizeof(int32_t));
+            n_hist = half;
+            ffn_model_reset(model);
+            st = ffn_model_prefill(model, hist, n_hist, NULL);
+            if (st != FFN_OK) break;
+        }
+        hist[n_hist++] = next;
+        st = ffn_model_step(model, next, logits);
+    }
+done:
+    free(ids);
+    free(hist);
+    free(logits);
+    free(work);
+    return st;
+}

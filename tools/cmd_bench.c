@@ -1,0 +1,474 @@
+/* cmd_bench.c -- `ffn bench`: timings for the benchmark scripts (bench/).
+ *   ffn bench layer      forward and forward+backward of one FFN layer
+ *   ffn bench peak       measured fp32 FMA peak (all threads)
+ *   ffn bench bandwidth  measured memory read bandwidth (all threads)
+ *   ffn bench moe        (tools/cmd_bench_moe.c)
+ * Speed is only ever measured here, never asserted in tests.  The peak and
+ * bandwidth loops need SIMD; they are compiled with target attributes and
+ * chosen from ffn_simd_level() at run time. */
+#include "cli.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Written by the MoE work; weak so that this file links before it lands. */
+extern int cmd_bench_moe(int argc, char **argv) __attribute__((weak));
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    return 0;
+}
+
+/* ---- ffn bench layer ------------------------------------------------------ */
+
+static void layer_usage(FILE *f) {
+    fprintf(f,
+            "usage: ffn bench layer [--type T] [--hidden D] [--intermediate F] [--tokens N]\n"
+            "                       [--threads T] [--repeats R] [--bias] [--save MODE] [--json]\n\n"
+            "Times one FFN layer on random fp32 weights: forward, and forward followed by\n"
+            "backward (dx and every weight gradient).  Prints the minimum and the median over\n"
+            "R repeats (after one warm-up run each) and GFLOP/s at the minimum.\n\n"
+            "  --type T          a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense\n"
+            "                    activation (relu, gelu, gelu_pytorch_tanh, silu, sigmoid,\n"
+            "                    linear); default swiglu\n"
+            "  --hidden D        hidden_size (default 1024)\n"
+            "  --intermediate F  intermediate_size (default 2816)\n"
+            "  --tokens N        rows per call (default 512)\n"
+            "  --threads T       threads (default FFN_NUM_THREADS or all cores)\n"
+            "  --repeats R       timed runs (default: enough for about 1 s, 3..50)\n"
+            "  --bias            give every projection a bias\n"
+            "  --save MODE       activations (default) or none (backward recomputes)\n"
+            "  --json            one JSON object on stdout\n\n"
+            "FLOPs count the matrix products only: forward 2·N·(P+F)·D with P = 2F gated, F\n"
+            "dense; forward+backward three times that (recompute not counted).\n");
+}
+
+typedef struct timing {
+    double min_s, median_s;
+} timing;
+
+static timing summarize(double *t, int n) {
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    timing r = {t[0], n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])};
+    return r;
+}
+
+static int bench_layer(int argc, char **argv) {
+    const char *cmd = "bench layer";
+    if (wants_help(argc, argv)) {
+        layer_usage(stdout);
+        return 0;
+    }
+    const char *type_name = "swiglu";
+    int64_t D = 1024, F = 2816, N = 512, threads = 0, repeats = 0;
+    int json = 0, bias = 0;
+    ffn_save_mode save = FFN_SAVE_ACTIVATIONS;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = cli_flag(cmd, argc, argv, &i, "--type", &v))) {
+            if (r < 0) return CLI_EXIT_USAGE;
+            type_name = v;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--hidden", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--hidden", v, 1, INT64_C(1) << 20, &D))
+                return CLI_EXIT_USAGE;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--intermediate", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--intermediate", v, 1, INT64_C(1) << 22, &F))
+                return CLI_EXIT_USAGE;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--tokens", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--tokens", v, 0, INT64_C(1) << 24, &N))
+                return CLI_EXIT_USAGE;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 0, 4096, &threads))
+                return CLI_EXIT_USAGE;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--repeats", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--repeats", v, 1, 100000, &repeats))
+                return CLI_EXIT_USAGE;
+        } else if ((r = cli_flag(cmd, argc, argv, &i, "--save", &v))) {
+            if (r < 0) return CLI_EXIT_USAGE;
+            if (!strcmp(v, "activations")) save = FFN_SAVE_ACTIVATIONS;
+            else if (!strcmp(v, "none")) save = FFN_SAVE_NONE;
+            else {
+                cli_error(cmd, "--save: expected 'activations' or 'none', got '%s'", v);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[i], "--bias")) {
+            bias = 1;
+        } else {
+            cli_error(cmd, "unknown option '%s' (see ffn bench layer --help)", argv[i]);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    ffn_act act;
+    ffn_mlp_type implied;
+    if (ffn_act_parse(type_name, &act, &implied)) {
+        cli_error(cmd, "--type: %s", ffn_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
+                            .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
+                            .bias = bias, .save = save};
+    ffn_status st = ffn_layer_config_validate(&cfg);
+    if (st) return cli_fail(cmd, st);
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    ffn_layer *layer = NULL;
+    if ((st = ffn_layer_create(ctx, &cfg, &layer))) {
+        ffn_ctx_free(ctx);
+        return cli_fail(cmd, st);
+    }
+    int gated = cfg.type == FFN_MLP_GATED;
+    size_t wn = (size_t)(D * F), nd = (size_t)(N * D);
+    /* one block of parameters, one of gradients (gate, up, down, 3 biases) */
+    size_t total = 3 * wn + 2 * (size_t)F + (size_t)D;
+    float *w = malloc(total * sizeof *w), *gw = calloc(total, sizeof *gw);
+    float *x = malloc((nd + 1) * sizeof *x), *dy = malloc((nd + 1) * sizeof *dy);
+    float *y = malloc((nd + 1) * sizeof *y), *dx = malloc((nd + 1) * sizeof *dx);
+    size_t ws_bytes = ffn_layer_workspace_size(layer, N), sv_bytes = ffn_layer_saved_size(layer, N);
+    void *ws = malloc(ws_bytes ? ws_bytes : 1);
+    float *saved = sv_bytes ? malloc(sv_bytes) : NULL;
+    if (!w || !gw || !x || !dy || !y || !dx || !ws || (sv_bytes && !saved)) {
+        cli_error(cmd, "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    uint64_t s = 88172645463325252ull;
+    float scale = 1.0f / sqrtf((float)D);
+    for (size_t i = 0; i < total; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        w[i] = ((float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f) * scale;
+    }
+    for (size_t i = 0; i < nd; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        x[i] = (float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f;
+        dy[i] = 0.5f * x[i];
+    }
+    float *b = w + 3 * wn, *gb = gw + 3 * wn;
+    ffn_layer_params p = {gated ? w : NULL, gated && bias ? b : NULL, w + wn, bias ? b + F : NULL,
+                          w + 2 * wn, bias ? b + 2 * F : NULL};
+    ffn_layer_params g = {gated ? gw : NULL, gated && bias ? gb : NULL, gw + wn,
+                          bias ? gb + F : NULL, gw + 2 * wn, bias ? gb + 2 * F : NULL};
+    if ((st = ffn_layer_set_weights(layer, &p))) return cli_fail(cmd, st);
+
+    /* warm up, then pick the repeat count from the first run's time */
+    double t0 = now_s();
+    if ((st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes))) return cli_fail(cmd, st);
+    if ((st = ffn_layer_backward(layer, dx, &g, dy, x, N, saved, ws, ws_bytes)))
+        return cli_fail(cmd, st);
+    double t_both = now_s() - t0;
+    if (!repeats) {
+        repeats = t_both > 0 ? (int64_t)ceil(0.5 / t_both) : 50;
+        if (repeats < 3) repeats = 3;
+        if (repeats > 50) repeats = 50;
+    }
+    double *tf = malloc((size_t)repeats * sizeof *tf), *tb = malloc((size_t)repeats * sizeof *tb);
+    for (int64_t r = 0; r < repeats; r++) {
+        t0 = now_s();
+        st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes);
+        tf[r] = now_s() - t0;
+        if (st) return cli_fail(cmd, st);
+    }
+    for (int64_t r = 0; r < repeats; r++) {
+        t0 = now_s();
+        st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes);
+        if (!st) st = ffn_layer_backward(layer, dx, &g, dy, x, N, saved, ws, ws_bytes);
+        tb[r] = now_s() - t0;
+        if (st) return cli_fail(cmd, st);
+    }
+    timing fwd = summarize(tf, (int)repeats), both = summarize(tb, (int)repeats);
+    double flops_fwd = (double)ffn_layer_flops_per_token(&cfg) * (double)N;
+    double flops_both = 3.0 * flops_fwd;
+    double weight_bytes = 4.0 * (double)ffn_layer_num_params(&cfg);
+    double gf_fwd = fwd.min_s > 0 ? flops_fwd / fwd.min_s * 1e-9 : 0;
+    double gf_both = both.min_s > 0 ? flops_both / both.min_s * 1e-9 : 0;
+    if (json) {
+        printf("{\"bench\": \"layer\", \"type\": \"%s\", \"mlp_type\": \"%s\", \"act\": \"%s\", "
+               "\"hidden\": %lld, \"intermediate\": %lld, \"tokens\": %lld, \"threads\": %d, "
+               "\"bias\": %s, \"save\": \"%s\", \"simd\": \"%s\", \"repeats\": %lld, "
+               "\"flops_forward\": %.0f, \"flops_forward_backward\": %.0f, "
+               "\"weight_bytes\": %.0f, "
+               "\"forward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}, "
+               "\"forward_backward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}}\n",
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               (long long)F, (long long)N, ffn_ctx_threads(ctx), bias ? "true" : "false",
+               save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(),
+               (long long)repeats, flops_fwd, flops_both, weight_bytes, fwd.min_s * 1e3,
+               fwd.median_s * 1e3, gf_fwd, both.min_s * 1e3, both.median_s * 1e3, gf_both);
+    } else {
+        printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %lld repeats\n",
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               (long long)F, (long long)N, ffn_ctx_threads(ctx), ffn_simd_level(),
+               (long long)repeats);
+        printf("  forward           min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
+               fwd.min_s * 1e3, fwd.median_s * 1e3, gf_fwd);
+        printf("  forward+backward  min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
+               both.min_s * 1e3, both.median_s * 1e3, gf_both);
+    }
+    free(tf); free(tb); free(w); free(gw); free(x); free(dy); free(y); free(dx); free(ws);
+    free(saved);
+    ffn_layer_free(layer);
+    ffn_ctx_free(ctx);
+    return 0;
+}
+
+/* ---- ffn bench peak --------------------------------------------------------
+ * Each thread runs chains of independent FMAs (enough accumulators to cover
+ * the FMA latency times the number of FMA pipes) on registers only. */
+
+enum { PEAK_ITERS = 1 << 22 };
+
+/* Twelve named accumulators (an array would live in memory). */
+#define FMA12(fma, m, c)                                                                      \
+    a0 = fma(a0, m, c), a1 = fma(a1, m, c), a2 = fma(a2, m, c), a3 = fma(a3, m, c),            \
+    a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c),            \
+    a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c)
+
+__attribute__((target("avx512f"), noinline)) static float fma_loop_avx512(int64_t iters) {
+    __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f),
+           a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f),
+           a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f),
+           a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
+    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_fmadd_ps, m, c);
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx2,fma"), noinline)) static float fma_loop_avx2(int64_t iters) {
+    __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
+    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
+           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
+           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
+           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
+    for (int64_t i = 0; i < iters; i++) FMA12(_mm256_fmadd_ps, m, c);
+    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+    float t[8];
+    _mm256_storeu_ps(t, s);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+static int parse_common(const char *cmd, int argc, char **argv, int64_t *threads, int *json,
+                        int64_t *mb) {
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 0, 4096, threads)) return 0;
+        } else if (mb && (r = cli_flag(cmd, argc, argv, &i, "--mb", &v))) {
+            if (r < 0 || !cli_parse_i64(cmd, "--mb", v, 1, 1 << 20, mb)) return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            *json = 1;
+        } else {
+            cli_error(cmd, "unknown option '%s' (see --help)", argv[i]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int bench_peak(int argc, char **argv) {
+    const char *cmd = "bench peak";
+    if (wants_help(argc, argv)) {
+        printf("usage: ffn bench peak [--threads T] [--json]\n\n"
+               "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
+               "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over all\n"
+               "threads (best of 5 runs, 2 FLOPs per lane per FMA).\n");
+        return 0;
+    }
+    int64_t threads = 0;
+    int json = 0;
+    if (!parse_common(cmd, argc, argv, &threads, &json, NULL)) return CLI_EXIT_USAGE;
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    int nt = ffn_ctx_threads(ctx);
+    const char *simd = ffn_simd_level();
+    int lanes = !strcmp(simd, "avx512") ? 16 : !strcmp(simd, "avx2") ? 8 : 0;
+    if (!lanes) {
+        cli_error(cmd, "needs AVX2 or AVX-512 (simd level here: %s)", simd);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_FAIL;
+    }
+    double best = 0;
+    volatile float sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+#pragma omp parallel num_threads(nt)
+        {
+            float r = lanes == 16 ? fma_loop_avx512(PEAK_ITERS) : fma_loop_avx2(PEAK_ITERS);
+#pragma omp atomic
+            sink += r;
+        }
+        double t = now_s() - t0;
+        double gf = (double)nt * PEAK_ITERS * 12.0 * lanes * 2.0 / t * 1e-9;
+        if (gf > best) best = gf;
+    }
+    (void)sink;
+    if (json)
+        printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %.2f}\n", nt,
+               simd, best);
+    else
+        printf("fp32 FMA peak: %.1f GFLOP/s (%d threads, %s)\n", best, nt, simd);
+    ffn_ctx_free(ctx);
+    return 0;
+}
+
+/* ---- ffn bench bandwidth ---------------------------------------------------
+ * Each thread sums its contiguous slice of a buffer far larger than the
+ * caches (default 1 GiB), with several accumulators so that loads, not the
+ * add latency, are the limit. */
+
+__attribute__((target("avx512f"), noinline)) static float sum_avx512(const float *p, size_t n) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+__attribute__((target("avx2"), noinline)) static float sum_avx2(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+static int bench_bandwidth(int argc, char **argv) {
+    const char *cmd = "bench bandwidth";
+    if (wants_help(argc, argv)) {
+        printf("usage: ffn bench bandwidth [--threads T] [--mb M] [--json]\n\n"
+               "Measures the memory read bandwidth: every thread streams its contiguous slice\n"
+               "of an M MiB buffer (default 1024, far beyond the caches) with vector loads;\n"
+               "prints GB/s (10^9 bytes per second), best of 5 passes.\n");
+        return 0;
+    }
+    int64_t threads = 0, mb = 1024;
+    int json = 0;
+    if (!parse_common(cmd, argc, argv, &threads, &json, &mb)) return CLI_EXIT_USAGE;
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    int nt = ffn_ctx_threads(ctx);
+    const char *simd = ffn_simd_level();
+    int wide = !strcmp(simd, "avx512") ? 2 : !strcmp(simd, "avx2") ? 1 : 0;
+    if (!wide) {
+        cli_error(cmd, "needs AVX2 or AVX-512 (simd level here: %s)", simd);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_FAIL;
+    }
+    size_t bytes = (size_t)mb << 20, n = bytes / sizeof(float);
+    float *buf = NULL;
+    if (posix_memalign((void **)&buf, 64, bytes)) {
+        cli_error(cmd, "cannot allocate %lld MiB", (long long)mb);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_FAIL;
+    }
+    /* first touch by the threads that will read (pages near their core) */
+    size_t chunk = (n / (size_t)nt) & ~(size_t)63;
+#pragma omp parallel num_threads(nt)
+    {
+#ifdef _OPENMP
+        int t = omp_get_thread_num();
+#else
+        int t = 0;
+#endif
+        for (size_t i = (size_t)t * chunk; i < (size_t)(t + 1) * chunk; i++) buf[i] = 1.0f;
+    }
+    double best = 0;
+    volatile float sink = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = now_s();
+#pragma omp parallel num_threads(nt)
+        {
+#ifdef _OPENMP
+            int t = omp_get_thread_num();
+#else
+            int t = 0;
+#endif
+            const float *p = buf + (size_t)t * chunk;
+            float r = wide == 2 ? sum_avx512(p, chunk) : sum_avx2(p, chunk);
+#pragma omp atomic
+            sink += r;
+        }
+        double t = now_s() - t0;
+        double gbs = (double)chunk * (size_t)nt * sizeof(float) / t * 1e-9;
+        if (gbs > best) best = gbs;
+    }
+    (void)sink;
+    if (json)
+        printf("{\"bench\": \"bandwidth\", \"threads\": %d, \"mib\": %lld, \"gbps\": %.2f}\n", nt,
+               (long long)mb, best);
+    else
+        printf("memory read bandwidth: %.1f GB/s (%d threads, %lld MiB buffer)\n", best, nt,
+               (long long)mb);
+    free(buf);
+    ffn_ctx_free(ctx);
+    return 0;
+}
+
+/* ---- dispatch --------------------------------------------------------------- */
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth> [options]   (--help on each)\n\n"
+               "  layer      forward and forward+backward time of one FFN layer, GFLOP/s\n"
+               "  moe        the same for a Mixture-of-Experts layer\n"
+               "  peak       measured fp32 FMA peak GFLOP/s on all threads\n"
+               "  bandwidth  measured memory read bandwidth GB/s on all threads\n\n"
+               "bench/run.sh (make bench) compares these against PyTorch and the roofline.\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(sub, "layer")) return bench_layer(argc - 1, argv + 1);
+    if (!strcmp(sub, "peak")) return bench_peak(argc - 1, argv + 1);
+    if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);
+    if (!strcmp(sub, "moe")) {
+        if (!cmd_bench_moe) {
+            cli_error("bench", "moe: not built into this binary");
+            return CLI_EXIT_FAIL;
+        }
+        return cmd_bench_moe(argc - 1, argv + 1);
+    }
+    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak or bandwidth)", sub);
+    return CLI_EXIT_USAGE;
+}
