@@ -44,19 +44,21 @@ $(B)/asan/obj/%.o: %.c $(wildcard include/*.h include/ffn/*.h src/*.h src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(ISA) $(SAN) $(CFLAGS) -c $< -o $@
 
+# Outputs are built under a temporary name and renamed, so a test running
+# while the tree rebuilds never sees a half-written binary or archive.
 $(B)/libffn.a: $(LIB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+	@rm -f $@.tmp
+	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 $(B)/libffn.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libffn.so.0 -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libffn.so.0 -o $@.tmp $^ $(LDLIBS) && mv -f $@.tmp $@
 
 $(B)/asan/libffn.a: $(ASAN_LIB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+	@rm -f $@.tmp
+	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 $(B)/ffn: $(TOOL_OBJ) $(B)/libffn.a
-	$(CC) -o $@ $(TOOL_OBJ) $(B)/libffn.a $(LDLIBS)
+	$(CC) -o $@.tmp $(TOOL_OBJ) $(B)/libffn.a $(LDLIBS) && mv -f $@.tmp $@
 
 $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)

@@ -52,12 +52,14 @@ done
 # Memory traffic at N = 1, if the PMU is reachable (often not in a VM).
 perf_note="perf stat: not run"
 if command -v perf >/dev/null 2>&1; then
-    if perf stat -x, -e cache-misses -- true >/dev/null 2>"$OUT.perf"; then
-        perf_note="perf stat: $(perf stat -x, -e cache-misses,LLC-load-misses -- "$FFN" bench moe "${shape[@]}" --tokens 1 \
-            --threads "$T" --repeats 50 2>&1 >/dev/null | tr '\n' ' ')"
+    perf stat -x, -e LLC-load-misses -- true >/dev/null 2>"$OUT.perf" || true
+    if grep -q "not supported\|not counted\|Permission\|Error" "$OUT.perf"; then
+        perf_note="perf stat: the PMU is not reachable here ($(grep -m1 -o "not supported\|not counted\|Permission denied\|Error[^,]*" "$OUT.perf")), so memory traffic is computed, not measured"
     else
-        perf_note="perf stat: unavailable here ($(head -c 160 "$OUT.perf" | tr '\n' ' '))"
+        perf_note="perf stat (LLC load misses x 64 B over a 50-repeat N=1 run incl. set-up): $(perf stat -x, -e LLC-load-misses -- "$FFN" bench moe "${shape[@]}" --tokens 1 \
+            --threads "$T" --repeats 50 2>&1 >/dev/null | tr '\n' ' ')"
     fi
+    rm -f "$OUT.perf"
 fi
 
 $PY - "$OUT" "$perf_note" <<'PYEOF'
@@ -68,7 +70,7 @@ torch = {r["tokens"]: r for r in rows if r.get("peer") == "pytorch"}
 layer = {r.get("tokens"): r for r in rows if r.get("peer") == "ffn-layer"}
 print("\nMoE E=8 k=2 SwiGLU D=1024 F=1408; times in ms (min / median); "
       "ratios of medians")
-hdr = f"{'N':>4}  {'pass':<8}{'ffn moe':>18}{'dense F=2816':>18}{'moe/dense':>10}{'pytorch moe':>18}{'torch/ffn':>10}"
+hdr = f"{'N':>4}  {'pass':<8}{'ffn moe':>22}{'dense F=2816':>22}{'moe/dense':>10}{'pytorch moe':>22}{'torch/ffn':>10}"
 print(hdr)
 print("-" * len(hdr))
 for N in sorted(ffn):
@@ -76,12 +78,17 @@ for N in sorted(ffn):
     for p, name in (("forward", "fwd"), ("forward_backward", "fwd+bwd")):
         m, d = r["moe"][p], r["dense"][p]
         tt = t[p] if t else None
-        ts = f"{1e3*tt['min_s']:8.3f} /{1e3*tt['median_s']:8.3f}" if tt else "-"
+        ts = f"{1e3*tt['min_s']:10.3f} /{1e3*tt['median_s']:10.3f}" if tt else "-"
         tr = f"{tt['median_s']/m['median_s']:10.2f}" if tt else f"{'-':>10}"
-        print(f"{N:>4}  {name:<8}{1e3*m['min_s']:8.3f} /{1e3*m['median_s']:8.3f}"
-              f"{1e3*d['min_s']:8.3f} /{1e3*d['median_s']:8.3f}{m['median_s']/d['median_s']:10.3f}{ts:>18}{tr}")
+        print(f"{N:>4}  {name:<8}{1e3*m['min_s']:10.3f} /{1e3*m['median_s']:10.3f}"
+              f"{1e3*d['min_s']:10.3f} /{1e3*d['median_s']:10.3f}{m['median_s']/d['median_s']:10.3f}{ts:>22}{tr}")
     if N in layer:
-        print(f"      (ffn bench layer, dense swiglu F=2816: {json.dumps(layer[N])[:200]})")
+        l = layer[N]
+        print(f"      separate process `ffn bench layer --type swiglu --intermediate 2816`: "
+              f"fwd {l['forward']['min_ms']:.3f} / {l['forward']['median_ms']:.3f} ms, "
+              f"fwd+bwd {l['forward_backward']['min_ms']:.3f} / {l['forward_backward']['median_ms']:.3f} ms; "
+              f"moe/that (medians) fwd {1e3*r['moe']['forward']['median_s']/l['forward']['median_ms']:.3f}, "
+              f"fwd+bwd {1e3*r['moe']['forward_backward']['median_s']/l['forward_backward']['median_ms']:.3f}")
 if 1 in ffn:
     r = ffn[1]
     print(f"\nN=1 weight bytes: experts run per forward {r['experts_run_avg']:.2f} of {r['experts']}; "

@@ -21,7 +21,6 @@
 # Run it on an otherwise idle machine: the numbers mean nothing under load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FFN=${FFN_BIN:-build/ffn}
 PY=/usr/bin/python3
 T=${BENCH_THREADS:-2}
 OUT=${BENCH_OUT:-build/bench/layer.jsonl}
@@ -30,12 +29,25 @@ mkdir -p "$(dirname "$OUT")"
 rep=()
 [[ -n "${BENCH_REPEATS:-}" ]] && rep=(--repeats "$BENCH_REPEATS")
 
-[[ -x "$FFN" ]] || { echo "bench/run.sh: $FFN not built (run make)" >&2; exit 1; }
+src_bin=${FFN_BIN:-build/ffn}
+[[ -x "$src_bin" ]] || { echo "bench/run.sh: $src_bin not built (run make)" >&2; exit 1; }
+# run a private copy (statically linked to libffn), so that a rebuild
+# during the run cannot pull the binary away
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$src_bin" "$tmp/ffn"
+FFN=$tmp/ffn
 have_torch=1
 $PY -c 'import torch' 2>/dev/null || { have_torch=0; echo "bench/run.sh: PyTorch not found; ffn only" >&2; }
 
 echo "ffn $($FFN version | head -1 | cut -d' ' -f2), simd $($FFN version | sed -n 's/^simd //p'), $T threads, $(date -u +%FT%TZ)"
 uptime | sed 's/^/load: /'
+# PyTorch from Debian takes its BLAS from the libblas.so.3 alternative: the
+# reference BLAS (libblas3) is ~50x slower than OpenBLAS, so say which it is.
+blas=$(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)
+echo "PyTorch's BLAS: $blas"
+[[ "$blas" == */blas/libblas.so.3 ]] &&
+    echo "  (the reference BLAS: install libopenblas0-pthread for a realistic PyTorch peer)"
 
 $FFN bench peak --threads "$T" --json | tee -a "$OUT"
 $FFN bench bandwidth --threads "$T" --json | tee -a "$OUT"
@@ -87,6 +99,7 @@ for r in layers:
               f"{'memory' if t_mem > t_flop else 'compute'}")
 PYEOF
 
+export FFN_BIN="$FFN"   # the private copy, for the other scripts too
 for b in bench/bench_*.sh; do
     [[ -f "$b" ]] || continue
     echo

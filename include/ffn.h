@@ -9,7 +9,8 @@
  *   moe.h          Mixture of Experts
  *   params.h       parameter and FLOP accounting from config.json
  *   data.h         tokenizers and the built-in corpus
- *   model.h        the decoder-only Transformer, training, generation
+ *   model.h        the decoder-only Transformer (forward, backward, KV cache)
+ *   train.h        AdamW, the training loop, checkpoints, generation
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -33,8 +34,17 @@
 #if __has_include("ffn/data.h")
 #include "ffn/data.h"
 #endif
+#if __has_include("ffn/checkpoint.h")
+#include "ffn/checkpoint.h"
+#endif
 #if __has_include("ffn/model.h")
 #include "ffn/model.h"
+#endif
+#if __has_include("ffn/train.h")
+#include "ffn/train.h"
+#endif
+#if __has_include("ffn/inspect.h")
+#include "ffn/inspect.h"
 #endif
 
 #endif /* FFN_H */

@@ -7,7 +7,7 @@ set -euo pipefail
 what="${1:-build}"
 pkgs=(build-essential make pkg-config libdnnl-dev)
 if [[ "$what" == test ]]; then
-    pkgs+=(python3 python3-torch python3-numpy clang libclang-rt-14-dev chromium nodejs npm)
+    pkgs+=(python3 python3-torch python3-numpy clang libclang-rt-14-dev chromium nodejs npm time)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

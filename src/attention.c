@@ -12,6 +12,7 @@
  *   dp_j = dout_t·v_j,  dv_j += p_j dout_t,  ds_j = p_j (dp_j − Σ_i p_i dp_i),
  *   dq_t = Σ_j ds_j k_j / sqrt(Dh),  dk_j += ds_j q_t / sqrt(Dh). */
 #include "model_internal.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,6 +25,16 @@ static int thread_id(void) {
     return omp_get_thread_num();
 #else
     return 0;
+#endif
+}
+
+/* The team size: the caller's, so that scratch rows are never overrun. */
+static int team_size(const ffn_attn_dims *d) {
+#ifdef _OPENMP
+    return d->n_threads > 0 ? d->n_threads : omp_get_max_threads();
+#else
+    (void)d;
+    return 1;
 #endif
 }
 
@@ -50,20 +61,21 @@ void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, in
     float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) if (n * n_heads * head_dim > 32768)
     for (int64_t r = 0; r < n; r++) {
-        int64_t pos = pos0 + r % T;
-        const float *c = cos_t + pos * half, *s = sin_t + pos * half;
+        const int64_t pos = pos0 + r % T;
+        const float *c = cos_t + pos * half, *s0 = sin_t + pos * half;
         for (int64_t h = 0; h < n_heads; h++) {
             float *xh = x + r * ld + h * head_dim;
             if (style == 0) {
                 float *x1 = xh, *x2 = xh + half;
+#pragma omp simd
                 for (int64_t j = 0; j < half; j++) {
-                    float a = x1[j], b = x2[j], sj = sign * s[j];
+                    const float a = x1[j], b = x2[j], sj = sign * s0[j];
                     x1[j] = a * c[j] - b * sj;
                     x2[j] = b * c[j] + a * sj;
                 }
             } else {
                 for (int64_t j = 0; j < half; j++) {
-                    float a = xh[2 * j], b = xh[2 * j + 1], sj = sign * s[j];
+                    const float a = xh[2 * j], b = xh[2 * j + 1], sj = sign * s0[j];
                     xh[2 * j] = a * c[j] - b * sj;
                     xh[2 * j + 1] = b * c[j] + a * sj;
                 }
@@ -72,46 +84,52 @@ void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, in
     }
 }
 
-/* ---- forward ------------------------------------------------------------- *
- * Every inner loop is an axpy over contiguous floats (vectorised with
- * `omp simd`, no reassociation of a reduction): the scores of a query row
- * are accumulated feature by feature against Kᵀ, transposed once per task
- * into the thread's scratch; the outputs are Σ_j p_j v_j row by row. */
+/* ---- attention: the parallel loops; the per-task kernels are in
+ * attention_impl.h, one copy per SIMD level, chosen at run time. */
 
-/* kt (Dh, S) = the n_keys rows of one head of k (row stride ldk). */
-static void transpose_head(float *kt, int64_t S, const float *k, int64_t ldk, int64_t n_keys,
-                           int64_t Dh) {
-    for (int64_t j = 0; j < n_keys; j++)
-        for (int64_t i = 0; i < Dh; i++) kt[i * S + j] = k[j * ldk + i];
-}
+#define ATTN_SFX scalar
+#include "attention_impl.h"
 
-/* One query row against keys 0..n_keys-1: p (n_keys) = softmax, o = Σ p v. */
-static void attend_row(float *o, float *p, const float *q, const float *kt, int64_t S,
-                       const float *v, int64_t ldv, int64_t n_keys, int64_t Dh, float scale) {
-    for (int64_t j = 0; j < n_keys; j++) p[j] = 0.0f;
-    for (int64_t i = 0; i < Dh; i++) {
-        const float qi = q[i] * scale, *kti = kt + i * S;
-#pragma omp simd
-        for (int64_t j = 0; j < n_keys; j++) p[j] += qi * kti[j];
-    }
-    float mx = -INFINITY;
-    for (int64_t j = 0; j < n_keys; j++) mx = p[j] > mx ? p[j] : mx;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n_keys; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
-    }
-    const float inv = 1.0f / sum;
-    for (int64_t i = 0; i < Dh; i++) o[i] = 0.0f;
-    for (int64_t j = 0; j < n_keys; j++) {
-        const float pj = (p[j] *= inv), *vj = v + j * ldv;
-#pragma omp simd
-        for (int64_t i = 0; i < Dh; i++) o[i] += pj * vj[i];
+typedef void (*fwd_task_fn)(float *, int64_t, float *, float *, const float *, int64_t,
+                            const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                            int64_t, float);
+typedef void (*bwd_task_fn)(float *, float *, float *, const float *, int64_t, const float *,
+                            const float *, int64_t, const float *, int64_t, const float *, int64_t,
+                            float *, int64_t, int64_t, int64_t, float);
+
+void ffn_attn_fwd_task_avx2(float *, int64_t, float *, float *, const float *, int64_t,
+                            const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                            int64_t, float);
+void ffn_attn_fwd_task_avx512(float *, int64_t, float *, float *, const float *, int64_t,
+                              const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                              int64_t, float);
+void ffn_attn_bwd_task_avx2(float *, float *, float *, const float *, int64_t, const float *,
+                            const float *, int64_t, const float *, int64_t, const float *, int64_t,
+                            float *, int64_t, int64_t, int64_t, float);
+void ffn_attn_bwd_task_avx512(float *, float *, float *, const float *, int64_t, const float *,
+                              const float *, int64_t, const float *, int64_t, const float *,
+                              int64_t, float *, int64_t, int64_t, int64_t, float);
+
+static fwd_task_fn fwd_task(void) {
+    switch (ffn_simd()) {
+    case FFN_SIMD_AVX512: return ffn_attn_fwd_task_avx512;
+    case FFN_SIMD_AVX2: return ffn_attn_fwd_task_avx2;
+    default: return ffn_attn_fwd_task_scalar;
     }
 }
 
-size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh) {
-    return (size_t)n_threads * (size_t)((Dh + 1) * S);
+static bwd_task_fn bwd_task(void) {
+    switch (ffn_simd()) {
+    case FFN_SIMD_AVX512: return ffn_attn_bwd_task_avx512;
+    case FFN_SIMD_AVX2: return ffn_attn_bwd_task_avx2;
+    default: return ffn_attn_bwd_task_scalar;
+    }
+}
+
+size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh, int backward) {
+    const int64_t Sp = (S + 15) & ~(int64_t)15;
+    const int64_t per = backward ? (Dh + 2 * S) * Sp : (Dh + 4) * Sp;
+    return (size_t)n_threads * (size_t)per;
 }
 
 void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch, const float *q,
@@ -120,23 +138,18 @@ void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch
     const int64_t B = dims->B, T = dims->T, H = dims->H, G = dims->G, Dh = dims->Dh;
     const int64_t pos0 = dims->pos0, S = pos0 + T, R = H / G;
     const float scale = (float)(1.0 / sqrt((double)Dh));
-#pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * Dh > 65536)
-    for (int64_t b = 0; b < B; b++) {
+    const fwd_task_fn task = fwd_task();
+    const int nt = team_size(dims);
+    const int64_t per = (int64_t)ffn_attention_scratch_floats(1, S, Dh, 0);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (B * H * T * S * Dh > 65536)
+    for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t g = h / R;
-            float *kt = scratch + (int64_t)thread_id() * (Dh + 1) * S, *row = kt + Dh * S;
-            const float *vb = v + b * S * ldv + g * Dh;
-            transpose_head(kt, S, k + b * S * ldk + g * Dh, ldk, S, Dh);
-            for (int64_t t = 0; t < T; t++) {
-                float *p = probs ? probs + ((b * H + h) * T + t) * S : row;
-                attend_row(out + (b * T + t) * ldo + h * Dh, p, q + (b * T + t) * ldq + h * Dh, kt,
-                           S, vb, ldv, pos0 + t + 1, Dh, scale);
-            }
+            task(out + b * T * ldo + h * Dh, ldo, probs ? probs + (b * H + h) * T * S : NULL,
+                 scratch + (int64_t)thread_id() * per, q + b * T * ldq + h * Dh, ldq,
+                 k + b * S * ldk + g * Dh, ldk, v + b * S * ldv + g * Dh, ldv, T, pos0, Dh, scale);
         }
-    }
 }
-
-/* ---- backward ------------------------------------------------------------ */
 
 void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, int64_t ldo,
                             const float *probs, const float *q, int64_t ldq, const float *k,
@@ -145,46 +158,17 @@ void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, 
     const int64_t B = dims->B, T = dims->T, H = dims->H, G = dims->G, Dh = dims->Dh;
     const int64_t S = T, R = H / G;
     const float scale = (float)(1.0 / sqrt((double)Dh));
-#pragma omp parallel for collapse(2) schedule(static) if (B * H * T * S * Dh > 65536)
-    for (int64_t b = 0; b < B; b++) {
+    const bwd_task_fn task = bwd_task();
+    const int nt = team_size(dims);
+    const int64_t per = (int64_t)ffn_attention_scratch_floats(1, S, Dh, 1);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (B * H * T * S * Dh > 65536)
+    for (int64_t b = 0; b < B; b++)
         for (int64_t g = 0; g < G; g++) {
-            float *vt = scratch + (int64_t)thread_id() * (Dh + 1) * S, *dp = vt + Dh * S;
-            const float *kb = k + b * S * ldk + g * Dh;
-            float *dkb = dk + b * S * ldk + g * Dh, *dvb = dv + b * S * ldv + g * Dh;
-            transpose_head(vt, S, v + b * S * ldv + g * Dh, ldv, S, Dh);
-            for (int64_t s = 0; s < S; s++) {
-                memset(dkb + s * ldk, 0, (size_t)Dh * sizeof(float));
-                memset(dvb + s * ldv, 0, (size_t)Dh * sizeof(float));
-            }
-            for (int64_t h = g * R; h < (g + 1) * R; h++) {
-                for (int64_t t = 0; t < T; t++) {
-                    const float *p = probs + ((b * H + h) * T + t) * S;
-                    const float *go = dout + (b * T + t) * ldo + h * Dh;
-                    const float *qt = q + (b * T + t) * ldq + h * Dh;
-                    float *dqt = dq + (b * T + t) * ldq + h * Dh;
-                    const int64_t n_keys = t + 1;
-                    for (int64_t j = 0; j < n_keys; j++) dp[j] = 0.0f;
-                    for (int64_t i = 0; i < Dh; i++) { /* dp_j = dout_t · v_j */
-                        const float gi = go[i], *vti = vt + i * S;
-#pragma omp simd
-                        for (int64_t j = 0; j < n_keys; j++) dp[j] += gi * vti[j];
-                    }
-                    float pdp = 0.0f;
-                    for (int64_t j = 0; j < n_keys; j++) pdp += p[j] * dp[j];
-                    for (int64_t i = 0; i < Dh; i++) dqt[i] = 0.0f;
-                    for (int64_t j = 0; j < n_keys; j++) {
-                        const float pj = p[j], ds = pj * (dp[j] - pdp) * scale;
-                        const float *kj = kb + j * ldk;
-                        float *dkj = dkb + j * ldk, *dvj = dvb + j * ldv;
-#pragma omp simd
-                        for (int64_t i = 0; i < Dh; i++) {
-                            dvj[i] += pj * go[i];
-                            dqt[i] += ds * kj[i];
-                            dkj[i] += ds * qt[i];
-                        }
-                    }
-                }
-            }
+            const int64_t h0 = g * R;
+            task(dq + b * T * ldq + h0 * Dh, dk + b * S * ldk + g * Dh, dv + b * S * ldv + g * Dh,
+                 dout + b * T * ldo + h0 * Dh, ldo, probs + (b * H + h0) * T * S,
+                 q + b * T * ldq + h0 * Dh, ldq, k + b * S * ldk + g * Dh, ldk,
+                 v + b * S * ldv + g * Dh, ldv, scratch + (int64_t)thread_id() * per, T,
+                 R, Dh, scale);
         }
-    }
 }

@@ -8,9 +8,12 @@
  * it DIR is the new one.  File systems without the exchange get a two-rename
  * fallback through DIR.old, which ckpt_resolve() knows to look for.
  *
- * What goes into the files lives in train.c; this file only moves
- * directories around. */
+ * Here: the directory swap, config.json (with ffn's keys), the weights
+ * (model.safetensors, by the model's tensor table), and loading a checkpoint
+ * for inference.  The training state (train_state.safetensors) is written
+ * and read by train.c, which owns the trainer. */
 #include "train_internal.h"
+#include "ffn/train.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -164,7 +167,8 @@ ffn_status ckpt_prepare_out(const char *dir_in) {
         }
     }
     if (!is_dir(parent)) {
-        st = ffn_error(FFN_ERR_IO, "%s: the parent directory %s does not exist", dir, parent);
+        st = ffn_error(FFN_ERR_IO, "%s: the parent directory %s %s", dir, parent,
+                       exists(parent) ? "is not a directory" : "does not exist");
         goto done;
     }
     /* Probe that we can create the sibling we will write into. */
@@ -307,3 +311,114 @@ ffn_status ckpt_resolve(const char *dir_in, char **out) {
     free(dir);
     return st;
 }
+
+/* ---- what goes into the directory ---------------------------------------------- */
+
+/* Add ffn's own keys to the config.json that ffn_model_config_save wrote:
+ * the file is one JSON object, so the new keys go before its last '}'. */
+ffn_status ckpt_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    int too_big = !feof(f);
+    fclose(f);
+    if (too_big) return ffn_error(FFN_ERR_INTERNAL, "%s: unexpectedly large", path);
+    buf[n] = '\0';
+    char *close = strrchr(buf, '}');
+    if (!close) return ffn_error(FFN_ERR_INTERNAL, "%s: not a JSON object", path);
+    char *open = strchr(buf, '{');
+    int empty = 1;
+    for (char *p = open + 1; p < close; p++)
+        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') empty = 0;
+    f = fopen(path, "wb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+    /* Trim whitespace before the '}' to keep the layout tidy. */
+    char *end = close;
+    while (end > open + 1 && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r')) end--;
+    fwrite(buf, 1, (size_t)(end - buf), f);
+    fprintf(f, "%s\n  \"ffn_tokenizer\": \"%s\",\n  \"ffn_tokenizer_file\": \"%s\"\n}\n",
+            empty ? "" : ",", ffn_tokenizer_mode_name(mode), FFN_TOKENIZER_FILENAME);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad)
+        return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return FFN_OK;
+}
+
+/* model.safetensors: every tensor of the table under its HF name. */
+ffn_status ckpt_save_weights(ffn_model *model, const char *path) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    if (st != FFN_OK) return st;
+    const float *params = ffn_model_params(model, NULL);
+    const int64_t n = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
+        st = ffn_st_writer_add(w, ten->name, FFN_DTYPE_F32, ten->ndim, ten->shape,
+                               params + ten->offset);
+    }
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "format", "pt");
+    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st;
+}
+
+/* Read every tensor of the table from model.safetensors (shapes checked). */
+ffn_status ckpt_load_weights(ffn_model *model, const char *path) {
+    ffn_st_file *f = NULL;
+    ffn_status st = ffn_st_open(path, &f);
+    if (st != FFN_OK) return st;
+    float *params = ffn_model_params(model, NULL);
+    const int64_t n = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
+        st = ffn_st_read_f32(f, ten->name, ten->ndim, ten->shape, params + ten->offset);
+    }
+    ffn_st_close(f);
+    if (st == FFN_OK) st = ffn_model_params_changed(model);
+    return st;
+}
+
+/* ---- loading a checkpoint for inference ------------------------------------------- */
+
+ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                               ffn_tokenizer **tokenizer) {
+    if (!ctx || !dir || !model || !tokenizer)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_load: NULL argument");
+    *model = NULL;
+    *tokenizer = NULL;
+    char *rdir = NULL, *path = NULL;
+    ffn_status st = ckpt_resolve(dir, &rdir);
+    if (st != FFN_OK) return st;
+    ffn_model_config cfg;
+    ffn_model *m = NULL;
+    ffn_tokenizer *tok = NULL;
+    path = ckpt_path_join(rdir, "/", FFN_CONFIG_FILENAME);
+    st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(path);
+    if (st == FFN_OK) {
+        path = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+        st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (st == FFN_OK && ffn_tokenizer_vocab_size(tok) != cfg.vocab_size)
+        st = ffn_error(FFN_ERR_CONFIG, "%s: vocab_size %lld in config.json but %lld tokens in %s",
+                       rdir, (long long)cfg.vocab_size, (long long)ffn_tokenizer_vocab_size(tok),
+                       FFN_TOKENIZER_FILENAME);
+    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
+    if (st == FFN_OK) {
+        path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
+        st = path ? ckpt_load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    free(rdir);
+    if (st != FFN_OK) {
+        ffn_model_free(m);
+        ffn_tokenizer_free(tok);
+        return st;
+    }
+    *model = m;
+    *tokenizer = tok;
+    return FFN_OK;
+}
+

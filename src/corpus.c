@@ -351,7 +351,7 @@ static const verb en_verbs[] = {
     {"got", "get", "got", 1, "for", C_ALL},
     {"found", "find", "found", 1, "for", C_ALL & ~(C_FOOD | C_DRINK)},
     {"saved", "save", "saved", 1, "for", C_ALL},
-    {"made", "make", "made", 1, "for", C_FOOD | C_DRINK | C_TOY | C_WEAR},
+    {"made", "make", "made", 1, "for", C_DRINK | C_TOY | C_WEAR},
     {"packed", "pack", "packed", 1, "for", C_FOOD | C_DRINK | C_WEAR},
     {"poured", "pour", "poured", 1, "for", C_DRINK},
     {"picked", "pick", "picked", 0, "for", C_FOOD | C_THING},
@@ -593,12 +593,12 @@ static const noun zh_nouns[] = {
 };
 
 static const adjective zh_adjectives[] = {
-    {"大", C_ALL}, {"小", C_ALL}, {"新", C_ALL & ~(C_FOOD | C_DRINK)},
-    {"旧", C_ALL & ~(C_FOOD | C_DRINK)}, {"红", C_ALL & ~C_DRINK},
-    {"蓝", C_WEAR | C_TOOL | C_TOY | C_THING | C_READ}, {"绿", C_ALL & ~C_DRINK},
-    {"黄", C_ALL & ~C_DRINK}, {"白", C_WEAR | C_TOY | C_THING | C_READ},
-    {"黑", C_WEAR | C_TOOL | C_TOY | C_THING}, {"热", C_DRINK}, {"凉", C_DRINK},
-    {"甜", C_FOOD | C_DRINK}, {"厚", C_READ | C_WEAR},
+    {"大", C_FOOD | C_WEAR | C_TOOL | C_TOY | C_THING}, {"小", C_FOOD | C_WEAR | C_TOOL | C_TOY | C_THING},
+    {"新", C_ALL & ~(C_FOOD | C_DRINK)}, {"旧", C_ALL & ~(C_FOOD | C_DRINK)},
+    {"红", C_FOOD | C_WEAR | C_TOY}, {"蓝", C_WEAR | C_TOY}, {"绿", C_WEAR | C_TOY},
+    {"黄", C_WEAR | C_TOY}, {"白", C_WEAR | C_TOY}, {"黑", C_WEAR | C_TOOL | C_TOY},
+    {"热", C_DRINK}, {"凉", C_DRINK}, {"甜", C_FOOD | C_DRINK}, {"厚", C_READ | C_WEAR},
+    {"漂亮", C_WEAR | C_TOY | C_THING}, {"好看", C_WEAR | C_READ | C_THING},
 };
 
 /* zh verbs: kind 0 "X V了Y一M O" / "X把O V了Y"; kind 1 "X给Y V了一M O". */
@@ -1393,7 +1393,11 @@ static void zh_np(gen *g, scene *sc, objnp *np, int rel) {
     word(g, "一", FFN_WORD_FUNCTION);
     word(g, sc->obj->measure, FFN_WORD_FUNCTION);
     if (rel) render(g, PICK(&g->r, zh_object_relatives), &sc->giver, &sc->receiver, np, SUBJ_PRONOUN);
-    else if (rng_pct(&g->r, 25)) word(g, pick_adjective(g, sc->obj->cat)->word, FFN_WORD_MODIFIER);
+    else if (rng_pct(&g->r, 25)) {
+        const char *adj = pick_adjective(g, sc->obj->cat)->word;
+        word(g, adj, FFN_WORD_MODIFIER);
+        if (strlen(adj) > 3) word(g, "的", FFN_WORD_FUNCTION); /* 漂亮的, but 大 alone */
+    }
     np->noun_word = emit(g, sc->obj->word, FFN_WORD_OBJECT, 0, 0, -1);
 }
 

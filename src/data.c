@@ -34,7 +34,7 @@ static int utf8_decode(const unsigned char *s, size_t n, size_t i, uint32_t *cp)
     else return 0;
     if (n - i < (size_t)len) return 0;
     for (int k = 1; k < len; k++) {
-        unsigned b = s[i + k];
+        unsigned b = s[i + (size_t)k];
         if ((b & 0xC0) != 0x80) return 0;
         v = (v << 6) | (b & 0x3F);
     }
@@ -436,7 +436,14 @@ ffn_status ffn_tokenizer_encode(const ffn_tokenizer *tok, const char *text, size
     const unsigned char *s = (const unsigned char *)text;
     strset set = {(const char *const *)tok->tok, tok->tok_len};
     int64_t n = 0, unk = 0;
-    for (size_t i = 0; i < n_bytes;) {
+    if (tok->mode == FFN_TOK_BYTE) { /* ids are the bytes */
+        for (size_t i = 0; i < n_bytes; i++) {
+            id_out[i] = s[i];
+            if (off_out) off_out[i] = (int64_t)i;
+        }
+        n = (int64_t)n_bytes;
+    }
+    for (size_t i = tok->mode == FFN_TOK_BYTE ? n_bytes : 0; i < n_bytes;) {
         size_t len;
         ffn_status st = next_piece(tok->mode, s, n_bytes, i, &len);
         if (st) {
@@ -451,6 +458,13 @@ ffn_status ffn_tokenizer_encode(const ffn_tokenizer *tok, const char *text, size
         if (off_out) off_out[n] = (int64_t)i;
         id_out[n++] = id;
         i += len;
+    }
+    /* give back what the pieces did not use (word mode: ~1 token in 4 bytes) */
+    int32_t *id_fit = realloc(id_out, (size_t)n * sizeof *id_out);
+    if (id_fit) id_out = id_fit;
+    if (off_out) {
+        int64_t *off_fit = realloc(off_out, (size_t)n * sizeof *off_out);
+        if (off_fit) off_out = off_fit;
     }
     *ids = id_out;
     if (offsets) *offsets = off_out;

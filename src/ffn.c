@@ -2,42 +2,78 @@
  * checks, weights and prepacking, forward and backward, in both save modes.
  *
  * Letters: N tokens, D hidden_size, F intermediate_size, P = 2F (gated) or
- * F (dense): the width of the input projection.
+ * F (dense): the width of the input projection W_in = [W_gate; W_up] or W_up.
  *
  * Shape of the computation.  The input projections are one product: for a
- * gated layer gate_proj and up_proj are prepacked as one (2F, D) matrix
- * W_in = [W_gate; W_up], so x · W_inᵀ yields both pre-activations in one
- * (N, 2F) row [g | u]; that row is also what forward saves for backward.
- *   forward:   GU = x·W_inᵀ + b_in       (N, P)
+ * gated layer gate_proj and up_proj are packed as one (2F, D) matrix, so
+ * x · W_inᵀ yields both pre-activations in one (N, 2F) row [g | u]; that
+ * row is also what forward saves for backward.
+ *   forward:   GU = x·W_inᵀ + b_in       (N, P)   product F1
  *              H  = act(G) ⊙ U  | act(U) (N, F)   fused epilogue
- *              y  = H·W_downᵀ + b_down   (N, D)
- *   backward:  dW_down += dyᵀ·H,  dH = dy·W_down
+ *              y  = H·W_downᵀ + b_down   (N, D)   product F2
+ *   backward:  dW_down += dyᵀ·H          (D, F)   ffn_gemm
+ *              dH = dy·W_down            (N, F)   product B1
  *              dGU = epilogue'(dH, GU)   (N, P)   fused, in place
- *              dx = dGU·W_in,  dW_gate/up += dGᵀ·x / dUᵀ·x
- * Small N (decode, N <= FFN_DECODE_MAX_N) takes the streaming path in
- * gemv.c instead of the matrix engine: each weight is read once, the
- * epilogue is fused into the projection, and every output element is one
- * dot product computed by one thread in a fixed order.
+ *              dx = dGU·W_in             (N, D)   product B2
+ *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   ffn_gemm (twice)
+ *
+ * Engines (chosen by measurement, see gemv.c and bench/).  Forward with
+ * N <= FFN_DECODE_MAX_N (decode) takes the streaming path in gemv.c: each
+ * weight read once, the epilogue fused per column block; with AVX-512 it
+ * streams the engine's packed weights, else the caller's plain rows.
+ * Larger N runs F1, F2, B1, B2 on oneDNN matmul primitives (matmul.c,
+ * brgemm) over prepacked weights: ffn_layer_set_weights packs W_in and
+ * W_down as the forward products want them (1x the weight bytes extra), and
+ * the first backward packs them again as backward wants them (another 1x;
+ * set_weights then repacks both).  The weight gradients run on ffn_gemm
+ * (dnnl_sgemm), measured faster there than the matmul primitive (K = N is
+ * small: 143-217 against 116-155 GFLOP/s at N = 64, one thread).
+ * Primitives are made per token count and cached (CACHE_SLOTS per layer).
+ * A product whose primitive cannot be made, or whose scratchpad does not
+ * fit the workspace, runs on ffn_gemm over the caller's plain weights
+ * instead -- the same numbers within rounding.
  *
  * Determinism (measured by tests/unit/test_layer.c and test_kernels.c):
  *   - every path is bitwise reproducible run to run at a fixed thread count;
+ *   - both save modes give bitwise identical results (recompute runs the
+ *     same primitive or kernel as forward);
  *   - the decode path (forward with N <= FFN_DECODE_MAX_N), the activation
  *     epilogues and the bias gradients give bitwise identical results at
- *     every thread count (fixed per-element reduction order);
- *   - the matrix-engine path (oneDNN 2.6 sgemm) is NOT bitwise identical
- *     across thread counts: oneDNN splits the K dimension differently with
- *     the thread count for some shapes (e.g. the weight gradients, whose K
- *     is N).  Differences are at rounding level (~1e-7 relative).
+ *     every thread count (fixed per-element reduction order), and so does
+ *     the packed streaming kernel against brgemm (both k-ordered sums);
+ *   - the oneDNN products (brgemm matmul, sgemm) agreed bitwise between 1
+ *     and 2 threads in every shape the tests and the PyTorch parity test
+ *     tried (test_layer prints it), but oneDNN does not promise it (sgemm
+ *     may split K by thread count), so the library promises it only for
+ *     the decode path.
  *
- * Memory: forward and backward never allocate.  The workspace holds, for
- * up to N tokens, GU or dGU (N, P) and H or dH (N, F): 3·N·F floats gated,
- * 2·N·F dense, the same for both save modes (recompute writes the
- * recomputed GU into the dGU buffer and turns it into dGU in place).
- * ffn_gemm (dnnl_sgemm) allocates its packing buffers inside oneDNN. */
+ * Memory and allocation.  The workspace holds, for N tokens, GU or dGU
+ * (N, P) and H or dH (N, F) -- 3·N·F floats gated, 2·N·F dense, the same
+ * for both save modes (recompute writes the recomputed GU into the dGU
+ * buffer and turns it into dGU in place) -- plus 2 MiB or more for
+ * oneDNN's scratchpad (user mode: it comes from the workspace).  This file
+ * never allocates in forward or backward, except when it first meets a
+ * token count (primitives; ffn_layer_workspace_size(max_n) makes those for
+ * max_n ahead) and at the first backward (the backward packs).  oneDNN
+ * itself does allocate inside calls, measured with an allocation counter
+ * at (1024, 2816): decode forward 0 allocations; engine forward 12 small
+ * bookkeeping objects per call (primitive execution); backward 27-33, the
+ * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512).  The
+ * public oneDNN 2.6 API offers no way to hand those to the caller. */
 #include "common.h"
 #include "kernels/kernels.h"
 
 #include <string.h>
+
+/* Primitives for one token count. */
+typedef struct mm_slot {
+    int64_t n; /* 0: empty */
+    uint64_t last_use;
+    int backward_made; /* b1, b2 attempted */
+    ffn_mm *f1, *f2, *b1, *b2;
+} mm_slot;
+
+enum { CACHE_SLOTS = 8 };
 
 struct ffn_layer {
     ffn_ctx *ctx;
@@ -45,12 +81,23 @@ struct ffn_layer {
     int gated;
     int64_t D, F, P;
     int have_weights;
-    const float *w_in;    /* (P, D): [W_gate; W_up] (owned copy) or W_up (caller's) */
-    const float *b_in;    /* (P) or NULL */
-    const float *w_down;  /* (D, F), caller's */
-    const float *b_down;  /* (D) or NULL, caller's */
-    float *w_in_owned;    /* (2F, D) when gated */
-    float *b_in_owned;    /* (2F) when gated with bias */
+    /* the caller's weights (decode path and fallback) */
+    const float *w_gate, *w_up; /* (F, D) each; w_gate NULL when dense */
+    const float *w_down;        /* (D, F) */
+    const float *b_in;          /* (P): [b_gate; b_up] (owned) or b_up, NULL without bias */
+    const float *b_down;        /* (D) or NULL */
+    float *b_in_owned;          /* (2F) gated with bias */
+    /* the matrix engine */
+    ffn_mm_engine *engine;
+    ffn_mm_packed pk_in_t, pk_down_t; /* forward:  W_inᵀ (D, P), W_downᵀ (F, D) as B */
+    ffn_mm_packed pk_in, pk_down;     /* backward: W_in (P, D), W_down (D, F) as B */
+    int packed_fwd, packed_bwd;       /* which pairs exist (backward's made on first use) */
+    ffn_packed_view view_in_t, view_down_t; /* the streaming path's view of the forward pair */
+    int have_views;
+    int bwd_pack_failed;              /* do not retry on every call */
+    mm_slot slots[CACHE_SLOTS];
+    uint64_t use_clock;
+    size_t scratch_reserve; /* bytes of scratchpad workspace_size() adds */
 };
 
 /* ---- config ------------------------------------------------------------- */
@@ -98,6 +145,129 @@ int64_t ffn_layer_flops_per_token(const ffn_layer_config *cfg) {
     return (cfg->type == FFN_MLP_GATED ? 6 : 4) * D * F;
 }
 
+/* ---- the matrix engine: packing and the primitive cache ------------------ */
+
+static void drop_slots(ffn_layer *l) {
+    for (int i = 0; i < CACHE_SLOTS; i++) {
+        mm_slot *s = &l->slots[i];
+        ffn_mm_free(s->f1), ffn_mm_free(s->f2), ffn_mm_free(s->b1), ffn_mm_free(s->b2);
+        memset(s, 0, sizeof *s);
+    }
+}
+
+static void drop_engine(ffn_layer *l) {
+    drop_slots(l);
+    ffn_mm_packed_free(&l->pk_in_t), ffn_mm_packed_free(&l->pk_down_t);
+    ffn_mm_packed_free(&l->pk_in), ffn_mm_packed_free(&l->pk_down);
+    l->packed_fwd = l->packed_bwd = l->have_views = 0;
+    ffn_mm_engine_free(l->engine);
+    l->engine = NULL;
+}
+
+/* The shapes of the six products at n tokens (packed ones name their pack). */
+static ffn_mm_desc desc_f1(const ffn_layer *l, int64_t n) {
+    return (ffn_mm_desc){.M = n, .N = l->P, .K = l->D, .lda = l->D, .b_kind = FFN_MM_B_PACKED,
+                         .ldc = l->P, .bias = l->b_in != NULL};
+}
+static ffn_mm_desc desc_f2(const ffn_layer *l, int64_t n) {
+    return (ffn_mm_desc){.M = n, .N = l->D, .K = l->F, .lda = l->F, .b_kind = FFN_MM_B_PACKED,
+                         .ldc = l->D, .bias = l->b_down != NULL};
+}
+static ffn_mm_desc desc_b1(const ffn_layer *l, int64_t n) {
+    return (ffn_mm_desc){.M = n, .N = l->F, .K = l->D, .lda = l->D, .b_kind = FFN_MM_B_PACKED,
+                         .ldc = l->F};
+}
+static ffn_mm_desc desc_b2(const ffn_layer *l, int64_t n) {
+    return (ffn_mm_desc){.M = n, .N = l->D, .K = l->P, .lda = l->P, .b_kind = FFN_MM_B_PACKED,
+                         .ldc = l->D};
+}
+/* Pack W_in and W_down as the forward products want them (transposed:
+ * W_inᵀ (D, P), W_downᵀ (F, D)) or as backward's want them (W_in (P, D),
+ * W_down (D, F)).  Failure to pack is not an error: the products then run
+ * on ffn_gemm. */
+static void pack_weights(ffn_layer *l, int backward) {
+    ffn_mm_packed *a = backward ? &l->pk_in : &l->pk_in_t;
+    ffn_mm_packed *b = backward ? &l->pk_down : &l->pk_down_t;
+    ffn_mm_packed_free(a), ffn_mm_packed_free(b);
+    if (backward) l->packed_bwd = 0;
+    else l->packed_fwd = l->have_views = 0;
+    if (!l->engine && ffn_mm_engine_create(&l->engine)) return;
+    int64_t D = l->D, F = l->F;
+    const float *w_in = l->w_up;
+    float *concat = NULL;
+    if (l->gated) { /* [W_gate; W_up] (2F, D), only while packing */
+        size_t half = (size_t)F * (size_t)D;
+        concat = ffn_malloc_aligned(2 * half * sizeof(float));
+        if (!concat) return;
+        memcpy(concat, l->w_gate, half * sizeof(float));
+        memcpy(concat + half, l->w_up, half * sizeof(float));
+        w_in = concat;
+    }
+    const int64_t probe = 64; /* the packed layout does not depend on M (checked for 1..4096) */
+    ffn_mm_desc in, down;
+    if (!backward) {
+        in = desc_f1(l, probe), down = desc_f2(l, probe);
+        in.b_kind = FFN_MM_B_PLAIN_T, in.ldb = D;   /* W_in (P, D) is W_inᵀ stored transposed */
+        down.b_kind = FFN_MM_B_PLAIN_T, down.ldb = F; /* W_down (D, F) likewise */
+    } else {
+        in = desc_b2(l, probe), down = desc_b1(l, probe);
+        in.b_kind = FFN_MM_B_PLAIN, in.ldb = D;     /* W_in (P, D) as (K = P, N = D) */
+        down.b_kind = FFN_MM_B_PLAIN, down.ldb = F; /* W_down (D, F) as (K = D, N = F) */
+    }
+    int ok = !ffn_mm_pack(l->engine, &in, w_in, a) && !ffn_mm_pack(l->engine, &down, l->w_down, b);
+    ffn_free_aligned(concat);
+    if (!ok) {
+        ffn_mm_packed_free(a), ffn_mm_packed_free(b);
+        return;
+    }
+    if (backward) {
+        l->packed_bwd = 1;
+        return;
+    }
+    l->packed_fwd = 1;
+    l->have_views = ffn_simd() == FFN_SIMD_AVX512 &&
+                    ffn_mm_packed_view(&l->pk_in_t, D, l->P, &l->view_in_t) &&
+                    ffn_mm_packed_view(&l->pk_down_t, F, D, &l->view_down_t);
+}
+
+/* The primitives for n tokens (with backward's when `backward`): cached,
+ * else made in the least recently used slot.  A product whose primitive
+ * cannot be made stays NULL (it then runs on ffn_gemm). */
+static mm_slot *slot_for(ffn_layer *l, int64_t n, int backward) {
+    if (!l->packed_fwd) return NULL;
+    mm_slot *s = NULL, *victim = &l->slots[0];
+    for (int i = 0; i < CACHE_SLOTS && !s; i++) {
+        if (l->slots[i].n == n) s = &l->slots[i];
+        else if (l->slots[i].last_use < victim->last_use) victim = &l->slots[i];
+    }
+    ffn_mm_desc d;
+    if (!s) {
+        s = victim;
+        ffn_mm_free(s->f1), ffn_mm_free(s->f2), ffn_mm_free(s->b1), ffn_mm_free(s->b2);
+        memset(s, 0, sizeof *s);
+        s->n = n;
+        d = desc_f1(l, n), ffn_mm_create(l->engine, &d, &l->pk_in_t, &s->f1);
+        d = desc_f2(l, n), ffn_mm_create(l->engine, &d, &l->pk_down_t, &s->f2);
+    }
+    s->last_use = ++l->use_clock;
+    if (backward && !s->backward_made) {
+        s->backward_made = 1;
+        if (l->packed_bwd) {
+            d = desc_b1(l, n), ffn_mm_create(l->engine, &d, &l->pk_down, &s->b1);
+            d = desc_b2(l, n), ffn_mm_create(l->engine, &d, &l->pk_in, &s->b2);
+        }
+    }
+    return s;
+}
+
+static size_t slot_scratch(const mm_slot *s) {
+    size_t m = 0;
+    const ffn_mm *all[4] = {s->f1, s->f2, s->b1, s->b2};
+    for (int i = 0; i < 4; i++)
+        if (ffn_mm_scratch_bytes(all[i]) > m) m = ffn_mm_scratch_bytes(all[i]);
+    return m;
+}
+
 /* ---- create / free / weights -------------------------------------------- */
 
 ffn_status ffn_layer_create(ffn_ctx *ctx, const ffn_layer_config *cfg, ffn_layer **out) {
@@ -124,7 +294,7 @@ ffn_status ffn_layer_create(ffn_ctx *ctx, const ffn_layer_config *cfg, ffn_layer
 
 void ffn_layer_free(ffn_layer *l) {
     if (!l) return;
-    ffn_free_aligned(l->w_in_owned);
+    drop_engine(l);
     ffn_free_aligned(l->b_in_owned);
     free(l);
 }
@@ -146,53 +316,63 @@ ffn_status ffn_layer_set_weights(ffn_layer *l, const ffn_layer_params *w) {
                          missing, l->gated ? "gated" : "dense", l->cfg.bias ? " with bias" : "");
     l->have_weights = 0;
     int64_t D = l->D, F = l->F;
-    if (l->gated) {
-        size_t half = (size_t)F * (size_t)D; /* validated: 3·D·F·4 fits */
-        if (!l->w_in_owned) {
-            l->w_in_owned = ffn_malloc_aligned(2 * half * sizeof(float));
-            if (!l->w_in_owned)
-                return ffn_error(FFN_ERR_NOMEM, "ffn_layer_set_weights: out of memory for "
-                                                "the packed (2F, D) input projection");
-        }
-        memcpy(l->w_in_owned, w->gate_w, half * sizeof(float));
-        memcpy(l->w_in_owned + half, w->up_w, half * sizeof(float));
-        l->w_in = l->w_in_owned;
-        if (l->cfg.bias) {
-            if (!l->b_in_owned) {
-                l->b_in_owned = ffn_malloc_aligned(2 * (size_t)F * sizeof(float));
-                if (!l->b_in_owned)
-                    return ffn_error(FFN_ERR_NOMEM, "ffn_layer_set_weights: out of memory");
-            }
-            memcpy(l->b_in_owned, w->gate_b, (size_t)F * sizeof(float));
-            memcpy(l->b_in_owned + F, w->up_b, (size_t)F * sizeof(float));
-            l->b_in = l->b_in_owned;
-        } else {
-            l->b_in = NULL;
-        }
-    } else {
-        l->w_in = w->up_w;
-        l->b_in = l->cfg.bias ? w->up_b : NULL;
-    }
+    l->w_gate = l->gated ? w->gate_w : NULL;
+    l->w_up = w->up_w;
     l->w_down = w->down_w;
     l->b_down = l->cfg.bias ? w->down_b : NULL;
+    l->b_in = NULL;
+    if (l->cfg.bias && l->gated) {
+        if (!l->b_in_owned) {
+            l->b_in_owned = ffn_malloc_aligned(2 * (size_t)F * sizeof(float));
+            if (!l->b_in_owned) return ffn_error(FFN_ERR_NOMEM, "ffn_layer_set_weights: out of memory");
+        }
+        memcpy(l->b_in_owned, w->gate_b, (size_t)F * sizeof(float));
+        memcpy(l->b_in_owned + F, w->up_b, (size_t)F * sizeof(float));
+        l->b_in = l->b_in_owned;
+    } else if (l->cfg.bias) {
+        l->b_in = w->up_b;
+    }
+    /* repack; backward's pair only if backward has run (it is made then) */
+    drop_slots(l);
+    int had_backward = l->packed_bwd;
+    pack_weights(l, 0);
+    if (had_backward) pack_weights(l, 1);
     l->have_weights = 1;
     return FFN_OK;
 }
 
 /* ---- sizes ---------------------------------------------------------------- */
 
-/* Floats of workspace for n tokens: GU or dGU (n, P) and H or dH (n, F). */
-static int workspace_floats(const ffn_layer *l, int64_t n, size_t *out) {
-    size_t per_token = (size_t)(l->P + l->F);
-    return ffn_mul_size((size_t)n, per_token, out);
+/* Bytes of GU/dGU (n, P) and H/dH (n, F), each rounded to 64. */
+static int buffer_bytes(const ffn_layer *l, int64_t n, size_t *gu, size_t *h) {
+    size_t a, b;
+    if (ffn_mul_size((size_t)n, (size_t)l->P * sizeof(float), &a) ||
+        ffn_mul_size((size_t)n, (size_t)l->F * sizeof(float), &b) || a > SIZE_MAX - 64 ||
+        b > SIZE_MAX - 64)
+        return 1;
+    *gu = ffn_align64(a), *h = ffn_align64(b);
+    return 0;
 }
+
+/* oneDNN's scratchpads seen so far are at most ~1.5 MB at these shapes; the
+ * reserve is the largest the primitives for max_n ask for, at least this. */
+#define SCRATCH_MIN ((size_t)2 << 20)
 
 size_t ffn_layer_workspace_size(const ffn_layer *l, int64_t max_n) {
     if (!l || max_n < 0) return 0;
-    size_t floats, bytes;
-    if (workspace_floats(l, max_n, &floats) || ffn_mul_size(floats, sizeof(float), &bytes) ||
-        ffn_add_size(bytes, 2 * 64, &bytes))
-        return SIZE_MAX;
+    size_t gu, h, bytes;
+    if (buffer_bytes(l, max_n, &gu, &h) || ffn_add_size(gu, h, &bytes)) return SIZE_MAX;
+    size_t scratch = SCRATCH_MIN;
+    if (l->have_weights && max_n > 0) {
+        /* make (and cache) the primitives for max_n now: the cache is not
+         * part of the layer's observable state */
+        ffn_layer *ml = (ffn_layer *)l;
+        ffn_ctx_enter(ml->ctx);
+        mm_slot *s = slot_for(ml, max_n, ml->packed_bwd);
+        if (s && slot_scratch(s) > ml->scratch_reserve) ml->scratch_reserve = slot_scratch(s);
+        if (ml->scratch_reserve > scratch) scratch = ml->scratch_reserve;
+    }
+    if (ffn_add_size(bytes, scratch, &bytes) || ffn_add_size(bytes, 64, &bytes)) return SIZE_MAX;
     return bytes;
 }
 
@@ -205,16 +385,28 @@ size_t ffn_layer_saved_size(const ffn_layer *l, int64_t n) {
     return bytes;
 }
 
-/* Carve the workspace: gu (n, P) then h (n, F), each 64-byte aligned. */
+/* The workspace, carved: gu (n, P), h (n, F), then the engine's scratchpad
+ * (whatever remains). */
+typedef struct carved {
+    float *gu, *h;
+    void *scratch;
+    size_t scratch_bytes;
+} carved;
+
 static ffn_status carve(const ffn_layer *l, const char *fn, int64_t n, void *ws,
-                        size_t ws_bytes, float **gu, float **h) {
-    size_t need = ffn_layer_workspace_size(l, n);
-    if (!ws || ws_bytes < need)
-        return ffn_error(FFN_ERR_WORKSPACE, "%s: workspace of %zu bytes%s, %lld tokens need %zu",
+                        size_t ws_bytes, carved *c) {
+    size_t gu, h, need = 0;
+    if (buffer_bytes(l, n, &gu, &h) || ffn_add_size(gu, h, &need) ||
+        ffn_add_size(need, 64 + SCRATCH_MIN, &need) || !ws || ws_bytes < need)
+        return ffn_error(FFN_ERR_WORKSPACE,
+                         "%s: workspace of %zu bytes%s, %lld tokens need at least %zu "
+                         "(see ffn_layer_workspace_size)",
                          fn, ws_bytes, ws ? "" : " (NULL)", (long long)n, need);
-    uintptr_t p = ((uintptr_t)ws + 63) & ~(uintptr_t)63;
-    *gu = (float *)p;
-    *h = (float *)(p + ffn_align64((size_t)n * (size_t)l->P * sizeof(float)));
+    uintptr_t base = (uintptr_t)ws, p = (base + 63) & ~(uintptr_t)63;
+    c->gu = (float *)p;
+    c->h = (float *)(p + gu);
+    c->scratch = (void *)(p + gu + h);
+    c->scratch_bytes = ws_bytes - (size_t)(p - base) - gu - h;
     return FFN_OK;
 }
 
@@ -287,18 +479,50 @@ static void bias_grad(float *db, const float *dy, int64_t n, int64_t cols, int64
     }
 }
 
+/* ---- the products: a cached primitive, else ffn_gemm on the plain weights -- */
+
+static int try_mm(const ffn_layer *l, const ffn_mm *m, const carved *c, float *out,
+                  const float *a, const void *b, const float *bias) {
+    return m && !ffn_mm_run(l->engine, m, out, a, b, bias, c->scratch, c->scratch_bytes);
+}
+
+static ffn_decode_weights decode_weights(const ffn_layer *l) {
+    return (ffn_decode_weights){.w_gate = l->w_gate, .w_up = l->w_up, .w_down = l->w_down,
+                                .in_t = l->have_views ? &l->view_in_t : NULL,
+                                .down_t = l->have_views ? &l->view_down_t : NULL,
+                                .b_in = l->b_in, .b_down = l->b_down};
+}
+
 /* gu (n, P) = x · W_inᵀ + b_in, by the same kernels as forward (so that
  * recompute reproduces the saved values bit for bit) */
-static ffn_status project_in(const ffn_layer *l, float *gu, const float *x, int64_t n) {
+static ffn_status project_in(const ffn_layer *l, const mm_slot *s, const carved *c, float *gu,
+                             const float *x, int64_t n) {
+    int64_t D = l->D, F = l->F, P = l->P;
     if (n <= FFN_DECODE_MAX_N) {
-        ffn_gemv_mt(l->ctx, gu, l->P, l->w_in, l->D, x, l->D, n, l->P);
-    } else {
-        ffn_status st = ffn_gemm(l->ctx, 0, 1, n, l->P, l->D, 1.0f, x, l->D, l->w_in, l->D,
-                                 0.0f, gu, l->P);
-        if (st) return st;
+        ffn_decode_weights w = decode_weights(l);
+        ffn_decode_project_in(l->ctx, gu, x, n, D, F, &w);
+        return FFN_OK;
+    } else if (!try_mm(l, s ? s->f1 : NULL, c, gu, x, l->pk_in_t.data, l->b_in)) {
+        ffn_status st;
+        if (l->gated && (st = ffn_gemm(l->ctx, 0, 1, n, F, D, 1.0f, x, D, l->w_gate, D, 0.0f,
+                                       gu, P)))
+            return st;
+        if ((st = ffn_gemm(l->ctx, 0, 1, n, F, D, 1.0f, x, D, l->w_up, D, 0.0f,
+                           l->gated ? gu + F : gu, P)))
+            return st;
+        if (l->b_in) add_bias_rows(gu, l->b_in, n, P, P);
     }
-    if (l->b_in) add_bias_rows(gu, l->b_in, n, l->P, l->P);
-    return FFN_OK;
+    return FFN_OK; /* (the primitive adds the bias itself) */
+}
+
+/* y (n, D) = h · W_downᵀ + b_down */
+static ffn_status project_down(const ffn_layer *l, const mm_slot *s, const carved *c, float *y,
+                               const float *h, int64_t n) {
+    if (try_mm(l, s ? s->f2 : NULL, c, y, h, l->pk_down_t.data, l->b_down)) return FFN_OK;
+    ffn_status st = ffn_gemm(l->ctx, 0, 1, n, l->D, l->F, 1.0f, h, l->F, l->w_down, l->F, 0.0f,
+                             y, l->D);
+    if (!st && l->b_down) add_bias_rows(y, l->b_down, n, l->D, l->D);
+    return st;
 }
 
 static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
@@ -321,22 +545,18 @@ ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, 
     ffn_ctx_enter(l->ctx);
     if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
     if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
-    float *gu, *h;
-    st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &gu, &h);
-    if (st) return st;
-    if (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) gu = saved;
+    carved c;
+    if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
+    float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
 
-    int64_t D = l->D, F = l->F;
-    if (n <= FFN_DECODE_MAX_N)
-        return ffn_decode_forward(l->ctx, y, gu, h, x, n, D, F, l->gated, l->cfg.act, l->w_in,
-                                  l->b_in, l->w_down, l->b_down);
-    st = project_in(l, gu, x, n); /* (n, P) */
-    if (st) return st;
-    epilogue_forward(l, h, gu, n); /* (n, F) */
-    st = ffn_gemm(l->ctx, 0, 1, n, D, F, 1.0f, h, F, l->w_down, F, 0.0f, y, D);
-    if (st) return st;
-    if (l->b_down) add_bias_rows(y, l->b_down, n, D, D);
-    return FFN_OK;
+    if (n <= FFN_DECODE_MAX_N) {
+        ffn_decode_weights w = decode_weights(l);
+        return ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
+    }
+    mm_slot *s = slot_for(l, n, 0);
+    if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
+    epilogue_forward(l, c.h, gu, n);                       /* (n, F) */
+    return project_down(l, s, &c, y, c.h, n);              /* (n, D) */
 }
 
 /* ---- backward ------------------------------------------------------------- */
@@ -355,50 +575,53 @@ ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *g
                          "'activations' (pass what forward wrote, or use FFN_SAVE_NONE)");
     static const ffn_layer_params none;
     const ffn_layer_params *g = grads ? grads : &none;
-    float *dgu, *h;
-    st = carve(l, "ffn_layer_backward", n, workspace, workspace_bytes, &dgu, &h);
-    if (st) return st;
+    carved c;
+    if ((st = carve(l, "ffn_layer_backward", n, workspace, workspace_bytes, &c))) return st;
+    float *dgu = c.gu, *h = c.h;
     int64_t D = l->D, F = l->F, P = l->P;
+    if (l->packed_fwd && !l->packed_bwd && !l->bwd_pack_failed) { /* first backward: allocates */
+        pack_weights(l, 1);
+        l->bwd_pack_failed = !l->packed_bwd;
+    }
+    mm_slot *s = slot_for(l, n, 1);
 
     /* GU (n, P): saved by forward, or recomputed into the dGU buffer */
     const float *gu = saved;
     if (l->cfg.save == FFN_SAVE_NONE) {
-        st = project_in(l, dgu, x, n);
-        if (st) return st;
+        if ((st = project_in(l, s, &c, dgu, x, n))) return st;
         gu = dgu;
     }
 
     /* down_proj: dW_down (D, F) += dyᵀ · H, db_down += Σ dy */
     if (g->down_w) {
         epilogue_forward(l, h, gu, n);
-        st = ffn_gemm(l->ctx, 1, 0, D, F, n, 1.0f, dy, D, h, F, 1.0f, g->down_w, F);
-        if (st) return st;
+        if ((st = ffn_gemm(l->ctx, 1, 0, D, F, n, 1.0f, dy, D, h, F, 1.0f, g->down_w, F)))
+            return st;
     }
     if (g->down_b) bias_grad(g->down_b, dy, n, D, D);
 
     /* dH (n, F) = dy · W_down, then dGU (n, P) = epilogue'(dH, GU) */
-    st = ffn_gemm(l->ctx, 0, 0, n, F, D, 1.0f, dy, D, l->w_down, F, 0.0f, h, F);
-    if (st) return st;
+    if (!try_mm(l, s ? s->b1 : NULL, &c, h, dy, l->pk_down.data, NULL) &&
+        (st = ffn_gemm(l->ctx, 0, 0, n, F, D, 1.0f, dy, D, l->w_down, F, 0.0f, h, F)))
+        return st;
     epilogue_backward(l, dgu, h, gu, n);
 
     /* dx (n, D) = dGU · W_in */
-    if (dx) {
-        st = ffn_gemm(l->ctx, 0, 0, n, D, P, 1.0f, dgu, P, l->w_in, D, 0.0f, dx, D);
-        if (st) return st;
+    if (dx && !try_mm(l, s ? s->b2 : NULL, &c, dx, dgu, l->pk_in.data, NULL)) {
+        if (l->gated && (st = ffn_gemm(l->ctx, 0, 0, n, D, F, 1.0f, dgu, P, l->w_gate, D, 0.0f,
+                                       dx, D)))
+            return st;
+        if ((st = ffn_gemm(l->ctx, 0, 0, n, D, F, 1.0f, l->gated ? dgu + F : dgu, P, l->w_up, D,
+                           l->gated ? 1.0f : 0.0f, dx, D)))
+            return st;
     }
     /* input projections: dW += dGᵀ · x, db += Σ dG (gate), likewise up */
-    float *dw_first = l->gated ? g->gate_w : g->up_w, *db_first = l->gated ? g->gate_b : g->up_b;
-    if (dw_first) {
-        st = ffn_gemm(l->ctx, 1, 0, F, D, n, 1.0f, dgu, P, x, D, 1.0f, dw_first, D);
-        if (st) return st;
-    }
-    if (db_first) bias_grad(db_first, dgu, n, F, P);
-    if (l->gated) {
-        if (g->up_w) {
-            st = ffn_gemm(l->ctx, 1, 0, F, D, n, 1.0f, dgu + F, P, x, D, 1.0f, g->up_w, D);
-            if (st) return st;
-        }
-        if (g->up_b) bias_grad(g->up_b, dgu + F, n, F, P);
+    for (int part = l->gated ? 0 : 1; part < 2; part++) {
+        float *dw = part ? g->up_w : g->gate_w, *db = part ? g->up_b : g->gate_b;
+        const float *d_part = (part && l->gated) ? dgu + F : dgu;
+        if (dw && (st = ffn_gemm(l->ctx, 1, 0, F, D, n, 1.0f, d_part, P, x, D, 1.0f, dw, D)))
+            return st;
+        if (db) bias_grad(db, d_part, n, F, P);
     }
     return FFN_OK;
 }

@@ -56,6 +56,11 @@ static int64_t moe_width(const ffn_model_config *cfg) {
     return cfg->moe_intermediate_size > 0 ? cfg->moe_intermediate_size : cfg->intermediate_size;
 }
 
+/* One FFN's parameters: gated 3·F·D, dense 2·F·D, plus biases. */
+static int64_t ffn_params(int gated, int bias, int64_t F, int64_t D) {
+    return (gated ? 3 : 2) * F * D + (bias ? (gated ? 2 : 1) * F + D : 0);
+}
+
 #define CFG_ERR(...) ffn_error(FFN_ERR_CONFIG, "model config: " __VA_ARGS__)
 
 ffn_status ffn_model_config_validate(const ffn_model_config *c) {
@@ -138,6 +143,30 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     return FFN_OK;
 }
 
+ffn_status ffn_model_config_count_params(const ffn_model_config *c, int64_t *total,
+                                         int64_t *active) {
+    ffn_status st = ffn_model_config_validate(c);
+    if (st) return st;
+    const int64_t D = c->hidden_size, V = c->vocab_size, Dh = D / c->num_attention_heads;
+    const int64_t C = (c->num_attention_heads + 2 * c->num_key_value_heads) * Dh;
+    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+    int64_t n = V * D + D + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        n += D + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh;
+        if (ffn_model_config_layer_is_moe(c, l)) {
+            const int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
+            const int64_t per = ffn_params(gated, c->mlp_bias, moe_width(c), D);
+            n += D + E * D + E * per + (Fs > 0 ? ffn_params(gated, c->mlp_bias, Fs, D) + D : 0);
+            idle += (E - c->num_experts_per_tok) * per;
+        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
+            n += D + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
+        }
+    }
+    if (total) *total = n;
+    if (active) *active = n - idle;
+    return FFN_OK;
+}
+
 /* ---- config.json ---------------------------------------------------------- */
 
 ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
@@ -191,6 +220,12 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
         const json_value *v = json_get(root, expert_keys[i]);
         if (!v || v->type == JSON_NULL) continue;
         if ((st = json_get_i64(root, expert_keys[i], 0, path, &c.num_experts))) goto done;
+    }
+    const json_value *dense_layers = json_get(root, "mlp_only_layers");
+    if (dense_layers && dense_layers->type == JSON_ARRAY && dense_layers->length > 0) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: mlp_only_layers: a list of dense layers inside "
+                       "a MoE model is not supported (expected [] or absent)", path);
+        goto done;
     }
     const char *freq_keys[] = {"moe_layer_freq", "decoder_sparse_step"};
     for (int i = 0; i < 2; i++)
@@ -309,6 +344,7 @@ struct ffn_model {
     int64_t D, H, G, Dh, C, V, L, F;
     int64_t max_batch, max_seq, max_n;
     int training;
+    ffn_save_mode save; /* of the FFN / MoE layers */
     /* the tensor table and the flat blocks */
     ffn_model_tensor *tensors;
     int64_t n_tensors, cap_tensors;
@@ -320,7 +356,6 @@ struct ffn_model {
     float *g_embed, *g_final_norm, *g_head;
     ffn_layer **mlp; /* (L), NULL where none or MoE */
     ffn_moe **moe;   /* (L), NULL where not MoE */
-    int any_moe_changed_coef;
     /* activations, one block */
     void *acts;
     size_t acts_bytes;
@@ -330,7 +365,7 @@ struct ffn_model {
     int64_t head_rows;
     double *row_loss;               /* (N) */
     float *d_res, *d_xn, *d_qkv, *d_att, *tmp; /* (N, D) (N, D) (N, C) (N, H·Dh) (N, D) */
-    float *scratch;                 /* (threads, Dh + 1, max_seq) attention */
+    float *scratch;                 /* attention, per thread (see attention.c) */
     void *ws;                       /* the FFN / MoE layers' workspace */
     size_t ws_bytes;
     float *rope_cos, *rope_sin;     /* (max_seq, Dh/2) */
@@ -585,12 +620,12 @@ static ffn_status create_layers(ffn_model *m) {
             mc.shared_expert_intermediate_size = c->shared_expert_intermediate_size;
             mc.router_aux_loss_coef = c->router_aux_loss_coef;
             mc.router_z_loss_coef = c->router_z_loss_coef;
-            mc.save = FFN_SAVE_ACTIVATIONS;
+            mc.save = m->save;
             st = ffn_moe_create(m->ctx, &mc, &m->moe[l]);
         } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
             ffn_layer_config lc = {.hidden_size = m->D, .intermediate_size = m->F,
                                    .act = c->hidden_act, .type = type, .bias = c->mlp_bias,
-                                   .save = FFN_SAVE_ACTIVATIONS};
+                                   .save = m->save};
             st = ffn_layer_create(m->ctx, &lc, &m->mlp[l]);
         } else {
             continue;
@@ -646,7 +681,8 @@ static ffn_status alloc_acts(ffn_model *m) {
     size_t d_qkv = m->training ? carve_take(&cv, fl(&cv, N, C)) : 0;
     size_t d_att = m->training ? carve_take(&cv, fl(&cv, N, HD)) : 0;
     size_t tmp = carve_take(&cv, fl(&cv, N, D));
-    size_t scratch = carve_take(&cv, fl(&cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh), 1));
+    size_t scratch = carve_take(
+        &cv, fl(&cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
     size_t wso = carve_take(&cv, ws);
     int64_t half = m->Dh / 2;
     size_t rc = carve_take(&cv, fl(&cv, m->max_seq, half)), rs = carve_take(&cv, fl(&cv, m->max_seq, half));
@@ -738,6 +774,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->max_batch = o.max_batch;
     m->max_seq = o.max_seq;
     m->training = o.training != 0;
+    m->save = FFN_SAVE_ACTIVATIONS;
     if (ffn_mul_i64(o.max_batch, o.max_seq, &m->max_n)) {
         free(m);
         return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: max_batch · max_seq overflows");
@@ -788,17 +825,9 @@ const ffn_model_config *ffn_model_get_config(const ffn_model *m) { return m ? &m
 int64_t ffn_model_num_params(const ffn_model *m) { return m ? m->n_params : 0; }
 
 int64_t ffn_model_active_params(const ffn_model *m) {
-    if (!m) return 0;
-    int64_t n = m->n_params;
-    const ffn_model_config *c = &m->cfg;
-    if (c->num_experts > 0) {
-        int64_t E = c->num_experts, K = c->num_experts_per_tok, Fe = moe_width(c);
-        int64_t per = (c->mlp_type == FFN_MODEL_MLP_GATED ? 3 : 2) * Fe * m->D;
-        if (c->mlp_bias) per += (c->mlp_type == FFN_MODEL_MLP_GATED ? 2 : 1) * Fe + m->D;
-        for (int64_t l = 0; l < m->L; l++)
-            if (ffn_model_config_layer_is_moe(c, l)) n -= (E - K) * per;
-    }
-    return n;
+    int64_t active = 0;
+    if (!m || ffn_model_config_count_params(&m->cfg, NULL, &active)) return 0;
+    return active;
 }
 
 size_t ffn_model_activation_bytes(const ffn_model *m) { return m ? m->acts_bytes : 0; }
@@ -961,7 +990,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             v = vc;
             ldk = GD;
         }
-        ffn_attn_dims dims = {B, T, pos0, H, G, Dh};
+        ffn_attn_dims dims = {B, T, pos0, H, G, Dh, ffn_ctx_threads(m->ctx)};
         ffn_attention_forward(a->att, HD, save ? a->probs : NULL, m->scratch, a->qkv, C, k, ldk,
                               v, ldk, &dims);
         if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
@@ -1025,12 +1054,17 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
             }
             float mx = l[0];
             for (int64_t j = 1; j < V; j++) mx = l[j] > mx ? l[j] : mx;
+            const float ly = l[y];
             double sum = 0.0;
-            for (int64_t j = 0; j < V; j++) sum += exp((double)(l[j] - mx));
-            double lse = log(sum) + mx;
-            m->row_loss[r0 + r] = lse - (double)l[y];
+            for (int64_t j = 0; j < V; j++) {
+                const float e = expf(l[j] - mx);
+                if (train) l[j] = e;
+                sum += e;
+            }
+            m->row_loss[r0 + r] = log(sum) + (double)mx - (double)ly;
             if (train) {
-                for (int64_t j = 0; j < V; j++) l[j] = (float)exp((double)l[j] - lse) * scale;
+                const float f = (float)(1.0 / sum) * scale;
+                for (int64_t j = 0; j < V; j++) l[j] *= f;
                 l[y] -= scale;
             }
         }
@@ -1090,7 +1124,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
             (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
-        ffn_attn_dims dims = {B, T, 0, H, G, Dh};
+        ffn_attn_dims dims = {B, T, 0, H, G, Dh, ffn_ctx_threads(m->ctx)};
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
                                m->scratch, &dims);

@@ -45,21 +45,22 @@ typedef struct ffn_attn_dims {
     int64_t pos0;   /* query t sits at position pos0 + t and sees keys 0..pos0+t */
     int64_t H, G;   /* query heads, key/value heads (H % G == 0) */
     int64_t Dh;     /* head dim */
+    int n_threads;  /* the team size (scratch holds this many rows); 0: OpenMP's default */
 } ffn_attn_dims;
 /* S = pos0 + T keys per sequence.  Row layout: q row (b·T + t)·ldq, head h at
  * column h·Dh; k/v row (b·S + s)·ldk (ldv), kv head g at column g·Dh; query
  * head h reads kv head h / (H/G).  out row (b·T + t)·ldo, head h at h·Dh.
- * probs (B, H, T, S) receives the softmax rows (positions past the causal
- * limit are left untouched) for backward; NULL in inference.  scratch holds
- * ffn_attention_scratch_floats(n_threads, S, Dh) floats (both directions).
- * Scale 1/sqrt(Dh).  Parallel over (b, h) with the calling OpenMP team. */
-size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh);
+ * probs (B, H, T, S) receives the softmax rows for backward (positions past
+ * the causal limit hold unspecified values); NULL in inference.  scratch
+ * holds ffn_attention_scratch_floats(n_threads, S, Dh, 0) floats.  Scale
+ * 1/sqrt(Dh).  Parallel over (b, h) with the calling OpenMP team. */
+size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh, int backward);
 void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch, const float *q,
                            int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
                            const ffn_attn_dims *dims);
 /* Backward of forward (pos0 must be 0 here; S = T): writes dq, dk, dv (same
  * layouts and leading dimensions as q, k, v), given dout and the saved
- * probs.  Parallel over (b, g): each task owns one kv head of one sequence
+ * probs; scratch holds ffn_attention_scratch_floats(n_threads, T, Dh, 1).  Parallel over (b, g): each task owns one kv head of one sequence
  * and the H/G query heads that read it, so the reduction order is fixed. */
 void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, int64_t ldo,
                             const float *probs, const float *q, int64_t ldq, const float *k,

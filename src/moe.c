@@ -18,6 +18,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* ---- config ---------------------------------------------------------- */
 
@@ -171,10 +174,10 @@ static ffn_status load_fields(const json_value *root, const char *path, ffn_moe_
         if ((st = json_get_str(root, "mlp_type", 1, path, &s))) return st;
         if (!strcmp(s, "dense")) c->expert_type = FFN_MLP_DENSE;
         else if (!strcmp(s, "gated")) c->expert_type = FFN_MLP_GATED;
-        else
-            return ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: unknown value '%s' (expected dense or gated)",
-                             path, s);
-        if (implied == FFN_MLP_GATED && c->expert_type != FFN_MLP_GATED)
+        else if (strcmp(s, "auto"))
+            return ffn_error(FFN_ERR_CONFIG,
+                             "%s: mlp_type: unknown value '%s' (expected dense, gated or auto)", path, s);
+        if (implied == FFN_MLP_GATED && c->expert_type == FFN_MLP_DENSE)
             return ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: '%s' contradicts hidden_act (a gated family name)",
                              path, s);
     }
@@ -281,6 +284,7 @@ struct ffn_moe {
     ffn_layer *shared_experts; /* ungated shared experts (DeepSeek), or NULL */
     const float *router_w;     /* (E, D) */
     const float *shared_gate_w;/* (D) */
+    int threads;               /* the context's thread count */
     int weights_set;
 };
 
@@ -297,6 +301,7 @@ ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out
     if (!m) return ffn_error(FFN_ERR_NOMEM, "ffn_moe_create: out of memory");
     m->ctx = ctx;
     m->cfg = *cfg;
+    m->threads = ffn_ctx_threads(ctx) > 0 ? ffn_ctx_threads(ctx) : 1;
     m->experts = calloc((size_t)cfg->num_experts, sizeof *m->experts);
     if (!m->experts) {
         free(m);
@@ -406,7 +411,7 @@ typedef struct moe_layout {
     size_t ids;         /* int32 (N, K) */
     size_t weights;     /* float (N, K) */
     size_t slot_row;    /* int32 (N, K): row in the permuted blocks, -1 dropped */
-    size_t row_token;   /* int32 (N·K): token of each permuted row */
+    size_t row_slot;    /* int32 (N·K): slot n·K + j of each permuted row */
     size_t offsets;     /* int64 (E + 1): start row of each expert's block */
     size_t counts;      /* int64 (E): routed slots before capacity */
     size_t expert_out;  /* float (N·K, D): routed expert outputs, permuted */
@@ -448,7 +453,7 @@ static moe_layout layout_for(const ffn_moe *m, int64_t n) {
     L.ids = carve(&cv, NK, sizeof(int32_t));
     L.weights = carve(&cv, NK, sizeof(float));
     L.slot_row = carve(&cv, NK, sizeof(int32_t));
-    L.row_token = carve(&cv, NK, sizeof(int32_t));
+    L.row_slot = carve(&cv, NK, sizeof(int32_t));
     L.offsets = carve(&cv, E + 1, sizeof(int64_t));
     L.counts = carve(&cv, E, sizeof(int64_t));
     L.expert_out = carve(&cv, NKD, sizeof(float));
@@ -481,10 +486,11 @@ typedef struct ws_layout {
     size_t grad;       /* float (N, E): d L / d logits */
     size_t lse;        /* float (N): logsumexp of the logits */
     size_t dweights;   /* float (N, K): d L / d w */
-    size_t fill;       /* int64 (E) */
+    size_t fill;       /* int64 (E): dispatch counters, then saved offsets */
     size_t psum;       /* double (E): Σ_n q_n,e */
-    size_t layer;      /* the expert layers' own workspace */
-    size_t layer_bytes;
+    size_t order;      /* int32 (E): experts with rows, largest block first */
+    size_t layer;      /* the expert layers' own workspace, one per thread */
+    size_t layer_bytes;/* ... of one thread */
     size_t total;
     int overflow;
 } ws_layout;
@@ -511,6 +517,7 @@ static ws_layout ws_layout_for(const ffn_moe *m, int64_t n) {
     W.dweights = carve(&cv, NK, sizeof(float));
     W.fill = carve(&cv, E, sizeof(int64_t));
     W.psum = carve(&cv, E, sizeof(double));
+    W.order = carve(&cv, E, sizeof(int32_t));
     /* A token picks an expert at most once, so a block has at most N rows. */
     size_t lb = ffn_layer_workspace_size(m->experts[0], n);
     if (m->shared) {
@@ -521,8 +528,10 @@ static ws_layout ws_layout_for(const ffn_moe *m, int64_t n) {
         size_t s = ffn_layer_workspace_size(m->shared_experts, n);
         if (s > lb) lb = s;
     }
-    W.layer_bytes = lb;
-    W.layer = carve(&cv, lb, 1);
+    W.layer_bytes = ffn_align64(lb);
+    if (lb > SIZE_MAX / 2) W.overflow = 1;
+    /* Side by side needs one per thread, and only runs when threads <= E. */
+    W.layer = carve(&cv, W.layer_bytes, (size_t)(m->threads <= c->num_experts ? m->threads : 1));
     W.total = cv.at;
     W.overflow = cv.overflow;
     return W;
@@ -536,19 +545,9 @@ size_t ffn_moe_workspace_size(const ffn_moe *m, int64_t max_n) {
 
 /* ---- router kernels ------------------------------------------------------ */
 
-/* Dot product in a fixed order (16 partial sums, then a fixed tree), so two
- * identical router rows give bit-identical logits whatever their position
- * and the thread count: exact ties stay exact. */
-static float dot_fixed(const float *a, const float *b, int64_t n) {
-    float acc[16] = {0};
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++) acc[j] += a[i + j] * b[i + j];
-    for (int j = 0; i < n; i++, j++) acc[j] += a[i] * b[i];
-    for (int w = 8; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) acc[j] += acc[j + w];
-    return acc[0];
-}
+/* Tokens per router block: the router weight (E, D) is streamed once per
+ * block, and blocks are the unit of work handed to threads. */
+enum { ROUTER_BLOCK = 16 };
 
 static float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -581,6 +580,120 @@ static void topk_row(int32_t *ids, const float *p, int64_t E, int64_t K) {
         }
         ids[j] = (int32_t)best;
     }
+}
+
+/* ---- running the experts ------------------------------------------------
+ * Every expert with rows runs as one batched ffn_layer call on its block.
+ * Two schedules:
+ *   - side by side: one expert per thread at a time (largest block first,
+ *     handed out dynamically), each call single-threaded -- when there are
+ *     at least as many busy experts as threads and no block is much larger
+ *     than a thread's share.  One synchronisation point for all experts
+ *     instead of several per expert, and every block stays in one core's
+ *     cache through its three products;
+ *   - one after another, each call using every thread -- otherwise (skewed
+ *     routing, few busy experts).
+ * The choice depends only on the block sizes and the thread count, and
+ * which thread runs an expert never changes its result, so runs are
+ * bitwise reproducible at a fixed thread count. */
+
+typedef struct expert_job {
+    int backward;
+    float *out;                   /* forward: expert outputs; backward: dx blocks (or NULL) */
+    float *xb;                    /* x gathered into blocks */
+    float *dyb;                   /* backward: w·dy gathered into blocks */
+    const float *x, *dy;          /* (N, D) */
+    const int32_t *row_slot;      /* (S) slot n·K + j of each row */
+    const float *weights;         /* backward: (N, K) w */
+    const float *expert_out;      /* backward: (S, D) saved expert outputs */
+    float *dweights;              /* backward: (N, K) d L / d w, written for kept slots */
+    const int64_t *offsets;       /* (E + 1) block starts */
+    char *saved;                  /* the experts' saved area, or NULL */
+    const int64_t *saved_off;     /* (E) byte offsets into it */
+    const ffn_moe_params *grads;  /* backward, may be NULL */
+} expert_job;
+
+static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *lws, size_t lwb) {
+    static const ffn_layer_params no_grads = {0};
+    const int64_t D = m->cfg.hidden_size, K = m->cfg.num_experts_per_tok;
+    const int64_t r0 = j->offsets[e], rows = j->offsets[e + 1] - r0;
+    float *sv = j->saved ? (float *)(j->saved + j->saved_off[e]) : NULL;
+    ffn_status st;
+    /* Gather the block here, in the task that uses it (it stays in cache). */
+    for (int64_t r = r0; r < r0 + rows; r++) {
+        const int64_t slot = j->row_slot[r];
+        const float *xt = j->x + (slot / K) * D;
+        memcpy(j->xb + r * D, xt, (size_t)D * sizeof(float));
+        if (j->backward) {
+            const float w = j->weights[slot], *dyt = j->dy + (slot / K) * D;
+            const float *o = j->expert_out + r * D;
+            float *d = j->dyb + r * D;
+            double acc = 0;
+            for (int64_t i = 0; i < D; i++) {
+                d[i] = w * dyt[i];
+                acc += (double)dyt[i] * o[i];
+            }
+            j->dweights[slot] = (float)acc;
+        }
+    }
+    if (!j->backward) {
+        st = ffn_layer_forward(m->experts[e], j->out + r0 * D, j->xb + r0 * D, rows, sv, lws, lwb);
+    } else {
+        const ffn_layer_params *g = j->grads && j->grads->experts ? &j->grads->experts[e] : &no_grads;
+        st = ffn_layer_backward(m->experts[e], j->out ? j->out + r0 * D : NULL, g, j->dyb + r0 * D,
+                                j->xb + r0 * D, rows, sv, lws, lwb);
+    }
+    return st ? ffn_error_prefix(st, "experts.%lld", (long long)e) : FFN_OK;
+}
+
+static ffn_status run_experts(ffn_moe *m, const expert_job *j, int32_t *order, char *lws,
+                              size_t lwb) {
+    const int64_t E = m->cfg.num_experts;
+    const int T = m->threads;
+    int64_t n_active = 0, total = 0, max_rows = 0;
+    for (int64_t e = 0; e < E; e++) {
+        int64_t rows = j->offsets[e + 1] - j->offsets[e];
+        if (rows == 0) continue;
+        /* insertion by rows, descending; equal rows keep the lower index first */
+        int64_t i = n_active++;
+        while (i > 0 && j->offsets[order[i - 1] + 1] - j->offsets[order[i - 1]] < rows) {
+            order[i] = order[i - 1];
+            i--;
+        }
+        order[i] = (int32_t)e;
+        total += rows;
+        if (rows > max_rows) max_rows = rows;
+    }
+    int side_by_side = T > 1 && n_active >= T && (double)max_rows * T <= 1.25 * (double)total;
+    if (!side_by_side) {
+        for (int64_t i = 0; i < n_active; i++) {
+            ffn_status st = expert_call(m, j, order[i], lws, lwb);
+            ffn_ctx_enter(m->ctx);
+            if (st) return st;
+        }
+        return FFN_OK;
+    }
+    ffn_status first = FFN_OK;
+    int64_t first_i = n_active;
+    char msg[1024] = "";
+#pragma omp parallel for schedule(dynamic, 1) num_threads(T)
+    for (int64_t i = 0; i < n_active; i++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        ffn_status st = expert_call(m, j, order[i], lws + (size_t)tid * lwb, lwb);
+        if (st) {
+#pragma omp critical(ffn_moe_expert_error)
+            if (i < first_i) { /* report the same failure whichever thread saw it */
+                first_i = i;
+                first = st;
+                snprintf(msg, sizeof msg, "%s", ffn_last_error());
+            }
+        }
+    }
+    ffn_ctx_enter(m->ctx);
+    return first ? ffn_error(first, "%s", msg) : FFN_OK;
 }
 
 /* ---- forward ------------------------------------------------------------- */
@@ -617,7 +730,7 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
     int32_t *ids = AT(R, L.ids, int32_t);
     float *wts = AT(R, L.weights, float);
     int32_t *slot_row = AT(R, L.slot_row, int32_t);
-    int32_t *row_token = AT(R, L.row_token, int32_t);
+    int32_t *row_slot = AT(R, L.row_slot, int32_t);
     int64_t *offsets = AT(R, L.offsets, int64_t);
     int64_t *counts = AT(R, L.counts, int64_t);
     float *eo = AT(R, L.expert_out, float);
@@ -626,25 +739,32 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
     float *xp = AT(workspace, W.xp, float);
     int64_t *fill = AT(workspace, W.fill, int64_t);
     double *psum = AT(workspace, W.psum, double);
-    void *lws = (char *)workspace + W.layer;
+    char *lws = (char *)workspace + W.layer;
     ffn_ctx_enter(m->ctx);
 
-    /* 1. Router: logits, scores, top-k, weights (tokens are independent). */
+    /* 1. Router: logits, scores, top-k, weights, per block of tokens (the
+     *    router weight is read once per block).  ffn_gemv sums every logit
+     *    in one fixed order, whatever its row: two identical router rows give
+     *    bit-identical logits, so exact ties stay exact. */
     const float r = (float)c->routed_scaling_factor;
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < n; t++) {
-        float *l = logits + t * E, *p = probs + t * E;
-        for (int64_t e = 0; e < E; e++) l[e] = dot_fixed(x + t * D, m->router_w + e * D, D);
-        lse[t] = score_row(p, l, E, c->scoring);
-        int32_t *id = ids + t * K;
-        topk_row(id, p, E, K);
-        float z = 1.0f;
-        if (c->norm_topk_prob) {
-            float s = 0;
-            for (int64_t j = 0; j < K; j++) s += p[id[j]];
-            z = s + 1e-20f;
+    const int64_t n_blocks = (n + ROUTER_BLOCK - 1) / ROUTER_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) if (n_blocks > 1)
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const int64_t t0 = b * ROUTER_BLOCK, t1 = t0 + ROUTER_BLOCK < n ? t0 + ROUTER_BLOCK : n;
+        ffn_gemv(logits + t0 * E, E, m->router_w, D, x + t0 * D, D, t1 - t0, E);
+        for (int64_t t = t0; t < t1; t++) {
+            float *l = logits + t * E, *p = probs + t * E;
+            lse[t] = score_row(p, l, E, c->scoring);
+            int32_t *id = ids + t * K;
+            topk_row(id, p, E, K);
+            float z = 1.0f;
+            if (c->norm_topk_prob) {
+                float s = 0;
+                for (int64_t j = 0; j < K; j++) s += p[id[j]];
+                z = s + 1e-20f;
+            }
+            for (int64_t j = 0; j < K; j++) wts[t * K + j] = r * p[id[j]] / z;
         }
-        for (int64_t j = 0; j < K; j++) wts[t * K + j] = r * p[id[j]] / z;
     }
 
     /* 2. Dispatch: count, capacity, offsets, then rows in token order. */
@@ -667,35 +787,29 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
         if (fill[e] < cap) {
             int64_t row = offsets[e] + fill[e]++;
             slot_row[i] = (int32_t)row;
-            row_token[row] = (int32_t)(i / K);
+            row_slot[row] = (int32_t)i;
         } else {
             slot_row[i] = -1;
             dropped++;
         }
     }
-    const int64_t S = offsets[E];
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < S; row++)
-        memcpy(xp + row * D, x + (int64_t)row_token[row] * D, (size_t)D * sizeof(float));
 
     /* 3. Experts: one batched call per expert that has rows. */
     char *esaved = saved ? AT(saved, L.expert_saved, char) : NULL;
-    size_t esaved_at = 0;
-    for (int64_t e = 0; e < E; e++) {
-        int64_t rows = offsets[e + 1] - offsets[e];
-        if (rows == 0) continue;
-        float *sv = NULL;
-        if (esaved) {
-            sv = (float *)(esaved + esaved_at);
-            esaved_at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-            if (esaved_at > L.expert_saved_bytes)
-                return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
+    if (esaved) { /* each busy expert's saved block, in expert order */
+        size_t at = 0;
+        for (int64_t e = 0; e < E; e++) {
+            int64_t rows = offsets[e + 1] - offsets[e];
+            fill[e] = (int64_t)at;
+            if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
         }
-        st = ffn_layer_forward(m->experts[e], eo + offsets[e] * D, xp + offsets[e] * D, rows, sv,
-                               lws, W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
-        ffn_ctx_enter(m->ctx);
+        if (at > L.expert_saved_bytes)
+            return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
     }
+    expert_job job = {.backward = 0, .out = eo, .xb = xp, .x = x, .row_slot = row_slot,
+                      .offsets = offsets, .saved = esaved, .saved_off = fill};
+    st = run_experts(m, &job, AT(workspace, W.order, int32_t), lws, W.layer_bytes);
+    if (st) return st;
 
     /* 4. Shared experts.  The DeepSeek ones write y directly. */
     float *y = out->y;
@@ -718,7 +832,7 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
     }
 
     /* 5. Combine, per token in a fixed order: y += Σ_j w·eo + σ(g)·shared. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * D;
         for (int64_t j = 0; j < K; j++) {
@@ -728,7 +842,7 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
             for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
         }
         if (sh_out) {
-            sh_gate[t] = dot_fixed(x + t * D, m->shared_gate_w, D);
+            ffn_gemv(&sh_gate[t], 1, m->shared_gate_w, D, x + t * D, D, 1, 1);
             const float g = sigmoidf_(sh_gate[t]), *o = sh_out + t * D;
             for (int64_t d = 0; d < D; d++) yt[d] += g * o[d];
         }
@@ -790,7 +904,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
     const int32_t *ids = AT(R, L.ids, const int32_t);
     const float *wts = AT(R, L.weights, const float);
     const int32_t *slot_row = AT(R, L.slot_row, const int32_t);
-    const int32_t *row_token = AT(R, L.row_token, const int32_t);
+    const int32_t *row_slot = AT(R, L.row_slot, const int32_t);
     const int64_t *offsets = AT(R, L.offsets, const int64_t);
     const int64_t *counts = AT(R, L.counts, const int64_t);
     const float *eo = AT(R, L.expert_out, const float);
@@ -798,54 +912,33 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
     float *dxp = AT(workspace, W.dxp, float);
     float *probs = AT(workspace, W.probs, float), *grad = AT(workspace, W.grad, float);
     float *lse = AT(workspace, W.lse, float), *dw = AT(workspace, W.dweights, float);
-    void *lws = (char *)workspace + W.layer;
+    char *lws = (char *)workspace + W.layer;
     static const ffn_layer_params no_grads = {0};
     ffn_ctx_enter(m->ctx);
 
-    /* 1. Routed experts: gather x and w·dy into the blocks, run backward. */
-    const int64_t S = offsets[E];
-#pragma omp parallel for schedule(static)
-    for (int64_t t = 0; t < n; t++) {
-        const float *dyt = dy + t * D;
-        for (int64_t j = 0; j < K; j++) {
-            int32_t row = slot_row[t * K + j];
-            if (row < 0) {
-                dw[t * K + j] = 0;
-                continue;
-            }
-            const float w = wts[t * K + j], *o = eo + (int64_t)row * D;
-            float *d = dyp + (int64_t)row * D;
-            double acc = 0;
-            for (int64_t i = 0; i < D; i++) {
-                d[i] = w * dyt[i];
-                acc += (double)dyt[i] * o[i];
-            }
-            dw[t * K + j] = (float)acc;
-        }
-    }
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < S; row++)
-        memcpy(xp + row * D, x + (int64_t)row_token[row] * D, (size_t)D * sizeof(float));
-    const char *esaved = AT(saved, L.expert_saved, const char);
-    size_t esaved_at = 0;
+    /* 1. Routed experts: each task gathers its block (x, w·dy, and d L / d w
+     *    of its slots) and runs backward; dropped slots get d L / d w = 0. */
+    memset(dw, 0, (size_t)(n * K) * sizeof *dw);
+    int64_t *saved_off = AT(workspace, W.fill, int64_t);
+    size_t at = 0;
     for (int64_t e = 0; e < E; e++) {
         int64_t rows = offsets[e + 1] - offsets[e];
-        if (rows == 0) continue;
-        const float *sv = (const float *)(esaved + esaved_at);
-        esaved_at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-        const ffn_layer_params *g = grads && grads->experts ? &grads->experts[e] : &no_grads;
-        st = ffn_layer_backward(m->experts[e], dx ? dxp + offsets[e] * D : NULL, g,
-                                dyp + offsets[e] * D, xp + offsets[e] * D, rows, sv, lws,
-                                W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
-        ffn_ctx_enter(m->ctx);
+        saved_off[e] = (int64_t)at;
+        if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
     }
+    expert_job job = {.backward = 1, .out = dx ? dxp : NULL, .dyb = dyp, .xb = xp, .x = x,
+                      .dy = dy, .row_slot = row_slot, .weights = wts, .expert_out = eo,
+                      .dweights = dw, .offsets = offsets,
+                      .saved = (char *)AT(saved, L.expert_saved, const char),
+                      .saved_off = saved_off, .grads = grads};
+    st = run_experts(m, &job, AT(workspace, W.order, int32_t), lws, W.layer_bytes);
+    if (st) return st;
 
     /* 2. Router: d L / d logits from the combine weights (indices fixed),
      *    the aux loss through P_e (f_e constant) and the z-loss. */
     const double r = c->routed_scaling_factor, caux = c->router_aux_loss_coef;
     const double cz = c->router_z_loss_coef;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
     for (int64_t t = 0; t < n; t++) {
         const float *l = logits + t * E;
         float *p = probs + t * E, *g = grad + t * E;
@@ -898,7 +991,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         if (st) return ffn_error_prefix(st, "gate.weight");
         ffn_ctx_enter(m->ctx);
         /* scatter the experts' dx back, per token in slot order */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
         for (int64_t t = 0; t < n; t++) {
             float *dxt = dx + t * D;
             for (int64_t j = 0; j < K; j++) {
@@ -915,7 +1008,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         const float *sh_out = AT(R, L.shared_out, const float);
         const float *sh_gate = AT(R, L.shared_gate, const float);
         float *dgl = lse; /* reuse: d L / d gate logit per token */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
         for (int64_t t = 0; t < n; t++) {
             const float g = sigmoidf_(sh_gate[t]), *dyt = dy + t * D, *o = sh_out + t * D;
             float *d = dyp + t * D;
@@ -928,7 +1021,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         }
         if (grads && grads->shared_gate_w) {
             float *gw = grads->shared_gate_w;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
             for (int64_t i = 0; i < D; i++) {
                 double acc = 0;
                 for (int64_t t = 0; t < n; t++) acc += (double)dgl[t] * x[t * D + i];
@@ -941,7 +1034,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         if (st) return ffn_error_prefix(st, "shared_expert");
         ffn_ctx_enter(m->ctx);
         if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
             for (int64_t t = 0; t < n; t++) {
                 float *dxt = dx + t * D;
                 const float *s = dxp + t * D;
@@ -958,7 +1051,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         if (st) return ffn_error_prefix(st, "shared_experts");
         ffn_ctx_enter(m->ctx);
         if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
             for (int64_t t = 0; t < n; t++) {
                 float *dxt = dx + t * D;
                 const float *s = dxp + t * D;

@@ -1,9 +1,9 @@
 /* norm.c -- RMSNorm forward and backward (Zhang & Sennrich 2019, as in
  * Llama):  y = x · rstd · w,  rstd = 1/sqrt(mean(x²) + eps).
- * Letters: N rows, D features.  The sum of squares is taken in double so
- * that the result does not depend on D's rounding history; the row loop is
- * parallel (rows are independent), the weight-gradient reduction runs over
- * rows in a fixed order. */
+ * Letters: N rows, D features.  The sum of squares is taken in double (its
+ * rounding then hardly depends on the order the vector lanes impose); the
+ * row loop is parallel (rows are independent), the weight-gradient
+ * reduction runs over rows in a fixed order. */
 #include "model_internal.h"
 
 #include <math.h>
@@ -15,9 +15,11 @@ void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
         const float *xr = x + r * d;
         float *yr = y + r * d;
         double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
         for (int64_t i = 0; i < d; i++) ss += (double)xr[i] * xr[i];
         float s = (float)(1.0 / sqrt(ss / (double)d + (double)eps));
         if (rstd) rstd[r] = s;
+#pragma omp simd
         for (int64_t i = 0; i < d; i++) yr[i] = xr[i] * s * w[i];
     }
 }
@@ -32,8 +34,10 @@ void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
         float *dxr = dx + r * d;
         float s = rstd[r];
         double dot = 0.0; /* Σ g ⊙ x */
-        for (int64_t i = 0; i < d; i++) dot += (double)gr[i] * w[i] * xr[i];
+#pragma omp simd reduction(+ : dot)
+        for (int64_t i = 0; i < d; i++) dot += (double)(gr[i] * w[i]) * xr[i];
         float c = (float)(dot / (double)d) * s * s; /* mean(g ⊙ u) · rstd (per unit of x) */
+#pragma omp simd
         for (int64_t i = 0; i < d; i++) dxr[i] += s * (gr[i] * w[i] - xr[i] * c);
     }
     if (!dw) return;
@@ -41,6 +45,7 @@ void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d, *gr = dy + r * d;
         float s = rstd[r];
+#pragma omp simd
         for (int64_t i = 0; i < d; i++) dw[i] += gr[i] * xr[i] * s;
     }
 }

@@ -1,8 +1,9 @@
 /* train.c -- training a model: AdamW with decoupled weight decay, linear
  * warmup then cosine decay, global-norm gradient clipping, gradient
- * accumulation, the seeded batch sampler, evaluation, the training loop and
- * what its checkpoints hold.  The directory swap that makes checkpoints
- * crash-safe lives in checkpoint.c.
+ * accumulation, the seeded batch sampler, evaluation, the training loop, the
+ * training state in checkpoints and resuming from it; then sampling text
+ * with the KV cache.  The crash-safe directory swap, config.json, the
+ * weights file and loading a checkpoint for inference live in checkpoint.c.
  *
  * Letters: P parameters (the model's flat block), B batch, T sequence,
  * A micro-batches accumulated per step, C chunks of the gradient norm. */
@@ -11,11 +12,14 @@
 #include "ffn/train.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- RNG ------------------------------------------------------------------ */
 
@@ -112,9 +116,9 @@ void ffn_train_options_default(ffn_train_options *o) {
     o->tokenizer = FFN_TOK_CHAR;
     o->val_fraction = 0.1;
     ffn_model_config_default(&o->model);
-    o->steps = 1000;
+    o->steps = 600;
     o->seed = 1234;
-    o->batch_size = 16;
+    o->batch_size = 8;
     o->seq_len = 128;
     o->grad_accum = 1;
     o->lr = 1e-3;
@@ -361,7 +365,10 @@ static ffn_status load_text(trainer *t) {
         st = ffn_text_read(o->data_path, &t->text_owned, &t->text_len);
         if (st != FFN_OK) return st;
         t->text = t->text_owned;
-        snprintf(t->data_source, sizeof t->data_source, "file:%s", o->data_path);
+        /* The absolute path, so that a resume from another directory finds it. */
+        char *abs = realpath(o->data_path, NULL);
+        snprintf(t->data_source, sizeof t->data_source, "file:%s", abs ? abs : o->data_path);
+        free(abs);
     } else {
         ffn_corpus *c = NULL;
         st = ffn_corpus_generate(o->corpus_lang, o->corpus_seed, o->corpus_sentences, &c);
@@ -610,72 +617,7 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     return FFN_OK;
 }
 
-/* ---- checkpoints: what goes into the directory ----------------------------------- */
-
-/* Add ffn's own keys to the config.json that ffn_model_config_save wrote:
- * the file is one JSON object, so the new keys go before its last '}'. */
-static ffn_status config_add_tokenizer(const char *path, ffn_tokenizer_mode mode) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    int too_big = !feof(f);
-    fclose(f);
-    if (too_big) return ffn_error(FFN_ERR_INTERNAL, "%s: unexpectedly large", path);
-    buf[n] = '\0';
-    char *close = strrchr(buf, '}');
-    if (!close) return ffn_error(FFN_ERR_INTERNAL, "%s: not a JSON object", path);
-    char *open = strchr(buf, '{');
-    int empty = 1;
-    for (char *p = open + 1; p < close; p++)
-        if (*p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') empty = 0;
-    f = fopen(path, "wb");
-    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
-    /* Trim whitespace before the '}' to keep the layout tidy. */
-    char *end = close;
-    while (end > open + 1 && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r')) end--;
-    fwrite(buf, 1, (size_t)(end - buf), f);
-    fprintf(f, "%s\n  \"ffn_tokenizer\": \"%s\",\n  \"ffn_tokenizer_file\": \"%s\"\n}\n",
-            empty ? "" : ",", ffn_tokenizer_mode_name(mode), FFN_TOKENIZER_FILENAME);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return FFN_OK;
-}
-
-/* model.safetensors: every tensor of the table under its HF name. */
-static ffn_status save_weights(ffn_model *model, const char *path) {
-    ffn_st_writer *w = NULL;
-    ffn_status st = ffn_st_writer_create(&w);
-    if (st != FFN_OK) return st;
-    const float *params = ffn_model_params(model, NULL);
-    const int64_t n = ffn_model_num_tensors(model);
-    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
-        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
-        st = ffn_st_writer_add(w, ten->name, FFN_DTYPE_F32, ten->ndim, ten->shape,
-                               params + ten->offset);
-    }
-    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "format", "pt");
-    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
-    ffn_st_writer_free(w);
-    return st;
-}
-
-/* Read every tensor of the table from model.safetensors (shapes checked). */
-static ffn_status load_weights(ffn_model *model, const char *path) {
-    ffn_st_file *f = NULL;
-    ffn_status st = ffn_st_open(path, &f);
-    if (st != FFN_OK) return st;
-    float *params = ffn_model_params(model, NULL);
-    const int64_t n = ffn_model_num_tensors(model);
-    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
-        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
-        st = ffn_st_read_f32(f, ten->name, ten->ndim, ten->shape, params + ten->offset);
-    }
-    ffn_st_close(f);
-    if (st == FFN_OK) st = ffn_model_params_changed(model);
-    return st;
-}
+/* ---- checkpoints: the training state (the other files: checkpoint.c) -------------- */
 
 static ffn_status save_train_state(const trainer *t, const char *path) {
     ffn_st_writer *w = NULL;
@@ -724,14 +666,14 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
 #define FILE_IN(name) (free(path), path = ckpt_path_join(tmp, "/", name))
     if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
-    if (st == FFN_OK) st = config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
+    if (st == FFN_OK) st = ckpt_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
     if (st == FFN_OK && !FILE_IN(FFN_TOKENIZER_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
     if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = save_train_state(t, path);
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = save_weights(t->model, path);
+    if (st == FFN_OK) st = ckpt_save_weights(t->model, path);
 #undef FILE_IN
     free(path);
     if (st == FFN_OK) st = ckpt_commit(out_dir, tmp);
@@ -857,7 +799,7 @@ static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
     ffn_status st;
     char *path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
     if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    st = load_weights(t->model, path);
+    st = ckpt_load_weights(t->model, path);
     free(path);
     if (st != FFN_OK) return st;
     int64_t shape[1] = {t->n_params};
@@ -913,6 +855,53 @@ static void write_metrics(trainer *t, const ffn_train_point *p) {
     if (!isnan(p->val_loss)) fprintf(t->metrics, ", \"val_loss\": %.17g", p->val_loss);
     fputs("}\n", t->metrics);
     fflush(t->metrics);
+}
+
+/* On resume: drop the log lines of steps after the checkpoint (a run that
+ * crashed or was killed after its last save logged steps that will now be
+ * taken again), so the log reads as one uninterrupted run.  Rewritten
+ * through a temporary file and a rename. */
+static ffn_status trim_metrics(const char *path, int64_t keep_steps) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return FFN_OK; /* nothing yet */
+    char *tmp = ckpt_path_join(path, "", ".tmp");
+    FILE *out = tmp ? fopen(tmp, "wb") : NULL;
+    if (!out) {
+        fclose(in);
+        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", tmp ? tmp : path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int64_t dropped = 0;
+    while ((n = getline(&line, &cap, in)) > 0) {
+        const char *k = strstr(line, "\"step\": ");
+        if (k && strtoll(k + 8, NULL, 10) > keep_steps) {
+            dropped++;
+            continue;
+        }
+        fwrite(line, 1, (size_t)n, out);
+    }
+    free(line);
+    fclose(in);
+    int bad = ferror(out);
+    if (fclose(out) != 0 || bad) {
+        unlink(tmp);
+        free(tmp);
+        return ffn_error(FFN_ERR_IO, "%s: cannot rewrite the metrics log", path);
+    }
+    if (dropped == 0) {
+        unlink(tmp);
+    } else if (rename(tmp, path) != 0) {
+        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return st;
+    }
+    free(tmp);
+    return FFN_OK;
 }
 
 static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seconds,
@@ -1024,6 +1013,10 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         st = ckpt_prepare_out(o->out_dir);
         if (st != FFN_OK) goto done;
     }
+    if (o->metrics_path && o->resume_dir) {
+        st = trim_metrics(o->metrics_path, t->step);
+        if (st != FFN_OK) goto done;
+    }
     if (o->metrics_path) {
         t->metrics = fopen(o->metrics_path, o->resume_dir ? "a" : "w");
         if (!t->metrics) {
@@ -1035,6 +1028,11 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
 
     const int64_t end = o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps;
     const int64_t start = t->step;
+    if (end <= start) {
+        st = ffn_error(FFN_ERR_CONFIG, "stop_at: %lld is not after the checkpoint's step %lld",
+                       (long long)o->stop_at, (long long)start);
+        goto done;
+    }
     if (cb && cb->on_start)
         cb->on_start(o, start, t->n_params, t->n_train, t->n_val, cb->user);
     const char *saved = NULL;
@@ -1107,48 +1105,7 @@ ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
     return st;
 }
 
-/* ---- loading a checkpoint for inference, and generating ------------------------------ */
-
-ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
-                               ffn_tokenizer **tokenizer) {
-    if (!ctx || !dir || !model || !tokenizer)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_load: NULL argument");
-    *model = NULL;
-    *tokenizer = NULL;
-    char *rdir = NULL, *path = NULL;
-    ffn_status st = ckpt_resolve(dir, &rdir);
-    if (st != FFN_OK) return st;
-    ffn_model_config cfg;
-    ffn_model *m = NULL;
-    ffn_tokenizer *tok = NULL;
-    path = ckpt_path_join(rdir, "/", FFN_CONFIG_FILENAME);
-    st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-    free(path);
-    if (st == FFN_OK) {
-        path = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
-        st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-        free(path);
-    }
-    if (st == FFN_OK && ffn_tokenizer_vocab_size(tok) != cfg.vocab_size)
-        st = ffn_error(FFN_ERR_CONFIG, "%s: vocab_size %lld in config.json but %lld tokens in %s",
-                       rdir, (long long)cfg.vocab_size, (long long)ffn_tokenizer_vocab_size(tok),
-                       FFN_TOKENIZER_FILENAME);
-    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
-    if (st == FFN_OK) {
-        path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
-        st = path ? load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-        free(path);
-    }
-    free(rdir);
-    if (st != FFN_OK) {
-        ffn_model_free(m);
-        ffn_tokenizer_free(tok);
-        return st;
-    }
-    *model = m;
-    *tokenizer = tok;
-    return FFN_OK;
-}
+/* ---- generating ------------------------------------------------------------------- */
 
 void ffn_generate_options_default(ffn_generate_options *o) {
     o->steps = 100;
@@ -1255,7 +1212,10 @@ ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *
     st = ffn_model_prefill(model, hist, n_hist, logits);
     train_rng rng;
     train_rng_seed(&rng, opts->seed);
+    const int32_t unk = ffn_tokenizer_unk_id(tok);
     for (int64_t i = 0; st == FFN_OK && i < opts->steps; i++) {
+        /* "<unk>" stands for text the vocabulary lacks: never generate it */
+        if (V > 1 && unk >= 0 && unk < V) logits[unk] = -INFINITY;
         int32_t next = sample_token(logits, V, opts->temperature, opts->top_p, &rng, work);
         size_t len = 0;
         const char *bytes = ffn_tokenizer_token(tok, next, &len);

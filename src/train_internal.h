@@ -92,6 +92,14 @@ ffn_status ckpt_resolve(const char *dir, char **out);
  * regular files at the top level are removed: we never recurse. */
 ffn_status ckpt_remove_dir(const char *path);
 
+/* config.json: add "ffn_tokenizer" and "ffn_tokenizer_file" to the file
+ * ffn_model_config_save wrote. */
+ffn_status ckpt_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode);
+/* model.safetensors: every tensor of the model's table, fp32, HF names. */
+ffn_status ckpt_save_weights(ffn_model *model, const char *path);
+/* Read them back (names and shapes checked), then ffn_model_params_changed. */
+ffn_status ckpt_load_weights(ffn_model *model, const char *path);
+
 /* "DIR" + suffix, malloc'd (NULL when out of memory). */
 char *ckpt_path_join(const char *a, const char *sep, const char *b);
 

@@ -38,4 +38,7 @@ int cli_progress_tty(void);
 /* Threads from --threads (0 = FFN_NUM_THREADS or all cores). */
 int cli_make_ctx(const char *cmd, int threads, ffn_ctx **ctx);
 
+/* Write s as a JSON string literal (quotes, escapes) to f. */
+void cli_json_string(FILE *f, const char *s);
+
 #endif

@@ -9,7 +9,7 @@ static void usage(FILE *f) {
     ffn_corpus_get_inventory(FFN_LANG_EN, &en);
     ffn_corpus_get_inventory(FFN_LANG_ZH, &zh);
     fprintf(f,
-            "usage: ffn corpus [--lang en|zh] [--sentences N] [--seed S] [--labels | --json]\n"
+            "usage: ffn corpus [--lang en|zh] [--sentences N] [--seed S] [--labels | --stats] [--json]\n"
             "\n"
             "Prints the built-in corpus: the default training data of `ffn train` and\n"
             "`ffn demo`, a generated language about one person giving an object to\n"
@@ -54,6 +54,9 @@ static void usage(FILE *f) {
             "            \"gender\", \"role\", \"ref\"}]}]}; gender and role are \"\" for\n"
             "            non-persons; ref is the index, in the same sentence's words, of the\n"
             "            name a pronoun refers to (or the noun 'it' stands for), else -1\n"
+            "  --stats   words per class and the majority-class share (the baseline a\n"
+            "            probe of word classes must beat), and how many pronouns their\n"
+            "            gender alone resolves; with --json, one JSON object\n"
             "\n"
             "Options:\n"
             "  --lang en|zh      language (default en)\n"
@@ -96,6 +99,66 @@ static void print_labels(const ffn_corpus *c) {
     }
 }
 
+/* Counts a reader of the corpus wants first: the class shares (the
+ * majority class is the baseline a probe must beat) and how pronouns
+ * resolve -- by gender alone, or only by the predicate's meaning. */
+static void print_stats(const ffn_corpus *c, int json) {
+    int64_t per_class[FFN_WORD_N_CLASSES] = {0}, pronouns = 0, by_role[4] = {0}, by_gender = 0;
+    for (int64_t i = 0; i < c->n_words; i++) {
+        const ffn_word *w = &c->words[i];
+        per_class[w->cls]++;
+        if (w->cls != FFN_WORD_PRONOUN || w->ref < 0 || w->gender == FFN_GENDER_NONE) continue;
+        pronouns++;
+        by_role[w->role]++;
+        /* the only person of this gender named so far in the sentence? */
+        int others = 0;
+        for (int64_t k = i - 1; k >= 0 && c->words[k].sentence == w->sentence; k--) {
+            const ffn_word *x = &c->words[k];
+            if (x->cls == FFN_WORD_NAME && x->gender == w->gender &&
+                (x->length != c->words[w->ref].length ||
+                 memcmp(c->text + x->offset, c->text + c->words[w->ref].offset, (size_t)x->length)))
+                others++;
+        }
+        by_gender += others == 0;
+    }
+    int best = 0;
+    for (int k = 1; k < FFN_WORD_N_CLASSES; k++)
+        if (per_class[k] > per_class[best]) best = k;
+    double nw = c->n_words ? (double)c->n_words : 1, np = pronouns ? (double)pronouns : 1;
+    if (json) {
+        printf("{\"lang\": \"%s\", \"seed\": %llu, \"n_sentences\": %lld, \"n_bytes\": %lld, "
+               "\"n_words\": %lld, \"classes\": {",
+               ffn_lang_name(c->lang), (unsigned long long)c->seed, (long long)c->n_sentences,
+               (long long)c->n_bytes, (long long)c->n_words);
+        for (int k = 0; k < FFN_WORD_N_CLASSES; k++)
+            printf("%s\"%s\": %lld", k ? ", " : "", ffn_word_class_name((ffn_word_class)k),
+                   (long long)per_class[k]);
+        printf("}, \"majority_class\": \"%s\", \"majority_share\": %.4f, \"gendered_pronouns\": %lld, "
+               "\"to_giver\": %lld, \"to_receiver\": %lld, \"to_other\": %lld, "
+               "\"resolved_by_gender\": %lld}\n",
+               ffn_word_class_name((ffn_word_class)best), (double)per_class[best] / nw, (long long)pronouns,
+               (long long)by_role[FFN_ROLE_GIVER], (long long)by_role[FFN_ROLE_RECEIVER],
+               (long long)by_role[FFN_ROLE_OTHER], (long long)by_gender);
+        return;
+    }
+    printf("corpus %s, seed %llu: %lld sentences, %lld bytes, %lld words\n", ffn_lang_name(c->lang),
+           (unsigned long long)c->seed, (long long)c->n_sentences, (long long)c->n_bytes,
+           (long long)c->n_words);
+    printf("\nclass       words   share\n");
+    for (int k = 0; k < FFN_WORD_N_CLASSES; k++)
+        printf("%-9s %8lld  %5.1f%%\n", ffn_word_class_name((ffn_word_class)k), (long long)per_class[k],
+               100.0 * (double)per_class[k] / nw);
+    printf("majority class '%s' = %.1f%% of words: the accuracy a probe gets by always guessing it\n",
+           ffn_word_class_name((ffn_word_class)best), 100.0 * (double)per_class[best] / nw);
+    printf("\n%lld gendered pronouns: %.1f%% refer to the giver, %.1f%% to the receiver, %.1f%% to a "
+           "third person\n",
+           (long long)pronouns, 100.0 * (double)by_role[FFN_ROLE_GIVER] / np,
+           100.0 * (double)by_role[FFN_ROLE_RECEIVER] / np, 100.0 * (double)by_role[FFN_ROLE_OTHER] / np);
+    printf("%.1f%% are resolved by gender alone (no other person of that gender named before them);\n"
+           "the other %.1f%% only by what the predicate means\n",
+           100.0 * (double)by_gender / np, 100.0 * (double)(pronouns - by_gender) / np);
+}
+
 static void print_json(const ffn_corpus *c) {
     printf("{\"lang\": \"%s\", \"seed\": %llu, \"n_sentences\": %lld, \"classes\": [",
            ffn_lang_name(c->lang), (unsigned long long)c->seed, (long long)c->n_sentences);
@@ -130,7 +193,7 @@ int cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
     ffn_lang lang = FFN_LANG_EN;
     int64_t n = 20, seed = 1;
-    int labels = 0, json = 0;
+    int labels = 0, json = 0, stats = 0;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
@@ -141,6 +204,8 @@ int cmd_corpus(int argc, char **argv) {
             labels = 1;
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
+        } else if (!strcmp(argv[i], "--stats")) {
+            stats = 1;
         } else if ((r = cli_flag(cmd, argc, argv, &i, "--lang", &v))) {
             if (r < 0) return CLI_EXIT_USAGE;
             if (ffn_lang_parse(v, &lang)) {
@@ -156,14 +221,15 @@ int cmd_corpus(int argc, char **argv) {
             return CLI_EXIT_USAGE;
         }
     }
-    if (labels && json) {
-        cli_error(cmd, "--labels and --json are alternatives; give one");
+    if (labels && (json || stats)) {
+        cli_error(cmd, "--labels is an alternative to --json and --stats; give one");
         return CLI_EXIT_USAGE;
     }
     ffn_corpus *c = NULL;
     ffn_status st = ffn_corpus_generate(lang, (uint64_t)seed, n, &c);
     if (st) return cli_fail(cmd, st);
-    if (labels) print_labels(c);
+    if (stats) print_stats(c, json);
+    else if (labels) print_labels(c);
     else if (json) print_json(c);
     else fwrite(c->text, 1, (size_t)c->n_bytes, stdout);
     ffn_corpus_free(c);

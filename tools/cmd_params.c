@@ -26,9 +26,24 @@ static const char *conventions[] = {
     "training FLOPs per token = 6*N_active + 3*(QK^T + AV): forward 2N, backward 4N, and the "
     "attention-score terms tripled likewise; 'matmul only' is 3 x the forward count",
     "bert is BertModel with its pooler (counted as the head; it runs once per sequence, so no "
-    "FLOPs per token); deepseek_v3's MTP module is reported apart and not in the totals",
+    "FLOPs per token); deepseek_v3's MTP module is reported apart and not in the totals, its "
+    "e_score_correction_bias is counted (router)",
 };
 #define N_CONVENTIONS (sizeof conventions / sizeof conventions[0])
+
+/* "  - text" wrapped at 79 columns, continuation lines indented by 4. */
+static void print_wrapped(FILE *f, const char *text) {
+    const int width = 79;
+    int col = fprintf(f, "  -");
+    while (*text) {
+        size_t word = strcspn(text, " ");
+        if (col + 1 + (int)word > width && col > 4) col = fprintf(f, "\n   ");
+        col += fprintf(f, " %.*s", (int)word, text);
+        text += word;
+        while (*text == ' ') text++;
+    }
+    fputc('\n', f);
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -57,7 +72,7 @@ static void usage(FILE *f) {
             "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n"
             "\n"
             "Conventions:\n");
-    for (size_t i = 0; i < N_CONVENTIONS; i++) fprintf(f, "  - %s\n", conventions[i]);
+    for (size_t i = 0; i < N_CONVENTIONS; i++) print_wrapped(f, conventions[i]);
     fprintf(f, "\nExit status: 0 ok, 1 a bad or unsupported config (the field is named), 2 bad "
                "usage.\n");
 }
@@ -207,7 +222,7 @@ static void print_report(const char *path, const ffn_params_report *r, int per_l
     }
 
     printf("\nconventions:\n");
-    for (size_t i = 0; i < N_CONVENTIONS; i++) printf("  - %s\n", conventions[i]);
+    for (size_t i = 0; i < N_CONVENTIONS; i++) print_wrapped(stdout, conventions[i]);
 }
 
 /* ---- JSON ------------------------------------------------------------------ */

@@ -50,6 +50,9 @@
  * empty token, no extra or missing lines.  An error names the file and the
  * line.  The file is written to "<path>.tmp", fsynced and renamed.
  *
+ * A tokenizer is read-only after build or load: encode, decode and token
+ * may be called from several threads at once.
+ *
  * Example (a trainer):
  *     char *text; size_t n_bytes;
  *     ffn_text_read("data.txt", &text, &n_bytes);          // errors on empty
@@ -198,12 +201,16 @@ typedef struct ffn_word {
     int64_t offset;   /* first byte in ffn_corpus.text */
     int64_t length;   /* bytes */
     int64_t sentence; /* 0-based sentence (line) index */
-    int64_t ref;      /* pronouns: index in words[] of the name referred to; else -1 */
+    int64_t ref;      /* pronouns: index in words[] of the referent -- the latest
+                         mention of the person's name (he, her, who, 他的 ...) or
+                         the object noun (it, 它); -1 otherwise (expletive "it") */
     int8_t cls;       /* ffn_word_class (never FFN_WORD_SPACE) */
     int8_t gender;    /* names and pronouns: ffn_gender; else FFN_GENDER_NONE */
     int8_t role;      /* names and pronouns: ffn_role of the person; else NONE */
 } ffn_word;
 
+/* The text and words arrays are malloc'd: a caller may take one over (set
+ * the field to NULL before ffn_corpus_free) and free() it later. */
 typedef struct ffn_corpus {
     ffn_lang lang;
     uint64_t seed;
@@ -214,7 +221,11 @@ typedef struct ffn_corpus {
     int64_t n_words;
 } ffn_corpus;
 
-/* Generate n_sentences (1 .. 10,000,000) sentences.  Deterministic. */
+/* Generate n_sentences (1 .. 10,000,000) sentences.  Deterministic: the
+ * first k sentences of a longer run equal a run of k.  Memory: about 75
+ * bytes of English text and 15 words (sizeof(ffn_word) = 40 bytes each)
+ * a sentence -- 20,000 sentences take ~14 MB, 10 million ~7 GB.  Takes
+ * about 0.1 s per 20,000 sentences. */
 ffn_status ffn_corpus_generate(ffn_lang lang, uint64_t seed, int64_t n_sentences,
                                ffn_corpus **out);
 void ffn_corpus_free(ffn_corpus *corpus); /* NULL is a no-op */

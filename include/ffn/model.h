@@ -41,7 +41,10 @@
  *   model.layers.{i}.mlp.experts.{e}.gate_proj.weight  (Fe, D)    (gated experts only)
  *   model.layers.{i}.mlp.experts.{e}.up_proj.weight    (Fe, D)
  *   model.layers.{i}.mlp.experts.{e}.down_proj.weight  (D, Fe)
- *   (+ shared expert tensors when moe.h supports them; see the table)
+ *   with shared_expert_intermediate_size Fs > 0 (Qwen2-MoE), also
+ *   model.layers.{i}.mlp.shared_expert.{gate,up,down}_proj.weight  (Fs, D) / (D, Fs)
+ *   model.layers.{i}.mlp.shared_expert_gate.weight     (1, D)
+ *   (with mlp_bias every MoE projection has a .bias as well)
  *   model.norm.weight                                  (D)
  *   lm_head.weight                                     (V, D)     (untied only)
  * The tensors of one kind inside a layer's MoE (all experts' gate_proj, all
@@ -63,7 +66,12 @@
  * (sums over the MoE layers of each layer's load-balancing and z losses).
  *
  * Reproducibility: every result is bitwise identical from run to run at a
- * fixed thread count (all reductions in a fixed order).
+ * fixed thread count and SIMD level (all reductions in a fixed order; the
+ * attention kernels give the same bits at any thread count, the matrix
+ * engine may not).  Different SIMD levels (FFN_SIMD) differ by rounding.
+ *
+ * Threads: every call uses the context's threads (matrix products, and
+ * attention parallel over (sequence, head)).
  *
  * Example (training step, the optimizer is the caller's):
  *     ffn_model_config cfg;  ffn_model_config_default(&cfg);
@@ -120,7 +128,9 @@ typedef struct ffn_model_config {
     int mlp_bias;                    /* biases on gate/up/down (dense/gated blocks) */
     int attention_bias;              /* biases on q/k/v (Qwen2); o_proj never has one */
     ffn_rope_style rope_style;       /* FFN_ROPE_HALF by default */
-    /* Mixture of Experts (num_experts == 0: no MoE layer at all). */
+    /* Mixture of Experts (num_experts == 0: no MoE layer at all).  The MoE
+     * layers (include/ffn/moe.h) use softmax scoring, dropless routing and
+     * routed_scaling_factor 1; experts have the type and act above. */
     int64_t num_experts;             /* E */
     int64_t num_experts_per_tok;     /* K */
     int64_t moe_intermediate_size;   /* Fe; 0 means intermediate_size */
@@ -143,13 +153,29 @@ void ffn_model_config_default(ffn_model_config *cfg);
 ffn_status ffn_model_config_validate(const ffn_model_config *cfg);
 /* Is layer i a MoE layer under this config? */
 int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer);
+/* Parameter counts from a config alone (no allocation): exactly what
+ * ffn_model_num_params / ffn_model_active_params report for a model made
+ * from it.  Validates the config first.  Either pointer may be NULL. */
+ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *total,
+                                         int64_t *active);
 
-/* config.json with Hugging Face names.  Load: starts from the defaults,
- * reads the known keys (unknown keys ignored), accepts aliases
- * (num_local_experts, n_routed_experts -> num_experts; decoder_sparse_step ->
- * moe_layer_freq; "mlp_type": "none"|"dense"|"gated"; "rope_style":
- * "half"|"interleaved"), then validates.  Save: writes every field,
- * "model_type": "llama" (or "qwen2_moe" with experts), "architectures". */
+/* config.json with Hugging Face names.
+ * Load: vocab_size, hidden_size, num_hidden_layers, num_attention_heads are
+ * required; absent fields take the Hugging Face defaults, not ffn's
+ * (num_key_value_heads = num_attention_heads, max_position_embeddings 2048,
+ * rope_theta 1e4, rms_norm_eps 1e-6, tie_word_embeddings false, hidden_act
+ * silu, gated MLP, no MoE losses; attention_bias true for model_type qwen2*,
+ * norm_topk_prob true for mixtral, where also moe_intermediate_size =
+ * intermediate_size).  Aliases: num_local_experts, n_routed_experts ->
+ * num_experts; decoder_sparse_step -> moe_layer_freq.  ffn's own keys:
+ * "mlp_type": "none"|"dense"|"gated", "rope_style": "half"|"interleaved"
+ * (absent: half).  A family name in hidden_act ("swiglu") implies gated.
+ * Unknown keys are ignored; the result is validated and errors name the
+ * file and the field.
+ * Save: writes every field above (so a load gives the config back), with
+ * "model_type": "llama" (or "qwen2_moe" with experts) and "architectures".
+ * Note for exporters: Hugging Face's Qwen2-MoE always has q/k/v biases;
+ * write zeros when attention_bias is 0. */
 ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg);
 ffn_status ffn_model_config_save(const ffn_model_config *cfg, const char *path);
 

@@ -42,7 +42,11 @@
  * batched ffn_layer_forward per expert that has rows (an expert without
  * tokens is not touched: at N = 1 only the K chosen experts' weights are
  * read), then combine per token with a weighted sum over j = 1..K in a fixed
- * order.  No loop ever runs over experts × all tokens; the result is bitwise
+ * order.  No loop ever runs over experts × all tokens.  When at least as
+ * many experts have rows as there are threads and no block is much larger
+ * than a thread's share, the experts run side by side, one single-threaded
+ * call per expert (one synchronisation for all of them); otherwise one
+ * after another, each with every thread.  The result is bitwise
  * reproducible from run to run at a given thread count.
  *
  * ---- Auxiliary losses (reported in ffn_moe_outputs) -----------------------
@@ -53,8 +57,8 @@
  *                            q_n = p_n / (Σ_e p_n,e + 1e-20) (sigmoid scoring,
  *                            the normalised scores of DeepSeek-V3's
  *                            balance loss)
- *   aux = 1 under perfect balance (f_e = P_e = 1/E) and grows to E when every
- *   slot and all probability go to one expert.
+ *   aux = 1 under perfect balance (f_e = P_e = 1/E); it grows as routing
+ *   concentrates on few experts, up to at most E.
  *   f_e is a count: it is treated as a constant (no gradient), exactly as in
  *   the Hugging Face implementation; the gradient flows through P_e only.
  *   Relation to Hugging Face's load_balancing_loss_func(gate_logits, E, k):
@@ -88,6 +92,12 @@
  * logits, routing (ids, weights, permutation), the routed expert outputs
  * (N·K·D floats), the experts' own saved activations (see layer.h; none
  * under FFN_SAVE_NONE), and the shared experts' outputs and activations.
+ * Per token that is about E + 5·K + K·D floats, plus K·2F (gated experts)
+ * or K·F (dense) with FFN_SAVE_ACTIVATIONS, plus D + 1 + the shared
+ * expert's own for the gated shared expert.  The workspace holds three
+ * (N·K, D) blocks (x, w·dy and dx, permuted), small per-token buffers, and
+ * the expert layers' workspace for up to N rows once per thread (when
+ * threads <= E, for the side-by-side schedule).
  *
  * Not supported (rejected by the loader with FFN_ERR_UNSUPPORTED): group-
  * limited routing (n_group, topk_group > 1) and topk_method other than
@@ -144,7 +154,7 @@ typedef struct ffn_moe_config {
  *   num_experts_per_tok (required);
  *   moe_intermediate_size (default: intermediate_size; one is required);
  *   hidden_act (default "silu"; family names like "swiglu" imply gated);
- *   mlp_type ("dense" | "gated"; default auto: decide from the weights);
+ *   mlp_type ("dense" | "gated" | "auto"; default auto: decided from the weights);
  *   mlp_bias (default false);
  *   norm_topk_prob (default false; true when model_type is "mixtral", which
  *     always renormalises);

@@ -35,9 +35,11 @@
  * writes a temporary file in the target's directory, fsyncs it, renames it
  * over the target and fsyncs the directory: a failed or interrupted save
  * never leaves a truncated or half-written file at `path` (the old file, if
- * any, stays intact until the rename).  Tensors are laid out by decreasing
- * dtype size, then in the order added, so every tensor is aligned to its
- * element size; the header is padded with spaces to a multiple of 8 bytes.
+ * any, stays intact until the rename).  A process killed mid-save may leave
+ * its temporary file, `path`.tmp.XXXXXX, behind; a save that fails removes
+ * it.  Tensors are laid out by decreasing dtype size, then in the order
+ * added, so every tensor is aligned to its element size; the header is
+ * padded with spaces to a multiple of 8 bytes.
  *
  * Example:
  *     ffn_st_file *f;

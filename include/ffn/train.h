@@ -94,10 +94,10 @@ typedef struct ffn_train_options {
     ffn_model_config model;
 
     /* ---- the loop ---- */
-    int64_t steps;             /* optimizer steps of the schedule (1000) */
+    int64_t steps;             /* optimizer steps of the schedule (600) */
     int64_t stop_at;           /* 0, or stop (and checkpoint) after this step */
     uint64_t seed;             /* weights and batches (1234) */
-    int64_t batch_size;        /* B (16) */
+    int64_t batch_size;        /* B (8) */
     int64_t seq_len;           /* T (128) */
     int64_t grad_accum;        /* A (1) */
     double lr, min_lr;         /* 1e-3, 1e-4 */
@@ -112,7 +112,8 @@ typedef struct ffn_train_options {
     /* ---- files ---- */
     const char *out_dir;       /* checkpoint directory, or NULL for none */
     const char *resume_dir;    /* continue from this checkpoint, or NULL */
-    const char *metrics_path;  /* JSON lines, or NULL; appended when resuming */
+    const char *metrics_path;  /* JSON lines, or NULL; when resuming, lines after the
+                                  checkpoint's step are dropped, then appended to */
 
     /* Set to non-zero (from a signal handler) to stop: the loop finishes the
      * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */
@@ -215,8 +216,8 @@ void ffn_generate_options_default(ffn_generate_options *opts);
  * when the vocabulary has one, else token 0) then sample `steps` tokens with
  * the KV cache, calling on_token with each token's bytes as it comes (the
  * bytes of one token; a multi-byte character may span tokens only with the
- * byte tokenizer).  When the context fills, the last half is re-fed and
- * generation goes on.  on_token returning non-zero stops early. */
+ * byte tokenizer).  "<unk>" is never generated.  When the context fills,
+ * the last half is re-fed and generation goes on.  on_token returning non-zero stops early. */
 ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
                         const ffn_generate_options *opts,
                         int (*on_token)(const char *bytes, size_t len, void *user), void *user);

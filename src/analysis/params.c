@@ -428,7 +428,6 @@ static void count_layer(calc *c, const arch *a, int64_t i, int64_t T, ffn_params
         p->router = act->router = add(c, mul(c, a->E, D), a->e_bias ? a->E : 0);
         f->router = mul3(c, 2, a->E, D);
     } else {
-        if (!a->F) { c->overflow = -1; return; } /* reported by the caller: no width */
         p->ffn_dense = act->ffn_dense =
             add(c, ffn_weights(c, a, a->F), ffn_biases(c, a, a->F));
         f->ffn_dense = mul(c, 2, ffn_weights(c, a, a->F));
@@ -451,6 +450,11 @@ static const char *glu_name(const char *act) {
 
 static ffn_status account(const arch *a, const char *what, int64_t T, ffn_params_report **out) {
     calc c = {0};
+    for (int64_t i = 0; i < a->L && !a->F; i++) /* qwen2_moe: F is needed only by dense layers */
+        if (!layer_is_moe(a, i))
+            return ffn_error(FFN_ERR_MISSING,
+                             "%s: intermediate_size: required field is missing (layer %lld has a "
+                             "dense FFN)", what, (long long)i);
     ffn_params_report *r = calloc(1, sizeof *r);
     if (!r) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", what);
     r->layers = calloc((size_t)a->L, sizeof *r->layers);
@@ -478,12 +482,6 @@ static ffn_status account(const arch *a, const char *what, int64_t T, ffn_params
     for (int64_t i = 0; i < a->L; i++) {
         ffn_params_layer *l = &r->layers[i];
         count_layer(&c, a, i, T, l);
-        if (c.overflow < 0) {
-            ffn_params_report_free(r);
-            return ffn_error(FFN_ERR_MISSING,
-                             "%s: intermediate_size: required field is missing (layer %lld has a "
-                             "dense FFN)", what, (long long)i);
-        }
         acc_params(&c, &r->params, &l->params);
         acc_params(&c, &r->active, &l->active);
         acc_flops(&c, &r->forward, &l->flops);

@@ -453,12 +453,7 @@ static int compare_keys(const void *a, const void *b) {
  * file order of the real keys intact. */
 static int check_duplicates(parser *ps, const key_entry *keys, size_t n) {
     if (n < 2) return 1;
-    if (n <= 8) {
-        for (size_t a = 1; a < n; a++)
-            for (size_t b = 0; b < a; b++)
-                if (!strcmp(keys[a].key, keys[b].key)) goto duplicate_at_a;
-        return 1;
-    duplicate_at_a:;
+    if (n <= 8) { /* small objects (most of them): compare pairwise */
         for (size_t a = 1; a < n; a++)
             for (size_t b = 0; b < a; b++)
                 if (!strcmp(keys[a].key, keys[b].key)) {
@@ -467,7 +462,7 @@ static int check_duplicates(parser *ps, const key_entry *keys, size_t n) {
                                            ps->what, keys[a].offset, keys[a].key, keys[b].offset);
                     return 0;
                 }
-        return 0;
+        return 1;
     }
     key_entry *sorted = malloc(n * sizeof *sorted);
     if (!sorted) return fail_nomem(ps), 0;

@@ -4,13 +4,20 @@
  * here so that the engine only ever sees well-formed calls.
  *
  * dnnl_sgemm uses the OpenMP thread count of the calling thread, which
- * ffn_gemm sets from the context.  It may allocate packing buffers
+ * ffn_gemm sets from the context (one thread below GEMM_PAR_MIN_MACS).  It may allocate packing buffers
  * internally (oneDNN's own scratch); that is the engine's business, not a
  * workspace the caller has to provide. */
 #include "kernels.h"
 
 #include <dnnl.h>
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* Below this many multiply-adds one thread is faster than waking the
+ * others (and far faster when the machine is oversubscribed). */
+#define GEMM_PAR_MIN_MACS ((int64_t)1 << 18)
 
 /* C (M, N) *= beta, with beta = 0 writing zeros (NaN in C is ignored). */
 static void scale_c(int64_t M, int64_t N, float beta, float *C, int64_t ldc) {
@@ -49,6 +56,10 @@ ffn_status ffn_gemm(const ffn_ctx *ctx, int transa, int transb, int64_t M, int64
         return FFN_OK;
     }
     ffn_ctx_enter(ctx);
+#ifdef _OPENMP
+    int small = M * N < GEMM_PAR_MIN_MACS && M * N * K < GEMM_PAR_MIN_MACS; /* no overflow */
+    if (small && omp_get_max_threads() > 1) omp_set_num_threads(1); /* next enter restores */
+#endif
     dnnl_status_t s = dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda,
                                  B, ldb, beta, C, ldc);
     if (s != dnnl_success)

@@ -73,16 +73,43 @@ void ffn_gemv_mt(const ffn_ctx *ctx, float *out, int64_t ldo, const float *W, in
 
 /* Forward passes with at most this many tokens take the streaming path
  * (measured: see bench/ and the comment in gemv.c). */
-#define FFN_DECODE_MAX_N 8
+#define FFN_DECODE_MAX_N 4
 
-/* The whole layer forward on the streaming path, threads over rows:
+/* ---- the streaming kernel over the engine's packed weights ---------------
+ * A view of ffn_mm_packed B (K, N) when oneDNN chose panels of nb columns
+ * (nb a multiple of 64) of kb-row tiles, nb floats per k inside a tile:
+ *   B[k][c] = data[(c / nb)·stride_nblk + (k / kb)·stride_kblk + (k % kb)·nb + c % nb]
+ * ffn_mm_packed_view fills it and returns 1 only for that layout. */
+typedef struct ffn_packed_view {
+    const float *data;
+    int64_t K, N, kb, nb, stride_kblk, stride_nblk;
+} ffn_packed_view;
+/* out[t·ldo + (c - c0)] = Σ_k x[t·ldx + k] · B[k][c]  for t < n, c0 <= c < c1;
+ * each output a k-ordered sum; AVX-512 only (check ffn_simd()). */
+void ffn_gemv_packed_avx512(float *out, int64_t ldo, const ffn_packed_view *B, const float *x,
+                            int64_t ldx, int64_t n, int64_t c0, int64_t c1);
+
+/* The weights of the streaming path: the caller's plain ones (gated iff
+ * w_gate), and the engine's packed W_inᵀ (D, P) and W_downᵀ (F, D) when
+ * their layout has a view (then used with AVX-512). */
+typedef struct ffn_decode_weights {
+    const float *w_gate, *w_up; /* (F, D) */
+    const float *w_down;        /* (D, F) */
+    const ffn_packed_view *in_t, *down_t;
+    const float *b_in;   /* (P) or NULL */
+    const float *b_down; /* (D) or NULL */
+} ffn_decode_weights;
+
+/* gu (n, P) = x·W_inᵀ + b_in on the streaming kernels. */
+void ffn_decode_project_in(const ffn_ctx *ctx, float *gu, const float *x, int64_t n, int64_t D,
+                           int64_t F, const ffn_decode_weights *w);
+/* The whole layer forward on the streaming path, threads over columns:
  *   gu (n, P) = x·W_inᵀ + b_in, h (n, F) = act(g)⊙u or act(u) (fused per
- *   row block), y (n, D) = h·W_downᵀ + b_down.  P = 2F gated, F dense;
- *   W_in (P, D), W_down (D, F); biases may be NULL. */
+ *   column block), y (n, D) = h·W_downᵀ + b_down.  P = 2F gated (gu rows
+ *   [g | u]), F dense. */
 ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h, const float *x,
-                              int64_t n, int64_t D, int64_t F, int gated, ffn_act act,
-                              const float *w_in, const float *b_in, const float *w_down,
-                              const float *b_down);
+                              int64_t n, int64_t D, int64_t F, ffn_act act,
+                              const ffn_decode_weights *w);
 
 /* ---- oneDNN matmul primitives with prepacked weights (matmul.c) ---------
  *   C (M, N) = op(A) (M, K) · B (K, N) [+ bias (N)]   (C += ... if accumulate)
@@ -125,5 +152,10 @@ size_t ffn_mm_scratch_bytes(const ffn_mm *m);
 /* b is the packed data or the plain matrix; bias may be NULL without bias */
 ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const float *a,
                       const void *b, const float *bias, void *scratch, size_t scratch_cap);
+/* A streaming-kernel view of a packed B (K, N) (see ffn_packed_view);
+ * 1 when the layout is the supported one. */
+int ffn_mm_packed_view(const ffn_mm_packed *p, int64_t K, int64_t N, ffn_packed_view *v);
+
+
 
 #endif

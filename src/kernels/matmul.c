@@ -230,3 +230,19 @@ ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const f
 fail:
     return st;
 }
+
+int ffn_mm_packed_view(const ffn_mm_packed *p, int64_t K, int64_t N, ffn_packed_view *v) {
+    const dnnl_memory_desc_t *md = &p->md;
+    if (!p->data || md->ndims != 2 || md->data_type != dnnl_f32 ||
+        md->format_kind != dnnl_blocked || md->dims[0] != K || md->dims[1] != N ||
+        md->offset0 != 0)
+        return 0;
+    const dnnl_blocking_desc_t *b = &md->format_desc.blocking;
+    if (b->inner_nblks != 2 || b->inner_idxs[0] != 0 || b->inner_idxs[1] != 1) return 0;
+    int64_t kb = b->inner_blks[0], nb = b->inner_blks[1];
+    if (kb <= 0 || nb <= 0 || nb % 64 || b->strides[0] != kb * nb) return 0;
+    if (b->strides[1] < ((md->padded_dims[0] + kb - 1) / kb) * kb * nb) return 0;
+    *v = (ffn_packed_view){.data = p->data, .K = K, .N = N, .kb = kb, .nb = nb,
+                           .stride_kblk = b->strides[0], .stride_nblk = b->strides[1]};
+    return 1;
+}

@@ -31,8 +31,13 @@ for src in tests/fuzz/fuzz_*.c; do
     # one input per process run would be slow; batches keep a crash attributable
     for ((i = 0; i < ${#inputs[@]}; i += 50)); do
         if ! "$tmp/$name" "${inputs[@]:i:50}" >"$tmp/out" 2>&1; then
-            cat "$tmp/out"
-            echo "$name: crash while replaying one of: ${inputs[*]:i:50}"
+            # find the input(s) of the batch that fail, one process each
+            for input in "${inputs[@]:i:50}"; do
+                if ! "$tmp/$name" "$input" >"$tmp/one" 2>&1; then
+                    tail -n 40 "$tmp/one"
+                    echo "$name: FAILED on $input"
+                fi
+            done
             exit 1
         fi
     done

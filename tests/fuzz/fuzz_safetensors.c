@@ -1,6 +1,8 @@
 /* fuzz_safetensors.c -- libFuzzer target for the safetensors reader
  * (src/io/safetensors.c) through ffn_st_open_buffer, and through the real
- * mmap path (ffn_st_open on a memfd) for inputs the reader accepts.
+ * mmap path (ffn_st_open on a memfd) for inputs the reader accepts.  Each
+ * input is tried as a file and, when it starts with '{', as header NUL data
+ * (see LLVMFuzzerTestOneInput).
  *
  * For every accepted file it checks, and traps when one breaks:
  *   - every tensor's bytes lie inside the input, nbytes = numel x dtype size,
@@ -68,12 +70,12 @@ static void check_file(const ffn_st_file *f, const uint8_t *base, size_t size) {
     REQUIRE(ffn_st_find(f, "\x01no such tensor", &t) == FFN_ERR_MISSING);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static void run_one(const uint8_t *data, size_t size) {
     ffn_st_file *f = NULL;
     if (ffn_st_open_buffer(data, size, "fuzz", &f) != FFN_OK) {
         REQUIRE(f == NULL);
         REQUIRE(ffn_last_error()[0] != '\0');
-        return 0;
+        return;
     }
     check_file(f, data, size);
     size_t count = ffn_st_count(f);
@@ -81,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     /* the same bytes through the file + mmap path */
     int fd = memfd_create("fuzz_safetensors", MFD_CLOEXEC);
-    if (fd < 0) return 0;
+    if (fd < 0) return;
     size_t done = 0;
     while (done < size) {
         ssize_t w = write(fd, data + done, size - done);
@@ -100,6 +102,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ffn_st_close(g);
     }
     close(fd);
+}
+
+/* Two views of each input:
+ *   1. the bytes as a file;
+ *   2. when the input starts with '{': "header JSON" NUL "data", turned
+ *      into a file with the right 8-byte length in front, so that the
+ *      mutator works on headers and offsets instead of mostly breaking the
+ *      length field. */
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    run_one(data, size);
+    if (size > 0 && data[0] == '{') {
+        const uint8_t *nul = memchr(data, 0, size);
+        size_t header_len = nul ? (size_t)(nul - data) : size;
+        size_t rest = nul ? size - header_len - 1 : 0;
+        uint8_t *file = malloc(8 + header_len + rest);
+        if (!file) return 0;
+        uint64_t n = header_len;
+        memcpy(file, &n, 8);
+        memcpy(file + 8, data, header_len);
+        if (rest) memcpy(file + 8 + header_len, nul + 1, rest);
+        run_one(file, 8 + header_len + rest);
+        free(file);
+    }
     return 0;
 }
 

@@ -55,11 +55,18 @@ def rope(x, theta, style):
     inv = theta ** (-2.0 * torch.arange(half) / Dh)
     ang = torch.arange(T)[:, None] * inv[None, :]
     c, s = torch.cos(ang)[None, :, None, :], torch.sin(ang)[None, :, None, :]
-    if style == "half":  # Hugging Face: q·cos + rotate_half(q)·sin
-        x1, x2 = x[..., :half], x[..., half:]
-        return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # llama2.c: consecutive pairs
-    return torch.stack([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).flatten(-2)
+    if style == "half":  # Hugging Face, literally: q·cos + rotate_half(q)·sin
+        cos, sin = torch.cat([c, c], -1), torch.cat([s, s], -1)
+        rotate_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * cos + rotate_half * sin
+    # llama2.c run.c: each consecutive pair (v0, v1) -> (v0·fcr − v1·fci, v0·fci + v1·fcr)
+    out = x.clone()
+    for j in range(half):
+        v0, v1 = x[..., 2 * j], x[..., 2 * j + 1]
+        fcr, fci = c[..., j], s[..., j]
+        out[..., 2 * j] = v0 * fcr - v1 * fci
+        out[..., 2 * j + 1] = v0 * fci + v1 * fcr
+    return out
 
 
 def act_fn(name):
@@ -253,12 +260,18 @@ def main():
          base_config(hidden_size=20, num_attention_heads=2, num_key_value_heads=2,
                      hidden_act="gelu", mlp_type="dense", mlp_bias=True, attention_bias=True,
                      rope_style="interleaved", tie_word_embeddings=True), 2, 11, 3),
-        # MoE in every layer, a shared expert, no renormalisation, H=6 G=3, 3 layers
-        ("moe_every_layer_shared",
+        # MoE in every layer, a shared expert, no renormalisation, biases everywhere,
+        # H=6 G=3, 3 layers
+        ("moe_every_layer_shared_bias",
          base_config(hidden_size=36, num_attention_heads=6, num_key_value_heads=3,
                      num_hidden_layers=3, num_experts=5, num_experts_per_tok=2,
                      norm_topk_prob=False, shared_expert_intermediate_size=10,
-                     vocab_size=29), 2, 8, 4),
+                     mlp_bias=True, attention_bias=True, vocab_size=29), 2, 8, 4),
+        # dense ReLU MoE experts (top-1 of 3), every other layer of 4, the rest dense
+        ("moe_dense_relu_top1",
+         base_config(hidden_act="relu", mlp_type="dense", num_hidden_layers=4, num_experts=3,
+                     num_experts_per_tok=1, decoder_sparse_step=2, moe_intermediate_size=16),
+         2, 6, 6),
         # attention only, multi-query (G = 1), odd sizes
         ("attention_only_mqa",
          base_config(hidden_size=30, num_attention_heads=3, num_key_value_heads=1,

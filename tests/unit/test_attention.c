@@ -25,6 +25,8 @@ static void fill(float *x, int64_t n, float scale) {
 }
 
 enum { B = 2, T = 9, H = 4, G = 2, DH = 6, HD = H * DH, GD = G * DH };
+enum { NT = 2 }; /* the team size; scratch is sized for T <= 16:
+                    ffn_attention_scratch_floats(NT, 16, DH, 1) floats */
 
 static double weighted_sum(const float *x, const float *r, int64_t n) {
     double s = 0.0;
@@ -33,8 +35,8 @@ static double weighted_sum(const float *x, const float *r, int64_t n) {
 }
 
 static void attn(float *out, float *probs, const float *q, const float *k, const float *v) {
-    static float scratch[64 * (DH + 1) * T];
-    ffn_attn_dims d = {B, T, 0, H, G, DH};
+    static float scratch[NT * (DH + 2 * 16) * 16];
+    ffn_attn_dims d = {B, T, 0, H, G, DH, NT};
     ffn_attention_forward(out, HD, probs, scratch, q, HD, k, GD, v, GD, &d);
 }
 
@@ -65,7 +67,7 @@ static void test_causal_mask(void) {
 
 static void test_kv_cache(void) {
     static float q[B * T * HD], k[B * T * GD], v[B * T * GD], full[B * T * HD], one[HD];
-    static float scratch[64 * (DH + 1) * T];
+    static float scratch[NT * (DH + 2 * 16) * 16];
     fill(q, B * T * HD, 1.0f);
     fill(k, B * T * GD, 1.0f);
     fill(v, B * T * GD, 1.0f);
@@ -73,7 +75,7 @@ static void test_kv_cache(void) {
     double worst = 0.0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            ffn_attn_dims d = {1, 1, t, H, G, DH}; /* one query at position t */
+            ffn_attn_dims d = {1, 1, t, H, G, DH, NT}; /* one query at position t */
             ffn_attention_forward(one, HD, NULL, scratch, q + (b * T + t) * HD, HD, k + b * T * GD,
                                   GD, v + b * T * GD, GD, &d);
             for (int i = 0; i < HD; i++) {
@@ -145,13 +147,13 @@ static double attn_loss_global(void) { return attn_loss(gq, gk, gv, gr); }
 
 static void test_attention_grad(void) {
     static float probs[B * H * T * T], o[B * T * HD], dq[B * T * HD], dk[B * T * GD],
-        dv[B * T * GD], scratch[64 * (DH + 1) * T];
+        dv[B * T * GD], scratch[NT * (DH + 2 * 16) * 16];
     fill(gq, B * T * HD, 1.0f);
     fill(gk, B * T * GD, 1.0f);
     fill(gv, B * T * GD, 1.0f);
     fill(gr, B * T * HD, 1.0f);
     attn(o, probs, gq, gk, gv);
-    ffn_attn_dims d = {B, T, 0, H, G, DH};
+    ffn_attn_dims d = {B, T, 0, H, G, DH, NT};
     ffn_attention_backward(dq, dk, dv, gr, HD, probs, gq, HD, gk, GD, gv, GD, scratch, &d);
     fd_check("attn dq", gq, dq, B * T * HD, attn_loss_global, 1);
     fd_check("attn dk", gk, dk, B * T * GD, attn_loss_global, 1);
@@ -189,6 +191,8 @@ static void test_rmsnorm_grad(void) {
 }
 
 int main(void) {
+    CHECK(ffn_attention_scratch_floats(NT, 16, DH, 1) <= (size_t)NT * (DH + 2 * 16) * 16,
+          "the tests' scratch arrays are too small");
     test_causal_mask();
     test_kv_cache();
     test_rope();

@@ -9,8 +9,8 @@
 #include <string.h>
 
 /* FNV-1a of the text of 500 sentences, seed 1 (see test_determinism). */
-#define GOLDEN_EN 0x63bc799dcb5bca77ull
-#define GOLDEN_ZH 0xa67507cc9ba8ce00ull
+#define GOLDEN_EN 0xacce9a47c728cfa2ull
+#define GOLDEN_ZH 0xb1f58a9070bde5f9ull
 
 /* ---- small helpers ------------------------------------------------------ */
 
@@ -305,10 +305,13 @@ static void check_pronouns(const ffn_corpus *c) {
     /* compare every distinct name against the set of the other gender */
     for (int64_t i = 0; i < n_names; i++) {
         if (names[i][0] != '1') continue;
-        char *probe = names[i];
+        char *probe = dup_span(names[i], (int64_t)strlen(names[i]));
         probe[0] = '2';
-        if (bsearch(&probe, names, (size_t)n_names, sizeof *names, cmp_str)) flips++;
-        probe[0] = '1';
+        if (bsearch(&probe, names, (size_t)n_names, sizeof *names, cmp_str)) {
+            if (flips < 5) fprintf(stderr, "name %s has both genders\n", probe + 2);
+            flips++;
+        }
+        free(probe);
     }
     CHECK(flips == 0, "%lld names appear with both genders", (long long)flips);
     for (int64_t i = 0; i < n_names; i++) free(names[i]);

@@ -1,6 +1,6 @@
 /* test_layer.c -- the dense/gated FFN layer against a naive double-precision
  * C reference, for every activation × dense/gated × bias × save mode on odd
- * shapes (D or F = 1, primes) and N ∈ {0, 1, 3, 8, 9, 129} (both sides of
+ * shapes (D or F = 1, primes) and N ∈ {0, 1, 3, 4, 5, 129} (both sides of
  * the decode threshold); forward, dx and every weight and bias gradient,
  * accumulated onto non-zero gradients.  Then the properties: both save modes
  * give bitwise identical gradients, rows are independent (permutation, one
@@ -8,8 +8,10 @@
  * thread counts, dx = NULL and NULL gradients are skipped, bad configs and
  * calls get their specific errors.
  *
- * Tolerance: every tensor's max |ffn - ref| must be within 2e-5 of the
- * tensor's max |ref| (fp32 sums of at most 129 products; printed). */
+ * Tolerance: every tensor's max |ffn - ref| must be within 1e-5 of
+ * max(the tensor's max |ref|, 1) (fp32 sums of at most 129 products; the
+ * floor of 1 covers one-element tensors (D or F = 1) whose sums cancel;
+ * the worst error per tensor is printed). */
 #include "check.h"
 #include "kernels/kernels.h"
 
@@ -30,7 +32,7 @@ static float *rnd(size_t n, float scale) {
     for (size_t i = 0; i < n; i++) p[i] = frand() * scale;
     return p;
 }
-static float *dup(const float *p, size_t n) {
+static float *dup_floats(const float *p, size_t n) {
     float *q = malloc((n ? n : 1) * sizeof *q);
     if (n) memcpy(q, p, n * sizeof *q);
     return q;
@@ -67,7 +69,7 @@ static void tensors_init(tensors *t, int64_t D, int64_t F, int gated, int bias, 
 }
 static void tensors_copy(tensors *dst, const tensors *src) {
     *dst = *src;
-    for (int i = 0; i < 6; i++) dst->w[i] = src->w[i] ? dup(src->w[i], tensor_len(src, i)) : NULL;
+    for (int i = 0; i < 6; i++) dst->w[i] = src->w[i] ? dup_floats(src->w[i], tensor_len(src, i)) : NULL;
 }
 static void tensors_free(tensors *t) {
     for (int i = 0; i < 6; i++) free(t->w[i]);
@@ -143,7 +145,8 @@ static void reference(const tensors *w, ffn_act act, int64_t n, const float *x, 
     free(pg); free(pu); free(h); free(dg); free(du);
 }
 
-/* max |a - b| / max |b|, or the absolute error when b is all zeros */
+/* max |a - b| / max(max |b|, 1): relative for tensors of size ~1 and more,
+ * absolute below (one-element tensors whose sums cancel, D or F = 1) */
 static double rel_err(const float *a, const float *b, size_t n) {
     double e = 0, m = 0;
     for (size_t i = 0; i < n; i++) {
@@ -151,7 +154,7 @@ static double rel_err(const float *a, const float *b, size_t n) {
         if (!(d <= e)) e = d; /* NaN wins */
         if (fabs(b[i]) > m) m = fabs(b[i]);
     }
-    return m > 0 ? e / m : e;
+    return e / (m > 1 ? m : 1);
 }
 
 /* ---- one layer run: create, forward, backward ----------------------------- */
@@ -199,8 +202,8 @@ static double worst_by_tensor[8];
 
 static void test_against_reference(ffn_ctx *ctx) {
     static const int64_t shapes[][2] = {{1, 1}, {7, 13}, {16, 1}, {1, 9}, {33, 65}};
-    static const int64_t ns[] = {0, 1, 3, 8, 9, 129};
-    const double tol = 2e-5;
+    static const int64_t ns[] = {0, 1, 3, 4, 5, 129};
+    const double tol = 1e-5;
     int cases = 0;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int gated = 0; gated < 2; gated++)
@@ -238,7 +241,7 @@ static void test_against_reference(ffn_ctx *ctx) {
                             tensors_free(&w); tensors_free(&g0); tensors_free(&gref);
                             free(x); free(dy); free(yref); free(dxref);
                         }
-    printf("reference: %d cases; max error relative to the tensor's max |ref| "
+    printf("reference: %d cases; max error relative to max(max |ref|, 1) "
            "(tolerance %.0e):\n ", cases, tol);
     static const char *names[8] = {"gate_w", "gate_b", "up_w", "up_b", "down_w", "down_b", "y", "dx"};
     for (int i = 0; i < 8; i++) printf(" %s %.2g", names[i], worst_by_tensor[i]);
@@ -255,7 +258,7 @@ static int same_grads(const run_out *a, const run_out *b) {
 }
 
 static void test_properties(ffn_ctx *ctx) {
-    static const int64_t ns[] = {1, 3, 8, 9, 129};
+    static const int64_t ns[] = {1, 3, 4, 5, 129};
     for (int gated = 0; gated < 2; gated++)
         for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++) {
             int64_t D = 24, F = 40, n = ns[in];
@@ -321,11 +324,11 @@ static void test_threads(void) {
     ffn_ctx *c1, *c2;
     ffn_ctx_create(1, &c1);
     ffn_ctx_create(2, &c2);
-    const int64_t D = 96, F = 272;
+    const int64_t D = 256, F = 272; /* big enough to go parallel */
     tensors w, g0;
     tensors_init(&w, D, F, 1, 1, 0.5f);
     tensors_init(&g0, D, F, 1, 1, 0.0f);
-    for (int64_t n = 1; n <= 129; n += 128) {
+    for (int64_t n = 1; n <= 129; n += 128) { /* decode path, matrix engine */
         float *x = rnd(n * D, 1), *dy = rnd(n * D, 1);
         run_out a, b;
         run_layer(c1, &w, FFN_ACT_SILU, FFN_SAVE_ACTIVATIONS, n, x, dy, &g0, 1, &a);

@@ -117,6 +117,11 @@ static void test_table(ffn_ctx *ctx) {
     const ffn_model_tensor *k = ffn_model_find_tensor(m, "model.layers.0.self_attn.k_proj.weight");
     CHECK(k && k->shape[0] == 4 && k->shape[1] == 8, "k_proj shape (G·Dh, D) = (4, 8)");
     CHECK(ffn_model_grads(m, NULL) == NULL, "inference model has gradients");
+    int64_t total = 0, active = 0;
+    CHECK(ffn_model_config_count_params(&c, &total, &active) == FFN_OK &&
+              total == ffn_model_num_params(m) && active == ffn_model_active_params(m),
+          "count_params %lld/%lld != model %lld/%lld", (long long)total, (long long)active,
+          (long long)ffn_model_num_params(m), (long long)ffn_model_active_params(m));
     /* active params: 1 of 3 experts' (3·6·8) weights are idle per token */
     CHECK(ffn_model_active_params(m) == ffn_model_num_params(m) - 3 * 6 * 8,
           "active params %lld", (long long)ffn_model_active_params(m));
@@ -126,6 +131,26 @@ static void test_table(ffn_ctx *ctx) {
     CHECK(ffn_model_find_tensor(m, "lm_head.weight") == NULL, "tied model has lm_head.weight");
     ffn_model_free(m);
     ffn_model_free(NULL);
+    /* count_params against the table, over the FFN slot variants */
+    for (int v = 0; v < 4; v++) {
+        tiny_config(&c);
+        if (v == 0) c.shared_expert_intermediate_size = 5, c.mlp_bias = 1, c.moe_layer_freq = 1;
+        if (v == 1) c.num_experts = 0, c.mlp_type = FFN_MODEL_MLP_NONE;
+        if (v == 2) c.num_experts = 0, c.mlp_type = FFN_MODEL_MLP_DENSE, c.mlp_bias = 1;
+        if (v == 3) c.mlp_type = FFN_MODEL_MLP_DENSE, c.tie_word_embeddings = 1, c.attention_bias = 0;
+        if (ffn_model_create(ctx, &c, NULL, &m)) {
+            CHECK(0, "variant %d: create: %s", v, ffn_last_error());
+            continue;
+        }
+        int64_t sum = 0;
+        for (int64_t i = 0; i < ffn_model_num_tensors(m); i++) sum += ffn_model_tensor_at(m, i)->numel;
+        ffn_model_config_count_params(&c, &total, &active);
+        CHECK(total == sum && total == ffn_model_num_params(m), "variant %d: count %lld, table %lld",
+              v, (long long)total, (long long)sum);
+        CHECK(v == 1 || v == 2 ? active == total : active < total, "variant %d: active %lld", v,
+              (long long)active);
+        ffn_model_free(m);
+    }
 }
 
 static ffn_model *make(ffn_ctx *ctx, uint64_t seed) {

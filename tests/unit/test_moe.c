@@ -666,6 +666,16 @@ int main(void) {
     check_backward(ctx, "capacity sigmoid, recompute", &cap_sig, 8);
     check_backward(ctx, "k = E", &kE, 3);
 
+    /* Both expert schedules (side by side and one after another) under an
+     * explicit 2-thread context, whatever FFN_NUM_THREADS says. */
+    ffn_ctx *ctx2 = NULL;
+    if (ffn_ctx_create(2, &ctx2) == FFN_OK) {
+        check_forward(ctx2, "2 threads, mixtral", &mixtral, 40);
+        check_backward(ctx2, "2 threads, mixtral", &mixtral, 40);
+        check_backward(ctx2, "2 threads, qwen2-moe", &qwen, 3);
+        ffn_ctx_free(ctx2);
+    }
+
     check_ties(ctx);
     check_capacity(ctx);
     check_configs();

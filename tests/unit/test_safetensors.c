@@ -9,7 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[] = "/tmp/ffn_test_st_XXXXXX";
@@ -132,6 +134,102 @@ static void test_conversions(void) {
         if (!isnan(f) && ffn_f32_to_bf16(f) != b) bad++;
     }
     CHECK(bad == 0, "%d bf16 values do not round-trip", bad);
+}
+
+/* Independent references for narrowing: the CPU's F16C instruction for
+ * f16 (round-to-nearest-even), and for bf16 the nearer of the two
+ * neighbouring bf16 values computed in double (ties to the even one). */
+#include <immintrin.h>
+__attribute__((target("f16c"))) static uint16_t f16c_ref(float f) {
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+static uint16_t bf16_ref(float f) {
+    uint32_t u = bits(f);
+    if (isnan(f)) return (uint16_t)((u >> 16) | 0x40);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1); /* same sign, one ulp further from 0 */
+    double x = fabs((double)f), a = fabs((double)ffn_bf16_to_f32(lo));
+    /* the value one bf16 ulp above |lo| (may be inf: use the exact power of 2) */
+    int e = (int)((u >> 23) & 0xFF);
+    double ulp = ldexp(1.0, (e ? e : 1) - 127 - 7);
+    double b = a + ulp;
+    if (x - a < b - x) return lo;
+    if (x - a > b - x) return hi;
+    return (lo & 1) ? hi : lo;
+}
+
+static void test_narrowing_against_references(void) {
+    uint64_t state = 0x9E3779B97F4A7C15ull; /* fixed seed */
+    int bad16 = 0, badbf = 0, n = 2000000;
+    int have_f16c = __builtin_cpu_supports("f16c");
+    for (int i = 0; i < n; i++) {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        uint32_t u = (uint32_t)state;
+        /* a quarter of the cases sit exactly on or next to a rounding tie */
+        if ((i & 3) == 1) u = (u & ~0x1FFFu) | 0x1000u;
+        if ((i & 3) == 2) u = (u & ~0xFFFFu) | 0x8000u;
+        if ((i & 7) == 3) u = (u & 0x807FFFFFu) | ((uint32_t)(100 + (u >> 27)) << 23); /* near half's range */
+        float f;
+        memcpy(&f, &u, 4);
+        if (have_f16c) {
+            uint16_t got = ffn_f32_to_f16(f), want = f16c_ref(f);
+            if (isnan(f) ? !((got & 0x7C00) == 0x7C00 && (got & 0x3FF) && (got & 0x8000) == (want & 0x8000))
+                         : got != want) {
+                if (bad16++ < 5) fprintf(stderr, "f16 of 0x%08x: got 0x%04x, F16C 0x%04x\n", u, got, want);
+            }
+        }
+        uint16_t gb = ffn_f32_to_bf16(f), wb = bf16_ref(f);
+        if (gb != wb && badbf++ < 5) fprintf(stderr, "bf16 of 0x%08x: got 0x%04x, reference 0x%04x\n", u, gb, wb);
+    }
+    CHECK(bad16 == 0, "%d of %d f32->f16 differ from F16C%s", bad16, n, have_f16c ? "" : " (no F16C: skipped)");
+    CHECK(badbf == 0, "%d of %d f32->bf16 differ from the double-precision reference", badbf, n);
+}
+
+__attribute__((target("f16c"))) static float f16c_widen(uint16_t h) { return _cvtsh_ss(h); }
+
+/* Bulk widening through a file (the chunked, vectorised path) on every
+ * 16-bit pattern, against F16C for f16 and the definition for bf16.  The
+ * tensors sit at odd offsets (after a 1-byte tensor) to exercise unaligned
+ * sources. */
+static void test_bulk_widening(void) {
+    uint16_t *all = malloc(65536 * sizeof *all);
+    float *out = malloc(65536 * sizeof *out);
+    for (uint32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+    snprintf(path, sizeof path, "%s/all16.safetensors", dir);
+    char header[256];
+    int hl = snprintf(header, sizeof header,
+                      "{\"pad\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"h\":{\"dtype\":\"F16\",\"shape\":[256,256],\"data_offsets\":[1,131073]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[65536],\"data_offsets\":[131073,262145]}}");
+    FILE *fp = fopen(path, "wb");
+    uint64_t len = (uint64_t)hl;
+    fwrite(&len, 8, 1, fp);
+    fwrite(header, 1, (size_t)hl, fp);
+    fputc(7, fp);
+    fwrite(all, 2, 65536, fp);
+    fwrite(all, 2, 65536, fp);
+    fclose(fp);
+    ffn_st_file *f = NULL;
+    CHECK(ffn_st_open(path, &f) == FFN_OK, "open all16: %s", ffn_last_error());
+    if (f) {
+        int have_f16c = __builtin_cpu_supports("f16c"), bad = 0;
+        CHECK(ffn_st_read_f32(f, "h", 2, (int64_t[]){256, 256}, out) == FFN_OK, "read h");
+        for (uint32_t i = 0; i < 65536; i++) {
+            float want = have_f16c ? f16c_widen((uint16_t)i) : ffn_f16_to_f32((uint16_t)i);
+            if (isnan(want) ? !isnan(out[i]) || signbit(out[i]) != signbit(want) : bits(out[i]) != bits(want)) bad++;
+            if (!isnan(want) && bits(ffn_f16_to_f32((uint16_t)i)) != bits(want)) bad++;
+        }
+        CHECK(bad == 0, "%d f16 patterns widen differently from F16C", bad);
+        bad = 0;
+        CHECK(ffn_st_read_f32(f, "b", 1, (int64_t[]){65536}, out) == FFN_OK, "read b");
+        for (uint32_t i = 0; i < 65536; i++) bad += bits(out[i]) != i << 16;
+        CHECK(bad == 0, "%d bf16 patterns widen wrongly", bad);
+        ffn_st_close(f);
+    }
+    free(all);
+    free(out);
 }
 
 static void test_round_trip(void) {
@@ -542,6 +640,55 @@ static void test_atomic_write(void) {
     ffn_st_writer_free(w);
 }
 
+/* A save killed at a random moment leaves either no file or a complete
+ * one at the target, never a truncated one (a stray *.tmp.* file may stay
+ * behind; it is never at the target's name). */
+static void test_killed_save(void) {
+    char sub[700];
+    snprintf(sub, sizeof sub, "%s/killed", dir);
+    mkdir(sub, 0700);
+    snprintf(path, sizeof path, "%s/big.safetensors", sub);
+    size_t n = (size_t)16 << 20; /* 64 MiB of fp32 */
+    float *big = calloc(n, sizeof *big);
+    if (!big) return;
+    for (size_t i = 0; i < n; i += 4096) big[i] = (float)i;
+    int complete = 0, absent = 0, broken = 0;
+    for (int round = 0; round < 6; round++) {
+        unlink(path);
+        pid_t pid = fork();
+        if (pid == 0) {
+            ffn_st_writer *w = NULL;
+            ffn_st_writer_create(&w);
+            ffn_st_writer_add(w, "big", FFN_DTYPE_F32, 1, (int64_t[]){(int64_t)n}, big);
+            for (;;) ffn_st_writer_save(w, path); /* until killed */
+        }
+        if (round % 2 == 0) {
+            usleep(20000 + 30000 * (useconds_t)round); /* most likely during the first save */
+        } else {
+            /* after the first save landed: kill during the replacing save */
+            for (int waited = 0; waited < 1000 && access(path, F_OK) != 0; waited++) usleep(10000);
+            usleep(10000 * (useconds_t)round);
+        }
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        ffn_st_file *f = NULL;
+        ffn_status st = ffn_st_open(path, &f);
+        if (st == FFN_OK) complete++;
+        else if (st == FFN_ERR_IO && strstr(ffn_last_error(), "No such file")) absent++;
+        else {
+            broken++;
+            fprintf(stderr, "after kill: %s\n", ffn_last_error());
+        }
+        ffn_st_close(f);
+    }
+    free(big);
+    printf("killed saves: %d complete, %d absent, %d broken\n", complete, absent, broken);
+    CHECK(broken == 0, "%d killed saves left a broken file", broken);
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", sub);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", sub);
+}
+
 /* The in-memory entry point used by the fuzzer. */
 static void test_open_buffer(void) {
     const char header[] = "{\"a\":{\"dtype\":\"I8\",\"shape\":[2],\"data_offsets\":[0,2]}}";
@@ -567,10 +714,13 @@ int main(void) {
     }
     test_dtypes();
     test_conversions();
+    test_narrowing_against_references();
+    test_bulk_widening();
     test_round_trip();
     test_bad_files();
     test_lookup_errors();
     test_atomic_write();
+    test_killed_save();
     test_open_buffer();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -1,0 +1,181 @@
+/* ffn/checkpoint.h -- real checkpoints in and out: llama2.c .bin files and
+ * Hugging Face safetensors directories (llama, mistral, qwen2, mixtral,
+ * qwen2_moe, and ffn's own checkpoint directories), and the llama2.c
+ * tokenizer.bin vocabulary.
+ *
+ * Part of the public API; include <ffn.h>, not this file.
+ *
+ * Letters:  V vocab, D hidden_size, F intermediate_size, L layers,
+ *           H heads, G key/value heads, Dh = D/H head dim, T positions.
+ *
+ * ---- Formats read by ffn_checkpoint_load_model ---------------------------
+ * A regular FILE is a llama2.c checkpoint ("legacy" layout): seven
+ * little-endian int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+ * vocab_size, seq_len; a negative vocab_size means an untied classifier at
+ * the end), then fp32 arrays: token_embedding (V, D), rms_att (L, D),
+ * wq (L, H·Dh, D), wk (L, G·Dh, D), wv (L, G·Dh, D), wo (L, D, H·Dh),
+ * rms_ffn (L, D), w1 = gate (L, F, D), w2 = down (L, D, F), w3 = up (L, F, D),
+ * rms_final (D), freq_cis_real and _imag (T, Dh/2) each (skipped: RoPE is
+ * recomputed), wcls (V, D) when untied.  Dh = D/H, RMSNorm eps 1e-5, RoPE
+ * theta 1e4 rotating CONSECUTIVE pairs (2j, 2j+1): the model is created
+ * with rope_style FFN_ROPE_INTERLEAVED and the weights are used as stored.
+ * Every header value is checked (positive, H | D, G | H, Dh even, sizes
+ * below 2^31 per dimension) and the file size must equal what the header
+ * promises, freq_cis arrays included (so seq_len is bounded by the file
+ * too); all arithmetic is 64-bit and overflow-checked.  llama2.c's
+ * versioned exports (magic "ak42") are recognised and refused by name.
+ *
+ * A DIRECTORY holds config.json and either model.safetensors or the shards
+ * named in model.safetensors.index.json ("weight_map": tensor -> file; a
+ * shard name must be a plain file name in the directory).  model_type is
+ * one of llama, mistral, qwen2 (q/k/v biases), mixtral (experts
+ * block_sparse_moe.experts.{e}.w1/w2/w3 = gate/down/up, router
+ * block_sparse_moe.gate), qwen2_moe (mlp.experts.{e}.*, router mlp.gate,
+ * mlp.shared_expert.*, mlp.shared_expert_gate); ffn's own checkpoints
+ * (src/train.c) are llama/qwen2_moe directories with extra ffn keys.
+ * Weights may be F32, F16 or BF16 (converted to fp32 exactly).  The head
+ * is tied when tie_word_embeddings is true (a stored lm_head.weight is then
+ * ignored, as Hugging Face does).  These checkpoints rotate HALVES
+ * (rotate_half: pairs (j, j + Dh/2)): rope_style FFN_ROPE_HALF unless the
+ * config says "rope_style": "interleaved" (an ffn key).  Not supported
+ * (FFN_ERR_UNSUPPORTED, naming the field): rope_scaling, a head_dim other
+ * than D/H, qwen2_moe mlp_only_layers.  A sliding window (mistral's
+ * "sliding_window", qwen2's with "use_sliding_window") is honoured by
+ * capping the context at the window, where full attention is exact.
+ * Every tensor the model needs must be present with the right shape, and
+ * a tensor the config does not explain is an error (a config/weights
+ * mismatch), except rotary_emb.inv_freq buffers.
+ *
+ * Memory: files are memory-mapped and converted straight into the model's
+ * flat parameter block; mapped pages are released as soon as a tensor is
+ * converted, so loading costs about the parameter block and no second copy.
+ *
+ * Errors name the file and what is wrong ("stories.bin: header says
+ * n_layers 5 ... the file has 1000 bytes but the header promises 1030740").
+ *
+ * ---- Writing ---------------------------------------------------------------
+ * ffn_checkpoint_save_hf writes a Hugging Face directory: config.json with
+ * HF names (model_type llama; qwen2 with attention biases; mixtral or
+ * qwen2_moe with experts), model.safetensors with HF names, RoPE in the HF
+ * rotate_half convention: q_proj/k_proj rows (and q/k biases) of a model
+ * whose rope_style is interleaved are permuted per head, row 2j+h -> row
+ * h·Dh/2 + j (h in {0,1}).  The directory is written whole beside the
+ * target and swapped in atomically.  ffn_checkpoint_save_llama2c writes
+ * the legacy .bin (with freq_cis arrays, as llama2.c's export does) and
+ * permutes the other way for a half-style model; it needs what the format
+ * can express: gated SiLU, no biases, no MoE, eps 1e-5, theta 1e4.
+ * The file goes to PATH.tmp, is fsynced and renamed.
+ *
+ * ---- llama2.c tokenizer.bin --------------------------------------------------
+ * int32 max_token_length, then per token: float32 score, int32 len, len
+ * bytes.  The file does not store V: the tokens run to the end of the file
+ * (or exactly V tokens when the caller knows V).  Encoding is llama2.c's:
+ * optional BOS (id 1), a dummy-prefix " " token when the text is not empty,
+ * one token per UTF-8 code point found in the vocabulary, else one
+ * "<0xXX>" byte token per byte, then repeatedly merge the adjacent pair
+ * whose concatenation is in the vocabulary with the highest score (the
+ * leftmost among equal scores; BOS never merges) until no pair merges;
+ * optional EOS (id 2).
+ * Decoding: "<0xXX>" pieces are the byte XX; a piece following BOS loses
+ * its leading space.
+ */
+#ifndef FFN_CHECKPOINT_H
+#define FFN_CHECKPOINT_H
+
+#include "core.h"
+#include "model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ffn_checkpoint_format {
+    FFN_CHECKPOINT_LLAMA2C = 0, /* a llama2.c .bin file */
+    FFN_CHECKPOINT_HF,          /* a Hugging Face safetensors directory */
+    FFN_CHECKPOINT_FFN          /* an ffn checkpoint directory (HF layout + ffn keys) */
+} ffn_checkpoint_format;
+
+/* "llama2c", "hf", "ffn". */
+const char *ffn_checkpoint_format_name(ffn_checkpoint_format format);
+
+#define FFN_CHECKPOINT_PATH_MAX 4096
+
+typedef struct ffn_checkpoint_info {
+    ffn_checkpoint_format format;
+    char model_type[32];       /* "llama2c", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe" */
+    int n_dtypes[4];           /* tensors read per file dtype: [0] F32 [1] F16 [2] BF16 [3] other */
+    int64_t n_files;           /* weight files read (shards) */
+    int64_t file_bytes;        /* their total size */
+    int64_t context_cap;       /* > 0: context capped at a sliding window of this length */
+    /* A vocabulary found beside the weights ("" when none):
+     * ffn's tokenizer.txt (ffn_tokenizer_load) or a llama2.c tokenizer.bin. */
+    char tokenizer_path[FFN_CHECKPOINT_PATH_MAX];
+    int tokenizer_is_llama2c;
+} ffn_checkpoint_info;
+
+/* Read a checkpoint's configuration only (no weights). */
+ffn_status ffn_checkpoint_read_config(const char *path, ffn_model_config *cfg,
+                                      ffn_checkpoint_info *info);
+
+/* Detect the format of `path`, create a model for it and fill its weights.
+ * opt may be NULL (inference, B = 1, T = the context); opt->max_seq larger
+ * than the context is capped to it.  info may be NULL.  On failure *model
+ * is NULL and the error names the file and what is wrong. */
+ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
+                                     const ffn_model_options *opt, ffn_model **model,
+                                     ffn_checkpoint_info *info);
+
+typedef struct ffn_hf_save_options {
+    const char *dtype;          /* "F32" (NULL: exact), "F16" or "BF16" (rounded to nearest even) */
+    const char *tokenizer_path; /* copied into the directory when not NULL */
+    int tokenizer_is_llama2c;   /* it is a tokenizer.bin (else ffn's tokenizer.txt) */
+    int64_t context_cap;        /* > 0: write max_position_embeddings = min(the model's, this)
+                                   (a source's sliding window: full attention is exact up to it) */
+} ffn_hf_save_options;
+
+/* Write `model` as a Hugging Face directory `dir` (see the overview);
+ * opts may be NULL (F32, no tokenizer). */
+ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
+                                  const ffn_hf_save_options *opts);
+/* Write `model` as a llama2.c .bin at `path`. */
+ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path);
+
+/* ---- llama2.c tokenizer.bin ------------------------------------------------ */
+
+#define FFN_LLAMA2C_BOS 1
+#define FFN_LLAMA2C_EOS 2
+#define FFN_LLAMA2C_MAX_TOKEN_LEN 65536 /* loader bound on max_token_length */
+
+typedef struct ffn_llama2c_tokenizer ffn_llama2c_tokenizer;
+
+/* expected_vocab > 0: read exactly that many tokens (the model's V) and
+ * reject trailing bytes; 0: read tokens to the end of the file. */
+ffn_status ffn_llama2c_tokenizer_load(const char *path, int64_t expected_vocab,
+                                      ffn_llama2c_tokenizer **out);
+ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const char *name,
+                                       int64_t expected_vocab, ffn_llama2c_tokenizer **out);
+void ffn_llama2c_tokenizer_free(ffn_llama2c_tokenizer *tok); /* NULL is a no-op */
+
+int64_t ffn_llama2c_tokenizer_vocab_size(const ffn_llama2c_tokenizer *tok);
+/* Token id's bytes as stored (not NUL-terminated), NULL when out of range. */
+const char *ffn_llama2c_tokenizer_token(const ffn_llama2c_tokenizer *tok, int32_t id,
+                                        size_t *len, float *score);
+
+/* Encode into a malloc'd array (free() it); bos/eos add ids 1/2. */
+ffn_status ffn_llama2c_tokenizer_encode(const ffn_llama2c_tokenizer *tok, const char *text,
+                                        size_t n_bytes, int bos, int eos, int32_t **ids,
+                                        int64_t *n_tokens);
+/* The bytes token `id` stands for after token `prev` (see the overview);
+ * *bytes points into the tokenizer or into `byte_buf` (1 byte). */
+ffn_status ffn_llama2c_tokenizer_piece(const ffn_llama2c_tokenizer *tok, int32_t prev, int32_t id,
+                                       char byte_buf[1], const char **bytes, size_t *len);
+/* Decode ids (N) into a NUL-terminated malloc'd string (free() it); the
+ * token before ids[0] is taken to be `prev` (-1: none). */
+ffn_status ffn_llama2c_tokenizer_decode(const ffn_llama2c_tokenizer *tok, int32_t prev,
+                                        const int32_t *ids, int64_t n_tokens, char **text,
+                                        size_t *n_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FFN_CHECKPOINT_H */

@@ -1,0 +1,534 @@
+/* probe.c -- do gates differ by token?  Linear probes that predict a
+ * token's word class from a layer's gate activations (act(gate·x); dense
+ * layers act(up·x)) and, for comparison, from the FFN's input x; the
+ * class-frequency baseline; and per class the most selective neurons
+ * (include/ffn/inspect.h).  The probe is multinomial logistic regression on
+ * standardised features, trained by mini-batch SGD in double precision with
+ * a fixed shuffle: the same numbers on every run.
+ *
+ * Letters: N labelled tokens, D hidden, Fw a layer's gate features (F, or
+ * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
+ * L layers. */
+#include "common.h"
+
+#include <math.h>
+#include <string.h>
+
+#define C_CLASSES FFN_WORD_N_CLASSES
+
+const char *ffn_probe_split_name(ffn_probe_split s) {
+    switch (s) {
+    case FFN_PROBE_SPLIT_WORDS: return "words";
+    case FFN_PROBE_SPLIT_SENTENCES: return "sentences";
+    case FFN_PROBE_SPLIT_TOKENS: return "tokens";
+    }
+    return "?";
+}
+
+void ffn_probe_options_default(ffn_probe_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->lang = FFN_LANG_EN;
+    o->sentences = 500;
+    o->corpus_seed = 20260101;
+    o->split = FFN_PROBE_SPLIT_WORDS;
+    o->heldout_fraction = 0.3;
+    o->epochs = 20;
+    o->batch = 64;
+    o->lr = 0.1;
+    o->l2 = 1e-3;
+    o->seed = 7;
+    o->top_selective = 5;
+}
+
+void ffn_probe_result_free(ffn_probe_result *r) {
+    if (!r) return;
+    for (int64_t i = 0; r->layers && i < r->n_layers; i++) {
+        free(r->layers[i].selective);
+        free(r->layers[i].selective_d);
+    }
+    free(r->layers);
+    free(r);
+}
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* ---- the probe: multinomial logistic regression ------------------------------------ */
+
+/* Fit on the rows with split 0, report accuracy on split 0 and split 1.
+ * X (N, d) is read-only; it is standardised on the fly with the training
+ * rows' mean and sd (a constant feature contributes nothing). */
+static ffn_status probe_fit(const float *X, int64_t N, int64_t d, const int8_t *y,
+                            const int8_t *split, const ffn_probe_options *o, double *train_acc,
+                            double *test_acc) {
+    const int64_t C = C_CLASSES, d1 = d + 1;
+    double *mean = calloc((size_t)d, sizeof *mean), *inv = calloc((size_t)d, sizeof *inv);
+    double *W = calloc((size_t)(C * d1), sizeof *W), *G = calloc((size_t)(C * d1), sizeof *G);
+    double *z = malloc((size_t)d * sizeof *z);
+    int64_t *idx = malloc((size_t)(N > 0 ? N : 1) * sizeof *idx);
+    ffn_status st = FFN_OK;
+    if (!mean || !inv || !W || !G || !z || !idx) {
+        st = ffn_error(FFN_ERR_NOMEM, "probe: out of memory");
+        goto done;
+    }
+    int64_t n_train = 0;
+    for (int64_t r = 0; r < N; r++)
+        if (split[r] == 0) idx[n_train++] = r;
+    for (int64_t k = 0; k < n_train; k++)
+        for (int64_t j = 0; j < d; j++) mean[j] += X[idx[k] * d + j];
+    for (int64_t j = 0; j < d; j++) mean[j] /= n_train > 0 ? (double)n_train : 1.0;
+    for (int64_t k = 0; k < n_train; k++)
+        for (int64_t j = 0; j < d; j++) {
+            double a = X[idx[k] * d + j] - mean[j];
+            inv[j] += a * a;
+        }
+    for (int64_t j = 0; j < d; j++) {
+        double sd = n_train > 1 ? sqrt(inv[j] / (double)(n_train - 1)) : 0.0;
+        inv[j] = sd > 1e-8 ? 1.0 / sd : 0.0;
+    }
+    uint64_t rng = o->seed;
+    double p[C_CLASSES];
+    for (int64_t ep = 0; ep < o->epochs && n_train > 0; ep++) {
+        for (int64_t k = n_train - 1; k > 0; k--) { /* Fisher-Yates */
+            int64_t j = (int64_t)(splitmix64(&rng) % (uint64_t)(k + 1));
+            int64_t t = idx[k];
+            idx[k] = idx[j];
+            idx[j] = t;
+        }
+        for (int64_t b0 = 0; b0 < n_train; b0 += o->batch) {
+            int64_t bn = n_train - b0 < o->batch ? n_train - b0 : o->batch;
+            memset(G, 0, (size_t)(C * d1) * sizeof *G);
+            for (int64_t k = b0; k < b0 + bn; k++) {
+                const float *x = X + idx[k] * d;
+                for (int64_t j = 0; j < d; j++) z[j] = (x[j] - mean[j]) * inv[j];
+                double mx = -INFINITY, sum = 0.0;
+                for (int64_t c = 0; c < C; c++) {
+                    const double *w = W + c * d1;
+                    double a = w[d];
+                    for (int64_t j = 0; j < d; j++) a += w[j] * z[j];
+                    p[c] = a;
+                    if (a > mx) mx = a;
+                }
+                for (int64_t c = 0; c < C; c++) sum += (p[c] = exp(p[c] - mx));
+                for (int64_t c = 0; c < C; c++) {
+                    double g = p[c] / sum - (c == y[idx[k]]);
+                    double *gr = G + c * d1;
+                    for (int64_t j = 0; j < d; j++) gr[j] += g * z[j];
+                    gr[d] += g;
+                }
+            }
+            for (int64_t i = 0; i < C * d1; i++)
+                W[i] -= o->lr * (G[i] / (double)bn + ((i % d1) != d ? o->l2 * W[i] : 0.0));
+        }
+    }
+    int64_t right[2] = {0, 0}, total[2] = {0, 0};
+    for (int64_t r = 0; r < N; r++) {
+        const float *x = X + r * d;
+        for (int64_t j = 0; j < d; j++) z[j] = (x[j] - mean[j]) * inv[j];
+        int64_t best = 0;
+        double bv = -INFINITY;
+        for (int64_t c = 0; c < C; c++) {
+            const double *w = W + c * d1;
+            double a = w[d];
+            for (int64_t j = 0; j < d; j++) a += w[j] * z[j];
+            if (a > bv) bv = a, best = c;
+        }
+        int s = split[r] != 0;
+        total[s]++;
+        right[s] += best == y[r];
+    }
+    *train_acc = total[0] ? (double)right[0] / (double)total[0] : 0.0;
+    *test_acc = total[1] ? (double)right[1] / (double)total[1] : 0.0;
+done:
+    free(mean), free(inv), free(W), free(G), free(z), free(idx);
+    return st;
+}
+
+/* Per class the k features with the largest (mean_in − mean_out) / pooled
+ * sd over the training rows.  sel/sd_out (C, k). */
+static ffn_status selectivity(const float *X, int64_t N, int64_t d, const int8_t *y,
+                              const int8_t *split, int64_t k, int64_t *sel, float *d_out) {
+    const int64_t C = C_CLASSES;
+    double *s1 = calloc((size_t)((C + 1) * d), sizeof *s1);
+    double *s2 = calloc((size_t)((C + 1) * d), sizeof *s2);
+    if (!s1 || !s2) {
+        free(s1), free(s2);
+        return ffn_error(FFN_ERR_NOMEM, "probe: out of memory");
+    }
+    int64_t cnt[C_CLASSES + 1] = {0};
+    /* row C holds the totals */
+    for (int64_t r = 0; r < N; r++) {
+        if (split[r] != 0) continue;
+        int c = y[r];
+        cnt[c]++, cnt[C]++;
+        for (int64_t j = 0; j < d; j++) {
+            double a = X[r * d + j];
+            s1[c * d + j] += a, s2[c * d + j] += a * a;
+            s1[C * d + j] += a, s2[C * d + j] += a * a;
+        }
+    }
+    for (int64_t c = 0; c < C; c++) {
+        int64_t *ids = sel + c * k;
+        float *vals = d_out + c * k;
+        for (int64_t i = 0; i < k; i++) ids[i] = -1, vals[i] = 0.0f;
+        int64_t n_in = cnt[c], n_out = cnt[C] - cnt[c];
+        if (n_in < 2 || n_out < 2) continue;
+        int64_t kept = 0;
+        for (int64_t j = 0; j < d; j++) {
+            double si = s1[c * d + j], qi = s2[c * d + j];
+            double so = s1[C * d + j] - si, qo = s2[C * d + j] - qi;
+            double mi = si / (double)n_in, mo = so / (double)n_out;
+            double ss = (qi - (double)n_in * mi * mi) + (qo - (double)n_out * mo * mo);
+            double var = ss / (double)(n_in + n_out - 2);
+            float dv = var > 1e-20 ? (float)((mi - mo) / sqrt(var)) : 0.0f;
+            if (kept == k && !(dv > vals[k - 1])) continue;
+            int64_t p = kept < k ? kept++ : k - 1;
+            while (p > 0 && dv > vals[p - 1]) {
+                vals[p] = vals[p - 1];
+                ids[p] = ids[p - 1];
+                p--;
+            }
+            vals[p] = dv;
+            ids[p] = j;
+        }
+    }
+    free(s1), free(s2);
+    return FFN_OK;
+}
+
+/* ---- features -------------------------------------------------------------------------- */
+
+/* The gate activations of layer l for rows x (n, D): (n, Fw). */
+static ffn_status gate_features(ffn_ctx *ctx, ffn_model *m, int64_t l, const float *x, int64_t n,
+                                float *out, int64_t Fw) {
+    const ffn_model_config *c = ffn_model_get_config(m);
+    if (!ffn_model_config_layer_is_moe(c, l))
+        return ffn_inspect_neurons(ctx, m, l, -1, x, n, NULL, out, NULL, NULL);
+    const int64_t E = c->num_experts, Fe = Fw / E;
+    float *g = malloc((size_t)(n * Fe) * sizeof *g);
+    if (!g) return ffn_error(FFN_ERR_NOMEM, "probe: out of memory");
+    ffn_status st = FFN_OK;
+    for (int64_t e = 0; e < E && !st; e++) {
+        if ((st = ffn_inspect_neurons(ctx, m, l, e, x, n, NULL, g, NULL, NULL))) break;
+        for (int64_t r = 0; r < n; r++)
+            memcpy(out + r * Fw + e * Fe, g + r * Fe, (size_t)Fe * sizeof *g);
+    }
+    free(g);
+    return st;
+}
+
+ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
+                             const int8_t *labels, const int8_t *split,
+                             const uint8_t *boundaries, int64_t n,
+                             const ffn_probe_options *opts, ffn_probe_result **out) {
+    static const char *fn = "ffn_inspect_probe";
+    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!m || !tokens || !labels || !split || n < 1)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, tokens, labels and split must not be "
+                         "NULL and n >= 1", fn);
+    ffn_probe_options o;
+    ffn_probe_options_default(&o);
+    if (opts) o = *opts;
+    if (o.epochs < 0 || o.batch < 1 || !(o.lr > 0.0) || !(o.l2 >= 0.0) || o.top_selective < 1)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: expected epochs >= 0, batch >= 1, lr > 0, "
+                         "l2 >= 0, top_selective >= 1", fn);
+    const ffn_model_config *c = ffn_model_get_config(m);
+    const int64_t L = c->num_hidden_layers, D = c->hidden_size, T = c->max_position_embeddings;
+    int64_t n_lab = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (labels[i] >= C_CLASSES || labels[i] < -1)
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: labels[%lld] = %d is outside [-1, %d)", fn,
+                             (long long)i, labels[i], C_CLASSES);
+        n_lab += labels[i] >= 0;
+    }
+    if (n_lab < 2) return ffn_error(FFN_ERR_INVALID_ARG, "%s: fewer than 2 labelled tokens", fn);
+    int64_t NL = 0;
+    for (int64_t l = 0; l < L; l++) NL += ffn_inspect_layer_width(m, l) > 0;
+    if (NL == 0) return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model has no FFN layer", fn);
+    ffn_status st = FFN_OK;
+    ffn_probe_result *r = calloc(1, sizeof *r);
+    float *xin = malloc((size_t)(L * n_lab * D) * sizeof *xin); /* (L, n_lab, D) */
+    float *cap = malloc((size_t)(L * T * D) * sizeof *cap);
+    int8_t *y = malloc((size_t)n_lab), *sp = malloc((size_t)n_lab);
+    float *feat = NULL;
+    if (r) r->layers = calloc((size_t)NL, sizeof *r->layers);
+    if (!r || !r->layers || !xin || !cap || !y || !sp) {
+        st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (%lld labelled tokens)", fn,
+                       (long long)n_lab);
+        goto fail;
+    }
+    r->n_layers = NL;
+    r->top_selective = o.top_selective;
+    /* 1. the FFN inputs of every labelled token, window by window */
+    int64_t k = 0;
+    for (int64_t s0 = 0; s0 < n;) {
+        int64_t end = s0 + T < n ? s0 + T : n;
+        if (boundaries && end < n) {
+            int64_t b = end;
+            while (b > s0 + 1 && !boundaries[b]) b--;
+            if (b > s0 + 1) end = b;
+        }
+        int64_t Tw = end - s0;
+        for (int64_t i = s0; i < end; i++) {
+            if (tokens[i] < 0 || tokens[i] >= c->vocab_size) {
+                st = ffn_error(FFN_ERR_INVALID_ARG, "%s: tokens[%lld] = %d is outside the "
+                               "vocabulary", fn, (long long)i, tokens[i]);
+                goto fail;
+            }
+        }
+        if ((st = ffn_inspect_capture(ctx, m, tokens + s0, Tw, cap, NULL, NULL, NULL, NULL)))
+            goto fail;
+        for (int64_t i = s0; i < end; i++) {
+            if (labels[i] < 0) continue;
+            for (int64_t l = 0; l < L; l++)
+                memcpy(xin + (l * n_lab + k) * D, cap + (l * Tw + (i - s0)) * D,
+                       (size_t)D * sizeof *xin);
+            y[k] = labels[i];
+            sp[k] = split[i] != 0;
+            k++;
+        }
+        s0 = end;
+    }
+    /* 2. the baseline */
+    for (int64_t i = 0; i < n_lab; i++) {
+        if (sp[i]) r->class_count_test[y[i]]++, r->n_test++;
+        else r->class_count_train[y[i]]++, r->n_train++;
+    }
+    if (r->n_train == 0 || r->n_test == 0) {
+        st = ffn_error(FFN_ERR_INVALID_ARG, "%s: the split leaves %lld training and %lld "
+                       "held-out tokens; both must be > 0", fn, (long long)r->n_train,
+                       (long long)r->n_test);
+        goto fail;
+    }
+    r->majority_class = 0;
+    for (int cc = 1; cc < C_CLASSES; cc++)
+        if (r->class_count_train[cc] > r->class_count_train[r->majority_class])
+            r->majority_class = cc;
+    r->baseline = (double)r->class_count_test[r->majority_class] / (double)r->n_test;
+    /* 3. per layer: gate features, probes, selectivity */
+    for (int64_t l = 0, li = 0; l < L; l++) {
+        int64_t Fw = ffn_inspect_layer_width(m, l);
+        if (Fw == 0) continue;
+        ffn_probe_layer *pl = &r->layers[li++];
+        pl->layer = l;
+        pl->n_features_gate = Fw;
+        pl->selective = malloc((size_t)(C_CLASSES * o.top_selective) * sizeof *pl->selective);
+        pl->selective_d = malloc((size_t)(C_CLASSES * o.top_selective) * sizeof *pl->selective_d);
+        free(feat);
+        feat = malloc((size_t)(n_lab * Fw) * sizeof *feat);
+        if (!pl->selective || !pl->selective_d || !feat) {
+            st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (features of layer %lld)", fn,
+                           (long long)l);
+            goto fail;
+        }
+        const float *xl = xin + l * n_lab * D;
+        if ((st = gate_features(ctx, m, l, xl, n_lab, feat, Fw)) ||
+            (st = probe_fit(feat, n_lab, Fw, y, sp, &o, &pl->train_acc_gate, &pl->acc_gate)) ||
+            (st = probe_fit(xl, n_lab, D, y, sp, &o, &pl->train_acc_input, &pl->acc_input)) ||
+            (st = selectivity(feat, n_lab, Fw, y, sp, o.top_selective, pl->selective,
+                              pl->selective_d)))
+            goto fail;
+    }
+    *out = r;
+    r = NULL;
+fail:
+    ffn_probe_result_free(r);
+    free(xin), free(cap), free(y), free(sp), free(feat);
+    return st;
+}
+
+/* ---- the built-in corpus ---------------------------------------------------------------- */
+
+static uint64_t fnv1a(const char *s, int64_t n, uint64_t seed) {
+    uint64_t h = 1469598103934665603ull ^ (seed * 0x9e3779b97f4a7c15ull);
+    for (int64_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+typedef struct word_key {
+    int64_t word;   /* index into corpus->words */
+    uint64_t hash;  /* of the word's bytes */
+    int cls;
+} word_key;
+
+/* By class, then bytes: equal types become adjacent (glibc qsort_r). */
+static int cmp_type(const void *pa, const void *pb, void *ctx) {
+    const word_key *a = pa, *b = pb;
+    const ffn_corpus *sort_corpus = ctx;
+    if (a->cls != b->cls) return a->cls < b->cls ? -1 : 1;
+    const ffn_word *wa = &sort_corpus->words[a->word], *wb = &sort_corpus->words[b->word];
+    int64_t n = wa->length < wb->length ? wa->length : wb->length;
+    int r = memcmp(sort_corpus->text + wa->offset, sort_corpus->text + wb->offset, (size_t)n);
+    if (r) return r;
+    return wa->length < wb->length ? -1 : wa->length > wb->length ? 1 : 0;
+}
+
+/* A type: its first entry in the sorted keys, its hash. */
+typedef struct word_type {
+    int64_t first, count;
+    uint64_t hash;
+    int cls;
+} word_type;
+
+static int cmp_type_hash(const void *pa, const void *pb) {
+    const word_type *a = pa, *b = pb;
+    if (a->cls != b->cls) return a->cls < b->cls ? -1 : 1;
+    return a->hash < b->hash ? -1 : a->hash > b->hash ? 1 : 0;
+}
+
+/* heldout (n_words): 1 when the word's type is held out. */
+static ffn_status held_out_types(const ffn_corpus *cp, double frac, uint64_t seed,
+                                 uint8_t *heldout) {
+    const int64_t nw = cp->n_words;
+    word_key *keys = malloc((size_t)(nw > 0 ? nw : 1) * sizeof *keys);
+    word_type *types = malloc((size_t)(nw > 0 ? nw : 1) * sizeof *types);
+    if (!keys || !types) {
+        free(keys), free(types);
+        return ffn_error(FFN_ERR_NOMEM, "probe: out of memory (word types)");
+    }
+    for (int64_t w = 0; w < nw; w++) {
+        keys[w].word = w;
+        keys[w].cls = cp->words[w].cls;
+        keys[w].hash = fnv1a(cp->text + cp->words[w].offset, cp->words[w].length, seed);
+    }
+    qsort_r(keys, (size_t)nw, sizeof *keys, cmp_type, (void *)cp);
+    int64_t nt = 0;
+    for (int64_t i = 0; i < nw; i++) {
+        const ffn_word *a = &cp->words[keys[i].word];
+        if (i > 0) {
+            const ffn_word *b = &cp->words[keys[i - 1].word];
+            if (keys[i].cls == keys[i - 1].cls && a->length == b->length &&
+                !memcmp(cp->text + a->offset, cp->text + b->offset, (size_t)a->length)) {
+                types[nt - 1].count++;
+                continue;
+            }
+        }
+        types[nt++] = (word_type){i, 1, keys[i].hash, keys[i].cls};
+    }
+    qsort(types, (size_t)nt, sizeof *types, cmp_type_hash);
+    if (nw > 0) memset(heldout, 0, (size_t)nw);
+    for (int64_t i = 0; i < nt;) {
+        int64_t j = i;
+        while (j < nt && types[j].cls == types[i].cls) j++;
+        int64_t ntc = j - i, h = (int64_t)floor(frac * (double)ntc + 0.5);
+        if (ntc >= 2 && h < 1) h = 1;
+        if (h > ntc - 1) h = ntc - 1;
+        for (int64_t q = i; q < i + h; q++)
+            for (int64_t e = 0; e < types[q].count; e++)
+                heldout[keys[types[q].first + e].word] = 1;
+        i = j;
+    }
+    free(keys), free(types);
+    return FFN_OK;
+}
+
+typedef struct id_hash {
+    uint64_t hash;
+    int32_t id;
+} id_hash;
+
+static int cmp_id_hash(const void *pa, const void *pb) {
+    const id_hash *a = pa, *b = pb;
+    if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* heldout_id (V): 1 for the held-out share of the token ids that occur with
+ * a label, chosen by hash. */
+static ffn_status held_out_ids(const int32_t *ids, const int8_t *labels, int64_t n, int64_t V,
+                               double frac, uint64_t seed, uint8_t *heldout_id) {
+    id_hash *seen = malloc((size_t)V * sizeof *seen);
+    uint8_t *occurs = calloc((size_t)V, 1);
+    if (!seen || !occurs) {
+        free(seen), free(occurs);
+        return ffn_error(FFN_ERR_NOMEM, "probe: out of memory (token ids)");
+    }
+    for (int64_t i = 0; i < n; i++)
+        if (labels[i] >= 0) occurs[ids[i]] = 1;
+    int64_t k = 0;
+    for (int64_t v = 0; v < V; v++) {
+        heldout_id[v] = 0;
+        if (occurs[v]) {
+            int32_t id = (int32_t)v;
+            seen[k++] = (id_hash){fnv1a((const char *)&id, sizeof id, seed), id};
+        }
+    }
+    qsort(seen, (size_t)k, sizeof *seen, cmp_id_hash);
+    int64_t h = (int64_t)floor(frac * (double)k + 0.5);
+    if (k >= 2 && h < 1) h = 1;
+    if (h > k - 1) h = k - 1;
+    for (int64_t j = 0; j < h; j++) heldout_id[seen[j].id] = 1;
+    free(seen), free(occurs);
+    return FFN_OK;
+}
+
+ffn_status ffn_inspect_gates_corpus(ffn_ctx *ctx, ffn_model *m, const ffn_tokenizer *tok,
+                                    const ffn_probe_options *opts, ffn_probe_result **out) {
+    static const char *fn = "ffn_inspect_gates_corpus";
+    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "%s: out is NULL", fn);
+    *out = NULL;
+    if (!m || !tok) return ffn_error(FFN_ERR_INVALID_ARG, "%s: model and tokenizer must not be NULL", fn);
+    ffn_probe_options o;
+    ffn_probe_options_default(&o);
+    if (opts) o = *opts;
+    if (!(o.heldout_fraction > 0.0 && o.heldout_fraction < 1.0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: heldout_fraction %g must be in (0, 1)", fn,
+                         o.heldout_fraction);
+    if (ffn_tokenizer_vocab_size(tok) != ffn_model_get_config(m)->vocab_size)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: the tokenizer has %lld tokens but the model's "
+                         "vocab_size is %lld", fn, (long long)ffn_tokenizer_vocab_size(tok),
+                         (long long)ffn_model_get_config(m)->vocab_size);
+    ffn_corpus *cp = NULL;
+    int32_t *ids = NULL;
+    int64_t *offs = NULL, n = 0;
+    int8_t *labels = NULL, *split = NULL;
+    uint8_t *bound = NULL, *heldout = NULL;
+    ffn_status st;
+    if ((st = ffn_corpus_generate(o.lang, o.corpus_seed, o.sentences, &cp)) ||
+        (st = ffn_tokenizer_encode(tok, cp->text, (size_t)cp->n_bytes, &ids, &offs, &n, NULL)))
+        goto done;
+    labels = malloc((size_t)n);
+    split = malloc((size_t)n);
+    bound = malloc((size_t)n);
+    heldout = malloc((size_t)(cp->n_words > 0 ? cp->n_words : 1));
+    if (!labels || !split || !bound || !heldout) {
+        st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
+        goto done;
+    }
+    if (o.split == FFN_PROBE_SPLIT_WORDS &&
+        (st = held_out_types(cp, o.heldout_fraction, o.seed, heldout)))
+        goto done;
+    const int64_t first_test = (int64_t)ceil((1.0 - o.heldout_fraction) * (double)cp->n_sentences);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t a = offs[i], len = (i + 1 < n ? offs[i + 1] : cp->n_bytes) - a;
+        int64_t w = len > 0 ? ffn_corpus_word_at(cp, a, len) : -1;
+        labels[i] = w < 0 ? -1 : cp->words[w].cls;
+        split[i] = w < 0 ? 0
+                   : o.split == FFN_PROBE_SPLIT_WORDS ? (int8_t)heldout[w]
+                                                      : (int8_t)(cp->words[w].sentence >= first_test);
+        bound[i] = a == 0 || cp->text[a - 1] == '\n';
+    }
+    if (o.split == FFN_PROBE_SPLIT_TOKENS) {
+        const int64_t V = ffn_tokenizer_vocab_size(tok);
+        uint8_t *hid = malloc((size_t)V);
+        if (!hid) {
+            st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
+            goto done;
+        }
+        st = held_out_ids(ids, labels, n, V, o.heldout_fraction, o.seed, hid);
+        for (int64_t i = 0; !st && i < n; i++) split[i] = (int8_t)hid[ids[i]];
+        free(hid);
+        if (st) goto done;
+    }
+    st = ffn_inspect_probe(ctx, m, ids, labels, split, bound, n, &o, out);
+done:
+    ffn_corpus_free(cp);
+    free(ids), free(offs), free(labels), free(split), free(bound), free(heldout);
+    return st;
+}

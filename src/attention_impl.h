@@ -1,0 +1,241 @@
+/* attention_impl.h -- the inner loops of causal attention, written once and
+ * instantiated per SIMD level: attention.c (baseline), attention_avx2.c and
+ * attention_avx512.c define ATTN_SFX and include this file; the compiler
+ * vectorises each `omp simd` loop for that file's ISA.  Internal.
+ *
+ * Shapes and formulas are in attention.c.  The loops are register-blocked
+ * like a small matrix product: QB = 4 rows at a time against JB = 16
+ * columns, accumulators kept in registers across the reduction, so each
+ * loaded vector feeds four multiply-adds.  Every reduction runs in one fixed
+ * order (no reassociation), so a given ISA gives one result at any thread
+ * count.  Keys are transposed once per task into a zero-padded Kᵀ (Dh, Sp),
+ * Sp = S rounded up to 16, so that whole 16-wide blocks can be read. */
+#include "model_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#define ATTN_CAT2(a, b) a##_##b
+#define ATTN_CAT(a, b) ATTN_CAT2(a, b)
+#define ATTN_FN(name) ATTN_CAT(name, ATTN_SFX)
+
+#ifndef ATTN_BLOCKS
+#define ATTN_BLOCKS
+enum { QB = 4, JB = 16 };
+static inline int64_t attn_pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
+#endif
+
+/* xt (Dh, Sp) = the n rows of one head of x (row stride ldx), zero padded. */
+static void ATTN_FN(transpose_head)(float *xt, int64_t Sp, const float *x, int64_t ldx, int64_t n,
+                                    int64_t Dh) {
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t i = 0; i < Dh; i++) xt[i * Sp + j] = x[j * ldx + i];
+    for (int64_t i = 0; i < Dh; i++) memset(xt + i * Sp + n, 0, (size_t)(Sp - n) * sizeof(float));
+}
+
+/* s_r[j] = scale · (a_r · xt[:, j]) for rows r < nr of a (stride lda) and
+ * j < n; s rows have stride lds.  Four accumulator rows (rows past nr
+ * compute on row 0 and are not stored); one row alone (decode) has its own
+ * loop. */
+static void ATTN_FN(dots)(float *s, int64_t lds, const float *a, int64_t lda, int nr,
+                          const float *xt, int64_t Sp, int64_t n, int64_t Dh, float scale) {
+    if (nr == 1) {
+        for (int64_t j0 = 0; j0 < n; j0 += JB) {
+            float c0[JB] = {0};
+            for (int64_t i = 0; i < Dh; i++) {
+                const float *xr = xt + i * Sp + j0, x0 = a[i];
+#pragma omp simd
+                for (int jj = 0; jj < JB; jj++) c0[jj] += x0 * xr[jj];
+            }
+            const int64_t w = n - j0 < JB ? n - j0 : JB;
+            for (int64_t jj = 0; jj < w; jj++) s[j0 + jj] = c0[jj] * scale;
+        }
+        return;
+    }
+    const float *a0 = a, *a1 = nr > 1 ? a + lda : a, *a2 = nr > 2 ? a + 2 * lda : a;
+    const float *a3 = nr > 3 ? a + 3 * lda : a;
+    for (int64_t j0 = 0; j0 < n; j0 += JB) {
+        float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
+        for (int64_t i = 0; i < Dh; i++) {
+            const float *xr = xt + i * Sp + j0;
+            const float x0 = a0[i], x1 = a1[i], x2 = a2[i], x3 = a3[i];
+#pragma omp simd
+            for (int jj = 0; jj < JB; jj++) {
+                c0[jj] += x0 * xr[jj];
+                c1[jj] += x1 * xr[jj];
+                c2[jj] += x2 * xr[jj];
+                c3[jj] += x3 * xr[jj];
+            }
+        }
+        const int64_t w = n - j0 < JB ? n - j0 : JB;
+        for (int64_t jj = 0; jj < w; jj++) s[j0 + jj] = c0[jj] * scale;
+        if (nr > 1)
+            for (int64_t jj = 0; jj < w; jj++) s[lds + j0 + jj] = c1[jj] * scale;
+        if (nr > 2)
+            for (int64_t jj = 0; jj < w; jj++) s[2 * lds + j0 + jj] = c2[jj] * scale;
+        if (nr > 3)
+            for (int64_t jj = 0; jj < w; jj++) s[3 * lds + j0 + jj] = c3[jj] * scale;
+    }
+}
+
+/* Columns i0..i0+width of o_r = Σ_{j < nbase + r} w_r[j] · x_j, rows r < nr
+ * (row r sees one key more than row r − 1: the causal staircase). */
+static inline __attribute__((always_inline)) void ATTN_FN(wsum_cols)(
+    float *o, int64_t ldo, const float *w, int64_t ldw, int nr, const float *x, int64_t ldx,
+    int64_t nbase, int64_t i0, const int width) {
+    if (nr == 1) {
+        float c0[JB] = {0};
+        for (int64_t j = 0; j < nbase; j++) {
+            const float *xr = x + j * ldx + i0, y0 = w[j];
+#pragma omp simd
+            for (int ii = 0; ii < width; ii++) c0[ii] += y0 * xr[ii];
+        }
+        for (int ii = 0; ii < width; ii++) o[i0 + ii] = c0[ii];
+        return;
+    }
+    const float *w0 = w, *w1 = nr > 1 ? w + ldw : w, *w2 = nr > 2 ? w + 2 * ldw : w;
+    const float *w3 = nr > 3 ? w + 3 * ldw : w;
+    float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
+    for (int64_t j = 0; j < nbase; j++) {
+        const float *xr = x + j * ldx + i0;
+        const float y0 = w0[j], y1 = w1[j], y2 = w2[j], y3 = w3[j];
+#pragma omp simd
+        for (int ii = 0; ii < width; ii++) {
+            c0[ii] += y0 * xr[ii];
+            c1[ii] += y1 * xr[ii];
+            c2[ii] += y2 * xr[ii];
+            c3[ii] += y3 * xr[ii];
+        }
+    }
+    /* the staircase: row r's last r keys */
+    for (int64_t j = nbase; j < nbase + nr - 1; j++) {
+        const float *xr = x + j * ldx + i0;
+        for (int ii = 0; ii < width; ii++) {
+            if (nr > 1 && j < nbase + 1) c1[ii] += w1[j] * xr[ii];
+            if (nr > 2 && j < nbase + 2) c2[ii] += w2[j] * xr[ii];
+            if (nr > 3) c3[ii] += w3[j] * xr[ii];
+        }
+    }
+    for (int ii = 0; ii < width; ii++) o[i0 + ii] = c0[ii];
+    if (nr > 1)
+        for (int ii = 0; ii < width; ii++) o[ldo + i0 + ii] = c1[ii];
+    if (nr > 2)
+        for (int ii = 0; ii < width; ii++) o[2 * ldo + i0 + ii] = c2[ii];
+    if (nr > 3)
+        for (int ii = 0; ii < width; ii++) o[3 * ldo + i0 + ii] = c3[ii];
+}
+
+static void ATTN_FN(wsum)(float *o, int64_t ldo, const float *w, int64_t ldw, int nr,
+                          const float *x, int64_t ldx, int64_t nbase, int64_t Dh) {
+    int64_t i0 = 0;
+    for (; i0 + JB <= Dh; i0 += JB) ATTN_FN(wsum_cols)(o, ldo, w, ldw, nr, x, ldx, nbase, i0, JB);
+    if (i0 < Dh) ATTN_FN(wsum_cols)(o, ldo, w, ldw, nr, x, ldx, nbase, i0, (int)(Dh - i0));
+}
+
+/* y_j += Σ_{t=j0}^{T-1} c[t][j] · x_t for the keys j = j0..j0+nj-1, columns
+ * i0..i0+width (c rows of stride ldc, zero where j > t). */
+static inline __attribute__((always_inline)) void ATTN_FN(outer_cols)(
+    float *y, int64_t ldy, const float *c, int64_t ldc, const float *x, int64_t ldx, int64_t j0,
+    int nj, int64_t T, int64_t i0, const int width) {
+    float a0[JB] = {0}, a1[JB] = {0}, a2[JB] = {0}, a3[JB] = {0};
+    for (int64_t t = j0; t < T; t++) {
+        const float *xr = x + t * ldx + i0, *cr = c + t * ldc + j0;
+        const float y0 = cr[0], y1 = cr[1], y2 = cr[2], y3 = cr[3];
+#pragma omp simd
+        for (int ii = 0; ii < width; ii++) {
+            a0[ii] += y0 * xr[ii];
+            a1[ii] += y1 * xr[ii];
+            a2[ii] += y2 * xr[ii];
+            a3[ii] += y3 * xr[ii];
+        }
+    }
+    float *a[QB] = {a0, a1, a2, a3};
+    for (int r = 0; r < nj; r++)
+        for (int ii = 0; ii < width; ii++) y[(j0 + r) * ldy + i0 + ii] += a[r][ii];
+}
+
+static void ATTN_FN(outer)(float *y, int64_t ldy, const float *c, int64_t ldc, const float *x,
+                           int64_t ldx, int64_t j0, int nj, int64_t T, int64_t Dh) {
+    int64_t i0 = 0;
+    for (; i0 + JB <= Dh; i0 += JB) ATTN_FN(outer_cols)(y, ldy, c, ldc, x, ldx, j0, nj, T, i0, JB);
+    if (i0 < Dh) ATTN_FN(outer_cols)(y, ldy, c, ldc, x, ldx, j0, nj, T, i0, (int)(Dh - i0));
+}
+
+/* Softmax of p[0..n) in place (max-subtracted, sum in order). */
+static void ATTN_FN(softmax)(float *p, int64_t n) {
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n; j++) mx = p[j] > mx ? p[j] : mx;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < n; j++) {
+        p[j] = expf(p[j] - mx);
+        sum += p[j];
+    }
+    const float inv = 1.0f / sum;
+    for (int64_t j = 0; j < n; j++) p[j] *= inv;
+}
+
+/* One (b, h) task of the forward: T query rows at positions pos0.. against
+ * the S = pos0 + T keys kb/vb of one kv head.  Softmax rows go to probs
+ * (stride S) or, when probs is NULL, to scratch. */
+void ATTN_FN(ffn_attn_fwd_task)(float *out, int64_t ldo, float *probs, float *scratch,
+                                const float *q, int64_t ldq, const float *kb, int64_t ldk,
+                                const float *vb, int64_t ldv, int64_t T, int64_t pos0, int64_t Dh,
+                                float scale) {
+    const int64_t S = pos0 + T, Sp = attn_pad16(S);
+    float *kt = scratch, *rows = scratch + Dh * Sp; /* (Dh, Sp), (QB, Sp) */
+    ATTN_FN(transpose_head)(kt, Sp, kb, ldk, S, Dh);
+    for (int64_t t0 = 0; t0 < T; t0 += QB) {
+        const int nr = T - t0 < QB ? (int)(T - t0) : QB;
+        const int64_t nbase = pos0 + t0 + 1; /* keys of row t0 */
+        float *p = probs ? probs + t0 * S : rows;
+        const int64_t ldp = probs ? S : Sp;
+        ATTN_FN(dots)(p, ldp, q + t0 * ldq, ldq, nr, kt, Sp, nbase + nr - 1, Dh, scale);
+        for (int r = 0; r < nr; r++) ATTN_FN(softmax)(p + r * ldp, nbase + r);
+        ATTN_FN(wsum)(out + t0 * ldo, ldo, p, ldp, nr, vb, ldv, nbase, Dh);
+    }
+}
+
+/* One (b, g) task of the backward: the R query heads h0..h0+R-1 that read
+ * kv head g, S = T.  Pointers are offset to the task's first row and head;
+ * probs to (b, h0, 0, 0) with rows of S; dout/q/dq heads are Dh apart.
+ * Per head: pass 1 runs over query rows (dp, ds, dq); pass 2 over keys
+ * (dk, dv accumulate over queries in registers). */
+void ATTN_FN(ffn_attn_bwd_task)(float *dq, float *dkb, float *dvb, const float *dout,
+                                int64_t ldo, const float *probs, const float *q, int64_t ldq,
+                                const float *kb, int64_t ldk, const float *vb, int64_t ldv,
+                                float *scratch, int64_t T, int64_t R, int64_t Dh, float scale) {
+    const int64_t S = T, Sp = attn_pad16(S);
+    float *vt = scratch, *ds = vt + Dh * Sp, *pz = ds + T * Sp; /* (Dh,Sp) (T,Sp) (T,Sp) */
+    ATTN_FN(transpose_head)(vt, Sp, vb, ldv, S, Dh);
+    for (int64_t s = 0; s < S; s++) {
+        memset(dkb + s * ldk, 0, (size_t)Dh * sizeof(float));
+        memset(dvb + s * ldv, 0, (size_t)Dh * sizeof(float));
+    }
+    for (int64_t r = 0; r < R; r++) {
+        const float *ph = probs + r * T * S, *go = dout + r * Dh, *qh = q + r * Dh;
+        float *dqh = dq + r * Dh;
+        for (int64_t t0 = 0; t0 < T; t0 += QB) { /* pass 1 */
+            const int nr = T - t0 < QB ? (int)(T - t0) : QB;
+            ATTN_FN(dots)(ds + t0 * Sp, Sp, go + t0 * ldo, ldo, nr, vt, Sp, t0 + nr, Dh, 1.0f);
+            for (int i = 0; i < nr; i++) {
+                const int64_t t = t0 + i, n = t + 1;
+                const float *p = ph + t * S;
+                float *dsr = ds + t * Sp, *pzr = pz + t * Sp;
+                float pdp = 0.0f;
+                for (int64_t j = 0; j < n; j++) pdp += p[j] * dsr[j];
+                for (int64_t j = 0; j < n; j++) {
+                    dsr[j] = p[j] * (dsr[j] - pdp) * scale;
+                    pzr[j] = p[j];
+                }
+                memset(dsr + n, 0, (size_t)(Sp - n) * sizeof(float));
+                memset(pzr + n, 0, (size_t)(Sp - n) * sizeof(float));
+            }
+            ATTN_FN(wsum)(dqh + t0 * ldq, ldq, ds + t0 * Sp, Sp, nr, kb, ldk, t0 + 1, Dh);
+        }
+        for (int64_t j0 = 0; j0 < T; j0 += QB) { /* pass 2 */
+            const int nj = T - j0 < QB ? (int)(T - j0) : QB;
+            ATTN_FN(outer)(dkb, ldk, ds, Sp, qh, ldq, j0, nj, T, Dh);
+            ATTN_FN(outer)(dvb, ldv, pz, Sp, go, ldo, j0, nj, T, Dh);
+        }
+    }
+}

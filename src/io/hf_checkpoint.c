@@ -1,0 +1,867 @@
+/* hf_checkpoint.c -- Hugging Face safetensors directories in and out, and
+ * the entry points of include/ffn/checkpoint.h: format detection, reading
+ * a configuration, loading a model (llama2.c files go to llama2c.c), and
+ * writing a model as a Hugging Face directory.
+ *
+ * Reading a directory, top to bottom:
+ *   config.json       ffn_model_config_load for the model's fields, plus
+ *                     hf_config_parse for what the model cannot express
+ *                     (model_type known, rope_scaling, head_dim, ...);
+ *   the weight files  model.safetensors, or the shards of
+ *                     model.safetensors.index.json (hf_index_parse);
+ *   the name map      every tensor of the model's table gets its name in
+ *                     the file (the table uses Llama / Qwen2-MoE names;
+ *                     Mixtral's block_sparse_moe.* is translated);
+ *   conversion        shard by shard, each tensor converted from its
+ *                     mapping straight into the model's flat block, then
+ *                     its pages released.
+ *
+ * Letters: V vocab, D hidden, H heads, G kv heads, Dh head dim, E experts. */
+#include "io/checkpoint_internal.h"
+#include "io/json.h"
+#include "ffn/safetensors.h"
+#include "train_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONFIG_NAME "config.json"
+#define WEIGHTS_NAME "model.safetensors"
+#define INDEX_NAME "model.safetensors.index.json"
+#define CONFIG_MAX_BYTES ((size_t)16 << 20)
+#define INDEX_MAX_BYTES ((size_t)64 << 20)
+
+const char *ffn_checkpoint_format_name(ffn_checkpoint_format f) {
+    switch (f) {
+    case FFN_CHECKPOINT_LLAMA2C: return "llama2c";
+    case FFN_CHECKPOINT_HF: return "hf";
+    case FFN_CHECKPOINT_FFN: return "ffn";
+    }
+    return "?";
+}
+
+static int path_is_dir(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int path_is_file(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Read a whole (small) file into a malloc'd NUL-terminated buffer. */
+static ffn_status read_small_file(const char *path, size_t max_bytes, char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size > max_bytes) {
+        fclose(f);
+        return ffn_error(FFN_ERR_FORMAT, "%s: %lld bytes, more than the %zu allowed for this file",
+                         path, (long long)sb.st_size, max_bytes);
+    }
+    size_t n = (size_t)sb.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    size_t got = fread(buf, 1, n, f);
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        return ffn_error(FFN_ERR_IO, "%s: short read (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return FFN_OK;
+}
+
+/* A shard or tokenizer name must be a plain file name inside the directory. */
+static int plain_file_name(const char *s, size_t n) {
+    if (n == 0 || n >= 256 || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
+    return strlen(s) == n;
+}
+
+/* ---- config.json beyond the model's fields --------------------------------------- */
+
+static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
+
+ffn_status hf_config_parse(const char *text, size_t len, const char *name,
+                           hf_config_extra *extra) {
+    memset(extra, 0, sizeof *extra);
+    json_doc *doc = NULL;
+    ffn_status st = json_parse(text, len, name, &doc);
+    if (st) return st;
+    const json_value *root = json_root(doc);
+    const char *type = NULL;
+    if (!root || root->type != JSON_OBJECT) {
+        st = ffn_error(FFN_ERR_FORMAT, "%s: expected a JSON object at the top level", name);
+        goto done;
+    }
+    if ((st = json_get_str(root, "model_type", 1, name, &type))) goto done;
+    size_t k = 0;
+    while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
+    if (k == sizeof known_types / sizeof known_types[0]) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
+                       "llama, mistral, qwen2, mixtral or qwen2_moe)", name, type);
+        goto done;
+    }
+    snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
+    extra->is_ffn = json_get(root, "ffn_tokenizer") != NULL || json_get(root, "rope_style") != NULL;
+    const json_value *v = json_get(root, "rope_scaling");
+    if (v && v->type != JSON_NULL) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: rope_scaling is set; scaled RoPE (linear, "
+                       "dynamic, yarn, llama3) is not supported", name);
+        goto done;
+    }
+    int64_t hidden = 0, heads = 0, head_dim = 0;
+    if ((st = json_get_i64(root, "hidden_size", 0, name, &hidden)) ||
+        (st = json_get_i64(root, "num_attention_heads", 0, name, &heads)) ||
+        (st = json_get_i64(root, "head_dim", 0, name, &head_dim)))
+        goto done;
+    if (head_dim != 0 && (heads <= 0 || head_dim * heads != hidden || hidden / heads != head_dim)) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: head_dim %lld differs from hidden_size / "
+                       "num_attention_heads (%lld / %lld); not supported", name,
+                       (long long)head_dim, (long long)hidden, (long long)heads);
+        goto done;
+    }
+    v = json_get(root, "mlp_only_layers");
+    if (v && v->type != JSON_NULL && !(v->type == JSON_ARRAY && v->length == 0)) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: mlp_only_layers: only an empty list is "
+                       "supported (use decoder_sparse_step for regular patterns)", name);
+        goto done;
+    }
+    int attention_bias = 0;
+    if ((st = json_get_bool(root, "attention_bias", 0, name, &attention_bias))) goto done;
+    if (attention_bias && !extra->is_ffn && !strcmp(type, "llama")) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: attention_bias true for model_type llama also "
+                       "puts a bias on o_proj, which ffn's attention does not have", name);
+        goto done;
+    }
+    int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0;
+    if ((st = json_get_bool(root, "use_sliding_window", 0, name, &use_window))) goto done;
+    if (use_window) {
+        int64_t w = 0;
+        if ((st = json_get_i64(root, "sliding_window", 0, name, &w))) goto done;
+        if (w < 0) {
+            st = ffn_error(FFN_ERR_CONFIG, "%s: sliding_window: %lld, expected >= 1 or null", name,
+                           (long long)w);
+            goto done;
+        }
+        extra->sliding_window = w;
+    }
+    const char *tf = NULL;
+    if ((st = json_get_str(root, "ffn_tokenizer_file", 0, name, &tf))) goto done;
+    if (tf) {
+        if (!plain_file_name(tf, strlen(tf))) {
+            st = ffn_error(FFN_ERR_CONFIG, "%s: ffn_tokenizer_file '%.60s': expected a plain file "
+                           "name in the checkpoint directory", name, tf);
+            goto done;
+        }
+        snprintf(extra->tokenizer_file, sizeof extra->tokenizer_file, "%s", tf);
+    }
+done:
+    json_free(doc);
+    return st;
+}
+
+/* ---- model.safetensors.index.json ------------------------------------------------- */
+
+void hf_index_free(hf_index *ix) {
+    if (!ix) return;
+    for (int64_t i = 0; i < ix->n_tensors; i++) free(ix->names ? ix->names[i] : NULL);
+    for (int64_t i = 0; i < ix->n_files; i++) free(ix->files ? ix->files[i] : NULL);
+    free(ix->names);
+    free(ix->files);
+    free(ix->file_of);
+    memset(ix, 0, sizeof *ix);
+}
+
+ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_index *ix) {
+    memset(ix, 0, sizeof *ix);
+    json_doc *doc = NULL;
+    ffn_status st = json_parse(text, len, name, &doc);
+    if (st) return st;
+    const json_value *root = json_root(doc), *map = NULL;
+    if (!root || root->type != JSON_OBJECT) {
+        st = ffn_error(FFN_ERR_FORMAT, "%s: expected a JSON object at the top level", name);
+        goto done;
+    }
+    map = json_get(root, "weight_map");
+    if (!map) {
+        st = ffn_error(FFN_ERR_MISSING, "%s: weight_map missing", name);
+        goto done;
+    }
+    if (map->type != JSON_OBJECT) {
+        st = ffn_error(FFN_ERR_FORMAT, "%s: weight_map: expected an object, found %s", name,
+                       json_type_name(map->type));
+        goto done;
+    }
+    if (map->length == 0) {
+        st = ffn_error(FFN_ERR_FORMAT, "%s: weight_map is empty", name);
+        goto done;
+    }
+    const size_t n = map->length;
+    ix->names = calloc(n, sizeof *ix->names);
+    ix->file_of = calloc(n, sizeof *ix->file_of);
+    ix->files = calloc(n, sizeof *ix->files);
+    if (!ix->names || !ix->file_of || !ix->files) {
+        st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_value *f = map->items[i];
+        if (f->type != JSON_STRING) {
+            st = ffn_error(FFN_ERR_FORMAT, "%s: weight_map: '%.80s': expected a file name string, "
+                           "found %s", name, map->keys[i], json_type_name(f->type));
+            goto done;
+        }
+        if (!plain_file_name(f->string, f->length)) {
+            st = ffn_error(FFN_ERR_FORMAT, "%s: weight_map: '%.80s': shard '%.80s' is not a plain "
+                           "file name in the checkpoint directory", name, map->keys[i], f->string);
+            goto done;
+        }
+        int64_t fi = 0; /* shards are few: a linear search is fine */
+        while (fi < ix->n_files && strcmp(ix->files[fi], f->string)) fi++;
+        if (fi == ix->n_files) {
+            if (!(ix->files[fi] = strdup(f->string))) {
+                st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
+                goto done;
+            }
+            ix->n_files++;
+        }
+        if (!(ix->names[i] = strdup(map->keys[i]))) {
+            st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
+            goto done;
+        }
+        ix->file_of[i] = fi;
+        ix->n_tensors++;
+    }
+done:
+    if (st) hf_index_free(ix);
+    json_free(doc);
+    return st;
+}
+
+/* ---- format detection and configuration --------------------------------------------- */
+
+/* Everything about a checkpoint except its weights. */
+typedef struct ckpt_source {
+    ffn_checkpoint_format format;
+    char *dir;              /* the directory (HF) or the file's directory (llama2.c) */
+    ffn_model_config cfg;
+    hf_config_extra extra;
+} ckpt_source;
+
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+static void find_tokenizer(const ckpt_source *s, ffn_checkpoint_info *info) {
+    info->tokenizer_path[0] = '\0';
+    info->tokenizer_is_llama2c = 0;
+    const char *cands[3] = {s->extra.tokenizer_file[0] ? s->extra.tokenizer_file : NULL,
+                            s->format == FFN_CHECKPOINT_LLAMA2C ? NULL : FFN_TOKENIZER_FILENAME,
+                            "tokenizer.bin"};
+    for (int i = 0; i < 3; i++) {
+        if (!cands[i]) continue;
+        char p[FFN_CHECKPOINT_PATH_MAX];
+        int n = snprintf(p, sizeof p, "%s/%s", s->dir, cands[i]);
+        if (n < 0 || (size_t)n >= sizeof p || !path_is_file(p)) continue;
+        memcpy(info->tokenizer_path, p, (size_t)n + 1);
+        size_t L = strlen(cands[i]);
+        info->tokenizer_is_llama2c = L >= 4 && !strcmp(cands[i] + L - 4, ".bin");
+        return;
+    }
+}
+
+static ffn_status open_source(const char *path, ckpt_source *s, ffn_checkpoint_info *info) {
+    memset(s, 0, sizeof *s);
+    memset(info, 0, sizeof *info);
+    ffn_status st = FFN_OK;
+    if (!path_is_dir(path)) {
+        if (!path_is_file(path))
+            return ffn_error(FFN_ERR_IO, "%s: no such file or directory (expected a llama2.c .bin "
+                             "file or a Hugging Face directory)", path);
+        const void *data;
+        size_t size;
+        if ((st = ckpt_map_file(path, &data, &size))) return st;
+        st = l2c_parse_header(data, size, path, &s->cfg);
+        ckpt_unmap_file(data, size);
+        if (st) return st;
+        s->format = FFN_CHECKPOINT_LLAMA2C;
+        snprintf(s->extra.model_type, sizeof s->extra.model_type, "llama2c");
+        if (!(s->dir = dir_of(path))) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        info->file_bytes = (int64_t)size;
+        info->n_files = 1;
+    } else {
+        if (!(s->dir = strdup(path))) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        char *cp = ckpt_path_join(path, "/", CONFIG_NAME);
+        if (!cp) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        if (!path_is_file(cp)) {
+            st = ffn_error(FFN_ERR_MISSING, "%s: not a checkpoint directory: %s is missing", path,
+                           CONFIG_NAME);
+        } else {
+            char *text = NULL;
+            size_t len = 0;
+            st = read_small_file(cp, CONFIG_MAX_BYTES, &text, &len);
+            if (st == FFN_OK) st = hf_config_parse(text, len, cp, &s->extra);
+            free(text);
+            if (st == FFN_OK) st = ffn_model_config_load(cp, &s->cfg);
+        }
+        free(cp);
+        if (st) {
+            free(s->dir);
+            s->dir = NULL;
+            return st;
+        }
+        s->format = s->extra.is_ffn ? FFN_CHECKPOINT_FFN : FFN_CHECKPOINT_HF;
+        if (s->extra.sliding_window > 0 && s->extra.sliding_window < s->cfg.max_position_embeddings)
+            info->context_cap = s->extra.sliding_window;
+    }
+    info->format = s->format;
+    snprintf(info->model_type, sizeof info->model_type, "%s", s->extra.model_type);
+    find_tokenizer(s, info);
+    return FFN_OK;
+}
+
+ffn_status ffn_checkpoint_read_config(const char *path, ffn_model_config *cfg,
+                                      ffn_checkpoint_info *info) {
+    if (!path || !cfg) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_read_config: NULL argument");
+    ckpt_source s;
+    ffn_checkpoint_info tmp;
+    ffn_status st = open_source(path, &s, info ? info : &tmp);
+    if (st) return st;
+    *cfg = s.cfg;
+    free(s.dir);
+    return FFN_OK;
+}
+
+/* ---- names: the model's table <-> the file ----------------------------------------- */
+
+/* The file's name for a model tensor (Mixtral renames the MoE block). */
+static void file_name_of(const char *model_name, const char *model_type, char *out, size_t cap) {
+    snprintf(out, cap, "%s", model_name);
+    if (strcmp(model_type, "mixtral")) return;
+    long long l, e;
+    char kind[16];
+    int used = 0;
+    if (sscanf(model_name, "model.layers.%lld.mlp.experts.%lld.%15[a-z]_proj.weight%n", &l, &e,
+               kind, &used) == 3 && (size_t)used == strlen(model_name)) {
+        const char *w = !strcmp(kind, "gate") ? "w1" : !strcmp(kind, "down") ? "w2" : "w3";
+        snprintf(out, cap, "model.layers.%lld.block_sparse_moe.experts.%lld.%s.weight", l, e, w);
+    } else if (sscanf(model_name, "model.layers.%lld.mlp.gate.weight%n", &l, &used) == 1 &&
+               (size_t)used == strlen(model_name)) {
+        snprintf(out, cap, "model.layers.%lld.block_sparse_moe.gate.weight", l);
+    }
+}
+
+/* Tensors a file may hold that the model does not use. */
+static int ignorable(const char *name, const ffn_model_config *cfg) {
+    size_t n = strlen(name);
+    const char *inv = "rotary_emb.inv_freq";
+    size_t ni = strlen(inv);
+    if (n >= ni && !strcmp(name + n - ni, inv)) return 1;
+    return cfg->tie_word_embeddings && !strcmp(name, "lm_head.weight");
+}
+
+typedef struct wanted {
+    char *file_name;   /* the name in the file */
+    int64_t tensor;    /* index in the model's table */
+    int64_t shard;     /* which weight file */
+    int done;
+} wanted;
+
+static int by_file_name(const void *a, const void *b) {
+    return strcmp(((const wanted *)a)->file_name, ((const wanted *)b)->file_name);
+}
+
+static wanted *find_wanted(wanted *w, int64_t n, const char *name) {
+    wanted key = {(char *)name, 0, 0, 0};
+    return bsearch(&key, w, (size_t)n, sizeof *w, by_file_name);
+}
+
+static int by_cstr(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- loading a directory ------------------------------------------------------------ */
+
+/* Convert an F32/F16/BF16 tensor from its mapping into dst (numel floats),
+ * chunk by chunk, releasing each chunk's pages once converted: a large
+ * tensor is never resident twice.  Data may be unaligned (memcpy). */
+static void convert_chunked(float *dst, const ffn_st_tensor *t) {
+    const unsigned char *src = t->data;
+    const size_t esize = ffn_dtype_size(t->dtype);
+    for (int64_t i = 0; i < t->numel; i += CKPT_CHUNK_FLOATS) {
+        int64_t n = t->numel - i < CKPT_CHUNK_FLOATS ? t->numel - i : CKPT_CHUNK_FLOATS;
+        const unsigned char *s = src + (size_t)i * esize;
+        if (t->dtype == FFN_DTYPE_F32) {
+            memcpy(dst + i, s, (size_t)n * 4);
+        } else {
+            for (int64_t k = 0; k < n; k++) {
+                uint16_t h;
+                memcpy(&h, s + 2 * k, 2);
+                dst[i + k] = t->dtype == FFN_DTYPE_F16 ? ffn_f16_to_f32(h) : ffn_bf16_to_f32(h);
+            }
+        }
+        ckpt_drop_pages(s, (size_t)n * esize);
+    }
+}
+
+static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkpoint_info *info) {
+    const int64_t nt = ffn_model_num_tensors(m);
+    float *params = ffn_model_params(m, NULL);
+    wanted *w = calloc((size_t)nt, sizeof *w);
+    hf_index ix;
+    memset(&ix, 0, sizeof ix);
+    char **sorted_ix = NULL;
+    int64_t *sorted_ix_id = NULL;
+    char **files = NULL;
+    int64_t n_files = 1;
+    ffn_status st = FFN_OK;
+    char *single = ckpt_path_join(s->dir, "/", WEIGHTS_NAME);
+    char *index_path = ckpt_path_join(s->dir, "/", INDEX_NAME);
+    if (!w || !single || !index_path) {
+        st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        char fn[256];
+        file_name_of(ffn_model_tensor_at(m, i)->name, s->extra.model_type, fn, sizeof fn);
+        if (!(w[i].file_name = strdup(fn))) {
+            st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        w[i].tensor = i;
+    }
+    qsort(w, (size_t)nt, sizeof *w, by_file_name);
+    int sharded = !path_is_file(single);
+    if (sharded) {
+        if (!path_is_file(index_path)) {
+            st = ffn_error(FFN_ERR_MISSING, "%s: no weights: neither %s nor %s", s->dir, WEIGHTS_NAME,
+                           INDEX_NAME);
+            goto done;
+        }
+        char *text = NULL;
+        size_t len = 0;
+        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
+        free(text);
+        if (st) goto done;
+        /* Sort the index's names (by pointer) to look tensors up. */
+        sorted_ix = malloc((size_t)ix.n_tensors * sizeof *sorted_ix);
+        sorted_ix_id = malloc((size_t)ix.n_tensors * sizeof *sorted_ix_id);
+        if (!sorted_ix || !sorted_ix_id) {
+            st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        /* names are distinct (the JSON reader rejects duplicate keys): sort
+         * them, then recover each one's position by binary search once */
+        memcpy(sorted_ix, ix.names, (size_t)ix.n_tensors * sizeof *sorted_ix);
+        qsort(sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix, by_cstr);
+        for (int64_t k = 0; k < ix.n_tensors; k++) {
+            char **at = bsearch(&ix.names[k], sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix, by_cstr);
+            sorted_ix_id[at - sorted_ix] = k;
+        }
+        for (int64_t i = 0; i < nt; i++) {
+            char **hit = bsearch(&w[i].file_name, sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix,
+                                 by_cstr);
+            if (!hit) {
+                st = ffn_error(FFN_ERR_MISSING, "%s: tensor %s is not in the weight_map (the "
+                               "config.json describes a model that needs it)", index_path,
+                               w[i].file_name);
+                goto done;
+            }
+            w[i].shard = ix.file_of[sorted_ix_id[hit - sorted_ix]];
+        }
+        for (int64_t i = 0; i < ix.n_tensors; i++)
+            if (!find_wanted(w, nt, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
+                st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is not part of the model that "
+                               "config.json describes (%lld layers, model_type %s)", index_path,
+                               ix.names[i], (long long)s->cfg.num_hidden_layers, s->extra.model_type);
+                goto done;
+            }
+        n_files = ix.n_files;
+        files = ix.files;
+    } else {
+        files = &single;
+    }
+    for (int64_t f = 0; f < n_files && st == FFN_OK; f++) {
+        char *path = sharded ? ckpt_path_join(s->dir, "/", files[f]) : strdup(single);
+        if (!path) {
+            st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        if (sharded && !path_is_file(path)) {
+            st = ffn_error(FFN_ERR_MISSING, "%s: shard %s named in %s is missing", path, files[f],
+                           INDEX_NAME);
+            free(path);
+            break;
+        }
+        ffn_st_file *sf = NULL;
+        st = ffn_st_open(path, &sf);
+        struct stat sb;
+        if (st == FFN_OK && stat(path, &sb) == 0) info->file_bytes += (int64_t)sb.st_size;
+        /* Every tensor in the file must be one we want from this file. */
+        size_t cnt = st == FFN_OK ? ffn_st_count(sf) : 0;
+        for (size_t k = 0; k < cnt && st == FFN_OK; k++) {
+            ffn_st_tensor t;
+            if ((st = ffn_st_get(sf, k, &t))) break;
+            wanted *hit = find_wanted(w, nt, t.name);
+            if ((!hit || hit->shard != f) && !ignorable(t.name, &s->cfg))
+                st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is %s (config.json: %lld layers, "
+                               "model_type %s)", path, t.name,
+                               hit ? "listed under another shard in the index"
+                                   : "not part of the model that config.json describes",
+                               (long long)s->cfg.num_hidden_layers, s->extra.model_type);
+        }
+        for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+            if (w[i].shard != f) continue;
+            const ffn_model_tensor *mt = ffn_model_tensor_at(m, w[i].tensor);
+            ffn_st_tensor t;
+            if ((st = ffn_st_find(sf, w[i].file_name, &t))) break;
+            if ((st = ffn_st_check_shape(sf, &t, mt->ndim, mt->shape))) break;
+            if (t.dtype != FFN_DTYPE_F32 && t.dtype != FFN_DTYPE_F16 && t.dtype != FFN_DTYPE_BF16) {
+                st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: dtype %s, expected F32, F16 or BF16",
+                               path, t.name, ffn_dtype_name(t.dtype));
+                break;
+            }
+            float *dst = params + mt->offset;
+            convert_chunked(dst, &t);
+            for (int64_t e = 0; e < mt->numel; e++)
+                if (!isfinite(dst[e])) {
+                    st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)",
+                                   path, t.name, (long long)e, (double)dst[e]);
+                    break;
+                }
+            info->n_dtypes[t.dtype == FFN_DTYPE_F32 ? 0 : t.dtype == FFN_DTYPE_F16 ? 1 : 2]++;
+            w[i].done = 1;
+        }
+        ffn_st_close(sf);
+        free(path);
+        info->n_files++;
+    }
+done:
+    if (w)
+        for (int64_t i = 0; i < nt; i++) free(w[i].file_name);
+    free(w);
+    free(sorted_ix);
+    free(sorted_ix_id);
+    hf_index_free(&ix);
+    free(single);
+    free(index_path);
+    return st;
+}
+
+/* A lower bound on the parameters a config describes (saturating at
+ * INT64_MAX): the weight files must hold at least 2 bytes for each, which
+ * is checked before the model is allocated, so that a config.json claiming
+ * a huge model next to a small file never allocates that model. */
+static int64_t config_min_params(const ffn_model_config *c) {
+    const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
+    const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
+    const int64_t HD = c->num_attention_heads * Dh, GD = c->num_key_value_heads * Dh;
+    int64_t total = 0, t, per = 0;
+    int ovf = ffn_mul_i64(V, D, &total);
+    if (!c->tie_word_embeddings) ovf |= ffn_mul_i64(total, 2, &total);
+    ovf |= ffn_mul_i64(HD + GD, 2 * D, &per); /* q, o and k, v */
+    ovf |= ffn_mul_i64(per, L, &t) || ffn_add_i64(total, t, &total);
+    int64_t n_moe = 0;
+    for (int64_t l = 0; l < L && l < ((int64_t)1 << 20); l++) n_moe += ffn_model_config_layer_is_moe(c, l);
+    if (n_moe > 0) { /* at least K experts' up and down in a MoE layer */
+        int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
+        ovf |= ffn_mul_i64(Fe, 2 * D, &t) || ffn_mul_i64(t, c->num_experts_per_tok, &t) ||
+               ffn_mul_i64(t, n_moe, &t) || ffn_add_i64(total, t, &total);
+    }
+    if (c->mlp_type != FFN_MODEL_MLP_NONE && L > n_moe) /* up and down of dense blocks */
+        ovf |= ffn_mul_i64(c->intermediate_size, 2 * D, &t) || ffn_mul_i64(t, L - n_moe, &t) ||
+               ffn_add_i64(total, t, &total);
+    return ovf ? INT64_MAX : total;
+}
+
+/* The total size of the weight files of a directory (the index's shards,
+ * each of which must exist). */
+static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
+    *bytes = 0;
+    char *single = ckpt_path_join(dir, "/", WEIGHTS_NAME);
+    char *index_path = ckpt_path_join(dir, "/", INDEX_NAME);
+    ffn_status st = FFN_OK;
+    struct stat sb;
+    if (!single || !index_path) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    else if (path_is_file(single)) {
+        if (stat(single, &sb) == 0) *bytes = (int64_t)sb.st_size;
+    } else if (!path_is_file(index_path)) {
+        st = ffn_error(FFN_ERR_MISSING, "%s: no weights: neither %s nor %s", dir, WEIGHTS_NAME,
+                       INDEX_NAME);
+    } else {
+        char *text = NULL;
+        size_t len = 0;
+        hf_index ix;
+        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
+        free(text);
+        for (int64_t f = 0; st == FFN_OK && f < ix.n_files; f++) {
+            char *p = ckpt_path_join(dir, "/", ix.files[f]);
+            if (!p) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+            else if (stat(p, &sb) != 0 || !S_ISREG(sb.st_mode))
+                st = ffn_error(FFN_ERR_MISSING, "%s: shard %s named in %s is missing", p, ix.files[f],
+                               INDEX_NAME);
+            else
+                *bytes += (int64_t)sb.st_size;
+            free(p);
+        }
+        if (st == FFN_OK) hf_index_free(&ix);
+    }
+    free(single);
+    free(index_path);
+    return st;
+}
+
+ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
+                                     const ffn_model_options *opt, ffn_model **model,
+                                     ffn_checkpoint_info *info_out) {
+    if (!ctx || !path || !model)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_load_model: NULL argument");
+    *model = NULL;
+    ffn_checkpoint_info info;
+    ckpt_source s;
+    ffn_status st = open_source(path, &s, &info);
+    if (st) return st;
+    ffn_model_options o = {.max_batch = 1};
+    if (opt) o = *opt;
+    if (o.max_batch <= 0) o.max_batch = 1;
+    int64_t ctx_len = s.cfg.max_position_embeddings;
+    if (info.context_cap > 0 && info.context_cap < ctx_len) ctx_len = info.context_cap;
+    if (o.max_seq <= 0) o.max_seq = ctx_len < CKPT_DEFAULT_MAX_SEQ ? ctx_len : CKPT_DEFAULT_MAX_SEQ;
+    if (o.max_seq > ctx_len) o.max_seq = ctx_len;
+    ffn_model *m = NULL;
+    if (s.format == FFN_CHECKPOINT_LLAMA2C) {
+        const void *data;
+        size_t size;
+        st = ckpt_map_file(path, &data, &size);
+        if (st == FFN_OK) {
+            st = l2c_load_buffer(ctx, data, size, path, &o, 1, &m);
+            ckpt_unmap_file(data, size);
+        }
+    } else {
+        int64_t bytes = 0, need = config_min_params(&s.cfg);
+        st = weight_files_bytes(s.dir, &bytes);
+        if (st == FFN_OK && (need > INT64_MAX / 2 || 2 * need > bytes))
+            st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of at least %lld "
+                           "parameters (%lld bytes even in 16-bit) but the weight files hold %lld "
+                           "bytes", path, (long long)need,
+                           (long long)(need > INT64_MAX / 2 ? INT64_MAX : 2 * need), (long long)bytes);
+        if (st == FFN_OK && (st = ffn_model_create(ctx, &s.cfg, &o, &m)))
+            st = ffn_error_prefix(st, "%s", path);
+        if (st == FFN_OK) st = load_hf_weights(m, &s, &info);
+        if (st == FFN_OK) st = ffn_model_params_changed(m);
+    }
+    free(s.dir);
+    if (st) {
+        ffn_model_free(m);
+        return st;
+    }
+    *model = m;
+    if (info_out) *info_out = info;
+    return FFN_OK;
+}
+
+/* ---- writing a Hugging Face directory ----------------------------------------------- */
+
+static ffn_status copy_file(const char *from, const char *to) {
+    char *buf = NULL;
+    size_t n = 0;
+    ffn_status st = read_small_file(from, (size_t)1 << 30, &buf, &n);
+    if (st) return st;
+    FILE *f = fopen(to, "wb");
+    if (!f) {
+        free(buf);
+        return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", to, strerror(errno));
+    }
+    size_t wrote = fwrite(buf, 1, n, f);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || wrote != n)
+        st = ffn_error(FFN_ERR_IO, "%s: write failed: %s", to, strerror(errno));
+    free(buf);
+    return st;
+}
+
+/* The model_type a model is written as, or NULL with *why set. */
+static const char *hf_type_for(const ffn_model_config *c, const char **why) {
+    *why = NULL;
+    if (c->mlp_type == FFN_MODEL_MLP_NONE) *why = "blocks without an FFN";
+    else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
+    if (*why) return NULL;
+    if (c->num_experts > 0) {
+        if (c->mlp_bias) {
+            *why = "biases in MoE experts";
+            return NULL;
+        }
+        if (c->shared_expert_intermediate_size == 0 && c->norm_topk_prob && c->moe_layer_freq == 1 &&
+            !c->attention_bias && c->hidden_act == FFN_ACT_SILU)
+            return "mixtral";
+        return "qwen2_moe";
+    }
+    if (c->attention_bias) {
+        if (c->mlp_bias) {
+            *why = "q/k/v biases together with MLP biases";
+            return NULL;
+        }
+        return "qwen2";
+    }
+    return "llama";
+}
+
+static ffn_status write_hf_config(const ffn_model_config *c, const char *type, const char *dtype,
+                                  const char *tokenizer_file, int64_t context_cap, const char *path) {
+    int64_t ctx_len = c->max_position_embeddings;
+    if (context_cap > 0 && context_cap < ctx_len) ctx_len = context_cap;
+    FILE *f = fopen(path, "w");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
+    const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
+                       : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+    const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
+    fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
+            (long long)c->vocab_size, (long long)c->hidden_size,
+            (long long)(mixtral ? Fe : c->intermediate_size));
+    fprintf(f, "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
+            "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
+            (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
+            (long long)c->num_key_value_heads, (long long)ctx_len);
+    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n  \"rope_scaling\": null,\n",
+            c->rope_theta, c->rms_norm_eps);
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"hidden_act\": ",
+            c->tie_word_embeddings ? "true" : "false");
+    json_write_string(f, ffn_act_name(c->hidden_act));
+    fprintf(f, ",\n");
+    if (!strcmp(type, "llama"))
+        fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
+    if (!strcmp(type, "qwen2") || qmoe)
+        fprintf(f, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n");
+    if (mixtral)
+        fprintf(f, "  \"num_local_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+                "  \"sliding_window\": null,\n  \"router_aux_loss_coef\": %.17g,\n",
+                (long long)c->num_experts, (long long)c->num_experts_per_tok,
+                c->router_aux_loss_coef);
+    if (qmoe)
+        fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+                "  \"moe_intermediate_size\": %lld,\n  \"shared_expert_intermediate_size\": %lld,\n"
+                "  \"decoder_sparse_step\": %lld,\n  \"mlp_only_layers\": [],\n"
+                "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n",
+                (long long)c->num_experts, (long long)c->num_experts_per_tok, (long long)Fe,
+                (long long)c->shared_expert_intermediate_size, (long long)c->moe_layer_freq,
+                c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef);
+    if (tokenizer_file) {
+        fprintf(f, "  \"ffn_tokenizer_file\": ");
+        json_write_string(f, tokenizer_file);
+        fprintf(f, ",\n");
+    }
+    fprintf(f, "  \"torch_dtype\": \"%s\"\n}\n",
+            !strcmp(dtype, "F16") ? "float16" : !strcmp(dtype, "BF16") ? "bfloat16" : "float32");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return FFN_OK;
+}
+
+/* Is tensor i of the table a q or k projection (weight or bias)?  Returns
+ * the number of heads it holds, 0 otherwise. */
+static int64_t rope_heads_of(const ffn_model_tensor *t, const ffn_model_config *c) {
+    const char *n = t->name;
+    size_t L = strlen(n);
+    const char *suffixes[4] = {"self_attn.q_proj.weight", "self_attn.q_proj.bias",
+                               "self_attn.k_proj.weight", "self_attn.k_proj.bias"};
+    for (int i = 0; i < 4; i++) {
+        size_t ls = strlen(suffixes[i]);
+        if (L >= ls && !strcmp(n + L - ls, suffixes[i]))
+            return i < 2 ? c->num_attention_heads : c->num_key_value_heads;
+    }
+    return 0;
+}
+
+ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
+                                  const ffn_hf_save_options *opts) {
+    if (!model || !dir) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_save_hf: NULL argument");
+    const ffn_model_config *c = ffn_model_get_config(model);
+    const char *why, *type = hf_type_for(c, &why);
+    if (!type)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: a Hugging Face Llama-family layout cannot "
+                         "express this model: %s", dir, why);
+    const char *dname = opts && opts->dtype ? opts->dtype : "F32";
+    ffn_dtype dtype;
+    if (!ffn_dtype_parse(dname, &dtype) ||
+        (dtype != FFN_DTYPE_F32 && dtype != FFN_DTYPE_F16 && dtype != FFN_DTYPE_BF16))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: dtype '%s': expected F32, F16 or BF16", dir, dname);
+    ffn_status st = ckpt_prepare_out(dir);
+    if (st) return st;
+    char *tmp = NULL;
+    if ((st = ckpt_begin(dir, &tmp))) return st;
+    const int perm = c->rope_style == FFN_ROPE_INTERLEAVED;
+    const int64_t Dh = c->hidden_size / c->num_attention_heads;
+    const float *params = ffn_model_params(model, NULL);
+    const char *tok_name = NULL;
+    if (opts && opts->tokenizer_path)
+        tok_name = opts->tokenizer_is_llama2c ? "tokenizer.bin" : FFN_TOKENIZER_FILENAME;
+    char *p = ckpt_path_join(tmp, "/", CONFIG_NAME);
+    st = p ? write_hf_config(c, type, dname, tok_name, opts ? opts->context_cap : 0, p) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(p);
+    if (st == FFN_OK && tok_name) {
+        p = ckpt_path_join(tmp, "/", tok_name);
+        st = p ? copy_file(opts->tokenizer_path, p) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(p);
+    }
+    ffn_st_writer *w = NULL;
+    if (st == FFN_OK) st = ffn_st_writer_create(&w);
+    float *buf = NULL;
+    const int64_t nt = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(model, i);
+        char fn[256];
+        file_name_of(t->name, type, fn, sizeof fn);
+        const float *src = params + t->offset;
+        int64_t heads = perm ? rope_heads_of(t, c) : 0;
+        if (heads > 0) { /* interleaved pairs -> rotate_half order, head by head */
+            free(buf);
+            buf = malloc((size_t)t->numel * sizeof(float));
+            if (!buf) {
+                st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            ckpt_permute_rope_rows(buf, src, heads, Dh, t->ndim == 2 ? t->shape[1] : 1, 1);
+            src = buf;
+        }
+        if (dtype == FFN_DTYPE_F32 && heads == 0)
+            st = ffn_st_writer_add(w, fn, dtype, t->ndim, t->shape, src);
+        else
+            st = ffn_st_writer_add_f32(w, fn, dtype, t->ndim, t->shape, src);
+    }
+    free(buf);
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "format", "pt");
+    if (st == FFN_OK) {
+        p = ckpt_path_join(tmp, "/", WEIGHTS_NAME);
+        st = p ? ffn_st_writer_save(w, p) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(p);
+    }
+    ffn_st_writer_free(w);
+    if (st == FFN_OK) st = ckpt_commit(dir, tmp);
+    else ckpt_remove_dir(tmp);
+    free(tmp);
+    return st;
+}

@@ -1,0 +1,281 @@
+// test_report.mjs -- the HTML report as a person uses it, in headless
+// Chromium (Debian's /usr/bin/chromium, driven by playwright-core from npm).
+//
+// Builds a tiny run directory (ffn compare: linear, swiglu, moe), writes the
+// report, opens it and fails on any console error, page error or network
+// request other than the file itself.  Clicks tokens and checks that the
+// neuron panel shows exactly that token's data from the embedded JSON;
+// switches layers and models; checks the parameter chart, the curves and the
+// linear-collapse table; keeps screenshots in build/test-artifacts/; and
+// checks that a 200-token prompt loads and responds within a few seconds.
+//
+// Needs: node >= 20, /usr/bin/chromium (apt-get install chromium), and
+// `npm ci` in tests/browser (scripts/test.sh does it).  A missing piece is
+// a FAILURE with what to install, never a skip.
+//
+// Run: node tests/browser/test_report.mjs   (FFN_BIN defaults to build/ffn)
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..', '..');
+const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
+const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
+const artifacts = path.join(root, 'build', 'test-artifacts');
+const t0 = Date.now();
+
+let failures = 0, passes = 0;
+let tmp = null, userDataDir = null; // removed on every exit
+function ok(cond, what, detail) {
+  if (cond) { passes++; console.log(`ok   ${what}`); }
+  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
+  return cond;
+}
+function cleanup() {
+  for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
+}
+function die(msg) {
+  cleanup();
+  console.log(`FAIL ${msg}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
+// ---- prerequisites: fail loudly with what to install --------------------------
+const nodeMajor = +process.versions.node.split('.')[0];
+if (nodeMajor < 20) die(`node ${process.versions.node} is too old: install Node.js >= 20 (apt-get install nodejs npm)`);
+if (!fs.existsSync(chromiumPath))
+  die(`${chromiumPath} not found: install Chromium (apt-get install chromium, or bash scripts/setup.sh test)`);
+if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
+let chromium;
+try {
+  const require = createRequire(path.join(here, 'package.json'));
+  ({ chromium } = require('playwright-core'));
+} catch (e) {
+  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
+}
+
+// ---- a tiny run directory and its reports ----------------------------------------
+tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-report-test-'));
+const runDir = path.join(tmp, 'run');
+function run(args) {
+  try {
+    return execFileSync(ffn, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (e) {
+    die(`ffn ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
+  }
+}
+run(['compare', '--variants', 'linear,swiglu,moe', '--steps', '12', '--seeds', '1',
+  '--hidden-size', '32', '--batch-size', '4', '--seq-len', '32', '--eval-every', '4',
+  '--eval-batches', '2', '--sentences', '2000', '--threads', '2', '--out', runDir]);
+console.log(`# run directory built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+const report = path.join(tmp, 'report.html');
+run(['report', runDir, '--out', report, '--threads', '2']);
+ok(fs.existsSync(report) && !fs.existsSync(report + '.tmp'), 'report written atomically (no .tmp left)');
+// 200 tokens of the built-in corpus's kind of text (char tokenizer: one token per character)
+const sentence = 'Mary gave John the apple because he was hungry. ';
+let long = '';
+while (long.length < 200) long += sentence;
+long = long.slice(0, 200);
+const report200 = path.join(tmp, 'report200.html');
+run(['report', runDir, '--out', report200, '--prompt', long, '--threads', '2']);
+
+// ---- the browser ------------------------------------------------------------------
+fs.mkdirSync(artifacts, { recursive: true });
+userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
+let context;
+try {
+  context = await chromium.launchPersistentContext(userDataDir, {
+    executablePath: chromiumPath,
+    headless: true,
+    viewport: { width: 1366, height: 768 },
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+} catch (e) {
+  die(`cannot start ${chromiumPath}: ${e.message}`);
+}
+
+const problems = [];
+async function openPage(file) {
+  const page = await context.newPage();
+  const url = pathToFileURL(file).href;
+  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error on ${path.basename(file)}: ${m.text()}`); });
+  page.on('pageerror', (e) => problems.push(`page error on ${path.basename(file)}: ${e.message}`));
+  page.on('request', (r) => { if (r.url() !== url) problems.push(`network request from ${path.basename(file)}: ${r.url()}`); });
+  const start = Date.now();
+  await page.goto(url, { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  return { page, ms: Date.now() - start };
+}
+
+// what the page should show for a number and a token (mirrors the viewer)
+function fmtNum(x, digits) {
+  if (x === null || x === undefined || !isFinite(x)) return '-';
+  const a = Math.abs(x);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
+  return x.toFixed(digits === undefined ? 3 : digits);
+}
+function showToken(s) {
+  if (s === undefined || s === null) return '?';
+  if (s === '') return '\u2205';
+  const t = s.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/\r/g, '\u240d')
+    .replace(/[\u0000-\u001f\u007f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0'));
+  if (/^ +$/.test(t)) return t.length === 1 ? '\u2423' : '\u2423\u00d7' + t.length;
+  return t;
+}
+
+// The panel's rows against the JSON entry of (model, token, layer).
+async function checkPanel(page, data, mi, t, li, what) {
+  const mod = data.models[mi];
+  const entry = mod.tok[t][li];
+  const shown = await page.evaluate(() => {
+    const p = document.getElementById('neuron-panel');
+    return {
+      token: p.getAttribute('data-token'), layer: p.getAttribute('data-layer'), model: p.getAttribute('data-model'),
+      rows: [...p.querySelectorAll('tbody tr')].map((tr) => ({
+        key: tr.getAttribute('data-neuron'),
+        cells: [...tr.querySelectorAll('td')].map((td) => td.textContent),
+        chips: [...tr.querySelectorAll('td.promo .chip')].map((c) => c.textContent),
+      })),
+      experts: [...p.querySelectorAll('.chip.exp')].map((c) => c.textContent),
+    };
+  });
+  ok(shown.token === String(t) && shown.layer === String(mod.layers[li]) && shown.model === mod.name,
+    `${what}: panel shows model ${mod.name}, token ${t}, layer ${mod.layers[li]}`, JSON.stringify([shown.model, shown.token, shown.layer]));
+  ok(shown.rows.length === entry.n.length && entry.n.length > 0, `${what}: ${entry.n.length} neuron rows`, shown.rows.length);
+  let mismatch = null;
+  entry.n.forEach((n, j) => {
+    const row = shown.rows[j];
+    if (!row) { mismatch = mismatch || `row ${j} missing`; return; }
+    if (row.key !== `${n[0]}:${n[1]}`) mismatch = mismatch || `row ${j}: neuron ${row.key}, JSON ${n[0]}:${n[1]}`;
+    const texts = row.cells.join('|');
+    for (const [label, v] of [['gate', n[3]], ['up', n[4]], ['product', n[5]]])
+      if (!texts.includes(fmtNum(v, 3))) mismatch = mismatch || `row ${j}: ${label} ${fmtNum(v, 3)} not in "${texts}"`;
+    const want = n[8].map((id) => showToken(mod.vocab[String(id)]));
+    if (JSON.stringify(row.chips) !== JSON.stringify(want))
+      mismatch = mismatch || `row ${j}: promoted ${JSON.stringify(row.chips)}, JSON ${JSON.stringify(want)}`;
+  });
+  ok(!mismatch, `${what}: every row's neuron, gate, up, product and promoted tokens match the embedded JSON`, mismatch);
+  if (mod.layer_moe[li]) {
+    const want = entry.e.map((p) => `E${p[0]} \u00b7 w ${fmtNum(p[1], 2)}`);
+    ok(entry.e.length > 0 && JSON.stringify(shown.experts) === JSON.stringify(want),
+      `${what}: MoE routing shown (${want.join(', ')})`, JSON.stringify(shown.experts));
+  }
+  return shown;
+}
+
+async function clickToken(page, t) {
+  await page.click(`#tokens .tok[data-t="${t}"]`);
+  await page.waitForFunction((tt) => document.getElementById('neuron-panel').getAttribute('data-token') === String(tt), t, { timeout: 5000 });
+}
+
+try {
+  const { page, ms } = await openPage(report);
+  console.log(`# report loaded in ${ms} ms`);
+  const data = await page.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent));
+
+  // curves, table, parameters, collapse
+  const curvePaths = await page.locator('#curve-plot svg path').count();
+  ok(data.curves.length === 3 && curvePaths >= 3, `validation curves drawn (${data.curves.length} runs, ${curvePaths} paths)`);
+  ok(await page.locator('#variant-table tbody tr').count() === 3, 'compare.json table has 3 variants');
+  const prow = await page.locator('#param-chart .prow').count();
+  ok(prow === data.params.length && prow === 4, `parameter chart: ${prow} bars (3 variants + Llama-2-7B)`);
+  const llama = data.params.find((p) => p.name === 'Llama-2-7B');
+  ok(llama && llama.total === 6738415616, 'Llama-2-7B counted as 6,738,415,616 parameters', llama && llama.total);
+  const ffnShare = llama.parts.ffn / llama.total;
+  ok(ffnShare > 0.6 && ffnShare < 0.7, `Llama-2-7B FFN share ${(100 * ffnShare).toFixed(1)}% (expected about 2/3)`);
+  const collapseRows = await page.locator('#collapse-table tbody tr').count();
+  ok(data.collapse && collapseRows === data.collapse.layers.length && collapseRows === 2, `collapse table: ${collapseRows} layers`);
+  ok(data.collapse.layers.every((l) => l.rel < 1e-4), 'collapse: the merged map equals the two-layer map to float rounding',
+    JSON.stringify(data.collapse.layers.map((l) => l.rel)));
+  ok(data.collapse.params_before === 2 * data.collapse.D * data.collapse.F && data.collapse.params_after === data.collapse.D ** 2,
+    'collapse: parameter counts 2DF before, D² after');
+  ok(await page.locator('#collapse .ok').count() === 1, 'collapse verdict shown as "Same map"');
+
+  // neurons: models, tokens, clicks, layers
+  ok(data.models.length === 2 && data.models[0].name === 'swiglu' && data.models[1].name === 'moe',
+    'default models: swiglu and moe', data.models.map((m) => m.name).join(','));
+  const mod = data.models[0];
+  const nTok = await page.locator('#tokens .tok').count();
+  ok(nTok === mod.ids.length && nTok === 'Mary gave John the apple because he was hungry.'.length,
+    `token strip: ${nTok} tokens of the default prompt`);
+  const layerSel = await page.locator('#layer-select').inputValue();
+  const li0 = +layerSel;
+  await clickToken(page, 0);
+  const first = await checkPanel(page, data, 0, 0, li0, 'click token 0');
+  await clickToken(page, 5);
+  const second = await checkPanel(page, data, 0, 5, li0, 'click token 5');
+  ok(JSON.stringify(first.rows) !== JSON.stringify(second.rows), 'the panel changed between the two tokens');
+  ok(await page.locator('#neuron-panel').getByText(/shares \d+ of its \d+ top neurons/).count() === 1,
+    'the panel compares with the previous token');
+  const otherLayer = li0 === 0 ? 1 : 0;
+  await page.selectOption('#layer-select', String(otherLayer));
+  await page.waitForFunction((l) => document.getElementById('neuron-panel').getAttribute('data-layer') === String(l),
+    mod.layers[otherLayer], { timeout: 5000 });
+  await checkPanel(page, data, 0, 5, otherLayer, `switch to layer ${mod.layers[otherLayer]}`);
+  // pin a neuron: the tokens that also have it in their top-K get marked
+  const pinKey = await page.locator('#neuron-panel tbody tr').nth(1).getAttribute('data-neuron');
+  await page.locator('#neuron-panel tbody tr').nth(1).click();
+  const marked = await page.locator('#tokens .tok.hit-pos, #tokens .tok.hit-neg').count();
+  const expected = mod.tok.filter((row) => row[otherLayer].n.some((n) => `${n[0]}:${n[1]}` === pinKey)).length;
+  ok(marked === expected && expected >= 1, `pinning neuron ${pinKey} marks the ${expected} tokens that have it in their top ${mod.top_k}`, marked);
+  ok(/among the top \d+ of \d+ of the \d+ tokens/.test(await page.locator('#pin-note').textContent()), 'the pin note counts them');
+  await page.locator(`#neuron-panel tbody tr[data-neuron="${pinKey}"]`).click();
+  ok(await page.locator('#tokens .tok.hit-pos, #tokens .tok.hit-neg').count() === 0, 'a second click clears the marks');
+  // keyboard: arrow right moves to the next token
+  await page.focus('#tokens .tok[data-t="5"]');
+  await page.keyboard.press('ArrowRight');
+  await page.waitForFunction(() => document.getElementById('neuron-panel').getAttribute('data-token') === '6', null, { timeout: 5000 });
+  await checkPanel(page, data, 0, 6, otherLayer, 'arrow key to token 6');
+  // the MoE model: experts per token
+  await page.selectOption('#model-select', '1');
+  await page.waitForFunction(() => document.getElementById('neuron-panel').getAttribute('data-model') === 'moe', null, { timeout: 5000 });
+  await clickToken(page, 2);
+  const moeLi = +(await page.locator('#layer-select').inputValue());
+  await checkPanel(page, data, 1, 2, moeLi, 'moe model, token 2');
+  // back to swiglu, the clicked state shown in the screenshot
+  await page.selectOption('#model-select', '0');
+  await page.selectOption('#layer-select', String(mod.layers.length - 1));
+  await clickToken(page, 17);
+  await page.screenshot({ path: path.join(artifacts, 'report.png'), fullPage: true });
+  await page.screenshot({ path: path.join(artifacts, 'report-viewport.png') });
+  await page.locator('#neurons').screenshot({ path: path.join(artifacts, 'report-neurons.png') });
+  ok(fs.statSync(path.join(artifacts, 'report.png')).size > 10000, 'screenshot kept: build/test-artifacts/report.png');
+  // readable at 1366x768: nothing wider than the window
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  ok(overflow <= 0, 'no horizontal scrolling at 1366x768', `${overflow}px too wide`);
+  // the parameter view toggle
+  await page.selectOption('#param-view', 'active');
+  const moeBar = await page.locator('#param-chart .prow').nth(2).locator('small').textContent();
+  ok(/active/.test(moeBar), 'parameter chart switches to active parameters', moeBar);
+  await page.close();
+
+  // a 200-token prompt
+  const big = await openPage(report200);
+  console.log(`# 200-token report loaded in ${big.ms} ms`);
+  const d2 = await big.page.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent));
+  ok(d2.models[0].ids.length === 200 && d2.models[0].windows === Math.ceil(200 / d2.models[0].context),
+    `200-token prompt embedded (${d2.models[0].windows} windows of ${d2.models[0].context})`);
+  ok(big.ms < 5000, `200-token report loads in ${big.ms} ms (< 5000)`);
+  const c0 = Date.now();
+  await clickToken(big.page, 199);
+  await checkPanel(big.page, d2, 0, 199, +(await big.page.locator('#layer-select').inputValue()), '200 tokens, click the last');
+  const clickMs = Date.now() - c0;
+  ok(clickMs < 2000, `a click on the 200-token page answers in ${clickMs} ms (< 2000)`);
+  await big.page.close();
+} catch (e) {
+  ok(false, 'browser session', e.stack || e.message);
+} finally {
+  await context.close();
+}
+
+ok(problems.length === 0, 'no console error, page error or network request', problems.join('\n     '));
+cleanup();
+console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
+console.log(`${passes} passed, ${failures} failed`);
+process.exit(failures ? 1 : 0);

@@ -1,0 +1,423 @@
+/* cmd_run.c -- `ffn run`: load a real checkpoint (a llama2.c .bin file or a
+ * Hugging Face / ffn directory), generate from token ids or a text prompt
+ * with the KV cache, and optionally dump the logits of every position to a
+ * safetensors file (for comparisons against reference implementations). */
+#include "cli.h"
+#include "ffn/checkpoint.h"
+#include "ffn/safetensors.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const CMD = "run";
+
+static void usage(FILE *f) {
+    fprintf(f,
+"usage: ffn run MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]\n"
+"\n"
+"Loads MODEL and continues the given tokens, one token at a time with a KV\n"
+"cache, greedily (--temperature 0, the default) or by sampling.\n"
+"\n"
+"MODEL is one of:\n"
+"  a llama2.c checkpoint FILE   seven int32 (dim, hidden_dim, n_layers, n_heads,\n"
+"                               n_kv_heads, vocab_size, seq_len; vocab_size < 0:\n"
+"                               untied classifier) then fp32 arrays; RoPE rotates\n"
+"                               consecutive pairs (2i, 2i+1), RMSNorm eps 1e-5\n"
+"  a Hugging Face DIRECTORY     config.json (model_type llama, mistral, qwen2,\n"
+"                               mixtral or qwen2_moe) and model.safetensors or the\n"
+"                               shards of model.safetensors.index.json; F32, F16\n"
+"                               or BF16; RoPE rotate_half (pairs (i, i + Dh/2))\n"
+"  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout + tokenizer.txt)\n"
+"Weights are memory-mapped and converted straight into the model (no second\n"
+"copy of the file in memory).  Every bad file gets an error naming it.\n"
+"\n"
+"input (one of):\n"
+"  --ids \"1 2 3\"       token ids, separated by spaces or commas (llama2.c: BOS is 1)\n"
+"  --prompt TEXT       text, encoded with the model's vocabulary: a llama2.c\n"
+"                      tokenizer.bin (BOS id 1 is prepended, then SentencePiece-style\n"
+"                      BPE merges by score with <0xXX> byte fallback) or ffn's\n"
+"                      tokenizer.txt in an ffn checkpoint directory\n"
+"options:\n"
+"  --tokenizer FILE    the vocabulary (default: ffn_tokenizer_file or tokenizer.txt\n"
+"                      in a checkpoint directory, tokenizer.bin beside the model)\n"
+"  --no-bos            do not prepend BOS to a --prompt (llama2.c tokenizer)\n"
+"  --steps N           tokens to generate (default 32; capped by the context)\n"
+"  --temperature T     0 = greedy (argmax, lowest id on ties); else sample from\n"
+"                      softmax(logits / T) (default 0)\n"
+"  --top-p P           nucleus sampling: only the most likely tokens whose\n"
+"                      probabilities add up to P (default 0.9; 1 = all)\n"
+"  --seed S            sampling seed (default 42)\n"
+"  --emit ids|text     what to print on stdout: the generated ids on one line, or\n"
+"                      their text (default: text when a vocabulary is found,\n"
+"                      else ids).  Only generated tokens are printed.\n"
+"  --dump-logits FILE  write FILE.safetensors with `logits` F32 [T, V] and `tokens`\n"
+"                      I32 [T]: row t holds the logits after token t, for every\n"
+"                      token FED to the model: the prompt, then each generated\n"
+"                      token except the last (T = prompt + steps - 1, or the\n"
+"                      prompt alone with --steps 0).  Prompt rows come from one\n"
+"                      batched forward, generated rows from the KV-cached steps.\n"
+"  --threads N         threads (default: FFN_NUM_THREADS or all cores)\n"
+"  --info              print what was loaded and the prompt's ids on stderr\n"
+"\n"
+"examples:\n"
+"  ffn run stories260K.bin --ids \"1 403 407\" --steps 20 --emit ids\n"
+"  ffn run stories15M.bin --tokenizer tokenizer.bin --prompt 'Once upon a time'\n"
+"  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n");
+}
+
+/* ---- sampling ------------------------------------------------------------------ */
+
+typedef struct rng64 {
+    uint64_t s;
+} rng64;
+
+static uint64_t rng_next(rng64 *r) { /* splitmix64 */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct prob {
+    double p;
+    int32_t id;
+} prob;
+
+static int by_p_desc(const void *a, const void *b) {
+    const prob *x = a, *y = b;
+    if (x->p != y->p) return x->p < y->p ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+static int32_t sample(const float *logits, int64_t V, double temperature, double top_p, rng64 *r,
+                      prob *work) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < V; i++)
+        if (logits[i] > logits[best]) best = i;
+    if (temperature <= 0) return (int32_t)best;
+    double mx = logits[best], sum = 0;
+    for (int64_t i = 0; i < V; i++) {
+        work[i].p = exp(((double)logits[i] - mx) / temperature);
+        work[i].id = (int32_t)i;
+        sum += work[i].p;
+    }
+    int64_t n = V;
+    if (top_p < 1) {
+        qsort(work, (size_t)V, sizeof *work, by_p_desc);
+        double cum = 0;
+        for (n = 0; n < V;) {
+            cum += work[n++].p / sum;
+            if (cum >= top_p) break;
+        }
+        sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += work[i].p;
+    }
+    double u = (double)(rng_next(r) >> 11) * 0x1p-53 * sum, acc = 0;
+    for (int64_t i = 0; i < n; i++) {
+        acc += work[i].p;
+        if (u < acc) return work[i].id;
+    }
+    return work[n - 1].id;
+}
+
+/* ---- the vocabulary -------------------------------------------------------------- */
+
+typedef struct vocab {
+    ffn_tokenizer *ffn;
+    ffn_llama2c_tokenizer *l2c;
+} vocab;
+
+/* 0 on success; else the error is printed. */
+static int vocab_load(const char *path, int is_l2c_hint, int64_t V, vocab *v) {
+    FILE *f = fopen(path, "rb");
+    char head[16] = {0};
+    if (f) {
+        size_t got = fread(head, 1, 14, f);
+        (void)got;
+        fclose(f);
+    }
+    if (!strncmp(head, "ffn-tokenizer", 13) && !is_l2c_hint) {
+        ffn_status st = ffn_tokenizer_load(path, &v->ffn);
+        if (st) return cli_fail(CMD, st);
+        if (ffn_tokenizer_vocab_size(v->ffn) != V) {
+            cli_error(CMD, "%s: %lld tokens, but the model's vocabulary has %lld", path,
+                      (long long)ffn_tokenizer_vocab_size(v->ffn), (long long)V);
+            return 1;
+        }
+        return 0;
+    }
+    ffn_status st = ffn_llama2c_tokenizer_load(path, V, &v->l2c);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+static void vocab_free(vocab *v) {
+    ffn_tokenizer_free(v->ffn);
+    ffn_llama2c_tokenizer_free(v->l2c);
+}
+
+/* Print token `id` (after `prev`) as text. */
+static void emit_text(const vocab *v, int32_t prev, int32_t id) {
+    const char *s = NULL;
+    size_t len = 0;
+    char b1[1];
+    if (v->l2c) {
+        if (ffn_llama2c_tokenizer_piece(v->l2c, prev, id, b1, &s, &len) != FFN_OK) return;
+    } else {
+        s = ffn_tokenizer_token(v->ffn, id, &len);
+    }
+    if (s) fwrite(s, 1, len, stdout);
+    fflush(stdout);
+}
+
+static int parse_ids(const char *s, int64_t V, int32_t **out, int64_t *n_out) {
+    size_t cap = strlen(s) / 2 + 1;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return 0;
+    int64_t n = 0;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
+            cli_error(CMD, "--ids: expected token ids separated by spaces or commas, got '%s'", s);
+            free(ids);
+            return 0;
+        }
+        if (x < 0 || x >= V) {
+            cli_error(CMD, "--ids: token %lld is outside the vocabulary [0, %lld)", x, (long long)V);
+            free(ids);
+            return 0;
+        }
+        ids[n++] = (int32_t)x;
+        p = end;
+    }
+    if (n == 0) {
+        cli_error(CMD, "--ids: no token ids given");
+        free(ids);
+        return 0;
+    }
+    *out = ids;
+    *n_out = n;
+    return 1;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+int cmd_run(int argc, char **argv) {
+    const char *model_path = NULL, *ids_s = NULL, *prompt = NULL, *tok_path = NULL;
+    const char *emit = NULL, *dump = NULL;
+    int64_t steps = 32, threads = 0, seed = 42;
+    double temperature = 0, top_p = 0.9;
+    int bos = 1, show_info = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        }
+#define FLAG(name)                                                     \
+    if ((r = cli_flag(CMD, argc, argv, &i, name, &v)) < 0) return CLI_EXIT_USAGE; \
+    else if (r > 0)
+        FLAG("--ids") { ids_s = v; continue; }
+        FLAG("--prompt") { prompt = v; continue; }
+        FLAG("--tokenizer") { tok_path = v; continue; }
+        FLAG("--emit") { emit = v; continue; }
+        FLAG("--dump-logits") { dump = v; continue; }
+        FLAG("--steps") {
+            if (!cli_parse_i64(CMD, "--steps", v, 0, 1 << 30, &steps)) return CLI_EXIT_USAGE;
+            continue;
+        }
+        FLAG("--threads") {
+            if (!cli_parse_i64(CMD, "--threads", v, 0, 4096, &threads)) return CLI_EXIT_USAGE;
+            continue;
+        }
+        FLAG("--seed") {
+            if (!cli_parse_i64(CMD, "--seed", v, 0, INT64_MAX, &seed)) return CLI_EXIT_USAGE;
+            continue;
+        }
+        FLAG("--temperature") {
+            if (!cli_parse_f64(CMD, "--temperature", v, 0, 1e6, &temperature)) return CLI_EXIT_USAGE;
+            continue;
+        }
+        FLAG("--top-p") {
+            if (!cli_parse_f64(CMD, "--top-p", v, 1e-9, 1, &top_p)) return CLI_EXIT_USAGE;
+            continue;
+        }
+#undef FLAG
+        if (!strcmp(argv[i], "--no-bos")) { bos = 0; continue; }
+        if (!strcmp(argv[i], "--info")) { show_info = 1; continue; }
+        if (argv[i][0] == '-' && argv[i][1]) {
+            cli_error(CMD, "unknown option '%s' (see ffn run --help)", argv[i]);
+            return CLI_EXIT_USAGE;
+        }
+        if (model_path) {
+            cli_error(CMD, "one MODEL expected, got '%s' and '%s'", model_path, argv[i]);
+            return CLI_EXIT_USAGE;
+        }
+        model_path = argv[i];
+    }
+    if (!model_path) {
+        cli_error(CMD, "MODEL missing (see ffn run --help)");
+        return CLI_EXIT_USAGE;
+    }
+    if (!ids_s == !prompt) {
+        cli_error(CMD, "give exactly one of --ids and --prompt");
+        return CLI_EXIT_USAGE;
+    }
+    if (emit && strcmp(emit, "ids") && strcmp(emit, "text")) {
+        cli_error(CMD, "--emit: expected ids or text, got '%s'", emit);
+        return CLI_EXIT_USAGE;
+    }
+
+    ffn_model_config cfg;
+    ffn_checkpoint_info info;
+    ffn_status st = ffn_checkpoint_read_config(model_path, &cfg, &info);
+    if (st) return cli_fail(CMD, st);
+    const int64_t V = cfg.vocab_size;
+    int64_t ctx_len = cfg.max_position_embeddings;
+    if (info.context_cap > 0 && info.context_cap < ctx_len) ctx_len = info.context_cap;
+
+    /* The vocabulary, when one is asked for or needed. */
+    vocab voc = {0};
+    const char *tp = tok_path ? tok_path : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
+    int want_text = emit ? !strcmp(emit, "text") : 0;
+    if (prompt || want_text || (!emit && tp)) {
+        if (!tp) {
+            cli_error(CMD, "%s: no vocabulary found beside the model; give --tokenizer FILE%s",
+                      model_path, prompt ? " or use --ids" : " or --emit ids");
+            return CLI_EXIT_FAIL;
+        }
+        if (vocab_load(tp, tok_path ? 0 : info.tokenizer_is_llama2c, V, &voc)) {
+            vocab_free(&voc);
+            return CLI_EXIT_FAIL;
+        }
+        if (!emit) want_text = 1;
+    }
+
+    int32_t *ids = NULL;
+    int64_t n_prompt = 0;
+    if (ids_s) {
+        if (!parse_ids(ids_s, V, &ids, &n_prompt)) {
+            vocab_free(&voc);
+            return CLI_EXIT_USAGE;
+        }
+    } else if (voc.l2c) {
+        st = ffn_llama2c_tokenizer_encode(voc.l2c, prompt, strlen(prompt), bos, 0, &ids, &n_prompt);
+    } else {
+        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, NULL);
+    }
+    if (st == FFN_OK && n_prompt == 0) {
+        cli_error(CMD, "--prompt: the text encodes to no tokens");
+        free(ids);
+        vocab_free(&voc);
+        return CLI_EXIT_USAGE;
+    }
+    if (st) {
+        free(ids);
+        vocab_free(&voc);
+        return cli_fail(CMD, st);
+    }
+    if (show_info) {
+        fprintf(stderr, "ffn run: prompt ids (%lld):", (long long)n_prompt);
+        for (int64_t i = 0; i < n_prompt; i++) fprintf(stderr, " %d", ids[i]);
+        fprintf(stderr, "\n");
+    }
+    if (n_prompt > ctx_len) {
+        cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld",
+                  (long long)n_prompt, (long long)ctx_len);
+        free(ids);
+        vocab_free(&voc);
+        return CLI_EXIT_USAGE;
+    }
+    if (n_prompt + steps - 1 > ctx_len) {
+        int64_t fit = ctx_len - n_prompt + 1;
+        fprintf(stderr, "ffn run: note: generating %lld tokens, not %lld: the context holds %lld\n",
+                (long long)fit, (long long)steps, (long long)ctx_len);
+        steps = fit;
+    }
+
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(CMD, (int)threads, &ctx)) {
+        free(ids);
+        vocab_free(&voc);
+        return CLI_EXIT_FAIL;
+    }
+    int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
+    ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt};
+    ffn_model *m = NULL;
+    st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    if (st) {
+        free(ids);
+        vocab_free(&voc);
+        ffn_ctx_free(ctx);
+        return cli_fail(CMD, st);
+    }
+    if (show_info)
+        fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
+                "bytes; tensors F32 %d, F16 %d, BF16 %d; RoPE %s\n", model_path,
+                ffn_checkpoint_format_name(info.format), info.model_type,
+                (long long)ffn_model_num_params(m), (long long)info.n_files,
+                (long long)info.file_bytes, info.n_dtypes[0], info.n_dtypes[1], info.n_dtypes[2],
+                ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
+
+    size_t rows_bytes = 0;
+    float *all = NULL, *logits = malloc((size_t)V * sizeof(float));
+    int32_t *seq = malloc((size_t)(fed + 1) * sizeof(int32_t));
+    prob *work = malloc((size_t)V * sizeof(prob));
+    if (dump) {
+        if (__builtin_mul_overflow((size_t)fed, (size_t)V * sizeof(float), &rows_bytes) ||
+            !(all = malloc(rows_bytes ? rows_bytes : 1)))
+            st = FFN_ERR_NOMEM;
+    }
+    if (!logits || !seq || !work) st = FFN_ERR_NOMEM;
+    if (st == FFN_OK) memcpy(seq, ids, (size_t)n_prompt * sizeof(int32_t));
+    if (st == FFN_OK && dump) st = ffn_model_logits(m, all, ids, 1, n_prompt);
+    if (st == FFN_OK) {
+        ffn_model_reset(m);
+        st = ffn_model_prefill(m, ids, n_prompt, logits);
+    }
+    rng64 rng = {(uint64_t)seed};
+    int text = want_text && (voc.l2c || voc.ffn);
+    int32_t prev = ids[n_prompt - 1];
+    for (int64_t i = 0; st == FFN_OK && i < steps; i++) {
+        int32_t next = sample(logits, V, temperature, top_p, &rng, work);
+        if (text) emit_text(&voc, prev, next);
+        else printf(i ? " %d" : "%d", next);
+        prev = next;
+        if (i + 1 == steps) break;
+        seq[n_prompt + i] = next;
+        st = ffn_model_step(m, next, logits);
+        if (st == FFN_OK && dump) memcpy(all + (n_prompt + i) * V, logits, (size_t)V * sizeof(float));
+    }
+    if (st == FFN_OK && (steps > 0 || !text)) printf("\n");
+    fflush(stdout);
+    if (st == FFN_OK && dump) {
+        ffn_st_writer *w = NULL;
+        st = ffn_st_writer_create(&w);
+        int64_t shape[2] = {fed, V};
+        char meta[64];
+        if (st == FFN_OK) st = ffn_st_writer_add(w, "logits", FFN_DTYPE_F32, 2, shape, all);
+        if (st == FFN_OK) st = ffn_st_writer_add(w, "tokens", FFN_DTYPE_I32, 1, shape, seq);
+        snprintf(meta, sizeof meta, "%lld", (long long)n_prompt);
+        if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "n_prompt", meta);
+        if (st == FFN_OK)
+            st = ffn_st_writer_set_metadata(w, "rows", "row t: logits after token t; the prompt, "
+                                            "then the generated tokens fed back (not the last)");
+        if (st == FFN_OK) st = ffn_st_writer_save(w, dump);
+        ffn_st_writer_free(w);
+    }
+    free(all);
+    free(logits);
+    free(seq);
+    free(work);
+    free(ids);
+    ffn_model_free(m);
+    vocab_free(&voc);
+    ffn_ctx_free(ctx);
+    if (st) return cli_fail(CMD, st);
+    return 0;
+}

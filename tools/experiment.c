@@ -1,0 +1,488 @@
+/* experiment.c -- train FFN variants at equal parameters and compare them
+ * (the engine of `ffn compare` and `ffn demo`; see experiment.h). */
+#include "experiment.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* ---- variants ---------------------------------------------------------- */
+
+static int64_t dense_width(const exp_plan *p) {
+    return p->dense_width > 0 ? p->dense_width : 4 * p->train.model.hidden_size;
+}
+
+static int64_t gated_width(const exp_plan *p) {
+    int64_t f = (2 * dense_width(p) + 1) / 3;
+    return f > 0 ? f : 1;
+}
+
+static int make_variant(const exp_plan *p, const char *name, exp_variant *v) {
+    memset(v, 0, sizeof *v);
+    snprintf(v->name, sizeof v->name, "%s", name);
+    ffn_model_config m = p->train.model;
+    m.num_experts = 0;
+    if (!strcmp(name, "none")) {
+        m.mlp_type = FFN_MODEL_MLP_NONE;
+    } else if (!strcmp(name, "moe")) {
+        m.mlp_type = FFN_MODEL_MLP_GATED;
+        m.hidden_act = FFN_ACT_SILU;
+        m.intermediate_size = gated_width(p);
+        m.num_experts = p->experts;
+        m.num_experts_per_tok = p->top_k;
+        m.moe_intermediate_size = gated_width(p) / p->top_k > 0 ? gated_width(p) / p->top_k : 1;
+        m.moe_layer_freq = 1;
+        m.norm_topk_prob = 1;
+    } else {
+        ffn_act act;
+        ffn_mlp_type implied = FFN_MLP_AUTO;
+        if (ffn_act_parse(name, &act, &implied) != FFN_OK) {
+            cli_error(p->cmd,
+                      "--variants: unknown variant '%s' (expected none, linear, relu, gelu, "
+                      "gelu_pytorch_tanh, silu/swish, sigmoid, glu, bilinear, reglu, geglu, "
+                      "swiglu or moe)",
+                      name);
+            return 0;
+        }
+        m.hidden_act = act;
+        if (implied == FFN_MLP_GATED) {
+            m.mlp_type = FFN_MODEL_MLP_GATED;
+            m.intermediate_size = gated_width(p);
+        } else {
+            m.mlp_type = FFN_MODEL_MLP_DENSE;
+            m.intermediate_size = dense_width(p);
+        }
+    }
+    v->model = m;
+    v->best_val = INFINITY;
+    return 1;
+}
+
+int exp_parse_variants(exp_plan *plan, const char *list) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    plan->n_variants = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ') tok++;
+        if (!*tok) continue;
+        if (plan->n_variants == EXP_MAX_VARIANTS) {
+            cli_error(plan->cmd, "--variants: at most %d variants", EXP_MAX_VARIANTS);
+            return 0;
+        }
+        for (int i = 0; i < plan->n_variants; i++)
+            if (!strcmp(plan->variants[i].name, tok)) {
+                cli_error(plan->cmd, "--variants: '%s' is listed twice", tok);
+                return 0;
+            }
+        if (!make_variant(plan, tok, &plan->variants[plan->n_variants])) return 0;
+        plan->n_variants++;
+    }
+    if (plan->n_variants == 0) {
+        cli_error(plan->cmd, "--variants: the list is empty");
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- counting ---------------------------------------------------------- */
+
+/* Parameters, active parameters and forward FLOPs per token of a variant.
+ * FLOPs: 2 per multiply-add of every matrix a token passes through (the
+ * tied embedding counts once, as the LM head; a lookup is free) plus the
+ * attention scores and weighted sum, 2·2·D·(T+1)/2 per layer on average
+ * over a causal window of T. */
+static ffn_status count_variant(ffn_ctx *ctx, const exp_plan *p, exp_variant *v,
+                                int64_t vocab) {
+    ffn_model_config m = v->model;
+    m.vocab_size = vocab;
+    m.max_position_embeddings = p->train.seq_len;
+    ffn_model_options o = {.max_batch = 1, .max_seq = 1, .training = 0};
+    ffn_model *model = NULL;
+    ffn_status st = ffn_model_create(ctx, &m, &o, &model);
+    if (st != FFN_OK) return st;
+    v->total_params = ffn_model_num_params(model);
+    v->active_params = ffn_model_active_params(model);
+    int64_t not_matmul = 0;
+    for (int64_t i = 0; i < ffn_model_num_tensors(model); i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(model, i);
+        if (t->kind == FFN_TENSOR_NORM || t->kind == FFN_TENSOR_ATTN_BIAS ||
+            t->kind == FFN_TENSOR_MLP_BIAS || (t->kind == FFN_TENSOR_EMBEDDING && !m.tie_word_embeddings))
+            not_matmul += t->numel;
+    }
+    int64_t T = p->train.seq_len;
+    v->flops_per_token = 2 * (v->active_params - not_matmul) +
+                         m.num_hidden_layers * 2 * m.hidden_size * (T + 1);
+    ffn_model_free(model);
+    return FFN_OK;
+}
+
+/* ---- running ----------------------------------------------------------- */
+
+typedef struct progress {
+    const exp_plan *plan;
+    int variant, seed;
+    int tty;
+    double last_val;
+} progress;
+
+static void on_step(const ffn_train_point *pt, void *user) {
+    progress *pr = user;
+    if (!isnan(pt->val_loss)) pr->last_val = pt->val_loss;
+    if (!pr->tty || pr->plan->quiet) return;
+    char val[32] = "  -  ";
+    if (!isnan(pr->last_val)) snprintf(val, sizeof val, "%.3f", pr->last_val);
+    fprintf(stderr,
+            "\r\033[K[%d/%d] %-8s seed %d/%d  step %5lld/%lld  loss %.3f  val %s  %6.0f tok/s  "
+            "ETA %3.0fs",
+            pr->variant + 1, pr->plan->n_variants, pr->plan->variants[pr->variant].name,
+            pr->seed + 1, pr->plan->seeds, (long long)pt->step, (long long)pt->steps, pt->loss,
+            val, pt->tokens_per_s, pt->eta_s);
+    fflush(stderr);
+}
+
+static int make_dir(const char *cmd, const char *path) {
+    if (mkdir(path, 0777) == 0 || errno == EEXIST) return 1;
+    cli_error(cmd, "%s: cannot create the directory: %s", path, strerror(errno));
+    return 0;
+}
+
+int exp_run(ffn_ctx *ctx, exp_plan *plan, volatile sig_atomic_t *stop_flag) {
+    if (plan->out_dir && !make_dir(plan->cmd, plan->out_dir)) return CLI_EXIT_FAIL;
+    int tty = cli_progress_tty();
+    /* The vocabulary is fixed by the text, the same for every variant: learn
+     * its size once to count parameters. */
+    int64_t vocab = 0;
+    for (int vi = 0; vi < plan->n_variants; vi++) {
+        exp_variant *v = &plan->variants[vi];
+        for (int s = 0; s < plan->seeds; s++) {
+            ffn_train_options o = plan->train;
+            o.model = v->model;
+            o.seed = plan->train.seed + (uint64_t)s;
+            o.stop_flag = stop_flag;
+            char dir[1024] = "", metrics[1100] = "";
+            if (plan->out_dir) {
+                snprintf(dir, sizeof dir, "%s/%s-seed%d", plan->out_dir, v->name, s + 1);
+                snprintf(metrics, sizeof metrics, "%s.metrics.jsonl", dir);
+                remove(metrics); /* a fresh run, not a resume */
+                o.out_dir = dir;
+                o.metrics_path = metrics;
+            }
+            progress pr = {.plan = plan, .variant = vi, .seed = s, .tty = tty, .last_val = NAN};
+            ffn_train_callbacks cb = {.on_step = on_step, .user = &pr};
+            ffn_train_result r;
+            memset(&r, 0, sizeof r);
+            ffn_status st = ffn_train_run(ctx, &o, &cb, &r);
+            if (tty && !plan->quiet) fprintf(stderr, "\r\033[K");
+            if (st == FFN_ERR_INTERRUPTED) {
+                cli_error(plan->cmd, "interrupted during %s seed %d; its checkpoint is in %s",
+                          v->name, s + 1, dir[0] ? dir : "(no --out)");
+                ffn_train_result_free(&r);
+                return 130;
+            }
+            if (st != FFN_OK) {
+                cli_fail(plan->cmd, st);
+                ffn_train_result_free(&r);
+                return CLI_EXIT_FAIL;
+            }
+            if (!plan->quiet)
+                fprintf(stderr, "%-8s seed %d: val loss %.4f, train loss %.4f, %.0f tok/s, %.1f s\n",
+                        v->name, s + 1, r.final_val_loss, r.final_loss, r.tokens_per_s, r.seconds);
+            /* accumulate */
+            v->n_runs++;
+            double d = r.final_val_loss - v->val_mean;
+            v->val_mean += d / v->n_runs;
+            v->val_std += d * (r.final_val_loss - v->val_mean); /* Welford M2; finished below */
+            v->train_mean += (r.final_loss - v->train_mean) / v->n_runs;
+            v->tokens_per_s += (r.tokens_per_s - v->tokens_per_s) / v->n_runs;
+            v->seconds += r.seconds;
+            if (!v->eval_step && r.n_evals > 0) {
+                v->n_evals = r.n_evals;
+                v->eval_step = calloc((size_t)r.n_evals, sizeof *v->eval_step);
+                v->eval_loss = calloc((size_t)r.n_evals, sizeof *v->eval_loss);
+                if (!v->eval_step || !v->eval_loss) {
+                    cli_error(plan->cmd, "out of memory");
+                    ffn_train_result_free(&r);
+                    return CLI_EXIT_FAIL;
+                }
+                memcpy(v->eval_step, r.eval_step, (size_t)r.n_evals * sizeof *v->eval_step);
+            }
+            for (int64_t e = 0; e < v->n_evals && e < r.n_evals; e++)
+                v->eval_loss[e] += (r.eval_loss[e] - v->eval_loss[e]) / v->n_runs;
+            if (r.final_val_loss < v->best_val && dir[0]) {
+                v->best_val = r.final_val_loss;
+                snprintf(v->best_dir, sizeof v->best_dir, "%s", dir);
+            }
+            if (!vocab) {
+                /* the trained model's vocabulary, from its checkpoint */
+                ffn_model_config cfg;
+                char path[1100];
+                snprintf(path, sizeof path, "%s/%s", dir, FFN_CONFIG_FILENAME);
+                if (dir[0] && ffn_model_config_load(path, &cfg) == FFN_OK) vocab = cfg.vocab_size;
+            }
+            ffn_train_result_free(&r);
+        }
+        v->val_std = v->n_runs > 1 ? sqrt(v->val_std / (v->n_runs - 1)) : 0.0;
+    }
+    if (!vocab) vocab = 256; /* no checkpoints written: count with a byte-sized vocabulary */
+    for (int vi = 0; vi < plan->n_variants; vi++) {
+        ffn_status st = count_variant(ctx, plan, &plan->variants[vi], vocab);
+        if (st != FFN_OK) return cli_fail(plan->cmd, st);
+    }
+    if (plan->out_dir) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/val_loss.svg", plan->out_dir);
+        if (!exp_write_svg(plan, path)) return CLI_EXIT_FAIL;
+        snprintf(path, sizeof path, "%s/compare.json", plan->out_dir);
+        char tmp[1200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        FILE *f = fopen(tmp, "w");
+        if (!f) {
+            cli_error(plan->cmd, "%s: %s", tmp, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        exp_print_json(f, plan);
+        if (fclose(f) != 0 || rename(tmp, path) != 0) {
+            cli_error(plan->cmd, "%s: %s", path, strerror(errno));
+            remove(tmp);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    return 0;
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static void fmt_count(char *buf, size_t n, int64_t v) {
+    if (v >= 1000000000) snprintf(buf, n, "%.2fG", v / 1e9);
+    else if (v >= 1000000) snprintf(buf, n, "%.2fM", v / 1e6);
+    else if (v >= 10000) snprintf(buf, n, "%.1fk", v / 1e3);
+    else snprintf(buf, n, "%lld", (long long)v);
+}
+
+void exp_print_table(FILE *f, const exp_plan *plan) {
+    fprintf(f, "%-10s %9s %9s %10s %18s %8s %9s\n", "variant", "params", "active", "FLOPs/tok",
+            "val loss (mean±sd)", "train", "tok/s");
+    for (int i = 0; i < plan->n_variants; i++) {
+        const exp_variant *v = &plan->variants[i];
+        char p[32], a[32], fl[32];
+        fmt_count(p, sizeof p, v->total_params);
+        fmt_count(a, sizeof a, v->active_params);
+        fmt_count(fl, sizeof fl, v->flops_per_token);
+        fprintf(f, "%-10s %9s %9s %10s %10.4f ± %.4f %8.4f %9.0f\n", v->name, p, a, fl,
+                v->val_mean, v->val_std, v->train_mean, v->tokens_per_s);
+    }
+}
+
+/* A JSON number, or null when not finite (a diverged run). */
+static void json_num(FILE *f, double v, const char *fmt) {
+    if (isfinite(v)) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+void exp_print_json(FILE *f, const exp_plan *plan) {
+    const ffn_train_options *t = &plan->train;
+    fprintf(f, "{\"settings\": {\"hidden_size\": %lld, \"num_hidden_layers\": %lld, "
+               "\"num_attention_heads\": %lld, \"dense_width\": %lld, \"gated_width\": %lld, "
+               "\"experts\": %lld, \"top_k\": %lld, \"steps\": %lld, \"batch_size\": %lld, "
+               "\"seq_len\": %lld, \"seeds\": %d, \"lr\": %g},\n \"variants\": [",
+            (long long)t->model.hidden_size, (long long)t->model.num_hidden_layers,
+            (long long)t->model.num_attention_heads, (long long)dense_width(plan),
+            (long long)gated_width(plan), (long long)plan->experts, (long long)plan->top_k,
+            (long long)t->steps, (long long)t->batch_size, (long long)t->seq_len, plan->seeds,
+            t->lr);
+    for (int i = 0; i < plan->n_variants; i++) {
+        const exp_variant *v = &plan->variants[i];
+        fprintf(f,
+                "%s\n  {\"variant\": \"%s\", \"mlp_type\": \"%s\", \"hidden_act\": \"%s\", "
+                "\"intermediate_size\": %lld, \"num_experts\": %lld, "
+                "\"total_params\": %lld, \"active_params\": %lld, \"flops_per_token\": %lld, "
+                "\"val_loss_mean\": ",
+                i ? "," : "", v->name,
+                v->model.mlp_type == FFN_MODEL_MLP_NONE
+                    ? "none"
+                    : (v->model.num_experts ? "moe"
+                                            : (v->model.mlp_type == FFN_MODEL_MLP_GATED ? "gated"
+                                                                                        : "dense")),
+                ffn_act_name(v->model.hidden_act),
+                (long long)(v->model.num_experts ? v->model.moe_intermediate_size
+                                                 : v->model.mlp_type == FFN_MODEL_MLP_NONE
+                                                       ? 0
+                                                       : v->model.intermediate_size),
+                (long long)v->model.num_experts, (long long)v->total_params,
+                (long long)v->active_params, (long long)v->flops_per_token);
+        json_num(f, v->val_mean, "%.6f");
+        fputs(", \"val_loss_std\": ", f);
+        json_num(f, v->val_std, "%.6f");
+        fputs(", \"train_loss_mean\": ", f);
+        json_num(f, v->train_mean, "%.6f");
+        fprintf(f, ", \"tokens_per_s\": %.1f, \"seconds\": %.2f, \"runs\": %d, \"best_checkpoint\": ",
+                v->tokens_per_s, v->seconds, v->n_runs);
+        if (v->best_dir[0]) cli_json_string(f, v->best_dir);
+        else fputs("null", f);
+        fputs(", \"eval_step\": [", f);
+        for (int64_t e = 0; e < v->n_evals; e++)
+            fprintf(f, "%s%lld", e ? ", " : "", (long long)v->eval_step[e]);
+        fputs("], \"val_loss_curve\": [", f);
+        for (int64_t e = 0; e < v->n_evals; e++) {
+            if (e) fputs(", ", f);
+            json_num(f, v->eval_loss[e], "%.6f");
+        }
+        fputs("]}", f);
+    }
+    fputs("\n]}\n", f);
+}
+
+void exp_free(exp_plan *plan) {
+    for (int i = 0; i < plan->n_variants; i++) {
+        free(plan->variants[i].eval_step);
+        free(plan->variants[i].eval_loss);
+        plan->variants[i].eval_step = NULL;
+        plan->variants[i].eval_loss = NULL;
+    }
+}
+
+/* ---- the SVG ------------------------------------------------------------- */
+
+static const char *palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+                                "#393b79", "#637939"};
+
+int exp_write_svg(const exp_plan *plan, const char *path) {
+    double xmax = 1, ymin = INFINITY, ymax = -INFINITY;
+    for (int i = 0; i < plan->n_variants; i++) {
+        const exp_variant *v = &plan->variants[i];
+        for (int64_t e = 0; e < v->n_evals; e++) {
+            if (!isfinite(v->eval_loss[e])) continue;
+            if (v->eval_step[e] > xmax) xmax = (double)v->eval_step[e];
+            if (v->eval_loss[e] < ymin) ymin = v->eval_loss[e];
+            if (v->eval_loss[e] > ymax) ymax = v->eval_loss[e];
+        }
+    }
+    if (!isfinite(ymin)) ymin = 0, ymax = 1;
+    if (ymax - ymin < 1e-6) ymax = ymin + 1;
+    double pad = 0.05 * (ymax - ymin);
+    ymin -= pad, ymax += pad;
+    const int W = 760, H = 440, L = 60, R = 170, T = 40, B = 50;
+    const int pw = W - L - R, ph = H - T - B;
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        cli_error(plan->cmd, "%s: %s", tmp, strerror(errno));
+        return 0;
+    }
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n"
+            "<text x=\"%d\" y=\"22\" font-size=\"15\">Validation loss by FFN variant (mean over %d "
+            "seed%s)</text>\n",
+            W, H, W, H, L, plan->seeds, plan->seeds == 1 ? "" : "s");
+    /* axes and ticks */
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n",
+            L, T, pw, ph);
+    for (int k = 0; k <= 5; k++) {
+        double yv = ymin + (ymax - ymin) * k / 5.0;
+        double y = T + ph - ph * (yv - ymin) / (ymax - ymin);
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.3f</text>\n",
+                L, L + pw, y, y, L - 6, y + 4, yv);
+        double xv = xmax * k / 5.0;
+        double x = L + pw * xv / xmax;
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", x, T + ph + 18,
+                xv);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">training step</text>\n", L + pw / 2,
+            H - 10);
+    for (int i = 0; i < plan->n_variants; i++) {
+        const exp_variant *v = &plan->variants[i];
+        const char *c = palette[i % (int)(sizeof palette / sizeof palette[0])];
+        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+        for (int64_t e = 0; e < v->n_evals; e++)
+            if (isfinite(v->eval_loss[e]))
+                fprintf(f, "%.1f,%.1f ", L + pw * v->eval_step[e] / xmax,
+                    T + ph - ph * (v->eval_loss[e] - ymin) / (ymax - ymin));
+        fputs("\"/>\n", f);
+        int ly = T + 10 + 20 * i;
+        fprintf(f,
+                "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"3\"/>"
+                "<text x=\"%d\" y=\"%d\">%s %.3f</text>\n",
+                L + pw + 12, L + pw + 32, ly, ly, c, L + pw + 38, ly + 4, v->name, v->val_mean);
+    }
+    fputs("</svg>\n", f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        cli_error(plan->cmd, "%s: %s", path, strerror(errno));
+        remove(tmp);
+        return 0;
+    }
+    return 1;
+}
+
+/* ---- flags shared by compare and demo -------------------------------------- */
+
+int exp_parse_common_flag(exp_plan *plan, int argc, char **argv, int *i) {
+    const char *cmd = plan->cmd, *v = NULL;
+    ffn_train_options *t = &plan->train;
+    ffn_model_config *m = &t->model;
+    int r;
+    int64_t n;
+    double d;
+#define INT_FLAG(flag, lo, hi, dst)                                                         \
+    if ((r = cli_flag(cmd, argc, argv, i, flag, &v)) != 0) {                                \
+        if (r < 0 || !cli_parse_i64(cmd, flag, v, lo, hi, &n)) return -1;                   \
+        dst = n;                                                                            \
+        return 1;                                                                           \
+    }
+#define F64_FLAG(flag, lo, hi, dst)                                                         \
+    if ((r = cli_flag(cmd, argc, argv, i, flag, &v)) != 0) {                                \
+        if (r < 0 || !cli_parse_f64(cmd, flag, v, lo, hi, &d)) return -1;                   \
+        dst = d;                                                                            \
+        return 1;                                                                           \
+    }
+    INT_FLAG("--steps", 1, 100000000, t->steps);
+    INT_FLAG("--hidden-size", 2, 65536, m->hidden_size);
+    INT_FLAG("--intermediate-size", 1, 1 << 20, plan->dense_width);
+    INT_FLAG("--num-hidden-layers", 1, 1024, m->num_hidden_layers);
+    INT_FLAG("--num-attention-heads", 1, 1024, m->num_attention_heads);
+    INT_FLAG("--num-key-value-heads", 1, 1024, m->num_key_value_heads);
+    INT_FLAG("--num-experts", 1, 1024, plan->experts);
+    INT_FLAG("--num-experts-per-tok", 1, 1024, plan->top_k);
+    INT_FLAG("--batch-size", 1, 1 << 16, t->batch_size);
+    INT_FLAG("--seq-len", 2, 1 << 16, t->seq_len);
+    INT_FLAG("--eval-every", 0, 100000000, t->eval_every);
+    INT_FLAG("--eval-batches", 1, 1 << 16, t->eval_batches);
+    INT_FLAG("--sentences", 1, 10000000, t->corpus_sentences);
+    F64_FLAG("--lr", 0, 10, t->lr);
+    F64_FLAG("--min-lr", 0, 10, t->min_lr);
+    {
+        int64_t seed;
+        if ((r = cli_flag(cmd, argc, argv, i, "--seed", &v)) != 0) {
+            if (r < 0 || !cli_parse_i64(cmd, "--seed", v, 0, INT64_MAX, &seed)) return -1;
+            t->seed = (uint64_t)seed;
+            return 1;
+        }
+    }
+    if ((r = cli_flag(cmd, argc, argv, i, "--tokenizer", &v)) != 0) {
+        if (r < 0) return -1;
+        if (ffn_tokenizer_mode_parse(v, &t->tokenizer) != FFN_OK) {
+            cli_error(cmd, "--tokenizer: expected byte, char or word, got '%s'", v);
+            return -1;
+        }
+        return 1;
+    }
+    if ((r = cli_flag(cmd, argc, argv, i, "--lang", &v)) != 0 ||
+        (r = cli_flag(cmd, argc, argv, i, "--corpus", &v)) != 0) {
+        if (r < 0) return -1;
+        if (ffn_lang_parse(v, &t->corpus_lang) != FFN_OK) {
+            cli_error(cmd, "%s: expected en or zh, got '%s'", argv[*i - 1], v);
+            return -1;
+        }
+        return 1;
+    }
+#undef INT_FLAG
+#undef F64_FLAG
+    return 0;
+}
