@@ -64,6 +64,9 @@
 #include "kernels/kernels.h"
 
 #include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 /* Primitives for one token count. */
 typedef struct mm_slot {
@@ -99,6 +102,32 @@ struct ffn_layer {
     uint64_t use_clock;
     size_t scratch_reserve; /* bytes of scratchpad workspace_size() adds */
 };
+
+/* Calls below this many multiply-adds run on one thread: waking the others
+ * costs more than it saves (and far more on an oversubscribed machine).
+ * The choice depends on n alone, so a token count always runs (and its
+ * primitives are made) at the same thread count. */
+#define LAYER_PAR_MIN_MACS ((int64_t)1 << 20)
+
+static int enter_threads(const ffn_layer *l, int64_t n) {
+    ffn_ctx_enter(l->ctx);
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+    if (threads > 1 && n * l->P * l->D < LAYER_PAR_MIN_MACS) {
+        omp_set_num_threads(1);
+        return threads;
+    }
+#endif
+    (void)n;
+    return 0;
+}
+static void leave_threads(int saved) {
+#ifdef _OPENMP
+    if (saved) omp_set_num_threads(saved);
+#else
+    (void)saved;
+#endif
+}
 
 /* ---- config ------------------------------------------------------------- */
 
@@ -367,8 +396,9 @@ size_t ffn_layer_workspace_size(const ffn_layer *l, int64_t max_n) {
         /* make (and cache) the primitives for max_n now: the cache is not
          * part of the layer's observable state */
         ffn_layer *ml = (ffn_layer *)l;
-        ffn_ctx_enter(ml->ctx);
+        int threads = enter_threads(ml, max_n);
         mm_slot *s = slot_for(ml, max_n, ml->packed_bwd);
+        leave_threads(threads);
         if (s && slot_scratch(s) > ml->scratch_reserve) ml->scratch_reserve = slot_scratch(s);
         if (ml->scratch_reserve > scratch) scratch = ml->scratch_reserve;
     }
@@ -537,12 +567,9 @@ static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
 
 /* ---- forward -------------------------------------------------------------- */
 
-ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
-                             void *workspace, size_t workspace_bytes) {
-    ffn_status st = check_call(l, "ffn_layer_forward", n);
-    if (st) return st;
-    if (n == 0) return FFN_OK;
-    ffn_ctx_enter(l->ctx);
+static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
+                          void *workspace, size_t workspace_bytes) {
+    ffn_status st;
     if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
     if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
     carved c;
@@ -559,15 +586,22 @@ ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, 
     return project_down(l, s, &c, y, c.h, n);              /* (n, D) */
 }
 
+ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
+                             void *workspace, size_t workspace_bytes) {
+    ffn_status st = check_call(l, "ffn_layer_forward", n);
+    if (st || n == 0) return st;
+    int threads = enter_threads(l, n);
+    st = forward(l, y, x, n, saved, workspace, workspace_bytes);
+    leave_threads(threads);
+    return st;
+}
+
 /* ---- backward ------------------------------------------------------------- */
 
-ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *grads,
-                              const float *dy, const float *x, int64_t n, const float *saved,
-                              void *workspace, size_t workspace_bytes) {
-    ffn_status st = check_call(l, "ffn_layer_backward", n);
-    if (st) return st;
-    if (n == 0) return FFN_OK;
-    ffn_ctx_enter(l->ctx);
+static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grads,
+                           const float *dy, const float *x, int64_t n, const float *saved,
+                           void *workspace, size_t workspace_bytes) {
+    ffn_status st;
     if (!dy || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_backward: dy or x is NULL");
     if (l->cfg.save == FFN_SAVE_ACTIVATIONS && !saved)
         return ffn_error(FFN_ERR_INVALID_ARG,
@@ -624,4 +658,15 @@ ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *g
         if (db) bias_grad(db, d_part, n, F, P);
     }
     return FFN_OK;
+}
+
+ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *grads,
+                              const float *dy, const float *x, int64_t n, const float *saved,
+                              void *workspace, size_t workspace_bytes) {
+    ffn_status st = check_call(l, "ffn_layer_backward", n);
+    if (st || n == 0) return st;
+    int threads = enter_threads(l, n);
+    st = backward(l, dx, grads, dy, x, n, saved, workspace, workspace_bytes);
+    leave_threads(threads);
+    return st;
 }

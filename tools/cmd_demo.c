@@ -41,7 +41,7 @@ static void usage(FILE *f) {
             "options:\n"
             "  --out DIR       where checkpoints, metrics, val_loss.svg and compare.json\n"
             "                  go (default ffn-demo)\n"
-            "  --steps S       optimizer steps per variant (default 400)\n"
+            "  --steps S       optimizer steps per variant (default 700)\n"
             "  --lang en|zh    the corpus language (default en)\n"
             "  --threads N     (default FFN_NUM_THREADS or all cores)\n"
             "  --json          print the comparison as JSON instead of the table\n"
@@ -152,7 +152,7 @@ int cmd_demo(int argc, char **argv) {
     exp_plan_defaults(&plan, cmd);
     plan.out_dir = "ffn-demo";
     plan.seeds = 1;
-    plan.train.steps = 400;
+    plan.train.steps = 700;
     int json = 0;
     int64_t threads = 0;
     for (int i = 1; i < argc; i++) {

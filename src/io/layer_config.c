@@ -102,6 +102,14 @@ static ffn_status refuse_moe(const json_value *root, const char *path) {
                          "(load it with the MoE API)",
                          path, keys[i], found);
     }
+    /* num_experts_per_tok says MoE too, even beside "num_experts": 0, so that
+     * the MoE loader reports what is wrong with the expert count. */
+    const json_value *k = json_get(root, "num_experts_per_tok");
+    if (k && k->type != JSON_NULL)
+        return ffn_error(FFN_ERR_UNSUPPORTED,
+                         "%s: num_experts_per_tok is set -- a Mixture-of-Experts config, not a "
+                         "single FFN layer (load it with the MoE API)",
+                         path);
     return FFN_OK;
 }
 

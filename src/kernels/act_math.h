@@ -27,7 +27,9 @@ AM_INLINE float am_abs(float x) { return x < 0.0f ? -x : x; }
 AM_INLINE float am_exp_neg(float x) {
     const float log2e = 1.44269504f, ln2_hi = 0.693145752f, ln2_lo = 1.42860677e-6f;
     const float round_magic = 12582912.0f; /* 1.5·2^23: adding it rounds to an integer */
-    float xc = am_clamp(x, -87.3f, 0.0f);
+    /* written so that NaN lands inside the range (the conversion to int
+     * below must never see NaN); the NaN itself is passed on at the end */
+    float xc = x >= -87.3f ? (x <= 0.0f ? x : 0.0f) : -87.3f;
     float nf = (xc * log2e + round_magic) - round_magic;
     float r = (xc - nf * ln2_hi) - nf * ln2_lo;
     float p = 1.0f / 5040.0f + r * (1.0f / 40320.0f);
@@ -38,11 +40,12 @@ AM_INLINE float am_exp_neg(float x) {
     p = 0.5f + r * p;
     p = 1.0f + r * p;
     p = 1.0f + r * p;
-    int32_t bits = ((int32_t)nf + 127) << 23;
-    bits = x < -87.3f ? 0 : bits; /* an integer select: if-converts without FP traps */
+    uint32_t bits = (uint32_t)((int32_t)nf + 127) << 23;
+    bits = x < -87.3f ? 0u : bits; /* an integer select: if-converts without FP traps */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    float result = p * scale;
+    return x != x ? x : result;
 }
 
 /* erfc(z) for z >= 0: t·exp(-z² + P(t)), t = 1/(1 + z/2), P a degree-9

@@ -57,11 +57,15 @@ ffn_status ffn_gemm(const ffn_ctx *ctx, int transa, int transb, int64_t M, int64
     }
     ffn_ctx_enter(ctx);
 #ifdef _OPENMP
+    int threads = omp_get_max_threads();
     int small = M * N < GEMM_PAR_MIN_MACS && M * N * K < GEMM_PAR_MIN_MACS; /* no overflow */
-    if (small && omp_get_max_threads() > 1) omp_set_num_threads(1); /* next enter restores */
+    if (small && threads > 1) omp_set_num_threads(1);
 #endif
     dnnl_status_t s = dnnl_sgemm(transa ? 'T' : 'N', transb ? 'T' : 'N', M, N, K, alpha, A, lda,
                                  B, ldb, beta, C, ldc);
+#ifdef _OPENMP
+    if (small && threads > 1) omp_set_num_threads(threads);
+#endif
     if (s != dnnl_success)
         return ffn_error(FFN_ERR_INTERNAL, "ffn_gemm: dnnl_sgemm failed (status %d, M=%lld N=%lld K=%lld)",
                          (int)s, (long long)M, (long long)N, (long long)K);

@@ -13,7 +13,7 @@ for w in pronoun "because he was hungry" name object verb function modifier punc
     grep -q -- "$w" "$tmp/help" || fail "--help does not mention '$w'"
 done
 grep -Eq '[0-9]{3} female and [0-9]{3} male names' "$tmp/help" || fail "--help does not give the name counts"
-"$FFN" --help | grep -q corpus || fail "ffn --help does not list corpus"
+grep -q corpus <<<"$("$FFN" --help)" || fail "ffn --help does not list corpus"
 
 # text: one sentence a line, the default is 20
 "$FFN" corpus >"$tmp/default"

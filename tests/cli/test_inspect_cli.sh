@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 py=/usr/bin/python3
 
 # ---- usage ------------------------------------------------------------------
-"$FFN" inspect --help | grep -q "trigger examples"
+grep -q "trigger examples" <<<"$("$FFN" inspect --help)"
 "$FFN" inspect keys --help >/dev/null
 "$FFN" inspect gates --help >/dev/null
 set +e

@@ -50,7 +50,7 @@ check "--help exits 0 and explains the page" grep -q "self-contained" "$tmp/help
 for w in --prompt --layer --model --config --top "linear collapse" "no network request"; do
     check "--help mentions $w" grep -qi -- "$w" "$tmp/help.txt"
 done
-check "ffn --help lists report" bash -c "'$FFN' --help | grep -q '^  report'"
+check "ffn --help lists report" bash -c "grep -q '^  report' <<<\"\$('$FFN' --help)\""
 expect_exit 2 "missing RUN_DIR" "no RUN_DIR" report
 expect_exit 2 "unknown option" "unknown option" report "$tmp" --bogus
 expect_exit 2 "--top" "--top 0" report "$tmp" --top 0

@@ -41,11 +41,13 @@ check_pair() { # name, dir of the straight run, dir of the split run
 
 small=(--data "$tmp/data.txt" --hidden-size 32 --intermediate-size 48 --num-hidden-layers 2
        --num-attention-heads 4 --num-key-value-heads 2 --seq-len 32 --batch-size 4
-       --eval-every 3 --eval-batches 2 --threads 2 --quiet)
+       --eval-every 3 --eval-batches 2 --quiet)
+# Case 1 runs on 2 threads (reductions must still be reproducible); the
+# others on 1, which is also fast on a loaded machine.
 
 # 1. dense SwiGLU, GQA, gradient accumulation, char tokenizer: 12 = 6 + 6
-"$FFN_BIN" train "${small[@]}" --grad-accum 2 --steps 12 --out "$tmp/a1" --log "$tmp/a1.jsonl" >/dev/null
-"$FFN_BIN" train "${small[@]}" --grad-accum 2 --steps 12 --stop-at 6 --out "$tmp/b1" --log "$tmp/b1.jsonl" >/dev/null
+"$FFN_BIN" train "${small[@]}" --threads 2 --grad-accum 2 --steps 12 --out "$tmp/a1" --log "$tmp/a1.jsonl" >/dev/null
+"$FFN_BIN" train "${small[@]}" --threads 2 --grad-accum 2 --steps 12 --stop-at 6 --out "$tmp/b1" --log "$tmp/b1.jsonl" >/dev/null
 "$FFN_BIN" train --resume "$tmp/b1" --log "$tmp/b1.jsonl" --quiet --threads 2 >/dev/null
 check_pair dense "$tmp/a1" "$tmp/b1"
 
@@ -53,27 +55,27 @@ check_pair dense "$tmp/a1" "$tmp/b1"
 #     again on resume, and the log keeps one line per step.  Simulated: a run
 #     from the step-6 checkpoint to step 9 into another --out (the log gains
 #     7..9 while b1c stays at 6), then the real resume from b1c.
-"$FFN_BIN" train "${small[@]}" --grad-accum 2 --steps 12 --stop-at 6 --out "$tmp/b1c" --log "$tmp/b1c.jsonl" >/dev/null
+"$FFN_BIN" train "${small[@]}" --threads 2 --grad-accum 2 --steps 12 --stop-at 6 --out "$tmp/b1c" --log "$tmp/b1c.jsonl" >/dev/null
 "$FFN_BIN" train --resume "$tmp/b1c" --out "$tmp/b1x" --stop-at 9 --log "$tmp/b1c.jsonl" --quiet --threads 2 >/dev/null
 [[ $(wc -l < "$tmp/b1c.jsonl") -eq 9 ]] || fail "log setup: expected 9 lines"
 "$FFN_BIN" train --resume "$tmp/b1c" --log "$tmp/b1c.jsonl" --quiet --threads 2 >/dev/null
 check_pair log-after-crash "$tmp/a1" "$tmp/b1c"
 
 # 2. MoE (top-2 of 4 gated experts in every other layer), word tokenizer: 10 = 5 + 5
-moe=(--mlp-type moe --num-experts 4 --num-experts-per-tok 2 --moe-layer-freq 2 --tokenizer word
+moe=(--threads 1 --mlp-type moe --num-experts 4 --num-experts-per-tok 2 --moe-layer-freq 2 --tokenizer word
      --steps 10)
 "$FFN_BIN" train "${small[@]}" "${moe[@]}" --out "$tmp/a2" --log "$tmp/a2.jsonl" >/dev/null
 "$FFN_BIN" train "${small[@]}" "${moe[@]}" --stop-at 5 --out "$tmp/b2" --log "$tmp/b2.jsonl" >/dev/null
-"$FFN_BIN" train --resume "$tmp/b2" --log "$tmp/b2.jsonl" --quiet --threads 2 >/dev/null
+"$FFN_BIN" train --resume "$tmp/b2" --log "$tmp/b2.jsonl" --quiet --threads 1 >/dev/null
 check_pair moe "$tmp/a2" "$tmp/b2"
 
 # 3. Ctrl-C at an arbitrary moment, then resume: equal to the straight run.
-long=("${small[@]}" --steps 100 --eval-every 50)
+long=("${small[@]}" --threads 1 --steps 400 --eval-every 100)
 "$FFN_BIN" train "${long[@]}" --out "$tmp/a3" --log "$tmp/a3.jsonl" >/dev/null
 "$FFN_BIN" train "${long[@]}" --out "$tmp/b3" --log "$tmp/b3.jsonl" >/dev/null 2>"$tmp/err3" &
 pid=$!
 # wait for the first steps to be logged, then interrupt
-for _ in $(seq 500); do [[ $(cat "$tmp/b3.jsonl" 2>/dev/null | wc -l) -ge 5 ]] && break; sleep 0.01; done
+for _ in $(seq 500); do [[ $(cat "$tmp/b3.jsonl" 2>/dev/null | wc -l) -ge 3 ]] && break; sleep 0.01; done
 kill -INT $pid
 rc=0; wait $pid || rc=$?
 if [[ $rc -eq 0 ]]; then
@@ -84,7 +86,7 @@ else
     grep -q "checkpoint saved in $tmp/b3" "$tmp/err3" || fail "SIGINT: the message does not say where it saved"
     stopped=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readlines()[-1])["step"])' "$tmp/b3.jsonl")
     echo "interrupted at step $stopped: $(grep -o 'interrupted.*' "$tmp/err3")"
-    "$FFN_BIN" train --resume "$tmp/b3" --log "$tmp/b3.jsonl" --quiet --threads 2 >/dev/null
+    "$FFN_BIN" train --resume "$tmp/b3" --log "$tmp/b3.jsonl" --quiet --threads 1 >/dev/null
 fi
 check_pair sigint "$tmp/a3" "$tmp/b3"
 echo "all resume checks passed"

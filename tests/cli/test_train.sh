@@ -42,7 +42,7 @@ for f in --data --tokenizer --steps --seed --out --resume --log --eval-every --s
          --tie-word-embeddings --corpus --stop-at; do
     grep -q -- "$f" "$tmp/help" || fail "train --help does not mention $f"
 done
-"$FFN_BIN" generate --help | grep -q "usage: ffn generate" || fail "generate --help"
+grep -q "usage: ffn generate" <<<"$("$FFN_BIN" generate --help)" || fail "generate --help"
 expect 2 "unknown option" "$FFN_BIN" train --bogus
 expect 2 "steps" "$FFN_BIN" train --steps 0
 expect 2 "mlp-type" "$FFN_BIN" train --mlp-type cubic
