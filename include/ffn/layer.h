@@ -23,9 +23,14 @@
  *
  * Memory.  The layer keeps pointers to the caller's fp32 weights (they must
  * outlive it, and ffn_layer_set_weights must be called again after they
- * change) plus a prepacked copy for the matrix engine: about 1x the weight
- * bytes extra.  Forward and backward never allocate; the caller passes a
- * workspace of ffn_layer_workspace_size() bytes.
+ * change) plus prepacked copies for the matrix engine: 1x the weight bytes
+ * extra after set_weights (the forward layout), 2x after the first backward
+ * (the backward layout too).  Our code never allocates in forward or
+ * backward; the caller passes a workspace of ffn_layer_workspace_size()
+ * bytes (which also makes the engine's primitives for up to max_n tokens
+ * ahead).  oneDNN itself allocates small bookkeeping objects per call (see
+ * the top of src/ffn.c for the measured counts); the decode path allocates
+ * nothing.
  *
  * What backward needs (per token, fp32):
  *   FFN_SAVE_ACTIVATIONS (default): forward writes the pre-activations to

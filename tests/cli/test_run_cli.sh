@@ -327,7 +327,7 @@ EOF
     if (( grow <= limit )); then ok "HF BF16: loading grows RSS by $(( grow * 100 / wbytes ))% of the weight size (<= 120%)"
     else bad "HF BF16: loading grows RSS by $(( grow * 100 / wbytes ))% of the weight size (> 120%)"; fi
 else
-    echo "skip: /usr/bin/time not installed (Debian package 'time'); RSS not measured"
+    bad "/usr/bin/time is not installed (Debian package 'time', which scripts/setup.sh test installs): RSS not measured"
 fi
 
 echo "$fail failed"

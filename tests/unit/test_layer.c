@@ -324,7 +324,7 @@ static void test_threads(void) {
     ffn_ctx *c1, *c2;
     ffn_ctx_create(1, &c1);
     ffn_ctx_create(2, &c2);
-    const int64_t D = 256, F = 272; /* big enough to go parallel */
+    const int64_t D = 512, F = 1040; /* n·2F·D >= 2^20 even at n = 1: runs parallel */
     tensors w, g0;
     tensors_init(&w, D, F, 1, 1, 0.5f);
     tensors_init(&g0, D, F, 1, 1, 0.0f);
