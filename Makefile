@@ -113,7 +113,7 @@ install: all
 	install -m 644 $(B)/libffn.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libffn.so $(DESTDIR)$(PREFIX)/lib/libffn.so.0
 	ln -sf libffn.so.0 $(DESTDIR)$(PREFIX)/lib/libffn.so
-	install -m 644 $(B)/ffn.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(B)/ffn.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ffn.pc
 	install -m 755 $(B)/ffn $(DESTDIR)$(PREFIX)/bin/
 
 clean:

@@ -344,7 +344,7 @@ ffn_status ffn_layer_set_weights(ffn_layer *l, const ffn_layer_params *w) {
         return ffn_error(FFN_ERR_MISSING, "ffn_layer_set_weights: %s is NULL (%s layer%s)",
                          missing, l->gated ? "gated" : "dense", l->cfg.bias ? " with bias" : "");
     l->have_weights = 0;
-    int64_t D = l->D, F = l->F;
+    int64_t F = l->F;
     l->w_gate = l->gated ? w->gate_w : NULL;
     l->w_up = w->up_w;
     l->w_down = w->down_w;
