@@ -36,16 +36,17 @@ static void usage(FILE *f) {
             "  swiglu   a gated FFN at 2/3 the width: the same parameters as gelu\n"
             "  moe      top-2 of 4 SwiGLU experts: swiglu's active parameters, 2x total\n"
             "then prints the comparison, what each row means, and sentences generated\n"
-            "by the best model.  It takes about three minutes on two cores.\n"
+            "by the best model.  About a minute on two idle cores (at most three).\n"
             "\n"
             "options:\n"
             "  --out DIR       where checkpoints, metrics, val_loss.svg and compare.json\n"
             "                  go (default ffn-demo)\n"
-            "  --steps S       optimizer steps per variant (default 700)\n"
+            "  --steps S       optimizer steps per variant (default 1500)\n"
             "  --lang en|zh    the corpus language (default en)\n"
             "  --threads N     (default FFN_NUM_THREADS or all cores)\n"
             "  --json          print the comparison as JSON instead of the table\n"
-            "More control: ffn compare --help.\n");
+            "  also the model and loop flags of ffn compare (--hidden-size, --seq-len, ...);\n"
+            "  more variants and seeds: ffn compare --help.\n");
 }
 
 static const exp_variant *find(const exp_plan *p, const char *name) {
@@ -152,7 +153,7 @@ int cmd_demo(int argc, char **argv) {
     exp_plan_defaults(&plan, cmd);
     plan.out_dir = "ffn-demo";
     plan.seeds = 1;
-    plan.train.steps = 700;
+    plan.train.steps = 1500;
     int json = 0;
     int64_t threads = 0;
     for (int i = 1; i < argc; i++) {

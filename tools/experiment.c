@@ -62,6 +62,10 @@ static int make_variant(const exp_plan *p, const char *name, exp_variant *v) {
 
 int exp_parse_variants(exp_plan *plan, const char *list) {
     char buf[1024];
+    if (strlen(list) >= sizeof buf) {
+        cli_error(plan->cmd, "--variants: the list is longer than %zu characters", sizeof buf - 1);
+        return 0;
+    }
     snprintf(buf, sizeof buf, "%s", list);
     plan->n_variants = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -71,12 +75,19 @@ int exp_parse_variants(exp_plan *plan, const char *list) {
             cli_error(plan->cmd, "--variants: at most %d variants", EXP_MAX_VARIANTS);
             return 0;
         }
-        for (int i = 0; i < plan->n_variants; i++)
-            if (!strcmp(plan->variants[i].name, tok)) {
-                cli_error(plan->cmd, "--variants: '%s' is listed twice", tok);
+        exp_variant *v = &plan->variants[plan->n_variants];
+        if (!make_variant(plan, tok, v)) return 0;
+        /* the same model under two names (silu and swish) is listed twice */
+        for (int i = 0; i < plan->n_variants; i++) {
+            const ffn_model_config *a = &plan->variants[i].model, *m = &v->model;
+            if (a->mlp_type == m->mlp_type && a->num_experts == m->num_experts &&
+                (m->mlp_type == FFN_MODEL_MLP_NONE ||
+                 (a->hidden_act == m->hidden_act && a->intermediate_size == m->intermediate_size))) {
+                cli_error(plan->cmd, "--variants: '%s' is the same model as '%s', listed twice", tok,
+                          plan->variants[i].name);
                 return 0;
             }
-        if (!make_variant(plan, tok, &plan->variants[plan->n_variants])) return 0;
+        }
         plan->n_variants++;
     }
     if (plan->n_variants == 0) {
@@ -149,6 +160,15 @@ static int make_dir(const char *cmd, const char *path) {
 }
 
 int exp_run(ffn_ctx *ctx, exp_plan *plan, volatile sig_atomic_t *stop_flag) {
+    /* a missing data file is reported before anything is created */
+    if (plan->train.data_path && !plan->train.text) {
+        FILE *f = fopen(plan->train.data_path, "rb");
+        if (!f) {
+            cli_error(plan->cmd, "%s: cannot open: %s", plan->train.data_path, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        fclose(f);
+    }
     if (plan->out_dir && !make_dir(plan->cmd, plan->out_dir)) return CLI_EXIT_FAIL;
     int tty = cli_progress_tty();
     /* The vocabulary is fixed by the text, the same for every variant: learn
@@ -270,8 +290,10 @@ void exp_print_table(FILE *f, const exp_plan *plan) {
         fmt_count(p, sizeof p, v->total_params);
         fmt_count(a, sizeof a, v->active_params);
         fmt_count(fl, sizeof fl, v->flops_per_token);
-        fprintf(f, "%-10s %9s %9s %10s %10.4f ± %.4f %8.4f %9.0f\n", v->name, p, a, fl,
-                v->val_mean, v->val_std, v->train_mean, v->tokens_per_s);
+        char sd[16] = "     -"; /* one run: no spread to show */
+        if (v->n_runs > 1) snprintf(sd, sizeof sd, "%.4f", v->val_std);
+        fprintf(f, "%-10s %9s %9s %10s %10.4f ± %s %8.4f %9.0f\n", v->name, p, a, fl, v->val_mean,
+                sd, v->train_mean, v->tokens_per_s);
     }
 }
 
