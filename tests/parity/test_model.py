@@ -272,6 +272,11 @@ def main():
          base_config(hidden_act="relu", mlp_type="dense", num_hidden_layers=4, num_experts=3,
                      num_experts_per_tok=1, decoder_sparse_step=2, moe_intermediate_size=16),
          2, 6, 6),
+        # dense SiLU and dense linear (the collapse case): the two dense variants
+        # whose `ffn compare` results stand out, checked at the model level
+        ("dense_silu", base_config(hidden_act="silu", mlp_type="dense"), 2, 9, 7),
+        ("dense_linear_tied",
+         base_config(hidden_act="linear", mlp_type="dense", tie_word_embeddings=True), 2, 7, 8),
         # attention only, multi-query (G = 1), odd sizes
         ("attention_only_mqa",
          base_config(hidden_size=30, num_attention_heads=3, num_key_value_heads=1,
