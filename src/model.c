@@ -1148,17 +1148,14 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     return FFN_OK;
 }
 
-/* The MoE layer weighs its aux and z gradients by the coefficients in its
- * config, read at backward time; the model's objective scales them by
- * grad_scale too.  moe.h has no setter, so the model (which created the
- * layers and owns them) adjusts the config it gave them.  TODO: use an
- * ffn_moe_set_loss_coefs() once moe.h provides one. */
+/* The MoE layer weighs its aux and z gradients by its loss coefficients,
+ * read at backward time; the model's objective scales them by grad_scale
+ * too (grad_scale is checked finite by the caller). */
 static void moe_scale_coefs(ffn_model *m, float grad_scale) {
     for (int64_t l = 0; l < m->L; l++) {
         if (!m->moe[l]) continue;
-        ffn_moe_config *mc = (ffn_moe_config *)ffn_moe_get_config(m->moe[l]);
-        mc->router_aux_loss_coef = m->cfg.router_aux_loss_coef * grad_scale;
-        mc->router_z_loss_coef = m->cfg.router_z_loss_coef * grad_scale;
+        ffn_moe_set_loss_coefs(m->moe[l], m->cfg.router_aux_loss_coef * grad_scale,
+                               m->cfg.router_z_loss_coef * grad_scale);
     }
 }
 

@@ -342,6 +342,17 @@ void ffn_moe_free(ffn_moe *m) {
 
 const ffn_moe_config *ffn_moe_get_config(const ffn_moe *m) { return m ? &m->cfg : NULL; }
 
+ffn_status ffn_moe_set_loss_coefs(ffn_moe *m, double aux, double z) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_loss_coefs: moe is NULL");
+    if (!isfinite(aux) || !isfinite(z))
+        return ffn_error(FFN_ERR_INVALID_ARG,
+                         "ffn_moe_set_loss_coefs: coefficients must be finite, got %g and %g", aux,
+                         z);
+    m->cfg.router_aux_loss_coef = aux;
+    m->cfg.router_z_loss_coef = z;
+    return FFN_OK;
+}
+
 /* Name the first tensor of an expert that the config needs and is NULL. */
 static const char *missing_tensor(const ffn_layer_params *p, const ffn_moe_config *c) {
     if (c->expert_type == FFN_MLP_GATED && !p->gate_w) return "gate_proj.weight";

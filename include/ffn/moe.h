@@ -211,6 +211,11 @@ typedef struct ffn_moe ffn_moe;
 ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out);
 void ffn_moe_free(ffn_moe *moe); /* NULL is a no-op */
 const ffn_moe_config *ffn_moe_get_config(const ffn_moe *moe);
+/* Change the weights of the aux and z losses in the gradient (backward reads
+ * them; forward does not).  A model scales them by its grad_scale for
+ * gradient accumulation.  Both must be finite. */
+ffn_status ffn_moe_set_loss_coefs(ffn_moe *moe, double router_aux_loss_coef,
+                                  double router_z_loss_coef);
 
 /* Point at the weights and prepack them (allocates; not a hot path).  Every
  * tensor the config implies must be non-NULL (biases only with bias). */
