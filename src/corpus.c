@@ -24,51 +24,15 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- PRNG --------------------------------------------------------------- */
+#include "rng.h"
 
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(rng *r, uint64_t seed) {
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t rng_next(rng *r) {
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-/* Uniform in [0, n), n > 0, without modulo bias. */
-static uint64_t rng_below(rng *r, uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    for (;;) {
-        uint64_t v = rng_next(r);
-        if (v < limit) return v % n;
-    }
-}
+/* ---- PRNG (src/rng.h) ---------------------------------------------------- */
 
 /* 1 with probability pct/100. */
-static int rng_pct(rng *r, int pct) { return (int)rng_below(r, 100) < pct; }
+static int rng_pct(ffn_rng *r, int pct) { return (int)ffn_rng_below(r, 100) < pct; }
 
 #define COUNT(a) ((int64_t)(sizeof(a) / sizeof((a)[0])))
-#define PICK(r, a) ((a)[rng_below((r), (uint64_t)COUNT(a))])
+#define PICK(r, a) ((a)[ffn_rng_below((r), (uint64_t)COUNT(a))])
 
 /* ---- vocabularies ---------------------------------------------------------
  * Object categories, as bits, so verbs and causes can say where they fit. */
@@ -723,7 +687,7 @@ typedef struct objnp {
 
 typedef struct gen {
     ffn_lang lang;
-    rng r;
+    ffn_rng r;
     char *text;
     size_t len, cap;
     ffn_word *words;
@@ -907,7 +871,7 @@ static const verb *pick_verb(gen *g, const noun *o, int need) {
     const verb *list = g->lang == FFN_LANG_EN ? en_verbs : zh_verbs;
     int64_t n = g->lang == FFN_LANG_EN ? COUNT(en_verbs) : COUNT(zh_verbs);
     for (int tries = 0; tries < 1000; tries++) {
-        const verb *v = &list[rng_below(&g->r, (uint64_t)n)];
+        const verb *v = &list[ffn_rng_below(&g->r, (uint64_t)n)];
         if (!(v->cats & o->cat)) continue;
         if ((need & NEED_DATIVE) && !v->dative) continue;
         if ((need & NEED_TO) && strcmp(v->prep, "to")) continue;
@@ -933,7 +897,7 @@ enum { CAUSE_ANY = 0, CAUSE_SUBJECT = 1, CAUSE_ASK = 2 };
 
 static const cause *pick_from(gen *g, const cause *list, int64_t n, int cat, int need) {
     for (int tries = 0; tries < 10000; tries++) {
-        const cause *c = &list[rng_below(&g->r, (uint64_t)n)];
+        const cause *c = &list[ffn_rng_below(&g->r, (uint64_t)n)];
         if (!(c->cats & cat)) continue;
         if ((need & CAUSE_SUBJECT) && (!starts_with_subject(c->phrase) || mentions_other(c->phrase)))
             continue;
@@ -968,7 +932,7 @@ static void say_followup(gen *g, scene *sc, objnp *np) {
     int want_receiver = rng_pct(&g->r, 70);
     const followup *f = &list[0];
     for (int tries = 0; tries < 1000; tries++) {
-        const followup *c = &list[rng_below(&g->r, (uint64_t)n)];
+        const followup *c = &list[ffn_rng_below(&g->r, (uint64_t)n)];
         if ((c->cats & sc->obj->cat) && c->receiver == want_receiver) {
             f = c;
             break;
@@ -991,7 +955,7 @@ static const adjective *pick_adjective(gen *g, int cat) {
     const adjective *list = g->lang == FFN_LANG_EN ? en_adjectives : zh_adjectives;
     int64_t n = g->lang == FFN_LANG_EN ? COUNT(en_adjectives) : COUNT(zh_adjectives);
     for (int tries = 0; tries < 1000; tries++) {
-        const adjective *a = &list[rng_below(&g->r, (uint64_t)n)];
+        const adjective *a = &list[ffn_rng_below(&g->r, (uint64_t)n)];
         if (a->cats & cat) return a;
     }
     return &list[0];
@@ -1003,7 +967,7 @@ enum { DET_ANY = 0, DET_NO_POSSESSIVE = 1, DET_THE = 2 };
 static void en_np(gen *g, scene *sc, objnp *np, int det) {
     np->n = sc->obj;
     np->noun_word = -1;
-    int r = (int)rng_below(&g->r, 100);
+    int r = (int)ffn_rng_below(&g->r, 100);
     if (det == DET_THE) r = 60;
     if (det == DET_NO_POSSESSIVE && r >= 75 && r < 88) r = 60;
     const adjective *adj = rng_pct(&g->r, 30) ? pick_adjective(g, sc->obj->cat) : NULL;
@@ -1045,7 +1009,7 @@ static void en_plain(gen *g, int prep_form) {
     scene sc;
     objnp np;
     new_scene(g, &sc, prep_form ? NEED_ANY : NEED_DATIVE);
-    int adj = (int)rng_below(&g->r, 100);
+    int adj = (int)ffn_rng_below(&g->r, 100);
     if (adj < 10) {
         en_adjunct(g);
         punct(g, ",");
@@ -1742,13 +1706,13 @@ ffn_status ffn_corpus_generate(ffn_lang lang, uint64_t seed, int64_t n_sentences
         return ffn_error(FFN_ERR_CONFIG, "corpus: sentences: expected 1 .. 10000000, got %lld",
                          (long long)n_sentences);
     gen g = {.lang = lang, .line_start = 1, .cap_next = 1};
-    rng_seed(&g.r, seed);
+    ffn_rng_seed(&g.r, seed);
     const template_entry *t = lang == FFN_LANG_EN ? en_templates : zh_templates;
     int64_t nt = lang == FFN_LANG_EN ? COUNT(en_templates) : COUNT(zh_templates);
     int total = 0;
     for (int64_t i = 0; i < nt; i++) total += t[i].weight;
     for (int64_t s = 0; s < n_sentences && !g.err; s++) {
-        int r = (int)rng_below(&g.r, (uint64_t)total);
+        int r = (int)ffn_rng_below(&g.r, (uint64_t)total);
         int64_t k = 0;
         while (r >= t[k].weight) r -= t[k++].weight;
         t[k].fn(&g, t[k].arg);

@@ -17,6 +17,7 @@
 #include "model_internal.h"
 #include "io/json.h"
 #include "kernels/kernels.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -874,16 +875,9 @@ ffn_status ffn_model_params_changed(ffn_model *m) {
     return FFN_OK;
 }
 
-/* splitmix64: a tiny, well-mixed generator; one stream per tensor. */
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 static double uniform01(uint64_t *s) { /* (0, 1] */
-    return ((double)(splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+    return ((double)(ffn_splitmix64(s) >> 11) + 1.0) * (1.0 / 9007199254740992.0);
 }
 
 static int is_residual_out(const ffn_model_tensor *t) {
@@ -909,7 +903,7 @@ ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
         }
         double sd = is_residual_out(t) ? std_res : std;
         uint64_t s = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(i + 1));
-        splitmix64(&s);
+        ffn_splitmix64(&s);
         for (int64_t j = 0; j < t->numel; j += 2) { /* Box-Muller, two at a time */
             double r = sqrt(-2.0 * log(uniform01(&s))), a = 6.283185307179586 * uniform01(&s);
             w[j] = (float)(sd * r * cos(a));

@@ -21,44 +21,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- RNG ------------------------------------------------------------------ */
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-void train_rng_seed(train_rng *r, uint64_t seed) {
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t train_rng_next(train_rng *r) {
-    uint64_t *s = r->s;
-    uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return out;
-}
-
-uint64_t train_rng_below(train_rng *r, uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n; /* values >= limit would bias */
-    for (;;) {
-        uint64_t x = train_rng_next(r);
-        if (x < limit) return x % n;
-    }
-}
-
-float train_rng_float(train_rng *r) { return (float)(train_rng_next(r) >> 40) * 0x1p-24f; }
-
 /* ---- schedule ----------------------------------------------------------------- */
 
 double train_lr_at(int64_t step, int64_t warmup, int64_t total, double lr, double min_lr) {
@@ -282,7 +244,7 @@ typedef struct trainer {
     int64_t n_params;
     int32_t *batch_tokens;    /* (B, T) */
     int32_t *batch_targets;   /* (B, T) */
-    train_rng rng;
+    ffn_rng rng;
 
     /* progress */
     int64_t step;             /* steps done */
@@ -417,7 +379,7 @@ static void sample_batch(trainer *t) {
     const int64_t B = t->o.batch_size, T = t->o.seq_len;
     const uint64_t span = (uint64_t)(t->n_train - T); /* offsets 0 .. n_train - T - 1 */
     for (int64_t b = 0; b < B; b++) {
-        int64_t off = (int64_t)train_rng_below(&t->rng, span);
+        int64_t off = (int64_t)ffn_rng_below(&t->rng, span);
         memcpy(t->batch_tokens + b * T, t->ids + off, (size_t)T * sizeof(int32_t));
         memcpy(t->batch_targets + b * T, t->ids + off + 1, (size_t)T * sizeof(int32_t));
     }
@@ -1000,7 +962,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                            rdir, (long long)t->step, (long long)o->steps);
     } else {
         st = ffn_model_init_weights(t->model, o->seed);
-        train_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
+        ffn_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
         if (st == FFN_OK) st = grow_history(t, 1);
     }
     ffn_st_close(state);
@@ -1128,7 +1090,7 @@ static int by_prob_desc(const void *a, const void *b) {
 /* Greedy when temperature is 0, else nucleus sampling from
  * softmax(logits / temperature).  `work` holds V entries. */
 static int32_t sample_token(const float *logits, int64_t V, double temperature, double top_p,
-                            train_rng *rng, prob_entry *work) {
+                            ffn_rng *rng, prob_entry *work) {
     int64_t best = 0;
     for (int64_t i = 1; i < V; i++)
         if (logits[i] > logits[best]) best = i;
@@ -1154,7 +1116,7 @@ static int32_t sample_token(const float *logits, int64_t V, double temperature, 
         sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += work[i].p;
     }
-    double r = (double)(train_rng_next(rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
+    double r = (double)(ffn_rng_next(rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
     for (int64_t i = 0; i < n; i++) {
         acc += work[i].p;
         if (r < acc) return work[i].id;
@@ -1210,8 +1172,8 @@ ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *
     int64_t n_hist = keep;
     ffn_model_reset(model);
     st = ffn_model_prefill(model, hist, n_hist, logits);
-    train_rng rng;
-    train_rng_seed(&rng, opts->seed);
+    ffn_rng rng;
+    ffn_rng_seed(&rng, opts->seed);
     const int32_t unk = ffn_tokenizer_unk_id(tok);
     for (int64_t i = 0; st == FFN_OK && i < opts->steps; i++) {
         /* "<unk>" stands for text the vocabulary lacks: never generate it */

@@ -8,22 +8,13 @@
 #define FFN_TRAIN_INTERNAL_H
 
 #include "common.h"
+#include "rng.h"
 
 #include <stdint.h>
 
-/* ---- RNG: xoshiro256** seeded by splitmix64 ------------------------------
+/* ---- RNG: xoshiro256** (src/rng.h) --------------------------------------
  * The whole state is four words; it is saved in train_state.safetensors so
  * a resumed run draws the same batches as an uninterrupted one. */
-typedef struct train_rng {
-    uint64_t s[4];
-} train_rng;
-
-void train_rng_seed(train_rng *r, uint64_t seed);
-uint64_t train_rng_next(train_rng *r);
-/* Uniform in [0, n), n >= 1 (rejection sampling: no modulo bias). */
-uint64_t train_rng_below(train_rng *r, uint64_t n);
-/* Uniform in [0, 1) with 24 random bits (exactly representable in float). */
-float train_rng_float(train_rng *r);
 
 /* ---- schedule --------------------------------------------------------------
  * Linear warmup from lr/warmup to lr over `warmup` steps, then cosine decay

@@ -10,6 +10,7 @@
  * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
  * L layers. */
 #include "common.h"
+#include "rng.h"
 
 #include <math.h>
 #include <string.h>
@@ -51,12 +52,6 @@ void ffn_probe_result_free(ffn_probe_result *r) {
     free(r);
 }
 
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* ---- the probe: multinomial logistic regression ------------------------------------ */
 
@@ -95,7 +90,7 @@ static ffn_status probe_fit(const float *X, int64_t N, int64_t d, const int8_t *
     double p[C_CLASSES];
     for (int64_t ep = 0; ep < o->epochs && n_train > 0; ep++) {
         for (int64_t k = n_train - 1; k > 0; k--) { /* Fisher-Yates */
-            int64_t j = (int64_t)(splitmix64(&rng) % (uint64_t)(k + 1));
+            int64_t j = (int64_t)(ffn_splitmix64(&rng) % (uint64_t)(k + 1));
             int64_t t = idx[k];
             idx[k] = idx[j];
             idx[j] = t;
