@@ -3,6 +3,8 @@
 #include "common.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -109,4 +111,77 @@ void ffn_ctx_enter(const ffn_ctx *ctx) {
 #else
     (void)ctx;
 #endif
+}
+
+/* ---- atomic file replacement ------------------------------------------------ */
+
+static char *dup_suffix(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    char *r = malloc(a + b + 1);
+    if (!r) return NULL;
+    memcpy(r, s, a);
+    memcpy(r + a, suffix, b + 1);
+    return r;
+}
+
+ffn_status ffn_atomic_open(ffn_atomic_file *af, const char *path) {
+    if (!af || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_atomic_open: NULL argument");
+    af->f = NULL;
+    af->path = dup_suffix(path, "");
+    af->tmp = dup_suffix(path, ".tmp");
+    if (!af->path || !af->tmp) {
+        ffn_atomic_abort(af);
+        return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
+    }
+    af->f = fopen(af->tmp, "wb");
+    if (!af->f) {
+        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot create: %s", af->tmp, strerror(errno));
+        ffn_atomic_abort(af);
+        return st;
+    }
+    return FFN_OK;
+}
+
+/* fsync the directory holding path, so that the rename itself is durable. */
+static void sync_parent_dir(const char *path) {
+    char *copy = dup_suffix(path, "");
+    if (!copy) return;
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+    free(copy);
+}
+
+ffn_status ffn_atomic_commit(ffn_atomic_file *af) {
+    if (!af || !af->f) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_atomic_commit: not open");
+    ffn_status st = FFN_OK;
+    int bad = ferror(af->f) != 0, err = EIO;
+    if (fflush(af->f) != 0) bad = 1, err = errno;
+    if (!bad && fsync(fileno(af->f)) != 0) bad = 1, err = errno;
+    if (fclose(af->f) != 0 && !bad) bad = 1, err = errno;
+    af->f = NULL;
+    if (bad)
+        st = ffn_error(FFN_ERR_IO, "%s: write failed: %s", af->tmp, strerror(err));
+    else if (rename(af->tmp, af->path) != 0)
+        st = ffn_error(FFN_ERR_IO, "%s: cannot rename %s into place: %s", af->path, af->tmp,
+                       strerror(errno));
+    else
+        sync_parent_dir(af->path);
+    if (st != FFN_OK) unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->tmp = af->path = NULL;
+    return st;
+}
+
+void ffn_atomic_abort(ffn_atomic_file *af) {
+    if (!af) return;
+    if (af->f) fclose(af->f);
+    if (af->tmp && af->f) unlink(af->tmp);
+    free(af->tmp);
+    free(af->path);
+    af->f = NULL;
+    af->tmp = af->path = NULL;
 }

@@ -530,39 +530,14 @@ static void write_escaped(FILE *f, const char *p, size_t n) {
 
 ffn_status ffn_tokenizer_save(const ffn_tokenizer *tok, const char *path) {
     if (!tok || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tokenizer_save: NULL argument");
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return ffn_error(FFN_ERR_NOMEM, "%s", path);
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    fprintf(f, "ffn-tokenizer %d\nmode %s\nvocab_size %lld\n", FFN_TOKENIZER_VERSION,
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st) return st;
+    fprintf(af.f, "ffn-tokenizer %d\nmode %s\nvocab_size %lld\n", FFN_TOKENIZER_VERSION,
             ffn_tokenizer_mode_name(tok->mode), (long long)tok->vocab_size);
     for (int64_t i = 0; i < tok->vocab_size; i++)
-        write_escaped(f, tok->tok[i], (size_t)tok->tok_len[i]);
-    int bad = ferror(f) != 0;
-    int err = errno;
-    if (fflush(f) != 0) bad = 1, err = errno;
-    if (!bad && fsync(fileno(f)) != 0) bad = 1, err = errno;
-    if (fclose(f) != 0 && !bad) bad = 1, err = errno;
-    if (bad) {
-        unlink(tmp);
-        free(tmp);
-        return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        unlink(tmp);
-        free(tmp);
-        return ffn_error(FFN_ERR_IO, "%s: rename from %s.tmp failed: %s", path, path, strerror(err));
-    }
-    free(tmp);
-    return FFN_OK;
+        write_escaped(af.f, tok->tok[i], (size_t)tok->tok_len[i]);
+    return ffn_atomic_commit(&af);
 }
 
 /* The parser walks the buffer a line at a time, keeping the line number

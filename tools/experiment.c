@@ -255,19 +255,13 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan, volatile sig_atomic_t *stop_flag) {
         snprintf(path, sizeof path, "%s/val_loss.svg", plan->out_dir);
         if (!exp_write_svg(plan, path)) return CLI_EXIT_FAIL;
         snprintf(path, sizeof path, "%s/compare.json", plan->out_dir);
-        char tmp[1200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", path);
-        FILE *f = fopen(tmp, "w");
-        if (!f) {
-            cli_error(plan->cmd, "%s: %s", tmp, strerror(errno));
-            return CLI_EXIT_FAIL;
+        ffn_atomic_file af;
+        ffn_status st = ffn_atomic_open(&af, path);
+        if (st == FFN_OK) {
+            exp_print_json(af.f, plan);
+            st = ffn_atomic_commit(&af);
         }
-        exp_print_json(f, plan);
-        if (fclose(f) != 0 || rename(tmp, path) != 0) {
-            cli_error(plan->cmd, "%s: %s", path, strerror(errno));
-            remove(tmp);
-            return CLI_EXIT_FAIL;
-        }
+        if (st != FFN_OK) return cli_fail(plan->cmd, st);
     }
     return 0;
 }
@@ -388,13 +382,13 @@ int exp_write_svg(const exp_plan *plan, const char *path) {
     ymin -= pad, ymax += pad;
     const int W = 760, H = 440, L = 60, R = 170, T = 40, B = 50;
     const int pw = W - L - R, ph = H - T - B;
-    char tmp[1200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        cli_error(plan->cmd, "%s: %s", tmp, strerror(errno));
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st != FFN_OK) {
+        cli_fail(plan->cmd, st);
         return 0;
     }
+    FILE *f = af.f;
     fprintf(f,
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "font-family=\"sans-serif\" font-size=\"12\">\n"
@@ -435,9 +429,9 @@ int exp_write_svg(const exp_plan *plan, const char *path) {
                 L + pw + 12, L + pw + 32, ly, ly, c, L + pw + 38, ly + 4, v->name, v->val_mean);
     }
     fputs("</svg>\n", f);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        cli_error(plan->cmd, "%s: %s", path, strerror(errno));
-        remove(tmp);
+    st = ffn_atomic_commit(&af);
+    if (st != FFN_OK) {
+        cli_fail(plan->cmd, st);
         return 0;
     }
     return 1;

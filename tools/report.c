@@ -1283,11 +1283,9 @@ void report_options_default(report_options *o) {
 
 static int write_html(rctx *r, const char *path, const char *data, size_t n_data,
                       const char *title) {
-    char tmp[4200];
-    if (!set_path(tmp, sizeof tmp, "%s.tmp", path))
-        return rfail(r, CLI_EXIT_FAIL, "%s: path too long", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return rfail(r, CLI_EXIT_FAIL, "%s: cannot write: %s", tmp, strerror(errno));
+    ffn_atomic_file af;
+    if (ffn_atomic_open(&af, path) != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
+    FILE *f = af.f;
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
@@ -1309,22 +1307,7 @@ static int write_html(rctx *r, const char *path, const char *data, size_t n_data
     fputs("\n</script>\n<script>\n", f);
     fputs(report_js, f);
     fputs("</script>\n</body>\n</html>\n", f);
-    int ok = fflush(f) == 0 && !ferror(f) && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        remove(tmp);
-        return rfail(r, CLI_EXIT_FAIL, "%s: write failed: %s", tmp, strerror(err));
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        remove(tmp);
-        return rfail(r, CLI_EXIT_FAIL, "%s: cannot rename %s into place: %s", path, tmp,
-                     strerror(err));
-    }
+    if (ffn_atomic_commit(&af) != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
     return 0;
 }
 

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,6 +65,27 @@ int ffn_ctx_threads(const ffn_ctx *ctx);
  * "scalar".  FFN_SIMD=scalar|avx2|avx512 in the environment caps it (for
  * tests and comparisons). */
 const char *ffn_simd_level(void);
+
+/* ---- atomic file replacement -------------------------------------------
+ * How ffn writes a file: into "<path>.tmp" beside it, then commit flushes,
+ * fsyncs, closes and renames it over path and fsyncs the directory, so a
+ * failure or a crash leaves the old file or the new one, whole -- never a
+ * truncated one.
+ *     ffn_atomic_file af;
+ *     if (ffn_atomic_open(&af, "out.txt") != FFN_OK) ...;
+ *     fprintf(af.f, ...);
+ *     if (ffn_atomic_commit(&af) != FFN_OK) ...;   // or ffn_atomic_abort(&af)
+ * Both commit and abort remove the temporary file on failure and release
+ * everything; abort after commit (or twice) is a no-op. */
+typedef struct ffn_atomic_file {
+    FILE *f;    /* write here */
+    char *tmp;  /* "<path>.tmp" */
+    char *path; /* the target */
+} ffn_atomic_file;
+
+ffn_status ffn_atomic_open(ffn_atomic_file *af, const char *path);
+ffn_status ffn_atomic_commit(ffn_atomic_file *af);
+void ffn_atomic_abort(ffn_atomic_file *af);
 
 #ifdef __cplusplus
 }

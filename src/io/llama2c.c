@@ -335,17 +335,14 @@ ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path) {
     const int64_t H = c->num_attention_heads, G = c->num_key_value_heads, Dh = D / H;
     const int64_t V = c->vocab_size, T = c->max_position_embeddings;
     const float *params = ffn_model_params(model, NULL);
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
     float *perm = malloc((size_t)H * (size_t)Dh * (size_t)D * sizeof(float));
     float *freq = malloc((size_t)(Dh / 2) * sizeof(float));
-    FILE *f = fopen(tmp, "wb");
+    ffn_atomic_file af = {0};
     ffn_status st = FFN_OK;
     if (!perm || !freq) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    else if (!f) st = ffn_error(FFN_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+    else st = ffn_atomic_open(&af, path);
+    FILE *f = af.f;
+    const char *tmp = af.tmp;
     if (st == FFN_OK) {
         int32_t hdr[7] = {(int32_t)D, (int32_t)F, (int32_t)L, (int32_t)H, (int32_t)G,
                           (int32_t)(c->tie_word_embeddings ? V : -V), (int32_t)T};
@@ -396,16 +393,8 @@ ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path) {
         st = w ? write_all(f, w, (size_t)(V * D) * 4, tmp) : ffn_error(FFN_ERR_INTERNAL, "no lm_head");
     }
 #undef TENSOR
-    if (f) {
-        if (st == FFN_OK && (fflush(f) != 0 || fsync(fileno(f)) != 0))
-            st = ffn_error(FFN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        if (fclose(f) != 0 && st == FFN_OK)
-            st = ffn_error(FFN_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    }
-    if (st == FFN_OK && rename(tmp, path) != 0)
-        st = ffn_error(FFN_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-    if (st != FFN_OK && f) unlink(tmp);
-    free(tmp);
+    if (st == FFN_OK) st = ffn_atomic_commit(&af);
+    else ffn_atomic_abort(&af);
     free(perm);
     free(freq);
     return st;

@@ -2,8 +2,10 @@
 #include "check.h"
 #include "ffn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int main(void) {
     CHECK(!strcmp(ffn_status_str(FFN_OK), "ok"), "status string of FFN_OK");
@@ -23,5 +25,28 @@ int main(void) {
     const char *simd = ffn_simd_level();
     CHECK(!strcmp(simd, "avx512") || !strcmp(simd, "avx2") || !strcmp(simd, "scalar"), "simd %s",
           simd);
+    /* atomic replacement: commit swaps in the new file, abort keeps the old */
+    char dir[] = "/tmp/ffn_test_core_XXXXXX", path[64], tmp[80], buf[16] = {0};
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ffn_atomic_file af;
+    CHECK(ffn_atomic_open(&af, path) == FFN_OK, "open: %s", ffn_last_error());
+    fputs("old", af.f);
+    CHECK(ffn_atomic_commit(&af) == FFN_OK, "commit: %s", ffn_last_error());
+    CHECK(ffn_atomic_open(&af, path) == FFN_OK, "reopen");
+    fputs("new, never committed", af.f);
+    ffn_atomic_abort(&af);
+    ffn_atomic_abort(&af); /* twice is a no-op */
+    FILE *f = fopen(path, "rb");
+    CHECK(f && fread(buf, 1, sizeof buf - 1, f) == 3 && !strcmp(buf, "old"), "abort kept the old file: '%s'", buf);
+    if (f) fclose(f);
+    CHECK(access(tmp, F_OK) != 0, "abort removed %s", tmp);
+    char missing[96];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/x", dir);
+    CHECK(ffn_atomic_open(&af, missing) == FFN_ERR_IO && strstr(ffn_last_error(), "cannot create"),
+          "missing directory: %s", ffn_last_error());
+    unlink(path);
+    rmdir(dir);
     return check_done("test_core");
 }
