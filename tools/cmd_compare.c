@@ -2,15 +2,8 @@
  * the same data and compare their validation loss, cost and speed. */
 #include "experiment.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -102,18 +95,13 @@ int cmd_compare(int argc, char **argv) {
     const char *variants = "none,linear,relu,gelu,swish,glu,bilinear,reglu,geglu,swiglu,moe";
     const char *data = NULL;
     plan.out_dir = "ffn-compare";
-    int json = 0;
-    int64_t threads = 0, seeds = plan.seeds;
+    int64_t seeds = plan.seeds;
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-            continue;
         }
         if ((r = cli_flag(cmd, argc, argv, &i, "--variants", &v)) != 0) {
             if (r < 0) return CLI_EXIT_USAGE;
@@ -125,18 +113,8 @@ int cmd_compare(int argc, char **argv) {
             data = v;
             continue;
         }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--out", &v)) != 0) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            plan.out_dir = v;
-            continue;
-        }
         if ((r = cli_flag(cmd, argc, argv, &i, "--seeds", &v)) != 0) {
             if (r < 0 || !cli_parse_i64(cmd, "--seeds", v, 1, 100, &seeds)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v)) != 0) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 1, 4096, &threads))
-                return CLI_EXIT_USAGE;
             continue;
         }
         r = exp_parse_common_flag(&plan, argc, argv, &i);
@@ -150,12 +128,10 @@ int cmd_compare(int argc, char **argv) {
     if (!exp_plan_finish(&plan) || !exp_parse_variants(&plan, variants)) return CLI_EXIT_USAGE;
 
     ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    int rc = exp_run(ctx, &plan, &stop_requested);
+    if (cli_make_ctx(cmd, (int)plan.threads, &ctx)) return CLI_EXIT_FAIL;
+    int rc = exp_run(ctx, &plan);
     if (rc == 0) {
-        if (json) exp_print_json(stdout, &plan);
+        if (plan.json) exp_print_json(stdout, &plan);
         else {
             exp_print_table(stdout, &plan);
             printf("\nvalidation curves: %s/val_loss.svg   table: %s/compare.json\n", plan.out_dir,

@@ -11,15 +11,8 @@
 #include "report.h"
 
 #include <math.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-static volatile sig_atomic_t stop_requested = 0;
-static void on_signal(int sig) {
-    (void)sig;
-    stop_requested = 1;
-}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -154,30 +147,12 @@ int cmd_demo(int argc, char **argv) {
     plan.out_dir = "ffn-demo";
     plan.seeds = 1;
     plan.train.steps = 1500;
-    int json = 0;
-    int64_t threads = 0;
     for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
         }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--out", &v)) != 0) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            plan.out_dir = v;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v)) != 0) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 1, 4096, &threads))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        r = exp_parse_common_flag(&plan, argc, argv, &i);
+        int r = exp_parse_common_flag(&plan, argc, argv, &i);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         cli_error(cmd, "unknown option '%s' (see ffn demo --help)", argv[i]);
@@ -187,7 +162,7 @@ int cmd_demo(int argc, char **argv) {
         return CLI_EXIT_USAGE;
 
     ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    if (cli_make_ctx(cmd, (int)plan.threads, &ctx)) return CLI_EXIT_FAIL;
     /* one corpus for every variant */
     ffn_corpus *corpus = NULL;
     ffn_status st = ffn_corpus_generate(plan.train.corpus_lang, plan.train.corpus_seed,
@@ -204,11 +179,9 @@ int cmd_demo(int argc, char **argv) {
             (long long)corpus->n_sentences, ffn_lang_name(plan.train.corpus_lang),
             (long long)plan.train.steps, (long long)plan.train.model.hidden_size,
             (long long)plan.train.model.num_hidden_layers, ffn_ctx_threads(ctx), plan.out_dir);
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    int rc = exp_run(ctx, &plan, &stop_requested);
+    int rc = exp_run(ctx, &plan);
     if (rc == 0) {
-        if (json) {
+        if (plan.json) {
             exp_print_json(stdout, &plan);
         } else {
             printf("\n");
@@ -222,7 +195,7 @@ int cmd_demo(int argc, char **argv) {
         ro.cmd = cmd;
         if (plan.train.corpus_lang == FFN_LANG_ZH) ro.prompt = "王芳把苹果递给了小明，因为他饿了。";
         rc = report_write(ctx, plan.out_dir, &ro, NULL);
-        if (rc == 0 && !json) {
+        if (rc == 0 && !plan.json) {
             printf("\ncheckpoints: %s/<variant>-seed1/   curves: %s/val_loss.svg   table: "
                    "%s/compare.json\nreport (open in a browser): %s/report.html\n",
                    plan.out_dir, plan.out_dir, plan.out_dir, plan.out_dir);

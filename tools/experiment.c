@@ -3,6 +3,7 @@
 #include "experiment.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,7 +160,16 @@ static int make_dir(const char *cmd, const char *path) {
     return 0;
 }
 
-int exp_run(ffn_ctx *ctx, exp_plan *plan, volatile sig_atomic_t *stop_flag) {
+static volatile sig_atomic_t stop_requested = 0;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_requested = 1;
+}
+
+int exp_run(ffn_ctx *ctx, exp_plan *plan) {
+    volatile sig_atomic_t *stop_flag = &stop_requested;
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     /* a missing data file is reported before anything is created */
     if (plan->train.data_path && !plan->train.text) {
         FILE *f = fopen(plan->train.data_path, "rb");
@@ -458,6 +468,16 @@ int exp_parse_common_flag(exp_plan *plan, int argc, char **argv, int *i) {
         dst = d;                                                                            \
         return 1;                                                                           \
     }
+    if (!strcmp(argv[*i], "--json")) {
+        plan->json = 1;
+        return 1;
+    }
+    if ((r = cli_flag(cmd, argc, argv, i, "--out", &v)) != 0) {
+        if (r < 0) return -1;
+        plan->out_dir = v;
+        return 1;
+    }
+    INT_FLAG("--threads", 1, 4096, plan->threads);
     INT_FLAG("--steps", 1, 100000000, t->steps);
     INT_FLAG("--hidden-size", 2, 65536, m->hidden_size);
     INT_FLAG("--intermediate-size", 1, 1 << 20, plan->dense_width);

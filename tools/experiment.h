@@ -43,6 +43,8 @@ typedef struct exp_plan {
     int seeds;                     /* runs per variant (seed, seed+1, ...) */
     const char *out_dir;           /* per-run checkpoints, curves, SVG, JSON */
     const char *cmd;               /* for messages: "compare" or "demo" */
+    int json;                      /* --json: print the comparison as JSON */
+    int64_t threads;               /* --threads (0: FFN_NUM_THREADS or all cores) */
     int quiet;                     /* no progress at all */
     int n_variants;
     exp_variant variants[EXP_MAX_VARIANTS];
@@ -55,9 +57,9 @@ int exp_parse_variants(exp_plan *plan, const char *list);
 
 /* Train every variant × seed, filling the results; writes
  * OUT/<variant>-seed<k>/ checkpoints with metrics.jsonl, OUT/val_loss.svg and
- * OUT/compare.json.  Returns 0, or an exit code after printing the error
- * (an interrupt saves the current run and stops). */
-int exp_run(ffn_ctx *ctx, exp_plan *plan, volatile sig_atomic_t *stop_flag);
+ * OUT/compare.json.  Returns 0, or an exit code after printing the error.
+ * SIGINT/SIGTERM save the running model's checkpoint and stop (130). */
+int exp_run(ffn_ctx *ctx, exp_plan *plan);
 
 /* The comparison table on f (human-readable), and as JSON. */
 void exp_print_table(FILE *f, const exp_plan *plan);
@@ -74,7 +76,8 @@ int exp_write_svg(const exp_plan *plan, const char *path);
 void exp_plan_defaults(exp_plan *plan, const char *cmd);
 int exp_plan_finish(exp_plan *plan);
 
-/* Parse the model-shape and loop flags shared by compare/demo/train.
+/* Parse the flags shared by compare and demo: --out, --threads, --json and
+ * the model-shape and loop flags.
  * Returns 1 if argv[*i] was consumed, 0 if not ours, -1 on error. */
 int exp_parse_common_flag(exp_plan *plan, int argc, char **argv, int *i);
 
