@@ -72,6 +72,9 @@ step_of() { python3 -c '
 import json, struct, sys
 f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
 print(json.loads(f.read(n))["__metadata__"]["step"])' "$1/train_state.safetensors"; }
+# (the last kill above may itself have landed inside the fallback swap,
+# leaving only DIR.old: start this phase from that whole checkpoint)
+[[ -e "$ck" ]] || mv "$ck.old" "$ck"
 rm -rf "$ck.tmp" "$ck.old"
 before=$(step_of "$ck")
 mv "$ck" "$ck.old"
