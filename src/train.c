@@ -1081,33 +1081,70 @@ typedef struct prob_entry {
     int32_t id;
 } prob_entry;
 
+struct ffn_sampler {
+    int64_t V;
+    double temperature, top_p;
+    ffn_rng rng;
+    prob_entry *work; /* (V) */
+};
+
+ffn_status ffn_sampler_create(int64_t vocab_size, double temperature, double top_p, uint64_t seed,
+                              ffn_sampler **out) {
+    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_sampler_create: out is NULL");
+    *out = NULL;
+    if (vocab_size < 1 || (uint64_t)vocab_size > SIZE_MAX / sizeof(prob_entry) ||
+        !(temperature >= 0) || !isfinite(temperature) || !(top_p > 0 && top_p <= 1))
+        return ffn_error(FFN_ERR_CONFIG,
+                         "sampler: expected vocab_size >= 1, temperature >= 0 and top_p in (0, 1]; "
+                         "got %lld, %g, %g",
+                         (long long)vocab_size, temperature, top_p);
+    ffn_sampler *s = calloc(1, sizeof *s);
+    if (s) s->work = malloc((size_t)vocab_size * sizeof(prob_entry));
+    if (!s || !s->work) {
+        free(s);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory (sampler of %lld entries)",
+                         (long long)vocab_size);
+    }
+    s->V = vocab_size;
+    s->temperature = temperature;
+    s->top_p = top_p;
+    ffn_rng_seed(&s->rng, seed);
+    *out = s;
+    return FFN_OK;
+}
+
+void ffn_sampler_free(ffn_sampler *s) {
+    if (!s) return;
+    free(s->work);
+    free(s);
+}
+
 static int by_prob_desc(const void *a, const void *b) {
     const prob_entry *x = a, *y = b;
     if (x->p != y->p) return x->p < y->p ? 1 : -1;
     return x->id - y->id; /* ties: lower id first (deterministic) */
 }
 
-/* Greedy when temperature is 0, else nucleus sampling from
- * softmax(logits / temperature).  `work` holds V entries. */
-static int32_t sample_token(const float *logits, int64_t V, double temperature, double top_p,
-                            ffn_rng *rng, prob_entry *work) {
+int32_t ffn_sampler_sample(ffn_sampler *s, const float *logits) {
+    const int64_t V = s->V;
+    prob_entry *work = s->work;
     int64_t best = 0;
     for (int64_t i = 1; i < V; i++)
         if (logits[i] > logits[best]) best = i;
-    if (temperature <= 0) return (int32_t)best;
+    if (s->temperature <= 0) return (int32_t)best;
     double maxl = logits[best], sum = 0.0;
     for (int64_t i = 0; i < V; i++) {
-        work[i].p = exp(((double)logits[i] - maxl) / temperature);
+        work[i].p = exp(((double)logits[i] - maxl) / s->temperature);
         work[i].id = (int32_t)i;
         sum += work[i].p;
     }
     int64_t n = V;
-    if (top_p < 1.0) {
+    if (s->top_p < 1.0) {
         qsort(work, (size_t)V, sizeof *work, by_prob_desc);
         double cum = 0.0;
         for (n = 0; n < V; n++) {
             cum += work[n].p / sum;
-            if (cum >= top_p) {
+            if (cum >= s->top_p) {
                 n++;
                 break;
             }
@@ -1116,7 +1153,7 @@ static int32_t sample_token(const float *logits, int64_t V, double temperature, 
         sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += work[i].p;
     }
-    double r = (double)(ffn_rng_next(rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
+    double r = (double)(ffn_rng_next(&s->rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
     for (int64_t i = 0; i < n; i++) {
         acc += work[i].p;
         if (r < acc) return work[i].id;
@@ -1162,23 +1199,23 @@ ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *
     /* history: the last ctx_len tokens (the window re-fed when the cache fills) */
     int32_t *hist = malloc((size_t)ctx_len * sizeof(int32_t));
     float *logits = malloc((size_t)V * sizeof(float));
-    prob_entry *work = malloc((size_t)V * sizeof(prob_entry));
-    if (!hist || !logits || !work) {
+    ffn_sampler *sampler = NULL;
+    if (!hist || !logits) {
         st = ffn_error(FFN_ERR_NOMEM, "out of memory (generation buffers)");
         goto done;
     }
+    st = ffn_sampler_create(V, opts->temperature, opts->top_p, opts->seed, &sampler);
+    if (st != FFN_OK) goto done;
     int64_t keep = n < ctx_len ? n : ctx_len / 2 > 0 ? ctx_len / 2 : 1;
     memcpy(hist, ids + (n - keep), (size_t)keep * sizeof(int32_t));
     int64_t n_hist = keep;
     ffn_model_reset(model);
     st = ffn_model_prefill(model, hist, n_hist, logits);
-    ffn_rng rng;
-    ffn_rng_seed(&rng, opts->seed);
     const int32_t unk = ffn_tokenizer_unk_id(tok);
     for (int64_t i = 0; st == FFN_OK && i < opts->steps; i++) {
         /* "<unk>" stands for text the vocabulary lacks: never generate it */
         if (V > 1 && unk >= 0 && unk < V) logits[unk] = -INFINITY;
-        int32_t next = sample_token(logits, V, opts->temperature, opts->top_p, &rng, work);
+        int32_t next = ffn_sampler_sample(sampler, logits);
         size_t len = 0;
         const char *bytes = ffn_tokenizer_token(tok, next, &len);
         if (on_token && bytes && on_token(bytes, len, user)) break;
@@ -1198,6 +1235,6 @@ done:
     free(ids);
     free(hist);
     free(logits);
-    free(work);
+    ffn_sampler_free(sampler);
     return st;
 }

@@ -66,61 +66,6 @@ static void usage(FILE *f) {
 "  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n");
 }
 
-/* ---- sampling ------------------------------------------------------------------ */
-
-typedef struct rng64 {
-    uint64_t s;
-} rng64;
-
-static uint64_t rng_next(rng64 *r) { /* splitmix64 */
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-typedef struct prob {
-    double p;
-    int32_t id;
-} prob;
-
-static int by_p_desc(const void *a, const void *b) {
-    const prob *x = a, *y = b;
-    if (x->p != y->p) return x->p < y->p ? 1 : -1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static int32_t sample(const float *logits, int64_t V, double temperature, double top_p, rng64 *r,
-                      prob *work) {
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (temperature <= 0) return (int32_t)best;
-    double mx = logits[best], sum = 0;
-    for (int64_t i = 0; i < V; i++) {
-        work[i].p = exp(((double)logits[i] - mx) / temperature);
-        work[i].id = (int32_t)i;
-        sum += work[i].p;
-    }
-    int64_t n = V;
-    if (top_p < 1) {
-        qsort(work, (size_t)V, sizeof *work, by_p_desc);
-        double cum = 0;
-        for (n = 0; n < V;) {
-            cum += work[n++].p / sum;
-            if (cum >= top_p) break;
-        }
-        sum = 0;
-        for (int64_t i = 0; i < n; i++) sum += work[i].p;
-    }
-    double u = (double)(rng_next(r) >> 11) * 0x1p-53 * sum, acc = 0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += work[i].p;
-        if (u < acc) return work[i].id;
-    }
-    return work[n - 1].id;
-}
-
 /* ---- the vocabulary -------------------------------------------------------------- */
 
 typedef struct vocab {
@@ -367,24 +312,24 @@ int cmd_run(int argc, char **argv) {
     size_t rows_bytes = 0;
     float *all = NULL, *logits = malloc((size_t)V * sizeof(float));
     int32_t *seq = malloc((size_t)(fed + 1) * sizeof(int32_t));
-    prob *work = malloc((size_t)V * sizeof(prob));
+    ffn_sampler *sampler = NULL;
     if (dump) {
         if (__builtin_mul_overflow((size_t)fed, (size_t)V * sizeof(float), &rows_bytes) ||
             !(all = malloc(rows_bytes ? rows_bytes : 1)))
             st = FFN_ERR_NOMEM;
     }
-    if (!logits || !seq || !work) st = FFN_ERR_NOMEM;
+    if (!logits || !seq) st = FFN_ERR_NOMEM;
+    if (st == FFN_OK) st = ffn_sampler_create(V, temperature, top_p, (uint64_t)seed, &sampler);
     if (st == FFN_OK) memcpy(seq, ids, (size_t)n_prompt * sizeof(int32_t));
     if (st == FFN_OK && dump) st = ffn_model_logits(m, all, ids, 1, n_prompt);
     if (st == FFN_OK) {
         ffn_model_reset(m);
         st = ffn_model_prefill(m, ids, n_prompt, logits);
     }
-    rng64 rng = {(uint64_t)seed};
     int text = want_text && (voc.l2c || voc.ffn);
     int32_t prev = ids[n_prompt - 1];
     for (int64_t i = 0; st == FFN_OK && i < steps; i++) {
-        int32_t next = sample(logits, V, temperature, top_p, &rng, work);
+        int32_t next = ffn_sampler_sample(sampler, logits);
         if (text) emit_text(&voc, prev, next);
         else printf(i ? " %d" : "%d", next);
         prev = next;
@@ -413,7 +358,7 @@ int cmd_run(int argc, char **argv) {
     free(all);
     free(logits);
     free(seq);
-    free(work);
+    ffn_sampler_free(sampler);
     free(ids);
     ffn_model_free(m);
     vocab_free(&voc);

@@ -212,6 +212,17 @@ typedef struct ffn_generate_options {
 
 void ffn_generate_options_default(ffn_generate_options *opts);
 
+/* The sampler ffn_generate uses, for loops of your own: greedy (argmax,
+ * lowest id on ties) at temperature 0, else nucleus sampling (top_p) from
+ * softmax(logits / temperature), drawing from a seeded xoshiro256** stream,
+ * so the same seed gives the same tokens.  Create allocates its V-entry
+ * work buffer; sampling never allocates. */
+typedef struct ffn_sampler ffn_sampler;
+ffn_status ffn_sampler_create(int64_t vocab_size, double temperature, double top_p,
+                              uint64_t seed, ffn_sampler **out);
+int32_t ffn_sampler_sample(ffn_sampler *sampler, const float *logits); /* logits (V) */
+void ffn_sampler_free(ffn_sampler *sampler); /* NULL is a no-op */
+
 /* Feed the prompt (its tokens; an empty prompt starts from a newline token
  * when the vocabulary has one, else token 0) then sample `steps` tokens with
  * the KV cache, calling on_token with each token's bytes as it comes (the
