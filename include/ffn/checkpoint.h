@@ -32,7 +32,7 @@
  * block_sparse_moe.experts.{e}.w1/w2/w3 = gate/down/up, router
  * block_sparse_moe.gate), qwen2_moe (mlp.experts.{e}.*, router mlp.gate,
  * mlp.shared_expert.*, mlp.shared_expert_gate); ffn's own checkpoints
- * (src/train.c) are llama/qwen2_moe directories with extra ffn keys.
+ * (src/train/train.c) are llama/qwen2_moe directories with extra ffn keys.
  * Weights may be F32, F16 or BF16 (converted to fp32 exactly).  The head
  * is tied when tie_word_embeddings is true (a stored lm_head.weight is then
  * ignored, as Hugging Face does).  These checkpoints rotate HALVES

@@ -29,7 +29,7 @@
  * backward; the caller passes a workspace of ffn_layer_workspace_size()
  * bytes (which also makes the engine's primitives for up to max_n tokens
  * ahead).  oneDNN itself allocates small bookkeeping objects per call (see
- * the top of src/ffn.c for the measured counts); the decode path allocates
+ * the top of src/nn/ffn.c for the measured counts); the decode path allocates
  * nothing.
  *
  * What backward needs (per token, fp32):

@@ -16,7 +16,7 @@
  * Reading.  ffn_st_open memory-maps the file read-only (never a second copy
  * of the data) and validates everything before returning:
  *   - the header length against the file size and a cap (100 MiB);
- *   - the header is valid, strict JSON (see src/io/json.h) and an object;
+ *   - the header is valid, strict JSON (see src/format/json.h) and an object;
  *   - every entry has a known "dtype" string, a "shape" array of integers
  *     >= 0 (at most FFN_ST_MAX_DIMS), and "data_offsets" [begin, end] with
  *     begin <= end;

@@ -18,7 +18,7 @@
  * computed by ffn_layer_forward / ffn_moe_forward on the model's weights,
  * so that the neuron decomposition below is checked against independent
  * code.  Everything here allocates: it is analysis, not a hot path. */
-#include "common.h"
+#include "base/common.h"
 #include "kernels/kernels.h"
 
 #include <math.h>

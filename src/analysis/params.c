@@ -10,8 +10,8 @@
  *
  * Every product goes through the checked arithmetic of a `calc`; the first
  * overflow turns the whole result into FFN_ERR_OVERFLOW. */
-#include "common.h"
-#include "io/json.h"
+#include "base/common.h"
+#include "format/json.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
  * Letters: N labelled tokens, D hidden, Fw a layer's gate features (F, or
  * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
  * L layers. */
-#include "common.h"
-#include "rng.h"
+#include "base/common.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* fuzz_hf_config.c -- libFuzzer target for the Hugging Face directory
  * metadata readers: config.json as the loader reads it (hf_config_parse in
- * src/io/hf_checkpoint.c, then ffn_model_config_load, given the same bytes
+ * src/load/hf_checkpoint.c, then ffn_model_config_load, given the same bytes
  * through a memory file) and model.safetensors.index.json (hf_index_parse).
  * Invariants (trap on breach):
  *   - a rejected input gives a non-empty message and nothing allocated;
@@ -9,7 +9,7 @@
  *   - an accepted index maps every tensor to a shard in range, shard names
  *     are distinct plain file names (no '/', not "." or "..").
  * Built by `make fuzz`; -DFFN_FUZZ_REPLAY adds a replaying main(). */
-#include "io/checkpoint_internal.h"
+#include "load/checkpoint_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

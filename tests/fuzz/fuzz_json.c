@@ -1,4 +1,4 @@
-/* fuzz_json.c -- libFuzzer target for the strict JSON reader (src/io/json.c).
+/* fuzz_json.c -- libFuzzer target for the strict JSON reader (src/format/json.c).
  *
  * Beyond "does not crash", it checks invariants on every document the
  * parser accepts, and traps when one breaks:
@@ -11,7 +11,7 @@
  * Built by `make fuzz` (clang, -fsanitize=fuzzer,address,undefined).  With
  * -DFFN_FUZZ_REPLAY it gets a main() that replays files given on the
  * command line (tests/cli/test_fuzz_regress.sh, no libFuzzer needed). */
-#include "io/json.h"
+#include "format/json.h"
 
 #include <inttypes.h>
 #include <math.h>

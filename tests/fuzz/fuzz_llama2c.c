@@ -1,5 +1,5 @@
 /* fuzz_llama2c.c -- libFuzzer target for the llama2.c checkpoint reader
- * (src/io/llama2c.c: header validation, size arithmetic, the copy into the
+ * (src/load/llama2c.c: header validation, size arithmetic, the copy into the
  * model).  The input is the whole .bin file.  Invariants (trap on breach):
  *   - a rejected file leaves no model and a non-empty message;
  *   - an accepted file is exactly as long as its header promises, its
@@ -13,7 +13,7 @@
  * ffn_checkpoint_load_model, every weight must come back bit for bit.
  * Built by `make fuzz`; with -DFFN_FUZZ_REPLAY a main() replays files
  * (tests/cli/test_fuzz_regress.sh). */
-#include "io/checkpoint_internal.h"
+#include "load/checkpoint_internal.h"
 
 #include <math.h>
 #include <stdio.h>

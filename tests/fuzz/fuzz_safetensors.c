@@ -1,5 +1,5 @@
 /* fuzz_safetensors.c -- libFuzzer target for the safetensors reader
- * (src/io/safetensors.c) through ffn_st_open_buffer, and through the real
+ * (src/format/safetensors.c) through ffn_st_open_buffer, and through the real
  * mmap path (ffn_st_open on a memfd) for inputs the reader accepts.  Each
  * input is tried as a file and, when it starts with '{', as header NUL data
  * (see LLVMFuzzerTestOneInput).

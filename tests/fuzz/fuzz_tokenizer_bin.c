@@ -1,5 +1,5 @@
 /* fuzz_tokenizer_bin.c -- libFuzzer target for the llama2.c tokenizer.bin
- * reader and its encoder / decoder (src/io/llama2c.c).  The input is the
+ * reader and its encoder / decoder (src/load/llama2c.c).  The input is the
  * file.  Invariants (trap on breach):
  *   - a rejected file gives no tokenizer and a non-empty message;
  *   - an accepted file of V tokens parses again with expected_vocab V and
@@ -10,7 +10,7 @@
  *   - a text made of single-code-point pieces present in the vocabulary
  *     decodes back to itself (after the dummy-prefix space).
  * Built by `make fuzz`; -DFFN_FUZZ_REPLAY adds a replaying main(). */
-#include "io/checkpoint_internal.h"
+#include "load/checkpoint_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

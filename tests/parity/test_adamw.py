@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_adamw.py -- ten optimizer steps of the trainer (src/train.c:
+"""test_adamw.py -- ten optimizer steps of the trainer (src/train/train.c:
 ffn_adamw_step, the code path `ffn train` uses) against torch.optim.AdamW.
 
 A small C driver (below, compiled against build/libffn.a) creates a tiny

@@ -233,7 +233,7 @@ def main():
                  % (i, "gated" if gated else "dense", act, len(a)), same)
 
     # ---- determinism: run to run, and --threads 1 against 2 ----
-    # What src/ffn.c's top comment promises, and what is enforced here:
+    # What src/nn/ffn.c's top comment promises, and what is enforced here:
     #   - every path is bitwise reproducible run to run at a fixed thread
     #     count: two runs must give byte-identical output files;
     #   - the decode path (forward with N <= 8, FFN_DECODE_MAX_N), the

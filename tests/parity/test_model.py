@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_model.py -- the whole decoder (src/model.c) against a PyTorch
+"""test_model.py -- the whole decoder (src/nn/model.c) against a PyTorch
 reference written here (Llama architecture: RMSNorm, RoPE in both
 conventions, causal GQA attention, SwiGLU / dense / MoE feed-forward, tied
 or untied head, cross-entropy with ignore index, MoE aux and z losses).

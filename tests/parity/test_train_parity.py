@@ -12,7 +12,7 @@ tiny (D 32, 2 layers, 4 heads, T 32, B 4) and trained 5 steps on the first
   2. tokenizer.txt is read back (escapes undone) and the text re-encoded
      here; the held-out split is the last floor(0.1·n) tokens and the
      evaluation windows are the --eval-batches·B windows spaced evenly over
-     it, as src/train.c's evaluate() takes them;
+     it, as src/train/train.c's evaluate() takes them;
   3. the cross-entropy of the PyTorch model (float64) over those windows
      must equal the final val_loss in ffn's --log within 1e-5 relative
      (float32 in C; measured ~1e-10).

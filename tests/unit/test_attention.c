@@ -1,5 +1,5 @@
 /* test_attention.c -- causal attention with grouped KV heads, RoPE and
- * RMSNorm (src/attention.c, src/norm.c):
+ * RMSNorm (src/nn/attention.c, src/nn/norm.c):
  *   - the causal mask: perturbing a later position never changes an earlier
  *     output (bitwise), and does change the later ones;
  *   - KV-cache decoding (one query at pos0 = t against keys 0..t) equals the
@@ -9,7 +9,7 @@
  *   - finite-difference gradient checks of attention (q, k, v) and of RMSNorm
  *     (x, w), for L = Σ out ⊙ R with a random R. */
 #include "check.h"
-#include "model_internal.h"
+#include "nn/model_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

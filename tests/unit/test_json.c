@@ -3,7 +3,7 @@
  * depth limit, duplicate keys, escapes and UTF-8, numbers, typed getters,
  * json_parse_file and json_write_string. */
 #include "check.h"
-#include "io/json.h"
+#include "format/json.h"
 
 #include <math.h>
 #include <stdlib.h>

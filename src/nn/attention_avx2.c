@@ -1,3 +1,3 @@
 /* attention_avx2.c -- attention_impl.h compiled for AVX2 + FMA. */
 #define ATTN_SFX avx2
-#include "attention_impl.h"
+#include "nn/attention_impl.h"

@@ -1,6 +1,6 @@
 /* model_internal.h -- the pieces of the decoder that are not public: RMSNorm
- * (src/norm.c), RoPE and causal attention with grouped KV heads
- * (src/attention.c).  Used by src/model.c and the unit tests.  Not installed.
+ * (src/nn/norm.c), RoPE and causal attention with grouped KV heads
+ * (src/nn/attention.c).  Used by src/nn/model.c and the unit tests.  Not installed.
  *
  * Letters: N tokens (rows), D width, B batch, T query positions per
  * sequence, S key positions per sequence, H query heads, G key/value heads,
@@ -12,9 +12,9 @@
 #ifndef FFN_MODEL_INTERNAL_H
 #define FFN_MODEL_INTERNAL_H
 
-#include "common.h"
+#include "base/common.h"
 
-/* ---- RMSNorm (src/norm.c) ----------------------------------------------
+/* ---- RMSNorm (src/nn/norm.c) ----------------------------------------------
  * y = x · rstd · w,  rstd = 1 / sqrt(mean(x²) + eps), per row of D.
  * Rows are independent; the loop over rows runs on the calling OpenMP
  * team size.  rstd (N) is saved for backward (may be NULL in inference). */
@@ -26,7 +26,7 @@ void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
 void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
                           const float *w, const float *rstd, int64_t n, int64_t d);
 
-/* ---- RoPE (src/attention.c) --------------------------------------------
+/* ---- RoPE (src/nn/attention.c) --------------------------------------------
  * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),
  * computed in double. */
 void ffn_rope_tables(float *cos_t, float *sin_t, int64_t max_pos, int64_t head_dim, double theta);

@@ -1,7 +1,7 @@
 /* attention.c -- rotary position embeddings (RoPE) and causal multi-head
  * attention with grouped key/value heads (GQA), forward and backward.
  * The projections around attention (q/k/v/o_proj) are matrix products done
- * by the model (src/model.c); this file holds what lies between them.
+ * by the model (src/nn/model.c); this file holds what lies between them.
  *
  * Letters: B batch, T query positions, S key positions (S = pos0 + T),
  * H query heads, G kv heads, Dh head dim, R = H/G query heads per kv head.
@@ -11,7 +11,7 @@
  * gradients of one group have one owner:
  *   dp_j = dout_t·v_j,  dv_j += p_j dout_t,  ds_j = p_j (dp_j − Σ_i p_i dp_i),
  *   dq_t = Σ_j ds_j k_j / sqrt(Dh),  dk_j += ds_j q_t / sqrt(Dh). */
-#include "model_internal.h"
+#include "nn/model_internal.h"
 #include "kernels/kernels.h"
 
 #include <math.h>
@@ -88,7 +88,7 @@ void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, in
  * attention_impl.h, one copy per SIMD level, chosen at run time. */
 
 #define ATTN_SFX scalar
-#include "attention_impl.h"
+#include "nn/attention_impl.h"
 
 typedef void (*fwd_task_fn)(float *, int64_t, float *, float *, const float *, int64_t,
                             const float *, int64_t, const float *, int64_t, int64_t, int64_t,

@@ -7,7 +7,7 @@
  * Letters: V vocab, D dim, F hidden_dim, L layers, H heads, G kv heads,
  * Dh = D/H head dim, T seq_len.  Files are little-endian (as is every CPU
  * this builds for). */
-#include "io/checkpoint_internal.h"
+#include "load/checkpoint_internal.h"
 #include "ffn/safetensors.h"
 
 #include <errno.h>

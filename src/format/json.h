@@ -10,7 +10,7 @@
 #ifndef FFN_JSON_H
 #define FFN_JSON_H
 
-#include "../common.h"
+#include "base/common.h"
 
 #include <stdio.h>
 

@@ -1,5 +1,5 @@
-/* train_internal.h -- pieces of the trainer shared by src/train.c and
- * src/checkpoint.c: the seeded RNG whose state goes into checkpoints, the
+/* train_internal.h -- pieces of the trainer shared by src/train/train.c and
+ * src/train/checkpoint.c: the seeded RNG whose state goes into checkpoints, the
  * learning-rate schedule, the AdamW update and gradient norm over flat
  * blocks, and the crash-safe checkpoint directory swap.  Not installed.
  *
@@ -7,12 +7,12 @@
 #ifndef FFN_TRAIN_INTERNAL_H
 #define FFN_TRAIN_INTERNAL_H
 
-#include "common.h"
-#include "rng.h"
+#include "base/common.h"
+#include "base/rng.h"
 
 #include <stdint.h>
 
-/* ---- RNG: xoshiro256** (src/rng.h) --------------------------------------
+/* ---- RNG: xoshiro256** (src/base/rng.h) --------------------------------------
  * The whole state is four words; it is saved in train_state.safetensors so
  * a resumed run draws the same batches as an uninterrupted one. */
 

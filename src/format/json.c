@@ -21,7 +21,7 @@
  * ("[0,0,0,...]") and 5-15x for typical documents.  json_parse_bounded
  * lets a caller with a known document shape (a safetensors header) cap it
  * lower.  Recursion depth is bounded by the nesting limit. */
-#include "json.h"
+#include "format/json.h"
 
 #include <errno.h>
 #include <locale.h>

@@ -8,7 +8,7 @@
 #ifndef FFN_CHECKPOINT_INTERNAL_H
 #define FFN_CHECKPOINT_INTERNAL_H
 
-#include "../common.h"
+#include "base/common.h"
 #include "ffn/checkpoint.h"
 
 /* The largest context a model gets when the caller gives no max_seq: the

@@ -12,7 +12,7 @@
  * (model.safetensors, by the model's tensor table), and loading a checkpoint
  * for inference.  The training state (train_state.safetensors) is written
  * and read by train.c, which owns the trainer. */
-#include "train_internal.h"
+#include "train/train_internal.h"
 #include "ffn/train.h"
 
 #include <dirent.h>

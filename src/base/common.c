@@ -1,6 +1,6 @@
 /* common.c -- status strings, the thread-local error message, the context,
  * aligned allocation. */
-#include "common.h"
+#include "base/common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -10,7 +10,7 @@
  * order (no reassociation), so a given ISA gives one result at any thread
  * count.  Keys are transposed once per task into a zero-padded Kᵀ (Dh, Sp),
  * Sp = S rounded up to 16, so that whole 16-wide blocks can be read. */
-#include "model_internal.h"
+#include "nn/model_internal.h"
 
 #include <math.h>
 #include <string.h>

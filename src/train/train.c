@@ -7,7 +7,7 @@
  *
  * Letters: P parameters (the model's flat block), B batch, T sequence,
  * A micro-batches accumulated per step, C chunks of the gradient norm. */
-#include "train_internal.h"
+#include "train/train_internal.h"
 
 #include "ffn/train.h"
 

@@ -6,7 +6,7 @@
  * token streams.  The built-in corpus lives in corpus.c.
  *
  * Letters: N tokens, V vocabulary size. */
-#include "common.h"
+#include "base/common.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -19,14 +19,14 @@
  *
  * The generator is deterministic: xoshiro256** seeded by splitmix64, integer
  * arithmetic only, no locale, so a seed gives the same bytes everywhere. */
-#include "common.h"
+#include "base/common.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
-/* ---- PRNG (src/rng.h) ---------------------------------------------------- */
+/* ---- PRNG (src/base/rng.h) ---------------------------------------------------- */
 
 /* 1 with probability pct/100. */
 static int rng_pct(ffn_rng *r, int pct) { return (int)ffn_rng_below(r, 100) < pct; }

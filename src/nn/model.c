@@ -14,10 +14,10 @@
  *   xn2 = rmsnorm(mid) · w_post;  x' = mid + mlp(xn2)      (mlp none: x' = mid)
  * The q, k and v weights are adjacent in the flat block, so they form one
  * (C, D) matrix and one matrix product serves all three. */
-#include "model_internal.h"
-#include "io/json.h"
+#include "nn/model_internal.h"
+#include "format/json.h"
 #include "kernels/kernels.h"
-#include "rng.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <stdio.h>

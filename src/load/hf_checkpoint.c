@@ -17,10 +17,10 @@
  *                     its pages released.
  *
  * Letters: V vocab, D hidden, H heads, G kv heads, Dh head dim, E experts. */
-#include "io/checkpoint_internal.h"
-#include "io/json.h"
+#include "load/checkpoint_internal.h"
+#include "format/json.h"
 #include "ffn/safetensors.h"
-#include "train_internal.h"
+#include "train/train_internal.h"
 
 #include <errno.h>
 #include <math.h>

@@ -4,7 +4,7 @@
  * rounding then hardly depends on the order the vector lanes impose); the
  * row loop is parallel (rows are independent), the weight-gradient
  * reduction runs over rows in a fixed order. */
-#include "model_internal.h"
+#include "nn/model_internal.h"
 
 #include <math.h>
 

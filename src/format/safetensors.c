@@ -8,8 +8,8 @@
  * Messages read "<file>: <tensor>: <what>: expected X, found Y". */
 #include "ffn/safetensors.h"
 
-#include "../common.h"
-#include "json.h"
+#include "base/common.h"
+#include "format/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
