@@ -19,6 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import vm from 'node:vm';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -113,21 +114,23 @@ async function openPage(file) {
   return { page, ms: Date.now() - start };
 }
 
-// what the page should show for a number and a token (mirrors the viewer)
-function fmtNum(x, digits) {
-  if (x === null || x === undefined || !isFinite(x)) return '-';
-  const a = Math.abs(x);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
-  return x.toFixed(digits === undefined ? 3 : digits);
-}
-function showToken(s) {
-  if (s === undefined || s === null) return '?';
-  if (s === '') return '\u2205';
-  const t = s.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/\r/g, '\u240d')
-    .replace(/[\u0000-\u001f\u007f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0'));
-  if (/^ +$/.test(t)) return t.length === 1 ? '\u2423' : '\u2423\u00d7' + t.length;
-  return t;
-}
+// What the page should show for a number and a token: the viewer's own
+// format.js, loaded as it is (the page embeds the same file).
+const assetDir = path.join(root, 'tools', 'report');
+const formatJs = fs.readFileSync(path.join(assetDir, 'format.js'), 'utf8');
+const viewerJs = fs.readFileSync(path.join(assetDir, 'report.js'), 'utf8');
+const fmt = vm.createContext({});
+vm.runInContext(formatJs, fmt, { filename: 'format.js' });
+const { fmtNum, showToken, niceTicks } = fmt;
+ok(typeof fmtNum === 'function' && typeof showToken === 'function' && typeof niceTicks === 'function',
+  'tools/report/format.js defines fmtNum, showToken and niceTicks');
+ok(fmtNum(0.5) === '0.500' && fmtNum(123456) === '1.23e+5' && fmtNum(NaN) === '-' && fmtNum(2, 1) === '2.0',
+  'format.js: fmtNum', [fmtNum(0.5), fmtNum(123456), fmtNum(NaN), fmtNum(2, 1)].join(' '));
+ok(showToken(' ') === '\u2423' && showToken('   ') === '\u2423\u00d73' && showToken('\n') === '\u21b5' &&
+  showToken('') === '\u2205' && showToken('\u0001') === '\\x01' && showToken('ab') === 'ab',
+  'format.js: showToken makes whitespace and control bytes visible');
+ok(JSON.stringify(niceTicks(2.13, 4.87, 5)) === JSON.stringify([2.5, 3, 3.5, 4, 4.5]),
+  'format.js: niceTicks gives round ticks', JSON.stringify(niceTicks(2.13, 4.87, 5)));
 
 // The panel's rows against the JSON entry of (model, token, layer).
 async function checkPanel(page, data, mi, t, li, what) {
@@ -178,6 +181,9 @@ try {
   const { page, ms } = await openPage(report);
   console.log(`# report loaded in ${ms} ms`);
   const data = await page.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent));
+  const scripts = await page.evaluate(() => [...document.querySelectorAll('script:not([type])')].map((s) => s.textContent));
+  ok(scripts.length === 2 && scripts[0] === '\n' + formatJs && scripts[1] === '\n' + viewerJs,
+    'the page runs tools/report/format.js and report.js byte for byte', scripts.map((x) => x.length).join(','));
 
   // curves, table, parameters, collapse
   const curvePaths = await page.locator('#curve-plot svg path').count();
