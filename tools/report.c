@@ -1014,6 +1014,8 @@ static int write_model(rctx *r, const char *name, const char *dir, int named, in
             (long long)c->hidden_size, (long long)L, (long long)V, (long long)W,
             (long long)n_windows, (long long)n_unk, (long long)o->top_k, (long long)o->n_promoted);
     jw_str(f, ffn_tokenizer_mode_name(ffn_tokenizer_get_mode(tok)));
+    fprintf(f, ",\"experts\":%lld,\"experts_per_tok\":%lld", (long long)c->num_experts,
+            (long long)c->num_experts_per_tok);
     fputs(",\"prompt\":", f);
     jw_str(f, prompt);
     fputs(",\"ids\":[", f);

@@ -44,6 +44,21 @@
     if (parent) parent.appendChild(e);
     return e;
   }
+  /* A table in a box of its own that scrolls sideways when the page is
+   * narrower than the table (a phone), with a hint that says so; the hint
+   * shows only while the table overflows (updateScrollHints). */
+  function scrollBox(table, hint) {
+    return el('div', { cls: 'table-box' }, [
+      el('p', { cls: 'scroll-hint muted small', text: (hint || 'more columns to the right') + ': scroll the table sideways \u2192' }),
+      el('div', { cls: 'table-wrap' }, [table])]);
+  }
+  function updateScrollHints() {
+    Array.prototype.forEach.call(document.querySelectorAll('.table-box'), function (b) {
+      var w = b.querySelector('.table-wrap');
+      b.classList.toggle('scrolls', w.scrollWidth > w.clientWidth + 1);
+    });
+  }
+
   /* ---- header ------------------------------------------------------------- */
   document.title = DATA.title;
   $('title').textContent = DATA.title;
@@ -181,14 +196,47 @@
         el('td', { text: loss, cls: v.val_loss_mean === best ? 'best' : '' }),
         el('td', { text: v.tokens_per_s === null ? '-' : Math.round(v.tokens_per_s).toString() })]);
     });
-    box.appendChild(el('div', { cls: 'table-wrap' }, [el('table', null, [el('thead', null, [head]), el('tbody', null, rows)])]));
+    box.appendChild(scrollBox(el('table', null, [el('thead', null, [head]), el('tbody', null, rows)])));
   }
 
   /* ---- 2. parameters --------------------------------------------------------- */
+  function partTotal(counts) {
+    return Object.keys(PART_COLORS).reduce(function (s, k) { return s + (counts[k] || 0); }, 0);
+  }
+  /* What the bars say, from their numbers: the largest model and the
+   * smallest one with an FFN, their FFN and embedding shares. */
+  function paramSentence(view) {
+    var ps = (DATA.params || []).filter(function (p) { return partTotal(p[view]) > 0; });
+    if (!ps.length) return '';
+    function share(p, k) { return (p[view][k] || 0) / partTotal(p[view]); }
+    function said(p) { return p.name + '\u2019s ' + fmtCount(partTotal(p[view])) + (view === 'active' ? ' active' : ''); }
+    var big = ps.reduce(function (a, p) { return partTotal(p[view]) > partTotal(a[view]) ? p : a; });
+    var withFfn = ps.filter(function (p) { return (p[view].ffn || 0) > 0; });
+    var small = (withFfn.length ? withFfn : ps).reduce(function (a, p) { return partTotal(p[view]) < partTotal(a[view]) ? p : a; });
+    var s = 'Of ' + said(big) + ' parameters, ' + pct(share(big, 'ffn')) + ' are in the FFN and ' + pct(share(big, 'embeddings')) + ' in the embeddings';
+    if (small === big) return s + '.';
+    s += '; of ' + said(small) + ', ' + pct(share(small, 'ffn')) + ' and ' + pct(share(small, 'embeddings')) + '.';
+    var eb = share(big, 'embeddings'), es = share(small, 'embeddings');
+    if (es > 1.5 * eb) s += ' The smaller model gives its embeddings the larger share.';
+    else if (eb > 1.5 * es) s += ' The larger model gives its embeddings the larger share.';
+    return s;
+  }
+  /* a segment's label: the part and its share, the share alone, or nothing,
+   * whichever fits (the tooltip always has all of it) */
+  function fitLabels(box) {
+    Array.prototype.forEach.call(box.querySelectorAll('.pbar div'), function (seg) {
+      var tries = [seg.getAttribute('data-long'), seg.getAttribute('data-short'), ''];
+      for (var i = 0; i < tries.length; i++) {
+        seg.textContent = tries[i];
+        if (seg.scrollWidth <= seg.clientWidth + 1) break;
+      }
+    });
+  }
   function drawParams() {
     var view = $('param-view').value;
     var box = $('param-chart');
     box.textContent = '';
+    $('param-lead').textContent = 'Share of each model\u2019s parameters by component. ' + paramSentence(view);
     var parts = Object.keys(PART_COLORS);
     (DATA.params || []).forEach(function (p) {
       var counts = p[view];
@@ -199,17 +247,17 @@
         if (v <= 0 || total <= 0) return;
         var share = v / total;
         var seg = el('div', { style: 'width:' + (100 * share).toFixed(3) + '%;background:' + PART_COLORS[k],
-          title: PART_LABELS[k] + ': ' + fmtCount(v) + ' (' + pct(share) + ')' });
-        if (share > 0.09) seg.textContent = PART_LABELS[k] + ' ' + pct(share);
-        else if (share > 0.045) seg.textContent = pct(share);
+          title: PART_LABELS[k] + ': ' + fmtCount(v) + ' (' + pct(share) + ')',
+          'data-long': PART_LABELS[k] + ' ' + pct(share), 'data-short': pct(share) });
         bar.appendChild(seg);
       });
       var detail = fmtCount(total) + (view === 'active' ? ' active' : '') + ' \u00b7 ' + p.ffn;
       var name = el('div', { cls: 'pname', title: p.source }, [
         el('b', { text: p.name + (p.kind === 'published' ? ' (published)' : '') }),
-        el('small', { text: detail + ' \u00b7 D ' + p.D + ', F ' + p.F + ', L ' + p.L + ', V ' + p.V })]);
+        el('small', { text: detail + ' \u00b7 D ' + p.D + ((p.parts.ffn || 0) > 0 ? ', F ' + p.F : '') + ', L ' + p.L + ', V ' + p.V })]);
       box.appendChild(el('div', { cls: 'prow' }, [name, bar]));
     });
+    fitLabels(box);
     var lg = $('param-legend');
     lg.textContent = '';
     parts.forEach(function (k) {
@@ -227,7 +275,8 @@
       return el('tr', null, [el('td', { text: p.name }), el('td', { text: fmtCount(total) })].concat(
         shown.map(function (k) { return el('td', { text: fmtCount(c[k] || 0), title: total > 0 ? pct((c[k] || 0) / total) : '' }); })));
     });
-    tbl.appendChild(el('div', { cls: 'table-wrap' }, [el('table', null, [el('thead', null, [head]), el('tbody', null, rows)])]));
+    tbl.appendChild(scrollBox(el('table', null, [el('thead', null, [head]), el('tbody', null, rows)])));
+    updateScrollHints();
   }
 
   /* ---- 3. neurons ------------------------------------------------------------ */
@@ -243,6 +292,39 @@
     if (n[0] === -1) return '#' + n[1];
     if (n[0] === -2) return 'shared #' + n[1];
     return 'E' + n[0] + ' #' + n[1];
+  }
+
+  /* The routing of every token of the prompt at layer li: for each expert,
+   * the share of the tokens routed to it (an even router gives each K/E). */
+  function expertLoad(mod, li) {
+    var E = mod.experts || 0, T = mod.tok.length, count = [];
+    mod.tok.forEach(function (row) {
+      (row[li] ? row[li].e : []).forEach(function (p) { if (p[0] >= E) E = p[0] + 1; count[p[0]] = (count[p[0]] || 0) + 1; });
+    });
+    var load = [];
+    for (var e = 0; e < E; e++) load.push(T > 0 ? (count[e] || 0) / T : 0);
+    return load;
+  }
+  function drawExpertLoad(mod, li, panel) {
+    var load = expertLoad(mod, li), K = mod.experts_per_tok || 0;
+    if (!load.length) return;
+    var even = K > 0 ? K / load.length : 0;
+    var idle = [], top = 0;
+    load.forEach(function (s, e) { if (s === 0) idle.push('E' + e); if (s > load[top]) top = e; });
+    var note = 'expert load at layer ' + mod.layers[li] + ': the share of the ' + mod.tok.length + ' tokens routed to each expert' +
+      (even > 0 ? ' (an even router gives each ' + pct(even) + ', top-' + K + ' of ' + load.length + ')' : '') + '.';
+    if (idle.length) note += ' ' + idle.join(', ') + (idle.length === 1 ? ' gets' : ' get') + ' no token: the router has collapsed onto the others.';
+    else if (even > 0 && load[top] >= Math.min(1, 2 * even)) note += ' E' + top + ' takes ' + pct(load[top]) + ': the load is uneven.';
+    var grid = el('div', { cls: 'load', id: 'expert-load' });
+    load.forEach(function (s, e) {
+      var bar = el('span', { cls: 'lbar' }, [el('i', { style: 'width:' + (100 * s).toFixed(1) + '%' })]);
+      if (even > 0) bar.appendChild(el('b', { style: 'left:' + (100 * even).toFixed(1) + '%' }));
+      grid.appendChild(el('span', { text: 'E' + e }));
+      grid.appendChild(bar);
+      grid.appendChild(el('span', { cls: 'share', 'data-expert': String(e), text: pct(s) }));
+    });
+    panel.appendChild(el('p', { cls: 'small muted', text: note }));
+    panel.appendChild(grid);
   }
 
   function fillSelectors() {
@@ -369,6 +451,7 @@
       var ex = el('div', { cls: 'small' }, ['routed to experts: ']);
       e.e.forEach(function (p) { ex.appendChild(el('span', { cls: 'chip exp', text: 'E' + p[0] + ' \u00b7 w ' + fmtNum(p[1], 2) })); });
       panel.appendChild(ex);
+      drawExpertLoad(mod, li, panel);
     }
     var maxG = 0, maxU = 0, maxM = 0, maxC = 0;
     e.n.forEach(function (n) {
@@ -394,11 +477,12 @@
       });
       return tr;
     });
-    panel.appendChild(el('div', { cls: 'table-wrap' }, [el('table', { cls: 'ntable' }, [el('thead', null, [thead]), el('tbody', null, rows)])]));
+    panel.appendChild(scrollBox(el('table', { cls: 'ntable' }, [el('thead', null, [thead]), el('tbody', null, rows)]), 'the promoted tokens are to the right'));
     panel.appendChild(el('p', { cls: 'small', id: 'pin-note' }));
     pinNote();
     panel.appendChild(el('p', { cls: 'muted small', text: 'Neurons ranked by |' + (isMoe ? 'w\u00b7' : '') + 'm\u1d62|, their weight in y = \u03a3 m\u1d62\u00b7v\u1d62. Bars are scaled per column; blue positive, orange negative. ' +
       'A neuron with negative m pushes the residual stream against its promoted tokens.' }));
+    updateScrollHints();
   }
 
   function selectToken(t) {
@@ -474,13 +558,13 @@
       el('tr', null, [el('td', { text: 'two layers' }), el('td', { text: 'W_up ' + F + '\u00d7' + D + ' + W_down ' + D + '\u00d7' + F }), el('td', { text: fmtCount(c.params_before) + ' parameters' }), el('td', { text: fmtCount(c.flops_before) + ' FLOPs/token' })]),
       el('tr', null, [el('td', { text: 'merged' }), el('td', { text: 'W ' + D + '\u00d7' + D }), el('td', { text: fmtCount(c.params_after) + ' parameters' }), el('td', { text: fmtCount(c.flops_after) + ' FLOPs/token' })]),
       el('tr', null, [el('td', { text: 'saving' }), el('td', { text: '' }), el('td', { text: (c.params_before / c.params_after).toFixed(1) + '\u00d7 fewer' }), el('td', { text: (c.flops_before / c.flops_after).toFixed(1) + '\u00d7 fewer' })])])]);
-    box.appendChild(el('div', { cls: 'table-wrap' }, [facts]));
+    box.appendChild(scrollBox(facts));
     var rows = c.layers.map(function (l) {
       return el('tr', null, [el('td', { text: String(l.layer) }), el('td', { text: fmtNum(l.max_diff, 3) }), el('td', { text: fmtNum(l.max_abs_out, 3) }),
         el('td', { text: fmtNum(l.rel, 3) }), el('td', { text: fmtNum(l.w_norm, 3) })]);
     });
     var head = el('tr', null, ['layer', 'max |y two-layer \u2212 y merged|', 'max |y|', 'relative', '\u2016W\u2016 (Frobenius)'].map(function (h) { return el('th', { text: h }); }));
-    box.appendChild(el('div', { cls: 'table-wrap' }, [el('table', { id: 'collapse-table' }, [el('thead', null, [head]), el('tbody', null, rows)])]));
+    box.appendChild(scrollBox(el('table', { id: 'collapse-table' }, [el('thead', null, [head]), el('tbody', null, rows)])));
     var verdict = worst < 1e-4;
     box.appendChild(el('p', { cls: 'note' }, [el('span', { cls: verdict ? 'ok' : 'bad', text: verdict ? 'Same map. ' : 'Differs. ' }),
       verdict ? 'The largest relative difference, ' + fmtNum(worst, 2) + ', is float rounding: the two-layer linear FFN is exactly one ' + D + '\u00d7' + D +
@@ -497,10 +581,11 @@
   $('param-view').addEventListener('change', drawParams);
   setupNeurons();
   drawCollapse();
+  updateScrollHints();
   var resizeTimer = null;
   window.addEventListener('resize', function () {
     clearTimeout(resizeTimer);
-    resizeTimer = setTimeout(drawCurves, 120);
+    resizeTimer = setTimeout(function () { drawCurves(); fitLabels($('param-chart')); updateScrollHints(); }, 120);
   });
   document.body.setAttribute('data-ready', '1');
 })();
