@@ -1,6 +1,7 @@
 // report.js -- the viewer of the ffn HTML report (hand-written; no library,
 // no font, no network).  It reads the JSON of the element #ffn-data (the
 // schema is written by tools/report.c: curves, settings, variants, params,
+// models[] (with experts and experts_per_tok, 0 for a dense model),
 // models[].tok[t][layer] = {x explained, c cosine, o output norm, e experts
 // [[id, w]], n neurons [[expert, index, gate_pre, gate, up, product, weight,
 // contribution, promoted ids, promoted logits]]}, collapse) and draws the
