@@ -111,8 +111,9 @@ try {
 }
 
 const problems = [];
-async function openPage(file) {
+async function openPage(file, viewport) {
   const page = await context.newPage();
+  if (viewport) await page.setViewportSize(viewport);
   const url = pathToFileURL(file).href;
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error on ${path.basename(file)}: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`page error on ${path.basename(file)}: ${e.message}`));
@@ -264,6 +265,8 @@ try {
   // readable at 1366x768: nothing wider than the window
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   ok(overflow <= 0, 'no horizontal scrolling at 1366x768', `${overflow}px too wide`);
+  ok(await page.locator('#neuron-panel .table-box').count() === 1 && await page.locator('#neuron-panel .table-box.scrolls').count() === 0 &&
+    !(await page.locator('#neuron-panel .scroll-hint').isVisible()), 'at 1366x768 the neuron table fits: no scroll hint');
   // the sentence over the bars follows from their numbers; a model without an FFN has no F
   const lead = await page.locator('#param-lead').textContent();
   const tot = (p) => Object.values(p.parts).reduce((a, b) => a + b, 0);
@@ -277,11 +280,7 @@ try {
   await page.close();
 
   // ---- a phone: 390x844 ----------------------------------------------------------
-  const phone = await context.newPage();
-  await phone.setViewportSize({ width: 390, height: 844 });
-  phone.on('pageerror', (e) => problems.push(`page error on the phone page: ${e.message}`));
-  await phone.goto(pathToFileURL(report).href, { waitUntil: 'load' });
-  await phone.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  const phone = (await openPage(report, { width: 390, height: 844 })).page;
   await clickToken(phone, 5);
   // nothing wider than the screen, except inside a box that scrolls sideways
   const wide = await phone.evaluate(() => {
