@@ -64,6 +64,25 @@ $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ffn\nDescription: feed-forward layers of Transformers (dense, GLU family, MoE), forward and backward\nVersion: 0.1.0\nLibs: -L$${libdir} -lffn\nLibs.private: %s\nCflags: -I$${includedir}\n' '$(PREFIX)' '$(LDLIBS)' > $@
 
+# The report's page, stylesheet and scripts live in tools/report/ in their
+# own syntax; tools/report/embed.c (built with the host compiler) turns them
+# into build/gen/report_assets.c, linked into build/ffn.  Editing any of
+# them regenerates the source and relinks.
+REPORT_ASSETS := $(sort $(wildcard tools/report/*.html tools/report/*.css tools/report/*.js))
+REPORT_ASSETS_OBJ := $(B)/gen/report_assets.o
+TOOL_OBJ += $(REPORT_ASSETS_OBJ)
+$(B)/ffn: $(REPORT_ASSETS_OBJ)
+
+$(B)/gen/embed: tools/report/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -Wall -Wextra -O1 -o $@.tmp $< && mv -f $@.tmp $@
+
+$(B)/gen/report_assets.c: $(B)/gen/embed $(REPORT_ASSETS)
+	$(B)/gen/embed $@ $(REPORT_ASSETS)
+
+$(REPORT_ASSETS_OBJ): $(B)/gen/report_assets.c
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
+
 $(B)/tests/%: tests/unit/%.c tests/unit/check.h $(B)/libffn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -Itests/unit -o $@ $< $(B)/libffn.a $(LDLIBS)

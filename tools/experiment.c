@@ -375,6 +375,12 @@ static const char *palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#94
                                 "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
                                 "#393b79", "#637939"};
 
+/* A round step for about 5 ticks over `span`: 1, 2 or 5 times a power of ten. */
+static double svg_tick_step(double span) {
+    double raw = span / 5, p = pow(10, floor(log10(raw))), m = raw / p;
+    return p * (m >= 7.5 ? 10 : m >= 3.5 ? 5 : m >= 1.5 ? 2 : 1);
+}
+
 int exp_write_svg(const exp_plan *plan, const char *path) {
     double xmax = 1, ymin = INFINITY, ymax = -INFINITY;
     for (int i = 0; i < plan->n_variants; i++) {
@@ -409,20 +415,28 @@ int exp_write_svg(const exp_plan *plan, const char *path) {
     /* axes and ticks */
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444\"/>\n",
             L, T, pw, ph);
-    for (int k = 0; k <= 5; k++) {
-        double yv = ymin + (ymax - ymin) * k / 5.0;
-        double y = T + ph - ph * (yv - ymin) / (ymax - ymin);
+    /* round ticks: steps of 1, 2 or 5 times a power of ten, about 5 of them */
+    double ystep = svg_tick_step(ymax - ymin), xstep = svg_tick_step(xmax);
+    if (xstep < 1) xstep = 1; /* steps are whole numbers */
+    int ydigits = ystep >= 1 ? 0 : (int)ceil(-log10(ystep) - 1e-9);
+    for (double k = ceil(ymin / ystep - 1e-9); k * ystep <= ymax + 1e-9 * ystep; k++) {
+        double yv = k * ystep, y = T + ph - ph * (yv - ymin) / (ymax - ymin);
         fprintf(f,
                 "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
-                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.3f</text>\n",
-                L, L + pw, y, y, L - 6, y + 4, yv);
-        double xv = xmax * k / 5.0;
-        double x = L + pw * xv / xmax;
+                "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n",
+                L, L + pw, y, y, L - 6, y + 4, ydigits, yv);
+    }
+    for (double k = 0; k * xstep <= xmax + 1e-9 * xstep; k++) {
+        double x = L + pw * k * xstep / xmax;
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n", x, T + ph + 18,
-                xv);
+                k * xstep);
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">training step</text>\n", L + pw / 2,
             H - 10);
+    fprintf(f,
+            "<text x=\"16\" y=\"%d\" text-anchor=\"middle\" transform=\"rotate(-90 16 %d)\">"
+            "validation loss (cross-entropy)</text>\n",
+            T + ph / 2, T + ph / 2);
     for (int i = 0; i < plan->n_variants; i++) {
         const exp_variant *v = &plan->variants[i];
         const char *c = palette[i % (int)(sizeof palette / sizeof palette[0])];

@@ -3,7 +3,7 @@
  * hand-written viewer: this file gathers the data (curves from the metrics
  * files, parameter counts from tensor tables and config.json files, the
  * per-token neurons from ffn_inspect_run, the linear-collapse check) into one
- * JSON object, and writes it between the CSS and the JS of report_assets.h.
+ * JSON object, and writes it into the page of tools/report/ (embedded).
  *
  * Reading order: a tiny JSON reader (compare.json, metrics lines), JSON
  * writing helpers, finding the runs, each section's data, then
@@ -13,7 +13,14 @@
  *          K top neurons per token, P promoted tokens per neuron. */
 #include "report.h"
 
-#include "report_assets.h"
+/* The page, stylesheet and scripts of tools/report/, embedded at build time
+ * (tools/report/embed.c writes build/gen/report_assets.c). */
+typedef struct report_asset {
+    const char *name, *text;
+    size_t size;
+} report_asset;
+extern const report_asset report_assets[];
+extern const size_t report_n_assets;
 
 #include <dirent.h>
 #include <errno.h>
@@ -1007,6 +1014,8 @@ static int write_model(rctx *r, const char *name, const char *dir, int named, in
             (long long)c->hidden_size, (long long)L, (long long)V, (long long)W,
             (long long)n_windows, (long long)n_unk, (long long)o->top_k, (long long)o->n_promoted);
     jw_str(f, ffn_tokenizer_mode_name(ffn_tokenizer_get_mode(tok)));
+    fprintf(f, ",\"experts\":%lld,\"experts_per_tok\":%lld", (long long)c->num_experts,
+            (long long)c->num_experts_per_tok);
     fputs(",\"prompt\":", f);
     jw_str(f, prompt);
     fputs(",\"ids\":[", f);
@@ -1281,32 +1290,47 @@ void report_options_default(report_options *o) {
     o->seed = 1;
 }
 
+static const report_asset *report_asset_named(const char *name, size_t n) {
+    for (size_t i = 0; i < report_n_assets; i++)
+        if (strlen(report_assets[i].name) == n && !memcmp(report_assets[i].name, name, n))
+            return &report_assets[i];
+    return NULL;
+}
+
+/* report.html with each {{name}} replaced: {{title}} (escaped), {{data}},
+ * or the embedded file of that name. */
 static int write_html(rctx *r, const char *path, const char *data, size_t n_data,
                       const char *title) {
+    const report_asset *page = report_asset_named("report.html", strlen("report.html"));
+    if (!page) return rfail(r, CLI_EXIT_FAIL, "report: report.html is not embedded in this build");
     ffn_atomic_file af;
     if (ffn_atomic_open(&af, path) != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
     FILE *f = af.f;
-    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-          "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-          "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\n"
-          "<link rel=\"icon\" href=\"data:,\">\n<title>",
-          f);
-    for (const char *s = title; *s; s++) { /* HTML-escape the title */
-        if (*s == '<') fputs("&lt;", f);
-        else if (*s == '>') fputs("&gt;", f);
-        else if (*s == '&') fputs("&amp;", f);
-        else fputc(*s, f);
+    const char *p = page->text;
+    for (const char *open; (open = strstr(p, "{{")) != NULL;) {
+        const char *close = strstr(open + 2, "}}");
+        if (!close) break;
+        fwrite(p, 1, (size_t)(open - p), f);
+        const char *key = open + 2;
+        size_t n = (size_t)(close - key);
+        const report_asset *a = report_asset_named(key, n);
+        if (n == 4 && !memcmp(key, "data", 4)) fwrite(data, 1, n_data, f);
+        else if (n == 5 && !memcmp(key, "title", 5)) {
+            for (const char *s = title; *s; s++) { /* HTML-escape the title */
+                if (*s == '<') fputs("&lt;", f);
+                else if (*s == '>') fputs("&gt;", f);
+                else if (*s == '&') fputs("&amp;", f);
+                else fputc(*s, f);
+            }
+        } else if (a) fwrite(a->text, 1, a->size, f);
+        else {
+            ffn_atomic_abort(&af);
+            return rfail(r, CLI_EXIT_FAIL, "report: report.html names {{%.*s}}, which is not embedded",
+                         (int)n, key);
+        }
+        p = close + 2;
     }
-    fputs("</title>\n<style>\n", f);
-    fputs(report_css, f);
-    fputs("</style>\n</head>\n<body>\n", f);
-    fputs(report_body, f);
-    fputs("<script type=\"application/json\" id=\"ffn-data\">\n", f);
-    fwrite(data, 1, n_data, f);
-    fputs("\n</script>\n<script>\n", f);
-    fputs(report_js, f);
-    fputs("</script>\n</body>\n</html>\n", f);
+    fputs(p, f);
     if (ffn_atomic_commit(&af) != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
     return 0;
 }

@@ -1,9 +1,11 @@
 /* corpus.c -- the built-in corpus: a generated language about giving, with
  * pronouns that must be resolved, in English and Chinese.
  *
- * Reads top to bottom: the PRNG, the vocabularies (English then Chinese),
- * the text builder that labels every word, the phrase renderer, the
- * sentence templates of each language, then the public entry points.
+ * Reads top to bottom: the PRNG, the markup both languages are written in,
+ * the vocabularies and sentence templates (English then Chinese), the text
+ * builder that labels every word, the one engine that renders the markup
+ * for either language, then the public entry points.  C holds the engine;
+ * what is said, and in which order, is data.
  *
  * Design.  Every sentence has a giver and a receiver (and sometimes a third
  * person) drawn from hundreds of gendered names, an object from hundreds of
@@ -18,7 +20,10 @@
  * reported speech), so the role is never just a position.
  *
  * The generator is deterministic: xoshiro256** seeded by splitmix64, integer
- * arithmetic only, no locale, so a seed gives the same bytes everywhere. */
+ * arithmetic only, no locale, so a seed gives the same bytes everywhere.
+ * The engine draws from the generator exactly where the markup says (a
+ * choice, a pick from a list, a noun phrase), so a template read left to
+ * right is also the order of its random draws. */
 #include "base/common.h"
 
 #include <stdio.h>
@@ -34,8 +39,42 @@ static int rng_pct(ffn_rng *r, int pct) { return (int)ffn_rng_below(r, 100) < pc
 #define COUNT(a) ((int64_t)(sizeof(a) / sizeof((a)[0])))
 #define PICK(r, a) ((a)[ffn_rng_below((r), (uint64_t)COUNT(a))])
 
-/* ---- vocabularies ---------------------------------------------------------
- * Object categories, as bits, so verbs and causes can say where they fit. */
+/* ---- the markup -------------------------------------------------------------
+ * Phrases and sentence templates are one markup: tokens separated by single
+ * spaces, rendered left to right.
+ *
+ *   word/c       a word of class c: n p o v f m . (name, pronoun, object,
+ *                verb, function, modifier, punct); no class means function
+ *   $S $O $P $Q  this person: subject, object, possessive determiner,
+ *                possessive pronoun (he him his his / 他 他 他的); in a
+ *                sentence template this person is the giver
+ *   $s $o $p $q  the other person (in a sentence template the receiver)
+ *   $W           "who" as a relative pronoun referring to this person
+ *   $I           the object: "it" when definite, "one" when not (en), 它 (zh)
+ *   $N $M        the object's noun, its measure word (zh)
+ *   {slot}       a part of the scene (see `say_slot`): {giver} {receiver}
+ *                {third}, the verb's {past} {base} {part} {prep}, the
+ *                object's noun phrase {np} {np:the} {np:nopossessive}
+ *                {np:relative} or bare {noun}, a {cause}, {followup},
+ *                {adjunct}, {relative}, {object_relative}
+ *   {cause:R+F=H} a cause about R (receiver, giver, other = the one the
+ *                previous cause was not about; default: 55% receiver),
+ *                flags +subject (starts with $S and does not mention the
+ *                other person) and +ask (can be asked "who ...?"), $S said
+ *                as H (=name, =who; default a pronoun); then {ask} says it
+ *                again as a question, {answer} names its person and {aux}
+ *                is the answer's auxiliary (was, had, did)
+ *   [60 A | 40 B] a weighted choice: one draw below the sum of the weights
+ *   [?c A | B]   A when the condition holds, else B; no draw.  c is dative
+ *                (the verb takes "X gave Y the O"; zh: "X给Y V了", kind 1)
+ *                or object categories, e.g. ?food,drink
+ *   <name>       a named fragment of the same language, rendered in place
+ *
+ * In a cause or follow-up $S... refer to the person it is about; `ask` (en)
+ * is the auxiliary that answers "Who <phrase>?" ('w' was, 'h' had, 'd'
+ * did), 0 when the phrase does not start with $S or cannot be asked. */
+
+/* Object categories, as bits, so verbs and causes can say where they fit. */
 enum {
     C_FOOD = 1, C_DRINK = 2, C_READ = 4, C_WEAR = 8, C_TOOL = 16, C_TOY = 32, C_THING = 64,
     C_ALL = 127
@@ -50,7 +89,7 @@ typedef struct noun {
 /* A giving verb.  en: past, base and past participle; `dative` when
  * "X gave Y the O" works, `prep` is "to" or "for" ("bought the O for Y").
  * zh: `past` is the verb (递给, 给); kind 0 is "X V了Y一M O" and
- * "X把O V了Y"; kind 1 is "X给Y V了一M O" (买, 倒, 做). */
+ * "X把O V了Y"; kind 1 (`dative` set) is "X给Y V了一M O" (买, 倒, 做). */
 typedef struct verb {
     const char *past, *base, *part;
     int dative;
@@ -58,21 +97,40 @@ typedef struct verb {
     int cats;
 } verb;
 
-/* A cause (or a follow-up) in phrase markup: words separated by single
- * spaces, each "word/c" with c one of n p o v f m . (name, pronoun, object,
- * verb, function, modifier, punct), or a placeholder:
- *   $S $O $P $Q  this person: subject, object, possessive determiner,
- *                possessive pronoun (he him his his / 他 他 他的)
- *   $s $o $p $q  the other person, the same forms
- *   $I           the object: "it" when definite, "one" when not (en)
- *   $N $M        the object's noun, its measure word (zh)
- * `ask` (en): the auxiliary that answers "Who <phrase>?" ('w' was, 'h' had,
- * 'd' did), 0 when the phrase does not start with $S or cannot be asked. */
+/* A cause (or a follow-up) in the markup, the categories it fits and, for
+ * causes, the auxiliary that answers a question about it. */
 typedef struct cause {
     const char *phrase;
     int cats;
     char ask;
 } cause;
+
+/* Adjectives before the object, by the categories they suit. */
+typedef struct adjective {
+    const char *word;
+    int cats;
+} adjective;
+
+/* What happened next: this person = the receiver (receiver = 1) or giver. */
+typedef struct followup {
+    const char *phrase;
+    int cats, receiver;
+} followup;
+
+/* What a template asks of the verb drawn for its scene. */
+enum { NEED_ANY = 0, NEED_DATIVE = 1, NEED_TO = 2, NEED_ZH_KIND0 = 4 };
+
+/* A sentence template: how often it is drawn, what its verb must allow,
+ * and the sentence in the markup. */
+typedef struct sentence_template {
+    int weight, need;
+    const char *text;
+} sentence_template;
+
+/* A named fragment, used in templates as <name>. */
+typedef struct fragment {
+    const char *name, *text;
+} fragment;
 
 /* ---- English ------------------------------------------------------------ */
 
@@ -262,12 +320,6 @@ static const noun en_nouns[] = {
     {"plant", 0, C_THING}, {"seed", 0, C_THING}, {"notepad", 0, C_THING},
 };
 
-/* Adjectives before the object, by the categories they suit. */
-typedef struct adjective {
-    const char *word;
-    int cats;
-} adjective;
-
 static const adjective en_adjectives[] = {
     {"small", C_ALL}, {"big", C_ALL}, {"large", C_ALL}, {"little", C_ALL}, {"tiny", C_ALL},
     {"huge", C_ALL}, {"nice", C_ALL}, {"lovely", C_ALL}, {"spare", C_ALL & ~C_FOOD},
@@ -399,12 +451,6 @@ static const cause en_giver_causes[] = {
     {"$S was/v clearing/v out/f $P attic/o", C_TOY | C_THING | C_READ | C_TOOL, 'w'},
 };
 
-/* What happened next: this person = the receiver (receiver = 1) or giver. */
-typedef struct followup {
-    const char *phrase;
-    int cats, receiver;
-} followup;
-
 static const followup en_followups[] = {
     {"$S thanked/v $o", C_ALL, 1},
     {"$S smiled/v at/f $o", C_ALL, 1},
@@ -442,6 +488,67 @@ static const char *const en_adjuncts[] = {
     "yesterday/m", "at/f the/f market/o", "in/f the/f park/o", "after/f school/o",
     "on/f Monday/o", "on/f Friday/o", "at/f the/f station/o", "this/f morning/o",
     "in/f the/f kitchen/o", "at/f the/f party/o", "last/m week/o", "in/f the/f garden/o",
+};
+
+/* Fragments of English sentences.  <object> is the object and the receiver
+ * as the verb allows; <gives> after the giver says the giving, dative 60%
+ * of the time when the verb allows it. */
+static const fragment en_fragments[] = {
+    {"because", "because/f {cause}"},
+    {"dative", "{receiver} {np}"},
+    {"to", "{np} {prep} {receiver}"},
+    {"object", "[?dative <dative> | <to>]"},
+    {"gives", "{past} [?dative [60 <dative> | 40 <to>] | <to>]"},
+};
+
+static const sentence_template en_templates[] = {
+    /* "Mary gave John an apple because he was hungry." with an optional
+     * time or place before or after, and the same with "to John" */
+    {14, NEED_DATIVE,
+     "[10 {adjunct} ,/. {giver} {past} <dative> | 15 {giver} {past} <dative> {adjunct}"
+     " | 75 {giver} {past} <dative>] <because> ./."},
+    {10, NEED_ANY,
+     "[10 {adjunct} ,/. {giver} {past} <to> | 15 {giver} {past} <to> {adjunct}"
+     " | 75 {giver} {past} <to>] <because> ./."},
+    /* "John was hungry, so Mary gave him an apple." */
+    {4, NEED_DATIVE, "{cause:receiver+subject=name} ,/. so/f {giver} {past} $o {np} ./."},
+    /* "When John was hungry, Mary gave him an apple." */
+    {4, NEED_DATIVE, "when/f {cause:receiver+subject=name} ,/. {giver} {past} $o {np} ./."},
+    /* "Since Mary had too many, she gave John an apple." */
+    {4, NEED_ANY, "since/f {cause:giver+subject=name} ,/. $S <gives> ./."},
+    /* "... because ..., and then he thanked her." and without the cause */
+    {5, NEED_ANY, "{giver} <gives> <because> ,/. and/f then/f {followup} ./."},
+    {3, NEED_ANY, "{giver} <gives> ,/. and/f then/f {followup} ./."},
+    /* "Mary, who lived next door, gave John an apple because he was hungry." */
+    {5, NEED_ANY, "{giver} ,/. $W {relative} ,/. {past} <object> <because> ./."},
+    /* "Mary gave John the apple that she had bought at the market because ..." */
+    {4, NEED_DATIVE, "{giver} {past} {receiver} {np:the} that/f {object_relative} <because> ./."},
+    /* "Why did Mary give John the apple? Because he was hungry." */
+    {5, NEED_ANY, "why/f did/f {giver} {base} <object> ?/. <because> ./."},
+    /* "Mary gave John an apple because he was hungry. Who was hungry? John was." */
+    {6, NEED_ANY, "{giver} <gives> because/f {cause+ask} ./. {ask} ?/. {answer} {aux} ./."},
+    /* "Mary told Peter that she would give John the apple because ..." */
+    {4, NEED_ANY, "{giver} told/v {third} that/f $S would/f {base} <object> <because> ./."},
+    /* "After Mary gave John the apple, he thanked her." */
+    {4, NEED_ANY, "after/f {giver} <gives> ,/. {followup} ./."},
+    /* "Mary asked John if he wanted an apple because he was hungry." */
+    {3, NEED_ANY, "{giver} asked/v {receiver} if/f $s wanted/v {np} because/f {cause:receiver} ./."},
+    /* "... because she had too many and because he was hungry." */
+    {4, NEED_ANY, "{giver} <gives> because/f {cause} and/f because/f {cause:other} ./."},
+    /* "Mary did not keep the apple; she gave it to John because ..." */
+    {3, NEED_TO, "{giver} did/f not/f keep/v {np:the} ;/. $S {past} $I to/f {receiver} <because> ./."},
+    /* "John got an apple from Mary because he was hungry." */
+    {5, NEED_ANY,
+     "{receiver} [1 got/v | 1 received/v | 1 accepted/v | 1 took/v"
+     " | 1 [?food,drink got/v | borrowed/v]] {np:nopossessive} from/f {giver} <because> ./."},
+    /* "The apple was given to John by Mary because he was hungry." */
+    {4, NEED_ANY, "{np:the} was/f {part} {prep} {receiver} by/f {giver} <because> ./."},
+    /* "Mary wanted to give John an apple because he was hungry." */
+    {3, NEED_ANY, "{giver} wanted/v to/f {base} <object> <because> ./."},
+    /* "Mary gave John an apple. He was hungry." */
+    {4, NEED_ANY, "{giver} <gives> ./. {cause} ./."},
+    /* "Mary gave an apple to John, who was hungry." */
+    {3, NEED_ANY, "{giver} {past} <to> ,/. {cause:receiver+subject=who} ./."},
 };
 
 /* ---- Chinese -------------------------------------------------------------- */
@@ -669,9 +776,57 @@ static const char *const zh_adjuncts[] = {
     "在/f 厨房/o 里/f", "上/m 个/f 星期/o",
 };
 
+/* Fragments of Chinese sentences: <gives> after the giver, before the
+ * object ("递给了李伟" or "给李伟买了"), and <gives_him> with a pronoun. */
+static const fragment zh_fragments[] = {
+    {"because", "，/. 因为/f {cause}"},
+    {"gives", "[?dative 给/f {receiver} {past} 了/f | {past} 了/f {receiver}]"},
+    {"gives_him", "[?dative 给/f $o {past} 了/f | {past} 了/f $o]"},
+};
+
+static const sentence_template zh_templates[] = {
+    /* "王芳昨天给了李伟一个苹果，因为他饿了。" */
+    {16, NEED_ANY, "{giver} [20 {adjunct} | 80] <gives> {np} <because> 。/."},
+    /* "王芳把苹果递给了李伟，因为他饿了。" */
+    {10, NEED_ZH_KIND0, "{giver} 把/f [20 $P | 80] {noun} {past} 了/f {receiver} <because> 。/."},
+    /* "因为李伟饿了，所以王芳给了他一个苹果。" */
+    {5, NEED_ANY, "因为/f {cause:receiver+subject=name} ，/. 所以/f {giver} <gives_him> {np} 。/."},
+    /* "因为王芳已经吃饱了，所以她给了李伟一个苹果。" */
+    {4, NEED_ANY, "因为/f {cause:giver+subject=name} ，/. 所以/f $S <gives> {np} 。/."},
+    /* "王芳给了李伟一个苹果，然后他向她道谢。" */
+    {5, NEED_ANY, "{giver} <gives> {np} ，/. 然后/f {followup} 。/."},
+    /* "住在隔壁的王芳给了李伟一个苹果，因为他饿了。" */
+    {5, NEED_ANY, "{relative} 的/f {giver} <gives> {np} <because> 。/."},
+    /* "王芳给了李伟一个她刚买的苹果，因为他饿了。" */
+    {4, NEED_ANY, "{giver} <gives> {np:relative} <because> 。/."},
+    /* "王芳为什么给了李伟一个苹果？因为他饿了。" */
+    {5, NEED_ANY, "{giver} 为什么/f <gives> {np} ？/. 因为/f {cause} 。/."},
+    /* "王芳给了李伟一个苹果，因为他饿了。谁饿了？李伟。" */
+    {6, NEED_ANY, "{giver} <gives> {np} ，/. 因为/f {cause+ask} 。/. {ask} ？/. {answer} 。/."},
+    /* "王芳告诉李强，她会把苹果送给张伟，因为他饿了。" */
+    {4, NEED_ANY,
+     "{giver} 告诉/v {third} ，/. $S 会/f [?dative 给/f {receiver} {past} {np}"
+     " | 把/f {noun} {past} {receiver}] <because> 。/."},
+    /* "李伟从王芳那里得到了一个苹果，因为他饿了。" */
+    {5, NEED_ANY, "{receiver} 从/f {giver} 那里/f 得到/v 了/f {np} <because> 。/."},
+    /* "苹果被王芳送给了李伟，因为他饿了。" / "苹果是王芳给李伟买的，..." */
+    {4, NEED_ANY,
+     "{noun} [?dative 是/v {giver} 给/f {receiver} {past} 的/f"
+     " | 被/f {giver} {past} 了/f {receiver}] <because> 。/."},
+    /* "王芳想送给李伟一个苹果，因为他饿了。" */
+    {3, NEED_ANY, "{giver} 想/v [?dative 给/f {receiver} {past} | {past} {receiver}] {np} <because> 。/."},
+    /* "王芳给了李伟一个苹果。他饿了。" */
+    {4, NEED_ANY, "{giver} <gives> {np} 。/. {cause} 。/."},
+    /* "王芳给了李伟一个苹果，因为她的苹果太多了，而且他饿了。" */
+    {4, NEED_ANY, "{giver} <gives> {np} ，/. 因为/f {cause} ，/. 而且/f {cause:other} 。/."},
+    /* "李伟饿了，王芳就给了他一个苹果。" */
+    {4, NEED_ANY, "{cause:receiver+subject=name} ，/. {giver} 就/f <gives_him> {np} 。/."},
+};
+
 /* ---- the text builder ------------------------------------------------------
  * Appends words to the text and records each one's span and labels.  An
- * allocation failure is remembered in g->err and checked once a sentence. */
+ * allocation failure (or a flaw in the markup) is remembered in g->err and
+ * checked once a sentence. */
 
 typedef struct person {
     char name[32];
@@ -685,8 +840,10 @@ typedef struct objnp {
     int64_t noun_word; /* index of the noun, -1 before it is emitted */
 } objnp;
 
+typedef struct language language;
+
 typedef struct gen {
-    ffn_lang lang;
+    const language *L;
     ffn_rng r;
     char *text;
     size_t len, cap;
@@ -696,6 +853,38 @@ typedef struct gen {
     int line_start, cap_next;
     ffn_status err;
 } gen;
+
+/* Noun-phrase forms, from {np:...}. */
+enum { DET_ANY = 0, DET_NO_POSSESSIVE = 1, DET_THE = 2, DET_RELATIVE = 3 };
+
+typedef struct sentence sentence;
+
+/* Everything one language brings: its words, its templates, its pronouns
+ * and how it builds the object's noun phrase. */
+struct language {
+    int spaced; /* words separated by spaces, sentences capitalised (en) */
+    const char *const *female, *const *male, *const *surnames;
+    int64_t n_female, n_male, n_surnames;
+    const noun *nouns;
+    int64_t n_nouns;
+    const adjective *adjectives;
+    int64_t n_adjectives;
+    const verb *verbs;
+    int64_t n_verbs;
+    const cause *giver_causes, *receiver_causes;
+    int64_t n_giver_causes, n_receiver_causes;
+    const followup *followups;
+    int64_t n_followups;
+    const char *const *relatives, *const *object_relatives, *const *adjuncts;
+    int64_t n_relatives, n_object_relatives, n_adjuncts;
+    const fragment *fragments;
+    int64_t n_fragments;
+    const sentence_template *templates;
+    int64_t n_templates;
+    const char *pronouns[2][4]; /* [male][S O P Q] */
+    const char *who, *it, *one; /* $W and {ask}; $I definite and not (one: NULL) */
+    void (*np)(sentence *s, int det);
+};
 
 static int grow(void **p, size_t *cap, size_t need, size_t elem) {
     if (need <= *cap) return 0;
@@ -721,14 +910,15 @@ static void put_bytes(gen *g, const char *s, size_t n) {
     g->text[g->len] = '\0';
 }
 
-/* Emit one word; returns its index (or -1 after an allocation failure). */
-static int64_t emit(gen *g, const char *w, int cls, int gender, int role, int64_t ref) {
+/* Emit the n bytes at w as one word; returns its index (or -1 after a
+ * failure). */
+static int64_t emit_n(gen *g, const char *w, size_t n, int cls, int gender, int role, int64_t ref) {
     if (g->err) return -1;
-    if (g->lang == FFN_LANG_EN && !g->line_start && cls != FFN_WORD_PUNCT) put_bytes(g, " ", 1);
-    size_t n = strlen(w), at = g->len;
+    if (g->L->spaced && !g->line_start && cls != FFN_WORD_PUNCT) put_bytes(g, " ", 1);
+    size_t at = g->len;
     put_bytes(g, w, n);
     if (g->err) return -1;
-    if (g->cap_next && g->lang == FFN_LANG_EN && g->text[at] >= 'a' && g->text[at] <= 'z')
+    if (g->cap_next && g->L->spaced && g->text[at] >= 'a' && g->text[at] <= 'z')
         g->text[at] = (char)(g->text[at] - 'a' + 'A');
     size_t cap = (size_t)g->cap_words;
     if (grow((void **)&g->words, &cap, (size_t)g->n_words + 1, sizeof(ffn_word))) {
@@ -747,8 +937,12 @@ static int64_t emit(gen *g, const char *w, int cls, int gender, int role, int64_
     x->gender = (int8_t)gender;
     x->role = (int8_t)role;
     g->line_start = 0;
-    g->cap_next = cls == FFN_WORD_PUNCT && (!strcmp(w, ".") || !strcmp(w, "?"));
+    g->cap_next = cls == FFN_WORD_PUNCT && n == 1 && (w[0] == '.' || w[0] == '?');
     return g->n_words++;
+}
+
+static int64_t emit(gen *g, const char *w, int cls, int gender, int role, int64_t ref) {
+    return emit_n(g, w, strlen(w), cls, gender, role, ref);
 }
 
 static void end_line(gen *g) {
@@ -759,22 +953,18 @@ static void end_line(gen *g) {
 }
 
 static void word(gen *g, const char *w, int cls) { emit(g, w, cls, FFN_GENDER_NONE, FFN_ROLE_NONE, -1); }
-static void punct(gen *g, const char *w) { word(g, w, FFN_WORD_PUNCT); }
 
 static void name(gen *g, person *p) {
     int64_t i = emit(g, p->name, FFN_WORD_NAME, p->gender, p->role, -1);
     if (i >= 0) p->last = i;
 }
 
-/* Pronoun forms: S subject, O object, P possessive determiner, Q possessive
- * pronoun. */
+/* A pronoun of p: form S subject, O object, P possessive determiner, Q
+ * possessive pronoun. */
 static void pronoun(gen *g, const person *p, char form) {
-    static const char *const en[2][4] = {{"she", "her", "her", "hers"}, {"he", "him", "his", "his"}};
-    static const char *const zh[2][4] = {{"她", "她", "她的", "她的"}, {"他", "他", "他的", "他的"}};
-    int m = p->gender == FFN_GENDER_MALE;
     int f = form == 'S' ? 0 : form == 'O' ? 1 : form == 'P' ? 2 : 3;
-    const char *w = g->lang == FFN_LANG_EN ? en[m][f] : zh[m][f];
-    emit(g, w, FFN_WORD_PRONOUN, p->gender, p->role, p->last);
+    emit(g, g->L->pronouns[p->gender == FFN_GENDER_MALE][f], FFN_WORD_PRONOUN, p->gender, p->role,
+         p->last);
 }
 
 static int class_of(char c) {
@@ -789,70 +979,18 @@ static int class_of(char c) {
     }
 }
 
-/* How a phrase's $S is said. */
-enum { SUBJ_PRONOUN, SUBJ_NAME, SUBJ_ASK, SUBJ_RELATIVE };
-
-/* Render phrase markup (see `cause`) about `self`, with `other` the other
- * person and `obj` the object. */
-static void render(gen *g, const char *phrase, person *self, person *other, objnp *obj,
-                   int subj) {
-    char buf[256];
-    size_t n = strlen(phrase);
-    if (n >= sizeof buf) n = sizeof buf - 1;
-    memcpy(buf, phrase, n);
-    buf[n] = '\0';
-    char *save = NULL;
-    for (char *t = strtok_r(buf, " ", &save); t; t = strtok_r(NULL, " ", &save)) {
-        if (t[0] == '$') {
-            char c = t[1];
-            if (c == 'S' && subj == SUBJ_NAME) name(g, self);
-            else if (c == 'S' && subj == SUBJ_ASK) word(g, g->lang == FFN_LANG_EN ? "who" : "谁", FFN_WORD_FUNCTION);
-            else if (c == 'S' && subj == SUBJ_RELATIVE)
-                emit(g, "who", FFN_WORD_PRONOUN, self->gender, self->role, self->last);
-            else if (c == 'S' || c == 'O' || c == 'P' || c == 'Q') pronoun(g, self, c);
-            else if (c == 's' || c == 'o' || c == 'p' || c == 'q') pronoun(g, other, (char)(c - 32));
-            else if (c == 'I') {
-                if (g->lang == FFN_LANG_ZH) emit(g, "它", FFN_WORD_PRONOUN, 0, 0, obj->noun_word);
-                else if (obj->definite) emit(g, "it", FFN_WORD_PRONOUN, 0, 0, obj->noun_word);
-                else word(g, "one", FFN_WORD_FUNCTION);
-            } else if (c == 'N') word(g, obj->n->word, FFN_WORD_OBJECT);
-            else if (c == 'M') word(g, obj->n->measure, FFN_WORD_FUNCTION);
-            continue;
-        }
-        char *slash = strrchr(t, '/');
-        int cls = FFN_WORD_FUNCTION;
-        if (slash && slash != t) {
-            cls = class_of(slash[1]);
-            *slash = '\0';
-        }
-        word(g, t, cls);
-    }
-}
-
-static int starts_with_subject(const char *phrase) { return phrase[0] == '$' && phrase[1] == 'S'; }
-
-/* Whether a phrase mentions the other person ($o, $p, $q, $s). */
-static int mentions_other(const char *phrase) {
-    for (const char *p = strchr(phrase, '$'); p; p = strchr(p + 1, '$'))
-        if (p[1] >= 'a' && p[1] <= 'z') return 1;
-    return 0;
-}
-
 /* ---- choosing people, objects, verbs, causes ------------------------------ */
 
 static void pick_person(gen *g, person *p, int role, const person *a, const person *b,
                         int gender) {
+    const language *L = g->L;
     for (;;) {
         p->gender = gender ? gender : rng_pct(&g->r, 50) ? FFN_GENDER_FEMALE : FFN_GENDER_MALE;
         int female = p->gender == FFN_GENDER_FEMALE;
-        if (g->lang == FFN_LANG_EN) {
-            const char *n = female ? PICK(&g->r, en_female) : PICK(&g->r, en_male);
-            snprintf(p->name, sizeof p->name, "%s", n);
-        } else {
-            const char *s = PICK(&g->r, zh_surnames);
-            const char *n = female ? PICK(&g->r, zh_female) : PICK(&g->r, zh_male);
-            snprintf(p->name, sizeof p->name, "%s%s", s, n);
-        }
+        const char *surname = L->surnames ? L->surnames[ffn_rng_below(&g->r, (uint64_t)L->n_surnames)] : "";
+        const char *given = female ? L->female[ffn_rng_below(&g->r, (uint64_t)L->n_female)]
+                                   : L->male[ffn_rng_below(&g->r, (uint64_t)L->n_male)];
+        snprintf(p->name, sizeof p->name, "%s%s", surname, given);
         if ((!a || strcmp(a->name, p->name)) && (!b || strcmp(b->name, p->name))) break;
     }
     p->role = role;
@@ -865,13 +1003,10 @@ typedef struct scene {
     const verb *verb;
 } scene;
 
-enum { NEED_ANY = 0, NEED_DATIVE = 1, NEED_TO = 2, NEED_ZH_KIND0 = 4 };
-
 static const verb *pick_verb(gen *g, const noun *o, int need) {
-    const verb *list = g->lang == FFN_LANG_EN ? en_verbs : zh_verbs;
-    int64_t n = g->lang == FFN_LANG_EN ? COUNT(en_verbs) : COUNT(zh_verbs);
+    const verb *list = g->L->verbs;
     for (int tries = 0; tries < 1000; tries++) {
-        const verb *v = &list[ffn_rng_below(&g->r, (uint64_t)n)];
+        const verb *v = &list[ffn_rng_below(&g->r, (uint64_t)g->L->n_verbs)];
         if (!(v->cats & o->cat)) continue;
         if ((need & NEED_DATIVE) && !v->dative) continue;
         if ((need & NEED_TO) && strcmp(v->prep, "to")) continue;
@@ -886,8 +1021,17 @@ static void new_scene(gen *g, scene *sc, int need) {
     pick_person(g, &sc->receiver, FFN_ROLE_RECEIVER, &sc->giver, NULL, 0);
     int other = sc->giver.gender == FFN_GENDER_FEMALE ? FFN_GENDER_MALE : FFN_GENDER_FEMALE;
     pick_person(g, &sc->third, FFN_ROLE_OTHER, &sc->giver, &sc->receiver, other);
-    sc->obj = g->lang == FFN_LANG_EN ? &PICK(&g->r, en_nouns) : &PICK(&g->r, zh_nouns);
+    sc->obj = &g->L->nouns[ffn_rng_below(&g->r, (uint64_t)g->L->n_nouns)];
     sc->verb = pick_verb(g, sc->obj, need);
+}
+
+static int starts_with_subject(const char *phrase) { return phrase[0] == '$' && phrase[1] == 'S'; }
+
+/* Whether a phrase mentions the other person ($o, $p, $q, $s). */
+static int mentions_other(const char *phrase) {
+    for (const char *p = strchr(phrase, '$'); p; p = strchr(p + 1, '$'))
+        if (p[1] >= 'a' && p[1] <= 'z') return 1;
+    return 0;
 }
 
 /* CAUSE_SUBJECT: the phrase starts with $S and does not mention the other
@@ -895,7 +1039,10 @@ static void new_scene(gen *g, scene *sc, int need) {
  * without a pronoun that points forward to a name not yet said. */
 enum { CAUSE_ANY = 0, CAUSE_SUBJECT = 1, CAUSE_ASK = 2 };
 
-static const cause *pick_from(gen *g, const cause *list, int64_t n, int cat, int need) {
+static const cause *pick_cause(gen *g, int role, int cat, int need) {
+    int giver = role == FFN_ROLE_GIVER;
+    const cause *list = giver ? g->L->giver_causes : g->L->receiver_causes;
+    int64_t n = giver ? g->L->n_giver_causes : g->L->n_receiver_causes;
     for (int tries = 0; tries < 10000; tries++) {
         const cause *c = &list[ffn_rng_below(&g->r, (uint64_t)n)];
         if (!(c->cats & cat)) continue;
@@ -907,43 +1054,275 @@ static const cause *pick_from(gen *g, const cause *list, int64_t n, int cat, int
     return &list[0];
 }
 
-static const cause *pick_cause(gen *g, int role, int cat, int need) {
-    if (g->lang == FFN_LANG_EN)
-        return role == FFN_ROLE_GIVER ? pick_from(g, en_giver_causes, COUNT(en_giver_causes), cat, need)
-                                      : pick_from(g, en_receiver_causes, COUNT(en_receiver_causes), cat, need);
-    return role == FFN_ROLE_GIVER ? pick_from(g, zh_giver_causes, COUNT(zh_giver_causes), cat, need)
-                                  : pick_from(g, zh_receiver_causes, COUNT(zh_receiver_causes), cat, need);
-}
-
-/* Say a cause about `role` (the referent) with the right self and other. */
-static const cause *say_cause(gen *g, scene *sc, objnp *np, int role, int need, int subj) {
-    const cause *c = pick_cause(g, role, sc->obj->cat, need);
-    person *self = role == FFN_ROLE_GIVER ? &sc->giver : &sc->receiver;
-    person *other = role == FFN_ROLE_GIVER ? &sc->receiver : &sc->giver;
-    render(g, c->phrase, self, other, np, subj);
-    return c;
-}
-
-static int cause_role(gen *g) { return rng_pct(&g->r, 55) ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER; }
-
-static void say_followup(gen *g, scene *sc, objnp *np) {
-    const followup *list = g->lang == FFN_LANG_EN ? en_followups : zh_followups;
-    int64_t n = g->lang == FFN_LANG_EN ? COUNT(en_followups) : COUNT(zh_followups);
+static const followup *pick_followup(gen *g, int cat) {
     int want_receiver = rng_pct(&g->r, 70);
-    const followup *f = &list[0];
     for (int tries = 0; tries < 1000; tries++) {
-        const followup *c = &list[ffn_rng_below(&g->r, (uint64_t)n)];
-        if ((c->cats & sc->obj->cat) && c->receiver == want_receiver) {
-            f = c;
-            break;
+        const followup *c = &g->L->followups[ffn_rng_below(&g->r, (uint64_t)g->L->n_followups)];
+        if ((c->cats & cat) && c->receiver == want_receiver) return c;
+    }
+    return &g->L->followups[0];
+}
+
+static const adjective *pick_adjective(gen *g, int cat) {
+    for (int tries = 0; tries < 1000; tries++) {
+        const adjective *a = &g->L->adjectives[ffn_rng_below(&g->r, (uint64_t)g->L->n_adjectives)];
+        if (a->cats & cat) return a;
+    }
+    return &g->L->adjectives[0];
+}
+
+/* ---- the engine ---------------------------------------------------------------
+ * One sentence: its scene, the object's noun phrase, and the latest cause
+ * (for {ask}, {answer}, {aux}).  `render` walks the markup; a token that
+ * chooses or picks draws from the generator where it stands. */
+
+struct sentence {
+    gen *g;
+    scene sc;
+    objnp np;
+    const cause *said;
+    int said_role;
+};
+
+/* How a phrase's $S is said. */
+enum { SUBJ_PRONOUN, SUBJ_NAME, SUBJ_ASK, SUBJ_RELATIVE };
+
+static void render(sentence *s, const char *p, const char *end, person *self, person *other, int subj);
+
+static void render_str(sentence *s, const char *p, person *self, person *other, int subj) {
+    render(s, p, p + strlen(p), self, other, subj);
+}
+
+static void markup_error(gen *g, const char *what, const char *p, const char *end) {
+    if (!g->err)
+        g->err = ffn_error(FFN_ERR_INTERNAL, "corpus: template markup: %s at '%.*s'", what,
+                           (int)(end - p > 40 ? 40 : end - p), p);
+}
+
+static int span_is(const char *p, const char *end, const char *s) {
+    size_t n = strlen(s);
+    return (size_t)(end - p) == n && !memcmp(p, s, n);
+}
+
+static person *person_of(sentence *s, int role) {
+    return role == FFN_ROLE_GIVER ? &s->sc.giver : &s->sc.receiver;
+}
+
+static person *other_of(sentence *s, int role) {
+    return role == FFN_ROLE_GIVER ? &s->sc.receiver : &s->sc.giver;
+}
+
+static void placeholder(sentence *s, char c, person *self, person *other, int subj) {
+    gen *g = s->g;
+    if (c == 'S' && subj == SUBJ_NAME) name(g, self);
+    else if (c == 'S' && subj == SUBJ_ASK) word(g, g->L->who, FFN_WORD_FUNCTION);
+    else if ((c == 'S' && subj == SUBJ_RELATIVE) || c == 'W')
+        emit(g, g->L->who, FFN_WORD_PRONOUN, self->gender, self->role, self->last);
+    else if (c == 'S' || c == 'O' || c == 'P' || c == 'Q') pronoun(g, self, c);
+    else if (c == 's' || c == 'o' || c == 'p' || c == 'q') pronoun(g, other, (char)(c - 32));
+    else if (c == 'I') {
+        if (s->np.definite || !g->L->one) emit(g, g->L->it, FFN_WORD_PRONOUN, 0, 0, s->np.noun_word);
+        else word(g, g->L->one, FFN_WORD_FUNCTION);
+    } else if (c == 'N') word(g, s->np.n->word, FFN_WORD_OBJECT);
+    else if (c == 'M') word(g, s->np.n->measure, FFN_WORD_FUNCTION);
+    else {
+        char t[3] = {'$', c, 0};
+        markup_error(g, "unknown placeholder", t, t + 2);
+    }
+}
+
+/* {cause:ROLE+FLAGS=SUBJECT} (see the markup above). */
+static void say_cause(sentence *s, const char *p, const char *end) {
+    gen *g = s->g;
+    int role = -1, need = CAUSE_ANY, subj = SUBJ_PRONOUN;
+    while (p < end) {
+        const char *q = p + 1;
+        while (q < end && *q != ':' && *q != '+' && *q != '=') q++;
+        if (*p == ':' && span_is(p + 1, q, "receiver")) role = FFN_ROLE_RECEIVER;
+        else if (*p == ':' && span_is(p + 1, q, "giver")) role = FFN_ROLE_GIVER;
+        else if (*p == ':' && span_is(p + 1, q, "other"))
+            role = s->said_role == FFN_ROLE_GIVER ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER;
+        else if (*p == '+' && span_is(p + 1, q, "subject")) need |= CAUSE_SUBJECT;
+        else if (*p == '+' && span_is(p + 1, q, "ask")) need |= CAUSE_ASK;
+        else if (*p == '=' && span_is(p + 1, q, "name")) subj = SUBJ_NAME;
+        else if (*p == '=' && span_is(p + 1, q, "who")) subj = SUBJ_RELATIVE;
+        else { markup_error(g, "unknown cause option", p, end); return; }
+        p = q;
+    }
+    if (role < 0) role = rng_pct(&g->r, 55) ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER;
+    s->said = pick_cause(g, role, s->sc.obj->cat, need);
+    s->said_role = role;
+    render_str(s, s->said->phrase, person_of(s, role), other_of(s, role), subj);
+}
+
+/* Say a phrase picked from a list, about the giver. */
+static void say_pick(sentence *s, const char *const *list, int64_t n) {
+    const char *phrase = list[ffn_rng_below(&s->g->r, (uint64_t)n)];
+    render_str(s, phrase, &s->sc.giver, &s->sc.receiver, SUBJ_PRONOUN);
+}
+
+/* {slot}: p..end is the slot's text between the braces. */
+static void say_slot(sentence *s, const char *p, const char *end) {
+    gen *g = s->g;
+    const language *L = g->L;
+    scene *sc = &s->sc;
+    const char *arg = p;
+    while (arg < end && *arg != ':' && *arg != '+' && *arg != '=') arg++;
+    if (span_is(p, arg, "cause")) {
+        say_cause(s, arg, end);
+        return;
+    }
+    if (span_is(p, arg, "np")) {
+        int det = span_is(p, end, "np") ? DET_ANY
+                : span_is(p, end, "np:the") ? DET_THE
+                : span_is(p, end, "np:nopossessive") ? DET_NO_POSSESSIVE
+                : span_is(p, end, "np:relative") ? DET_RELATIVE : -1;
+        if (det < 0) { markup_error(g, "unknown noun phrase", p, end); return; }
+        L->np(s, det);
+        return;
+    }
+    if (span_is(p, end, "giver")) name(g, &sc->giver);
+    else if (span_is(p, end, "receiver")) name(g, &sc->receiver);
+    else if (span_is(p, end, "third")) name(g, &sc->third);
+    else if (span_is(p, end, "past")) word(g, sc->verb->past, FFN_WORD_VERB);
+    else if (span_is(p, end, "base")) word(g, sc->verb->base, FFN_WORD_VERB);
+    else if (span_is(p, end, "part")) word(g, sc->verb->part, FFN_WORD_VERB);
+    else if (span_is(p, end, "prep")) word(g, sc->verb->prep, FFN_WORD_FUNCTION);
+    else if (span_is(p, end, "noun")) { /* the bare, definite noun: 把苹果, 苹果被 */
+        s->np.definite = 1;
+        s->np.noun_word = emit(g, sc->obj->word, FFN_WORD_OBJECT, 0, 0, -1);
+    } else if (span_is(p, end, "ask") && s->said)
+        render_str(s, s->said->phrase, person_of(s, s->said_role), other_of(s, s->said_role), SUBJ_ASK);
+    else if (span_is(p, end, "answer") && s->said) name(g, person_of(s, s->said_role));
+    else if (span_is(p, end, "aux") && s->said)
+        word(g, s->said->ask == 'w' ? "was" : s->said->ask == 'h' ? "had" : "did", FFN_WORD_FUNCTION);
+    else if (span_is(p, end, "followup")) {
+        const followup *f = pick_followup(g, sc->obj->cat);
+        int role = f->receiver ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER;
+        render_str(s, f->phrase, person_of(s, role), other_of(s, role), SUBJ_PRONOUN);
+    } else if (span_is(p, end, "adjunct")) say_pick(s, L->adjuncts, L->n_adjuncts);
+    else if (span_is(p, end, "relative")) say_pick(s, L->relatives, L->n_relatives);
+    else if (span_is(p, end, "object_relative")) say_pick(s, L->object_relatives, L->n_object_relatives);
+    else markup_error(g, "unknown slot", p, end);
+}
+
+static const struct {
+    const char *name;
+    int cat;
+} category_names[] = {
+    {"food", C_FOOD}, {"drink", C_DRINK}, {"read", C_READ}, {"wear", C_WEAR},
+    {"tool", C_TOOL}, {"toy", C_TOY},     {"thing", C_THING},
+};
+
+/* Whether a condition of [?c A | B] holds. */
+static int holds(sentence *s, const char *p, const char *end) {
+    if (span_is(p, end, "dative")) return s->sc.verb->dative != 0;
+    int cats = 0;
+    while (p < end) {
+        const char *q = memchr(p, ',', (size_t)(end - p));
+        if (!q) q = end;
+        int found = 0;
+        for (int64_t i = 0; i < COUNT(category_names); i++)
+            if (span_is(p, q, category_names[i].name)) cats |= found = category_names[i].cat;
+        if (!found) markup_error(s->g, "unknown condition", p, end);
+        p = q < end ? q + 1 : q;
+    }
+    return (s->sc.obj->cat & cats) != 0;
+}
+
+/* [ ... ]: p..end is the text between the brackets. */
+static void choose(sentence *s, const char *p, const char *end, person *self, person *other, int subj) {
+    enum { MAX_ALTS = 8 };
+    const char *alt[MAX_ALTS + 1];
+    int n = 0, depth = 0;
+    alt[n++] = p;
+    for (const char *q = p; q < end; q++) {
+        if (*q == '[') depth++;
+        else if (*q == ']') depth--;
+        else if (*q == '|' && depth == 0) {
+            if (n == MAX_ALTS) { markup_error(s->g, "too many alternatives", p, end); return; }
+            alt[n++] = q + 1;
         }
     }
-    person *self = f->receiver ? &sc->receiver : &sc->giver;
-    person *other = f->receiver ? &sc->giver : &sc->receiver;
-    render(g, f->phrase, self, other, np, SUBJ_PRONOUN);
+    alt[n] = end + 1; /* alternative i is alt[i] .. alt[i + 1] - 1 */
+    int pick = 0;
+    const char *from;
+    while (*p == ' ') p++;
+    if (*p == '?') {
+        const char *c = p + 1, *c_end = c;
+        while (c_end < end && *c_end != ' ') c_end++;
+        if (n != 2) { markup_error(s->g, "a condition wants two alternatives", p, end); return; }
+        pick = holds(s, c, c_end) ? 0 : 1;
+        from = pick == 0 ? c_end : alt[1];
+    } else {
+        int64_t weight[MAX_ALTS], total = 0;
+        const char *after[MAX_ALTS];
+        for (int i = 0; i < n; i++) {
+            const char *q = alt[i];
+            while (*q == ' ') q++;
+            weight[i] = 0;
+            if (*q < '0' || *q > '9') { markup_error(s->g, "an alternative without a weight", q, end); return; }
+            while (*q >= '0' && *q <= '9') weight[i] = weight[i] * 10 + (*q++ - '0');
+            after[i] = q;
+            total += weight[i];
+        }
+        int64_t r = (int64_t)ffn_rng_below(&s->g->r, (uint64_t)total);
+        while (r >= weight[pick]) r -= weight[pick++];
+        from = after[pick];
+    }
+    render(s, from, alt[pick + 1] - 1, self, other, subj);
 }
 
-/* ---- English templates ---------------------------------------------------- */
+/* The end of a bracketed group that starts at p (p points at `open`). */
+static const char *closing(const char *p, const char *end, char open, char close) {
+    int depth = 0;
+    for (; p < end; p++) {
+        if (*p == open) depth++;
+        else if (*p == close && --depth == 0) return p;
+    }
+    return NULL;
+}
+
+static void render(sentence *s, const char *p, const char *end, person *self, person *other, int subj) {
+    gen *g = s->g;
+    while (p < end && !g->err) {
+        if (*p == ' ') {
+            p++;
+            continue;
+        }
+        if (*p == '[' || *p == '{' || *p == '<') {
+            char close = *p == '[' ? ']' : *p == '{' ? '}' : '>';
+            const char *q = closing(p, end, *p, close);
+            if (!q) { markup_error(g, "unclosed group", p, end); return; }
+            if (*p == '[') choose(s, p + 1, q, self, other, subj);
+            else if (*p == '{') say_slot(s, p + 1, q);
+            else {
+                int64_t i = 0;
+                while (i < g->L->n_fragments && !span_is(p + 1, q, g->L->fragments[i].name)) i++;
+                if (i == g->L->n_fragments) { markup_error(g, "unknown fragment", p, end); return; }
+                render_str(s, g->L->fragments[i].text, self, other, subj);
+            }
+            p = q + 1;
+            continue;
+        }
+        if (*p == '$') {
+            if (p + 1 >= end) { markup_error(g, "a lone $", p, end); return; }
+            placeholder(s, p[1], self, other, subj);
+            p += 2;
+            continue;
+        }
+        const char *q = p;
+        while (q < end && *q != ' ') q++;
+        const char *slash = q - 1;
+        while (slash > p && *slash != '/') slash--;
+        if (slash > p) emit_n(g, p, (size_t)(slash - p), class_of(slash + 1 < q ? slash[1] : 0),
+                              FFN_GENDER_NONE, FFN_ROLE_NONE, -1);
+        else emit_n(g, p, (size_t)(q - p), FFN_WORD_FUNCTION, FFN_GENDER_NONE, FFN_ROLE_NONE, -1);
+        p = q;
+    }
+}
+
+/* ---- the object's noun phrase, per language ------------------------------- */
 
 static int en_vowel_sound(const char *w) {
     if (!strncmp(w, "uni", 3) || !strncmp(w, "use", 3) || !strncmp(w, "uku", 3) || !strncmp(w, "eu", 2))
@@ -951,717 +1330,91 @@ static int en_vowel_sound(const char *w) {
     return strchr("aeiou", w[0]) != NULL;
 }
 
-static const adjective *pick_adjective(gen *g, int cat) {
-    const adjective *list = g->lang == FFN_LANG_EN ? en_adjectives : zh_adjectives;
-    int64_t n = g->lang == FFN_LANG_EN ? COUNT(en_adjectives) : COUNT(zh_adjectives);
-    for (int tries = 0; tries < 1000; tries++) {
-        const adjective *a = &list[ffn_rng_below(&g->r, (uint64_t)n)];
-        if (a->cats & cat) return a;
-    }
-    return &list[0];
-}
-
-enum { DET_ANY = 0, DET_NO_POSSESSIVE = 1, DET_THE = 2 };
-
-/* The object's noun phrase: "an apple", "the red apple", "her book". */
-static void en_np(gen *g, scene *sc, objnp *np, int det) {
-    np->n = sc->obj;
+/* "an apple", "the red apple", "her book" (the giver's), "this apple". */
+static void en_np(sentence *s, int det) {
+    gen *g = s->g;
+    objnp *np = &s->np;
+    np->n = s->sc.obj;
     np->noun_word = -1;
     int r = (int)ffn_rng_below(&g->r, 100);
     if (det == DET_THE) r = 60;
     if (det == DET_NO_POSSESSIVE && r >= 75 && r < 88) r = 60;
-    const adjective *adj = rng_pct(&g->r, 30) ? pick_adjective(g, sc->obj->cat) : NULL;
-    const char *next = adj ? adj->word : sc->obj->word;
+    const adjective *adj = rng_pct(&g->r, 30) ? pick_adjective(g, np->n->cat) : NULL;
+    const char *next = adj ? adj->word : np->n->word;
     np->definite = r >= 50;
     if (r < 50) word(g, en_vowel_sound(next) ? "an" : "a", FFN_WORD_FUNCTION);
     else if (r < 75) word(g, "the", FFN_WORD_FUNCTION);
-    else if (r < 88) pronoun(g, &sc->giver, 'P');
+    else if (r < 88) pronoun(g, &s->sc.giver, 'P');
     else word(g, r < 94 ? "this" : "that", FFN_WORD_FUNCTION);
     if (adj) word(g, adj->word, FFN_WORD_MODIFIER);
-    int64_t i = emit(g, sc->obj->word, FFN_WORD_OBJECT, 0, 0, -1);
-    np->noun_word = i;
+    np->noun_word = emit(g, np->n->word, FFN_WORD_OBJECT, 0, 0, -1);
 }
 
-/* "X gave Y an apple" or "X gave an apple to Y"; `subj` says X's form. */
-static void en_give(gen *g, scene *sc, objnp *np, int subject_pronoun) {
-    if (subject_pronoun) pronoun(g, &sc->giver, 'S');
-    else name(g, &sc->giver);
-    word(g, sc->verb->past, FFN_WORD_VERB);
-    if (sc->verb->dative && rng_pct(&g->r, 60)) {
-        name(g, &sc->receiver);
-        en_np(g, sc, np, DET_ANY);
-    } else {
-        en_np(g, sc, np, DET_ANY);
-        word(g, sc->verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc->receiver);
-    }
-}
-
-static void en_because(gen *g, scene *sc, objnp *np) {
-    word(g, "because", FFN_WORD_FUNCTION);
-    say_cause(g, sc, np, cause_role(g), CAUSE_ANY, SUBJ_PRONOUN);
-}
-
-static void en_adjunct(gen *g) { render(g, PICK(&g->r, en_adjuncts), NULL, NULL, NULL, 0); }
-
-/* T1, T2: the plain sentence, with an optional time or place. */
-static void en_plain(gen *g, int prep_form) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, prep_form ? NEED_ANY : NEED_DATIVE);
-    int adj = (int)ffn_rng_below(&g->r, 100);
-    if (adj < 10) {
-        en_adjunct(g);
-        punct(g, ",");
-    }
-    name(g, &sc.giver);
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    if (!prep_form) {
-        name(g, &sc.receiver);
-        en_np(g, &sc, &np, DET_ANY);
-    } else {
-        en_np(g, &sc, &np, DET_ANY);
-        word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    }
-    if (adj >= 10 && adj < 25) en_adjunct(g);
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T3 "John was hungry, so Mary gave him an apple." and
- * T4 "When John was hungry, Mary gave him an apple." */
-static void en_state_first(gen *g, int when) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_DATIVE);
-    np.n = sc.obj;
-    np.noun_word = -1;
-    if (when) word(g, "when", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, FFN_ROLE_RECEIVER, CAUSE_SUBJECT, SUBJ_NAME);
-    punct(g, ",");
-    if (!when) word(g, "so", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    pronoun(g, &sc.receiver, 'O');
-    en_np(g, &sc, &np, DET_ANY);
-    punct(g, ".");
-}
-
-/* T5 "Since Mary had too many, she gave John an apple." */
-static void en_since(gen *g) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ANY);
-    np.n = sc.obj;
-    np.noun_word = -1;
-    word(g, "since", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, FFN_ROLE_GIVER, CAUSE_SUBJECT, SUBJ_NAME);
-    punct(g, ",");
-    en_give(g, &sc, &np, 1);
-    punct(g, ".");
-}
-
-/* T6 "... because ..., and then he thanked her." and T7 without the cause. */
-static void en_and_then(gen *g, int with_cause) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    en_give(g, &sc, &np, 0);
-    if (with_cause) en_because(g, &sc, &np);
-    punct(g, ",");
-    word(g, "and", FFN_WORD_FUNCTION);
-    word(g, "then", FFN_WORD_FUNCTION);
-    say_followup(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T8 "Mary, who lived next door, gave John an apple because he was hungry." */
-static void en_relative(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    punct(g, ",");
-    emit(g, "who", FFN_WORD_PRONOUN, sc.giver.gender, sc.giver.role, sc.giver.last);
-    render(g, PICK(&g->r, en_relatives), &sc.giver, &sc.receiver, NULL, SUBJ_PRONOUN);
-    punct(g, ",");
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    if (sc.verb->dative) {
-        name(g, &sc.receiver);
-        en_np(g, &sc, &np, DET_ANY);
-    } else {
-        en_np(g, &sc, &np, DET_ANY);
-        word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    }
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T9 "Mary gave John the apple that she had bought at the market because ..." */
-static void en_object_relative(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_DATIVE);
-    name(g, &sc.giver);
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    name(g, &sc.receiver);
-    en_np(g, &sc, &np, DET_THE);
-    word(g, "that", FFN_WORD_FUNCTION);
-    render(g, PICK(&g->r, en_object_relatives), &sc.giver, &sc.receiver, &np, SUBJ_PRONOUN);
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T10 "Why did Mary give John the apple? Because he was hungry." */
-static void en_why(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    word(g, "why", FFN_WORD_FUNCTION);
-    word(g, "did", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    word(g, sc.verb->base, FFN_WORD_VERB);
-    if (sc.verb->dative) {
-        name(g, &sc.receiver);
-        en_np(g, &sc, &np, DET_ANY);
-    } else {
-        en_np(g, &sc, &np, DET_ANY);
-        word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    }
-    punct(g, "?");
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T11 "Mary gave John an apple because he was hungry. Who was hungry? John was." */
-static void en_who(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    en_give(g, &sc, &np, 0);
-    word(g, "because", FFN_WORD_FUNCTION);
-    int role = cause_role(g);
-    const cause *c = pick_cause(g, role, sc.obj->cat, CAUSE_ASK);
-    person *self = role == FFN_ROLE_GIVER ? &sc.giver : &sc.receiver;
-    person *other = role == FFN_ROLE_GIVER ? &sc.receiver : &sc.giver;
-    render(g, c->phrase, self, other, &np, SUBJ_PRONOUN);
-    punct(g, ".");
-    render(g, c->phrase, self, other, &np, SUBJ_ASK);
-    punct(g, "?");
-    name(g, self);
-    word(g, c->ask == 'w' ? "was" : c->ask == 'h' ? "had" : "did", FFN_WORD_FUNCTION);
-    punct(g, ".");
-}
-
-/* T12 "Mary told Peter that she would give John the apple because ..." */
-static void en_told(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "told", FFN_WORD_VERB);
-    name(g, &sc.third);
-    word(g, "that", FFN_WORD_FUNCTION);
-    pronoun(g, &sc.giver, 'S');
-    word(g, "would", FFN_WORD_FUNCTION);
-    word(g, sc.verb->base, FFN_WORD_VERB);
-    if (sc.verb->dative) {
-        name(g, &sc.receiver);
-        en_np(g, &sc, &np, DET_ANY);
-    } else {
-        en_np(g, &sc, &np, DET_ANY);
-        word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    }
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T13 "After Mary gave John the apple, he thanked her." */
-static void en_after(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    word(g, "after", FFN_WORD_FUNCTION);
-    en_give(g, &sc, &np, 0);
-    punct(g, ",");
-    say_followup(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T14 "Mary asked John if he wanted an apple because he was hungry." */
-static void en_asked(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "asked", FFN_WORD_VERB);
-    name(g, &sc.receiver);
-    word(g, "if", FFN_WORD_FUNCTION);
-    pronoun(g, &sc.receiver, 'S');
-    word(g, "wanted", FFN_WORD_VERB);
-    en_np(g, &sc, &np, DET_ANY);
-    word(g, "because", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, FFN_ROLE_RECEIVER, CAUSE_ANY, SUBJ_PRONOUN);
-    punct(g, ".");
-}
-
-/* T15 "... because she had too many and because he was hungry." */
-static void en_two_causes(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    en_give(g, &sc, &np, 0);
-    int first = cause_role(g);
-    word(g, "because", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, first, CAUSE_ANY, SUBJ_PRONOUN);
-    word(g, "and", FFN_WORD_FUNCTION);
-    word(g, "because", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, first == FFN_ROLE_GIVER ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER, CAUSE_ANY,
-              SUBJ_PRONOUN);
-    punct(g, ".");
-}
-
-/* T16 "Mary did not keep the apple; she gave it to John because ..." */
-static void en_not_keep(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_TO);
-    name(g, &sc.giver);
-    word(g, "did", FFN_WORD_FUNCTION);
-    word(g, "not", FFN_WORD_FUNCTION);
-    word(g, "keep", FFN_WORD_VERB);
-    en_np(g, &sc, &np, DET_THE);
-    punct(g, ";");
-    pronoun(g, &sc.giver, 'S');
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    emit(g, "it", FFN_WORD_PRONOUN, 0, 0, np.noun_word);
-    word(g, "to", FFN_WORD_FUNCTION);
-    name(g, &sc.receiver);
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T17 "John got an apple from Mary because he was hungry." */
-static void en_got_from(gen *g) {
-    static const char *const receive[] = {"got", "received", "accepted", "took", "borrowed"};
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    const char *v = PICK(&g->r, receive);
-    if (!strcmp(v, "borrowed") && (sc.obj->cat & (C_FOOD | C_DRINK))) v = "got";
-    name(g, &sc.receiver);
-    word(g, v, FFN_WORD_VERB);
-    en_np(g, &sc, &np, DET_NO_POSSESSIVE);
-    word(g, "from", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T18 "The apple was given to John by Mary because he was hungry." */
-static void en_passive(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    en_np(g, &sc, &np, DET_THE);
-    word(g, "was", FFN_WORD_FUNCTION);
-    word(g, sc.verb->part, FFN_WORD_VERB);
-    word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-    name(g, &sc.receiver);
-    word(g, "by", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T19 "Mary wanted to give John an apple because he was hungry." */
-static void en_wanted(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "wanted", FFN_WORD_VERB);
-    word(g, "to", FFN_WORD_FUNCTION);
-    word(g, sc.verb->base, FFN_WORD_VERB);
-    if (sc.verb->dative) {
-        name(g, &sc.receiver);
-        en_np(g, &sc, &np, DET_ANY);
-    } else {
-        en_np(g, &sc, &np, DET_ANY);
-        word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    }
-    en_because(g, &sc, &np);
-    punct(g, ".");
-}
-
-/* T20 "Mary gave John an apple. He was hungry." */
-static void en_two_sentences(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    en_give(g, &sc, &np, 0);
-    punct(g, ".");
-    say_cause(g, &sc, &np, cause_role(g), CAUSE_ANY, SUBJ_PRONOUN);
-    punct(g, ".");
-}
-
-/* T21 "Mary gave an apple to John, who was hungry." */
-static void en_who_relative(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    en_np(g, &sc, &np, DET_ANY);
-    word(g, sc.verb->prep, FFN_WORD_FUNCTION);
-    name(g, &sc.receiver);
-    punct(g, ",");
-    say_cause(g, &sc, &np, FFN_ROLE_RECEIVER, CAUSE_SUBJECT, SUBJ_RELATIVE);
-    punct(g, ".");
-}
-
-typedef struct template_entry {
-    void (*fn)(gen *g, int arg);
-    int arg, weight;
-} template_entry;
-
-#define T0(f) static void f##_0(gen *g, int arg) { (void)arg; f(g); }
-T0(en_since) T0(en_relative) T0(en_object_relative) T0(en_why) T0(en_who) T0(en_told)
-T0(en_after) T0(en_asked) T0(en_two_causes) T0(en_not_keep) T0(en_got_from) T0(en_passive)
-T0(en_wanted) T0(en_two_sentences) T0(en_who_relative)
-
-static const template_entry en_templates[] = {
-    {en_plain, 0, 14},          {en_plain, 1, 10},         {en_state_first, 0, 4},
-    {en_state_first, 1, 4},     {en_since_0, 0, 4},        {en_and_then, 1, 5},
-    {en_and_then, 0, 3},        {en_relative_0, 0, 5},     {en_object_relative_0, 0, 4},
-    {en_why_0, 0, 5},           {en_who_0, 0, 6},          {en_told_0, 0, 4},
-    {en_after_0, 0, 4},         {en_asked_0, 0, 3},        {en_two_causes_0, 0, 4},
-    {en_not_keep_0, 0, 3},      {en_got_from_0, 0, 5},     {en_passive_0, 0, 4},
-    {en_wanted_0, 0, 3},        {en_two_sentences_0, 0, 4}, {en_who_relative_0, 0, 3},
-};
-
-/* ---- Chinese templates -------------------------------------------------- */
-
-static int zh_kind1(const scene *sc) { return sc->verb->dative != 0; }
-
-/* "一个苹果", "一杯热茶"; `rel` inserts an object relative ("她刚买的"). */
-static void zh_np(gen *g, scene *sc, objnp *np, int rel) {
-    np->n = sc->obj;
+/* "一个苹果", "一杯热茶"; DET_RELATIVE inserts an object relative
+ * ("一个她刚买的苹果"). */
+static void zh_np(sentence *s, int det) {
+    gen *g = s->g;
+    objnp *np = &s->np;
+    np->n = s->sc.obj;
     np->definite = 0;
     np->noun_word = -1;
     word(g, "一", FFN_WORD_FUNCTION);
-    word(g, sc->obj->measure, FFN_WORD_FUNCTION);
-    if (rel) render(g, PICK(&g->r, zh_object_relatives), &sc->giver, &sc->receiver, np, SUBJ_PRONOUN);
+    word(g, np->n->measure, FFN_WORD_FUNCTION);
+    if (det == DET_RELATIVE) say_pick(s, g->L->object_relatives, g->L->n_object_relatives);
     else if (rng_pct(&g->r, 25)) {
-        const char *adj = pick_adjective(g, sc->obj->cat)->word;
+        const char *adj = pick_adjective(g, np->n->cat)->word;
         word(g, adj, FFN_WORD_MODIFIER);
         if (strlen(adj) > 3) word(g, "的", FFN_WORD_FUNCTION); /* 漂亮的, but 大 alone */
     }
-    np->noun_word = emit(g, sc->obj->word, FFN_WORD_OBJECT, 0, 0, -1);
+    np->noun_word = emit(g, np->n->word, FFN_WORD_OBJECT, 0, 0, -1);
 }
 
-static void zh_receiver(gen *g, scene *sc, int as_pronoun) {
-    if (as_pronoun) pronoun(g, &sc->receiver, 'O');
-    else name(g, &sc->receiver);
-}
+/* ---- the two languages ---------------------------------------------------- */
 
-/* "X递给了Y一个苹果" (kind 0) or "X给Y买了一个苹果" (kind 1), from the
- * verb on: the subject is said by the caller. */
-static void zh_give_rest(gen *g, scene *sc, objnp *np, int recv_pronoun, int rel) {
-    if (!zh_kind1(sc)) {
-        word(g, sc->verb->past, FFN_WORD_VERB);
-        word(g, "了", FFN_WORD_FUNCTION);
-        zh_receiver(g, sc, recv_pronoun);
-    } else {
-        word(g, "给", FFN_WORD_FUNCTION);
-        zh_receiver(g, sc, recv_pronoun);
-        word(g, sc->verb->past, FFN_WORD_VERB);
-        word(g, "了", FFN_WORD_FUNCTION);
-    }
-    zh_np(g, sc, np, rel);
-}
+/* The tables of a language, by the prefix of their names (en_..., zh_...). */
+#define TABLES(x)                                                                          \
+    .female = x##_female, .male = x##_male, .n_female = COUNT(x##_female),                 \
+    .n_male = COUNT(x##_male), .nouns = x##_nouns, .n_nouns = COUNT(x##_nouns),            \
+    .adjectives = x##_adjectives, .n_adjectives = COUNT(x##_adjectives),                   \
+    .verbs = x##_verbs, .n_verbs = COUNT(x##_verbs), .giver_causes = x##_giver_causes,     \
+    .n_giver_causes = COUNT(x##_giver_causes), .receiver_causes = x##_receiver_causes,     \
+    .n_receiver_causes = COUNT(x##_receiver_causes), .followups = x##_followups,           \
+    .n_followups = COUNT(x##_followups), .relatives = x##_relatives,                       \
+    .n_relatives = COUNT(x##_relatives), .object_relatives = x##_object_relatives,         \
+    .n_object_relatives = COUNT(x##_object_relatives), .adjuncts = x##_adjuncts,           \
+    .n_adjuncts = COUNT(x##_adjuncts), .fragments = x##_fragments,                         \
+    .n_fragments = COUNT(x##_fragments), .templates = x##_templates,                       \
+    .n_templates = COUNT(x##_templates), .np = x##_np
 
-static void zh_because(gen *g, scene *sc, objnp *np) {
-    punct(g, "，");
-    word(g, "因为", FFN_WORD_FUNCTION);
-    say_cause(g, sc, np, cause_role(g), CAUSE_ANY, SUBJ_PRONOUN);
-}
-
-static void zh_adjunct(gen *g) { render(g, PICK(&g->r, zh_adjuncts), NULL, NULL, NULL, 0); }
-
-/* Z1 "王芳昨天给了李伟一个苹果，因为他饿了。" */
-static void zh_plain(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    if (rng_pct(&g->r, 20)) zh_adjunct(g);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z2 "王芳把苹果递给了李伟，因为他饿了。" */
-static void zh_ba(gen *g) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ZH_KIND0);
-    name(g, &sc.giver);
-    word(g, "把", FFN_WORD_FUNCTION);
-    if (rng_pct(&g->r, 20)) pronoun(g, &sc.giver, 'P');
-    np.n = sc.obj;
-    np.definite = 1;
-    np.noun_word = emit(g, sc.obj->word, FFN_WORD_OBJECT, 0, 0, -1);
-    word(g, sc.verb->past, FFN_WORD_VERB);
-    word(g, "了", FFN_WORD_FUNCTION);
-    name(g, &sc.receiver);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z3 "因为李伟饿了，所以王芳给了他一个苹果。" and
- * Z16 "李伟饿了，王芳就给了他一个苹果。" */
-static void zh_state_first(gen *g, int jiu) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ANY);
-    np.n = sc.obj;
-    np.noun_word = -1;
-    if (!jiu) word(g, "因为", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, FFN_ROLE_RECEIVER, CAUSE_SUBJECT, SUBJ_NAME);
-    punct(g, "，");
-    if (!jiu) word(g, "所以", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    if (jiu) word(g, "就", FFN_WORD_FUNCTION);
-    zh_give_rest(g, &sc, &np, 1, 0);
-    punct(g, "。");
-}
-
-/* Z4 "因为王芳已经吃饱了，所以她给了李伟一个苹果。" */
-static void zh_so_giver(gen *g) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ANY);
-    np.n = sc.obj;
-    np.noun_word = -1;
-    word(g, "因为", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, FFN_ROLE_GIVER, CAUSE_SUBJECT, SUBJ_NAME);
-    punct(g, "，");
-    word(g, "所以", FFN_WORD_FUNCTION);
-    pronoun(g, &sc.giver, 'S');
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "。");
-}
-
-/* Z5 "王芳给了李伟一个苹果，然后他向她道谢。" */
-static void zh_then(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "，");
-    word(g, "然后", FFN_WORD_FUNCTION);
-    say_followup(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z6 "住在隔壁的王芳给了李伟一个苹果，因为他饿了。" */
-static void zh_relative(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    render(g, PICK(&g->r, zh_relatives), &sc.giver, &sc.receiver, NULL, SUBJ_PRONOUN);
-    word(g, "的", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z7 "王芳给了李伟一个她刚买的苹果，因为他饿了。" */
-static void zh_object_relative(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 1);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z8 "王芳为什么给了李伟一个苹果？因为他饿了。" */
-static void zh_why(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "为什么", FFN_WORD_FUNCTION);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "？");
-    word(g, "因为", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, cause_role(g), CAUSE_ANY, SUBJ_PRONOUN);
-    punct(g, "。");
-}
-
-/* Z9 "王芳给了李伟一个苹果，因为他饿了。谁饿了？李伟。" */
-static void zh_who(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "，");
-    word(g, "因为", FFN_WORD_FUNCTION);
-    int role = cause_role(g);
-    const cause *c = pick_cause(g, role, sc.obj->cat, CAUSE_ASK);
-    person *self = role == FFN_ROLE_GIVER ? &sc.giver : &sc.receiver;
-    person *other = role == FFN_ROLE_GIVER ? &sc.receiver : &sc.giver;
-    render(g, c->phrase, self, other, &np, SUBJ_PRONOUN);
-    punct(g, "。");
-    render(g, c->phrase, self, other, &np, SUBJ_ASK);
-    punct(g, "？");
-    name(g, self);
-    punct(g, "。");
-}
-
-/* Z10 "王芳告诉李强，她会把苹果送给张伟，因为他饿了。" */
-static void zh_told(gen *g) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "告诉", FFN_WORD_VERB);
-    name(g, &sc.third);
-    punct(g, "，");
-    pronoun(g, &sc.giver, 'S');
-    word(g, "会", FFN_WORD_FUNCTION);
-    if (!zh_kind1(&sc)) {
-        word(g, "把", FFN_WORD_FUNCTION);
-        np.n = sc.obj;
-        np.definite = 1;
-        np.noun_word = emit(g, sc.obj->word, FFN_WORD_OBJECT, 0, 0, -1);
-        word(g, sc.verb->past, FFN_WORD_VERB);
-        name(g, &sc.receiver);
-    } else {
-        word(g, "给", FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-        word(g, sc.verb->past, FFN_WORD_VERB);
-        zh_np(g, &sc, &np, 0);
-    }
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z11 "李伟从王芳那里得到了一个苹果，因为他饿了。" */
-static void zh_from(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.receiver);
-    word(g, "从", FFN_WORD_FUNCTION);
-    name(g, &sc.giver);
-    word(g, "那里", FFN_WORD_FUNCTION);
-    word(g, "得到", FFN_WORD_VERB);
-    word(g, "了", FFN_WORD_FUNCTION);
-    zh_np(g, &sc, &np, 0);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z12 "苹果被王芳送给了李伟，因为他饿了。" / "苹果是王芳给李伟买的，..." */
-static void zh_passive(gen *g) {
-    scene sc;
-    objnp np = {0};
-    new_scene(g, &sc, NEED_ANY);
-    np.n = sc.obj;
-    np.definite = 1;
-    np.noun_word = emit(g, sc.obj->word, FFN_WORD_OBJECT, 0, 0, -1);
-    if (!zh_kind1(&sc)) {
-        word(g, "被", FFN_WORD_FUNCTION);
-        name(g, &sc.giver);
-        word(g, sc.verb->past, FFN_WORD_VERB);
-        word(g, "了", FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-    } else {
-        word(g, "是", FFN_WORD_VERB);
-        name(g, &sc.giver);
-        word(g, "给", FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-        word(g, sc.verb->past, FFN_WORD_VERB);
-        word(g, "的", FFN_WORD_FUNCTION);
-    }
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z13 "王芳想送给李伟一个苹果，因为他饿了。" */
-static void zh_want(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    word(g, "想", FFN_WORD_VERB);
-    if (!zh_kind1(&sc)) {
-        word(g, sc.verb->past, FFN_WORD_VERB);
-        name(g, &sc.receiver);
-    } else {
-        word(g, "给", FFN_WORD_FUNCTION);
-        name(g, &sc.receiver);
-        word(g, sc.verb->past, FFN_WORD_VERB);
-    }
-    zh_np(g, &sc, &np, 0);
-    zh_because(g, &sc, &np);
-    punct(g, "。");
-}
-
-/* Z14 "王芳给了李伟一个苹果。他饿了。" */
-static void zh_two_sentences(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "。");
-    say_cause(g, &sc, &np, cause_role(g), CAUSE_ANY, SUBJ_PRONOUN);
-    punct(g, "。");
-}
-
-/* Z15 "王芳给了李伟一个苹果，因为她的苹果太多了，而且他饿了。" */
-static void zh_two_causes(gen *g) {
-    scene sc;
-    objnp np;
-    new_scene(g, &sc, NEED_ANY);
-    name(g, &sc.giver);
-    zh_give_rest(g, &sc, &np, 0, 0);
-    punct(g, "，");
-    word(g, "因为", FFN_WORD_FUNCTION);
-    int first = cause_role(g);
-    say_cause(g, &sc, &np, first, CAUSE_ANY, SUBJ_PRONOUN);
-    punct(g, "，");
-    word(g, "而且", FFN_WORD_FUNCTION);
-    say_cause(g, &sc, &np, first == FFN_ROLE_GIVER ? FFN_ROLE_RECEIVER : FFN_ROLE_GIVER, CAUSE_ANY,
-              SUBJ_PRONOUN);
-    punct(g, "。");
-}
-
-T0(zh_plain) T0(zh_ba) T0(zh_so_giver) T0(zh_then) T0(zh_relative) T0(zh_object_relative)
-T0(zh_why) T0(zh_who) T0(zh_told) T0(zh_from) T0(zh_passive) T0(zh_want) T0(zh_two_sentences)
-T0(zh_two_causes)
-
-static const template_entry zh_templates[] = {
-    {zh_plain_0, 0, 16},         {zh_ba_0, 0, 10},          {zh_state_first, 0, 5},
-    {zh_so_giver_0, 0, 4},       {zh_then_0, 0, 5},         {zh_relative_0, 0, 5},
-    {zh_object_relative_0, 0, 4}, {zh_why_0, 0, 5},         {zh_who_0, 0, 6},
-    {zh_told_0, 0, 4},           {zh_from_0, 0, 5},         {zh_passive_0, 0, 4},
-    {zh_want_0, 0, 3},           {zh_two_sentences_0, 0, 4}, {zh_two_causes_0, 0, 4},
-    {zh_state_first, 1, 4},
+static const language english = {
+    TABLES(en),
+    .spaced = 1,
+    .pronouns = {{"she", "her", "her", "hers"}, {"he", "him", "his", "his"}},
+    .who = "who", .it = "it", .one = "one",
 };
+
+static const language chinese = {
+    TABLES(zh),
+    .spaced = 0,
+    .surnames = zh_surnames, .n_surnames = COUNT(zh_surnames),
+    .pronouns = {{"她", "她", "她的", "她的"}, {"他", "他", "他的", "他的"}},
+    .who = "谁", .it = "它", .one = NULL,
+};
+
+static const language *language_of(ffn_lang lang) {
+    return lang == FFN_LANG_EN ? &english : lang == FFN_LANG_ZH ? &chinese : NULL;
+}
+
+/* One sentence: a template drawn by weight, its scene, then its markup. */
+static void say_sentence(gen *g, int total_weight) {
+    const sentence_template *t = g->L->templates;
+    int r = (int)ffn_rng_below(&g->r, (uint64_t)total_weight);
+    while (r >= t->weight) r -= (t++)->weight;
+    sentence s = {.g = g, .said_role = FFN_ROLE_RECEIVER};
+    new_scene(g, &s.sc, t->need);
+    s.np = (objnp){.n = s.sc.obj, .definite = 0, .noun_word = -1};
+    render_str(&s, t->text, &s.sc.giver, &s.sc.receiver, SUBJ_PRONOUN);
+}
 
 /* ---- the public entry points ---------------------------------------------- */
 
@@ -1705,17 +1458,12 @@ ffn_status ffn_corpus_generate(ffn_lang lang, uint64_t seed, int64_t n_sentences
     if (n_sentences < 1 || n_sentences > 10000000)
         return ffn_error(FFN_ERR_CONFIG, "corpus: sentences: expected 1 .. 10000000, got %lld",
                          (long long)n_sentences);
-    gen g = {.lang = lang, .line_start = 1, .cap_next = 1};
+    gen g = {.L = language_of(lang), .line_start = 1, .cap_next = 1};
     ffn_rng_seed(&g.r, seed);
-    const template_entry *t = lang == FFN_LANG_EN ? en_templates : zh_templates;
-    int64_t nt = lang == FFN_LANG_EN ? COUNT(en_templates) : COUNT(zh_templates);
     int total = 0;
-    for (int64_t i = 0; i < nt; i++) total += t[i].weight;
+    for (int64_t i = 0; i < g.L->n_templates; i++) total += g.L->templates[i].weight;
     for (int64_t s = 0; s < n_sentences && !g.err; s++) {
-        int r = (int)ffn_rng_below(&g.r, (uint64_t)total);
-        int64_t k = 0;
-        while (r >= t[k].weight) r -= t[k++].weight;
-        t[k].fn(&g, t[k].arg);
+        say_sentence(&g, total);
         end_line(&g);
     }
     ffn_corpus *c = g.err ? NULL : calloc(1, sizeof *c);
@@ -1750,18 +1498,10 @@ int64_t ffn_corpus_word_at(const ffn_corpus *c, int64_t offset, int64_t length) 
 
 ffn_status ffn_corpus_get_inventory(ffn_lang lang, ffn_corpus_inventory *out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_corpus_get_inventory: out is NULL");
-    if (lang == FFN_LANG_EN) {
-        *out = (ffn_corpus_inventory){COUNT(en_female), COUNT(en_male), 0, COUNT(en_nouns),
-                                      COUNT(en_verbs), COUNT(en_templates),
-                                      COUNT(en_giver_causes), COUNT(en_receiver_causes),
-                                      COUNT(en_adjectives)};
-    } else if (lang == FFN_LANG_ZH) {
-        *out = (ffn_corpus_inventory){COUNT(zh_female), COUNT(zh_male), COUNT(zh_surnames),
-                                      COUNT(zh_nouns), COUNT(zh_verbs), COUNT(zh_templates),
-                                      COUNT(zh_giver_causes), COUNT(zh_receiver_causes),
-                                      COUNT(zh_adjectives)};
-    } else {
-        return ffn_error(FFN_ERR_INVALID_ARG, "corpus: unknown language %d", (int)lang);
-    }
+    const language *L = language_of(lang);
+    if (!L) return ffn_error(FFN_ERR_INVALID_ARG, "corpus: unknown language %d", (int)lang);
+    *out = (ffn_corpus_inventory){L->n_female, L->n_male, L->n_surnames, L->n_nouns, L->n_verbs,
+                                  L->n_templates, L->n_giver_causes, L->n_receiver_causes,
+                                  L->n_adjectives};
     return FFN_OK;
 }

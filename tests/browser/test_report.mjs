@@ -6,8 +6,12 @@
 // request other than the file itself.  Clicks tokens and checks that the
 // neuron panel shows exactly that token's data from the embedded JSON;
 // switches layers and models; checks the parameter chart, the curves and the
-// linear-collapse table; keeps screenshots in build/test-artifacts/; and
-// checks that a 200-token prompt loads and responds within a few seconds.
+// linear-collapse table; keeps screenshots in build/test-artifacts/; checks
+// the page on a 390x844 phone screen (tables scroll in their own box with a
+// hint, labels unclipped, the MoE expert load); checks that a 200-token
+// prompt loads and responds within a few seconds.  The number and token
+// formatting it expects comes from tools/report/format.js itself, and the
+// page must run tools/report/format.js and report.js byte for byte.
 //
 // Needs: node >= 20, /usr/bin/chromium (apt-get install chromium), and
 // `npm ci` in tests/browser (scripts/test.sh does it).  A missing piece is
@@ -19,6 +23,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
+import vm from 'node:vm';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -81,6 +86,11 @@ const sentence = 'Mary gave John the apple because he was hungry. ';
 let long = '';
 while (long.length < 200) long += sentence;
 long = long.slice(0, 200);
+const runNone = path.join(tmp, 'run-none');
+run(['compare', '--variants', 'none', '--steps', '4', '--seeds', '1', '--hidden-size', '32', '--batch-size', '4',
+  '--seq-len', '32', '--eval-every', '2', '--eval-batches', '1', '--sentences', '500', '--threads', '2', '--out', runNone]);
+const reportNone = path.join(tmp, 'report-none.html');
+run(['report', runNone, '--out', reportNone, '--threads', '2']);
 const report200 = path.join(tmp, 'report200.html');
 run(['report', runDir, '--out', report200, '--prompt', long, '--threads', '2']);
 
@@ -101,8 +111,9 @@ try {
 }
 
 const problems = [];
-async function openPage(file) {
+async function openPage(file, viewport) {
   const page = await context.newPage();
+  if (viewport) await page.setViewportSize(viewport);
   const url = pathToFileURL(file).href;
   page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error on ${path.basename(file)}: ${m.text()}`); });
   page.on('pageerror', (e) => problems.push(`page error on ${path.basename(file)}: ${e.message}`));
@@ -113,21 +124,23 @@ async function openPage(file) {
   return { page, ms: Date.now() - start };
 }
 
-// what the page should show for a number and a token (mirrors the viewer)
-function fmtNum(x, digits) {
-  if (x === null || x === undefined || !isFinite(x)) return '-';
-  const a = Math.abs(x);
-  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
-  return x.toFixed(digits === undefined ? 3 : digits);
-}
-function showToken(s) {
-  if (s === undefined || s === null) return '?';
-  if (s === '') return '\u2205';
-  const t = s.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/\r/g, '\u240d')
-    .replace(/[\u0000-\u001f\u007f]/g, (c) => '\\x' + c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0'));
-  if (/^ +$/.test(t)) return t.length === 1 ? '\u2423' : '\u2423\u00d7' + t.length;
-  return t;
-}
+// What the page should show for a number and a token: the viewer's own
+// format.js, loaded as it is (the page embeds the same file).
+const assetDir = path.join(root, 'tools', 'report');
+const formatJs = fs.readFileSync(path.join(assetDir, 'format.js'), 'utf8');
+const viewerJs = fs.readFileSync(path.join(assetDir, 'report.js'), 'utf8');
+const fmt = vm.createContext({});
+vm.runInContext(formatJs, fmt, { filename: 'format.js' });
+const { fmtNum, showToken, niceTicks, pct } = fmt;
+ok(typeof fmtNum === 'function' && typeof showToken === 'function' && typeof niceTicks === 'function',
+  'tools/report/format.js defines fmtNum, showToken and niceTicks');
+ok(fmtNum(0.5) === '0.500' && fmtNum(123456) === '1.23e+5' && fmtNum(NaN) === '-' && fmtNum(2, 1) === '2.0',
+  'format.js: fmtNum', [fmtNum(0.5), fmtNum(123456), fmtNum(NaN), fmtNum(2, 1)].join(' '));
+ok(showToken(' ') === '\u2423' && showToken('   ') === '\u2423\u00d73' && showToken('\n') === '\u21b5' &&
+  showToken('') === '\u2205' && showToken('\u0001') === '\\x01' && showToken('ab') === 'ab',
+  'format.js: showToken makes whitespace and control bytes visible');
+ok(JSON.stringify(niceTicks(2.13, 4.87, 5)) === JSON.stringify([2.5, 3, 3.5, 4, 4.5]),
+  'format.js: niceTicks gives round ticks', JSON.stringify(niceTicks(2.13, 4.87, 5)));
 
 // The panel's rows against the JSON entry of (model, token, layer).
 async function checkPanel(page, data, mi, t, li, what) {
@@ -178,6 +191,9 @@ try {
   const { page, ms } = await openPage(report);
   console.log(`# report loaded in ${ms} ms`);
   const data = await page.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent));
+  const scripts = await page.evaluate(() => [...document.querySelectorAll('script:not([type])')].map((s) => s.textContent));
+  ok(scripts.length === 2 && scripts[0] === '\n' + formatJs && scripts[1] === '\n' + viewerJs,
+    'the page runs tools/report/format.js and report.js byte for byte', scripts.map((x) => x.length).join(','));
 
   // curves, table, parameters, collapse
   const curvePaths = await page.locator('#curve-plot svg path').count();
@@ -249,11 +265,84 @@ try {
   // readable at 1366x768: nothing wider than the window
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   ok(overflow <= 0, 'no horizontal scrolling at 1366x768', `${overflow}px too wide`);
+  ok(await page.locator('#neuron-panel .table-box').count() === 1 && await page.locator('#neuron-panel .table-box.scrolls').count() === 0 &&
+    !(await page.locator('#neuron-panel .scroll-hint').isVisible()), 'at 1366x768 the neuron table fits: no scroll hint');
+  // the sentence over the bars follows from their numbers; a model without an FFN has no F
+  const lead = await page.locator('#param-lead').textContent();
+  const tot = (p) => Object.values(p.parts).reduce((a, b) => a + b, 0);
+  const largest = data.params.reduce((a, p) => (tot(p) > tot(a) ? p : a));
+  ok(lead.includes(`Of ${largest.name}\u2019s`) && lead.includes(`${pct(largest.parts.ffn / tot(largest))} are in the FFN and ${pct(largest.parts.embeddings / tot(largest))} in the embeddings`),
+    'the parameter sentence states the largest model\'s FFN and embedding shares', lead);
   // the parameter view toggle
   await page.selectOption('#param-view', 'active');
   const moeBar = await page.locator('#param-chart .prow').nth(2).locator('small').textContent();
   ok(/active/.test(moeBar), 'parameter chart switches to active parameters', moeBar);
   await page.close();
+
+  // ---- a phone: 390x844 ----------------------------------------------------------
+  const phone = (await openPage(report, { width: 390, height: 844 })).page;
+  await clickToken(phone, 5);
+  // nothing wider than the screen, except inside a box that scrolls sideways
+  const wide = await phone.evaluate(() => {
+    const vw = document.documentElement.clientWidth, out = [];
+    const inScrollBox = (e) => {
+      for (let p = e.parentElement; p; p = p.parentElement) {
+        const ox = getComputedStyle(p).overflowX;
+        if ((ox === 'auto' || ox === 'scroll') && p.getBoundingClientRect().right <= vw + 0.5) return true;
+      }
+      return false;
+    };
+    for (const e of document.querySelectorAll('body *')) {
+      const r = e.getBoundingClientRect();
+      if (r.width > 0 && (r.right > vw + 0.5 || r.left < -0.5) && !inScrollBox(e))
+        out.push(`${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${e.className ? '.' + String(e.className).split(' ')[0] : ''} ${Math.round(r.left)}..${Math.round(r.right)}`);
+    }
+    return { vw, scroll: document.documentElement.scrollWidth, out };
+  });
+  ok(wide.vw === 390 && wide.scroll <= 390 && wide.out.length === 0,
+    'phone 390x844: no element wider than the screen outside a scroll box', `page ${wide.scroll}px; ${wide.out.slice(0, 5).join(', ')}`);
+  // the neuron table scrolls in its own box, says so, and its promotes column can be reached
+  const ntable = await phone.evaluate(() => {
+    const box = document.querySelector('#neuron-panel .table-box');
+    const wrap = box.querySelector('.table-wrap'), hint = box.querySelector('.scroll-hint');
+    const before = { overflows: wrap.scrollWidth > wrap.clientWidth, hint: hint.getBoundingClientRect().height > 0 ? hint.textContent : '' };
+    wrap.scrollLeft = wrap.scrollWidth;
+    const cell = document.querySelector('#neuron-panel td.promo'), r = cell.getBoundingClientRect();
+    const at = document.elementFromPoint(Math.min(r.left + 10, r.right - 1), r.top + r.height / 2);
+    return { ...before, wide: wrap.scrollWidth, left: r.left, right: r.right, hit: !!(at && cell.contains(at)) };
+  });
+  ok(ntable.overflows && /promoted tokens/.test(ntable.hint) && /scroll/.test(ntable.hint),
+    `phone: the ${ntable.wide}px neuron table scrolls inside its box, with a visible hint`, JSON.stringify(ntable));
+  ok(ntable.hit && ntable.left >= 0 && ntable.left < 390, 'phone: scrolled sideways, the promotes column is on screen', JSON.stringify(ntable));
+  // the parameter labels: above their bars, not clipped; the segment labels fit
+  const params = await phone.evaluate(() => [...document.querySelectorAll('#param-chart .prow')].map((r) => {
+    const name = r.querySelector('.pname'), bar = r.querySelector('.pbar');
+    return { text: name.textContent, clipped: name.scrollWidth > name.clientWidth + 1, bar: bar.getBoundingClientRect().width,
+      segs: [...bar.children].filter((d) => d.scrollWidth > d.clientWidth + 1).map((d) => d.textContent) };
+  }));
+  ok(params.length === 4 && params.every((p) => !p.clipped && p.bar > 300 && p.segs.length === 0),
+    'phone: parameter labels unclipped above full-width bars, every segment label fits', JSON.stringify(params));
+  await phone.screenshot({ path: path.join(artifacts, 'report-phone.png'), fullPage: true });
+  await phone.locator('#neurons').screenshot({ path: path.join(artifacts, 'report-phone-neurons.png') });
+  await phone.locator('#params').screenshot({ path: path.join(artifacts, 'report-phone-params.png') });
+  // the MoE model on the phone: the expert load of the prompt at this layer
+  await phone.selectOption('#model-select', '1');
+  await phone.waitForFunction(() => document.getElementById('neuron-panel').getAttribute('data-model') === 'moe', null, { timeout: 5000 });
+  const moeM = data.models[1], moeLayer = +(await phone.locator('#layer-select').inputValue());
+  const load = await phone.evaluate(() => [...document.querySelectorAll('#expert-load .share')].map((e) => [+e.getAttribute('data-expert'), e.textContent]));
+  const wantLoad = [];
+  for (let x = 0; x < moeM.experts; x++)
+    wantLoad.push([x, pct(moeM.tok.filter((row) => row[moeLayer].e.some((p) => p[0] === x)).length / moeM.tok.length)]);
+  ok(moeM.experts === 4 && moeM.experts_per_tok === 2 && JSON.stringify(load) === JSON.stringify(wantLoad),
+    `MoE: per-expert token share of the prompt shown (${wantLoad.map((w) => 'E' + w[0] + ' ' + w[1]).join(', ')})`, JSON.stringify(load));
+  await phone.locator('#neurons').screenshot({ path: path.join(artifacts, 'report-phone-moe.png') });
+  await phone.close();
+
+  // a run without an FFN (variant none): no F in its label, no neuron section to fill
+  const nonePage = (await openPage(reportNone)).page;
+  const noneRow = await nonePage.locator('#param-chart .prow').first().textContent();
+  ok(/^none/.test(noneRow) && /no FFN/.test(noneRow) && !/, F \d/.test(noneRow), 'the variant without an FFN shows no F', noneRow);
+  await nonePage.close();
 
   // a 200-token prompt
   const big = await openPage(report200);

@@ -55,7 +55,7 @@ variants=none,linear,gelu,swiglu,moe
     --out "$tmp/cmp" --json >"$tmp/cmp.json" 2>"$tmp/cmp.err" ||
     { cat "$tmp/cmp.err"; fail "compare --json failed"; }
 $PY - "$tmp/cmp.json" "$tmp/cmp" "$variants" 2 <<'PYEOF' || fail "compare JSON / SVG / checkpoints"
-import json, os, sys
+import json, math, os, sys
 import xml.etree.ElementTree as ET
 
 path, out, variants, seeds = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
@@ -122,6 +122,14 @@ for e in lines:
 text = " ".join("".join(e.itertext()) for e in root.iter() if e.tag.split("}")[-1] == "text")
 for v in variants:
     check(v in text, f"val_loss.svg names {v}")
+check("validation loss" in text, "val_loss.svg: the y axis is labelled")
+yt = [float(e.text) for e in root.iter() if e.tag.split("}")[-1] == "text" and e.get("text-anchor") == "end"]
+gaps = [b - a for a, b in zip(yt, yt[1:])]
+step = gaps[0] if gaps else 0
+mant = step / 10 ** math.floor(math.log10(step)) if step > 0 else 0
+check(len(yt) >= 3 and all(abs(g - step) < 1e-9 + 1e-6 * step for g in gaps) and
+      any(abs(mant - m) < 1e-6 for m in (1, 2, 5)) and all(abs(t / step - round(t / step)) < 1e-6 for t in yt),
+      f"val_loss.svg: round y ticks {yt}")
 
 # a checkpoint per run
 for v in variants:

@@ -1,0 +1,39 @@
+// format.js -- how the report shows numbers and tokens: pure functions with
+// no page state, loaded by the page before report.js and loaded as they are
+// by tests/browser/test_report.mjs, which checks the panel against them.
+'use strict';
+
+function fmtCount(n) {
+  if (n === null || n === undefined) return '-';
+  var a = Math.abs(n);
+  if (a >= 1e9) return (n / 1e9).toFixed(2) + 'B';
+  if (a >= 1e6) return (n / 1e6).toFixed(2) + 'M';
+  if (a >= 1e4) return (n / 1e3).toFixed(1) + 'k';
+  return String(Math.round(n));
+}
+function fmtNum(x, digits) {
+  if (x === null || x === undefined || !isFinite(x)) return '-';
+  var a = Math.abs(x);
+  if (a !== 0 && (a < 1e-3 || a >= 1e5)) return x.toExponential(2);
+  return x.toFixed(digits === undefined ? 3 : digits);
+}
+function pct(x) { return (100 * x).toFixed(x < 0.1 ? 1 : 0) + '%'; }
+function niceTicks(lo, hi, n) {
+  var span = hi - lo;
+  if (!(span > 0)) return [lo];
+  var step = Math.pow(10, Math.floor(Math.log10(span / n)));
+  var err = span / n / step;
+  if (err >= 7.5) step *= 10; else if (err >= 3.5) step *= 5; else if (err >= 1.5) step *= 2;
+  var out = [];
+  for (var v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push(+v.toFixed(10));
+  return out;
+}
+/* a token's text made visible: whitespace-only tokens get a symbol */
+function showToken(s) {
+  if (s === undefined || s === null) return '?';
+  if (s === '') return '\u2205';
+  var t = s.replace(/\n/g, '\u21b5').replace(/\t/g, '\u21e5').replace(/\r/g, '\u240d')
+    .replace(/[\u0000-\u001f\u007f]/g, function (c) { return '\\x' + (c.charCodeAt(0) < 16 ? '0' : '') + c.charCodeAt(0).toString(16).toUpperCase(); });
+  if (/^ +$/.test(t)) return t.length === 1 ? '\u2423' : '\u2423\u00d7' + t.length;
+  return t;
+}
