@@ -213,22 +213,24 @@ static void list_points(char *buf, size_t size, int only_patchable) {
     }
 }
 
+static ffn_status bad_form(const char *name) {
+    char pts[256];
+    list_points(pts, sizeof pts, 0);
+    return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': expected 'layers.<layer>.<point>' with a "
+                     "point among %s", name, pts);
+}
+
 static ffn_status lookup(const ffn_model *m, const char *name, int64_t *layer, int *point) {
     const ffn_model_config *c = ffn_model_get_config(m);
     const int64_t L = c->num_hidden_layers;
-    char pts[256];
-    list_points(pts, sizeof pts, 0);
     if (!name) return ffn_error(FFN_ERR_INVALID_ARG, "tap: the name is NULL");
-    const char *s = name;
-    if (strncmp(s, "layers.", 7) != 0 || (!(s[7] >= '0' && s[7] <= '9') && s[7] != '-'))
-        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': expected 'layers.<layer>.<point>' with "
-                         "a point among %s", name, pts);
+    if (strncmp(name, "layers.", 7) != 0 ||
+        (!(name[7] >= '0' && name[7] <= '9') && name[7] != '-'))
+        return bad_form(name);
     char *end = NULL;
     errno = 0;
-    long long l = strtoll(s + 7, &end, 10);
-    if (errno || end == s + 7 || *end != '.')
-        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': expected 'layers.<layer>.<point>' with "
-                         "a point among %s", name, pts);
+    long long l = strtoll(name + 7, &end, 10);
+    if (errno || end == name + 7 || *end != '.') return bad_form(name);
     if (l < 0 || l >= L)
         return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': layer %lld out of range (model has "
                          "%lld layers: 0..%lld)", name, l, (long long)L, (long long)(L - 1));
@@ -236,9 +238,12 @@ static ffn_status lookup(const ffn_model *m, const char *name, int64_t *layer, i
     int p = -1;
     for (int i = 0; i < FFN_TAP_N_POINTS; i++)
         if (!strcmp(pn, point_names[i])) p = i;
-    if (p < 0)
+    if (p < 0) {
+        char pts[256];
+        list_points(pts, sizeof pts, 0);
         return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': unknown point '%s' (expected one of %s)",
                          name, pn, pts);
+    }
     int moe = ffn_model_config_layer_is_moe(c, l);
     int has_ffn = moe || c->mlp_type != FFN_MODEL_MLP_NONE;
     if ((p == FFN_TAP_ROUTER_LOGITS || p == FFN_TAP_EXPERT_IDS || p == FFN_TAP_EXPERT_WEIGHTS) &&
