@@ -44,12 +44,17 @@
  * not change the ranking).  "Promoted tokens" are the P largest entries.
  *
  * ---- Running a sequence -------------------------------------------------------
- * The functions here run the model's forward themselves (the same
- * arithmetic as ffn_model_logits, checked by the unit tests to float
- * rounding) to capture every layer's FFN input and output; the FFN output
- * is computed by the library's ffn_layer / ffn_moe code, independent of
- * the neuron decomposition, so Σ m_i v_i + b = y is a real check.
- * They allocate (analysis, not a hot path) and never modify the model.
+ * Everything here reads the model's own forward through taps
+ * (include/ffn/tap.h): mlp_in, mlp_out, gate_pre, up, m and the routing of
+ * one ffn_model call (ffn_inspect_probe: many windows per call).  Neurons
+ * the forward did not compute (ffn_inspect_neurons on given rows, an
+ * expert on every row, the shared expert) come from the model's own layer
+ * objects through the same hook.  The FFN output y is the layer's, from its
+ * down projection, independent of the decomposition, so Σ m_i v_i + b = y
+ * is a real check.  The caller's own taps are set aside and restored.
+ * They allocate (analysis, not a hot path) and never change the weights;
+ * a model created for shorter or fewer sequences than a call needs grows
+ * its activation block (ffn_model_reserve), which resets its KV cache.
  * Token ids must be in [0, V) and 1 <= T <= max_position_embeddings.
  *
  * Example (the report's per-token data):
