@@ -56,8 +56,8 @@
  *
  * ---- Cost and memory --------------------------------------------------------
  * A selected point allocates max_batch·max_seq·width floats when it is
- * selected (attn_probs twice that times H·max_seq / width), never in the
- * forward.  With nothing selected and nothing patched a forward is the
+ * selected (attn_probs: twice max_batch·max_seq·H·max_seq), never in the
+ * forward; patches hold their vectors.  With nothing selected and nothing patched a forward is the
  * untapped one, bit for bit and at the same speed.  Capturing copies the
  * rows once.  Capturing gate_pre/up/m keeps the layer's usual (fused)
  * kernels; patching them makes that layer run unfused (input projection,

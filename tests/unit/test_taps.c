@@ -271,6 +271,36 @@ static void test_zero_neuron(ffn_model *m, const char *name) {
     float base[T * V];
     ffn_model_logits(m, base, tok, 1, T);
     CHECK(max_abs_diff(base, a, T * V) > 1e-4, "%s: zeroing m_%d changed nothing", name, I);
+    /* up_I = 0 gives m_I = act(g)·0 (gated) or silu(0) = 0 (dense): the same logits */
+    CHECK(ffn_model_tap_patch(m, "layers.0.up", -1, I, FFN_TAP_OP_SET, 0.0f) == FFN_OK,
+          "patch up: %s", ffn_last_error());
+    ffn_model_logits(m, b, tok, 1, T);
+    CHECK(max_abs_diff(a, b, T * V) == 0.0, "%s: up_I = 0 differs from m_I = 0", name);
+    ffn_model_taps_clear(m);
+    /* a routed expert's neuron (MoE layer 1): expert e's down_proj column i zeroed */
+    const ffn_model_config *c = ffn_model_get_config(m);
+    if (!ffn_model_config_layer_is_moe(c, 1)) return;
+    const int64_t Fe = c->moe_intermediate_size, ex = 1, i = 4;
+    CHECK(ffn_model_tap_patch(m, "layers.1.m", -1, ex * Fe + i, FFN_TAP_OP_SET, 0.0f) == FFN_OK,
+          "patch: %s", ffn_last_error());
+    ffn_model_logits(m, a, tok, 1, T);
+    ffn_model_reset(m);
+    for (int t = 0; t < T; t++) ffn_model_step(m, tok[t], s1);
+    ffn_model_taps_clear(m);
+    float *ed = (float *)tensor(m, "model.layers.1.mlp.experts.%lld.down_proj.weight%.0lld", ex, 0);
+    for (int d = 0; d < D; d++) keep[d] = ed[d * Fe + i], ed[d * Fe + i] = 0.0f;
+    ffn_model_params_changed(m);
+    ffn_model_logits(m, b, tok, 1, T);
+    ffn_model_reset(m);
+    for (int t = 0; t < T; t++) ffn_model_step(m, tok[t], s2);
+    for (int d = 0; d < D; d++) ed[d * Fe + i] = keep[d];
+    ffn_model_params_changed(m);
+    e = max_abs_diff(a, b, T * V), e2 = max_abs_diff(s1, s2, V);
+    printf("%-14s zero expert %lld neuron %lld vs its down_proj column zeroed: %.3g (decode %.3g)\n",
+           name, (long long)ex, (long long)i, e, e2);
+    CHECK(e <= 1e-5 * (1 + mx) && e2 <= 1e-5 * (1 + mx), "%s: zeroing an expert's m_i (%g, %g)",
+          name, e, e2);
+    CHECK(max_abs_diff(base, a, T * V) > 1e-5, "%s: zeroing the expert neuron changed nothing", name);
 }
 
 static void test_patch_position(ffn_model *m, const char *name) {
