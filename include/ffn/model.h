@@ -73,6 +73,12 @@
  * Threads: every call uses the context's threads (matrix products, and
  * attention parallel over (sequence, head)).
  *
+ * Taps (include/ffn/tap.h) read and patch named points of this forward
+ * (residual stream, attention output, the FFN's input, gates, m and
+ * output, routing, attention probabilities) in ffn_model_logits,
+ * ffn_model_eval_loss and the KV-cache calls; with none selected the
+ * forward is bitwise the untapped one.
+ *
  * Example (training step, the optimizer is the caller's):
  *     ffn_model_config cfg;  ffn_model_config_default(&cfg);
  *     cfg.vocab_size = 256;  cfg.max_position_embeddings = 128;

@@ -259,13 +259,15 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
     ffn_probe_result *r = calloc(1, sizeof *r);
     float *xin = malloc((size_t)(L * n_lab * D) * sizeof *xin); /* (L, n_lab, D) */
     float **gfeat = calloc((size_t)L, sizeof *gfeat);          /* (n_lab, F) dense/gated layers */
+    const float **xrows = calloc((size_t)L, sizeof *xrows);    /* tapped rows of one forward */
+    const float **grows = calloc((size_t)L, sizeof *grows);
     int8_t *y = malloc((size_t)n_lab), *sp = malloc((size_t)n_lab);
     int64_t *w0 = malloc((size_t)(n + 1) * sizeof *w0);          /* window starts */
     int32_t *batch = NULL, *ignore = NULL;
     float *feat = NULL;
     ffn_taps *stash = ffn_model_taps_stash(m);
     if (r) r->layers = calloc((size_t)NL, sizeof *r->layers);
-    if (!r || !r->layers || !xin || !gfeat || !y || !sp || !w0) {
+    if (!r || !r->layers || !xin || !gfeat || !xrows || !grows || !y || !sp || !w0) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (%lld labelled tokens)", fn,
                        (long long)n_lab);
         goto fail;
@@ -330,27 +332,33 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
         }
         ffn_model_loss loss;
         if ((st = ffn_model_eval_loss(m, batch, ignore, nb, Tb, &loss))) goto fail;
+        const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+        const int64_t F = c->intermediate_size;
+        for (int64_t l = 0; l < L; l++) { /* this forward's rows of every tapped point */
+            char name[64];
+            ffn_tap_view v;
+            xrows[l] = grows[l] = NULL;
+            if (ffn_inspect_layer_width(m, l) == 0) continue;
+            ffn_tap_name(name, sizeof name, l, FFN_TAP_MLP_IN);
+            if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
+            xrows[l] = v.data;
+            if (!gfeat[l]) continue;
+            ffn_tap_name(name, sizeof name, l, gated ? FFN_TAP_GATE_PRE : FFN_TAP_M);
+            if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
+            grows[l] = v.data;
+        }
         for (int64_t b = 0; b < nb; b++) {
             const int64_t s0 = w0[w + b], end = w0[w + b + 1];
             for (int64_t i = s0; i < end; i++) {
                 if (labels[i] < 0) continue;
                 const int64_t row = b * Tb + (i - s0);
                 for (int64_t l = 0; l < L; l++) {
-                    if (ffn_inspect_layer_width(m, l) == 0) continue;
-                    char name[64];
-                    ffn_tap_view v;
-                    ffn_tap_name(name, sizeof name, l, FFN_TAP_MLP_IN);
-                    if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
-                    memcpy(xin + (l * n_lab + k) * D, (const float *)v.data + row * D,
-                           (size_t)D * sizeof *xin);
-                    if (!gfeat[l]) continue;
-                    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
-                    const int64_t F = c->intermediate_size;
-                    ffn_tap_name(name, sizeof name, l, gated ? FFN_TAP_GATE_PRE : FFN_TAP_M);
-                    if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
-                    const float *g = (const float *)v.data + row * F;
+                    if (!xrows[l]) continue;
+                    memcpy(xin + (l * n_lab + k) * D, xrows[l] + row * D, (size_t)D * sizeof *xin);
+                    if (!grows[l]) continue;
+                    const float *g = grows[l] + row * F;
                     if (gated) ffn_act_fwd(c->hidden_act, gfeat[l] + k * F, g, F);
-                    else memcpy(gfeat[l] + k * F, g, (size_t)F * sizeof(float));
+                    else memcpy(gfeat[l] + k * F, g, (size_t)F * sizeof(float)); /* act(up) */
                 }
                 y[k] = labels[i];
                 sp[k] = split[i] != 0;
@@ -406,6 +414,7 @@ fail:
     ffn_probe_result_free(r);
     for (int64_t l = 0; gfeat && l < L; l++) free(gfeat[l]);
     free(xin), free(gfeat), free(y), free(sp), free(feat), free(w0), free(batch), free(ignore);
+    free(xrows), free(grows);
     return st;
 }
 

@@ -33,6 +33,11 @@
  * fit the workspace, runs on ffn_gemm over the caller's plain weights
  * instead -- the same numbers within rounding.
  *
+ * Taps.  ffn_layer_forward_hooked (src/nn/ffn_hook.h) shows the model's
+ * taps gu and h between the epilogue and the down projection: after the
+ * usual path when the hook only reads, on the unfused path (decode: the
+ * streaming input projection, then ffn_gemm for down) when it writes.
+ *
  * Determinism (measured by tests/unit/test_layer.c and test_kernels.c):
  *   - every path is bitwise reproducible run to run at a fixed thread count;
  *   - both save modes give bitwise identical results (recompute runs the
