@@ -13,7 +13,7 @@
  *   - the untapped forward is bitwise the same before, with captures only,
  *     and after the taps were cleared; ffn_model_reserve keeps the weights;
  *   - every bad input is an error naming the tap, and leaves the model as
- *     it was. */
+ *     it was; analysis keeps the caller's taps. */
 #include "check.h"
 
 #include <ffn.h>
@@ -500,6 +500,27 @@ static void test_errors(ffn_model *m) {
     CHECK(!memcmp(a, b, sizeof a), "a rejected tap changed the model");
 }
 
+/* analysis (inspect.h) sets the caller's taps aside and puts them back */
+static void test_analysis_keeps_taps(ffn_model *m) {
+    enum { T = 6 };
+    int32_t tok[T];
+    fill_tokens(tok, T);
+    float a[T * V], b[T * V];
+    CHECK(ffn_model_tap_select(m, "layers.1.resid_mid") == FFN_OK &&
+              ffn_model_tap_patch(m, "layers.0.m", 2, 3, FFN_TAP_OP_SCALE, 4.0f) == FFN_OK,
+          "taps: %s", ffn_last_error());
+    ffn_model_logits(m, a, tok, 1, T);
+    float mid[T * D];
+    memcpy(mid, rows(m, "layers.1.resid_mid"), sizeof mid);
+    ffn_inspect_result *r = NULL;
+    CHECK(ffn_inspect_run(ctx, m, tok, T, NULL, &r) == FFN_OK, "run: %s", ffn_last_error());
+    ffn_inspect_result_free(r);
+    CHECK(!memcmp(rows(m, "layers.1.resid_mid"), mid, sizeof mid), "analysis clobbered a capture");
+    ffn_model_logits(m, b, tok, 1, T);
+    CHECK(!memcmp(a, b, sizeof a), "analysis dropped the caller's patch");
+    ffn_model_taps_clear(m);
+}
+
 static void test_none_layer(void) {
     ffn_model *m = make(FFN_MODEL_MLP_NONE, 0, 0, 1);
     if (!m) return;
@@ -532,6 +553,7 @@ int main(void) {
         test_patch_position(m, cases[k].name);
         test_cache_and_batch(m, cases[k].name);
         if (k == 0) test_errors(m);
+        if (k == 0) test_analysis_keeps_taps(m);
         ffn_model_free(m);
     }
     test_none_layer();
