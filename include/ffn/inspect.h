@@ -109,7 +109,10 @@ int64_t ffn_inspect_layer_width(const ffn_model *model, int64_t layer);
  *   gate_pre, gate   (see the overview; dense: gate_pre = up, gate = act(up))
  *   up               up_i·x + b
  *   m                the product m_i
- * No routing weight is applied here. */
+ * No routing weight is applied here.  The rows run through the model's own
+ * layer object for that FFN (the forward's kernels, in chunks of at most
+ * max_batch·max_seq rows), so rows and a row count equal to a forward
+ * call's give that call's tapped values bit for bit. */
 ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *model, int64_t layer, int64_t expert,
                                const float *x, int64_t n, float *gate_pre, float *gate, float *up,
                                float *m);
