@@ -10,6 +10,7 @@
  *   params.h       parameter and FLOP accounting from config.json
  *   data.h         tokenizers and the built-in corpus
  *   model.h        the decoder-only Transformer (forward, backward, KV cache)
+ *   tap.h          taps: named points of the forward to capture and patch
  *   train.h        AdamW, the training loop, checkpoints, generation
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
@@ -39,6 +40,9 @@
 #endif
 #if __has_include("ffn/model.h")
 #include "ffn/model.h"
+#endif
+#if __has_include("ffn/tap.h")
+#include "ffn/tap.h"
 #endif
 #if __has_include("ffn/train.h")
 #include "ffn/train.h"

@@ -44,12 +44,17 @@
  * not change the ranking).  "Promoted tokens" are the P largest entries.
  *
  * ---- Running a sequence -------------------------------------------------------
- * The functions here run the model's forward themselves (the same
- * arithmetic as ffn_model_logits, checked by the unit tests to float
- * rounding) to capture every layer's FFN input and output; the FFN output
- * is computed by the library's ffn_layer / ffn_moe code, independent of
- * the neuron decomposition, so Σ m_i v_i + b = y is a real check.
- * They allocate (analysis, not a hot path) and never modify the model.
+ * Everything here reads the model's own forward through taps
+ * (include/ffn/tap.h): mlp_in, mlp_out, gate_pre, up, m and the routing of
+ * one ffn_model call (ffn_inspect_probe: many windows per call).  Neurons
+ * the forward did not compute (ffn_inspect_neurons on given rows, an
+ * expert on every row, the shared expert) come from the model's own layer
+ * objects through the same hook.  The FFN output y is the layer's, from its
+ * down projection, independent of the decomposition, so Σ m_i v_i + b = y
+ * is a real check.  The caller's own taps are set aside and restored.
+ * They allocate (analysis, not a hot path) and never change the weights;
+ * a model created for shorter or fewer sequences than a call needs grows
+ * its activation block (ffn_model_reserve), which resets its KV cache.
  * Token ids must be in [0, V) and 1 <= T <= max_position_embeddings.
  *
  * Example (the report's per-token data):
@@ -104,7 +109,10 @@ int64_t ffn_inspect_layer_width(const ffn_model *model, int64_t layer);
  *   gate_pre, gate   (see the overview; dense: gate_pre = up, gate = act(up))
  *   up               up_i·x + b
  *   m                the product m_i
- * No routing weight is applied here. */
+ * No routing weight is applied here.  The rows run through the model's own
+ * layer object for that FFN (the forward's kernels, in chunks of at most
+ * max_batch·max_seq rows), so rows and a row count equal to a forward
+ * call's give that call's tapped values bit for bit. */
 ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *model, int64_t layer, int64_t expert,
                                const float *x, int64_t n, float *gate_pre, float *gate, float *up,
                                float *m);

@@ -73,6 +73,12 @@
  * Threads: every call uses the context's threads (matrix products, and
  * attention parallel over (sequence, head)).
  *
+ * Taps (include/ffn/tap.h) read and patch named points of this forward
+ * (residual stream, attention output, the FFN's input, gates, m and
+ * output, routing, attention probabilities) in ffn_model_logits,
+ * ffn_model_eval_loss and the KV-cache calls; with none selected the
+ * forward is bitwise the untapped one.
+ *
  * Example (training step, the optimizer is the caller's):
  *     ffn_model_config cfg;  ffn_model_config_default(&cfg);
  *     cfg.vocab_size = 256;  cfg.max_position_embeddings = 128;
@@ -195,6 +201,12 @@ typedef struct ffn_model ffn_model;
 ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
                             const ffn_model_options *opt, ffn_model **out);
 void ffn_model_free(ffn_model *model); /* NULL is a no-op */
+/* Grow the activation block (and the KV cache) to hold max_batch·max_seq
+ * tokens, keeping the weights, layers and taps; a no-op when it is that
+ * large already (it never shrinks).  Reallocates (not a hot path); resets
+ * the KV cache and drops captured tap rows.  On failure the model is
+ * unchanged.  max_seq <= max_position_embeddings. */
+ffn_status ffn_model_reserve(ffn_model *model, int64_t max_batch, int64_t max_seq);
 const ffn_model_config *ffn_model_get_config(const ffn_model *model);
 
 /* Parameter counts: every tensor once (a tied embedding counted once);

@@ -1,25 +1,27 @@
 /* inspect.c -- looking inside a model's FFNs (include/ffn/inspect.h):
- * a forward pass that captures every layer's FFN input and output, the
- * neurons m_i of one FFN, value vectors and their logit lens, the per-token
- * report (top neurons, explained fraction, MoE routing), and the search for
- * trigger examples of key-value memories (Geva et al., 2021).  The linear
- * probes of gate activations live in probe.c.
+ * capturing every layer's FFN input and output, the neurons m_i of one
+ * FFN, value vectors and their logit lens, the per-token report (top
+ * neurons, explained fraction, MoE routing), and the search for trigger
+ * examples of key-value memories (Geva et al., 2021).  The linear probes
+ * of gate activations live in probe.c.
  *
- * Letters: T tokens, D hidden, F an FFN's width, E experts, K experts per
- * token, V vocab, L layers, P promoted tokens, C = H·Dh + 2·G·Dh (q, k, v).
+ * Letters: T tokens, D hidden, F an FFN's width, W a layer's neuron width
+ * (F, or E·Fe in a MoE layer), E experts, K experts per token, V vocab,
+ * L layers, P promoted tokens.
  *
- * The forward here re-does the model's arithmetic from its tensor table
- * (embedding, RMSNorm, q/k/v, RoPE, causal attention, o_proj, residual),
- * because the model keeps its activations private.  Norm, RoPE and
- * attention are written out plainly here (double accumulation) rather than
- * borrowed from the model's internals, so that this file is a second,
- * independent implementation: the unit tests check that its logits equal
- * ffn_model_logits to float rounding.  The FFN output itself is
- * computed by ffn_layer_forward / ffn_moe_forward on the model's weights,
- * so that the neuron decomposition below is checked against independent
- * code.  Everything here allocates: it is analysis, not a hot path. */
+ * There is no forward here: every value comes from the model's own
+ * forward through taps (include/ffn/tap.h) -- mlp_in, mlp_out, gate_pre,
+ * up, m and the routing -- or, for neurons the forward did not compute
+ * (an expert on tokens not routed to it, the shared expert), from the
+ * model's own layer objects run on tapped FFN inputs
+ * (ffn_model_ffn_neurons).  The decomposition Σ w·m_i·v_i + b = y is still
+ * a real check: y is the layer's output from its down projection, the sum
+ * is formed here from the tapped m and the value vectors.  The caller's
+ * taps are set aside while analysis runs and put back after.  Everything
+ * here allocates: it is analysis, not a hot path. */
 #include "base/common.h"
 #include "kernels/kernels.h"
+#include "nn/tap_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -123,52 +125,45 @@ int64_t ffn_inspect_layer_width(const ffn_model *m, int64_t l) {
 
 /* ---- neurons -------------------------------------------------------------------- */
 
-/* gate_pre, up (N, F) = x·Wᵀ + b;  gate = act(gate_pre);  m = gate ⊙ up (gated)
- * or act(up) (dense). */
-static ffn_status neurons(ffn_ctx *ctx, const ffn_view *v, const float *x, int64_t n,
-                          float *gate_pre, float *gate, float *up, float *mo) {
-    const int64_t D = v->D, F = v->F;
-    ffn_status st;
-    if ((st = ffn_gemm(ctx, 0, 1, n, F, D, 1.0f, x, D, v->p.up_w, D, 0.0f, up, F))) return st;
-    if (v->p.up_b)
-        for (int64_t r = 0; r < n; r++) ffn_add_bias(up + r * F, v->p.up_b, F);
-    if (v->gated) {
-        if ((st = ffn_gemm(ctx, 0, 1, n, F, D, 1.0f, x, D, v->p.gate_w, D, 0.0f, gate_pre, F)))
-            return st;
-        if (v->p.gate_b)
-            for (int64_t r = 0; r < n; r++) ffn_add_bias(gate_pre + r * F, v->p.gate_b, F);
-    } else {
-        memcpy(gate_pre, up, (size_t)(n * F) * sizeof *up);
-    }
-    for (int64_t i = 0; i < n * F; i++) {
-        gate[i] = ffn_act_forward(v->act, gate_pre[i]);
-        mo[i] = v->gated ? gate[i] * up[i] : gate[i];
-    }
-    return FFN_OK;
+/* gate (n, F) = act(gate_pre) for a gated FFN, by the same array kernel as
+ * the layer's epilogue (so that gate · up == m bit for bit). */
+static void gate_of(ffn_act act, float *gate, const float *gate_pre, int64_t n) {
+    ffn_act_fwd(act, gate, gate_pre, n);
 }
 
 ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t expert,
                                const float *x, int64_t n, float *gate_pre, float *gate, float *up,
                                float *mo) {
+    (void)ctx; /* the model's own layer objects run on the model's context */
     if (!m || (!x && n > 0) || n < 0)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_inspect_neurons: model and x must not be "
                          "NULL, n >= 0 (n = %lld)", (long long)n);
     ffn_view v;
     ffn_status st = ffn_of(m, l, expert, &v);
     if (st || n == 0) return st;
+    const int64_t F = v.F, P = v.gated ? 2 * F : F;
     size_t cnt;
-    if (ffn_mul_size((size_t)n, (size_t)v.F, &cnt) || cnt > SIZE_MAX / 16)
+    if (ffn_mul_size((size_t)n, (size_t)P, &cnt) || cnt > SIZE_MAX / 16)
         return ffn_error(FFN_ERR_OVERFLOW, "ffn_inspect_neurons: n·F overflows");
-    float *buf = malloc(cnt * 4 * sizeof(float));
-    if (!buf) return ffn_error(FFN_ERR_NOMEM, "ffn_inspect_neurons: out of memory");
-    st = neurons(ctx, &v, x, n, buf, buf + cnt, buf + 2 * cnt, buf + 3 * cnt);
-    if (!st) {
-        if (gate_pre) memcpy(gate_pre, buf, cnt * sizeof(float));
-        if (gate) memcpy(gate, buf + cnt, cnt * sizeof(float));
-        if (up) memcpy(up, buf + 2 * cnt, cnt * sizeof(float));
-        if (mo) memcpy(mo, buf + 3 * cnt, cnt * sizeof(float));
+    float *gu = malloc(cnt * sizeof *gu), *h = malloc((size_t)(n * F) * sizeof *h);
+    if (!gu || !h) {
+        free(gu), free(h);
+        return ffn_error(FFN_ERR_NOMEM, "ffn_inspect_neurons: out of memory");
     }
-    free(buf);
+    /* the model's layer (dense/gated, routed or shared expert), tapped */
+    if (!(st = ffn_model_ffn_neurons(m, l, expert, x, n, gu, h))) {
+        for (int64_t r = 0; r < n; r++) {
+            const float *g = gu + r * P, *u = v.gated ? g + F : g;
+            if (gate_pre) memcpy(gate_pre + r * F, g, (size_t)F * sizeof *g);
+            if (up) memcpy(up + r * F, u, (size_t)F * sizeof *u);
+            if (gate) {
+                if (v.gated) gate_of(v.act, gate + r * F, g, F);
+                else memcpy(gate + r * F, h + r * F, (size_t)F * sizeof *h); /* act(up) = m */
+            }
+        }
+        if (mo) memcpy(mo, h, (size_t)(n * F) * sizeof *h);
+    }
+    free(gu), free(h);
     return st;
 }
 
@@ -274,102 +269,7 @@ ffn_status ffn_inspect_value_top(ffn_model *m, int64_t l, int64_t expert, int64_
     return st;
 }
 
-/* ---- capture: the forward pass ------------------------------------------------------ */
-
-/* The per-layer FFN executors, built on the model's weights. */
-typedef struct runner {
-    int64_t L, D, V, T, K;
-    ffn_layer **layer; /* (L) or NULL */
-    ffn_moe **moe;     /* (L) or NULL */
-    ffn_layer_params *experts; /* (L, E) */
-    void *ws;
-    size_t ws_bytes;
-} runner;
-
-static void runner_free(runner *r) {
-    if (r->layer)
-        for (int64_t l = 0; l < r->L; l++) ffn_layer_free(r->layer[l]);
-    if (r->moe)
-        for (int64_t l = 0; l < r->L; l++) ffn_moe_free(r->moe[l]);
-    free(r->layer);
-    free(r->moe);
-    free(r->experts);
-    ffn_free_aligned(r->ws);
-}
-
-static ffn_status runner_create(ffn_ctx *ctx, ffn_model *m, int64_t T, runner *r) {
-    const ffn_model_config *c = ffn_model_get_config(m);
-    memset(r, 0, sizeof *r);
-    r->L = c->num_hidden_layers;
-    r->D = c->hidden_size;
-    r->V = c->vocab_size;
-    r->T = T;
-    r->K = c->num_experts > 0 ? c->num_experts_per_tok : 1;
-    const int64_t E = c->num_experts;
-    r->layer = calloc((size_t)r->L, sizeof *r->layer);
-    r->moe = calloc((size_t)r->L, sizeof *r->moe);
-    r->experts = calloc((size_t)(r->L * (E > 0 ? E : 1)), sizeof *r->experts);
-    if (!r->layer || !r->moe || !r->experts)
-        return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory");
-    const ffn_mlp_type type = c->mlp_type == FFN_MODEL_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE;
-    ffn_status st;
-    for (int64_t l = 0; l < r->L; l++) {
-        size_t ws = 0;
-        if (ffn_model_config_layer_is_moe(c, l)) {
-            ffn_moe_config mc;
-            memset(&mc, 0, sizeof mc);
-            mc.hidden_size = r->D;
-            mc.num_experts = E;
-            mc.num_experts_per_tok = c->num_experts_per_tok;
-            mc.moe_intermediate_size = expert_width(c);
-            mc.act = c->hidden_act;
-            mc.expert_type = type;
-            mc.bias = c->mlp_bias;
-            mc.norm_topk_prob = c->norm_topk_prob;
-            mc.scoring = FFN_MOE_SCORING_SOFTMAX;
-            mc.routed_scaling_factor = 1.0;
-            mc.shared_expert_intermediate_size = c->shared_expert_intermediate_size;
-            if ((st = ffn_moe_create(ctx, &mc, &r->moe[l]))) return st;
-            ffn_moe_params mp;
-            memset(&mp, 0, sizeof mp);
-            mp.router_w = tensorf(m, E, r->D, "model.layers.%lld.mlp.gate.weight", (long long)l);
-            mp.experts = r->experts + l * E;
-            for (int64_t e = 0; e < E; e++) {
-                ffn_view v;
-                if ((st = ffn_of(m, l, e, &v))) return st;
-                mp.experts[e] = v.p;
-            }
-            if (c->shared_expert_intermediate_size > 0) {
-                ffn_view v;
-                if ((st = ffn_of(m, l, FFN_INSPECT_SHARED_EXPERT, &v))) return st;
-                mp.shared = v.p;
-                mp.shared_gate_w = tensorf(m, 1, r->D,
-                                           "model.layers.%lld.mlp.shared_expert_gate.weight",
-                                           (long long)l);
-            }
-            if (!mp.router_w)
-                return ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: the router is missing",
-                                 (long long)l);
-            if ((st = ffn_moe_set_weights(r->moe[l], &mp))) return st;
-            ws = ffn_moe_workspace_size(r->moe[l], T);
-        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
-            ffn_view v;
-            if ((st = ffn_of(m, l, -1, &v))) return st;
-            ffn_layer_config lc = {.hidden_size = r->D, .intermediate_size = v.F,
-                                   .act = c->hidden_act, .type = type, .bias = c->mlp_bias,
-                                   .save = FFN_SAVE_NONE};
-            if ((st = ffn_layer_create(ctx, &lc, &r->layer[l])) ||
-                (st = ffn_layer_set_weights(r->layer[l], &v.p)))
-                return st;
-            ws = ffn_layer_workspace_size(r->layer[l], T);
-        }
-        if (ws > r->ws_bytes) r->ws_bytes = ws;
-    }
-    if (r->ws_bytes && !(r->ws = ffn_malloc_aligned(r->ws_bytes)))
-        return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (workspace %zu bytes)",
-                         r->ws_bytes);
-    return FFN_OK;
-}
+/* ---- capture: the model's forward, through taps ------------------------------------ */
 
 static ffn_status check_sequence(const ffn_model *m, const int32_t *tokens, int64_t T,
                                  const char *fn) {
@@ -386,194 +286,79 @@ static ffn_status check_sequence(const ffn_model *m, const int32_t *tokens, int6
     return FFN_OK;
 }
 
-/* y = x · w / sqrt(mean(x²) + eps), per row of D. */
-static void rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t D, float eps) {
-    for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * D;
-        double ss = 0.0;
-        for (int64_t d = 0; d < D; d++) ss += (double)xr[d] * xr[d];
-        float rstd = 1.0f / sqrtf((float)(ss / (double)D) + eps);
-        for (int64_t d = 0; d < D; d++) y[r * D + d] = xr[d] * rstd * w[d];
-    }
-}
-
-/* Rotate n_heads heads of Dh features of rows x (T, ld), row t at position
- * t: pair (a, b) -> (a c − b s, b c + a s), angle t·theta^(-2j/Dh); pairs
- * (j, j + Dh/2) (half) or (2j, 2j + 1) (interleaved). */
-static void rope(float *x, int64_t ld, int64_t T, int64_t n_heads, int64_t Dh, int interleaved,
-                 double theta) {
-    const int64_t half = Dh / 2;
-    for (int64_t t = 0; t < T; t++)
-        for (int64_t j = 0; j < half; j++) {
-            double ang = (double)t * pow(theta, -2.0 * (double)j / (double)Dh);
-            float c = (float)cos(ang), s = (float)sin(ang);
-            for (int64_t h = 0; h < n_heads; h++) {
-                float *p = x + t * ld + h * Dh;
-                int64_t ia = interleaved ? 2 * j : j, ib = interleaved ? 2 * j + 1 : j + half;
-                float a = p[ia], b = p[ib];
-                p[ia] = a * c - b * s;
-                p[ib] = b * c + a * s;
-            }
-        }
-}
-
-/* Causal attention, one sequence: query head h reads kv head h / (H/G);
- * out (T, H·Dh).  p (T) is scratch. */
-static void attention(float *out, const float *q, const float *k, const float *v, int64_t T,
-                      int64_t H, int64_t G, int64_t Dh, double *p) {
-    const int64_t HD = H * Dh, GD = G * Dh, R = H / G;
-    const double scale = 1.0 / sqrt((double)Dh);
-    for (int64_t h = 0; h < H; h++) {
-        const int64_t g = h / R;
-        for (int64_t t = 0; t < T; t++) {
-            const float *qt = q + t * HD + h * Dh;
-            double mx = -INFINITY, sum = 0.0;
-            for (int64_t s = 0; s <= t; s++) {
-                const float *ks = k + s * GD + g * Dh;
-                double acc = 0.0;
-                for (int64_t d = 0; d < Dh; d++) acc += (double)qt[d] * ks[d];
-                p[s] = acc * scale;
-                if (p[s] > mx) mx = p[s];
-            }
-            for (int64_t s = 0; s <= t; s++) sum += (p[s] = exp(p[s] - mx));
-            float *o = out + t * HD + h * Dh;
-            for (int64_t d = 0; d < Dh; d++) {
-                double acc = 0.0;
-                for (int64_t s = 0; s <= t; s++) acc += p[s] * v[s * GD + g * Dh + d];
-                o[d] = (float)(acc / sum);
-            }
-        }
-    }
-}
-
-/* The forward with a runner already built (T <= r->T). */
-static ffn_status capture(ffn_ctx *ctx, ffn_model *m, runner *r, const int32_t *tokens,
-                          int64_t T, float *ffn_in, float *ffn_out, float *logits,
-                          int32_t *topk_ids, float *topk_weights) {
-    const ffn_model_config *c = ffn_model_get_config(m);
-    const int64_t D = c->hidden_size, V = c->vocab_size, H = c->num_attention_heads,
-                  G = c->num_key_value_heads, Dh = D / H, HD = H * Dh, GD = G * Dh,
-                  L = c->num_hidden_layers, K = r->K;
-    const float eps = (float)c->rms_norm_eps;
-    /* h, xn, mid, y, tmp (T, D); q, att (T, HD); k, v (T, GD) */
-    size_t nf = (size_t)(T * (5 * D + 2 * HD + 2 * GD));
-    float *buf = malloc(nf * sizeof(float));
-    double *p = malloc((size_t)T * sizeof(double));
-    int32_t *ids = malloc((size_t)(T * K) * sizeof(int32_t));
-    float *wts = malloc((size_t)(T * K) * sizeof(float));
-    if (!buf || !p || !ids || !wts) {
-        free(buf), free(p), free(ids), free(wts);
-        return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (forward buffers)");
-    }
-    float *h = buf, *xn = h + T * D, *mid = xn + T * D, *y = mid + T * D, *tmp = y + T * D;
-    float *q = tmp + T * D, *att = q + T * HD, *k = att + T * HD, *v = k + T * GD;
-    ffn_status st = FFN_OK;
-    const float *embed = tensor(m, "model.embed_tokens.weight", V, D);
-    const float *U, *gfin;
-    if (!embed || (st = lens_tensors(m, &U, &gfin))) {
-        if (!st) st = ffn_error(FFN_ERR_INTERNAL, "inspect: the embedding is missing");
-        goto done;
-    }
-    ffn_ctx_enter(ctx);
-    for (int64_t t = 0; t < T; t++) memcpy(h + t * D, embed + (int64_t)tokens[t] * D, D * sizeof *h);
+/* Select point p in every layer that has it (only layers with want[l] when
+ * want is given). */
+static ffn_status select_all(ffn_model *m, ffn_tap_point p, const int *want) {
+    const int64_t L = ffn_model_get_config(m)->num_hidden_layers;
     for (int64_t l = 0; l < L; l++) {
-        const float *w_in = tensorf(m, D, 1, "model.layers.%lld.input_layernorm.weight", (long long)l);
-        const float *wq = tensorf(m, HD, D, "model.layers.%lld.self_attn.q_proj.weight", (long long)l);
-        const float *wk = tensorf(m, GD, D, "model.layers.%lld.self_attn.k_proj.weight", (long long)l);
-        const float *wv = tensorf(m, GD, D, "model.layers.%lld.self_attn.v_proj.weight", (long long)l);
-        const float *wo = tensorf(m, D, HD, "model.layers.%lld.self_attn.o_proj.weight", (long long)l);
-        if (!w_in || !wq || !wk || !wv || !wo) {
-            st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: attention tensors missing",
-                           (long long)l);
-            goto done;
-        }
-        rmsnorm(xn, h, w_in, T, D, eps);
-        if ((st = ffn_gemm(ctx, 0, 1, T, HD, D, 1.0f, xn, D, wq, D, 0.0f, q, HD)) ||
-            (st = ffn_gemm(ctx, 0, 1, T, GD, D, 1.0f, xn, D, wk, D, 0.0f, k, GD)) ||
-            (st = ffn_gemm(ctx, 0, 1, T, GD, D, 1.0f, xn, D, wv, D, 0.0f, v, GD)))
-            goto done;
-        if (c->attention_bias) {
-            const float *bq = tensorf(m, HD, 1, "model.layers.%lld.self_attn.q_proj.bias", (long long)l);
-            const float *bk = tensorf(m, GD, 1, "model.layers.%lld.self_attn.k_proj.bias", (long long)l);
-            const float *bv = tensorf(m, GD, 1, "model.layers.%lld.self_attn.v_proj.bias", (long long)l);
-            if (!bq || !bk || !bv) {
-                st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: q/k/v biases missing",
-                               (long long)l);
-                goto done;
-            }
-            for (int64_t t = 0; t < T; t++) {
-                ffn_add_bias(q + t * HD, bq, HD);
-                ffn_add_bias(k + t * GD, bk, GD);
-                ffn_add_bias(v + t * GD, bv, GD);
-            }
-        }
-        const int interleaved = c->rope_style == FFN_ROPE_INTERLEAVED;
-        rope(q, HD, T, H, Dh, interleaved, c->rope_theta);
-        rope(k, GD, T, G, Dh, interleaved, c->rope_theta);
-        attention(att, q, k, v, T, H, G, Dh, p);
-        if ((st = ffn_gemm(ctx, 0, 1, T, D, HD, 1.0f, att, HD, wo, HD, 0.0f, tmp, D))) goto done;
-        for (int64_t i = 0; i < T * D; i++) mid[i] = h[i] + tmp[i];
-        for (int64_t i = 0; i < T * K; i++) {
-            ids[i] = -1;
-            wts[i] = 0.0f;
-        }
-        if (r->layer[l] || r->moe[l]) {
-            const float *w_post = tensorf(m, D, 1,
-                                          "model.layers.%lld.post_attention_layernorm.weight",
-                                          (long long)l);
-            if (!w_post) {
-                st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: post_attention_layernorm "
-                               "missing", (long long)l);
-                goto done;
-            }
-            rmsnorm(xn, mid, w_post, T, D, eps);
-            if (r->layer[l]) {
-                st = ffn_layer_forward(r->layer[l], y, xn, T, NULL, r->ws, r->ws_bytes);
-            } else {
-                ffn_moe_outputs mo;
-                memset(&mo, 0, sizeof mo);
-                mo.y = y;
-                mo.topk_ids = ids;
-                mo.topk_weights = wts;
-                st = ffn_moe_forward(r->moe[l], &mo, xn, T, NULL, r->ws, r->ws_bytes);
-            }
-            if (st) {
-                ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
-                goto done;
-            }
-            for (int64_t i = 0; i < T * D; i++) h[i] = mid[i] + y[i];
-        } else {
-            memset(xn, 0, (size_t)(T * D) * sizeof *xn);
-            memset(y, 0, (size_t)(T * D) * sizeof *y);
-            memcpy(h, mid, (size_t)(T * D) * sizeof *h);
-        }
-        if (ffn_in) memcpy(ffn_in + l * T * D, xn, (size_t)(T * D) * sizeof *xn);
-        if (ffn_out) memcpy(ffn_out + l * T * D, y, (size_t)(T * D) * sizeof *y);
-        if (topk_ids) memcpy(topk_ids + l * T * K, ids, (size_t)(T * K) * sizeof *ids);
-        if (topk_weights) memcpy(topk_weights + l * T * K, wts, (size_t)(T * K) * sizeof *wts);
+        if (want && !want[l]) continue;
+        char name[64];
+        ffn_tap_name(name, sizeof name, l, p);
+        if (ffn_model_tap_lookup(m, name, NULL, NULL, NULL)) continue; /* not in this layer */
+        ffn_status st = ffn_model_tap_select(m, name);
+        if (st) return st;
     }
-    if (logits) {
-        rmsnorm(xn, h, gfin, T, D, eps);
-        st = ffn_gemm(ctx, 0, 1, T, V, D, 1.0f, xn, D, U, D, 0.0f, logits, V);
-    }
-done:
-    free(buf);
-    free(p);
-    free(ids);
-    free(wts);
+    return FFN_OK;
+}
+
+/* The rows of a selected point of the last forward (NULL when absent). */
+static const void *tap_rows(const ffn_model *m, int64_t l, ffn_tap_point p) {
+    char name[64];
+    ffn_tap_view v;
+    ffn_tap_name(name, sizeof name, l, p);
+    return ffn_model_tap_read(m, name, &v) ? NULL : v.data;
+}
+
+/* One forward of tokens (B, T) with whatever is selected: the logits go to
+ * `logits` (B·T, V) when given, else the model evaluates a loss with every
+ * target ignored (no logits buffer). */
+static ffn_status forward(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                          float *logits) {
+    ffn_status st = ffn_model_reserve(m, B, T);
+    if (st) return st;
+    if (logits) return ffn_model_logits(m, logits, tokens, B, T);
+    int32_t *ignore = malloc((size_t)(B * T) * sizeof *ignore);
+    if (!ignore) return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory");
+    for (int64_t i = 0; i < B * T; i++) ignore[i] = FFN_IGNORE_INDEX;
+    ffn_model_loss loss;
+    st = ffn_model_eval_loss(m, tokens, ignore, B, T, &loss);
+    free(ignore);
     return st;
 }
 
 ffn_status ffn_inspect_capture(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int64_t T,
                                float *ffn_in, float *ffn_out, float *logits, int32_t *topk_ids,
                                float *topk_weights) {
+    (void)ctx;
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_inspect_capture: model is NULL");
     ffn_status st = check_sequence(m, tokens, T, "ffn_inspect_capture");
     if (st) return st;
-    runner r;
-    if (!(st = runner_create(ctx, m, T, &r)))
-        st = capture(ctx, m, &r, tokens, T, ffn_in, ffn_out, logits, topk_ids, topk_weights);
-    runner_free(&r);
+    const ffn_model_config *c = ffn_model_get_config(m);
+    const int64_t L = c->num_hidden_layers, D = c->hidden_size;
+    const int64_t K = c->num_experts > 0 ? c->num_experts_per_tok : 1;
+    ffn_taps *stash = ffn_model_taps_stash(m);
+    if ((ffn_in && (st = select_all(m, FFN_TAP_MLP_IN, NULL))) ||
+        (ffn_out && (st = select_all(m, FFN_TAP_MLP_OUT, NULL))) ||
+        (topk_ids && (st = select_all(m, FFN_TAP_EXPERT_IDS, NULL))) ||
+        (topk_weights && (st = select_all(m, FFN_TAP_EXPERT_WEIGHTS, NULL))) ||
+        (st = forward(m, tokens, 1, T, logits)))
+        goto done;
+    for (int64_t l = 0; l < L; l++) {
+        const size_t nd = (size_t)(T * D) * sizeof(float), nk = (size_t)(T * K);
+        const float *x = tap_rows(m, l, FFN_TAP_MLP_IN), *y = tap_rows(m, l, FFN_TAP_MLP_OUT);
+        const int32_t *ids = tap_rows(m, l, FFN_TAP_EXPERT_IDS);
+        const float *wts = tap_rows(m, l, FFN_TAP_EXPERT_WEIGHTS);
+        if (ffn_in && x) memcpy(ffn_in + l * T * D, x, nd);
+        else if (ffn_in) memset(ffn_in + l * T * D, 0, nd);
+        if (ffn_out && y) memcpy(ffn_out + l * T * D, y, nd);
+        else if (ffn_out) memset(ffn_out + l * T * D, 0, nd);
+        for (size_t i = 0; i < nk; i++) {
+            if (topk_ids) topk_ids[l * T * K + (int64_t)i] = ids ? ids[i] : -1;
+            if (topk_weights) topk_weights[l * T * K + (int64_t)i] = wts ? wts[i] : 0.0f;
+        }
+    }
+done:
+    ffn_model_taps_restore(m, stash);
     return st;
 }
 
@@ -696,11 +481,13 @@ static double norm2(const double *a, int64_t n) {
     return sqrt(s);
 }
 
-/* Inspect one layer for every token. */
+/* Inspect one layer for every token, from the forward's taps: X, Y (T, D)
+ * its FFN's input and output, GP, UP, MM (T, W) gate_pre, up and m (MoE:
+ * the routed experts, W = E·Fe), ids / wts (T, K) the routing. */
 static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t li,
-                                const float *X, const float *Y, const int32_t *ids,
-                                const float *wts, int64_t T, int64_t K, int64_t top_k,
-                                ffn_inspect_result *r, run_storage *s) {
+                                const float *X, const float *Y, const float *GP, const float *UP,
+                                const float *MM, const int32_t *ids, const float *wts, int64_t T,
+                                int64_t K, int64_t top_k, ffn_inspect_result *r, run_storage *s) {
     const ffn_model_config *c = ffn_model_get_config(m);
     const int64_t D = c->hidden_size, P = r->n_promoted;
     const int moe = ffn_model_config_layer_is_moe(c, l);
@@ -718,29 +505,30 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     lc.gv = malloc((size_t)D * sizeof *lc.gv);
     lc.v = malloc((size_t)D * sizeof *lc.v);
     cand *best = malloc((size_t)top_k * sizeof *best);
-    /* neuron arrays: all T rows (dense/gated) or one row at a time (MoE) */
-    const int64_t rows = moe ? 1 : T;
-    float *nb = malloc((size_t)(4 * rows * width) * sizeof *nb);
+    /* gate = act(gate_pre) for the tapped rows (dense: act(up) = m); the
+     * shared expert's neurons, one token at a time, through its layer */
+    const int64_t W = moe ? E * Fr : Fr, rows = Fs > 0 ? 1 : 0;
+    float *GA = malloc((size_t)(T * W) * sizeof *GA);
+    float *nb = malloc((size_t)(4 * (rows * Fs) + 1) * sizeof *nb);
     double *outv = malloc((size_t)(2 * D) * sizeof *outv), *part = outv + D;
-    if (!lc.slot || !lc.lens || !lc.gv || !lc.v || !best || !nb || !outv) {
+    if (!lc.slot || !lc.lens || !lc.gv || !lc.v || !best || !nb || !outv || !GA) {
         st = ffn_error(FFN_ERR_NOMEM, "inspect: out of memory");
         goto done;
     }
     for (int64_t i = 0; i < (E + 2) * width; i++) lc.slot[i] = -1;
-    float *gp = nb, *ga = nb + rows * width, *up = ga + rows * width, *mm = up + rows * width;
+    if (c->mlp_type == FFN_MODEL_MLP_GATED) gate_of(c->hidden_act, GA, GP, T * W);
+    else memcpy(GA, MM, (size_t)(T * W) * sizeof *GA);
+    float *gp = nb, *ga = nb + rows * Fs, *up = ga + rows * Fs, *mm = up + rows * Fs;
     ffn_view own;
-    if (!moe) {
-        if ((st = ffn_of(m, l, -1, &own))) goto done;
-        if ((st = neurons(ctx, &own, X, T, gp, ga, up, mm))) goto done;
-    }
+    if (!moe && (st = ffn_of(m, l, -1, &own))) goto done;
     for (int64_t t = 0; t < T; t++) {
         const float *x = X + t * D;
         int64_t n_best = 0;
         for (int64_t d = 0; d < D; d++) outv[d] = Y[t * D + d];
         if (!moe) {
             for (int64_t i = 0; i < Fr; i++) {
-                int64_t o = t * Fr + i;
-                cand cd = {-1, i, gp[o], ga[o], up[o], mm[o], 1.0f, mm[o]};
+                int64_t o = t * W + i;
+                cand cd = {-1, i, GP[o], GA[o], UP[o], MM[o], 1.0f, MM[o]};
                 keep_top(best, &n_best, top_k, &cd);
             }
             if (own.p.down_b)
@@ -770,11 +558,20 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
                     w = (float)(1.0 / (1.0 + exp(-z)));
                 }
                 ffn_view ev;
-                if ((st = ffn_of(m, l, e, &ev)) || (st = neurons(ctx, &ev, x, 1, gp, ga, up, mm)))
-                    goto done;
-                for (int64_t i = 0; i < ev.F; i++) {
-                    cand cd = {e, i, gp[i], ga[i], up[i], mm[i], w, w * mm[i]};
-                    keep_top(best, &n_best, top_k, &cd);
+                if ((st = ffn_of(m, l, e, &ev))) goto done;
+                if (e >= 0) { /* a routed expert: the forward's own values */
+                    const int64_t o = t * W + e * Fr;
+                    for (int64_t i = 0; i < ev.F; i++) {
+                        cand cd = {e, i, GP[o + i], GA[o + i], UP[o + i], MM[o + i], w,
+                                   w * MM[o + i]};
+                        keep_top(best, &n_best, top_k, &cd);
+                    }
+                } else {
+                    if ((st = ffn_inspect_neurons(ctx, m, l, e, x, 1, gp, ga, up, mm))) goto done;
+                    for (int64_t i = 0; i < ev.F; i++) {
+                        cand cd = {e, i, gp[i], ga[i], up[i], mm[i], w, w * mm[i]};
+                        keep_top(best, &n_best, top_k, &cd);
+                    }
                 }
                 if (ev.p.down_b)
                     for (int64_t d = 0; d < D; d++) outv[d] -= (double)w * ev.p.down_b[d];
@@ -838,6 +635,7 @@ done:
     lens_cache_free(&lc);
     free(best);
     free(nb);
+    free(GA);
     free(outv);
     return st;
 }
@@ -852,7 +650,7 @@ ffn_status ffn_inspect_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, in
     ffn_inspect_options_default(&o);
     if (opts) o = *opts;
     const ffn_model_config *c = ffn_model_get_config(m);
-    const int64_t L = c->num_hidden_layers, D = c->hidden_size;
+    const int64_t L = c->num_hidden_layers;
     if (o.layer < -1 || o.layer >= L)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: layer %lld is outside [0, %lld) (or -1 for "
                          "all)", fn, (long long)o.layer, (long long)L);
@@ -867,28 +665,28 @@ ffn_status ffn_inspect_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, in
     int64_t NL = 0;
     for (int64_t l = 0; l < L; l++) NL += (o.layer < 0 || o.layer == l) && layer_has_ffn(c, l);
     if (NL == 0) return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model has no FFN layer", fn);
-    runner rn;
-    if ((st = runner_create(ctx, m, T, &rn))) {
-        runner_free(&rn);
-        return st;
-    }
+    const int64_t K = c->num_experts > 0 ? c->num_experts_per_tok : 1;
     /* no token has more candidates than its layer's widest FFN set */
     int64_t most = 0;
+    int *want = calloc((size_t)L, sizeof *want);
+    if (!want) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
     for (int64_t l = 0; l < L; l++) {
         if (!((o.layer < 0 || o.layer == l) && layer_has_ffn(c, l))) continue;
+        want[l] = 1;
         int64_t w = ffn_model_config_layer_is_moe(c, l)
-                        ? rn.K * expert_width(c) + c->shared_expert_intermediate_size
+                        ? K * expert_width(c) + c->shared_expert_intermediate_size
                         : c->intermediate_size;
         if (w > most) most = w;
     }
-    const int64_t K = rn.K, top_k = o.top_k < most ? o.top_k : most, P = o.n_promoted;
+    const int64_t top_k = o.top_k < most ? o.top_k : most, P = o.n_promoted;
     ffn_inspect_result *r = calloc(1, sizeof *r);
     run_storage *s = calloc(1, sizeof *s);
-    float *X = malloc((size_t)(L * T * D) * sizeof *X), *Y = malloc((size_t)(L * T * D) * sizeof *Y);
-    int32_t *ids = malloc((size_t)(L * T * K) * sizeof *ids);
-    float *wts = malloc((size_t)(L * T * K) * sizeof *wts);
+    /* routing of the layers that have none: ids -1, weights 0 */
+    int32_t *no_ids = malloc((size_t)(T * K) * sizeof *no_ids);
+    float *no_wts = calloc((size_t)(T * K), sizeof *no_wts);
+    ffn_taps *stash = ffn_model_taps_stash(m);
     if (r) r->storage_ = s;
-    if (!r || !s || !X || !Y || !ids || !wts ||
+    if (!r || !s || !no_ids || !no_wts ||
         !(s->layers = malloc((size_t)NL * sizeof *s->layers)) ||
         !(s->is_moe = malloc((size_t)NL * sizeof *s->is_moe)) ||
         !(s->token_ids = malloc((size_t)T * sizeof *s->token_ids)) ||
@@ -912,26 +710,41 @@ ffn_status ffn_inspect_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, in
     r->vocab_size = c->vocab_size;
     r->layer_is_moe = s->is_moe;
     r->tokens = s->tokens;
-    if ((st = capture(ctx, m, &rn, tokens, T, X, Y, NULL, ids, wts))) goto fail;
+    for (int64_t i = 0; i < T * K; i++) no_ids[i] = -1;
+    /* one forward with the inspected layers' FFN points tapped */
+    static const ffn_tap_point pts[] = {FFN_TAP_MLP_IN, FFN_TAP_MLP_OUT, FFN_TAP_GATE_PRE,
+                                        FFN_TAP_UP, FFN_TAP_M, FFN_TAP_EXPERT_IDS,
+                                        FFN_TAP_EXPERT_WEIGHTS};
+    for (size_t i = 0; i < sizeof pts / sizeof pts[0]; i++)
+        if ((st = select_all(m, pts[i], want))) goto fail;
+    if ((st = forward(m, tokens, 1, T, NULL))) goto fail;
     int64_t li = 0;
     for (int64_t l = 0; l < L; l++) {
-        if (!((o.layer < 0 || o.layer == l) && layer_has_ffn(c, l))) continue;
+        if (!want[l]) continue;
         s->layers[li] = l;
         s->is_moe[li] = ffn_model_config_layer_is_moe(c, l);
-        if ((st = inspect_layer(ctx, m, l, li, X + l * T * D, Y + l * T * D, ids + l * T * K,
-                                wts + l * T * K, T, K, top_k, r, s)))
+        const int32_t *ids = tap_rows(m, l, FFN_TAP_EXPERT_IDS);
+        const float *wts = tap_rows(m, l, FFN_TAP_EXPERT_WEIGHTS);
+        const float *X = tap_rows(m, l, FFN_TAP_MLP_IN), *Y = tap_rows(m, l, FFN_TAP_MLP_OUT);
+        const float *GP = tap_rows(m, l, FFN_TAP_GATE_PRE), *UP = tap_rows(m, l, FFN_TAP_UP);
+        const float *MM = tap_rows(m, l, FFN_TAP_M);
+        if (!X || !Y || !GP || !UP || !MM) {
+            st = ffn_error(FFN_ERR_INTERNAL, "%s: layer %lld: a tap is missing", fn, (long long)l);
+            goto fail;
+        }
+        if ((st = inspect_layer(ctx, m, l, li, X, Y, GP, UP, MM, ids ? ids : no_ids,
+                                wts ? wts : no_wts, T, K, top_k, r, s)))
             goto fail;
         li++;
     }
     *out = r;
     r = NULL;
 fail:
+    ffn_model_taps_restore(m, stash);
     ffn_inspect_result_free(r);
-    runner_free(&rn);
-    free(X);
-    free(Y);
-    free(ids);
-    free(wts);
+    free(want);
+    free(no_ids);
+    free(no_wts);
     return st;
 }
 
@@ -1002,23 +815,25 @@ typedef struct keys_work {
     int64_t *count;        /* (width) */
 } keys_work;
 
-/* Push the activations of one window (rows s0.., Tw of them) of layer l.
- * MoE experts are evaluated on every row and read only where routed, so
- * that each activation is computed exactly as ffn_inspect_neurons on the
- * window computes it (a matrix product's rounding may depend on its row
- * count). */
+/* Push the activations of one window (rows s0.., Tw of them) of layer l:
+ * a dense/gated layer's m as the forward tapped it (MM, (Tw, F)); a MoE
+ * layer's experts evaluated by their own layer objects on every row of the
+ * tapped FFN input X and read only where routed, so that each activation
+ * is computed exactly as ffn_inspect_neurons on the window computes it (a
+ * matrix product's rounding may depend on its row count). */
 static ffn_status keys_window(ffn_ctx *ctx, ffn_model *m, keys_work *kw, const float *X,
-                              const int32_t *ids, const float *wts, int64_t s0, int64_t Tw,
-                              int64_t K, int64_t t, float *nb) {
+                              const float *MM, const int32_t *ids, const float *wts, int64_t s0,
+                              int64_t Tw, int64_t K, int64_t t, float *nb) {
     const int64_t F = kw->fe;
     ffn_status st;
-    float *gp = nb, *ga = nb + Tw * F, *up = ga + Tw * F, *mm = up + Tw * F;
     const int64_t n_exp = kw->moe ? kw->width / F : 1;
     for (int64_t e = 0; e < n_exp; e++) {
-        ffn_view v;
-        if ((st = ffn_of(m, kw->l, kw->moe ? e : -1, &v)) ||
-            (st = neurons(ctx, &v, X, Tw, gp, ga, up, mm)))
-            return st;
+        const float *mm = MM;
+        if (kw->moe) {
+            if ((st = ffn_inspect_neurons(ctx, m, kw->l, e, X, Tw, NULL, NULL, NULL, nb)))
+                return st;
+            mm = nb;
+        }
         for (int64_t r = 0; r < Tw; r++) {
             float w = 1.0f;
             if (kw->moe) {
@@ -1114,7 +929,7 @@ ffn_status ffn_inspect_keys(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, i
     ffn_keys_options_default(&o);
     if (opts) o = *opts;
     const ffn_model_config *c = ffn_model_get_config(m);
-    const int64_t L = c->num_hidden_layers, D = c->hidden_size, V = c->vocab_size;
+    const int64_t L = c->num_hidden_layers, V = c->vocab_size;
     if (layer < -1 || layer >= L)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: layer %lld is outside [0, %lld) (or -1 for "
                          "all)", fn, (long long)layer, (long long)L);
@@ -1137,18 +952,15 @@ ffn_status ffn_inspect_keys(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, i
     for (int64_t l = 0; l < L; l++)
         if ((layer < 0 || layer == l) && layer_has_ffn(c, l)) NL++;
     if (NL == 0) return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model has no FFN layer", fn);
-    ffn_status st;
-    runner rn;
-    if ((st = runner_create(ctx, m, W, &rn))) {
-        runner_free(&rn);
-        return st;
-    }
-    const int64_t K = rn.K;
+    ffn_status st = FFN_OK;
+    const int64_t K = c->num_experts > 0 ? c->num_experts_per_tok : 1;
     int64_t *next_count = NULL;
+    int *want = calloc((size_t)L, sizeof *want);
+    ffn_taps *stash = ffn_model_taps_stash(m);
     ffn_keys_result *r = calloc(1, sizeof *r);
     keys_work *kw = calloc((size_t)NL, sizeof *kw);
     if (r) r->layers = calloc((size_t)NL, sizeof *r->layers);
-    if (!r || !kw || !r->layers) {
+    if (!r || !kw || !r->layers || !want) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
         goto fail;
     }
@@ -1160,6 +972,7 @@ ffn_status ffn_inspect_keys(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, i
     for (int64_t l = 0, li = 0; l < L; l++) {
         if (!((layer < 0 || layer == l) && layer_has_ffn(c, l))) continue;
         keys_work *k = &kw[li++];
+        want[l] = 1;
         k->l = l;
         k->moe = ffn_model_config_layer_is_moe(c, l);
         k->width = ffn_inspect_layer_width(m, l);
@@ -1179,22 +992,24 @@ ffn_status ffn_inspect_keys(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, i
         if (k->fe > maxf) maxf = k->fe;
     }
     {
-        float *X = malloc((size_t)(L * W * D) * sizeof *X);
-        int32_t *ids = malloc((size_t)(L * W * K) * sizeof *ids);
-        float *wts = malloc((size_t)(L * W * K) * sizeof *wts);
-        float *nb = malloc((size_t)(4 * W * maxf) * sizeof *nb);
-        if (!X || !ids || !wts || !nb)
-            st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
+        /* one forward per window, the FFN points tapped */
+        float *nb = malloc((size_t)(W * maxf) * sizeof *nb);
+        if (!nb) st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
+        static const ffn_tap_point pts[] = {FFN_TAP_MLP_IN, FFN_TAP_M, FFN_TAP_EXPERT_IDS,
+                                            FFN_TAP_EXPERT_WEIGHTS};
+        for (size_t i = 0; !st && i < sizeof pts / sizeof pts[0]; i++)
+            st = select_all(m, pts[i], want);
         for (int64_t s0 = 0; !st && s0 < n; s0 += W) {
             int64_t Tw = n - s0 < W ? n - s0 : W;
-            if ((st = capture(ctx, m, &rn, tokens + s0, Tw, X, NULL, NULL, ids, wts))) break;
+            if ((st = forward(m, tokens + s0, 1, Tw, NULL))) break;
             for (int64_t li = 0; !st && li < NL; li++) {
                 int64_t l = kw[li].l;
-                st = keys_window(ctx, m, &kw[li], X + l * Tw * D, ids + l * Tw * K,
-                                 wts + l * Tw * K, s0, Tw, K, t, nb);
+                st = keys_window(ctx, m, &kw[li], tap_rows(m, l, FFN_TAP_MLP_IN),
+                                 tap_rows(m, l, FFN_TAP_M), tap_rows(m, l, FFN_TAP_EXPERT_IDS),
+                                 tap_rows(m, l, FFN_TAP_EXPERT_WEIGHTS), s0, Tw, K, t, nb);
             }
         }
-        free(X), free(ids), free(wts), free(nb);
+        free(nb);
         if (st) goto fail;
     }
     /* how often each token is a next token, for the chance level */
@@ -1218,6 +1033,7 @@ fail:
         free(kw[li].count);
     }
     free(kw);
-    runner_free(&rn);
+    free(want);
+    ffn_model_taps_restore(m, stash);
     return st;
 }

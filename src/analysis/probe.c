@@ -6,16 +6,26 @@
  * standardised features, trained by mini-batch SGD in double precision with
  * a fixed shuffle: the same numbers on every run.
  *
+ * The features come from the model's own forward through taps: windows of
+ * the stream run as one batch per forward (B windows of up to the context,
+ * padded at the end, which a causal model never reads back), with mlp_in
+ * and gate_pre (dense: m = act(up)) tapped.  A MoE layer's gates of every
+ * expert come from the experts' own layer objects on the tapped mlp_in.
+ *
  * Letters: N labelled tokens, D hidden, Fw a layer's gate features (F, or
  * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
- * L layers. */
+ * L layers, B windows per forward, T their length. */
 #include "base/common.h"
 #include "base/rng.h"
+#include "kernels/kernels.h"
+#include "nn/tap_internal.h"
 
 #include <math.h>
 #include <string.h>
 
 #define C_CLASSES FFN_WORD_N_CLASSES
+/* Tokens per forward of the probe (B = this / context windows, at least 1). */
+#define PROBE_BATCH_TOKENS 2048
 
 const char *ffn_probe_split_name(ffn_probe_split s) {
     switch (s) {
@@ -198,12 +208,11 @@ static ffn_status selectivity(const float *X, int64_t N, int64_t d, const int8_t
 
 /* ---- features -------------------------------------------------------------------------- */
 
-/* The gate activations of layer l for rows x (n, D): (n, Fw). */
+/* The gate activations of every expert of MoE layer l for rows x (n, D):
+ * (n, Fw). */
 static ffn_status gate_features(ffn_ctx *ctx, ffn_model *m, int64_t l, const float *x, int64_t n,
                                 float *out, int64_t Fw) {
     const ffn_model_config *c = ffn_model_get_config(m);
-    if (!ffn_model_config_layer_is_moe(c, l))
-        return ffn_inspect_neurons(ctx, m, l, -1, x, n, NULL, out, NULL, NULL);
     const int64_t E = c->num_experts, Fe = Fw / E;
     float *g = malloc((size_t)(n * Fe) * sizeof *g);
     if (!g) return ffn_error(FFN_ERR_NOMEM, "probe: out of memory");
@@ -249,19 +258,24 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
     ffn_status st = FFN_OK;
     ffn_probe_result *r = calloc(1, sizeof *r);
     float *xin = malloc((size_t)(L * n_lab * D) * sizeof *xin); /* (L, n_lab, D) */
-    float *cap = malloc((size_t)(L * T * D) * sizeof *cap);
+    float **gfeat = calloc((size_t)L, sizeof *gfeat);          /* (n_lab, F) dense/gated layers */
+    const float **xrows = calloc((size_t)L, sizeof *xrows);    /* tapped rows of one forward */
+    const float **grows = calloc((size_t)L, sizeof *grows);
     int8_t *y = malloc((size_t)n_lab), *sp = malloc((size_t)n_lab);
+    int64_t *w0 = malloc((size_t)(n + 1) * sizeof *w0);          /* window starts */
+    int32_t *batch = NULL, *ignore = NULL;
     float *feat = NULL;
+    ffn_taps *stash = ffn_model_taps_stash(m);
     if (r) r->layers = calloc((size_t)NL, sizeof *r->layers);
-    if (!r || !r->layers || !xin || !cap || !y || !sp) {
+    if (!r || !r->layers || !xin || !gfeat || !xrows || !grows || !y || !sp || !w0) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (%lld labelled tokens)", fn,
                        (long long)n_lab);
         goto fail;
     }
     r->n_layers = NL;
     r->top_selective = o.top_selective;
-    /* 1. the FFN inputs of every labelled token, window by window */
-    int64_t k = 0;
+    /* 1. the windows: at most T tokens, ending at a sentence boundary */
+    int64_t nw = 0;
     for (int64_t s0 = 0; s0 < n;) {
         int64_t end = s0 + T < n ? s0 + T : n;
         if (boundaries && end < n) {
@@ -269,7 +283,6 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
             while (b > s0 + 1 && !boundaries[b]) b--;
             if (b > s0 + 1) end = b;
         }
-        int64_t Tw = end - s0;
         for (int64_t i = s0; i < end; i++) {
             if (tokens[i] < 0 || tokens[i] >= c->vocab_size) {
                 st = ffn_error(FFN_ERR_INVALID_ARG, "%s: tokens[%lld] = %d is outside the "
@@ -277,20 +290,83 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
                 goto fail;
             }
         }
-        if ((st = ffn_inspect_capture(ctx, m, tokens + s0, Tw, cap, NULL, NULL, NULL, NULL)))
-            goto fail;
-        for (int64_t i = s0; i < end; i++) {
-            if (labels[i] < 0) continue;
-            for (int64_t l = 0; l < L; l++)
-                memcpy(xin + (l * n_lab + k) * D, cap + (l * Tw + (i - s0)) * D,
-                       (size_t)D * sizeof *xin);
-            y[k] = labels[i];
-            sp[k] = split[i] != 0;
-            k++;
-        }
+        w0[nw++] = s0;
         s0 = end;
     }
-    /* 2. the baseline */
+    w0[nw] = n;
+    /* 2. the FFN inputs and gates of every labelled token, B windows per forward */
+    const int64_t B = PROBE_BATCH_TOKENS / T > 0 ? PROBE_BATCH_TOKENS / T : 1;
+    batch = malloc((size_t)(B * T) * sizeof *batch);
+    ignore = malloc((size_t)(B * T) * sizeof *ignore);
+    if (!batch || !ignore) {
+        st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
+        goto fail;
+    }
+    for (int64_t i = 0; i < B * T; i++) ignore[i] = FFN_IGNORE_INDEX;
+    for (int64_t l = 0; l < L; l++) {
+        if (ffn_inspect_layer_width(m, l) == 0) continue;
+        char name[64];
+        ffn_tap_name(name, sizeof name, l, FFN_TAP_MLP_IN);
+        if ((st = ffn_model_tap_select(m, name))) goto fail;
+        if (ffn_model_config_layer_is_moe(c, l)) continue;
+        const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+        ffn_tap_name(name, sizeof name, l, gated ? FFN_TAP_GATE_PRE : FFN_TAP_M);
+        if ((st = ffn_model_tap_select(m, name))) goto fail;
+        if (!(gfeat[l] = malloc((size_t)(n_lab * c->intermediate_size) * sizeof(float)))) {
+            st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (gates of layer %lld)", fn,
+                           (long long)l);
+            goto fail;
+        }
+    }
+    if ((st = ffn_model_reserve(m, B, T))) goto fail;
+    int64_t k = 0;
+    for (int64_t w = 0; w < nw; w += B) {
+        const int64_t nb = nw - w < B ? nw - w : B;
+        int64_t Tb = 0;
+        for (int64_t b = 0; b < nb; b++)
+            if (w0[w + b + 1] - w0[w + b] > Tb) Tb = w0[w + b + 1] - w0[w + b];
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t s0 = w0[w + b], len = w0[w + b + 1] - s0;
+            memcpy(batch + b * Tb, tokens + s0, (size_t)len * sizeof *batch);
+            for (int64_t t = len; t < Tb; t++) batch[b * Tb + t] = tokens[s0]; /* padding */
+        }
+        ffn_model_loss loss;
+        if ((st = ffn_model_eval_loss(m, batch, ignore, nb, Tb, &loss))) goto fail;
+        const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+        const int64_t F = c->intermediate_size;
+        for (int64_t l = 0; l < L; l++) { /* this forward's rows of every tapped point */
+            char name[64];
+            ffn_tap_view v;
+            xrows[l] = grows[l] = NULL;
+            if (ffn_inspect_layer_width(m, l) == 0) continue;
+            ffn_tap_name(name, sizeof name, l, FFN_TAP_MLP_IN);
+            if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
+            xrows[l] = v.data;
+            if (!gfeat[l]) continue;
+            ffn_tap_name(name, sizeof name, l, gated ? FFN_TAP_GATE_PRE : FFN_TAP_M);
+            if ((st = ffn_model_tap_read(m, name, &v))) goto fail;
+            grows[l] = v.data;
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t s0 = w0[w + b], end = w0[w + b + 1];
+            for (int64_t i = s0; i < end; i++) {
+                if (labels[i] < 0) continue;
+                const int64_t row = b * Tb + (i - s0);
+                for (int64_t l = 0; l < L; l++) {
+                    if (!xrows[l]) continue;
+                    memcpy(xin + (l * n_lab + k) * D, xrows[l] + row * D, (size_t)D * sizeof *xin);
+                    if (!grows[l]) continue;
+                    const float *g = grows[l] + row * F;
+                    if (gated) ffn_act_fwd(c->hidden_act, gfeat[l] + k * F, g, F);
+                    else memcpy(gfeat[l] + k * F, g, (size_t)F * sizeof(float)); /* act(up) */
+                }
+                y[k] = labels[i];
+                sp[k] = split[i] != 0;
+                k++;
+            }
+        }
+    }
+    /* 3. the baseline */
     for (int64_t i = 0; i < n_lab; i++) {
         if (sp[i]) r->class_count_test[y[i]]++, r->n_test++;
         else r->class_count_train[y[i]]++, r->n_train++;
@@ -306,7 +382,7 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
         if (r->class_count_train[cc] > r->class_count_train[r->majority_class])
             r->majority_class = cc;
     r->baseline = (double)r->class_count_test[r->majority_class] / (double)r->n_test;
-    /* 3. per layer: gate features, probes, selectivity */
+    /* 4. per layer: gate features, probes, selectivity */
     for (int64_t l = 0, li = 0; l < L; l++) {
         int64_t Fw = ffn_inspect_layer_width(m, l);
         if (Fw == 0) continue;
@@ -316,25 +392,29 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
         pl->selective = malloc((size_t)(C_CLASSES * o.top_selective) * sizeof *pl->selective);
         pl->selective_d = malloc((size_t)(C_CLASSES * o.top_selective) * sizeof *pl->selective_d);
         free(feat);
-        feat = malloc((size_t)(n_lab * Fw) * sizeof *feat);
-        if (!pl->selective || !pl->selective_d || !feat) {
+        feat = gfeat[l] ? NULL : malloc((size_t)(n_lab * Fw) * sizeof *feat);
+        if (!pl->selective || !pl->selective_d || (!gfeat[l] && !feat)) {
             st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory (features of layer %lld)", fn,
                            (long long)l);
             goto fail;
         }
         const float *xl = xin + l * n_lab * D;
-        if ((st = gate_features(ctx, m, l, xl, n_lab, feat, Fw)) ||
-            (st = probe_fit(feat, n_lab, Fw, y, sp, &o, &pl->train_acc_gate, &pl->acc_gate)) ||
+        if (!gfeat[l] && (st = gate_features(ctx, m, l, xl, n_lab, feat, Fw))) goto fail;
+        const float *gf = gfeat[l] ? gfeat[l] : feat;
+        if ((st = probe_fit(gf, n_lab, Fw, y, sp, &o, &pl->train_acc_gate, &pl->acc_gate)) ||
             (st = probe_fit(xl, n_lab, D, y, sp, &o, &pl->train_acc_input, &pl->acc_input)) ||
-            (st = selectivity(feat, n_lab, Fw, y, sp, o.top_selective, pl->selective,
+            (st = selectivity(gf, n_lab, Fw, y, sp, o.top_selective, pl->selective,
                               pl->selective_d)))
             goto fail;
     }
     *out = r;
     r = NULL;
 fail:
+    ffn_model_taps_restore(m, stash);
     ffn_probe_result_free(r);
-    free(xin), free(cap), free(y), free(sp), free(feat);
+    for (int64_t l = 0; gfeat && l < L; l++) free(gfeat[l]);
+    free(xin), free(gfeat), free(y), free(sp), free(feat), free(w0), free(batch), free(ignore);
+    free(xrows), free(grows);
     return st;
 }
 

@@ -33,6 +33,11 @@
  * fit the workspace, runs on ffn_gemm over the caller's plain weights
  * instead -- the same numbers within rounding.
  *
+ * Taps.  ffn_layer_forward_hooked (src/nn/ffn_hook.h) shows the model's
+ * taps gu and h between the epilogue and the down projection: after the
+ * usual path when the hook only reads, on the unfused path (decode: the
+ * streaming input projection, then ffn_gemm for down) when it writes.
+ *
  * Determinism (measured by tests/unit/test_layer.c and test_kernels.c):
  *   - every path is bitwise reproducible run to run at a fixed thread count;
  *   - both save modes give bitwise identical results (recompute runs the
@@ -62,6 +67,7 @@
  * public oneDNN 2.6 API offers no way to hand those to the caller. */
 #include "base/common.h"
 #include "kernels/kernels.h"
+#include "nn/ffn_hook.h"
 
 #include <string.h>
 #ifdef _OPENMP
@@ -592,6 +598,45 @@ ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, 
     if (st || n == 0) return st;
     int threads = enter_threads(l, n);
     st = forward(l, y, x, n, saved, workspace, workspace_bytes);
+    leave_threads(threads);
+    return st;
+}
+
+/* The tapped forward (src/nn/ffn_hook.h).  Capture-only hooks see the
+ * buffers the usual path left behind (gu and h are intact after it);
+ * writing hooks get the unfused path so that their writes reach the down
+ * projection. */
+static ffn_status forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
+                                 void *workspace, size_t workspace_bytes,
+                                 const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
+    ffn_status st;
+    if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
+    if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
+    carved c;
+    if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
+    float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
+    if (!hook->writes) {
+        if ((st = forward(l, y, x, n, saved, workspace, workspace_bytes))) return st;
+        hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
+        hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
+        return FFN_OK;
+    }
+    mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
+    if ((st = project_in(l, s, &c, gu, x, n))) return st;
+    hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
+    epilogue_forward(l, c.h, gu, n);
+    hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
+    return project_down(l, s, &c, y, c.h, n);
+}
+
+ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n,
+                                    float *saved, void *workspace, size_t workspace_bytes,
+                                    const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
+    if (!hook) return ffn_layer_forward(l, y, x, n, saved, workspace, workspace_bytes);
+    ffn_status st = check_call(l, "ffn_layer_forward", n);
+    if (st || n == 0) return st;
+    int threads = enter_threads(l, n);
+    st = forward_hooked(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
     leave_threads(threads);
     return st;
 }

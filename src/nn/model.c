@@ -15,6 +15,8 @@
  * The q, k and v weights are adjacent in the flat block, so they form one
  * (C, D) matrix and one matrix product serves all three. */
 #include "nn/model_internal.h"
+#include "nn/ffn_hook.h"
+#include "nn/tap_internal.h"
 #include "format/json.h"
 #include "kernels/kernels.h"
 #include "base/rng.h"
@@ -274,6 +276,16 @@ done:
     return st;
 }
 
+/* The shortest of %.15g, %.16g, %.17g that reads back as the same double
+ * (1e-05 rather than 1.0000000000000001e-05). */
+static const char *shortest(char buf[32], double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, 32, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
     ffn_status st = ffn_model_config_validate(c);
     if (st) return st;
@@ -288,8 +300,9 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
             "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
             (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
             (long long)c->num_key_value_heads, (long long)c->max_position_embeddings);
-    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n", c->rope_theta,
-            c->rms_norm_eps);
+    char b1[32], b2[32];
+    fprintf(f, "  \"rope_theta\": %s,\n  \"rms_norm_eps\": %s,\n", shortest(b1, c->rope_theta),
+            shortest(b2, c->rms_norm_eps));
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"hidden_act\": ",
             c->tie_word_embeddings ? "true" : "false");
     json_write_string(f, ffn_act_name(c->hidden_act));
@@ -301,12 +314,12 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
             c->rope_style == FFN_ROPE_HALF ? "half" : "interleaved");
     fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
             "  \"moe_intermediate_size\": %lld,\n  \"decoder_sparse_step\": %lld,\n"
-            "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"
-            "  \"router_z_loss_coef\": %.17g,\n  \"shared_expert_intermediate_size\": %lld,\n",
+            "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %s,\n"
+            "  \"router_z_loss_coef\": %s,\n  \"shared_expert_intermediate_size\": %lld,\n",
             (long long)c->num_experts, (long long)c->num_experts_per_tok,
             (long long)moe_width(c), (long long)c->moe_layer_freq,
-            c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef,
-            c->router_z_loss_coef, (long long)c->shared_expert_intermediate_size);
+            c->norm_topk_prob ? "true" : "false", shortest(b1, c->router_aux_loss_coef),
+            shortest(b2, c->router_z_loss_coef), (long long)c->shared_expert_intermediate_size);
     fprintf(f, "  \"torch_dtype\": \"float32\"\n}\n");
     if (ferror(f) | fclose(f)) return ffn_error(FFN_ERR_IO, "%s: write failed", path);
     return FFN_OK;
@@ -372,6 +385,7 @@ struct ffn_model {
     float *rope_cos, *rope_sin;     /* (max_seq, Dh/2) */
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
+    ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
 };
 
 /* ---- the tensor table ------------------------------------------------------ */
@@ -570,6 +584,7 @@ void ffn_model_free(ffn_model *m) {
     ffn_free_aligned(m->params);
     ffn_free_aligned(m->grads);
     ffn_free_aligned(m->acts);
+    ffn_taps_free(m->taps);
     free(m);
 }
 
@@ -958,10 +973,13 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     for (int64_t n = 0; n < N; n++)
         memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
     *aux = *z = 0.0;
+    /* taps (tap.c): only when something is selected or patched */
+    ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
     for (int64_t l = 0; l < m->L; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
         float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
+        if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
         ffn_rmsnorm_forward(a->xn1, a->rstd1, x, p->attn_norm, N, D, eps);
         if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
@@ -985,33 +1003,47 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             ldk = GD;
         }
         ffn_attn_dims dims = {B, T, pos0, H, G, Dh, ffn_ctx_threads(m->ctx)};
-        ffn_attention_forward(a->att, HD, save ? a->probs : NULL, m->scratch, a->qkv, C, k, ldk,
-                              v, ldk, &dims);
+        float *probs = save ? a->probs : tp ? ffn_taps_probs(tp, l) : NULL;
+        ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
+        if (tp && probs) ffn_taps_probs_done(tp, l);
         if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
             return st;
+        if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
+        if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_MID, a->mid);
         /* feed-forward */
         if (!m->mlp[l] && !m->moe[l]) {
             memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
         } else {
             ffn_rmsnorm_forward(a->xn2, a->rstd2, a->mid, p->mlp_norm, N, D, eps);
+            if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_IN, a->xn2);
+            const ffn_neuron_hook *hook = tp ? ffn_taps_hook(tp, l) : NULL;
             if (m->mlp[l]) {
-                st = ffn_layer_forward(m->mlp[l], m->tmp, a->xn2, N, save ? a->saved : NULL, m->ws,
-                                       m->ws_bytes);
+                st = ffn_layer_forward_hooked(m->mlp[l], m->tmp, a->xn2, N,
+                                              save ? a->saved : NULL, m->ws, m->ws_bytes, hook,
+                                              NULL);
             } else {
                 ffn_moe_outputs mo;
                 memset(&mo, 0, sizeof mo);
                 mo.y = m->tmp;
-                st = ffn_moe_forward(m->moe[l], &mo, a->xn2, N, save ? a->saved : NULL, m->ws,
-                                     m->ws_bytes);
+                if (tp) {
+                    mo.router_logits = ffn_taps_out(tp, l, FFN_TAP_ROUTER_LOGITS);
+                    mo.topk_ids = ffn_taps_out(tp, l, FFN_TAP_EXPERT_IDS);
+                    mo.topk_weights = ffn_taps_out(tp, l, FFN_TAP_EXPERT_WEIGHTS);
+                }
+                st = ffn_moe_forward_hooked(m->moe[l], &mo, a->xn2, N, save ? a->saved : NULL,
+                                            m->ws, m->ws_bytes, hook);
                 *aux += mo.aux_loss;
                 *z += mo.z_loss;
             }
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_OUT, m->tmp);
             add_rows(x_next, a->mid, m->tmp, N * D);
         }
+        if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_POST, x_next);
         x = x_next;
     }
+    if (tp) ffn_taps_end(tp);
     *x_out = x;
     return FFN_OK;
 }
@@ -1098,7 +1130,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     ffn_status st;
     float *d_res = m->d_res;
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
-    ffn_rmsnorm_backward(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, m->rstdf,
+    ffn_rmsnorm_backward_accumulate(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, m->rstdf,
                          N, D);
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
@@ -1112,7 +1144,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
-            ffn_rmsnorm_backward(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
+            ffn_rmsnorm_backward_accumulate(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
         }
         /* attention output projection: mid = x + att · Woᵀ */
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
@@ -1131,7 +1163,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
-        ffn_rmsnorm_backward(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
+        ffn_rmsnorm_backward_accumulate(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
     for (int64_t n = 0; n < N; n++) {
@@ -1265,4 +1297,99 @@ ffn_status ffn_model_prefill(ffn_model *m, const int32_t *tokens, int64_t n, flo
 ffn_status ffn_model_step(ffn_model *m, int32_t token, float *logits) {
     if (!logits) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_step: logits is NULL");
     return ffn_model_prefill(m, &token, 1, logits);
+}
+
+/* ---- growing the activation block ------------------------------------------------- */
+
+ffn_status ffn_model_reserve(ffn_model *m, int64_t max_batch, int64_t max_seq) {
+    static const char *fn = "ffn_model_reserve";
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "%s: model is NULL", fn);
+    if (max_batch < 1 || max_batch > ((int64_t)1 << 24))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: max_batch: expected 1..%lld, got %lld", fn,
+                         (long long)1 << 24, (long long)max_batch);
+    if (max_seq < 1 || max_seq > m->cfg.max_position_embeddings)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: max_seq: expected 1..max_position_embeddings "
+                         "(%lld), got %lld", fn, (long long)m->cfg.max_position_embeddings,
+                         (long long)max_seq);
+    int64_t nb = max_batch > m->max_batch ? max_batch : m->max_batch;
+    int64_t ns = max_seq > m->max_seq ? max_seq : m->max_seq, nn;
+    if (nb == m->max_batch && ns == m->max_seq) return FFN_OK;
+    if (ffn_mul_i64(nb, ns, &nn))
+        return ffn_error(FFN_ERR_OVERFLOW, "%s: max_batch · max_seq overflows", fn);
+    ffn_model old = *m;
+    m->max_batch = nb;
+    m->max_seq = ns;
+    m->max_n = nn;
+    m->acts = NULL;
+    m->ba = NULL;
+    ffn_status st = alloc_acts(m);
+    if (st) {
+        ffn_free_aligned(m->acts);
+        free(m->ba);
+        *m = old;
+        return st;
+    }
+    if ((st = ffn_taps_resize(m->taps, nn, ns))) {
+        ffn_free_aligned(m->acts);
+        free(m->ba);
+        *m = old;
+        return st;
+    }
+    ffn_free_aligned(old.acts);
+    free(old.ba);
+    m->pos = 0;
+    return FFN_OK;
+}
+
+/* ---- for the taps and the analysis floor (src/nn/tap_internal.h) ----------------- */
+
+ffn_taps **ffn_model_taps_ref(ffn_model *m) { return &m->taps; }
+
+void ffn_model_rows(const ffn_model *m, int64_t *max_n, int64_t *max_seq) {
+    *max_n = m->max_n;
+    *max_seq = m->max_seq;
+}
+
+typedef struct copy_hook {
+    float *gu, *h;
+    int64_t r0, P, F;
+} copy_hook;
+
+static void copy_rows(void *user, int stage, float *buf, int64_t n, const ffn_hook_rows *rows) {
+    const copy_hook *c = user;
+    (void)rows;
+    if (stage == FFN_HOOK_GU && c->gu)
+        memcpy(c->gu + c->r0 * c->P, buf, (size_t)(n * c->P) * sizeof(float));
+    if (stage == FFN_HOOK_H && c->h)
+        memcpy(c->h + c->r0 * c->F, buf, (size_t)(n * c->F) * sizeof(float));
+}
+
+ffn_status ffn_model_ffn_neurons(ffn_model *m, int64_t l, int64_t expert, const float *x,
+                                 int64_t n, float *gu, float *h) {
+    static const char *fn = "ffn_model_ffn_neurons";
+    if (!m || l < 0 || l >= m->L || (!x && n > 0) || n < 0)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: bad arguments (layer %lld, n %lld)", fn,
+                         (long long)l, (long long)n);
+    ffn_layer *ly = NULL;
+    if (expert == -1) ly = m->mlp[l];
+    else if (m->moe[l]) ly = ffn_moe_expert_layer(m->moe[l], expert);
+    if (!ly)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: layer %lld has no FFN %lld", fn, (long long)l,
+                         (long long)expert);
+    const ffn_layer_config *lc = ffn_layer_get_config(ly);
+    const int64_t F = lc->intermediate_size, D = m->D;
+    copy_hook ch = {gu, h, 0, lc->type == FFN_MLP_GATED ? 2 * F : F, F};
+    ffn_neuron_hook hook = {copy_rows, &ch, 0};
+    int64_t chunk = m->max_n;
+    while (chunk > 1 && ffn_layer_workspace_size(ly, chunk) > m->ws_bytes) chunk /= 2;
+    float *xin = m->ba[0].xn2; /* the forward's FFN input rows */
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+        int64_t c = n - r0 < chunk ? n - r0 : chunk;
+        memcpy(xin, x + r0 * D, (size_t)(c * D) * sizeof *xin);
+        ch.r0 = r0;
+        ffn_status st = ffn_layer_forward_hooked(ly, m->tmp, xin, c, NULL, m->ws, m->ws_bytes,
+                                                 &hook, NULL);
+        if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+    }
+    return FFN_OK;
 }

@@ -20,11 +20,12 @@
  * team size.  rstd (N) is saved for backward (may be NULL in inference). */
 void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, int64_t n,
                          int64_t d, float eps);
-/* dx (N, D) += ∂/∂x, dw (D) += ∂/∂w (dw may be NULL), for L = Σ y ⊙ dy.
- * The dw reduction runs over rows in order: bitwise reproducible at any
- * thread count. */
-void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
-                          const float *w, const float *rstd, int64_t n, int64_t d);
+/* dx (N, D) += ∂/∂x, dw (D) += ∂/∂w (dw may be NULL), for L = Σ y ⊙ dy:
+ * accumulates into dx, as its name says (the model sums the residual
+ * stream's gradient through it).  The dw reduction runs over rows in
+ * order: bitwise reproducible at any thread count. */
+void ffn_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
+                                     const float *w, const float *rstd, int64_t n, int64_t d);
 
 /* ---- RoPE (src/nn/attention.c) --------------------------------------------
  * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),

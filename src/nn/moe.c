@@ -14,6 +14,7 @@
 #include "base/common.h"
 #include "format/json.h"
 #include "kernels/kernels.h"
+#include "nn/ffn_hook.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -622,6 +623,7 @@ typedef struct expert_job {
     char *saved;                  /* the experts' saved area, or NULL */
     const int64_t *saved_off;     /* (E) byte offsets into it */
     const ffn_moe_params *grads;  /* backward, may be NULL */
+    const ffn_neuron_hook *hook;  /* forward: the taps' hook, or NULL */
 } expert_job;
 
 static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *lws, size_t lwb) {
@@ -648,7 +650,9 @@ static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *
         }
     }
     if (!j->backward) {
-        st = ffn_layer_forward(m->experts[e], j->out + r0 * D, j->xb + r0 * D, rows, sv, lws, lwb);
+        ffn_hook_rows hr = {e, j->row_slot + r0, K};
+        st = ffn_layer_forward_hooked(m->experts[e], j->out + r0 * D, j->xb + r0 * D, rows, sv,
+                                      lws, lwb, j->hook, &hr);
     } else {
         const ffn_layer_params *g = j->grads && j->grads->experts ? &j->grads->experts[e] : &no_grads;
         st = ffn_layer_backward(m->experts[e], j->out ? j->out + r0 * D : NULL, g, j->dyb + r0 * D,
@@ -721,8 +725,20 @@ static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
     return FFN_OK;
 }
 
+ffn_layer *ffn_moe_expert_layer(ffn_moe *m, int64_t e) {
+    if (!m) return NULL;
+    if (e == -2) return m->shared;
+    return e >= 0 && e < m->cfg.num_experts ? m->experts[e] : NULL;
+}
+
 ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int64_t n,
                            void *saved, void *workspace, size_t workspace_bytes) {
+    return ffn_moe_forward_hooked(m, out, x, n, saved, workspace, workspace_bytes, NULL);
+}
+
+ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float *x, int64_t n,
+                                  void *saved, void *workspace, size_t workspace_bytes,
+                                  const ffn_neuron_hook *hook) {
     if (!m || !out || !out->y || (n > 0 && !x))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_forward: NULL argument");
     ffn_status st = check_ready(m, "ffn_moe_forward", n);
@@ -818,7 +834,7 @@ ffn_status ffn_moe_forward(ffn_moe *m, ffn_moe_outputs *out, const float *x, int
             return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
     }
     expert_job job = {.backward = 0, .out = eo, .xb = xp, .x = x, .row_slot = row_slot,
-                      .offsets = offsets, .saved = esaved, .saved_off = fill};
+                      .offsets = offsets, .saved = esaved, .saved_off = fill, .hook = hook};
     st = run_experts(m, &job, AT(workspace, W.order, int32_t), lws, W.layer_bytes);
     if (st) return st;
 

@@ -26,8 +26,8 @@ void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
 
 /* With u = x·rstd (the normalised row) and g = dy ⊙ w:
  *   dx = rstd · (g − u · mean(g ⊙ u)),   dw = Σ_rows dy ⊙ u. */
-void ffn_rmsnorm_backward(float *dx, float *dw, const float *dy, const float *x,
-                          const float *w, const float *rstd, int64_t n, int64_t d) {
+void ffn_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
+                                     const float *w, const float *rstd, int64_t n, int64_t d) {
 #pragma omp parallel for schedule(static) if (n * d > 16384)
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d, *gr = dy + r * d;

@@ -12,9 +12,19 @@
  *         steps.f32    (T, V)      sequence 0 decoded one token at a time (KV cache)
  *         prefill.f32  (T, V)      sequence 0: a prefill of T/2 tokens, then steps
  *                                   (the first T/2 - 1 rows are zero)
+ *       and the taps (include/ffn/tap.h) of a forward on the same batch:
+ *         tap_<name>.f32      (B·T, W) each captured point below that exists
+ *                             (layers.0.{attn_out,mlp_in,m,mlp_out},
+ *                             layers.{L-1}.resid_post)
+ *         tap_logits.f32      (B, T, V) the logits of that forward
+ *         zero_logits.f32     (B, T, V) with layers.0.m index 3 set to 0 at
+ *                             every position (when layer 0 has an FFN)
+ *         steer_logits.f32    (B, T, V) with steer(d) = 0.5·sin(d + 1) added
+ *                             to layers.0.resid_post at every position
  * Exit code 0 on success, 1 with a message on stderr. */
 #include <ffn.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +106,45 @@ int main(int argc, char **argv) {
     float *logits = calloc((size_t)(B * T * V), sizeof(float));
     if (ffn_model_logits(m, logits, tokens, B, T)) return fail("logits");
     if (write_file(out, "logits.f32", logits, (size_t)(B * T * V) * sizeof(float))) return 1;
+
+    /* taps: captures, then two interventions, one at a time */
+    char names[5][64];
+    snprintf(names[0], 64, "layers.0.attn_out");
+    snprintf(names[1], 64, "layers.0.mlp_in");
+    snprintf(names[2], 64, "layers.0.m");
+    snprintf(names[3], 64, "layers.0.mlp_out");
+    snprintf(names[4], 64, "layers.%lld.resid_post", (long long)(cfg.num_hidden_layers - 1));
+    for (int i = 0; i < 5; i++)
+        if (!ffn_model_tap_lookup(m, names[i], NULL, NULL, NULL) && ffn_model_tap_select(m, names[i]))
+            return fail("tap select");
+    if (ffn_model_logits(m, logits, tokens, B, T)) return fail("tapped logits");
+    if (write_file(out, "tap_logits.f32", logits, (size_t)(B * T * V) * sizeof(float))) return 1;
+    for (int i = 0; i < 5; i++) {
+        ffn_tap_view v;
+        if (ffn_model_tap_lookup(m, names[i], NULL, NULL, NULL)) continue;
+        if (ffn_model_tap_read(m, names[i], &v)) return fail("tap read");
+        char file[96];
+        snprintf(file, sizeof file, "tap_%s.f32", names[i]);
+        if (write_file(out, file, v.data, (size_t)(v.rows * v.cols) * sizeof(float))) return 1;
+    }
+    ffn_model_taps_clear(m);
+    if (!ffn_model_tap_lookup(m, "layers.0.m", NULL, NULL, NULL)) {
+        if (ffn_model_tap_patch(m, "layers.0.m", -1, 3, FFN_TAP_OP_SET, 0.0f) ||
+            ffn_model_logits(m, logits, tokens, B, T))
+            return fail("zero neuron");
+        if (write_file(out, "zero_logits.f32", logits, (size_t)(B * T * V) * sizeof(float)))
+            return 1;
+        ffn_model_taps_clear(m);
+    }
+    float *steer = malloc((size_t)cfg.hidden_size * sizeof *steer);
+    for (int64_t d = 0; d < cfg.hidden_size; d++) steer[d] = 0.5f * sinf((float)(d + 1));
+    if (ffn_model_tap_patch_vector(m, "layers.0.resid_post", -1, FFN_TAP_OP_ADD, steer,
+                                   cfg.hidden_size) ||
+        ffn_model_logits(m, logits, tokens, B, T))
+        return fail("steer");
+    if (write_file(out, "steer_logits.f32", logits, (size_t)(B * T * V) * sizeof(float))) return 1;
+    ffn_model_taps_clear(m);
+    free(steer);
 
     ffn_model_zero_grads(m);
     ffn_model_loss loss, ev;

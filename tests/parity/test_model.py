@@ -10,10 +10,16 @@ weights (std 0.2, norms around 1) make every path carry a signal.  The
 reference runs in float64; C runs in float32.  Checked per case:
   logits (B, T, V), the loss (total, and eval_loss equal to it), every
   parameter's gradient, and KV-cache decoding (one token at a time, and a
-  prefill then steps) against the full-sequence logits.
+  prefill then steps) against the full-sequence logits; and the taps
+  (include/ffn/tap.h): layer 0's attn_out, mlp_in, m (MoE: the routed
+  experts' columns e·Fe + i, 0 elsewhere) and mlp_out and the last layer's
+  resid_post against the reference's own intermediate values, the tapped
+  forward's logits bitwise equal to the untapped ones, and two
+  interventions replayed in the reference: m_3 of layer 0 zeroed, and a
+  steering vector added to layer 0's resid_post.
 Tolerances (measured errors are ~50x smaller): |logits| err <= 2e-5, loss
 rel err <= 1e-5, per-tensor gradient err <= 1e-7 + 1e-4 * max|grad_ref|,
-KV-cache logits err <= 2e-5.
+KV-cache logits err <= 2e-5, taps and intervened logits err <= 2e-5.
 Exit code: 0 when all pass."""
 import json
 import os
@@ -31,6 +37,7 @@ TOL_LOGITS = 2e-5
 TOL_LOSS_REL = 1e-5
 TOL_GRAD_ABS, TOL_GRAD_REL = 1e-7, 1e-4
 TOL_CACHE = 2e-5
+TOL_TAP = 2e-5
 
 
 def build_driver(tmp):
@@ -74,16 +81,20 @@ def act_fn(name):
             "relu": torch.relu, "linear": lambda t: t}[name]
 
 
-def ffn(P, pre, x, gated, bias, act):
+def ffn(P, pre, x, gated, bias, act, hook=None):
+    """hook(h) -> h sees (and may replace) m, the input of down_proj."""
     def lin(name, t):
         y = t @ P[f"{pre}.{name}.weight"].T
         return y + P[f"{pre}.{name}.bias"] if bias else y
     h = act(lin("gate_proj", x)) * lin("up_proj", x) if gated else act(lin("up_proj", x))
+    if hook is not None:
+        h = hook(h)
     return lin("down_proj", h)
 
 
-def moe(P, pre, x, cfg, act, gated):
-    """x (N, D) -> y, aux, z following include/ffn/moe.h (softmax scoring)."""
+def moe(P, pre, x, cfg, act, gated, hook=None):
+    """x (N, D) -> y, aux, z following include/ffn/moe.h (softmax scoring).
+    hook(e, rows, h) -> h sees expert e's m on the rows routed to it."""
     E, K = cfg["num_experts"], cfg["num_experts_per_tok"]
     logits = x @ P[f"{pre}.gate.weight"].T
     p = torch.softmax(logits, -1)
@@ -94,7 +105,8 @@ def moe(P, pre, x, cfg, act, gated):
         for j in range(K):
             sel = topi[:, j] == e
             if sel.any():
-                ye = ffn(P, f"{pre}.experts.{e}", x[sel], gated, cfg["mlp_bias"], act)
+                eh = None if hook is None else (lambda h, e=e, sel=sel: hook(e, sel, h))
+                ye = ffn(P, f"{pre}.experts.{e}", x[sel], gated, cfg["mlp_bias"], act, eh)
                 y = y.index_add(0, sel.nonzero()[:, 0], w[sel, j, None] * ye)
     if cfg.get("shared_expert_intermediate_size", 0) > 0:
         g = torch.sigmoid(x @ P[f"{pre}.shared_expert_gate.weight"].T)
@@ -106,7 +118,10 @@ def moe(P, pre, x, cfg, act, gated):
     return y, aux, z
 
 
-def reference(P, cfg, tokens, targets):
+def reference(P, cfg, tokens, targets, cap=None, zero=None, steer=None):
+    """cap: a dict that receives layer 0's attn_out, mlp_in, m, mlp_out and
+    the last layer's resid_post as (B·T, W); zero: neuron i of layer 0's m
+    set to 0; steer: a vector added to layer 0's resid_post."""
     D, H, G = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     Dh, L, V = D // H, cfg["num_hidden_layers"], cfg["vocab_size"]
     eps, theta, style = cfg["rms_norm_eps"], cfg["rope_theta"], cfg["rope_style"]
@@ -128,17 +143,49 @@ def reference(P, cfg, tokens, targets):
         k = k.repeat_interleave(H // G, dim=1)
         v = v.repeat_interleave(H // G, dim=1)
         att = torch.softmax(q @ k.transpose(-1, -2) / Dh ** 0.5 + mask, -1) @ v
-        x = x + att.transpose(1, 2).reshape(B, T, H * Dh) @ P[f"{pre}.self_attn.o_proj.weight"].T
+        ao = att.transpose(1, 2).reshape(B, T, H * Dh) @ P[f"{pre}.self_attn.o_proj.weight"].T
+        x = x + ao
+        tap = cap is not None and l == 0
+        if tap:
+            cap["layers.0.attn_out"] = ao.reshape(B * T, D)
         freq = cfg["decoder_sparse_step"]
         is_moe = cfg["num_experts"] > 0 and (l + 1) % freq == 0
         if is_moe or cfg["mlp_type"] != "none":
             h2 = rmsnorm(x, P[f"{pre}.post_attention_layernorm.weight"], eps)
+            if tap:
+                cap["layers.0.mlp_in"] = h2.reshape(B * T, D)
             if is_moe:
-                y, aux, z = moe(P, f"{pre}.mlp", h2.reshape(B * T, D), cfg, act, gated)
+                Fe, E = cfg["moe_intermediate_size"], cfg["num_experts"]
+                mcap = torch.zeros(B * T, E * Fe)
+
+                def ehook(e, sel, h, l=l, Fe=Fe, mcap=mcap):
+                    if l == 0 and zero is not None and zero // Fe == e:
+                        h = h.clone()
+                        h[:, zero % Fe] = 0.0
+                    if l == 0:
+                        mcap[sel.nonzero()[:, 0], e * Fe:(e + 1) * Fe] = h.detach()
+                    return h
+                y, aux, z = moe(P, f"{pre}.mlp", h2.reshape(B * T, D), cfg, act, gated, ehook)
                 aux_sum, z_sum = aux_sum + aux, z_sum + z
-                x = x + y.view(B, T, D)
+                y = y.view(B, T, D)
+                if tap:
+                    cap["layers.0.m"] = mcap
             else:
-                x = x + ffn(P, f"{pre}.mlp", h2, gated, cfg["mlp_bias"], act)
+                def dhook(h, l=l):
+                    if l == 0 and zero is not None:
+                        h = h.clone()
+                        h[..., zero] = 0.0
+                    if tap:
+                        cap["layers.0.m"] = h.reshape(B * T, -1)
+                    return h
+                y = ffn(P, f"{pre}.mlp", h2, gated, cfg["mlp_bias"], act, dhook)
+            if tap:
+                cap["layers.0.mlp_out"] = y.reshape(B * T, D)
+            x = x + y
+        if l == 0 and steer is not None:
+            x = x + steer
+        if cap is not None and l == L - 1:
+            cap[f"layers.{L - 1}.resid_post"] = x.reshape(B * T, D)
     x = rmsnorm(x, P["model.norm.weight"], eps)
     head = P["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else P["lm_head.weight"]
     logits = x @ head.T
@@ -229,7 +276,51 @@ def run_case(exe, tmp, name, cfg, B, T, seed, threads=2):
     print(f"  KV cache       steps vs full {e1:.3e}, prefill+steps vs full {e2:.3e}, "
           f"steps vs torch {e3:.3e} (tol {TOL_CACHE:.0e})")
     ok &= max(e1, e2, e3) <= TOL_CACHE
+    ok &= check_taps(d, P, cfg, tokens, targets, c_logits)
     print("  ok" if ok else "  FAILED")
+    return ok
+
+
+def check_taps(d, P, cfg, tokens, targets, c_logits):
+    B, T = tokens.shape
+    V, D, L = cfg["vocab_size"], cfg["hidden_size"], cfg["num_hidden_layers"]
+    tk, tg = torch.tensor(tokens, dtype=torch.long), torch.tensor(targets, dtype=torch.long)
+    ok = True
+    tapped = np.fromfile(os.path.join(d, "tap_logits.f32"), dtype=np.float32).reshape(B, T, V)
+    same = np.array_equal(tapped, c_logits)
+    print(f"  taps           tapped forward's logits bitwise equal to untapped: {same}")
+    ok &= same
+    cap = {}
+    with torch.no_grad():
+        reference(P, cfg, tk, tg, cap=cap)
+        line = []
+        for name, ref in cap.items():
+            path = os.path.join(d, f"tap_{name}.f32")
+            if not os.path.exists(path):
+                print(f"  FAIL tap {name}: not written")
+                ok = False
+                continue
+            c = np.fromfile(path, dtype=np.float32).reshape(ref.shape)
+            e = np.abs(c - ref.numpy()).max()
+            line.append(f"{name.split('.', 2)[2]}@{name.split('.')[1]} {e:.2e}")
+            ok &= e <= TOL_TAP
+        print(f"  taps           max err vs torch: {', '.join(line)} (tol {TOL_TAP:.0e})")
+        steer = torch.tensor([np.float32(0.5 * np.sin(np.float32(i + 1))) for i in range(D)],
+                             dtype=torch.float64)
+        zpath = os.path.join(d, "zero_logits.f32")
+        if os.path.exists(zpath):
+            ref, _ = reference(P, cfg, tk, tg, zero=3)
+            c = np.fromfile(zpath, dtype=np.float32).reshape(B, T, V)
+            e = np.abs(c - ref.numpy()).max()
+            moved = np.abs(c - c_logits).max()
+            print(f"  intervention   m_3 of layer 0 zeroed: max err {e:.3e} (logits moved {moved:.3e})")
+            ok &= e <= TOL_TAP and moved > 10 * TOL_TAP
+        ref, _ = reference(P, cfg, tk, tg, steer=steer)
+        c = np.fromfile(os.path.join(d, "steer_logits.f32"), dtype=np.float32).reshape(B, T, V)
+        e = np.abs(c - ref.numpy()).max()
+        moved = np.abs(c - c_logits).max()
+        print(f"  intervention   steering layer 0's resid_post: max err {e:.3e} (logits moved {moved:.3e})")
+        ok &= e <= TOL_TAP and moved > 10 * TOL_TAP
     return ok
 
 

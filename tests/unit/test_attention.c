@@ -184,7 +184,7 @@ static void test_rmsnorm_grad(void) {
     CHECK(worst < 1e-5, "rmsnorm forward off by %.3e", worst);
     for (int i = 0; i < NN * ND; i++) dx[i] = 0.25f; /* backward accumulates: start non-zero */
     for (int i = 0; i < ND; i++) dw[i] = 0.0f;
-    ffn_rmsnorm_backward(dx, dw, nr, nx, nw, rstd, NN, ND);
+    ffn_rmsnorm_backward_accumulate(dx, dw, nr, nx, nw, rstd, NN, ND);
     for (int i = 0; i < NN * ND; i++) dx[i] -= 0.25f;
     fd_check("rmsnorm dx", nx, dx, NN * ND, norm_loss, 1);
     fd_check("rmsnorm dw", nw, dw, ND, norm_loss, 1);

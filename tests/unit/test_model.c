@@ -1,5 +1,6 @@
 /* test_model.c -- the decoder through its public API (include/ffn/model.h):
- *   - config validation errors name the field; config.json round trip;
+ *   - config validation errors name the field; config.json round trip, its
+ *     numbers written as the shortest decimal that reads back the same;
  *   - the tensor table: HF names, contiguous offsets, tied vs untied;
  *   - finite-difference gradient check of the whole loss (ce + MoE aux and z
  *     losses) on a tiny model, a few entries of every tensor;
@@ -80,7 +81,21 @@ static void test_config(void) {
               d.tie_word_embeddings == 0 && d.rms_norm_eps == c.rms_norm_eps &&
               d.router_z_loss_coef == c.router_z_loss_coef && d.mlp_type == c.mlp_type,
           "config round trip differs");
-    FILE *f = fopen(path, "w");
+    /* numbers are written as the shortest decimal that reads back the same */
+    char text[4096] = "";
+    FILE *f = fopen(path, "r");
+    size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[got] = 0;
+    CHECK(strstr(text, "\"rms_norm_eps\": 1e-05,") && strstr(text, "\"rope_theta\": 10000,") &&
+              strstr(text, "\"router_aux_loss_coef\": 0.1,") &&
+              strstr(text, "\"router_z_loss_coef\": 0.05,"),
+          "config.json numbers not shortest:\n%s", text);
+    c.rms_norm_eps = 1.0 / 3.0; /* needs all 17 digits */
+    CHECK(ffn_model_config_save(&c, path) == FFN_OK && ffn_model_config_load(path, &d) == FFN_OK &&
+              d.rms_norm_eps == c.rms_norm_eps,
+          "1/3 does not round-trip");
+    f = fopen(path, "w");
     fputs("{\"vocab_size\": 10, \"hidden_size\": 8, \"num_hidden_layers\": 1, "
           "\"num_attention_heads\": 2, \"intermediate_size\": 4, \"rope_style\": \"sideways\"}",
           f);
