@@ -11,6 +11,9 @@
  *   data.h         tokenizers and the built-in corpus
  *   model.h        the decoder-only Transformer (forward, backward, KV cache)
  *   train.h        AdamW, the training loop, checkpoints, generation
+ *   rng.h          the library's seeded pseudo-random generator
+ *   json.h         the strict JSON reader
+ *   collapse.h     merging a linear FFN into one matrix, and the check
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -45,6 +48,16 @@
 #endif
 #if __has_include("ffn/inspect.h")
 #include "ffn/inspect.h"
+#endif
+
+#if __has_include("ffn/rng.h")
+#include "ffn/rng.h"
+#endif
+#if __has_include("ffn/json.h")
+#include "ffn/json.h"
+#endif
+#if __has_include("ffn/collapse.h")
+#include "ffn/collapse.h"
 #endif
 
 #endif /* FFN_H */

@@ -216,10 +216,17 @@ static void expected_text(const cli_opt *o, char *buf, size_t n) {
         range_text(o, r, sizeof r);
         snprintf(buf, n, "a number in %s", r);
         break;
-    case CLI_ENUM:
-        join_names(o, ", ", names, sizeof names);
-        snprintf(buf, n, "one of %s", names);
+    case CLI_ENUM: { /* "a, b or c" */
+        size_t len = 0;
+        int count = 0;
+        while (o->names && o->names[count]) count++;
+        names[0] = '\0';
+        for (int k = 0; k < count && len < sizeof names; k++)
+            len += (size_t)snprintf(names + len, sizeof names - len, "%s%s",
+                                    k == 0 ? "" : k == count - 1 ? " or " : ", ", o->names[k]);
+        snprintf(buf, n, "%s", names);
         break;
+    }
     case CLI_CUSTOM: snprintf(buf, n, "%s", o->expect ? o->expect : "a valid value"); break;
     case CLI_LIST: snprintf(buf, n, "a comma-separated list"); break;
     case CLI_PATH: snprintf(buf, n, "a path"); break;

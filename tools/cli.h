@@ -129,7 +129,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 #define CLI_GEN_TOP_P 0.95
 #define CLI_GEN_SEED 42
 /* layers are 0-based everywhere */
-#define CLI_LAYER_HELP "layers count from 0 (the first block is layer 0)"
+#define CLI_LAYER_HELP "0-based: the first block is layer 0"
 
 /* Model shape, Hugging Face config.json names. */
 #define CLI_OPT_HIDDEN_SIZE(p, g) \

@@ -27,27 +27,18 @@ int layer_load_weights(const char *cmd, const ffn_st_file *wf, const ffn_layer_c
                        ffn_layer_params *w);
 void layer_free_params(ffn_layer_params *p);
 
-static const char usage_text[] =
-    "usage: ffn collapse --config layer.json --weights w.safetensors --output merged.safetensors\n"
-    "                    [--samples N] [--seed S] [--threads N] [--json]\n"
-    "\n"
+static const char about[] =
     "Merge a dense FFN layer with hidden_act \"linear\" into one matrix, and measure\n"
     "how far the merged layer is from the two-layer one.\n"
     "\n"
     "  two layers:  y = W_down (W_up x + b_up) + b_down\n"
-    "  merged:      y = W x + b,   W = W_down . W_up [D, D],  b = W_down . b_up + b_down [D]\n"
+    "  merged:      y = W x + b,   W = W_down . W_up [D, D],\n"
+    "                              b = W_down . b_up + b_down [D]\n"
     "\n"
-    "--config layer.json       hidden_size (D), intermediate_size (F), hidden_act\n"
-    "                          (must be \"linear\"), mlp_bias (see ffn layer --help)\n"
-    "--weights w.safetensors   up_proj.weight [F, D], down_proj.weight [D, F]\n"
-    "                          (+ up_proj.bias [F], down_proj.bias [D] with mlp_bias)\n"
-    "--output merged.safetensors   weight [D, D] (and bias [D] with mlp_bias), F32,\n"
-    "                          written atomically\n"
-    "--samples N   random inputs x ~ N(0, 1) to compare on (default 64)\n"
-    "--seed S      their seed (default 1)\n"
-    "--threads N   threads (default: FFN_NUM_THREADS, else every core)\n"
-    "--json        print the report as one JSON object\n"
-    "\n"
+    "No layer at hand?  `ffn layer --make-example DIR` writes DIR/linear.json and\n"
+    "DIR/linear.safetensors.\n";
+
+static const char epilog[] =
     "The report: the max absolute difference between the two forwards, the same\n"
     "relative to max|y|, and the parameter counts before and after.\n"
     "\n"
@@ -289,41 +280,30 @@ done:
 int cmd_collapse(int argc, char **argv) {
     const char *cmd = "collapse";
     collapse_args a = {.samples = 64, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) { a.json = 1; continue; }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--config", &a.config)) ||
-            (r = cli_flag(cmd, argc, argv, &i, "--weights", &a.weights)) ||
-            (r = cli_flag(cmd, argc, argv, &i, "--output", &a.output))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--samples", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--samples", v, 1, 1 << 20, &a.samples))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--seed", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--seed", v, 0, INT64_MAX, &a.seed))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 1, 4096, &a.threads))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (argv[i][0] == '-')
-            cli_error(cmd, "unknown flag '%s' (see ffn collapse --help)", argv[i]);
-        else
-            cli_error(cmd, "unexpected argument '%s' (see ffn collapse --help)", argv[i]);
-        return CLI_EXIT_USAGE;
-    }
+    const cli_opt opts[] = {
+        {.name = "--config", .type = CLI_PATH, .dst = &a.config, .metavar = "layer.json",
+         .help = "hidden_size (D), intermediate_size (F), hidden_act (must be \"linear\"), "
+                 "mlp_bias (see ffn layer --help)"},
+        {.name = "--weights", .type = CLI_PATH, .dst = &a.weights, .metavar = "w.safetensors",
+         .help = "up_proj.weight [F, D], down_proj.weight [D, F] (+ up_proj.bias [F], "
+                 "down_proj.bias [D] with mlp_bias)"},
+        {.name = "--output", .type = CLI_PATH, .dst = &a.output,
+         .metavar = "merged.safetensors",
+         .help = "weight [D, D] (and bias [D] with mlp_bias), F32, written atomically"},
+        {.name = "--samples", .type = CLI_INT, .dst = &a.samples, .metavar = "N", .imin = 1,
+         .imax = 1 << 20, .help = "random inputs x ~ N(0, 1) to compare on"},
+        CLI_OPT_SEED(&a.seed, "their seed"),
+        CLI_OPT_THREADS(&a.threads),
+        CLI_OPT_JSON(&a.json, "print the report as one JSON object"),
+        {0}};
+    const cli_spec spec = {.cmd = cmd,
+                           .synopsis = "--config layer.json --weights w.safetensors\n"
+                                       "                    --output merged.safetensors "
+                                       "[--samples N] [--seed S]\n"
+                                       "                    [--threads N] [--json]",
+                           .about = about, .epilog = epilog, .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
     const char *missing = !a.config ? "--config" : !a.weights ? "--weights"
                         : !a.output ? "--output" : NULL;
     if (missing) {
