@@ -320,7 +320,7 @@ static int store(const cli_spec *s, const char *flag, const cli_opt *o, const ch
 }
 
 /* Edit distance for "did you mean" (short strings only). */
-static int distance(const char *a, const char *b) {
+int cli_edit_distance(const char *a, const char *b) {
     size_t n = strlen(a), m = strlen(b);
     if (n > 63 || m > 63) return 99;
     int d[64][64];
@@ -342,7 +342,7 @@ static int unknown_option(const cli_spec *s, const char *arg, size_t len) {
     int best_d = 3;
     for (const cli_opt *o = s->opts; o && o->name; o++) {
         if (o->hidden) continue;
-        int d = distance(name, o->name);
+        int d = cli_edit_distance(name, o->name);
         if (d < best_d || (!best && strlen(name) >= 4 && !strncmp(o->name, name, strlen(name)))) {
             best = o->name;
             best_d = d < best_d ? d : best_d;

@@ -93,6 +93,9 @@ void cli_help(const cli_spec *spec, FILE *f);
  * return CLI_EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Levenshtein distance (strings up to 63 bytes; longer: 99), for "did you mean". */
+int cli_edit_distance(const char *a, const char *b);
+
 /* Shared declarations: the same flag, the same bounds and meaning. */
 #define CLI_THREADS_HELP \
     "threads: 0 = FFN_NUM_THREADS when set, else every core; more threads than " \
