@@ -434,7 +434,10 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *rc) {
     }
     for (int k = 0; s->pos && s->pos[k].name; k++)
         if (s->pos[k].required && !*s->pos[k].dst) {
-            cli_error(s->cmd, "%s missing (see 'ffn %s --help')", s->pos[k].name, s->cmd);
+            if (s->pos[k].missing)
+                cli_error(s->cmd, "%s (see 'ffn %s --help')", s->pos[k].missing, s->cmd);
+            else
+                cli_error(s->cmd, "%s missing (see 'ffn %s --help')", s->pos[k].name, s->cmd);
             *rc = CLI_EXIT_USAGE;
             return 1;
         }

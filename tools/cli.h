@@ -70,6 +70,7 @@ typedef struct cli_pos {
     const char **dst;
     const char *help;
     int required;
+    const char *missing;  /* the message when a required one is absent; NULL: "NAME missing" */
 } cli_pos;
 
 typedef struct cli_spec {

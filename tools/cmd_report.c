@@ -85,7 +85,8 @@ int cmd_report(int argc, char **argv) {
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {{.name = "RUN_DIR", .dst = &run_dir, .required = 1,
-                            .help = "a compare/demo --out directory or a checkpoint directory"},
+                            .help = "a compare/demo --out directory or a checkpoint directory",
+                            .missing = "missing RUN_DIR: the directory to report on"},
                            {0}};
     const cli_spec spec = {.cmd = cmd,
                            .synopsis = "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
