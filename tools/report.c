@@ -889,21 +889,9 @@ static int write_models(rctx *r, const run_set *rs) {
 
 /* ---- section 4: the linear-collapse check ---------------------------------------- */
 
-/* Standard normal numbers from a seeded xorshift64* and Box-Muller. */
-static double rand_normal(uint64_t *s) {
-    double u[2];
-    for (int k = 0; k < 2; k++) {
-        *s ^= *s >> 12;
-        *s ^= *s << 25;
-        *s ^= *s >> 27;
-        u[k] = ((double)((*s * 0x2545F4914F6CDD1DULL) >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
-
-/* For each layer of a dense linear-activation model: y1 = W_down·act(W_up·x + b_up) + b_down
- * (two layers, act = identity) against y2 = W·x + b with W = W_down·W_up (D, D) and
- * b = W_down·b_up + b_down, on N random inputs x ~ N(0, I). */
+/* For each layer of a dense linear-activation model: the layer's forward
+ * against W·x + b with W = W_down·W_up (D, D) and b = W_down·b_up + b_down, on
+ * N random inputs x ~ N(0, I) (ffn_collapse_merge and ffn_collapse_check). */
 #define COLLAPSE_INPUTS 64
 
 static int write_collapse(rctx *r, const run_set *rs) {
@@ -932,7 +920,7 @@ static int write_collapse(rctx *r, const run_set *rs) {
     }
     ffn_model *m = NULL;
     ffn_tokenizer *tok = NULL;
-    float *wm = NULL, *bm = NULL, *x = NULL, *h = NULL, *y1 = NULL, *y2 = NULL;
+    float *wm = NULL, *bm = NULL;
     ffn_status st = ffn_checkpoint_load(r->ctx, ckpt, &m, &tok);
     if (st != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s: %s", ckpt, ffn_last_error());
     const ffn_model_config *c = ffn_model_get_config(m);
@@ -941,16 +929,11 @@ static int write_collapse(rctx *r, const run_set *rs) {
     const float *params = ffn_model_params(m, NULL);
     wm = malloc((size_t)(D * D) * sizeof *wm);
     bm = malloc((size_t)D * sizeof *bm);
-    x = malloc((size_t)(N * D) * sizeof *x);
-    h = malloc((size_t)F * sizeof *h);
-    y1 = malloc((size_t)D * sizeof *y1);
-    y2 = malloc((size_t)D * sizeof *y2);
-    if (!wm || !bm || !x || !h || !y1 || !y2) {
+    if (!wm || !bm) {
         rfail(r, CLI_EXIT_FAIL, "out of memory");
         goto done;
     }
     uint64_t seed = r->opt->seed ? r->opt->seed : 1;
-    for (int64_t i = 0; i < N * D; i++) x[i] = (float)rand_normal(&seed);
     fputs("{\"run\":", f);
     jw_str(f, name);
     fputs(",\"dir\":", f);
@@ -983,40 +966,17 @@ static int write_collapse(rctx *r, const run_set *rs) {
         const float *wd = params + td->offset;  /* (D, F) */
         const float *bu = tbu ? params + tbu->offset : NULL; /* (F) */
         const float *bd = tbd ? params + tbd->offset : NULL; /* (D) */
-        /* the merged map: W (D, D) = W_down·W_up, b = W_down·b_up + b_down (double sums) */
-        for (int64_t i = 0; i < D; i++) {
-            for (int64_t j = 0; j < D; j++) {
-                double s = 0;
-                for (int64_t k = 0; k < F; k++) s += (double)wd[i * F + k] * wu[k * D + j];
-                wm[i * D + j] = (float)s;
-            }
-            double s = bd ? bd[i] : 0.0;
-            for (int64_t k = 0; bu && k < F; k++) s += (double)wd[i * F + k] * bu[k];
-            bm[i] = (float)s;
+        ffn_layer_config lc = {.hidden_size = D, .intermediate_size = F, .type = FFN_MLP_DENSE,
+                               .act = FFN_ACT_LINEAR, .bias = c->mlp_bias};
+        ffn_layer_params lp = {.up_w = (float *)wu, .up_b = (float *)bu, .down_w = (float *)wd,
+                               .down_b = (float *)bd};
+        ffn_collapse_result cr;
+        if ((st = ffn_collapse_merge(&lc, &lp, wm, bm)) != FFN_OK ||
+            (st = ffn_collapse_check(r->ctx, &lc, &lp, wm, bm, N, seed, &cr)) != FFN_OK) {
+            rfail(r, CLI_EXIT_FAIL, "%s: layer %lld: %s", ckpt, (long long)l, ffn_last_error());
+            goto done;
         }
-        double max_diff = 0, max_out = 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xn = x + n * D;
-            for (int64_t k = 0; k < F; k++) { /* two layers, in float as a model runs them */
-                float s = bu ? bu[k] : 0.0f;
-                for (int64_t j = 0; j < D; j++) s += wu[k * D + j] * xn[j];
-                h[k] = ffn_act_forward(FFN_ACT_LINEAR, s);
-            }
-            for (int64_t i = 0; i < D; i++) {
-                float s = bd ? bd[i] : 0.0f;
-                for (int64_t k = 0; k < F; k++) s += wd[i * F + k] * h[k];
-                y1[i] = s;
-                float s2 = bm[i];
-                for (int64_t j = 0; j < D; j++) s2 += wm[i * D + j] * xn[j];
-                y2[i] = s2;
-                double d = fabs((double)y1[i] - y2[i]);
-                if (d > max_diff) max_diff = d;
-                if (fabs(y1[i]) > max_out) max_out = fabs(y1[i]);
-            }
-        }
-        /* the size of W, for the table: its Frobenius norm */
-        double fro = 0;
-        for (int64_t i = 0; i < D * D; i++) fro += (double)wm[i] * wm[i];
+        double max_diff = cr.max_abs_diff, max_out = cr.max_abs_y;
         fprintf(f, "%s{\"layer\":%lld,\"max_diff\":", l ? "," : "", (long long)l);
         jw_num(f, max_diff);
         fputs(",\"max_abs_out\":", f);
@@ -1024,17 +984,13 @@ static int write_collapse(rctx *r, const run_set *rs) {
         fputs(",\"rel\":", f);
         jw_num(f, max_out > 0 ? max_diff / max_out : 0);
         fputs(",\"w_norm\":", f);
-        jw_num(f, sqrt(fro));
+        jw_num(f, cr.w_norm);
         fputc('}', f);
     }
     fputs("]},\n", f);
 done:
     free(wm);
     free(bm);
-    free(x);
-    free(h);
-    free(y1);
-    free(y2);
     ffn_tokenizer_free(tok);
     ffn_model_free(m);
     return r->failed;
