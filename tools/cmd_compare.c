@@ -75,6 +75,7 @@ int cmd_compare(int argc, char **argv) {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
          .help = "UTF-8 text to train on (default: the built-in corpus; not with --lang)"},
         {.name = "--variants", .type = CLI_LIST, .dst = &variants, .metavar = "LIST",
+         .def = "none, linear, relu, gelu, swish, glu, bilinear, reglu, geglu, swiglu, moe",
          .help = "comma-separated variant names (above)"},
         {.name = "--seeds", .type = CLI_INT, .dst = &seeds, .metavar = "N", .imin = 1, .imax = 100,
          .help = "runs per variant, seeds S, S+1, ...; the table gives mean ± sample std"},

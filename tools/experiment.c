@@ -540,7 +540,7 @@ static void why_short(FILE *f, const exp_plan *p) {
                    "seeds (--seeds) tell whether it holds.");
 }
 
-void exp_explain(FILE *f, const exp_plan *p) {
+static void explain_rows(FILE *f, const exp_plan *p) {
     const exp_variant *none = find_variant(p, "none"), *lin = find_variant(p, "linear"),
                       *gelu = find_variant(p, "gelu"), *swi = find_variant(p, "swiglu"),
                       *moe = find_variant(p, "moe");
@@ -622,6 +622,42 @@ void exp_explain(FILE *f, const exp_plan *p) {
             fputc('\n', f);
         }
     }
+}
+
+/* The rows, each wrapped at 80 columns under its text (column 10). */
+void exp_explain(FILE *f, const exp_plan *p) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    if (!m) {
+        explain_rows(f, p);
+        return;
+    }
+    explain_rows(m, p);
+    fclose(m);
+    for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+        nl = strchr(line, '\n');
+        if (nl) *nl = '\0';
+        int col = 0, indent = !strncmp(line, "  noise:", 8) ? 4 : 10;
+        for (char *w = line; *w;) {
+            size_t lead = strspn(w, " ");
+            size_t word = strcspn(w + lead, " ");
+            int wlen = 0;
+            for (size_t k = 0; k < word; k++) wlen += ((unsigned char)w[lead + k] & 0xC0) != 0x80;
+            if (col > indent && col + (int)lead + wlen > 80) {
+                col = fprintf(f, "\n%*s", indent, "") - 1;
+                lead = 0;
+            }
+            fwrite(w, 1, (col == 0 ? lead : (lead ? 1 : 0)) + 0, f);
+            if (col != 0 && lead > 1) fwrite(w, 1, lead - 1, f); /* keep double spaces */
+            col += (int)lead;
+            fwrite(w + strspn(w, " "), 1, word, f);
+            col += wlen;
+            w += strspn(w, " ") + word;
+        }
+        fputc('\n', f);
+    }
+    free(buf);
 }
 
 int exp_explain_file(const char *cmd, const char *path) {
