@@ -532,8 +532,9 @@ static void verdict_words(const exp_diff *d, char *buf, size_t n) {
 /* Why a result can go against the expected direction. */
 static void why_short(FILE *f, const exp_plan *p) {
     if (p->train.steps < 1500)
-        fprintf(f, " At %lld steps the runs are short: the FFN's extra parameters have not "
-                   "paid off yet (ffn demo trains 1500 steps by default).",
+        fprintf(f, " At %lld steps the runs are short, and early in training the variants "
+                   "can rank differently than at the end (ffn demo trains 1500 steps by "
+                   "default).",
                 (long long)p->train.steps);
     else
         fprintf(f, " At this size and length the difference is real for these runs; more "
