@@ -127,11 +127,8 @@ int cli_edit_distance(const char *a, const char *b);
     {.name = "--top-p", .type = CLI_FLOAT, .dst = (p), .metavar = "P", .fmin = 0, .fmin_open = 1, \
      .fmax = 1, .help = "nucleus sampling: only the most likely tokens whose probabilities " \
      "add up to P (1 = all)"}
-/* The one set of sampling defaults of `ffn generate` and `ffn run`. */
-#define CLI_GEN_STEPS 100
-#define CLI_GEN_TEMPERATURE 0.8
-#define CLI_GEN_TOP_P 0.95
-#define CLI_GEN_SEED 42
+/* `ffn generate` and `ffn run` both take their sampling defaults from
+ * ffn_generate_options_default (one set, shown in both --help). */
 /* layers are 0-based everywhere */
 #define CLI_LAYER_HELP "0-based: the first block is layer 0"
 
