@@ -625,6 +625,29 @@ static void explain_rows(FILE *f, const exp_plan *p) {
     }
 }
 
+/* One line wrapped at 80 columns, continuation lines indented by `indent`;
+ * runs of spaces inside the line are kept. */
+static void put_wrapped(FILE *f, const char *line, int indent) {
+    int col = 0;
+    for (const char *p = line; *p;) {
+        size_t gap = strspn(p, " ");
+        const char *word = p + gap;
+        size_t len = strcspn(word, " ");
+        int width = 0; /* columns: UTF-8 continuation bytes take none */
+        for (size_t k = 0; k < len; k++) width += ((unsigned char)word[k] & 0xC0) != 0x80;
+        if (col > indent && col + (int)gap + width > 80) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+            gap = 0;
+        }
+        fprintf(f, "%*s", (int)gap, "");
+        fwrite(word, 1, len, f);
+        col += (int)gap + width;
+        p = word + len;
+    }
+    fputc('\n', f);
+}
+
 /* The rows, each wrapped at 80 columns under its text (column 10). */
 void exp_explain(FILE *f, const exp_plan *p) {
     char *buf = NULL;
@@ -639,24 +662,7 @@ void exp_explain(FILE *f, const exp_plan *p) {
     for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
         nl = strchr(line, '\n');
         if (nl) *nl = '\0';
-        int col = 0, indent = !strncmp(line, "  noise:", 8) ? 4 : 10;
-        for (char *w = line; *w;) {
-            size_t lead = strspn(w, " ");
-            size_t word = strcspn(w + lead, " ");
-            int wlen = 0;
-            for (size_t k = 0; k < word; k++) wlen += ((unsigned char)w[lead + k] & 0xC0) != 0x80;
-            if (col > indent && col + (int)lead + wlen > 80) {
-                col = fprintf(f, "\n%*s", indent, "") - 1;
-                lead = 0;
-            }
-            fwrite(w, 1, (col == 0 ? lead : (lead ? 1 : 0)) + 0, f);
-            if (col != 0 && lead > 1) fwrite(w, 1, lead - 1, f); /* keep double spaces */
-            col += (int)lead;
-            fwrite(w + strspn(w, " "), 1, word, f);
-            col += wlen;
-            w += strspn(w, " ") + word;
-        }
-        fputc('\n', f);
+        put_wrapped(f, line, !strncmp(line, "  noise:", 8) ? 4 : 10);
     }
     free(buf);
 }
