@@ -508,6 +508,41 @@ static void default_text(const cli_opt *o, char *buf, size_t n) {
     }
 }
 
+void cli_help_options(FILE *f, const cli_opt *opts, const char *heading) {
+    const char *group = NULL;
+    int first = 1;
+    for (const cli_opt *o = opts; o && o->name; o++) {
+        if (o->group && (!group || strcmp(o->group, group))) {
+            group = o->group;
+            fprintf(f, "\n%s:\n", group);
+            first = 0;
+        } else if (first) {
+            fprintf(f, "\n%s:\n", heading);
+            first = 0;
+        }
+        if (o->hidden) continue;
+        char mv[256], def[256], range[96], text[2048];
+        metavar_text(o, mv, sizeof mv);
+        default_text(o, def, sizeof def);
+        range_text_sp(o, range, sizeof range, NBSP);
+        int col = fprintf(f, "  %s%s%s", o->name, mv[0] ? " " : "", mv);
+        if (o->alias) col += fprintf(f, ", %s", o->alias);
+        if (col + 1 > HELP_COL) {
+            fputc('\n', f);
+            col = 0;
+        }
+        fprintf(f, "%*s", HELP_COL - col, "");
+        size_t len = (size_t)snprintf(text, sizeof text, "%s", o->help ? o->help : "");
+        if (def[0] && range[0] && len < sizeof text)
+            snprintf(text + len, sizeof text - len, " (default %s; range %s)", def, range);
+        else if (def[0] && len < sizeof text)
+            snprintf(text + len, sizeof text - len, " (default %s)", def);
+        else if (range[0] && len < sizeof text)
+            snprintf(text + len, sizeof text - len, " (range %s)", range);
+        wrap(f, text, HELP_COL, HELP_COL);
+    }
+}
+
 void cli_help(const cli_spec *s, FILE *f) {
     if (s->synopsis) {
         fprintf(f, "usage: ffn %s %s\n", s->cmd, s->synopsis);
@@ -533,38 +568,7 @@ void cli_help(const cli_spec *s, FILE *f) {
             wrap(f, s->pos[k].help ? s->pos[k].help : "", HELP_COL, HELP_COL);
         }
     }
-    const char *group = NULL;
-    int first = 1;
-    for (const cli_opt *o = s->opts; o && o->name; o++) {
-        if (o->group && (!group || strcmp(o->group, group))) {
-            group = o->group;
-            fprintf(f, "\n%s:\n", group);
-            first = 0;
-        } else if (first) {
-            fprintf(f, "\noptions:\n");
-            first = 0;
-        }
-        if (o->hidden) continue;
-        char mv[256], def[256], range[96], text[2048];
-        metavar_text(o, mv, sizeof mv);
-        default_text(o, def, sizeof def);
-        range_text_sp(o, range, sizeof range, NBSP);
-        int col = fprintf(f, "  %s%s%s", o->name, mv[0] ? " " : "", mv);
-        if (o->alias) col += fprintf(f, ", %s", o->alias);
-        if (col + 1 > HELP_COL) {
-            fputc('\n', f);
-            col = 0;
-        }
-        fprintf(f, "%*s", HELP_COL - col, "");
-        size_t len = (size_t)snprintf(text, sizeof text, "%s", o->help ? o->help : "");
-        if (def[0] && range[0] && len < sizeof text)
-            snprintf(text + len, sizeof text - len, " (default %s; range %s)", def, range);
-        else if (def[0] && len < sizeof text)
-            snprintf(text + len, sizeof text - len, " (default %s)", def);
-        else if (range[0] && len < sizeof text)
-            snprintf(text + len, sizeof text - len, " (range %s)", range);
-        wrap(f, text, HELP_COL, HELP_COL);
-    }
+    cli_help_options(f, s->opts, "options");
     fprintf(f, "  -h, --help%*s", HELP_COL - 12, "");
     wrap(f, "print this help and exit", HELP_COL, HELP_COL);
     if (s->epilog) fprintf(f, "\n%s", s->epilog);

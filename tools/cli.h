@@ -89,6 +89,9 @@ typedef struct cli_spec {
 int cli_parse(const cli_spec *spec, int argc, char **argv, int *rc);
 /* --help from the table. */
 void cli_help(const cli_spec *spec, FILE *f);
+/* Only the flags of a table, under `heading` until the first group (for a
+ * command whose --help also lists its subcommands' flags). */
+void cli_help_options(FILE *f, const cli_opt *opts, const char *heading);
 /* Usage errors that the table cannot see (two flags that exclude each
  * other, ...): print "ffn <cmd>: <message> (see 'ffn <cmd> --help')" and
  * return CLI_EXIT_USAGE. */

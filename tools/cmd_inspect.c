@@ -444,7 +444,8 @@ static const char *span_text(const loaded *ld, const int32_t *ids, int64_t from,
     return b->s;
 }
 
-static int run_keys(int argc, char **argv) {
+/* opts_only: print the flags to it and return (for ffn inspect --help). */
+static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
     ffn_keys_options o;
     ffn_keys_options_default(&o);
@@ -474,6 +475,10 @@ static int run_keys(int argc, char **argv) {
     cli_pos pos[2];
     memcpy(pos, model_pos, sizeof pos);
     pos[0].dst = &model_path;
+    if (opts_only) {
+        cli_help_options(opts_only, opts, "ffn inspect keys MODEL --data FILE");
+        return 0;
+    }
     const cli_spec spec = {.cmd = "inspect keys", .synopsis = "MODEL --data FILE [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int prc;
@@ -617,7 +622,7 @@ static int run_keys(int argc, char **argv) {
 
 /* ---- ffn inspect gates ------------------------------------------------------------------ */
 
-static int run_gates(int argc, char **argv) {
+static int run_gates(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL;
     ffn_probe_options o;
     ffn_probe_options_default(&o);
@@ -654,6 +659,10 @@ static int run_gates(int argc, char **argv) {
     cli_pos pos[2];
     memcpy(pos, model_pos, sizeof pos);
     pos[0].dst = &model_path;
+    if (opts_only) {
+        cli_help_options(opts_only, opts, "ffn inspect gates MODEL --corpus [en|zh]");
+        return 0;
+    }
     const cli_spec spec = {.cmd = "inspect gates", .synopsis = "MODEL --corpus [en|zh] [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int prc;
@@ -766,7 +775,15 @@ static int run_gates(int argc, char **argv) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "keys")) return run_keys(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "gates")) return run_gates(argc - 1, argv + 1);
-    return run_tokens(argc, argv); /* no arguments: "MODEL missing" */
+    if (argc >= 2 && !strcmp(argv[1], "keys")) return run_keys(argc - 1, argv + 1, NULL);
+    if (argc >= 2 && !strcmp(argv[1], "gates")) return run_gates(argc - 1, argv + 1, NULL);
+    int help = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+    int rc = run_tokens(argc, argv); /* no arguments: "MODEL missing" */
+    if (help && rc == 0) { /* the subcommands' flags too: one page for the command */
+        run_keys(0, NULL, stdout);
+        run_gates(0, NULL, stdout);
+    }
+    return rc;
 }

@@ -15,7 +15,7 @@ static const char *const CMD = "run";
 static const char about[] =
 "Loads MODEL and continues the given tokens, one token at a time with a KV\n"
 "cache, greedily (--temperature 0) or by sampling (the defaults, the same as\n"
-"`ffn generate`'s).\n"
+"`ffn generate`'s).  --steps is capped by the model's context (with a note).\n"
 "\n"
 "MODEL is one of:\n"
 "  a llama2.c checkpoint FILE   seven int32 (dim, hidden_dim, n_layers, n_heads,\n"
