@@ -115,15 +115,12 @@ static int bench_layer(int argc, char **argv) {
         cli_error(cmd, "out of memory");
         return CLI_EXIT_FAIL;
     }
-    uint64_t s = 88172645463325252ull;
+    ffn_rng rng; /* uniform in [-1, 1): the library's generator */
+    ffn_rng_seed(&rng, 1);
     float scale = 1.0f / sqrtf((float)D);
-    for (size_t i = 0; i < total; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        w[i] = ((float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f) * scale;
-    }
+    for (size_t i = 0; i < total; i++) w[i] = (2.0f * ffn_rng_float(&rng) - 1.0f) * scale;
     for (size_t i = 0; i < nd; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        x[i] = (float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f;
+        x[i] = 2.0f * ffn_rng_float(&rng) - 1.0f;
         dy[i] = 0.5f * x[i];
     }
     float *b = w + 3 * wn, *gb = gw + 3 * wn;

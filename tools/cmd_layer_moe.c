@@ -342,14 +342,9 @@ static void stats(double *t, int n, double *mn, double *med) {
     *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static uint64_t bench_rng = 0x2545F4914F6CDD1Dull;
-static void bench_fill(float *a, size_t n, float scale) {
-    for (size_t i = 0; i < n; i++) {
-        bench_rng ^= bench_rng << 13;
-        bench_rng ^= bench_rng >> 7;
-        bench_rng ^= bench_rng << 17;
-        a[i] = scale * ((float)(bench_rng >> 40) / 8388608.0f - 1.0f);
-    }
+/* uniform in [-scale, scale), from the library's generator */
+static void bench_fill(ffn_rng *r, float *a, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) a[i] = scale * (2.0f * ffn_rng_float(r) - 1.0f);
 }
 
 static const char bench_about[] =
@@ -424,10 +419,12 @@ int cmd_bench_moe(int argc, char **argv) {
         cli_error(CMD, "out of memory");
         goto out;
     }
-    bench_fill(wall, (size_t)E * 3 * DF + (size_t)(E * D), 1.0f / sqrtf((float)D));
-    bench_fill(dw, 3 * DF * (size_t)K, 1.0f / sqrtf((float)D));
-    bench_fill(xs, nd * (size_t)pool, 1.0f);
-    bench_fill(dy, nd, 1.0f);
+    ffn_rng rng;
+    ffn_rng_seed(&rng, 1);
+    bench_fill(&rng, wall, (size_t)E * 3 * DF + (size_t)(E * D), 1.0f / sqrtf((float)D));
+    bench_fill(&rng, dw, 3 * DF * (size_t)K, 1.0f / sqrtf((float)D));
+    bench_fill(&rng, xs, nd * (size_t)pool, 1.0f);
+    bench_fill(&rng, dy, nd, 1.0f);
     for (int64_t e = 0; e < E; e++) {
         ew[e] = (ffn_layer_params){.gate_w = wall + (size_t)e * 3 * DF, .up_w = wall + (size_t)e * 3 * DF + DF,
                                    .down_w = wall + (size_t)e * 3 * DF + 2 * DF};
