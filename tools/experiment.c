@@ -495,8 +495,10 @@ int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given) {
 /* ---- what the numbers say --------------------------------------------------- */
 
 /* The seed-to-seed spread (sample std of the final validation loss) assumed
- * when each variant ran once: measured on this setup (D 64, 2 layers, the
- * English corpus) with ffn compare --seeds 3; see README.md. */
+ * when each variant ran once.  Measured on the demo's setup (D 64, 2 layers,
+ * the English corpus) with `ffn compare --variants
+ * none,linear,relu,gelu,swiglu,moe --steps 300 --seeds 3`: the six sample
+ * stds were 0.005 to 0.079, median 0.019. */
 #define EXP_ONE_SEED_SPREAD 0.02
 
 static const exp_variant *find_variant(const exp_plan *p, const char *name) {
