@@ -3,7 +3,7 @@
 
 int cmd_version(int argc, char **argv) {
     const cli_opt opts[] = {{0}};
-    const cli_spec spec = {.cmd = "version", .synopsis = "",
+    const cli_spec spec = {.cmd = "version",
                            .about = "Prints the library version, the SIMD level the kernels\n"
                                     "dispatch to on this CPU and the default thread count.\n",
                            .opts = opts};
