@@ -12,6 +12,9 @@
  *   model.h        the decoder-only Transformer (forward, backward, KV cache)
  *   tap.h          taps: named points of the forward to capture and patch
  *   train.h        AdamW, the training loop, checkpoints, generation
+ *   rng.h          the library's seeded pseudo-random generator
+ *   json.h         the strict JSON reader
+ *   collapse.h     merging a linear FFN into one matrix, and the check
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -49,6 +52,16 @@
 #endif
 #if __has_include("ffn/inspect.h")
 #include "ffn/inspect.h"
+#endif
+
+#if __has_include("ffn/rng.h")
+#include "ffn/rng.h"
+#endif
+#if __has_include("ffn/json.h")
+#include "ffn/json.h"
+#endif
+#if __has_include("ffn/collapse.h")
+#include "ffn/collapse.h"
 #endif
 
 #endif /* FFN_H */

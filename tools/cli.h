@@ -1,6 +1,23 @@
-/* cli.h -- helpers shared by the subcommands of the `ffn` command.
+/* cli.h -- what the subcommands of the `ffn` command share: the option
+ * table, error printing, the thread rule, small parsers.
  * Conventions: data on stdout, diagnostics on stderr, --help on every
- * subcommand (exit 0), exit 1 on a failure, exit 2 on bad usage. */
+ * subcommand (exit 0), exit 1 on a failure, exit 2 on bad usage.
+ *
+ * The option table.  Every command declares its flags once, as an array of
+ * cli_opt (type, destination, bounds, metavar, help line, group), and its
+ * positional arguments as cli_pos; cli_parse() reads argv into the
+ * destinations and cli_help() prints --help from the same table (usage
+ * line, the command's description, the flags by group with their default
+ * and range, lines of at most 80 columns).  A bad value or an unknown flag
+ * gets one message naming the flag, the value and what is accepted, and
+ * exit status 2:
+ *     ffn train: --steps: expected an integer in [1, 100000000], got 'x'
+ *     ffn train: unknown option '--stepz' (did you mean --steps? see 'ffn train --help')
+ * Flags used by several commands (--threads, --seed, --steps, the model
+ * sizes, ...) are declared by the CLI_OPT_* macros below, so the same flag
+ * has the same bounds and meaning everywhere.  Defaults are shown from the
+ * destination's value when --help runs, so set the defaults before calling
+ * cli_parse(). */
 #ifndef FFN_CLI_H
 #define FFN_CLI_H
 
@@ -12,31 +29,203 @@
 #define CLI_EXIT_FAIL 1
 #define CLI_EXIT_USAGE 2
 
+/* ---- the option table ------------------------------------------------------ */
+
+typedef enum cli_type {
+    CLI_FLAG,   /* no value; dst int*, set to 1 */
+    CLI_INT,    /* dst int64_t* (a uint64_t seed may be passed: bounds are >= 0) */
+    CLI_FLOAT,  /* dst double* */
+    CLI_STR,    /* dst const char**; with max_count: const char*[max_count] + *count */
+    CLI_PATH,   /* a file or directory name; as CLI_STR */
+    CLI_ENUM,   /* one of names[]; dst int* receives values[k] (or k) */
+    CLI_LIST,   /* a comma-separated list; dst const char** (checked by the command) */
+    CLI_CUSTOM  /* parse(value, dst) != 0 on a bad value; expect says what is accepted */
+} cli_type;
+
+typedef struct cli_opt {
+    const char *name;     /* "--steps"; NULL ends the table */
+    cli_type type;
+    void *dst;
+    const char *metavar;  /* "N", "FILE"; for CLI_ENUM default: names joined by | */
+    const char *help;     /* one paragraph, wrapped by cli_help */
+    int64_t imin, imax;   /* CLI_INT bounds */
+    double fmin, fmax;    /* CLI_FLOAT bounds */
+    int fmin_open;        /* CLI_FLOAT: fmin itself excluded, (fmin, fmax] */
+    const char *const *names; /* CLI_ENUM: NULL-terminated */
+    const int *values;        /* CLI_ENUM: NULL = the index */
+    int (*parse)(const char *value, void *dst); /* CLI_CUSTOM */
+    const char *expect;   /* CLI_CUSTOM: "an activation (relu, gelu, ...)" */
+    const char *def;      /* default shown in --help; NULL: from *dst; "": none */
+    const char *group;    /* heading printed before this flag when it changes */
+    const char *alias;    /* a second spelling of the same flag */
+    int *seen;            /* set to 1 when the flag is given (optional) */
+    int max_count;        /* CLI_STR/CLI_PATH: may repeat up to this many times */
+    int *count;           /* ... how many were given */
+    int optional_value;   /* CLI_ENUM: the value may be left out (next arg not a name) */
+    int hidden;           /* accepted, not listed in --help */
+} cli_opt;
+
+typedef struct cli_pos {
+    const char *name;     /* "MODEL"; NULL ends the list */
+    const char **dst;
+    const char *help;
+    int required;
+    const char *missing;  /* the message when a required one is absent; NULL: "NAME missing" */
+} cli_pos;
+
+typedef struct cli_spec {
+    const char *cmd;      /* "train", "inspect keys" (messages say "ffn <cmd>") */
+    const char *synopsis; /* the usage line(s) after "usage: ffn <cmd> "; NULL: generated */
+    const char *about;    /* the description, preformatted (lines <= 80 columns) */
+    const char *epilog;   /* after the flags: output, exit status, examples */
+    const cli_opt *opts;  /* terminated by {0} */
+    const cli_pos *pos;   /* terminated by {0}; NULL: no positional arguments */
+} cli_spec;
+
+/* Parse argv[1..argc) (argv[0] is the subcommand's name).  Returns 0 when
+ * the command should go on; otherwise the command returns *rc: 0 after
+ * --help (printed on stdout), CLI_EXIT_USAGE after a usage error (printed
+ * on stderr).  `--` ends the flags. */
+int cli_parse(const cli_spec *spec, int argc, char **argv, int *rc);
+/* --help from the table. */
+void cli_help(const cli_spec *spec, FILE *f);
+/* Only the flags of a table, under `heading` until the first group (for a
+ * command whose --help also lists its subcommands' flags). */
+void cli_help_options(FILE *f, const cli_opt *opts, const char *heading);
+/* Usage errors that the table cannot see (two flags that exclude each
+ * other, ...): print "ffn <cmd>: <message> (see 'ffn <cmd> --help')" and
+ * return CLI_EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Levenshtein distance (strings up to 63 bytes; longer: 99), for "did you mean". */
+int cli_edit_distance(const char *a, const char *b);
+
+/* Shared declarations: the same flag, the same bounds and meaning. */
+#define CLI_THREADS_HELP \
+    "threads: 0 = FFN_NUM_THREADS when set, else every core; more threads than " \
+    "cores run slower and are warned about"
+#define CLI_OPT_THREADS(p) \
+    {.name = "--threads", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 0, .imax = 4096, \
+     .help = CLI_THREADS_HELP}
+#define CLI_OPT_SEED(p, text) \
+    {.name = "--seed", .type = CLI_INT, .dst = (p), .metavar = "S", .imin = 0, .imax = INT64_MAX, \
+     .help = (text)}
+#define CLI_OPT_JSON(p, text) {.name = "--json", .type = CLI_FLAG, .dst = (p), .help = (text)}
+#define CLI_OPT_FORCE(p, text) {.name = "--force", .type = CLI_FLAG, .dst = (p), .help = (text)}
+#define CLI_OPT_OUT(p, mv, text) \
+    {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text)}
+/* optimizer steps of a training run */
+#define CLI_OPT_TRAIN_STEPS(p, text) \
+    {.name = "--steps", .type = CLI_INT, .dst = (p), .metavar = "S", .imin = 1, \
+     .imax = 100000000, .help = (text)}
+/* tokens to generate */
+#define CLI_OPT_GEN_STEPS(p) \
+    {.name = "--steps", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 0, \
+     .imax = 100000000, .help = "tokens to generate"}
+#define CLI_OPT_TEMPERATURE(p) \
+    {.name = "--temperature", .type = CLI_FLOAT, .dst = (p), .metavar = "T", .fmin = 0, \
+     .fmax = 100, .help = "0 = greedy (the most likely token, lowest id on ties); otherwise " \
+     "sample from softmax(logits / T)"}
+#define CLI_OPT_TOP_P(p) \
+    {.name = "--top-p", .type = CLI_FLOAT, .dst = (p), .metavar = "P", .fmin = 0, .fmin_open = 1, \
+     .fmax = 1, .help = "nucleus sampling: only the most likely tokens whose probabilities " \
+     "add up to P (1 = all)"}
+/* `ffn generate` and `ffn run` both take their sampling defaults from
+ * ffn_generate_options_default (one set, shown in both --help). */
+/* layers are 0-based everywhere */
+#define CLI_LAYER_HELP "0-based: the first block is layer 0"
+
+/* Model shape, Hugging Face config.json names. */
+#define CLI_OPT_HIDDEN_SIZE(p, g) \
+    {.name = "--hidden-size", .type = CLI_INT, .dst = (p), .metavar = "D", .imin = 1, \
+     .imax = 1 << 20, .help = "model width (hidden_size)", .group = (g)}
+#define CLI_OPT_INTERMEDIATE_SIZE(p, text) \
+    {.name = "--intermediate-size", .type = CLI_INT, .dst = (p), .metavar = "F", .imin = 1, \
+     .imax = 1 << 24, .help = (text)}
+#define CLI_OPT_LAYERS(p) \
+    {.name = "--num-hidden-layers", .type = CLI_INT, .dst = (p), .metavar = "L", .imin = 1, \
+     .imax = 1024, .help = "Transformer blocks"}
+#define CLI_OPT_HEADS(p) \
+    {.name = "--num-attention-heads", .type = CLI_INT, .dst = (p), .metavar = "H", .imin = 1, \
+     .imax = 4096, .help = "attention heads"}
+#define CLI_OPT_KV_HEADS(p, d) \
+    {.name = "--num-key-value-heads", .type = CLI_INT, .dst = (p), .metavar = "G", .imin = 1, \
+     .imax = 4096, .help = "key/value heads; G < H is grouped-query attention", .def = (d)}
+#define CLI_OPT_EXPERTS(p, text) \
+    {.name = "--num-experts", .type = CLI_INT, .dst = (p), .metavar = "E", .imin = 0, \
+     .imax = 4096, .help = (text)}
+#define CLI_OPT_TOP_K(p) \
+    {.name = "--num-experts-per-tok", .type = CLI_INT, .dst = (p), .metavar = "K", .imin = 1, \
+     .imax = 4096, .help = "experts each token uses"}
+#define CLI_OPT_BATCH(p) \
+    {.name = "--batch-size", .type = CLI_INT, .dst = (p), .metavar = "B", .imin = 1, \
+     .imax = 65536, .help = "sequences per micro-batch"}
+#define CLI_OPT_SEQ_LEN(p) \
+    {.name = "--seq-len", .type = CLI_INT, .dst = (p), .metavar = "T", .imin = 2, \
+     .imax = 1 << 20, .help = "context length in tokens"}
+#define CLI_OPT_LR(p) \
+    {.name = "--lr", .type = CLI_FLOAT, .dst = (p), .metavar = "X", .fmin = 0, .fmax = 10, \
+     .help = "peak learning rate"}
+#define CLI_OPT_MIN_LR(p) \
+    {.name = "--min-lr", .type = CLI_FLOAT, .dst = (p), .metavar = "X", .fmin = 0, .fmax = 10, \
+     .help = "learning rate at the end of the cosine"}
+#define CLI_OPT_EVAL_EVERY(p, d) \
+    {.name = "--eval-every", .type = CLI_INT, .dst = (p), .metavar = "K", .imin = 0, \
+     .imax = 1000000000, .help = "evaluate the held-out loss every K steps and at the end " \
+     "(0 = only at the end)", .def = (d)}
+#define CLI_OPT_EVAL_BATCHES(p) \
+    {.name = "--eval-batches", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 1, \
+     .imax = 100000, .help = "fixed held-out batches per evaluation"}
+#define CLI_OPT_TOKENIZER_MODE(p) \
+    {.name = "--tokenizer", .type = CLI_ENUM, .dst = (p), .names = cli_tokenizer_names, \
+     .values = cli_tokenizer_values, .help = "the vocabulary built from the text"}
+#define CLI_OPT_LANG(name_, p, text) \
+    {.name = (name_), .type = CLI_ENUM, .dst = (p), .names = cli_lang_names, \
+     .values = cli_lang_values, .help = (text)}
+
+extern const char *const cli_tokenizer_names[];
+extern const int cli_tokenizer_values[];
+extern const char *const cli_lang_names[];
+extern const int cli_lang_values[];
+/* CLI_CUSTOM parser for an activation name (ffn_act_parse; dst ffn_act*). */
+int cli_parse_act(const char *value, void *dst);
+
+/* ---- errors ------------------------------------------------------------------ */
+
 /* Print "ffn <cmd>: <message>\n" on stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "ffn <cmd>: <ffn_last_error() or status string>\n" and return CLI_EXIT_FAIL. */
 int cli_fail(const char *cmd, ffn_status st);
 
-/* Strict number parsing for flags: the whole string must be a number in
- * [lo, hi].  On failure print "ffn <cmd>: --flag: expected ..., got '...'"
- * and return 0; return 1 on success. */
+/* Strict number parsing: the whole string must be a number in [lo, hi].
+ * On failure print "ffn <cmd>: --flag: expected ..., got '...'" and return
+ * 0; return 1 on success. */
 int cli_parse_i64(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi,
                   int64_t *out);
 int cli_parse_f64(const char *cmd, const char *flag, const char *s, double lo, double hi,
                   double *out);
 
-/* For `--flag value` loops: if argv[*i] equals `flag`, set *value to the
- * next argument (advancing *i) and return 1; if the value is missing print
- * an error and return -1; return 0 when argv[*i] is another flag.  Also
- * accepts --flag=value. */
+/* For hand-written `--flag value` loops (prefer the table): if argv[*i]
+ * equals `flag`, set *value to the next argument (advancing *i) and return
+ * 1; if the value is missing print an error and return -1; return 0 when
+ * argv[*i] is another flag.  Also accepts --flag=value. */
 int cli_flag(const char *cmd, int argc, char **argv, int *i, const char *flag,
              const char **value);
+
+/* Token ids separated by spaces, commas, tabs or newlines, each in
+ * [0, vocab) (vocab <= 0: any id >= 0).  On failure prints the error naming
+ * `flag` and returns 0; on success *out is malloc'ed (free it). */
+int cli_parse_ids(const char *cmd, const char *flag, const char *s, int64_t vocab, int32_t **out,
+                  int64_t *n_out);
 
 /* 1 when stderr is a terminal (progress lines are drawn only then). */
 int cli_progress_tty(void);
 
-/* Threads from --threads (0 = FFN_NUM_THREADS or all cores). */
-int cli_make_ctx(const char *cmd, int threads, ffn_ctx **ctx);
+/* The thread rule of every command: --threads 0 = FFN_NUM_THREADS when
+ * set, else every core; a count above the cores of this machine runs (the
+ * user asked for it) after a warning naming both numbers.  Returns 0, or
+ * CLI_EXIT_FAIL after printing the error. */
+int cli_make_ctx(const char *cmd, int64_t threads, ffn_ctx **ctx);
 
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void cli_json_string(FILE *f, const char *s);

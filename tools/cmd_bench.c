@@ -31,35 +31,19 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static int wants_help(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
-    return 0;
-}
-
 /* ---- ffn bench layer ------------------------------------------------------ */
 
-static void layer_usage(FILE *f) {
-    fprintf(f,
-            "usage: ffn bench layer [--type T] [--hidden D] [--intermediate F] [--tokens N]\n"
-            "                       [--threads T] [--repeats R] [--bias] [--save MODE] [--json]\n\n"
-            "Times one FFN layer on random fp32 weights: forward, and forward followed by\n"
-            "backward (dx and every weight gradient).  Prints the minimum and the median over\n"
-            "R repeats (after one warm-up run each) and GFLOP/s at the minimum.\n\n"
-            "  --type T          a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense\n"
-            "                    activation (relu, gelu, gelu_pytorch_tanh, silu, sigmoid,\n"
-            "                    linear); default swiglu\n"
-            "  --hidden D        hidden_size (default 1024)\n"
-            "  --intermediate F  intermediate_size (default 2816)\n"
-            "  --tokens N        rows per call (default 512)\n"
-            "  --threads T       threads (default FFN_NUM_THREADS or all cores)\n"
-            "  --repeats R       timed runs (default: enough for about 1 s, 3..50)\n"
-            "  --bias            give every projection a bias\n"
-            "  --save MODE       activations (default) or none (backward recomputes)\n"
-            "  --json            one JSON object on stdout\n\n"
-            "FLOPs count the matrix products only: forward 2·N·(P+F)·D with P = 2F gated, F\n"
-            "dense; forward+backward three times that (recompute not counted).\n");
-}
+static const char layer_about[] =
+    "Times one FFN layer on random fp32 weights: forward, and forward followed by\n"
+    "backward (dx and every weight gradient).  Prints the minimum and the median over\n"
+    "R repeats (after one warm-up run each) and GFLOP/s at the minimum.\n";
+
+static const char layer_epilog[] =
+    "FLOPs count the matrix products only: forward 2·N·(P+F)·D with P = 2F gated, F\n"
+    "dense; forward+backward three times that (recompute not counted).\n";
+
+static const char *const save_names[] = {"activations", "none", NULL};
+static const int save_values[] = {FFN_SAVE_ACTIVATIONS, FFN_SAVE_NONE};
 
 typedef struct timing {
     double min_s, median_s;
@@ -73,52 +57,32 @@ static timing summarize(double *t, int n) {
 
 static int bench_layer(int argc, char **argv) {
     const char *cmd = "bench layer";
-    if (wants_help(argc, argv)) {
-        layer_usage(stdout);
-        return 0;
-    }
     const char *type_name = "swiglu";
     int64_t D = 1024, F = 2816, N = 512, threads = 0, repeats = 0;
-    int json = 0, bias = 0;
-    ffn_save_mode save = FFN_SAVE_ACTIVATIONS;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if ((r = cli_flag(cmd, argc, argv, &i, "--type", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            type_name = v;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--hidden", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--hidden", v, 1, INT64_C(1) << 20, &D))
-                return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--intermediate", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--intermediate", v, 1, INT64_C(1) << 22, &F))
-                return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--tokens", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--tokens", v, 0, INT64_C(1) << 24, &N))
-                return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 0, 4096, &threads))
-                return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--repeats", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--repeats", v, 1, 100000, &repeats))
-                return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--save", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            if (!strcmp(v, "activations")) save = FFN_SAVE_ACTIVATIONS;
-            else if (!strcmp(v, "none")) save = FFN_SAVE_NONE;
-            else {
-                cli_error(cmd, "--save: expected 'activations' or 'none', got '%s'", v);
-                return CLI_EXIT_USAGE;
-            }
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--bias")) {
-            bias = 1;
-        } else {
-            cli_error(cmd, "unknown option '%s' (see ffn bench layer --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    int json = 0, bias = 0, save = FFN_SAVE_ACTIVATIONS;
+    const cli_opt opts[] = {
+        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
+         .help = "a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense activation "
+                 "(relu, gelu, gelu_pytorch_tanh, silu, sigmoid, linear)"},
+        {.name = "--hidden", .type = CLI_INT, .dst = &D, .metavar = "D", .imin = 1,
+         .imax = INT64_C(1) << 20, .help = "hidden_size"},
+        {.name = "--intermediate", .type = CLI_INT, .dst = &F, .metavar = "F", .imin = 1,
+         .imax = INT64_C(1) << 22, .help = "intermediate_size"},
+        {.name = "--tokens", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 0,
+         .imax = INT64_C(1) << 24, .help = "rows per call"},
+        CLI_OPT_THREADS(&threads),
+        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
+         .imax = 100000, .def = "enough for about 1 s, 3..50", .help = "timed runs"},
+        {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
+        {.name = "--save", .type = CLI_ENUM, .dst = &save, .names = save_names,
+         .values = save_values, .metavar = "MODE",
+         .help = "activations or none (backward recomputes)"},
+        CLI_OPT_JSON(&json, "one JSON object on stdout"),
+        {0}};
+    const cli_spec spec = {.cmd = cmd, .about = layer_about, .epilog = layer_epilog,
+                           .opts = opts};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
     ffn_act act;
     ffn_mlp_type implied;
     if (ffn_act_parse(type_name, &act, &implied)) {
@@ -127,7 +91,7 @@ static int bench_layer(int argc, char **argv) {
     }
     ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
                             .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
-                            .bias = bias, .save = save};
+                            .bias = bias, .save = (ffn_save_mode)save};
     ffn_status st = ffn_layer_config_validate(&cfg);
     if (st) return cli_fail(cmd, st);
     ffn_ctx *ctx = NULL;
@@ -151,15 +115,12 @@ static int bench_layer(int argc, char **argv) {
         cli_error(cmd, "out of memory");
         return CLI_EXIT_FAIL;
     }
-    uint64_t s = 88172645463325252ull;
+    ffn_rng rng; /* uniform in [-1, 1): the library's generator */
+    ffn_rng_seed(&rng, 1);
     float scale = 1.0f / sqrtf((float)D);
-    for (size_t i = 0; i < total; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        w[i] = ((float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f) * scale;
-    }
+    for (size_t i = 0; i < total; i++) w[i] = (2.0f * ffn_rng_float(&rng) - 1.0f) * scale;
     for (size_t i = 0; i < nd; i++) {
-        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-        x[i] = (float)((s >> 40) * (1.0 / 8388608.0)) - 1.0f;
+        x[i] = 2.0f * ffn_rng_float(&rng) - 1.0f;
         dy[i] = 0.5f * x[i];
     }
     float *b = w + 3 * wn, *gb = gw + 3 * wn;
@@ -270,37 +231,27 @@ __attribute__((target("avx2,fma"), noinline)) static float fma_loop_avx2(int64_t
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
-static int parse_common(const char *cmd, int argc, char **argv, int64_t *threads, int *json,
-                        int64_t *mb) {
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 0, 4096, threads)) return 0;
-        } else if (mb && (r = cli_flag(cmd, argc, argv, &i, "--mb", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--mb", v, 1, 1 << 20, mb)) return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            *json = 1;
-        } else {
-            cli_error(cmd, "unknown option '%s' (see --help)", argv[i]);
-            return 0;
-        }
-    }
-    return 1;
+/* --threads, --json and (bandwidth) --mb; 1 when the command goes on */
+static int parse_common(const char *cmd, const char *about, int argc, char **argv,
+                        int64_t *threads, int *json, int64_t *mb, int *rc) {
+    cli_opt opts[4] = {CLI_OPT_THREADS(threads), CLI_OPT_JSON(json, "one JSON object on stdout")};
+    if (mb)
+        opts[2] = (cli_opt){.name = "--mb", .type = CLI_INT, .dst = mb, .metavar = "M",
+                            .imin = 1, .imax = 1 << 20, .help = "buffer size in MiB"};
+    const cli_spec spec = {.cmd = cmd, .about = about, .opts = opts};
+    return !cli_parse(&spec, argc, argv, rc);
 }
 
 static int bench_peak(int argc, char **argv) {
     const char *cmd = "bench peak";
-    if (wants_help(argc, argv)) {
-        printf("usage: ffn bench peak [--threads T] [--json]\n\n"
-               "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
-               "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over all\n"
-               "threads (best of 5 runs, 2 FLOPs per lane per FMA).\n");
-        return 0;
-    }
     int64_t threads = 0;
-    int json = 0;
-    if (!parse_common(cmd, argc, argv, &threads, &json, NULL)) return CLI_EXIT_USAGE;
+    int json = 0, rc;
+    if (!parse_common(cmd,
+                      "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
+                      "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over\n"
+                      "all threads (best of 5 runs, 2 FLOPs per lane per FMA).\n",
+                      argc, argv, &threads, &json, NULL, &rc))
+        return rc;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
     int nt = ffn_ctx_threads(ctx);
@@ -368,16 +319,14 @@ __attribute__((target("avx2"), noinline)) static float sum_avx2(const float *p, 
 
 static int bench_bandwidth(int argc, char **argv) {
     const char *cmd = "bench bandwidth";
-    if (wants_help(argc, argv)) {
-        printf("usage: ffn bench bandwidth [--threads T] [--mb M] [--json]\n\n"
-               "Measures the memory read bandwidth: every thread streams its contiguous slice\n"
-               "of an M MiB buffer (default 1024, far beyond the caches) with vector loads;\n"
-               "prints GB/s (10^9 bytes per second), best of 5 passes.\n");
-        return 0;
-    }
     int64_t threads = 0, mb = 1024;
-    int json = 0;
-    if (!parse_common(cmd, argc, argv, &threads, &json, &mb)) return CLI_EXIT_USAGE;
+    int json = 0, rc;
+    if (!parse_common(cmd,
+                      "Measures the memory read bandwidth: every thread streams its contiguous\n"
+                      "slice of an M MiB buffer (far beyond the caches) with vector loads;\n"
+                      "prints GB/s (10^9 bytes per second), best of 5 passes.\n",
+                      argc, argv, &threads, &json, &mb, &rc))
+        return rc;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
     int nt = ffn_ctx_threads(ctx);

@@ -8,12 +8,9 @@
  *
  * Letters: S samples, D hidden_size, F intermediate_size.
  *
- * W is obtained with the layer itself, which is affine when the activation
- * is the identity: the layer without biases maps the basis vector e_i to
- * column i of W, so running it on the identity matrix I (D, D) gives the
- * rows of Wᵀ; the biased layer maps 0 to b.  This uses the library's matrix
- * engine through the public API only.  The merged forward used for the
- * comparison is a plain loop with double accumulation. */
+ * The merge and the check are the library's (ffn/collapse.h): W with double
+ * sums, then the layer's own forward against W x + b on seeded inputs.
+ * This file reads the files, explains refusals and prints. */
 #include "cli.h"
 
 #include <math.h>
@@ -27,27 +24,18 @@ int layer_load_weights(const char *cmd, const ffn_st_file *wf, const ffn_layer_c
                        ffn_layer_params *w);
 void layer_free_params(ffn_layer_params *p);
 
-static const char usage_text[] =
-    "usage: ffn collapse --config layer.json --weights w.safetensors --output merged.safetensors\n"
-    "                    [--samples N] [--seed S] [--threads N] [--json]\n"
-    "\n"
+static const char about[] =
     "Merge a dense FFN layer with hidden_act \"linear\" into one matrix, and measure\n"
     "how far the merged layer is from the two-layer one.\n"
     "\n"
     "  two layers:  y = W_down (W_up x + b_up) + b_down\n"
-    "  merged:      y = W x + b,   W = W_down . W_up [D, D],  b = W_down . b_up + b_down [D]\n"
+    "  merged:      y = W x + b,   W = W_down . W_up [D, D],\n"
+    "                              b = W_down . b_up + b_down [D]\n"
     "\n"
-    "--config layer.json       hidden_size (D), intermediate_size (F), hidden_act\n"
-    "                          (must be \"linear\"), mlp_bias (see ffn layer --help)\n"
-    "--weights w.safetensors   up_proj.weight [F, D], down_proj.weight [D, F]\n"
-    "                          (+ up_proj.bias [F], down_proj.bias [D] with mlp_bias)\n"
-    "--output merged.safetensors   weight [D, D] (and bias [D] with mlp_bias), F32,\n"
-    "                          written atomically\n"
-    "--samples N   random inputs x ~ N(0, 1) to compare on (default 64)\n"
-    "--seed S      their seed (default 1)\n"
-    "--threads N   threads (default: FFN_NUM_THREADS, else every core)\n"
-    "--json        print the report as one JSON object\n"
-    "\n"
+    "No layer at hand?  `ffn layer --make-example DIR` writes DIR/linear.json and\n"
+    "DIR/linear.safetensors.\n";
+
+static const char epilog[] =
     "The report: the max absolute difference between the two forwards, the same\n"
     "relative to max|y|, and the parameter counts before and after.\n"
     "\n"
@@ -56,26 +44,6 @@ static const char usage_text[] =
     "act(gate(x)) * up(x) multiplies two functions of x, and even with a linear\n"
     "act (Bilinear) the product of two linear maps of x is quadratic in x.\n"
     "Exit status: 0 merged, 1 refused or failed (reason on stderr), 2 bad usage.\n";
-
-/* ---- seeded normal samples (splitmix64 + Box-Muller) ------------------ */
-
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static void fill_normal(float *x, size_t count, uint64_t seed) {
-    uint64_t s = seed;
-    for (size_t i = 0; i < count; i += 2) {
-        double u1 = ((splitmix64(&s) >> 11) + 1.0) * 0x1.0p-53; /* (0, 1] */
-        double u2 = (splitmix64(&s) >> 11) * 0x1.0p-53;
-        double r = sqrt(-2.0 * log(u1));
-        x[i] = (float)(r * cos(2.0 * M_PI * u2));
-        if (i + 1 < count) x[i + 1] = (float)(r * sin(2.0 * M_PI * u2));
-    }
-}
 
 /* ---- why a layer does not collapse ------------------------------------ */
 
@@ -148,10 +116,8 @@ static int run(const collapse_args *a) {
     int rc = CLI_EXIT_FAIL;
     ffn_st_file *wf = NULL;
     ffn_ctx *ctx = NULL;
-    ffn_layer *layer = NULL, *layer_nobias = NULL;
     ffn_layer_params w = {0};
-    float *eye = NULL, *wt = NULL, *merged_w = NULL, *merged_b = NULL, *x = NULL, *y = NULL;
-    void *ws = NULL;
+    float *merged_w = NULL, *merged_b = NULL;
     ffn_st_writer *wr = NULL;
 
     if ((st = ffn_st_open(a->weights, &wf)) != FFN_OK) { rc = cli_fail(cmd, st); goto done; }
@@ -168,69 +134,23 @@ static int run(const collapse_args *a) {
     rc = CLI_EXIT_FAIL;
 
     const int64_t D = cfg.hidden_size, F = cfg.intermediate_size, S = a->samples;
-    const int64_t rows = D > S ? D : S;
-    if (cli_make_ctx(cmd, (int)a->threads, &ctx)) goto done;
-    ffn_layer_config plain = cfg;
-    plain.bias = 0;
-    ffn_layer_params w_plain = {.up_w = w.up_w, .down_w = w.down_w};
-    if ((st = ffn_layer_create(ctx, &cfg, &layer)) != FFN_OK ||
-        (st = ffn_layer_set_weights(layer, &w)) != FFN_OK ||
-        (st = ffn_layer_create(ctx, &plain, &layer_nobias)) != FFN_OK ||
-        (st = ffn_layer_set_weights(layer_nobias, &w_plain)) != FFN_OK) {
-        rc = cli_fail(cmd, st);
-        goto done;
-    }
-    size_t ws_bytes = ffn_layer_workspace_size(layer, rows);
-    size_t ws2 = ffn_layer_workspace_size(layer_nobias, rows);
-    if (ws2 > ws_bytes) ws_bytes = ws2;
-    ws = malloc(ws_bytes ? ws_bytes : 1);
-    eye = alloc_floats(D, D);      /* (D, D) identity, then reused */
-    wt = alloc_floats(D, D);       /* (D, D) Wᵀ: row i = W e_i */
+    if (cli_make_ctx(cmd, a->threads, &ctx)) goto done;
     merged_w = alloc_floats(D, D); /* (D, D) W */
     merged_b = alloc_floats(D, 1); /* (D) b */
-    x = alloc_floats(S, D);        /* (S, D) */
-    y = alloc_floats(S, D);        /* (S, D) two-layer output */
-    if (!ws || !eye || !wt || !merged_w || !merged_b || !x || !y) {
+    if (!merged_w || !merged_b) {
         cli_error(cmd, "out of memory for D = %lld (the merged matrix needs D x D floats)",
                   (long long)D);
         goto done;
     }
-
-    /* W: the bias-free layer on the basis vectors; b: the biased layer on 0 */
-    for (int64_t i = 0; i < D; i++) eye[i * D + i] = 1.0f;
-    if ((st = ffn_layer_forward(layer_nobias, wt, eye, D, NULL, ws, ws_bytes)) != FFN_OK) {
+    /* the merge and the check: the library's (ffn/collapse.h) */
+    ffn_collapse_result res;
+    if ((st = ffn_collapse_merge(&cfg, &w, merged_w, merged_b)) != FFN_OK ||
+        (st = ffn_collapse_check(ctx, &cfg, &w, merged_w, merged_b, S, (uint64_t)a->seed,
+                                 &res)) != FFN_OK) {
         rc = cli_fail(cmd, st);
         goto done;
     }
-    for (int64_t i = 0; i < D; i++)
-        for (int64_t j = 0; j < D; j++) merged_w[j * D + i] = wt[i * D + j];
-    if (cfg.bias) {
-        memset(eye, 0, (size_t)D * sizeof(float)); /* one zero row */
-        if ((st = ffn_layer_forward(layer, merged_b, eye, 1, NULL, ws, ws_bytes)) != FFN_OK) {
-            rc = cli_fail(cmd, st);
-            goto done;
-        }
-    }
-
-    /* compare on S random inputs: the two-layer forward against W x + b */
-    fill_normal(x, (size_t)(S * D), (uint64_t)a->seed);
-    if ((st = ffn_layer_forward(layer, y, x, S, NULL, ws, ws_bytes)) != FFN_OK) {
-        rc = cli_fail(cmd, st);
-        goto done;
-    }
-    double max_abs = 0, max_y = 0;
-    for (int64_t s = 0; s < S; s++) {
-        for (int64_t i = 0; i < D; i++) {
-            double acc = cfg.bias ? merged_b[i] : 0.0;
-            const float *wrow = merged_w + i * D, *xrow = x + s * D;
-            for (int64_t j = 0; j < D; j++) acc += (double)wrow[j] * xrow[j];
-            double two = y[s * D + i];
-            double diff = fabs(two - (double)(float)acc);
-            if (!(diff <= max_abs)) max_abs = diff; /* NaN propagates */
-            if (fabs(two) > max_y) max_y = fabs(two);
-        }
-    }
-    double max_rel = max_y > 0 ? max_abs / max_y : max_abs;
+    double max_abs = res.max_abs_diff, max_rel = res.max_rel_diff, max_y = res.max_abs_y;
 
     /* write weight (and bias) */
     const int64_t wshape[2] = {D, D}, bshape[1] = {D};
@@ -241,8 +161,7 @@ static int run(const collapse_args *a) {
     if (st == FFN_OK) st = ffn_st_writer_save(wr, a->output);
     if (st != FFN_OK) { rc = cli_fail(cmd, st); goto done; }
 
-    const int64_t before = ffn_layer_num_params(&cfg);
-    const int64_t after = D * D + (cfg.bias ? D : 0);
+    const int64_t before = res.params_before, after = res.params_after;
     if (a->json) {
         printf("{\"hidden_size\": %lld, \"intermediate_size\": %lld, \"bias\": %s, "
                "\"samples\": %lld, \"seed\": %lld, \"max_abs_diff\": %.9g, "
@@ -271,17 +190,10 @@ static int run(const collapse_args *a) {
     rc = 0;
 done:
     ffn_st_writer_free(wr);
-    ffn_layer_free(layer);
-    ffn_layer_free(layer_nobias);
     ffn_ctx_free(ctx);
     layer_free_params(&w);
-    free(eye);
-    free(wt);
     free(merged_w);
     free(merged_b);
-    free(x);
-    free(y);
-    free(ws);
     ffn_st_close(wf);
     return rc;
 }
@@ -289,41 +201,30 @@ done:
 int cmd_collapse(int argc, char **argv) {
     const char *cmd = "collapse";
     collapse_args a = {.samples = 64, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) { a.json = 1; continue; }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--config", &a.config)) ||
-            (r = cli_flag(cmd, argc, argv, &i, "--weights", &a.weights)) ||
-            (r = cli_flag(cmd, argc, argv, &i, "--output", &a.output))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--samples", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--samples", v, 1, 1 << 20, &a.samples))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--seed", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--seed", v, 0, INT64_MAX, &a.seed))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 1, 4096, &a.threads))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (argv[i][0] == '-')
-            cli_error(cmd, "unknown flag '%s' (see ffn collapse --help)", argv[i]);
-        else
-            cli_error(cmd, "unexpected argument '%s' (see ffn collapse --help)", argv[i]);
-        return CLI_EXIT_USAGE;
-    }
+    const cli_opt opts[] = {
+        {.name = "--config", .type = CLI_PATH, .dst = &a.config, .metavar = "layer.json",
+         .help = "hidden_size (D), intermediate_size (F), hidden_act (must be \"linear\"), "
+                 "mlp_bias (see ffn layer --help)"},
+        {.name = "--weights", .type = CLI_PATH, .dst = &a.weights, .metavar = "w.safetensors",
+         .help = "up_proj.weight [F, D], down_proj.weight [D, F] (+ up_proj.bias [F], "
+                 "down_proj.bias [D] with mlp_bias)"},
+        {.name = "--output", .type = CLI_PATH, .dst = &a.output,
+         .metavar = "merged.safetensors",
+         .help = "weight [D, D] (and bias [D] with mlp_bias), F32, written atomically"},
+        {.name = "--samples", .type = CLI_INT, .dst = &a.samples, .metavar = "N", .imin = 1,
+         .imax = 1 << 20, .help = "random inputs x ~ N(0, 1) to compare on"},
+        CLI_OPT_SEED(&a.seed, "their seed"),
+        CLI_OPT_THREADS(&a.threads),
+        CLI_OPT_JSON(&a.json, "print the report as one JSON object"),
+        {0}};
+    const cli_spec spec = {.cmd = cmd,
+                           .synopsis = "--config layer.json --weights w.safetensors\n"
+                                       "                    --output merged.safetensors "
+                                       "[--samples N] [--seed S]\n"
+                                       "                    [--threads N] [--json]",
+                           .about = about, .epilog = epilog, .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
     const char *missing = !a.config ? "--config" : !a.weights ? "--weights"
                         : !a.output ? "--output" : NULL;
     if (missing) {

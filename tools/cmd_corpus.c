@@ -4,14 +4,13 @@
 
 #include <string.h>
 
-static void usage(FILE *f) {
+/* The description, with the inventory's counts. */
+static void make_about(char *buf, size_t n) {
     ffn_corpus_inventory en, zh;
     ffn_corpus_get_inventory(FFN_LANG_EN, &en);
     ffn_corpus_get_inventory(FFN_LANG_ZH, &zh);
-    fprintf(f,
-            "usage: ffn corpus [--lang en|zh] [--sentences N] [--seed S] [--labels | --stats] [--json]\n"
-            "\n"
-            "Prints the built-in corpus: the default training data of `ffn train` and\n"
+    snprintf(buf, n,
+                        "Prints the built-in corpus: the default training data of `ffn train` and\n"
             "`ffn demo`, a generated language about one person giving an object to\n"
             "another, modelled on \"she gave him the apple because he was hungry\".\n"
             "The same language, seed and count give the same bytes on every machine.\n"
@@ -56,12 +55,7 @@ static void usage(FILE *f) {
             "            name a pronoun refers to (or the noun 'it' stands for), else -1\n"
             "  --stats   words per class and the majority-class share (the baseline a\n"
             "            probe of word classes must beat), and how many pronouns their\n"
-            "            gender alone resolves; with --json, one JSON object\n"
-            "\n"
-            "Options:\n"
-            "  --lang en|zh      language (default en)\n"
-            "  --sentences N     how many sentences, 1 .. 10000000 (default 20)\n"
-            "  --seed S          generator seed, 0 .. 2^63-1 (default 1)\n",
+            "            gender alone resolves; with --json, one JSON object\n",
             (long long)en.female_names, (long long)en.male_names, (long long)en.objects,
             (long long)en.verbs, (long long)en.templates, (long long)en.giver_causes,
             (long long)en.receiver_causes, (long long)en.modifiers, (long long)zh.surnames,
@@ -191,42 +185,35 @@ static void print_json(const ffn_corpus *c) {
 
 int cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
-    ffn_lang lang = FFN_LANG_EN;
+    int lang = FFN_LANG_EN;
     int64_t n = 20, seed = 1;
     int labels = 0, json = 0, stats = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--labels")) {
-            labels = 1;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--stats")) {
-            stats = 1;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--lang", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            if (ffn_lang_parse(v, &lang)) {
-                cli_error(cmd, "--lang: expected en or zh, got '%s'", v);
-                return CLI_EXIT_USAGE;
-            }
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--sentences", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--sentences", v, 1, 10000000, &n)) return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--seed", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--seed", v, 0, INT64_MAX, &seed)) return CLI_EXIT_USAGE;
-        } else {
-            cli_error(cmd, "unknown option '%s' (see ffn corpus --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const cli_opt opts[] = {
+        CLI_OPT_LANG("--lang", &lang, "language"),
+        {.name = "--sentences", .type = CLI_INT, .dst = &n, .metavar = "N", .imin = 1,
+         .imax = 10000000, .help = "how many sentences (ffn corpus --sentences 20000 > "
+                                   "corpus.txt writes a training file)"},
+        CLI_OPT_SEED(&seed, "generator seed"),
+        {.name = "--labels", .type = CLI_FLAG, .dst = &labels,
+         .help = "word<TAB>class lines instead of the text"},
+        {.name = "--stats", .type = CLI_FLAG, .dst = &stats,
+         .help = "counts per class, the majority baseline, pronoun resolution"},
+        CLI_OPT_JSON(&json, "JSON instead of text (with --stats: one JSON object)"),
+        {0}};
+    static char about[6000];
+    make_about(about, sizeof about);
+    const cli_spec spec = {.cmd = cmd,
+                           .synopsis = "[--lang en|zh] [--sentences N] [--seed S]\n"
+                                       "                  [--labels | --stats] [--json]",
+                           .about = about, .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (labels && (json || stats)) {
         cli_error(cmd, "--labels is an alternative to --json and --stats; give one");
         return CLI_EXIT_USAGE;
     }
     ffn_corpus *c = NULL;
-    ffn_status st = ffn_corpus_generate(lang, (uint64_t)seed, n, &c);
+    ffn_status st = ffn_corpus_generate((ffn_lang)lang, (uint64_t)seed, n, &c);
     if (st) return cli_fail(cmd, st);
     if (stats) print_stats(c, json);
     else if (labels) print_labels(c);

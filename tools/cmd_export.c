@@ -8,84 +8,57 @@
 
 static const char *const CMD = "export";
 
-static void usage(FILE *f) {
-    fprintf(f,
-"usage: ffn export MODEL --out PATH [--format hf|llama2c] [--dtype F32|F16|BF16]\n"
-"\n"
+static const char about[] =
 "Loads MODEL (anything `ffn run` loads: a llama2.c .bin, a Hugging Face\n"
-"directory, an ffn checkpoint directory) and writes it in another layout.\n"
-"\n"
-"  --format hf       (default) a Hugging Face directory PATH: config.json with\n"
-"                    HF names (model_type llama; qwen2 when q/k/v have biases;\n"
-"                    mixtral or qwen2_moe with experts) and model.safetensors\n"
-"                    with HF tensor names.  RoPE follows HF's rotate_half\n"
-"                    convention: a model whose RoPE rotates consecutive pairs\n"
-"                    (llama2.c) gets its q_proj/k_proj rows permuted per head\n"
-"                    (row 2j+h -> h*Dh/2 + j), so HF code computes the same\n"
-"                    logits.  The vocabulary found beside MODEL (tokenizer.txt\n"
-"                    or tokenizer.bin) is copied along.  The directory is\n"
-"                    written beside PATH and swapped in atomically; an existing\n"
-"                    PATH must be empty or a checkpoint.  A source with a sliding\n"
-"                    window (mistral) is written with max_position_embeddings =\n"
-"                    the window: ffn runs it with full attention up to there.\n"
-"  --format llama2c  a llama2.c .bin file PATH (the legacy layout, freq_cis\n"
-"                    included; q/k permuted back to consecutive pairs).  Only\n"
-"                    gated-SiLU models without biases or experts, with RMSNorm\n"
-"                    eps 1e-5 and RoPE theta 10000, fit the format.  Written to\n"
-"                    PATH.tmp, fsynced, renamed.\n"
-"  --dtype T         weight dtype for --format hf: F32 (exact, default), F16\n"
-"                    or BF16 (rounded to nearest even)\n"
-"  --threads N       threads (default: FFN_NUM_THREADS or all cores)\n"
-"\n"
+"directory, an ffn checkpoint directory) and writes it in another layout.\n";
+
+static const char epilog[] =
 "examples:\n"
 "  ffn export stories260K.bin --out stories-hf\n"
-"  ffn export my-ffn-run --out my-model.bin --format llama2c\n");
-}
+"  ffn export my-ffn-run --out my-model.bin --format llama2c\n";
+
+static const char *const format_names[] = {"hf", "llama2c", NULL};
+static const char *const dtype_names[] = {"F32", "F16", "BF16", NULL};
 
 int cmd_export(int argc, char **argv) {
-    const char *model_path = NULL, *out = NULL, *format = "hf", *dtype = "F32";
+    const char *model_path = NULL, *out = NULL;
     int64_t threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if ((r = cli_flag(CMD, argc, argv, &i, "--out", &v)) < 0) return CLI_EXIT_USAGE;
-        if (r > 0) { out = v; continue; }
-        if ((r = cli_flag(CMD, argc, argv, &i, "--format", &v)) < 0) return CLI_EXIT_USAGE;
-        if (r > 0) { format = v; continue; }
-        if ((r = cli_flag(CMD, argc, argv, &i, "--dtype", &v)) < 0) return CLI_EXIT_USAGE;
-        if (r > 0) { dtype = v; continue; }
-        if ((r = cli_flag(CMD, argc, argv, &i, "--threads", &v)) < 0) return CLI_EXIT_USAGE;
-        if (r > 0) {
-            if (!cli_parse_i64(CMD, "--threads", v, 0, 4096, &threads)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(CMD, "unknown option '%s' (see ffn export --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-        if (model_path) {
-            cli_error(CMD, "one MODEL expected, got '%s' and '%s'", model_path, argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-        model_path = argv[i];
-    }
-    if (!model_path || !out) {
-        cli_error(CMD, "MODEL and --out PATH are required (see ffn export --help)");
-        return CLI_EXIT_USAGE;
-    }
-    int l2c = !strcmp(format, "llama2c");
-    if (!l2c && strcmp(format, "hf")) {
-        cli_error(CMD, "--format: expected hf or llama2c, got '%s'", format);
-        return CLI_EXIT_USAGE;
-    }
-    if (strcmp(dtype, "F32") && strcmp(dtype, "F16") && strcmp(dtype, "BF16")) {
-        cli_error(CMD, "--dtype: expected F32, F16 or BF16, got '%s'", dtype);
-        return CLI_EXIT_USAGE;
-    }
+    int format_k = 0, dtype_k = 0;
+    const cli_opt opts[] = {
+        CLI_OPT_OUT(&out, "PATH", "where to write (required): a directory for --format hf, a "
+                    "file for --format llama2c"),
+        {.name = "--format", .type = CLI_ENUM, .dst = &format_k, .names = format_names,
+         .help = "hf: a Hugging Face directory PATH: config.json with HF names (model_type "
+                 "llama; qwen2 when q/k/v have biases; mixtral or qwen2_moe with experts) and "
+                 "model.safetensors with HF tensor names.  RoPE follows HF's rotate_half "
+                 "convention: a model whose RoPE rotates consecutive pairs (llama2.c) gets its "
+                 "q_proj/k_proj rows permuted per head (row 2j+h -> h*Dh/2 + j), so HF code "
+                 "computes the same logits.  The vocabulary found beside MODEL (tokenizer.txt "
+                 "or tokenizer.bin) is copied along.  The directory is written beside PATH and "
+                 "swapped in atomically; an existing PATH must be empty or a checkpoint.  A "
+                 "source with a sliding window (mistral) is written with "
+                 "max_position_embeddings = the window: ffn runs it with full attention up to "
+                 "there.\n"
+                 "llama2c: a llama2.c .bin file PATH (the legacy layout, freq_cis included; q/k "
+                 "permuted back to consecutive pairs).  Only gated-SiLU models without biases "
+                 "or experts, with RMSNorm eps 1e-5 and RoPE theta 10000, fit the format.  "
+                 "Written to PATH.tmp, fsynced, renamed."},
+        {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,
+         .help = "weight dtype for --format hf: F32 (exact), F16 or BF16 (rounded to nearest "
+                 "even)"},
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD,
+                           .synopsis = "MODEL --out PATH [--format hf|llama2c] [--dtype F32|F16|BF16]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (!out) return cli_usage_error(CMD, "--out PATH is required");
+    const char *dtype = dtype_names[dtype_k];
+    int l2c = format_k == 1;
     if (l2c && strcmp(dtype, "F32")) {
         cli_error(CMD, "--dtype: the llama2.c format holds fp32 only");
         return CLI_EXIT_USAGE;

@@ -7,35 +7,17 @@
 
 static const char *const CMD = "generate";
 
-static void usage(FILE *f) {
-    ffn_generate_options d;
-    ffn_generate_options_default(&d);
-    fprintf(f,
-"usage: ffn generate --model DIR [--prompt TEXT] [options]\n"
-"\n"
+static const char about[] =
 "Loads a checkpoint directory written by `ffn train` (config.json,\n"
 "model.safetensors, tokenizer.txt) and continues the prompt, printing the\n"
 "prompt and then each new token on stdout as soon as it is sampled.  The model\n"
 "runs one token at a time with a KV cache; when the context (the model's\n"
 "max_position_embeddings) fills, the last half is re-read and generation\n"
-"goes on.\n"
-"\n"
-"options:\n"
-"  --model DIR        the checkpoint directory (required)\n"
-"  --prompt TEXT      text to continue (default: start from a newline)\n"
-"  --steps N          tokens to generate (default %lld)\n"
-"  --temperature T    0 = greedy (always the most likely token); otherwise\n"
-"                     sample from softmax(logits / T) (default %g)\n"
-"  --top-p P          sample only from the most likely tokens whose\n"
-"                     probabilities add up to P (nucleus; 1 = all; default %g)\n"
-"  --seed S           the sampling seed (default %llu); same seed, same text\n"
-"  --no-prompt        print only the generated text\n"
-"  --threads N        threads (default: FFN_NUM_THREADS or all cores)\n"
-"\n"
+"goes on.  The sampling defaults are those of `ffn run`.\n";
+
+static const char epilog[] =
 "example:\n"
-"  ffn generate --model ffn-model --prompt 'Mary gave John' --steps 60 --temperature 0\n",
-            (long long)d.steps, d.temperature, d.top_p, (unsigned long long)d.seed);
-}
+"  ffn generate ffn-model --prompt 'Mary gave John' --steps 60 --temperature 0\n";
 
 typedef struct stream {
     int last_newline;
@@ -54,51 +36,43 @@ static int emit(const char *bytes, size_t len, void *user) {
 int cmd_generate(int argc, char **argv) {
     ffn_generate_options g;
     ffn_generate_options_default(&g);
-    const char *model_dir = NULL, *prompt = "";
-    int threads = 0, print_prompt = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int64_t n;
-        double x;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--no-prompt")) {
-            print_prompt = 0;
-            continue;
-        }
-        if ((r = cli_flag(CMD, argc, argv, &i, "--model", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            model_dir = v;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--prompt", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            prompt = v;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--steps", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--steps", v, 0, 100000000, &n)) return CLI_EXIT_USAGE;
-            g.steps = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--temperature", &v))) {
-            if (r < 0 || !cli_parse_f64(CMD, "--temperature", v, 0, 100, &x)) return CLI_EXIT_USAGE;
-            g.temperature = x;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--top-p", &v))) {
-            if (r < 0 || !cli_parse_f64(CMD, "--top-p", v, 1e-9, 1, &x)) return CLI_EXIT_USAGE;
-            g.top_p = x;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--seed", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--seed", v, 0, INT64_MAX, &n)) return CLI_EXIT_USAGE;
-            g.seed = (uint64_t)n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--threads", v, 0, 4096, &n)) return CLI_EXIT_USAGE;
-            threads = (int)n;
-        } else {
-            cli_error(CMD, "unknown option '%s' (see ffn generate --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-    }
+    const char *model_dir = NULL, *model_flag = NULL, *prompt = "";
+    int64_t threads = 0, steps = g.steps, seed = (int64_t)g.seed;
+    int no_prompt = 0;
+    const cli_opt opts[] = {
+        {.name = "--model", .type = CLI_PATH, .dst = &model_flag, .metavar = "DIR",
+         .help = "the checkpoint directory (the same as MODEL)"},
+        {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT",
+         .def = "none: start from a newline", .help = "text to continue"},
+        CLI_OPT_GEN_STEPS(&steps),
+        CLI_OPT_TEMPERATURE(&g.temperature),
+        CLI_OPT_TOP_P(&g.top_p),
+        CLI_OPT_SEED(&seed, "the sampling seed; same seed, same text"),
+        {.name = "--no-prompt", .type = CLI_FLAG, .dst = &no_prompt,
+         .help = "print only the generated text"},
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    const cli_pos pos[] = {
+        {.name = "MODEL", .dst = &model_dir,
+         .help = "a checkpoint directory written by `ffn train` (or give --model DIR)"},
+        {0}};
+    const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL [--prompt TEXT] [options]\n"
+                           "       ffn generate --model DIR [--prompt TEXT] [options]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (model_dir && model_flag && strcmp(model_dir, model_flag))
+        return cli_usage_error(CMD, "two models given: MODEL '%s' and --model '%s'", model_dir,
+                               model_flag);
+    if (!model_dir) model_dir = model_flag;
     if (!model_dir) {
-        cli_error(CMD, "--model DIR is required (a directory written by ffn train)");
+        cli_error(CMD, "a checkpoint directory (written by ffn train) is needed: MODEL or "
+                  "--model DIR is required");
         return CLI_EXIT_USAGE;
     }
+    g.steps = steps;
+    g.seed = (uint64_t)seed;
+    int print_prompt = !no_prompt;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_model *model = NULL;
@@ -110,7 +84,7 @@ int cmd_generate(int argc, char **argv) {
         st = ffn_generate(model, tok, prompt, &g, emit, &s);
         if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);
     }
-    int rc = st == FFN_OK ? 0 : cli_fail(CMD, st);
+    rc = st == FFN_OK ? 0 : cli_fail(CMD, st);
     ffn_model_free(model);
     ffn_tokenizer_free(tok);
     ffn_ctx_free(ctx);

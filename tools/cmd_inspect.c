@@ -19,16 +19,12 @@ static const char *const CMD = "inspect";
 
 /* ---- usage ------------------------------------------------------------------------ */
 
-static void usage(FILE *f) {
-    fprintf(f,
-"usage: ffn inspect MODEL (--prompt TEXT | --ids \"ID ...\") [options]\n"
-"       ffn inspect keys MODEL --data FILE [--layer L] [options]\n"
-"       ffn inspect gates MODEL --corpus [en|zh] [options]\n"
-"\n"
+static const char about[] =
 "Looks inside the feed-forward layers of a trained model.  An FFN is a sum\n"
 "of neurons, FFN(x) = sum_i m_i v_i (+ bias): m_i is neuron i's activation,\n"
 "act(gate_i.x) * (up_i.x) in a gated layer (SwiGLU, GEGLU, ...) or act(up_i.x)\n"
-"in a dense one, and v_i is column i of down_proj, its 'value'.\n"
+"in a dense one, and v_i is column i of down_proj, its 'value'.  Layers count\n"
+"from 0 (--layer 0 is the first block).\n"
 "\n"
 "MODEL is a checkpoint directory written by `ffn train` (or, where supported,\n"
 "a Hugging Face directory or llama2.c .bin with its tokenizer beside it).\n"
@@ -42,11 +38,6 @@ static void usage(FILE *f) {
 "  and for Mixture-of-Experts layers which experts each token went to, with\n"
 "  their router weights (a neuron is then expert/index and its contribution is\n"
 "  weight * m_i).\n"
-"  --prompt TEXT       text, encoded with the model's tokenizer\n"
-"  --ids \"ID ...\"      token ids instead (spaces or commas)\n"
-"  --layer L           one layer (default: every layer)\n"
-"  --top K             neurons per token (default 5)\n"
-"  --promoted P        promoted tokens per neuron (default 5)\n"
 "\n"
 "ffn inspect keys MODEL --data FILE   after Geva et al. (2021), 'Transformer\n"
 "  feed-forward layers are key-value memories': runs the model over FILE in\n"
@@ -55,16 +46,7 @@ static void usage(FILE *f) {
 "  text) and the tokens its value vector promotes.  The layer's agreement rate\n"
 "  is the share of neurons whose top promoted token is the token that follows\n"
 "  their top trigger example.  The paper found it near zero in low layers and\n"
-"  rising in upper ones.\n"
-"  --data FILE         UTF-8 text (required)\n"
-"  --layer L           one layer (default: every layer, one rate per layer)\n"
-"  --top T             trigger examples per neuron (default 25)\n"
-"  --neurons N         neurons listed per layer (default 8 in the table, all\n"
-"                      with --json; the rate always counts every neuron)\n"
-"  --show S            trigger examples printed per neuron (default 3)\n"
-"  --promoted P        promoted tokens per neuron (default 5)\n"
-"  --window T          positions per window (default: the context length)\n"
-"  --max-tokens N      read at most N tokens of FILE (default 100000)\n"
+"  rising in upper ones.  Flags: ffn inspect keys --help.\n"
 "\n"
 "ffn inspect gates MODEL --corpus [en|zh]   do gates differ by token?  On\n"
 "  the built-in corpus (every word labelled name, pronoun, object, verb,\n"
@@ -75,35 +57,30 @@ static void usage(FILE *f) {
 "  class baseline and a probe on the FFN's input (the normed residual).  Per\n"
 "  class, the neurons most selective for it: the largest difference of mean\n"
 "  activation in-class vs out-of-class, in pooled standard deviations.\n"
-"  --corpus [en|zh]    the corpus language (default en)\n"
-"  --sentences N       sentences generated (default 500; a different seed\n"
-"                      from training's)\n"
-"  --split words|tokens|sentences   what is held out from the probe's training:\n"
-"                      words: every token of unseen word types (default with a\n"
-"                      word tokenizer); tokens: every occurrence of unseen token\n"
-"                      ids (default with char and byte tokenizers); sentences:\n"
-"                      the last sentences.  With words or tokens the probe must\n"
-"                      generalise to tokens it never saw, so it cannot succeed by\n"
-"                      memorising token identity, and a random model fails (with\n"
-"                      sentences even a random model's probe beats the baseline)\n"
-"  --heldout F         share held out (default 0.3)\n"
-"  --epochs N          SGD passes (default 20)\n"
-"  --top-neurons K     selective neurons per class (default 3)\n"
 "  With an English char or byte tokenizer, the characters around a token carry\n"
 "  some class cues even in an untrained model (a capital letter, a period), so\n"
 "  the fair control there is the same probe on a randomly initialised model.\n"
-"\n"
-"common options:\n"
-"  --json              the full data as one JSON object on stdout\n"
-"  --threads N         threads (default: FFN_NUM_THREADS or all cores)\n"
-"\n"
+"  Flags: ffn inspect gates --help.\n";
+
+static const char epilog[] =
 "examples:\n"
 "  ffn train --steps 300 --out m\n"
 "  ffn inspect m --prompt 'Mary gave John the apple' --layer 1 --top 5\n"
-"  ffn corpus --sentences 2000 --seed 99 > text.txt   (text the model did not see)\n"
+"  ffn corpus --sentences 2000 --seed 99 > text.txt   # text it did not see\n"
 "  ffn inspect keys m --data text.txt\n"
-"  ffn inspect gates m --corpus en\n");
-}
+"  ffn inspect gates m --corpus en\n";
+
+static const char synopsis[] =
+"MODEL (--prompt TEXT | --ids \"ID ...\") [options]\n"
+"       ffn inspect keys MODEL --data FILE [--layer L] [options]\n"
+"       ffn inspect gates MODEL --corpus [en|zh] [options]";
+
+#define LAYER_OPT(p, what) \
+    {.name = "--layer", .type = CLI_INT, .dst = (p), .metavar = "L", .imin = 0, .imax = 1 << 20, \
+     .def = "every layer" what, .help = "one layer (" CLI_LAYER_HELP ")"}
+
+static const cli_pos model_pos[] = {
+    {.name = "MODEL", .help = "a checkpoint directory", .required = 1}, {0}};
 
 /* ---- the model and its vocabulary --------------------------------------------------- */
 
@@ -253,31 +230,6 @@ static void json_num(FILE *f, double x) {
 
 /* ---- ffn inspect MODEL ----------------------------------------------------------------- */
 
-static int parse_ids(const char *s, int32_t **ids, int64_t *n) {
-    size_t len = strlen(s);
-    *ids = malloc((len / 2 + 2) * sizeof **ids);
-    *n = 0;
-    if (!*ids) return 0;
-    const char *p = s;
-    while (*p) {
-        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
-        if (!*p) break;
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX) {
-            cli_error(CMD, "--ids: expected non-negative integers separated by spaces or "
-                      "commas, got '%s'", s);
-            return 0;
-        }
-        (*ids)[(*n)++] = (int32_t)v;
-        p = end;
-    }
-    if (*n == 0) {
-        cli_error(CMD, "--ids: no token ids in '%s'", s);
-        return 0;
-    }
-    return 1;
-}
 
 static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
     sbuf a = {0}, b = {0};
@@ -405,42 +357,28 @@ static int run_tokens(int argc, char **argv) {
     ffn_inspect_options o;
     ffn_inspect_options_default(&o);
     o.top_k = 5;
-    int json = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int64_t n;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--prompt", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            prompt = v;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--ids", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            ids_s = v;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--layer", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--layer", v, 0, 1 << 20, &n)) return CLI_EXIT_USAGE;
-            o.layer = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--top", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--top", v, 1, 100000, &n)) return CLI_EXIT_USAGE;
-            o.top_k = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--promoted", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--promoted", v, 1, 1000, &n)) return CLI_EXIT_USAGE;
-            o.n_promoted = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--threads", v, 0, 4096, &n)) return CLI_EXIT_USAGE;
-            threads = (int)n;
-        } else if (argv[i][0] == '-' || model_path) {
-            cli_error(CMD, "unknown option or extra argument '%s' (see ffn inspect --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        } else {
-            model_path = argv[i];
-        }
-    }
+    int json = 0;
+    int64_t threads = 0;
+    const cli_opt opts[] = {
+        {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT",
+         .help = "text, encoded with the model's tokenizer"},
+        {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"ID ...\"",
+         .help = "token ids instead (spaces or commas)"},
+        LAYER_OPT(&o.layer, ""),
+        {.name = "--top", .type = CLI_INT, .dst = &o.top_k, .metavar = "K", .imin = 1,
+         .imax = 100000, .help = "neurons per token"},
+        {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
+         .imax = 1000, .help = "promoted tokens per neuron"},
+        CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    cli_pos pos[2];
+    memcpy(pos, model_pos, sizeof pos);
+    pos[0].dst = &model_path;
+    const cli_spec spec = {.cmd = CMD, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts, .pos = pos};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
     if (!model_path) {
         cli_error(CMD, "MODEL is required (a checkpoint directory; see ffn inspect --help)");
         return CLI_EXIT_USAGE;
@@ -451,7 +389,7 @@ static int run_tokens(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     int64_t n = 0;
-    if (ids_s && !parse_ids(ids_s, &ids, &n)) {
+    if (ids_s && !cli_parse_ids(CMD, "--ids", ids_s, 0, &ids, &n)) {
         free(ids);
         return CLI_EXIT_USAGE;
     }
@@ -506,56 +444,45 @@ static const char *span_text(const loaded *ld, const int32_t *ids, int64_t from,
     return b->s;
 }
 
-static int run_keys(int argc, char **argv) {
+/* opts_only: print the flags to it and return (for ffn inspect --help). */
+static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
     ffn_keys_options o;
     ffn_keys_options_default(&o);
     int64_t layer = -1, neurons = -1, show = 3, max_tokens = 100000;
-    int json = 0, threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int64_t n;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--data", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            data = v;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--layer", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--layer", v, 0, 1 << 20, &n)) return CLI_EXIT_USAGE;
-            layer = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--top", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--top", v, 1, 10000, &n)) return CLI_EXIT_USAGE;
-            o.top_examples = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--neurons", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--neurons", v, 0, INT64_MAX, &n)) return CLI_EXIT_USAGE;
-            neurons = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--show", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--show", v, 0, 10000, &n)) return CLI_EXIT_USAGE;
-            show = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--promoted", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--promoted", v, 1, 1000, &n)) return CLI_EXIT_USAGE;
-            o.n_promoted = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--window", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--window", v, 1, 1 << 24, &n)) return CLI_EXIT_USAGE;
-            o.window = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--max-tokens", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--max-tokens", v, 1, INT64_MAX, &n)) return CLI_EXIT_USAGE;
-            max_tokens = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--threads", v, 0, 4096, &n)) return CLI_EXIT_USAGE;
-            threads = (int)n;
-        } else if (argv[i][0] == '-' || model_path) {
-            cli_error(CMD, "unknown option or extra argument '%s' (see ffn inspect --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        } else {
-            model_path = argv[i];
-        }
+    int json = 0;
+    int64_t threads = 0;
+    const cli_opt opts[] = {
+        {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
+         .help = "UTF-8 text (required)"},
+        LAYER_OPT(&layer, ", one rate per layer"),
+        {.name = "--top", .type = CLI_INT, .dst = &o.top_examples, .metavar = "T", .imin = 1,
+         .imax = 10000, .help = "trigger examples per neuron"},
+        {.name = "--neurons", .type = CLI_INT, .dst = &neurons, .metavar = "N", .imin = 0,
+         .imax = INT64_MAX, .def = "8 in the table, all with --json",
+         .help = "neurons listed per layer (the rate always counts every neuron)"},
+        {.name = "--show", .type = CLI_INT, .dst = &show, .metavar = "S", .imin = 0,
+         .imax = 10000, .help = "trigger examples printed per neuron"},
+        {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
+         .imax = 1000, .help = "promoted tokens per neuron"},
+        {.name = "--window", .type = CLI_INT, .dst = &o.window, .metavar = "T", .imin = 1,
+         .imax = 1 << 24, .def = "the context length", .help = "positions per window"},
+        {.name = "--max-tokens", .type = CLI_INT, .dst = &max_tokens, .metavar = "N", .imin = 1,
+         .imax = INT64_MAX, .help = "read at most N tokens of FILE"},
+        CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    cli_pos pos[2];
+    memcpy(pos, model_pos, sizeof pos);
+    pos[0].dst = &model_path;
+    if (opts_only) {
+        cli_help_options(opts_only, opts, "ffn inspect keys MODEL --data FILE");
+        return 0;
     }
+    const cli_spec spec = {.cmd = "inspect keys", .synopsis = "MODEL --data FILE [options]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
     if (!model_path || !data) {
         cli_error(CMD, "usage: ffn inspect keys MODEL --data FILE (see ffn inspect --help)");
         return CLI_EXIT_USAGE;
@@ -695,73 +622,52 @@ static int run_keys(int argc, char **argv) {
 
 /* ---- ffn inspect gates ------------------------------------------------------------------ */
 
-static int run_gates(int argc, char **argv) {
+static int run_gates(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL;
     ffn_probe_options o;
     ffn_probe_options_default(&o);
     o.top_selective = 3;
-    int json = 0, threads = 0, corpus = 0, split_given = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int64_t n;
-        double x;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--corpus")) {
-            corpus = 1;
-            if (i + 1 < argc && argv[i + 1][0] != '-' && model_path) {
-                if (ffn_lang_parse(argv[i + 1], &o.lang)) {
-                    cli_error(CMD, "--corpus: %s", ffn_last_error());
-                    return CLI_EXIT_USAGE;
-                }
-                i++;
-            } else if (i + 2 < argc && argv[i + 1][0] != '-' && !model_path &&
-                       !ffn_lang_parse(argv[i + 1], &o.lang)) {
-                i++; /* `--corpus en MODEL` */
-            }
-        } else if (!strncmp(argv[i], "--corpus=", 9)) {
-            corpus = 1;
-            if (ffn_lang_parse(argv[i] + 9, &o.lang)) {
-                cli_error(CMD, "--corpus: %s", ffn_last_error());
-                return CLI_EXIT_USAGE;
-            }
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--sentences", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--sentences", v, 2, 10000000, &n)) return CLI_EXIT_USAGE;
-            o.sentences = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--split", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            split_given = 1;
-            if (!strcmp(v, "words")) o.split = FFN_PROBE_SPLIT_WORDS;
-            else if (!strcmp(v, "sentences")) o.split = FFN_PROBE_SPLIT_SENTENCES;
-            else if (!strcmp(v, "tokens")) o.split = FFN_PROBE_SPLIT_TOKENS;
-            else {
-                cli_error(CMD, "--split: expected words, tokens or sentences, got '%s'", v);
-                return CLI_EXIT_USAGE;
-            }
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--heldout", &v))) {
-            if (r < 0 || !cli_parse_f64(CMD, "--heldout", v, 0.01, 0.99, &x)) return CLI_EXIT_USAGE;
-            o.heldout_fraction = x;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--epochs", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--epochs", v, 0, 100000, &n)) return CLI_EXIT_USAGE;
-            o.epochs = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--top-neurons", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--top-neurons", v, 1, 1000, &n)) return CLI_EXIT_USAGE;
-            o.top_selective = n;
-        } else if ((r = cli_flag(CMD, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(CMD, "--threads", v, 0, 4096, &n)) return CLI_EXIT_USAGE;
-            threads = (int)n;
-        } else if (argv[i][0] == '-' || model_path) {
-            cli_error(CMD, "unknown option or extra argument '%s' (see ffn inspect --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        } else {
-            model_path = argv[i];
-        }
+    int json = 0, corpus = 0, split_given = 0, split = -1;
+    int64_t threads = 0;
+    static const char *const split_names[] = {"words", "tokens", "sentences", NULL};
+    static const int split_values[] = {FFN_PROBE_SPLIT_WORDS, FFN_PROBE_SPLIT_TOKENS,
+                                       FFN_PROBE_SPLIT_SENTENCES};
+    const cli_opt opts[] = {
+        {.name = "--corpus", .type = CLI_ENUM, .dst = &o.lang, .names = cli_lang_names,
+         .values = cli_lang_values, .metavar = "[en|zh]", .optional_value = 1, .seen = &corpus,
+         .help = "the corpus language (required; the built-in corpus is the only labelled "
+                 "data)"},
+        {.name = "--sentences", .type = CLI_INT, .dst = &o.sentences, .metavar = "N", .imin = 2,
+         .imax = 10000000, .help = "sentences generated (a different seed from training's)"},
+        {.name = "--split", .type = CLI_ENUM, .dst = &split, .names = split_names,
+         .values = split_values, .seen = &split_given,
+         .def = "words with a word tokenizer, tokens with char and byte",
+         .help = "what is held out from the probe's training: words: every token of unseen "
+                 "word types; tokens: every occurrence of unseen token ids; sentences: the last "
+                 "sentences.  With words or tokens the probe must generalise to tokens it never "
+                 "saw, so it cannot succeed by memorising token identity, and a random model "
+                 "fails (with sentences even a random model's probe beats the baseline)"},
+        {.name = "--heldout", .type = CLI_FLOAT, .dst = &o.heldout_fraction, .metavar = "F",
+         .fmin = 0.01, .fmax = 0.99, .help = "share held out"},
+        {.name = "--epochs", .type = CLI_INT, .dst = &o.epochs, .metavar = "N", .imin = 0,
+         .imax = 100000, .help = "SGD passes"},
+        {.name = "--top-neurons", .type = CLI_INT, .dst = &o.top_selective, .metavar = "K",
+         .imin = 1, .imax = 1000, .help = "selective neurons per class"},
+        CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    cli_pos pos[2];
+    memcpy(pos, model_pos, sizeof pos);
+    pos[0].dst = &model_path;
+    if (opts_only) {
+        cli_help_options(opts_only, opts, "ffn inspect gates MODEL --corpus [en|zh]");
+        return 0;
     }
+    const cli_spec spec = {.cmd = "inspect gates", .synopsis = "MODEL --corpus [en|zh] [options]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
+    if (split_given) o.split = (ffn_probe_split)split;
     if (!model_path) {
         cli_error(CMD, "usage: ffn inspect gates MODEL --corpus [en|zh] (see ffn inspect --help)");
         return CLI_EXIT_USAGE;
@@ -869,11 +775,15 @@ static int run_gates(int argc, char **argv) {
 }
 
 int cmd_inspect(int argc, char **argv) {
-    if (argc >= 2 && !strcmp(argv[1], "keys")) return run_keys(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "gates")) return run_gates(argc - 1, argv + 1);
-    if (argc < 2) {
-        usage(stderr);
-        return CLI_EXIT_USAGE;
+    if (argc >= 2 && !strcmp(argv[1], "keys")) return run_keys(argc - 1, argv + 1, NULL);
+    if (argc >= 2 && !strcmp(argv[1], "gates")) return run_gates(argc - 1, argv + 1, NULL);
+    int help = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+    int rc = run_tokens(argc, argv); /* no arguments: "MODEL missing" */
+    if (help && rc == 0) { /* the subcommands' flags too: one page for the command */
+        run_keys(0, NULL, stdout);
+        run_gates(0, NULL, stdout);
     }
-    return run_tokens(argc, argv);
+    return rc;
 }

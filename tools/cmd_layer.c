@@ -14,9 +14,12 @@
 #include "cli.h"
 #include "layer_moe.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The MoE half may be absent from a build: a weak reference links either
  * way and is NULL when nothing defines it. */
@@ -24,10 +27,7 @@ extern int layer_run_moe(const char *config_path, const char *weights_path,
                          const char *input_path, const char *output_path, int backward,
                          int threads) __attribute__((weak));
 
-static const char usage_text[] =
-    "usage: ffn layer --config layer.json --weights w.safetensors --input in.safetensors\n"
-    "                 --output out.safetensors [--backward] [--threads N] [--recompute]\n"
-    "\n"
+static const char about[] =
     "Run one feed-forward layer on the tensors of safetensors files and write the\n"
     "result (and, with --backward, every gradient) to a safetensors file.\n"
     "\n"
@@ -35,30 +35,10 @@ static const char usage_text[] =
     "  gated:  y = down( act(gate(x)) * up(x) )      (GLU family, elementwise *)\n"
     "  where proj(x) = x . W^T + b  (W is [out, in], as in torch.nn.Linear)\n"
     "\n"
-    "--config layer.json   Hugging Face names:\n"
-    "    hidden_size (D), intermediate_size (F), hidden_act (default \"silu\"):\n"
-    "      relu, gelu (exact, erf), gelu_pytorch_tanh | gelu_new (tanh approx.),\n"
-    "      silu | swish, sigmoid, linear (identity); family names imply gated:\n"
-    "      glu (sigmoid), bilinear (linear), reglu, geglu, swiglu\n"
-    "    mlp_bias (default false): a bias on every projection\n"
-    "    mlp_type \"dense\" | \"gated\" (default: gated when gate_proj.weight exists)\n"
-    "    A config with num_experts, num_local_experts or n_routed_experts runs\n"
-    "    the Mixture-of-Experts layer instead (same files, see moe.h).\n"
-    "--weights w.safetensors   the layer's tensors (extra tensors are ignored):\n"
-    "    gate_proj.weight [F, D]   gate_proj.bias [F]     (gated only)\n"
-    "    up_proj.weight   [F, D]   up_proj.bias   [F]\n"
-    "    down_proj.weight [D, F]   down_proj.bias [D]     (biases with mlp_bias)\n"
-    "--input in.safetensors    x [N, D], any N >= 0; with --backward also dy [N, D]\n"
-    "--output out.safetensors  y [N, D]; with --backward also dx [N, D] and\n"
-    "    grad.<T> for every weight and bias tensor T (e.g. grad.gate_proj.weight),\n"
-    "    the gradients of L = sum(y * dy).  Written atomically (temporary file,\n"
-    "    then rename): a failed run never leaves a partial file.\n"
-    "--backward    also run backward (needs dy)\n"
-    "--recompute   backward recomputes the input projections from x instead of\n"
-    "    keeping them from forward: saves N*F floats (dense) or 2*N*F (gated)\n"
-    "    for about 1/3 more backward work; results are bitwise identical\n"
-    "--threads N   threads (default: FFN_NUM_THREADS, else every core)\n"
-    "\n"
+    "No files yet?  `ffn layer --make-example DIR` writes a small SwiGLU layer's\n"
+    "DIR/layer.json, DIR/w.safetensors and DIR/in.safetensors to try it on.\n";
+
+static const char epilog[] =
     "Inputs may be F32, F16 or BF16 (converted to fp32 on load); outputs are F32.\n"
     "Results are bitwise reproducible from run to run at a given thread count.\n"
     "Exit status: 0 ok, 1 failure (message on stderr), 2 bad usage.\n";
@@ -358,45 +338,167 @@ done:
     return rc;
 }
 
+/* ---- --make-example: a layer to try the command on ------------------------ */
+
+/* Letters as above; the example is a SwiGLU layer of Llama proportions
+ * (F = 8D/3 rounded to a multiple of 4) and, for `ffn collapse`, a dense
+ * linear layer of the same D and F. */
+enum { EX_D = 64, EX_F = 172, EX_N = 8 };
+
+static int write_text_file(const char *cmd, const char *path, const char *text) {
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st != FFN_OK) return cli_fail(cmd, st);
+    fputs(text, af.f);
+    st = ffn_atomic_commit(&af);
+    return st != FFN_OK ? cli_fail(cmd, st) : 0;
+}
+
+/* n normal numbers times scale, from r */
+static void fill_normal(ffn_rng *r, float *x, size_t n, double scale) {
+    for (size_t i = 0; i < n; i++) x[i] = (float)(scale * ffn_rng_normal(r));
+}
+
+static int write_tensors(const char *cmd, const char *path, int n, const char *const *names,
+                         const int64_t (*shapes)[2], float *const *data) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    for (int i = 0; i < n && st == FFN_OK; i++)
+        st = ffn_st_writer_add(w, names[i], FFN_DTYPE_F32, 2, shapes[i], data[i]);
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "ffn_example", "ffn layer --make-example");
+    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st != FFN_OK ? cli_fail(cmd, st) : 0;
+}
+
+static int layer_make_example(const char *cmd, const char *dir, int force) {
+    static const char *const files[] = {"layer.json", "w.safetensors", "in.safetensors",
+                                        "linear.json", "linear.safetensors"};
+    enum { N_FILES = sizeof files / sizeof files[0] };
+    char path[N_FILES][4096];
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (mkdir(dir, 0777) != 0) {
+            cli_error(cmd, "%s: cannot create the directory: %s", dir, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+    } else if (!S_ISDIR(sb.st_mode)) {
+        cli_error(cmd, "%s: exists and is not a directory", dir);
+        return CLI_EXIT_FAIL;
+    }
+    for (int i = 0; i < N_FILES; i++) {
+        snprintf(path[i], sizeof path[i], "%s/%s", dir, files[i]);
+        if (!force && lstat(path[i], &sb) == 0) {
+            cli_error(cmd, "%s exists: --make-example keeps existing files (--force replaces "
+                      "them)", path[i]);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    const int64_t D = EX_D, F = EX_F, N = EX_N;
+    float *buf = malloc((size_t)(3 * F * D + 2 * N * D + 2 * F * D) * sizeof(float));
+    if (!buf) {
+        cli_error(cmd, "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    float *gate = buf, *up = gate + F * D, *down = up + F * D, *x = down + F * D, *dy = x + N * D;
+    float *lin_up = dy + N * D, *lin_down = lin_up + F * D;
+    ffn_rng r;
+    ffn_rng_seed(&r, 1);
+    /* weights ~ N(0, 1/fan_in): outputs of the size of the inputs */
+    fill_normal(&r, gate, (size_t)(F * D), 1.0 / sqrt((double)D));
+    fill_normal(&r, up, (size_t)(F * D), 1.0 / sqrt((double)D));
+    fill_normal(&r, down, (size_t)(D * F), 1.0 / sqrt((double)F));
+    fill_normal(&r, x, (size_t)(N * D), 1.0);
+    fill_normal(&r, dy, (size_t)(N * D), 1.0);
+    fill_normal(&r, lin_up, (size_t)(F * D), 1.0 / sqrt((double)D));
+    fill_normal(&r, lin_down, (size_t)(D * F), 1.0 / sqrt((double)F));
+    char cfg[256], lin[256];
+    snprintf(cfg, sizeof cfg,
+             "{\"hidden_size\": %d, \"intermediate_size\": %d, \"hidden_act\": \"silu\", "
+             "\"mlp_bias\": false}\n", EX_D, EX_F);
+    snprintf(lin, sizeof lin,
+             "{\"hidden_size\": %d, \"intermediate_size\": %d, \"hidden_act\": \"linear\", "
+             "\"mlp_bias\": false}\n", EX_D, EX_F);
+    const int64_t fd[2] = {F, D}, df[2] = {D, F}, nd[2] = {N, D};
+    const char *const wn[] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    const int64_t ws[3][2] = {{fd[0], fd[1]}, {fd[0], fd[1]}, {df[0], df[1]}};
+    float *const wd[] = {gate, up, down};
+    const char *const in_names[] = {"x", "dy"};
+    const int64_t in_shapes[2][2] = {{nd[0], nd[1]}, {nd[0], nd[1]}};
+    float *const in_data[] = {x, dy};
+    const char *const ln[] = {"up_proj.weight", "down_proj.weight"};
+    const int64_t ls[2][2] = {{fd[0], fd[1]}, {df[0], df[1]}};
+    float *const ld[] = {lin_up, lin_down};
+    int rc = write_text_file(cmd, path[0], cfg);
+    if (!rc) rc = write_tensors(cmd, path[1], 3, wn, ws, wd);
+    if (!rc) rc = write_tensors(cmd, path[2], 2, in_names, in_shapes, in_data);
+    if (!rc) rc = write_text_file(cmd, path[3], lin);
+    if (!rc) rc = write_tensors(cmd, path[4], 2, ln, ls, ld);
+    free(buf);
+    if (!rc)
+        printf("%s: layer.json (SwiGLU, D %d, F %d), w.safetensors, in.safetensors (x and dy, "
+               "%d tokens); linear.json and linear.safetensors (a dense linear layer, for ffn "
+               "collapse)\n", dir, EX_D, EX_F, EX_N);
+    return rc;
+}
+
 int cmd_layer(int argc, char **argv) {
     const char *cmd = "layer";
     layer_args a = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if (!strcmp(argv[i], "--backward")) { a.backward = 1; continue; }
-        if (!strcmp(argv[i], "--recompute")) { a.recompute = 1; continue; }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--config", &a.config))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--weights", &a.weights))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--input", &a.input))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--output", &a.output))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            continue;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 1, 4096, &a.threads))
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (argv[i][0] == '-')
-            cli_error(cmd, "unknown flag '%s' (see ffn layer --help)", argv[i]);
-        else
-            cli_error(cmd, "unexpected argument '%s' (every input is given by a flag; see ffn "
-                      "layer --help)", argv[i]);
-        return CLI_EXIT_USAGE;
+    const char *example_dir = NULL;
+    int force = 0;
+    const cli_opt opts[] = {
+        {.name = "--config", .type = CLI_PATH, .dst = &a.config, .metavar = "layer.json",
+         .help = "Hugging Face names:\n"
+                 "hidden_size (D), intermediate_size (F), hidden_act (default \"silu\"): relu, "
+                 "gelu (exact, erf), gelu_pytorch_tanh | gelu_new (tanh approx.), silu | swish, "
+                 "sigmoid, linear (identity); family names imply gated: glu (sigmoid), bilinear "
+                 "(linear), reglu, geglu, swiglu\n"
+                 "mlp_bias (default false): a bias on every projection\n"
+                 "mlp_type \"dense\" | \"gated\" (default: gated when gate_proj.weight "
+                 "exists)\n"
+                 "A config with num_experts, num_local_experts or n_routed_experts runs the "
+                 "Mixture-of-Experts layer instead (same files, see moe.h)."},
+        {.name = "--weights", .type = CLI_PATH, .dst = &a.weights, .metavar = "w.safetensors",
+         .help = "the layer's tensors (extra tensors are ignored):\n"
+                 "gate_proj.weight [F, D], gate_proj.bias [F] (gated only)\n"
+                 "up_proj.weight [F, D], up_proj.bias [F]\n"
+                 "down_proj.weight [D, F], down_proj.bias [D] (biases with mlp_bias)"},
+        {.name = "--input", .type = CLI_PATH, .dst = &a.input, .metavar = "in.safetensors",
+         .help = "x [N, D], any N >= 0; with --backward also dy [N, D]"},
+        {.name = "--output", .type = CLI_PATH, .dst = &a.output, .metavar = "out.safetensors",
+         .help = "y [N, D]; with --backward also dx [N, D] and grad.<T> for every weight and "
+                 "bias tensor T (e.g. grad.gate_proj.weight), the gradients of L = sum(y * dy).  "
+                 "Written atomically (temporary file, then rename): a failed run never leaves a "
+                 "partial file."},
+        {.name = "--backward", .type = CLI_FLAG, .dst = &a.backward,
+         .help = "also run backward (needs dy)"},
+        {.name = "--recompute", .type = CLI_FLAG, .dst = &a.recompute,
+         .help = "backward recomputes the input projections from x instead of keeping them "
+                 "from forward: saves N*F floats (dense) or 2*N*F (gated) for about 1/3 more "
+                 "backward work; results are bitwise identical"},
+        CLI_OPT_THREADS(&a.threads),
+        {.name = "--make-example", .type = CLI_PATH, .dst = &example_dir, .metavar = "DIR",
+         .group = "a layer to try it on",
+         .help = "write DIR/layer.json (a SwiGLU layer, D 64, F 172), DIR/w.safetensors (its "
+                 "seeded random weights) and DIR/in.safetensors (x and dy, 8 tokens), each "
+                 "atomically, then exit; existing files are kept unless --force"},
+        CLI_OPT_FORCE(&force, "with --make-example: replace existing files"),
+        {0}};
+    const cli_spec spec = {.cmd = cmd,
+                           .synopsis = "--config layer.json --weights w.safetensors\n"
+                                       "                 --input in.safetensors --output "
+                                       "out.safetensors\n"
+                                       "                 [--backward] [--threads N] [--recompute]\n"
+                                       "       ffn layer --make-example DIR [--force]",
+                           .about = about, .epilog = epilog, .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (example_dir) {
+        if (a.config || a.weights || a.input || a.output)
+            return cli_usage_error(cmd, "--make-example writes files; it takes no --config, "
+                                   "--weights, --input or --output");
+        return layer_make_example(cmd, example_dir, force);
     }
     const char *missing = !a.config ? "--config" : !a.weights ? "--weights"
                         : !a.input  ? "--input"  : !a.output  ? "--output" : NULL;

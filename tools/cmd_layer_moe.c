@@ -342,31 +342,21 @@ static void stats(double *t, int n, double *mn, double *med) {
     *med = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static uint64_t bench_rng = 0x2545F4914F6CDD1Dull;
-static void bench_fill(float *a, size_t n, float scale) {
-    for (size_t i = 0; i < n; i++) {
-        bench_rng ^= bench_rng << 13;
-        bench_rng ^= bench_rng >> 7;
-        bench_rng ^= bench_rng << 17;
-        a[i] = scale * ((float)(bench_rng >> 40) / 8388608.0f - 1.0f);
-    }
+/* uniform in [-scale, scale), from the library's generator */
+static void bench_fill(ffn_rng *r, float *a, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) a[i] = scale * (2.0f * ffn_rng_float(r) - 1.0f);
 }
 
-static void bench_help(void) {
-    printf("usage: ffn bench moe [--experts E] [--top-k K] [--hidden D] [--intermediate F]\n"
-           "                     [--tokens N] [--threads T] [--repeats R] [--json]\n\n"
-           "Times a Mixture-of-Experts layer with SwiGLU experts (softmax routing, top-k\n"
-           "renormalised, dropless) on random weights: forward and forward+backward, min and\n"
-           "median over R repeats (after one warm-up).  Each repeat uses a fresh random\n"
-           "input, so the routing (and for small N, which experts' weights are read) varies\n"
-           "as it would in decoding.  In the same process it times a dense SwiGLU layer of\n"
-           "the same active width (intermediate K·F) and prints the ratio MoE/dense.\n"
-           "It also prints the bytes the MoE forward must read: the router (E·D floats) plus\n"
-           "the weights of the experts that received tokens (3·F·D floats each), averaged\n"
-           "over the repeats, against the bytes of all E experts.\n\n"
-           "defaults: --experts 8 --top-k 2 --hidden 1024 --intermediate 1408 --tokens 512\n"
-           "          --threads 0 (FFN_NUM_THREADS or all cores) --repeats 10 (N <= 8: 50)\n");
-}
+static const char bench_about[] =
+    "Times a Mixture-of-Experts layer with SwiGLU experts (softmax routing, top-k\n"
+    "renormalised, dropless) on random weights: forward and forward+backward, min and\n"
+    "median over R repeats (after one warm-up).  Each repeat uses a fresh random\n"
+    "input, so the routing (and for small N, which experts' weights are read) varies\n"
+    "as it would in decoding.  In the same process it times a dense SwiGLU layer of\n"
+    "the same active width (intermediate K·F) and prints the ratio MoE/dense.\n"
+    "It also prints the bytes the MoE forward must read: the router (E·D floats) plus\n"
+    "the weights of the experts that received tokens (3·F·D floats each), averaged\n"
+    "over the repeats, against the bytes of all E experts.\n";
 
 typedef struct bench_result {
     double fwd_min, fwd_med, fb_min, fb_med;
@@ -375,30 +365,25 @@ typedef struct bench_result {
 int cmd_bench_moe(int argc, char **argv) {
     int64_t E = 8, K = 2, D = 1024, F = 1408, N = 512, threads = 0, repeats = -1;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            bench_help();
-            return 0;
-        }
-        if (!strcmp(argv[i], "--json")) { json = 1; continue; }
-#define I64FLAG(flag, var, lo, hi)                                                        \
-        if ((r = cli_flag(CMD, argc, argv, &i, flag, &v)) != 0) {                         \
-            if (r < 0 || !cli_parse_i64(CMD, flag, v, lo, hi, &var)) return CLI_EXIT_USAGE; \
-            continue;                                                                     \
-        }
-        I64FLAG("--experts", E, 1, 1 << 16)
-        I64FLAG("--top-k", K, 1, 1 << 16)
-        I64FLAG("--hidden", D, 1, 1 << 20)
-        I64FLAG("--intermediate", F, 1, 1 << 22)
-        I64FLAG("--tokens", N, 1, 1 << 24)
-        I64FLAG("--threads", threads, 0, 4096)
-        I64FLAG("--repeats", repeats, 1, 100000)
-#undef I64FLAG
-        cli_error(CMD, "unknown option '%s' (see ffn bench moe --help)", argv[i]);
-        return CLI_EXIT_USAGE;
-    }
+    const cli_opt opts[] = {
+        {.name = "--experts", .type = CLI_INT, .dst = &E, .metavar = "E", .imin = 1,
+         .imax = 1 << 16, .help = "experts"},
+        {.name = "--top-k", .type = CLI_INT, .dst = &K, .metavar = "K", .imin = 1,
+         .imax = 1 << 16, .help = "experts per token"},
+        {.name = "--hidden", .type = CLI_INT, .dst = &D, .metavar = "D", .imin = 1,
+         .imax = 1 << 20, .help = "hidden_size"},
+        {.name = "--intermediate", .type = CLI_INT, .dst = &F, .metavar = "F", .imin = 1,
+         .imax = 1 << 22, .help = "width of each expert"},
+        {.name = "--tokens", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 1,
+         .imax = 1 << 24, .help = "rows per call"},
+        CLI_OPT_THREADS(&threads),
+        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
+         .imax = 100000, .def = "10; 50 when N <= 8", .help = "timed runs"},
+        CLI_OPT_JSON(&json, "one JSON object on stdout"),
+        {0}};
+    const cli_spec spec = {.cmd = "bench moe", .about = bench_about, .opts = opts};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
     if (K > E) {
         cli_error(CMD, "--top-k: must be <= --experts (%lld), got %lld", (long long)E, (long long)K);
         return CLI_EXIT_USAGE;
@@ -434,10 +419,12 @@ int cmd_bench_moe(int argc, char **argv) {
         cli_error(CMD, "out of memory");
         goto out;
     }
-    bench_fill(wall, (size_t)E * 3 * DF + (size_t)(E * D), 1.0f / sqrtf((float)D));
-    bench_fill(dw, 3 * DF * (size_t)K, 1.0f / sqrtf((float)D));
-    bench_fill(xs, nd * (size_t)pool, 1.0f);
-    bench_fill(dy, nd, 1.0f);
+    ffn_rng rng;
+    ffn_rng_seed(&rng, 1);
+    bench_fill(&rng, wall, (size_t)E * 3 * DF + (size_t)(E * D), 1.0f / sqrtf((float)D));
+    bench_fill(&rng, dw, 3 * DF * (size_t)K, 1.0f / sqrtf((float)D));
+    bench_fill(&rng, xs, nd * (size_t)pool, 1.0f);
+    bench_fill(&rng, dy, nd, 1.0f);
     for (int64_t e = 0; e < E; e++) {
         ew[e] = (ffn_layer_params){.gate_w = wall + (size_t)e * 3 * DF, .up_w = wall + (size_t)e * 3 * DF + DF,
                                    .down_w = wall + (size_t)e * 3 * DF + 2 * DF};

@@ -45,36 +45,25 @@ static void print_wrapped(FILE *f, const char *text) {
     fputc('\n', f);
 }
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: ffn params CONFIG.json [--seq-len T] [--per-layer] [--json]\n"
-            "       ffn params --suggest-intermediate --hidden D [--multiple-of M]\n"
-            "                  [--ffn-dim-multiplier X] [--json]\n"
-            "\n"
-            "Parameter and FLOP accounting from a Hugging Face config.json, for model_type\n"
-            "llama, mistral, mixtral, qwen2, qwen2_moe, gpt2, bert, deepseek_v2 and\n"
-            "deepseek_v3.  Prints the total and the active parameters per token, the\n"
-            "breakdown into attention, FFN (dense, routed experts, shared experts, router),\n"
-            "embeddings, head and norms with percentages, the FFN's share, the expansion\n"
-            "ratio intermediate_size / hidden_size, and forward and training FLOPs per\n"
-            "token by component.\n"
-            "\n"
-            "  --seq-len T      context length for the attention-score FLOPs (default 2048)\n"
-            "  --per-layer      also print one row per layer\n"
-            "  --json           one JSON object on stdout: top-level integers total_params and\n"
-            "                   active_params, the breakdowns, the FLOPs and every layer\n"
-            "\n"
-            "--suggest-intermediate applies the LLaMA sizing rule (Meta's model.py):\n"
-            "  F = int(2*4*D/3); F = int(X*F) with --ffn-dim-multiplier X; F rounded up to a\n"
-            "  multiple of --multiple-of (default 256).\n"
-            "  4096/256 -> 11008 (Llama-2-7B); 4096/1024 with 1.3 -> 14336 (Llama-3-8B).\n"
-            "and shows Shazeer's 2/3 rule: a gated FFN (gate, up, down: 3*D*F weights) with\n"
-            "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n"
-            "\n"
-            "Conventions:\n");
+static const char about[] =
+    "Parameter and FLOP accounting from a Hugging Face config.json, for model_type\n"
+    "llama, mistral, mixtral, qwen2, qwen2_moe, gpt2, bert, deepseek_v2 and\n"
+    "deepseek_v3.  Prints the total and the active parameters per token, the\n"
+    "breakdown into attention, FFN (dense, routed experts, shared experts, router),\n"
+    "embeddings, head and norms with percentages, the FFN's share, the expansion\n"
+    "ratio intermediate_size / hidden_size, and forward and training FLOPs per\n"
+    "token by component.  How things are counted: --conventions (below).\n"
+    "\n"
+    "--suggest-intermediate applies the LLaMA sizing rule (Meta's model.py):\n"
+    "  F = int(2*4*D/3); F = int(X*F) with --ffn-dim-multiplier X; F rounded up to a\n"
+    "  multiple of --multiple-of.\n"
+    "  4096/256 -> 11008 (Llama-2-7B); 4096/1024 with 1.3 -> 14336 (Llama-3-8B).\n"
+    "and shows Shazeer's 2/3 rule: a gated FFN (gate, up, down: 3*D*F weights) with\n"
+    "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n";
+
+static void print_conventions(FILE *f) {
+    fprintf(f, "conventions:\n");
     for (size_t i = 0; i < N_CONVENTIONS; i++) print_wrapped(f, conventions[i]);
-    fprintf(f, "\nExit status: 0 ok, 1 a bad or unsupported config (the field is named), 2 bad "
-               "usage.\n");
 }
 
 /* 1234567 -> "1,234,567" */
@@ -221,8 +210,7 @@ static void print_report(const char *path, const ffn_params_report *r, int per_l
         }
     }
 
-    printf("\nconventions:\n");
-    for (size_t i = 0; i < N_CONVENTIONS; i++) print_wrapped(stdout, conventions[i]);
+    printf("\nconventions: how things are counted, see ffn params --conventions\n");
 }
 
 /* ---- JSON ------------------------------------------------------------------ */
@@ -361,44 +349,56 @@ static int suggest(int64_t d, int64_t multiple_of, double mult, int json) {
 /* ---- entry ------------------------------------------------------------------ */
 
 int cmd_params(int argc, char **argv) {
-    const char *config = NULL, *v = NULL;
-    int json = 0, per_layer = 0, suggest_mode = 0;
+    const char *config = NULL;
+    int json = 0, per_layer = 0, suggest_mode = 0, show_conventions = 0;
     int64_t seq_len = 2048, hidden = 0, multiple_of = 256;
     double mult = 0;
     int have_hidden = 0;
-    for (int i = 1; i < argc; i++) {
-        int k;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
-        } else if (!strcmp(argv[i], "--per-layer")) {
-            per_layer = 1;
-        } else if (!strcmp(argv[i], "--suggest-intermediate")) {
-            suggest_mode = 1;
-        } else if ((k = cli_flag(CMD, argc, argv, &i, "--seq-len", &v))) {
-            if (k < 0 || !cli_parse_i64(CMD, "--seq-len", v, 1, (int64_t)1 << 40, &seq_len))
-                return CLI_EXIT_USAGE;
-        } else if ((k = cli_flag(CMD, argc, argv, &i, "--hidden", &v))) {
-            if (k < 0 || !cli_parse_i64(CMD, "--hidden", v, 1, (int64_t)1 << 40, &hidden))
-                return CLI_EXIT_USAGE;
-            have_hidden = 1;
-        } else if ((k = cli_flag(CMD, argc, argv, &i, "--multiple-of", &v))) {
-            if (k < 0 || !cli_parse_i64(CMD, "--multiple-of", v, 1, (int64_t)1 << 40, &multiple_of))
-                return CLI_EXIT_USAGE;
-        } else if ((k = cli_flag(CMD, argc, argv, &i, "--ffn-dim-multiplier", &v))) {
-            if (k < 0 || !cli_parse_f64(CMD, "--ffn-dim-multiplier", v, 1e-6, 1e6, &mult))
-                return CLI_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(CMD, "unknown option '%s' (see ffn params --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        } else if (!config) {
-            config = argv[i];
-        } else {
-            cli_error(CMD, "one CONFIG.json expected, got '%s' and '%s'", config, argv[i]);
-            return CLI_EXIT_USAGE;
+    const cli_opt opts[] = {
+        {.name = "--seq-len", .type = CLI_INT, .dst = &seq_len, .metavar = "T", .imin = 1,
+         .imax = (int64_t)1 << 40, .help = "context length for the attention-score FLOPs"},
+        {.name = "--per-layer", .type = CLI_FLAG, .dst = &per_layer,
+         .help = "also print one row per layer (" CLI_LAYER_HELP ")"},
+        CLI_OPT_JSON(&json, "one JSON object on stdout: top-level integers total_params and "
+                     "active_params, the breakdowns, the FLOPs, the conventions and every layer"),
+        {.name = "--conventions", .type = CLI_FLAG, .dst = &show_conventions,
+         .help = "print how parameters and FLOPs are counted (also in --help) and exit"},
+        {.name = "--suggest-intermediate", .type = CLI_FLAG, .dst = &suggest_mode,
+         .group = "--suggest-intermediate",
+         .help = "the LLaMA FFN sizing rule for --hidden D, and Shazeer's 2/3 rule"},
+        {.name = "--hidden", .type = CLI_INT, .dst = &hidden, .metavar = "D", .imin = 1,
+         .imax = (int64_t)1 << 40, .seen = &have_hidden, .def = "",
+         .help = "hidden_size (required with --suggest-intermediate)"},
+        {.name = "--multiple-of", .type = CLI_INT, .dst = &multiple_of, .metavar = "M",
+         .imin = 1, .imax = (int64_t)1 << 40, .help = "round F up to a multiple of M"},
+        {.name = "--ffn-dim-multiplier", .type = CLI_FLOAT, .dst = &mult, .metavar = "X",
+         .fmin = 1e-6, .fmax = 1e6, .def = "none", .help = "scale F by X before rounding"},
+        {0}};
+    const cli_pos pos[] = {{.name = "CONFIG.json", .dst = &config,
+                            .help = "a Hugging Face config.json"},
+                           {0}};
+    static char epilog[8192];
+    {
+        FILE *mf = fmemopen(epilog, sizeof epilog - 1, "w");
+        if (mf) {
+            print_conventions(mf);
+            fprintf(mf, "\nExit status: 0 ok, 1 a bad or unsupported config (the field is "
+                        "named),\n2 bad usage.\n");
+            fclose(mf);
         }
+    }
+    const cli_spec spec = {.cmd = CMD,
+                           .synopsis = "CONFIG.json [--seq-len T] [--per-layer] [--json]\n"
+                                       "       ffn params --suggest-intermediate --hidden D "
+                                       "[--multiple-of M]\n"
+                                       "                  [--ffn-dim-multiplier X] [--json]\n"
+                                       "       ffn params --conventions",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (show_conventions) {
+        print_conventions(stdout);
+        return 0;
     }
     if (suggest_mode) {
         if (config) {

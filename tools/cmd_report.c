@@ -6,11 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char usage_text[] =
-    "usage: ffn report RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
-    "                  [--model VARIANT|DIR]... [--config config.json]... [--top K]\n"
-    "                  [--promoted P] [--threads N]\n"
-    "\n"
+static const char about[] =
     "Writes ONE self-contained HTML file about a run directory: open it in any\n"
     "browser, offline.  It makes no network request and loads no external script,\n"
     "style or font (everything is inline; a Content-Security-Policy forbids the\n"
@@ -40,31 +36,9 @@ static const char usage_text[] =
     "  4. the linear collapse: for the `linear` run, each layer's W_down.W_up\n"
     "     merged into one D x D matrix, the parameters before and after, and the\n"
     "     max difference between the two-layer and the merged map on 64 random\n"
-    "     inputs.\n"
-    "\n"
-    "options:\n"
-    "  --out FILE.html     where to write (default RUN_DIR/report.html); written to\n"
-    "                      FILE.html.tmp, flushed to disk, then renamed into place\n"
-    "  --prompt TEXT       the text whose tokens are inspected (default\n"
-    "                      \"" REPORT_DEFAULT_PROMPT "\").\n"
-    "                      Longer than the model's context, it runs in windows,\n"
-    "                      each from position 0; characters outside the vocabulary\n"
-    "                      become <unk> (counted on the page); at most 4096 tokens\n"
-    "  --layer L           embed only layer L (default: every layer, chosen on the\n"
-    "                      page; the last layer is shown first)\n"
-    "  --model NAME|DIR    the model whose neurons are shown: a variant of RUN_DIR\n"
-    "                      (its best seed per compare.json) or a checkpoint\n"
-    "                      directory; repeat for several (at most 4; the page has a\n"
-    "                      selector).  Default: the best gated variant (swiglu first)\n"
-    "                      and the moe variant when there is one\n"
-    "  --config FILE       a published Hugging Face config.json for the parameter\n"
-    "                      chart (llama, mistral, mixtral, qwen2, qwen2_moe, gpt2,\n"
-    "                      bert, deepseek_v2/v3; see ffn params --help); repeat for\n"
-    "                      several (at most 8).  Replaces the built-in Llama-2-7B\n"
-    "  --top K             neurons per token per layer (default 8)\n"
-    "  --promoted P        promoted tokens per neuron (default 6)\n"
-    "  --threads N         (default FFN_NUM_THREADS or all cores)\n"
-    "\n"
+    "     inputs.\n";
+
+static const char epilog[] =
     "Prints the written file's path on stdout.  Exit status: 0 written, 1 failed\n"
     "(the message names the file), 2 bad usage.\n"
     "\n"
@@ -80,57 +54,50 @@ int cmd_report(int argc, char **argv) {
     o.cmd = cmd;
     const char *run_dir = NULL, *out = NULL;
     int64_t threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_text, stdout);
-            return 0;
-        }
-        if ((r = cli_flag(cmd, argc, argv, &i, "--out", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            out = v;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--prompt", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            o.prompt = v;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--layer", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--layer", v, 0, 1 << 20, &o.layer)) return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--top", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--top", v, 1, 256, &o.top_k)) return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--promoted", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--promoted", v, 1, 64, &o.n_promoted)) return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--threads", &v))) {
-            if (r < 0 || !cli_parse_i64(cmd, "--threads", v, 0, 4096, &threads)) return CLI_EXIT_USAGE;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--model", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            if (o.n_models >= REPORT_MAX_MODELS) {
-                cli_error(cmd, "--model: at most %d models", REPORT_MAX_MODELS);
-                return CLI_EXIT_USAGE;
-            }
-            o.models[o.n_models++] = v;
-        } else if ((r = cli_flag(cmd, argc, argv, &i, "--config", &v))) {
-            if (r < 0) return CLI_EXIT_USAGE;
-            if (o.n_configs >= REPORT_MAX_CONFIGS) {
-                cli_error(cmd, "--config: at most %d configs", REPORT_MAX_CONFIGS);
-                return CLI_EXIT_USAGE;
-            }
-            o.configs[o.n_configs++] = v;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            cli_error(cmd, "unknown option '%s' (see ffn report --help)", a);
-            return CLI_EXIT_USAGE;
-        } else if (!run_dir) {
-            run_dir = a;
-        } else {
-            cli_error(cmd, "one RUN_DIR expected, got '%s' and '%s'", run_dir, a);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (!run_dir) {
-        cli_error(cmd, "missing RUN_DIR (see ffn report --help)");
-        return CLI_EXIT_USAGE;
-    }
+    const cli_opt opts[] = {
+        {.name = "--out", .type = CLI_PATH, .dst = &out, .metavar = "FILE.html",
+         .def = "RUN_DIR/report.html",
+         .help = "where to write; written to FILE.html.tmp, flushed to disk, then renamed into "
+                 "place"},
+        {.name = "--prompt", .type = CLI_STR, .dst = &o.prompt, .metavar = "TEXT",
+         .def = "\"" REPORT_DEFAULT_PROMPT "\"",
+         .help = "the text whose tokens are inspected.  Longer than the model's context, it "
+                 "runs in windows, each from position 0; characters outside the vocabulary "
+                 "become <unk> (counted on the page); at most 4096 tokens"},
+        {.name = "--layer", .type = CLI_INT, .dst = &o.layer, .metavar = "L", .imin = 0,
+         .imax = 1 << 20, .def = "every layer, chosen on the page; the last layer is shown first",
+         .help = "embed only layer L (" CLI_LAYER_HELP ")"},
+        {.name = "--model", .type = CLI_STR, .dst = (void *)o.models, .metavar = "NAME|DIR",
+         .max_count = REPORT_MAX_MODELS, .count = &o.n_models,
+         .def = "the best gated variant (swiglu first) and the moe variant when there is one",
+         .help = "the model whose neurons are shown: a variant of RUN_DIR (its best seed per "
+                 "compare.json) or a checkpoint directory; repeat for several (at most 4; the "
+                 "page has a selector)"},
+        {.name = "--config", .type = CLI_PATH, .dst = (void *)o.configs, .metavar = "FILE",
+         .max_count = REPORT_MAX_CONFIGS, .count = &o.n_configs,
+         .help = "a published Hugging Face config.json for the parameter chart (llama, "
+                 "mistral, mixtral, qwen2, qwen2_moe, gpt2, bert, deepseek_v2/v3; see ffn params "
+                 "--help); repeat for several (at most 8).  Replaces the built-in Llama-2-7B"},
+        {.name = "--top", .type = CLI_INT, .dst = &o.top_k, .metavar = "K", .imin = 1,
+         .imax = 256, .help = "neurons per token per layer"},
+        {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
+         .imax = 64, .help = "promoted tokens per neuron"},
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    const cli_pos pos[] = {{.name = "RUN_DIR", .dst = &run_dir, .required = 1,
+                            .help = "a compare/demo --out directory or a checkpoint directory",
+                            .missing = "missing RUN_DIR: the directory to report on"},
+                           {0}};
+    const cli_spec spec = {.cmd = cmd,
+                           .synopsis = "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
+                                       "                  [--model VARIANT|DIR]... [--config "
+                                       "config.json]... [--top K]\n"
+                                       "                  [--promoted P] [--threads N]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
     ffn_ctx *ctx = NULL;
-    int rc = cli_make_ctx(cmd, (int)threads, &ctx);
+    rc = cli_make_ctx(cmd, threads, &ctx);
     if (rc) return rc;
     rc = report_write(ctx, run_dir, &o, out);
     ffn_ctx_free(ctx);

@@ -12,59 +12,37 @@
 
 static const char *const CMD = "run";
 
-static void usage(FILE *f) {
-    fprintf(f,
-"usage: ffn run MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]\n"
-"\n"
+static const char about[] =
 "Loads MODEL and continues the given tokens, one token at a time with a KV\n"
-"cache, greedily (--temperature 0, the default) or by sampling.\n"
+"cache, greedily (--temperature 0) or by sampling (the defaults, the same as\n"
+"`ffn generate`'s).  --steps is capped by the model's context (with a note).\n"
 "\n"
 "MODEL is one of:\n"
 "  a llama2.c checkpoint FILE   seven int32 (dim, hidden_dim, n_layers, n_heads,\n"
 "                               n_kv_heads, vocab_size, seq_len; vocab_size < 0:\n"
 "                               untied classifier) then fp32 arrays; RoPE rotates\n"
-"                               consecutive pairs (2i, 2i+1), RMSNorm eps 1e-5\n"
+"                               consecutive pairs (2i, 2i+1), RMSNorm eps 1e-5.\n"
+"                               Small ones (stories260K.bin, stories15M.bin) are\n"
+"                               published by the llama2.c project (its\n"
+"                               tinyllamas releases), or write one with\n"
+"                               `ffn export RUN --out m.bin --format llama2c`\n"
 "  a Hugging Face DIRECTORY     config.json (model_type llama, mistral, qwen2,\n"
-"                               mixtral or qwen2_moe) and model.safetensors or the\n"
-"                               shards of model.safetensors.index.json; F32, F16\n"
-"                               or BF16; RoPE rotate_half (pairs (i, i + Dh/2))\n"
-"  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout + tokenizer.txt)\n"
+"                               mixtral or qwen2_moe) and model.safetensors or\n"
+"                               the shards of model.safetensors.index.json; F32,\n"
+"                               F16 or BF16; RoPE rotate_half (pairs (i, i+Dh/2))\n"
+"  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout and\n"
+"                               tokenizer.txt)\n"
 "Weights are memory-mapped and converted straight into the model (no second\n"
-"copy of the file in memory).  Every bad file gets an error naming it.\n"
-"\n"
-"input (one of):\n"
-"  --ids \"1 2 3\"       token ids, separated by spaces or commas (llama2.c: BOS is 1)\n"
-"  --prompt TEXT       text, encoded with the model's vocabulary: a llama2.c\n"
-"                      tokenizer.bin (BOS id 1 is prepended, then SentencePiece-style\n"
-"                      BPE merges by score with <0xXX> byte fallback) or ffn's\n"
-"                      tokenizer.txt in an ffn checkpoint directory\n"
-"options:\n"
-"  --tokenizer FILE    the vocabulary (default: ffn_tokenizer_file or tokenizer.txt\n"
-"                      in a checkpoint directory, tokenizer.bin beside the model)\n"
-"  --no-bos            do not prepend BOS to a --prompt (llama2.c tokenizer)\n"
-"  --steps N           tokens to generate (default 32; capped by the context)\n"
-"  --temperature T     0 = greedy (argmax, lowest id on ties); else sample from\n"
-"                      softmax(logits / T) (default 0)\n"
-"  --top-p P           nucleus sampling: only the most likely tokens whose\n"
-"                      probabilities add up to P (default 0.9; 1 = all)\n"
-"  --seed S            sampling seed (default 42)\n"
-"  --emit ids|text     what to print on stdout: the generated ids on one line, or\n"
-"                      their text (default: text when a vocabulary is found,\n"
-"                      else ids).  Only generated tokens are printed.\n"
-"  --dump-logits FILE  write FILE.safetensors with `logits` F32 [T, V] and `tokens`\n"
-"                      I32 [T]: row t holds the logits after token t, for every\n"
-"                      token FED to the model: the prompt, then each generated\n"
-"                      token except the last (T = prompt + steps - 1, or the\n"
-"                      prompt alone with --steps 0).  Prompt rows come from one\n"
-"                      batched forward, generated rows from the KV-cached steps.\n"
-"  --threads N         threads (default: FFN_NUM_THREADS or all cores)\n"
-"  --info              print what was loaded and the prompt's ids on stderr\n"
-"\n"
+"copy of the file in memory).  Every bad file gets an error naming it.\n";
+
+static const char epilog[] =
 "examples:\n"
-"  ffn run stories260K.bin --ids \"1 403 407\" --steps 20 --emit ids\n"
+"  ffn run stories260K.bin --ids \"1 403 407\" --steps 20 --temperature 0 \\\n"
+"          --emit ids\n"
 "  ffn run stories15M.bin --tokenizer tokenizer.bin --prompt 'Once upon a time'\n"
-"  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n");
-}
+"  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n";
+
+static const char *const emit_names[] = {"ids", "text", NULL};
 
 /* ---- the vocabulary -------------------------------------------------------------- */
 
@@ -115,106 +93,60 @@ static void emit_text(const vocab *v, int32_t prev, int32_t id) {
     fflush(stdout);
 }
 
-static int parse_ids(const char *s, int64_t V, int32_t **out, int64_t *n_out) {
-    size_t cap = strlen(s) / 2 + 1;
-    int32_t *ids = malloc(cap * sizeof *ids);
-    if (!ids) return 0;
-    int64_t n = 0;
-    const char *p = s;
-    for (;;) {
-        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n') p++;
-        if (!*p) break;
-        char *end;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n')) {
-            cli_error(CMD, "--ids: expected token ids separated by spaces or commas, got '%s'", s);
-            free(ids);
-            return 0;
-        }
-        if (x < 0 || x >= V) {
-            cli_error(CMD, "--ids: token %lld is outside the vocabulary [0, %lld)", x, (long long)V);
-            free(ids);
-            return 0;
-        }
-        ids[n++] = (int32_t)x;
-        p = end;
-    }
-    if (n == 0) {
-        cli_error(CMD, "--ids: no token ids given");
-        free(ids);
-        return 0;
-    }
-    *out = ids;
-    *n_out = n;
-    return 1;
-}
-
 /* ---- the command --------------------------------------------------------------- */
 
 int cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *ids_s = NULL, *prompt = NULL, *tok_path = NULL;
     const char *emit = NULL, *dump = NULL;
-    int64_t steps = 32, threads = 0, seed = 42;
-    double temperature = 0, top_p = 0.9;
-    int bos = 1, show_info = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = NULL;
-        int r;
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-#define FLAG(name)                                                     \
-    if ((r = cli_flag(CMD, argc, argv, &i, name, &v)) < 0) return CLI_EXIT_USAGE; \
-    else if (r > 0)
-        FLAG("--ids") { ids_s = v; continue; }
-        FLAG("--prompt") { prompt = v; continue; }
-        FLAG("--tokenizer") { tok_path = v; continue; }
-        FLAG("--emit") { emit = v; continue; }
-        FLAG("--dump-logits") { dump = v; continue; }
-        FLAG("--steps") {
-            if (!cli_parse_i64(CMD, "--steps", v, 0, 1 << 30, &steps)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        FLAG("--threads") {
-            if (!cli_parse_i64(CMD, "--threads", v, 0, 4096, &threads)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        FLAG("--seed") {
-            if (!cli_parse_i64(CMD, "--seed", v, 0, INT64_MAX, &seed)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        FLAG("--temperature") {
-            if (!cli_parse_f64(CMD, "--temperature", v, 0, 1e6, &temperature)) return CLI_EXIT_USAGE;
-            continue;
-        }
-        FLAG("--top-p") {
-            if (!cli_parse_f64(CMD, "--top-p", v, 1e-9, 1, &top_p)) return CLI_EXIT_USAGE;
-            continue;
-        }
-#undef FLAG
-        if (!strcmp(argv[i], "--no-bos")) { bos = 0; continue; }
-        if (!strcmp(argv[i], "--info")) { show_info = 1; continue; }
-        if (argv[i][0] == '-' && argv[i][1]) {
-            cli_error(CMD, "unknown option '%s' (see ffn run --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-        if (model_path) {
-            cli_error(CMD, "one MODEL expected, got '%s' and '%s'", model_path, argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-        model_path = argv[i];
-    }
-    if (!model_path) {
-        cli_error(CMD, "MODEL missing (see ffn run --help)");
-        return CLI_EXIT_USAGE;
-    }
+    ffn_generate_options gd;
+    ffn_generate_options_default(&gd); /* the sampling defaults of ffn generate */
+    int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
+    double temperature = gd.temperature, top_p = gd.top_p;
+    int no_bos = 0, show_info = 0, emit_choice = -1;
+    const cli_opt opts[] = {
+        {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
+         .group = "input (one of)",
+         .help = "token ids, separated by spaces or commas (llama2.c: BOS is 1)"},
+        {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT",
+         .help = "text, encoded with the model's vocabulary: a llama2.c tokenizer.bin (BOS id "
+                 "1 is prepended, then SentencePiece-style BPE merges by score with <0xXX> byte "
+                 "fallback) or ffn's tokenizer.txt in an ffn checkpoint directory"},
+        {.name = "--tokenizer", .type = CLI_PATH, .dst = &tok_path, .metavar = "FILE",
+         .group = "options",
+         .def = "ffn_tokenizer_file or tokenizer.txt in a checkpoint directory, tokenizer.bin "
+                "beside the model",
+         .help = "the vocabulary"},
+        {.name = "--no-bos", .type = CLI_FLAG, .dst = &no_bos,
+         .help = "do not prepend BOS to a --prompt (llama2.c tokenizer)"},
+        CLI_OPT_GEN_STEPS(&steps),
+        CLI_OPT_TEMPERATURE(&temperature),
+        CLI_OPT_TOP_P(&top_p),
+        CLI_OPT_SEED(&seed, "sampling seed; same seed, same tokens"),
+        {.name = "--emit", .type = CLI_ENUM, .dst = &emit_choice, .names = emit_names,
+         .def = "text when a vocabulary is found, else ids",
+         .help = "what to print on stdout: the generated ids on one line, or their text.  Only "
+                 "generated tokens are printed."},
+        {.name = "--dump-logits", .type = CLI_PATH, .dst = &dump, .metavar = "FILE",
+         .help = "write FILE (a safetensors file; name it *.safetensors) with `logits` F32 "
+                 "[T, V] and `tokens` I32 [T]: row t holds the logits after token t, for every "
+                 "token FED to the model: the prompt, then each generated token except the last "
+                 "(T = prompt + steps - 1, or the prompt alone with --steps 0).  Prompt rows "
+                 "come from one batched forward, generated rows from the KV-cached steps."},
+        CLI_OPT_THREADS(&threads),
+        {.name = "--info", .type = CLI_FLAG, .dst = &show_info,
+         .help = "print what was loaded and the prompt's ids on stderr"},
+        {0}};
+    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    int bos = !no_bos;
+    if (emit_choice >= 0) emit = emit_names[emit_choice];
     if (!ids_s == !prompt) {
         cli_error(CMD, "give exactly one of --ids and --prompt");
-        return CLI_EXIT_USAGE;
-    }
-    if (emit && strcmp(emit, "ids") && strcmp(emit, "text")) {
-        cli_error(CMD, "--emit: expected ids or text, got '%s'", emit);
         return CLI_EXIT_USAGE;
     }
 
@@ -246,7 +178,7 @@ int cmd_run(int argc, char **argv) {
     int32_t *ids = NULL;
     int64_t n_prompt = 0;
     if (ids_s) {
-        if (!parse_ids(ids_s, V, &ids, &n_prompt)) {
+        if (!cli_parse_ids(CMD, "--ids", ids_s, V, &ids, &n_prompt)) {
             vocab_free(&voc);
             return CLI_EXIT_USAGE;
         }
@@ -301,13 +233,20 @@ int cmd_run(int argc, char **argv) {
         ffn_ctx_free(ctx);
         return cli_fail(CMD, st);
     }
-    if (show_info)
+    if (show_info) {
+        char dtypes[96];
+        if (info.format == FFN_CHECKPOINT_LLAMA2C) /* one fp32 block, no tensor table */
+            snprintf(dtypes, sizeof dtypes, "weights fp32 (the llama2.c format)");
+        else
+            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d", info.n_dtypes[0],
+                     info.n_dtypes[1], info.n_dtypes[2]);
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
-                "bytes; tensors F32 %d, F16 %d, BF16 %d; RoPE %s\n", model_path,
+                "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,
                 (long long)ffn_model_num_params(m), (long long)info.n_files,
-                (long long)info.file_bytes, info.n_dtypes[0], info.n_dtypes[1], info.n_dtypes[2],
+                (long long)info.file_bytes, dtypes,
                 ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
+    }
 
     size_t rows_bytes = 0;
     float *all = NULL, *logits = malloc((size_t)V * sizeof(float));

@@ -14,107 +14,6 @@
 
 static const char *const CMD = "train";
 
-static void usage(FILE *f) {
-    ffn_train_options d;
-    ffn_train_options_default(&d);
-    fprintf(f,
-"usage: ffn train [--data FILE | --corpus en|zh] [options]\n"
-"\n"
-"Trains a small decoder-only Transformer (Llama architecture: RMSNorm, causal\n"
-"attention with RoPE and grouped KV heads, and an FFN -- dense, gated (GLU\n"
-"family) or Mixture of Experts -- in every block) on text, with AdamW, a\n"
-"warmup + cosine learning-rate schedule, gradient clipping and accumulation.\n"
-"It evaluates on held-out text, writes checkpoints, and on Ctrl-C (SIGINT) or\n"
-"SIGTERM saves a checkpoint and exits.  The same --seed gives the same run bit\n"
-"for bit (at the same --threads).\n"
-"\n"
-"data:\n"
-"  --data FILE              train on this UTF-8 text file; without --data, on\n"
-"                           the built-in corpus (see `ffn corpus --help`)\n"
-"  --corpus en|zh           the built-in corpus's language (default en)\n"
-"  --corpus-sentences N     sentences of built-in corpus (default %lld)\n"
-"  --tokenizer byte|char|word  vocabulary built from the text (default char)\n"
-"  --max-vocab N            keep the N-1 most frequent symbols + <unk> (0 = all)\n"
-"  --val-fraction F         the last F of the tokens are held out (default %g)\n"
-"\n"
-"the model (Hugging Face config.json names):\n"
-"  --hidden-size D          (default %lld)\n"
-"  --intermediate-size F    (default %lld)\n"
-"  --num-hidden-layers L    (default %lld)\n"
-"  --num-attention-heads H  (default %lld)\n"
-"  --num-key-value-heads G  (default %lld; G < H is grouped-query attention)\n"
-"  --hidden-act ACT         linear|relu|gelu|gelu_pytorch_tanh|silu|sigmoid (default silu)\n"
-"  --mlp-type TYPE          none (attention only) | dense | gated (GLU family) |\n"
-"                           moe (gated experts, --num-experts 4 unless given)\n"
-"                           (default gated: with silu that is SwiGLU)\n"
-"  --num-experts E          experts per MoE layer (0 = no MoE)\n"
-"  --num-experts-per-tok K  experts each token uses (default %lld)\n"
-"  --moe-intermediate-size F  width of each expert (0 = --intermediate-size)\n"
-"  --moe-layer-freq k       every k-th layer is MoE (default 1: all)\n"
-"  --tie-word-embeddings 0|1  LM head shares the embedding (default 1)\n"
-"  --rope-theta X           (default %g)\n"
-"\n"
-"training:\n"
-"  --steps S                optimizer steps; the schedule spans them (default %lld)\n"
-"  --stop-at N              stop after step N (checkpoint saved); resume later\n"
-"                           with --resume to finish the same schedule\n"
-"  --seed N                 weights and batch order (default %llu)\n"
-"  --batch-size B           sequences per micro-batch (default %lld)\n"
-"  --seq-len T              context length (default %lld)\n"
-"  --grad-accum A           micro-batches per step (default 1)\n"
-"  --lr X                   peak learning rate (default %g)\n"
-"  --min-lr X               learning rate at the end of the cosine (default %g)\n"
-"  --warmup N               linear warmup steps (default min(100, steps/10))\n"
-"  --weight-decay X         AdamW decoupled decay on matrices; never on norms\n"
-"                           or biases (default %g)\n"
-"  --beta1 X, --beta2 X, --eps X   AdamW (defaults %g, %g, %g)\n"
-"  --clip X                 clip the gradient's global L2 norm (0 = off; default %g)\n"
-"  --eval-every K           evaluate held-out loss every K steps and at the end\n"
-"                           (default %lld; 0 = only at the end)\n"
-"  --eval-batches N         fixed held-out batches per evaluation (default %lld)\n"
-"  --threads N              threads (default: FFN_NUM_THREADS or all cores)\n"
-"\n"
-"files:\n"
-"  --out DIR                checkpoint directory (default ffn-model); holds\n"
-"                           config.json, model.safetensors, tokenizer.txt and\n"
-"                           train_state.safetensors.  Replaced atomically: a\n"
-"                           crash never leaves it half written.  An existing\n"
-"                           checkpoint is replaced only with --resume or --force.\n"
-"  --save-every K           also checkpoint every K steps (default: only at the\n"
-"                           end and on Ctrl-C)\n"
-"  --resume DIR             continue the run saved in DIR (bit-identical to an\n"
-"                           uninterrupted run).  Options default to the\n"
-"                           checkpoint's; one that differs is an error naming\n"
-"                           it, except --steps (a longer schedule), --eval-every,\n"
-"                           --save-every, --threads.  --out defaults to DIR.\n"
-"  --force                  replace an existing checkpoint in --out\n"
-"  --log FILE               metrics, one JSON object per line: step, loss, lr,\n"
-"                           tokens_per_s, grad_norm, and val_loss when evaluated\n"
-"                           (when resuming: lines after the checkpoint's step\n"
-"                           are dropped, then new ones appended)\n"
-"  --json                   print the final summary as JSON on stdout\n"
-"  --quiet                  no progress on stderr\n"
-"\n"
-"Progress goes to stderr: one live line on a terminal, plain lines otherwise;\n"
-"the final summary goes to stdout.  Exit status: 0 done, 1 error (nothing\n"
-"damaged: the previous checkpoint stays whole), 2 bad usage, 130 stopped by\n"
-"Ctrl-C / SIGTERM after saving (a second Ctrl-C quits at once; the last\n"
-"checkpoint is still whole).\n"
-"\n"
-"examples:\n"
-"  ffn train --data input.txt --steps 500 --out run1\n"
-"  ffn train --corpus en --tokenizer word --mlp-type moe --out moe1\n"
-"  ffn train --steps 2000 --stop-at 1000 --out run2 && ffn train --resume run2\n"
-"  ffn generate --model run1 --prompt 'Mary gave'\n",
-            (long long)d.corpus_sentences, d.val_fraction, (long long)d.model.hidden_size,
-            (long long)d.model.intermediate_size, (long long)d.model.num_hidden_layers,
-            (long long)d.model.num_attention_heads, (long long)d.model.num_key_value_heads,
-            (long long)d.model.num_experts_per_tok, d.model.rope_theta, (long long)d.steps,
-            (unsigned long long)d.seed, (long long)d.batch_size, (long long)d.seq_len, d.lr,
-            d.min_lr, d.weight_decay, d.beta1, d.beta2, d.eps, d.clip, (long long)d.eval_every,
-            (long long)d.eval_batches);
-}
-
 /* ---- signals: the first request stops after the current step (saving);
  *      a second one ends the process at once ---- */
 
@@ -206,117 +105,155 @@ static void on_checkpoint(const char *dir, int64_t step, void *user) {
 
 /* ---- flags ---- */
 
-static int parse_bool(const char *flag, const char *v, int *out) {
-    if (!strcmp(v, "1") || !strcmp(v, "true")) *out = 1;
-    else if (!strcmp(v, "0") || !strcmp(v, "false")) *out = 0;
-    else {
-        cli_error(CMD, "%s: expected 0|1|true|false, got '%s'", flag, v);
-        return 0;
-    }
-    return 1;
-}
+static const char about[] =
+"Trains a small decoder-only Transformer (Llama architecture: RMSNorm, causal\n"
+"attention with RoPE and grouped KV heads, and an FFN -- dense, gated (GLU\n"
+"family) or Mixture of Experts -- in every block) on text, with AdamW, a\n"
+"warmup + cosine learning-rate schedule, gradient clipping and accumulation.\n"
+"It evaluates on held-out text, writes checkpoints, and on Ctrl-C (SIGINT) or\n"
+"SIGTERM saves a checkpoint and exits.  The same --seed gives the same run bit\n"
+"for bit (at the same --threads).\n";
+
+static const char epilog[] =
+"Progress goes to stderr: one live line on a terminal, plain lines otherwise;\n"
+"the final summary goes to stdout.  Exit status: 0 done, 1 error (nothing\n"
+"damaged: the previous checkpoint stays whole), 2 bad usage, 130 stopped by\n"
+"Ctrl-C / SIGTERM after saving (a second Ctrl-C quits at once; the last\n"
+"checkpoint is still whole).\n"
+"\n"
+"examples:\n"
+"  ffn train --data input.txt --steps 500 --out run1\n"
+"  ffn train --corpus en --tokenizer word --mlp-type moe --out moe1\n"
+"  ffn train --steps 2000 --stop-at 1000 --out run2 && ffn train --resume run2\n"
+"  ffn generate run1 --prompt 'Mary gave'\n";
+
+enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
+static const char *const mlp_names[] = {"none", "dense", "gated", "moe", NULL};
+static const char *const bool_names[] = {"0", "1", "false", "true", NULL};
+static const int bool_values[] = {0, 1, 0, 1};
 
 typedef struct cli_state {
     const char *out, *resume, *log;
-    int threads, force, json, quiet;
-    int mlp_moe, experts_given;
+    int64_t threads;
+    int force, json, quiet;
+    int mlp, mlp_given, experts_given, data_given, corpus_given;
 } cli_state;
 
-/* Apply one flag (argv[*i]) to opts.  Returns 1 when handled, 0 when not a
- * flag we know, -1 on a bad value (message printed). */
-static int apply_flag(int argc, char **argv, int *i, ffn_train_options *o, cli_state *c) {
-    const char *v = NULL;
-    int64_t n;
-    double x;
-    int r;
-#define STR(flag) ((r = cli_flag(CMD, argc, argv, i, flag, &v)) != 0)
-#define I64(flag, lo, hi, dst) \
-    if (STR(flag)) { if (r < 0 || !cli_parse_i64(CMD, flag, v, lo, hi, &n)) return -1; dst = n; return 1; }
-#define F64(flag, lo, hi, dst) \
-    if (STR(flag)) { if (r < 0 || !cli_parse_f64(CMD, flag, v, lo, hi, &x)) return -1; dst = x; return 1; }
-    if (STR("--data")) { if (r < 0) return -1; o->data_path = v; return 1; }
-    if (STR("--corpus")) {
-        if (r < 0) return -1;
-        if (ffn_lang_parse(v, &o->corpus_lang) != FFN_OK) { cli_error(CMD, "--corpus: %s", ffn_last_error()); return -1; }
+static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state *c, int *rc) {
+    ffn_model_config *m = &o->model;
+    c->mlp = m->mlp_type == FFN_MODEL_MLP_NONE ? MLP_NONE
+             : m->mlp_type == FFN_MODEL_MLP_DENSE ? MLP_DENSE
+             : m->num_experts > 0 ? MLP_MOE : MLP_GATED;
+    const cli_opt opts[] = {
+        {.name = "--data", .type = CLI_PATH, .dst = &o->data_path, .metavar = "FILE",
+         .seen = &c->data_given, .group = "data",
+         .help = "train on this UTF-8 text file; without --data, on the built-in corpus (see "
+                 "`ffn corpus --help`)"},
+        CLI_OPT_LANG("--corpus", &o->corpus_lang, "the built-in corpus's language (not with --data)"),
+        {.name = "--corpus-sentences", .type = CLI_INT, .dst = &o->corpus_sentences,
+         .metavar = "N", .imin = 1, .imax = 10000000, .help = "sentences of built-in corpus"},
+        CLI_OPT_TOKENIZER_MODE(&o->tokenizer),
+        {.name = "--max-vocab", .type = CLI_INT, .dst = &o->max_vocab, .metavar = "N", .imin = 0,
+         .imax = 1 << 22, .help = "keep the N-1 most frequent symbols + <unk> (0 = all)"},
+        {.name = "--val-fraction", .type = CLI_FLOAT, .dst = &o->val_fraction, .metavar = "F",
+         .fmin = 1e-6, .fmax = 0.9, .help = "the last F of the tokens are held out"},
+        CLI_OPT_HIDDEN_SIZE(&m->hidden_size, "the model (Hugging Face config.json names)"),
+        CLI_OPT_INTERMEDIATE_SIZE(&m->intermediate_size, "FFN width (intermediate_size)"),
+        CLI_OPT_LAYERS(&m->num_hidden_layers),
+        CLI_OPT_HEADS(&m->num_attention_heads),
+        CLI_OPT_KV_HEADS(&m->num_key_value_heads, NULL),
+        {.name = "--hidden-act", .type = CLI_CUSTOM, .dst = &m->hidden_act, .metavar = "ACT",
+         .parse = cli_parse_act, .def = "silu",
+         .expect = "an activation: linear, relu, gelu, gelu_pytorch_tanh, silu or sigmoid",
+         .help = "linear|relu|gelu|gelu_pytorch_tanh|silu|sigmoid"},
+        {.name = "--mlp-type", .type = CLI_ENUM, .dst = &c->mlp, .names = mlp_names,
+         .metavar = "TYPE", .seen = &c->mlp_given, .def = "gated: with silu that is SwiGLU",
+         .help = "none (attention only) | dense | gated (GLU family) | moe (gated experts, "
+                 "--num-experts 4 unless given)"},
+        CLI_OPT_EXPERTS(&m->num_experts, "experts per MoE layer (0 = no MoE)"),
+        CLI_OPT_TOP_K(&m->num_experts_per_tok),
+        {.name = "--moe-intermediate-size", .type = CLI_INT, .dst = &m->moe_intermediate_size,
+         .metavar = "F", .imin = 0, .imax = 1 << 24,
+         .help = "width of each expert (0 = --intermediate-size)"},
+        {.name = "--moe-layer-freq", .type = CLI_INT, .dst = &m->moe_layer_freq, .metavar = "k",
+         .imin = 1, .imax = 1024, .help = "every k-th layer is MoE (1: all)"},
+        {.name = "--tie-word-embeddings", .type = CLI_ENUM, .dst = &m->tie_word_embeddings,
+         .names = bool_names, .values = bool_values, .metavar = "0|1",
+         .help = "the LM head shares the embedding"},
+        {.name = "--rope-theta", .type = CLI_FLOAT, .dst = &m->rope_theta, .metavar = "X",
+         .fmin = 1, .fmax = 1e12, .help = "RoPE base"},
+        CLI_OPT_TRAIN_STEPS(&o->steps, "optimizer steps; the schedule spans them"),
+        {.name = "--stop-at", .type = CLI_INT, .dst = &o->stop_at, .metavar = "N", .imin = 0,
+         .imax = 100000000, .def = "0: run the whole schedule",
+         .help = "stop after step N (checkpoint saved); resume later with --resume to finish "
+                 "the same schedule"},
+        CLI_OPT_SEED(&o->seed, "weights and batch order"),
+        CLI_OPT_BATCH(&o->batch_size),
+        CLI_OPT_SEQ_LEN(&o->seq_len),
+        {.name = "--grad-accum", .type = CLI_INT, .dst = &o->grad_accum, .metavar = "A", .imin = 1,
+         .imax = 65536, .help = "micro-batches per step"},
+        CLI_OPT_LR(&o->lr),
+        CLI_OPT_MIN_LR(&o->min_lr),
+        {.name = "--warmup", .type = CLI_INT, .dst = &o->warmup, .metavar = "N", .imin = 0,
+         .imax = 1000000000, .def = "min(100, steps/10)", .help = "linear warmup steps"},
+        {.name = "--weight-decay", .type = CLI_FLOAT, .dst = &o->weight_decay, .metavar = "X",
+         .fmin = 0, .fmax = 10,
+         .help = "AdamW decoupled decay on matrices; never on norms or biases"},
+        {.name = "--beta1", .type = CLI_FLOAT, .dst = &o->beta1, .metavar = "X", .fmin = 0,
+         .fmax = 0.999999, .help = "AdamW first-moment decay"},
+        {.name = "--beta2", .type = CLI_FLOAT, .dst = &o->beta2, .metavar = "X", .fmin = 0,
+         .fmax = 0.999999999, .help = "AdamW second-moment decay"},
+        {.name = "--eps", .type = CLI_FLOAT, .dst = &o->eps, .metavar = "X", .fmin = 1e-30,
+         .fmax = 1, .help = "AdamW epsilon"},
+        {.name = "--clip", .type = CLI_FLOAT, .dst = &o->clip, .metavar = "X", .fmin = 0,
+         .fmax = 1e9, .help = "clip the gradient's global L2 norm (0 = off)"},
+        CLI_OPT_EVAL_EVERY(&o->eval_every, NULL),
+        CLI_OPT_EVAL_BATCHES(&o->eval_batches),
+        CLI_OPT_THREADS(&c->threads),
+        CLI_OPT_OUT(&c->out, "DIR",
+                    "checkpoint directory (default ffn-model); holds config.json, "
+                    "model.safetensors, tokenizer.txt and train_state.safetensors.  Replaced "
+                    "atomically: a crash never leaves it half written.  An existing checkpoint "
+                    "is replaced only with --resume or --force."),
+        {.name = "--save-every", .type = CLI_INT, .dst = &o->save_every, .metavar = "K", .imin = 0,
+         .imax = 1000000000, .def = "0: only at the end and on Ctrl-C",
+         .help = "also checkpoint every K steps"},
+        {.name = "--resume", .type = CLI_PATH, .dst = &c->resume, .metavar = "DIR",
+         .help = "continue the run saved in DIR (bit-identical to an uninterrupted run).  "
+                 "Options default to the checkpoint's; one that differs is an error naming it, "
+                 "except --steps (a longer schedule), --eval-every, --save-every, --threads.  "
+                 "--out defaults to DIR."},
+        CLI_OPT_FORCE(&c->force, "replace an existing checkpoint in --out"),
+        {.name = "--log", .type = CLI_PATH, .dst = &c->log, .metavar = "FILE",
+         .help = "metrics, one JSON object per line: step, loss, lr, tokens_per_s, grad_norm, "
+                 "and val_loss when evaluated (when resuming: lines after the checkpoint's "
+                 "step are dropped, then new ones appended)"},
+        CLI_OPT_JSON(&c->json, "print the final summary as JSON on stdout"),
+        {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
+        {0}};
+    /* groups after the first flag of each */
+    cli_opt table[sizeof opts / sizeof opts[0]];
+    memcpy(table, opts, sizeof opts);
+    for (size_t k = 0; table[k].name; k++) {
+        if (!strcmp(table[k].name, "--steps")) table[k].group = "training";
+        if (!strcmp(table[k].name, "--out")) table[k].group = "files";
+        if (!strcmp(table[k].name, "--num-experts")) table[k].seen = &c->experts_given;
+        if (!strcmp(table[k].name, "--corpus")) table[k].seen = &c->corpus_given;
+    }
+    const cli_spec spec = {.cmd = CMD, .synopsis = "[--data FILE | --corpus en|zh] [options]",
+                           .about = about, .epilog = epilog, .opts = table};
+    if (cli_parse(&spec, argc, argv, rc)) return 1;
+    if (c->data_given && c->corpus_given) {
+        *rc = cli_usage_error(CMD, "--corpus %s and --data %s exclude each other: --data trains "
+                              "on the file, --corpus picks the built-in corpus",
+                              ffn_lang_name(o->corpus_lang), o->data_path);
         return 1;
     }
-    I64("--corpus-sentences", 1, 10000000, o->corpus_sentences)
-    if (STR("--tokenizer")) {
-        if (r < 0) return -1;
-        if (ffn_tokenizer_mode_parse(v, &o->tokenizer) != FFN_OK) { cli_error(CMD, "--tokenizer: %s", ffn_last_error()); return -1; }
-        return 1;
+    if (c->mlp_given) {
+        m->mlp_type = c->mlp == MLP_NONE ? FFN_MODEL_MLP_NONE
+                      : c->mlp == MLP_DENSE ? FFN_MODEL_MLP_DENSE : FFN_MODEL_MLP_GATED;
+        if (c->mlp == MLP_MOE && !c->experts_given && m->num_experts == 0) m->num_experts = 4;
     }
-    I64("--max-vocab", 0, 1 << 22, o->max_vocab)
-    F64("--val-fraction", 1e-6, 0.9, o->val_fraction)
-    I64("--hidden-size", 1, 1 << 20, o->model.hidden_size)
-    I64("--intermediate-size", 1, 1 << 24, o->model.intermediate_size)
-    I64("--num-hidden-layers", 1, 1024, o->model.num_hidden_layers)
-    I64("--num-attention-heads", 1, 4096, o->model.num_attention_heads)
-    I64("--num-key-value-heads", 1, 4096, o->model.num_key_value_heads)
-    if (STR("--hidden-act")) {
-        if (r < 0) return -1;
-        ffn_mlp_type implied;
-        if (ffn_act_parse(v, &o->model.hidden_act, &implied) != FFN_OK) { cli_error(CMD, "--hidden-act: %s", ffn_last_error()); return -1; }
-        return 1;
-    }
-    if (STR("--mlp-type")) {
-        if (r < 0) return -1;
-        if (!strcmp(v, "none")) o->model.mlp_type = FFN_MODEL_MLP_NONE, c->mlp_moe = 0;
-        else if (!strcmp(v, "dense")) o->model.mlp_type = FFN_MODEL_MLP_DENSE, c->mlp_moe = 0;
-        else if (!strcmp(v, "gated")) o->model.mlp_type = FFN_MODEL_MLP_GATED, c->mlp_moe = 0;
-        else if (!strcmp(v, "moe")) o->model.mlp_type = FFN_MODEL_MLP_GATED, c->mlp_moe = 1;
-        else { cli_error(CMD, "--mlp-type: expected none|dense|gated|moe, got '%s'", v); return -1; }
-        return 1;
-    }
-    if (STR("--num-experts")) {
-        if (r < 0 || !cli_parse_i64(CMD, "--num-experts", v, 0, 4096, &n)) return -1;
-        o->model.num_experts = n;
-        c->experts_given = 1;
-        return 1;
-    }
-    I64("--num-experts-per-tok", 1, 4096, o->model.num_experts_per_tok)
-    I64("--moe-intermediate-size", 0, 1 << 24, o->model.moe_intermediate_size)
-    I64("--moe-layer-freq", 1, 1024, o->model.moe_layer_freq)
-    if (STR("--tie-word-embeddings")) {
-        if (r < 0 || !parse_bool("--tie-word-embeddings", v, &o->model.tie_word_embeddings)) return -1;
-        return 1;
-    }
-    F64("--rope-theta", 1.0, 1e12, o->model.rope_theta)
-    I64("--steps", 1, 1000000000, o->steps)
-    I64("--stop-at", 0, 1000000000, o->stop_at)
-    if (STR("--seed")) {
-        if (r < 0 || !cli_parse_i64(CMD, "--seed", v, 0, INT64_MAX, &n)) return -1;
-        o->seed = (uint64_t)n;
-        return 1;
-    }
-    I64("--batch-size", 1, 65536, o->batch_size)
-    I64("--seq-len", 1, 1 << 20, o->seq_len)
-    I64("--grad-accum", 1, 65536, o->grad_accum)
-    F64("--lr", 0, 10, o->lr)
-    F64("--min-lr", 0, 10, o->min_lr)
-    I64("--warmup", 0, 1000000000, o->warmup)
-    F64("--weight-decay", 0, 10, o->weight_decay)
-    F64("--beta1", 0, 0.999999, o->beta1)
-    F64("--beta2", 0, 0.999999999, o->beta2)
-    F64("--eps", 1e-30, 1, o->eps)
-    F64("--clip", 0, 1e9, o->clip)
-    I64("--eval-every", 0, 1000000000, o->eval_every)
-    I64("--eval-batches", 1, 100000, o->eval_batches)
-    I64("--save-every", 0, 1000000000, o->save_every)
-    if (STR("--threads")) {
-        if (r < 0 || !cli_parse_i64(CMD, "--threads", v, 0, 4096, &n)) return -1;
-        c->threads = (int)n;
-        return 1;
-    }
-    if (STR("--out")) { if (r < 0) return -1; c->out = v; return 1; }
-    if (STR("--resume")) { if (r < 0) return -1; c->resume = v; return 1; }
-    if (STR("--log")) { if (r < 0) return -1; c->log = v; return 1; }
-    if (!strcmp(argv[*i], "--force")) { c->force = 1; return 1; }
-    if (!strcmp(argv[*i], "--json")) { c->json = 1; return 1; }
-    if (!strcmp(argv[*i], "--quiet")) { c->quiet = 1; return 1; }
-#undef STR
-#undef I64
-#undef F64
     return 0;
 }
 
@@ -330,35 +267,23 @@ static int is_checkpoint_dir(const char *dir) {
 }
 
 int cmd_train(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        }
-    /* Pass 1: find --resume, whose options are the base for the flags. */
+    /* --resume first: the checkpoint's options are the base for the flags
+     * (not for --help, which shows the defaults). */
     cli_state c = {0};
     ffn_train_options o;
     ffn_train_options_default(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *v;
-        int r = cli_flag(CMD, argc, argv, &i, "--resume", &v);
-        if (r < 0) return CLI_EXIT_USAGE;
-        if (r > 0) c.resume = v;
+    int help = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) help = 1;
+        else if (!strcmp(argv[i], "--resume") && i + 1 < argc) c.resume = argv[++i];
+        else if (!strncmp(argv[i], "--resume=", 9)) c.resume = argv[i] + 9;
     }
-    if (c.resume) {
+    if (c.resume && !help) {
         ffn_status st = ffn_train_options_from_checkpoint(c.resume, &o);
         if (st != FFN_OK) return cli_fail(CMD, st);
     }
-    /* Pass 2: every flag. */
-    for (int i = 1; i < argc; i++) {
-        int r = apply_flag(argc, argv, &i, &o, &c);
-        if (r < 0) return CLI_EXIT_USAGE;
-        if (r == 0) {
-            cli_error(CMD, "unknown option '%s' (see ffn train --help)", argv[i]);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    if (c.mlp_moe && !c.experts_given && o.model.num_experts == 0) o.model.num_experts = 4;
+    int rc = 0;
+    if (parse_options(argc, argv, &o, &c, &rc)) return rc;
     if (o.model.num_experts > 0 && o.model.mlp_type == FFN_MODEL_MLP_NONE) {
         cli_error(CMD, "--num-experts %lld needs an FFN: --mlp-type none has none",
                   (long long)o.model.num_experts);
@@ -391,13 +316,17 @@ int cmd_train(int argc, char **argv) {
     if (p.drew_live) fputc('\n', stderr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    int rc = 0;
     if (st == FFN_OK || st == FFN_ERR_INTERRUPTED) {
+        /* the last evaluation may be older than the last step (a stop
+         * between evaluations): say from which step it is */
+        int64_t val_step = res.n_evals > 0 ? res.eval_step[res.n_evals - 1] : -1;
         if (c.json) {
             printf("{\"steps_done\": %lld, \"loss\": %.9g, \"val_loss\": ", (long long)res.steps_done,
                    res.final_loss);
             if (isnan(res.final_val_loss)) printf("null");
             else printf("%.9g", res.final_val_loss);
+            if (val_step >= 0) printf(", \"val_loss_step\": %lld", (long long)val_step);
+            else printf(", \"val_loss_step\": null");
             printf(", \"tokens_per_s\": %.1f, \"seconds\": %.3f, \"params\": %lld, "
                    "\"active_params\": %lld, \"checkpoint\": ",
                    res.tokens_per_s, res.seconds, (long long)res.n_params, (long long)res.active_params);
@@ -412,7 +341,11 @@ int cmd_train(int argc, char **argv) {
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {
             printf("step %lld: loss %.4f", (long long)res.steps_done, res.final_loss);
-            if (!isnan(res.final_val_loss)) printf(", val_loss %.4f", res.final_val_loss);
+            if (!isnan(res.final_val_loss)) {
+                printf(", val_loss %.4f", res.final_val_loss);
+                if (val_step >= 0 && val_step != res.steps_done)
+                    printf(" (evaluated at step %lld)", (long long)val_step);
+            }
             printf(", %.0f tokens/s, %.1f s", res.tokens_per_s, res.seconds);
             if (res.checkpoint_dir) printf("; checkpoint in %s", res.checkpoint_dir);
             printf("\n");

@@ -76,9 +76,28 @@ int exp_write_svg(const exp_plan *plan, const char *path);
 void exp_plan_defaults(exp_plan *plan, const char *cmd);
 int exp_plan_finish(exp_plan *plan);
 
-/* Parse the flags shared by compare and demo: --out, --threads, --json and
- * the model-shape and loop flags.
- * Returns 1 if argv[*i] was consumed, 0 if not ours, -1 on error. */
-int exp_parse_common_flag(exp_plan *plan, int argc, char **argv, int *i);
+/* The flags shared by compare and demo (model shape, loop, --out is the
+ * command's own): writes at most EXP_N_COMMON_OPTS entries to opts, pointing
+ * into plan, and returns how many.  *lang_given is set when --lang (or its
+ * other spelling --corpus) is given. */
+#define EXP_N_COMMON_OPTS 24
+int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given);
+
+/* A difference of validation losses, a - b, against the noise: two standard
+ * errors of the difference over the seeds when both ran more than once,
+ * else the assumed one-seed spread (EXP_ONE_SEED_SPREAD in experiment.c). */
+typedef enum { EXP_BETTER, EXP_SAME, EXP_WORSE } exp_verdict;
+typedef struct exp_diff {
+    double delta, noise;
+    int measured;          /* noise from the seeds, not assumed */
+    exp_verdict verdict;   /* better: a lower beyond the noise */
+} exp_diff;
+exp_diff exp_compare(const exp_variant *a, const exp_variant *b);
+
+/* The demo's explanation of the rows none, linear, gelu, swiglu, moe: every
+ * sentence follows from the numbers and the noise. */
+void exp_explain(FILE *f, const exp_plan *plan);
+/* The same from a compare.json (settings.steps, settings.seeds, variants). */
+int exp_explain_file(const char *cmd, const char *path);
 
 #endif

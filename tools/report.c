@@ -5,8 +5,7 @@
  * per-token neurons from ffn_inspect_run, the linear-collapse check) into one
  * JSON object, and writes it into the page of tools/report/ (embedded).
  *
- * Reading order: a tiny JSON reader (compare.json, metrics lines), JSON
- * writing helpers, finding the runs, each section's data, then
+ * Reading order: JSON reading (the library's reader) and writing helpers, finding the runs, each section's data, then
  * report_write.
  *
  * Letters: T prompt tokens, D hidden, F intermediate, L layers, V vocab,
@@ -33,255 +32,21 @@ extern const size_t report_n_assets;
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- a tiny JSON reader ---------------------------------------------------
- * Enough for compare.json and the metrics lines the trainer writes: objects,
- * arrays, strings (with escapes), numbers, true/false/null.  "nan" and
- * "inf" are read as numbers, because a diverged run's mean prints that way.
- * Depth is bounded; any error just fails the parse (the caller names the
- * file). */
+/* ---- reading JSON: the library's strict reader (ffn/json.h) ---------------
+ * compare.json and the metrics lines; both are written with null for a
+ * number that is not finite (a diverged run). */
 
-typedef enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ } jtype;
+typedef ffn_json_value jval;
 
-typedef struct jval {
-    jtype type;
-    double num;          /* J_NUM, J_BOOL (0/1) */
-    char *str;           /* J_STR */
-    int n;               /* J_ARR, J_OBJ: items */
-    char **keys;         /* J_OBJ */
-    struct jval **items; /* J_ARR, J_OBJ */
-} jval;
-
-typedef struct jparser {
-    const char *p, *end;
-    int depth;
-} jparser;
-
-static void jfree(jval *v) {
-    if (!v) return;
-    for (int i = 0; i < v->n; i++) {
-        if (v->keys) free(v->keys[i]);
-        jfree(v->items[i]);
-    }
-    free(v->keys);
-    free(v->items);
-    free(v->str);
-    free(v);
-}
-
-static void jskip(jparser *ps) {
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static int jlit(jparser *ps, const char *word) {
-    size_t n = strlen(word);
-    if ((size_t)(ps->end - ps->p) < n || memcmp(ps->p, word, n) != 0) return 0;
-    ps->p += n;
-    return 1;
-}
-
-static void put_utf8(char *out, size_t *k, uint32_t c) {
-    if (c < 0x80) out[(*k)++] = (char)c;
-    else if (c < 0x800) {
-        out[(*k)++] = (char)(0xC0 | (c >> 6));
-        out[(*k)++] = (char)(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-        out[(*k)++] = (char)(0xE0 | (c >> 12));
-        out[(*k)++] = (char)(0x80 | ((c >> 6) & 0x3F));
-        out[(*k)++] = (char)(0x80 | (c & 0x3F));
-    } else {
-        out[(*k)++] = (char)(0xF0 | (c >> 18));
-        out[(*k)++] = (char)(0x80 | ((c >> 12) & 0x3F));
-        out[(*k)++] = (char)(0x80 | ((c >> 6) & 0x3F));
-        out[(*k)++] = (char)(0x80 | (c & 0x3F));
-    }
-}
-
-static int jhex4(const char *s, uint32_t *out) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= (uint32_t)(c - '0');
-        else if (c >= 'a' && c <= 'f') v |= (uint32_t)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F') v |= (uint32_t)(c - 'A' + 10);
-        else return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-static char *jstring(jparser *ps) { /* at the opening quote */
-    ps->p++;
-    const char *start = ps->p;
-    while (ps->p < ps->end && *ps->p != '"') ps->p += (*ps->p == '\\') ? 2 : 1;
-    if (ps->p >= ps->end) return NULL;
-    size_t n = (size_t)(ps->p - start);
-    char *out = malloc(n + 1);
-    if (!out) return NULL;
-    size_t k = 0;
-    for (const char *s = start; s < ps->p; s++) {
-        if (*s != '\\') {
-            if ((unsigned char)*s < 0x20) goto bad;
-            out[k++] = *s;
-            continue;
-        }
-        s++;
-        switch (*s) {
-        case '"': out[k++] = '"'; break;
-        case '\\': out[k++] = '\\'; break;
-        case '/': out[k++] = '/'; break;
-        case 'b': out[k++] = '\b'; break;
-        case 'f': out[k++] = '\f'; break;
-        case 'n': out[k++] = '\n'; break;
-        case 'r': out[k++] = '\r'; break;
-        case 't': out[k++] = '\t'; break;
-        case 'u': {
-            uint32_t c;
-            if (ps->p - s < 5 || !jhex4(s + 1, &c)) goto bad;
-            s += 4;
-            if (c >= 0xD800 && c < 0xDC00 && ps->p - s >= 7 && s[1] == '\\' && s[2] == 'u') {
-                uint32_t lo;
-                if (jhex4(s + 3, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-                    c = 0x10000 + ((c - 0xD800) << 10) + (lo - 0xDC00);
-                    s += 6;
-                }
-            }
-            if (c == 0) goto bad;
-            put_utf8(out, &k, c); /* \uXXXX is 6 bytes in, at most 4 out */
-            break;
-        }
-        default: goto bad;
-        }
-    }
-    out[k] = '\0';
-    ps->p++; /* closing quote */
-    return out;
-bad:
-    free(out);
-    return NULL;
-}
-
-static jval *jparse_value(jparser *ps);
-
-static int jappend(jval *v, char *key, jval *item) {
-    void *ni = realloc(v->items, (size_t)(v->n + 1) * sizeof *v->items);
-    if (!ni) return 0;
-    v->items = ni;
-    if (v->type == J_OBJ) {
-        void *nk = realloc(v->keys, (size_t)(v->n + 1) * sizeof *v->keys);
-        if (!nk) return 0;
-        v->keys = nk;
-        v->keys[v->n] = key;
-    }
-    v->items[v->n++] = item;
-    return 1;
-}
-
-static jval *jparse_value(jparser *ps) {
-    jskip(ps);
-    if (ps->p >= ps->end || ps->depth > 64) return NULL;
-    jval *v = calloc(1, sizeof *v);
-    if (!v) return NULL;
-    char c = *ps->p;
-    if (c == '{' || c == '[') {
-        v->type = c == '{' ? J_OBJ : J_ARR;
-        char close = c == '{' ? '}' : ']';
-        ps->p++;
-        ps->depth++;
-        jskip(ps);
-        if (ps->p < ps->end && *ps->p == close) {
-            ps->p++;
-            ps->depth--;
-            return v;
-        }
-        for (;;) {
-            char *key = NULL;
-            if (v->type == J_OBJ) {
-                jskip(ps);
-                if (ps->p >= ps->end || *ps->p != '"' || !(key = jstring(ps))) goto bad;
-                jskip(ps);
-                if (ps->p >= ps->end || *ps->p != ':') {
-                    free(key);
-                    goto bad;
-                }
-                ps->p++;
-            }
-            jval *item = jparse_value(ps);
-            if (!item || !jappend(v, key, item)) {
-                free(key);
-                jfree(item);
-                goto bad;
-            }
-            jskip(ps);
-            if (ps->p < ps->end && *ps->p == ',') {
-                ps->p++;
-                continue;
-            }
-            if (ps->p < ps->end && *ps->p == close) {
-                ps->p++;
-                ps->depth--;
-                return v;
-            }
-            goto bad;
-        }
-    }
-    if (c == '"') {
-        v->type = J_STR;
-        if (!(v->str = jstring(ps))) goto bad;
-        return v;
-    }
-    if (jlit(ps, "true")) { v->type = J_BOOL; v->num = 1; return v; }
-    if (jlit(ps, "false")) { v->type = J_BOOL; return v; }
-    if (jlit(ps, "null")) return v;
-    if (jlit(ps, "nan") || jlit(ps, "-nan")) { v->type = J_NUM; v->num = NAN; return v; }
-    if (jlit(ps, "inf")) { v->type = J_NUM; v->num = INFINITY; return v; }
-    if (jlit(ps, "-inf")) { v->type = J_NUM; v->num = -INFINITY; return v; }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        char buf[64];
-        size_t n = 0;
-        while (ps->p < ps->end && n < sizeof buf - 1 && strchr("+-.eE0123456789", *ps->p))
-            buf[n++] = *ps->p++;
-        buf[n] = '\0';
-        char *e;
-        v->type = J_NUM;
-        v->num = strtod(buf, &e);
-        if (*e != '\0') goto bad;
-        return v;
-    }
-bad:
-    jfree(v);
-    return NULL;
-}
-
-/* Parse len bytes holding exactly one value (trailing whitespace allowed). */
-static jval *jparse(const char *text, size_t len) {
-    jparser ps = {text, text + len, 0};
-    jval *v = jparse_value(&ps);
-    if (!v) return NULL;
-    jskip(&ps);
-    if (ps.p != ps.end) {
-        jfree(v);
-        return NULL;
-    }
-    return v;
-}
-
-static const jval *jget(const jval *obj, const char *key) {
-    if (!obj || obj->type != J_OBJ) return NULL;
-    for (int i = 0; i < obj->n; i++)
-        if (!strcmp(obj->keys[i], key)) return obj->items[i];
-    return NULL;
-}
+static const jval *jget(const jval *obj, const char *key) { return ffn_json_get(obj, key); }
 
 static double jnum(const jval *obj, const char *key, double dflt) {
-    const jval *v = jget(obj, key);
-    return v && v->type == J_NUM ? v->num : dflt;
+    const jval *v = ffn_json_get(obj, key);
+    return ffn_json_type_of(v) == FFN_JSON_NUMBER ? ffn_json_number(v) : dflt;
 }
 
 static const char *jstr(const jval *obj, const char *key) {
-    const jval *v = jget(obj, key);
-    return v && v->type == J_STR ? v->str : NULL;
+    return ffn_json_string(ffn_json_get(obj, key));
 }
 
 /* ---- small helpers ------------------------------------------------------------ */
@@ -450,7 +215,8 @@ typedef struct run_set {
     int single;          /* run_dir is itself a checkpoint */
     int n;
     run_info runs[REPORT_MAX_RUNS];
-    jval *compare;       /* compare.json, or NULL */
+    ffn_json *compare_doc; /* compare.json, or NULL */
+    const jval *compare;   /* its root */
 } run_set;
 
 static void variant_of(const char *name, char *out, size_t n) {
@@ -524,10 +290,12 @@ static int find_runs(rctx *r, const char *dir, run_set *rs) {
         size_t len;
         char *text = read_file(path, &len);
         if (!text) return rfail(r, CLI_EXIT_FAIL, "%s: %s", path, strerror(errno));
-        rs->compare = jparse(text, len);
+        ffn_status jst = ffn_json_parse(text, len, path, &rs->compare_doc);
         free(text);
+        if (jst != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
+        rs->compare = ffn_json_root(rs->compare_doc);
         const jval *vs = jget(rs->compare, "variants");
-        if (!rs->compare || !vs || vs->type != J_ARR)
+        if (ffn_json_type_of(vs) != FFN_JSON_ARRAY)
             return rfail(r, CLI_EXIT_FAIL,
                          "%s: not the JSON that ffn compare writes (an object with \"variants\": [...])",
                          path);
@@ -544,10 +312,9 @@ static int find_runs(rctx *r, const char *dir, run_set *rs) {
 /* The variant's order in compare.json (its position), else after them. */
 static int variant_rank(const run_set *rs, const char *variant) {
     const jval *vs = jget(rs->compare, "variants");
-    if (vs && vs->type == J_ARR)
-        for (int i = 0; i < vs->n; i++) {
-            const char *nm = jstr(vs->items[i], "variant");
-            if (nm && !strcmp(nm, variant)) return i;
+    for (size_t i = 0; i < ffn_json_length(vs); i++) {
+            const char *nm = jstr(ffn_json_at(vs, i), "variant");
+            if (nm && !strcmp(nm, variant)) return (int)i;
         }
     return 1000;
 }
@@ -584,10 +351,12 @@ static int write_curve(rctx *r, const run_info *ri) {
         char *q = p;
         while (q < end && (*q == ' ' || *q == '\t' || *q == '\r')) q++;
         if (q < end) {
-            jval *o = jparse(p, (size_t)(end - p));
+            ffn_json *line = NULL;
+            if (ffn_json_parse(p, (size_t)(end - p), ri->metrics, &line) != FFN_OK) line = NULL;
+            const jval *o = ffn_json_root(line);
             double step = jnum(o, "step", NAN);
-            if (!o || o->type != J_OBJ || !isfinite(step)) {
-                jfree(o);
+            if (ffn_json_type_of(o) != FFN_JSON_OBJECT || !isfinite(step)) {
+                ffn_json_free(line);
                 bad_line = (int)line_no;
                 break;
             }
@@ -603,7 +372,7 @@ static int write_curve(rctx *r, const run_info *ri) {
                 jw_num(tf, loss);
                 fputc(']', tf);
             }
-            jfree(o);
+            ffn_json_free(line);
         }
         p = end + 1;
     }
@@ -640,14 +409,15 @@ static int write_curves(rctx *r, const run_set *rs) {
     /* compare.json's table, when there is one: settings and per-variant rows */
     fputs("\"settings\":", f);
     const jval *set = jget(rs->compare, "settings");
-    if (set && set->type == J_OBJ) {
+    if (ffn_json_type_of(set) == FFN_JSON_OBJECT) {
         fputc('{', f);
-        for (int i = 0; i < set->n; i++) {
+        for (size_t i = 0; i < ffn_json_length(set); i++) {
+            const jval *item = ffn_json_at(set, i);
             if (i) fputc(',', f);
-            jw_str(f, set->keys[i]);
+            jw_str(f, ffn_json_key_at(set, i));
             fputc(':', f);
-            if (set->items[i]->type == J_NUM) jw_num_full(f, set->items[i]->num);
-            else if (set->items[i]->type == J_STR) jw_str(f, set->items[i]->str);
+            if (ffn_json_type_of(item) == FFN_JSON_NUMBER) jw_num_full(f, ffn_json_number(item));
+            else if (ffn_json_type_of(item) == FFN_JSON_STRING) jw_str(f, ffn_json_string(item));
             else fputs("null", f);
         }
         fputc('}', f);
@@ -659,8 +429,8 @@ static int write_curves(rctx *r, const run_set *rs) {
                                            "active_params", "flops_per_token", "val_loss_mean",
                                            "val_loss_std", "train_loss_mean", "tokens_per_s",
                                            "seconds", "runs"};
-    for (int i = 0; vs && i < vs->n; i++) {
-        const jval *v = vs->items[i];
+    for (size_t i = 0; i < ffn_json_length(vs); i++) {
+        const jval *v = ffn_json_at(vs, i);
         fputs(i ? ",\n{" : "{", f);
         int k2 = 0;
         for (size_t j = 0; j < sizeof str_keys / sizeof *str_keys; j++) {
@@ -871,8 +641,9 @@ static int resolve_model(rctx *r, const run_set *rs, const char *spec, char *dir
         return 0;
     }
     const jval *vs = jget(rs->compare, "variants");
-    for (int i = 0; vs && i < vs->n; i++) {
-        const char *v = jstr(vs->items[i], "variant"), *best = jstr(vs->items[i], "best_checkpoint");
+    for (size_t i = 0; i < ffn_json_length(vs); i++) {
+        const char *v = jstr(ffn_json_at(vs, i), "variant"),
+                   *best = jstr(ffn_json_at(vs, i), "best_checkpoint");
         snprintf(path, sizeof path, "%s/%s", best ? best : "", FFN_CONFIG_FILENAME);
         if (v && best && !strcmp(v, spec) && is_file(path)) {
             snprintf(dir, n, "%s", best);
@@ -1127,21 +898,9 @@ static int write_models(rctx *r, const run_set *rs) {
 
 /* ---- section 4: the linear-collapse check ---------------------------------------- */
 
-/* Standard normal numbers from a seeded xorshift64* and Box-Muller. */
-static double rand_normal(uint64_t *s) {
-    double u[2];
-    for (int k = 0; k < 2; k++) {
-        *s ^= *s >> 12;
-        *s ^= *s << 25;
-        *s ^= *s >> 27;
-        u[k] = ((double)((*s * 0x2545F4914F6CDD1DULL) >> 11) + 0.5) / 9007199254740992.0;
-    }
-    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
-}
-
-/* For each layer of a dense linear-activation model: y1 = W_down·act(W_up·x + b_up) + b_down
- * (two layers, act = identity) against y2 = W·x + b with W = W_down·W_up (D, D) and
- * b = W_down·b_up + b_down, on N random inputs x ~ N(0, I). */
+/* For each layer of a dense linear-activation model: the layer's forward
+ * against W·x + b with W = W_down·W_up (D, D) and b = W_down·b_up + b_down, on
+ * N random inputs x ~ N(0, I) (ffn_collapse_merge and ffn_collapse_check). */
 #define COLLAPSE_INPUTS 64
 
 static int write_collapse(rctx *r, const run_set *rs) {
@@ -1170,7 +929,7 @@ static int write_collapse(rctx *r, const run_set *rs) {
     }
     ffn_model *m = NULL;
     ffn_tokenizer *tok = NULL;
-    float *wm = NULL, *bm = NULL, *x = NULL, *h = NULL, *y1 = NULL, *y2 = NULL;
+    float *wm = NULL, *bm = NULL;
     ffn_status st = ffn_checkpoint_load(r->ctx, ckpt, &m, &tok);
     if (st != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s: %s", ckpt, ffn_last_error());
     const ffn_model_config *c = ffn_model_get_config(m);
@@ -1179,16 +938,11 @@ static int write_collapse(rctx *r, const run_set *rs) {
     const float *params = ffn_model_params(m, NULL);
     wm = malloc((size_t)(D * D) * sizeof *wm);
     bm = malloc((size_t)D * sizeof *bm);
-    x = malloc((size_t)(N * D) * sizeof *x);
-    h = malloc((size_t)F * sizeof *h);
-    y1 = malloc((size_t)D * sizeof *y1);
-    y2 = malloc((size_t)D * sizeof *y2);
-    if (!wm || !bm || !x || !h || !y1 || !y2) {
+    if (!wm || !bm) {
         rfail(r, CLI_EXIT_FAIL, "out of memory");
         goto done;
     }
     uint64_t seed = r->opt->seed ? r->opt->seed : 1;
-    for (int64_t i = 0; i < N * D; i++) x[i] = (float)rand_normal(&seed);
     fputs("{\"run\":", f);
     jw_str(f, name);
     fputs(",\"dir\":", f);
@@ -1221,40 +975,17 @@ static int write_collapse(rctx *r, const run_set *rs) {
         const float *wd = params + td->offset;  /* (D, F) */
         const float *bu = tbu ? params + tbu->offset : NULL; /* (F) */
         const float *bd = tbd ? params + tbd->offset : NULL; /* (D) */
-        /* the merged map: W (D, D) = W_down·W_up, b = W_down·b_up + b_down (double sums) */
-        for (int64_t i = 0; i < D; i++) {
-            for (int64_t j = 0; j < D; j++) {
-                double s = 0;
-                for (int64_t k = 0; k < F; k++) s += (double)wd[i * F + k] * wu[k * D + j];
-                wm[i * D + j] = (float)s;
-            }
-            double s = bd ? bd[i] : 0.0;
-            for (int64_t k = 0; bu && k < F; k++) s += (double)wd[i * F + k] * bu[k];
-            bm[i] = (float)s;
+        ffn_layer_config lc = {.hidden_size = D, .intermediate_size = F, .type = FFN_MLP_DENSE,
+                               .act = FFN_ACT_LINEAR, .bias = c->mlp_bias};
+        ffn_layer_params lp = {.up_w = (float *)wu, .up_b = (float *)bu, .down_w = (float *)wd,
+                               .down_b = (float *)bd};
+        ffn_collapse_result cr;
+        if ((st = ffn_collapse_merge(&lc, &lp, wm, bm)) != FFN_OK ||
+            (st = ffn_collapse_check(r->ctx, &lc, &lp, wm, bm, N, seed, &cr)) != FFN_OK) {
+            rfail(r, CLI_EXIT_FAIL, "%s: layer %lld: %s", ckpt, (long long)l, ffn_last_error());
+            goto done;
         }
-        double max_diff = 0, max_out = 0;
-        for (int64_t n = 0; n < N; n++) {
-            const float *xn = x + n * D;
-            for (int64_t k = 0; k < F; k++) { /* two layers, in float as a model runs them */
-                float s = bu ? bu[k] : 0.0f;
-                for (int64_t j = 0; j < D; j++) s += wu[k * D + j] * xn[j];
-                h[k] = ffn_act_forward(FFN_ACT_LINEAR, s);
-            }
-            for (int64_t i = 0; i < D; i++) {
-                float s = bd ? bd[i] : 0.0f;
-                for (int64_t k = 0; k < F; k++) s += wd[i * F + k] * h[k];
-                y1[i] = s;
-                float s2 = bm[i];
-                for (int64_t j = 0; j < D; j++) s2 += wm[i * D + j] * xn[j];
-                y2[i] = s2;
-                double d = fabs((double)y1[i] - y2[i]);
-                if (d > max_diff) max_diff = d;
-                if (fabs(y1[i]) > max_out) max_out = fabs(y1[i]);
-            }
-        }
-        /* the size of W, for the table: its Frobenius norm */
-        double fro = 0;
-        for (int64_t i = 0; i < D * D; i++) fro += (double)wm[i] * wm[i];
+        double max_diff = cr.max_abs_diff, max_out = cr.max_abs_y;
         fprintf(f, "%s{\"layer\":%lld,\"max_diff\":", l ? "," : "", (long long)l);
         jw_num(f, max_diff);
         fputs(",\"max_abs_out\":", f);
@@ -1262,17 +993,13 @@ static int write_collapse(rctx *r, const run_set *rs) {
         fputs(",\"rel\":", f);
         jw_num(f, max_out > 0 ? max_diff / max_out : 0);
         fputs(",\"w_norm\":", f);
-        jw_num(f, sqrt(fro));
+        jw_num(f, cr.w_norm);
         fputc('}', f);
     }
     fputs("]},\n", f);
 done:
     free(wm);
     free(bm);
-    free(x);
-    free(h);
-    free(y1);
-    free(y2);
     ffn_tokenizer_free(tok);
     ffn_model_free(m);
     return r->failed;
@@ -1391,7 +1118,7 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
 done:
     if (r.out) fclose(r.out);
     free(data);
-    jfree(rs->compare);
+    ffn_json_free(rs->compare_doc);
     free(rs);
     return r.failed;
 }

@@ -106,8 +106,9 @@ typedef enum { F_I64, F_U64, F_F64, F_INT } field_type;
 
 /* A field of ffn_train_options (or of its model config) that the
  * trajectory depends on: saved in train_state's metadata and, when
- * `must_match`, required to agree on resume.  `flag` is the command-line
- * name shown in errors. */
+ * `must_match`, required to agree on resume.  `flag` is the `ffn train`
+ * flag that sets it, shown in errors; NULL for a field only the library
+ * API sets (no flag to drop). */
 typedef struct opt_field {
     const char *key;
     const char *flag;
@@ -124,7 +125,7 @@ static const opt_field opt_fields[] = {
     OPT("val_fraction", "--val-fraction", F_F64, val_fraction, 1),
     OPT("corpus_lang", "--corpus", F_INT, corpus_lang, 0),
     OPT("corpus_sentences", "--corpus-sentences", F_I64, corpus_sentences, 0),
-    OPT("corpus_seed", "--corpus-seed", F_U64, corpus_seed, 0),
+    OPT("corpus_seed", NULL, F_U64, corpus_seed, 0),
     OPT("steps", "--steps", F_I64, steps, 0),
     OPT("seed", "--seed", F_U64, seed, 1),
     OPT("batch_size", "--batch-size", F_I64, batch_size, 1),
@@ -149,21 +150,21 @@ static const opt_field opt_fields[] = {
     OPT("num_attention_heads", "--num-attention-heads", F_I64, model.num_attention_heads, 1),
     OPT("num_key_value_heads", "--num-key-value-heads", F_I64, model.num_key_value_heads, 1),
     OPT("rope_theta", "--rope-theta", F_F64, model.rope_theta, 1),
-    OPT("rms_norm_eps", "--rms-norm-eps", F_F64, model.rms_norm_eps, 1),
+    OPT("rms_norm_eps", NULL, F_F64, model.rms_norm_eps, 1),
     OPT("tie_word_embeddings", "--tie-word-embeddings", F_INT, model.tie_word_embeddings, 1),
     OPT("hidden_act", "--hidden-act", F_INT, model.hidden_act, 1),
     OPT("mlp_type", "--mlp-type", F_INT, model.mlp_type, 1),
-    OPT("mlp_bias", "--mlp-bias", F_INT, model.mlp_bias, 1),
-    OPT("attention_bias", "--attention-bias", F_INT, model.attention_bias, 1),
-    OPT("rope_style", "--rope-style", F_INT, model.rope_style, 1),
+    OPT("mlp_bias", NULL, F_INT, model.mlp_bias, 1),
+    OPT("attention_bias", NULL, F_INT, model.attention_bias, 1),
+    OPT("rope_style", NULL, F_INT, model.rope_style, 1),
     OPT("num_experts", "--num-experts", F_I64, model.num_experts, 1),
     OPT("num_experts_per_tok", "--num-experts-per-tok", F_I64, model.num_experts_per_tok, 1),
     OPT("moe_intermediate_size", "--moe-intermediate-size", F_I64, model.moe_intermediate_size, 1),
     OPT("moe_layer_freq", "--moe-layer-freq", F_I64, model.moe_layer_freq, 1),
-    OPT("norm_topk_prob", "--norm-topk-prob", F_INT, model.norm_topk_prob, 1),
-    OPT("router_aux_loss_coef", "--router-aux-loss-coef", F_F64, model.router_aux_loss_coef, 1),
-    OPT("router_z_loss_coef", "--router-z-loss-coef", F_F64, model.router_z_loss_coef, 1),
-    OPT("shared_expert_intermediate_size", "--shared-expert-intermediate-size", F_I64,
+    OPT("norm_topk_prob", NULL, F_INT, model.norm_topk_prob, 1),
+    OPT("router_aux_loss_coef", NULL, F_F64, model.router_aux_loss_coef, 1),
+    OPT("router_z_loss_coef", NULL, F_F64, model.router_z_loss_coef, 1),
+    OPT("shared_expert_intermediate_size", NULL, F_I64,
         model.shared_expert_intermediate_size, 1),
 };
 #undef OPT
@@ -735,6 +736,12 @@ static ffn_status resume_check(trainer *t, const char *rdir, ffn_st_file *f) {
         char a[64], b[64];
         field_describe(fl, &ck, a, sizeof a);
         field_describe(fl, &t->o, b, sizeof b);
+        if (!fl->flag)
+            return ffn_error(FFN_ERR_CONFIG,
+                             "%s: cannot resume: %s differs: the checkpoint has %s, these "
+                             "options ask for %s (set it to the checkpoint's value, or train "
+                             "into a new directory without resuming)",
+                             rdir, fl->key, a, b);
         return ffn_error(FFN_ERR_CONFIG,
                          "%s: cannot resume: %s (%s) differs: the checkpoint has %s, this run asks "
                          "for %s (drop the flag to keep the checkpoint's value, or train into a "

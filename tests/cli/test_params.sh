@@ -242,10 +242,17 @@ if /usr/bin/python3 "$tmp/ref.py" "$FFN_BIN" "$tmp"; then ok "random configs mat
 "$FFN_BIN" params "$CFG/Mixtral-8x7B-v0.1.json" >"$tmp/mix.txt"
 for needle in "46,702,792,704" "12,879,925,248" "FFN routed experts" "FFN share" \
               "moe_intermediate_size/hidden_size = 14336/4096 = 3.5" "training FLOPs per token" \
-              "QK^T" "conventions:" "tied input/output embedding is counted once" \
-              "embeddings (token, position, token type) are counted in the totals"; do
+              "QK^T" "conventions:"; do
     grep -qF -- "$needle" "$tmp/mix.txt" && ok "report has '$needle'" || bad "report lacks '$needle'"
 done
+# the conventions block: once, on request (--conventions), not in every report
+"$FFN_BIN" params --conventions >"$tmp/conv.txt"
+for needle in "conventions:" "tied input/output embedding is counted once" \
+              "embeddings (token, position, token type) are counted in the totals"; do
+    grep -qF -- "$needle" "$tmp/conv.txt" && ok "--conventions has '$needle'" || bad "--conventions lacks '$needle'"
+done
+! grep -qF "tied input/output embedding is counted once" "$tmp/mix.txt" \
+    && ok "the report does not repeat the conventions" || bad "the report repeats the conventions"
 "$FFN_BIN" params "$CFG/Llama-2-7b-hf.json" >"$tmp/l.txt"
 grep -qF "intermediate_size/hidden_size = 11008/4096 = 2.688" "$tmp/l.txt" && ok "expansion ratio" || bad "expansion ratio"
 "$FFN_BIN" params "$CFG/DeepSeek-V3.json" --per-layer >"$tmp/ds.txt"

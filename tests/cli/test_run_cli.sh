@@ -49,7 +49,7 @@ g=$("$FFN" run "$MODEL" --ids 1 --steps 40 --temperature 0)
     ok "sampling: seed 7 twice gives the same 40 ids, seed 8 and greedy differ" || bad "sampling seeds: '$a' '$b' '$c'"
 expect_fail 2 "--top-p: expected" "$FFN" run "$MODEL" --ids 1 --top-p 0
 # the context: 512 positions; a longer request is cut with a note
-"$FFN" run "$MODEL" --ids 1 --steps 600 >"$tmp/long" 2>"$tmp/long.err"
+"$FFN" run "$MODEL" --ids 1 --steps 600 --temperature 0 >"$tmp/long" 2>"$tmp/long.err"
 [[ $(wc -w <"$tmp/long") -eq 512 ]] && grep -q "generating 512 tokens, not 600: the context holds 512" "$tmp/long.err" &&
     ok "generation stops at the context (512 tokens) with a note" || bad "context cap: $(wc -w <"$tmp/long") ids, $(cat "$tmp/long.err")"
 
@@ -84,7 +84,7 @@ expect_fail 1 "nan.bin: weight [0-9]+ of the model is nan" "$FFN" run "$tmp/nan.
 
 # ---- bad Hugging Face directories (built from a good one) ----
 "$FFN" export "$MODEL" --out "$tmp/hf" 2>/dev/null
-"$FFN" run "$tmp/hf" --ids "1 2 3" --steps 3 --emit ids >"$tmp/hf_ids" && ok "exported directory runs" || bad "exported directory runs"
+"$FFN" run "$tmp/hf" --ids "1 2 3" --steps 3 --temperature 0 --emit ids >"$tmp/hf_ids" && ok "exported directory runs" || bad "exported directory runs"
 mkdir "$tmp/noconfig" && cp "$tmp/hf/model.safetensors" "$tmp/noconfig/"
 expect_fail 1 "noconfig: not a checkpoint directory: config.json is missing" "$FFN" run "$tmp/noconfig" --ids 1
 mkdir "$tmp/noweights" && cp "$tmp/hf/config.json" "$tmp/noweights/"
@@ -149,7 +149,7 @@ h2 = dict(hdr); h2["model.embed_tokens.weight"] = dict(hdr["model.embed_tokens.w
 hj = json.dumps(h2).encode(); hj += b" " * (-len(hj) % 8)
 open(f"{p}/model.safetensors", "wb").write(struct.pack("<Q", len(hj)) + hj + raw[8 + n:])
 EOF
-"$FFN" run "$tmp/sharded_ok" --ids "1 2 3" --steps 3 --emit ids >"$tmp/sh_ids" && cmp -s "$tmp/sh_ids" "$tmp/hf_ids" &&
+"$FFN" run "$tmp/sharded_ok" --ids "1 2 3" --steps 3 --temperature 0 --emit ids >"$tmp/sh_ids" && cmp -s "$tmp/sh_ids" "$tmp/hf_ids" &&
     ok "sharded directory runs and generates the same ids" || bad "sharded directory"
 expect_fail 1 "missing_shard/b.safetensors: shard b.safetensors named in model.safetensors.index.json is missing" \
     "$FFN" run "$tmp/missing_shard" --ids 1

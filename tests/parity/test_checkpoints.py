@@ -386,9 +386,9 @@ def main():
             texts = []
             for model_dir in (ck, ex):
                 r1 = subprocess.run([FFN, "run", model_dir, "--prompt", "Mary gave John", "--steps", "12",
-                                     "--emit", "ids", "--threads", "2"], capture_output=True, text=True)
+                                     "--temperature", "0", "--emit", "ids", "--threads", "2"], capture_output=True, text=True)
                 r2 = subprocess.run([FFN, "run", model_dir, "--prompt", "Mary gave John", "--steps", "12",
-                                     "--emit", "text", "--threads", "2"], capture_output=True)
+                                     "--temperature", "0", "--emit", "text", "--threads", "2"], capture_output=True)
                 texts.append(r2.stdout)
                 ok = r1.returncode == 0 and r2.returncode == 0
                 if ok:
