@@ -18,6 +18,10 @@
  * computed by ffn_layer_forward / ffn_moe_forward on the model's weights,
  * so that the neuron decomposition below is checked against independent
  * code.  Everything here allocates: it is analysis, not a hot path. */
+#include "ffn/inspect.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
+#include "ffn/moe.h"
 #include "base/common.h"
 #include "kernels/kernels.h"
 

@@ -10,6 +10,8 @@
  *
  * Every product goes through the checked arithmetic of a `calc`; the first
  * overflow turns the whole result into FFN_ERR_OVERFLOW. */
+#include "ffn/layer.h"
+#include "ffn/params.h"
 #include "base/common.h"
 #include "format/json.h"
 

@@ -9,6 +9,9 @@
  * Letters: N labelled tokens, D hidden, Fw a layer's gate features (F, or
  * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
  * L layers. */
+#include "ffn/data.h"
+#include "ffn/inspect.h"
+#include "ffn/model.h"
 #include "base/common.h"
 #include "base/rng.h"
 

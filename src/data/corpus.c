@@ -19,6 +19,7 @@
  *
  * The generator is deterministic: xoshiro256** seeded by splitmix64, integer
  * arithmetic only, no locale, so a seed gives the same bytes everywhere. */
+#include "ffn/data.h"
 #include "base/common.h"
 
 #include <stdio.h>

@@ -10,7 +10,8 @@
  *   silu        x·σ(x)
  *   sigmoid     σ(x) = 1 / (1 + e^-x)         via e^-|x|, never overflowing */
 #define ACT_SFX scalar
-#include "act_impl.h"
+#include "ffn/layer.h"
+#include "kernels/act_impl.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* cpu.c -- run-time choice of the SIMD level.  Kernels exist for AVX-512,
  * AVX2+FMA and a scalar baseline; the highest level the CPU supports is
  * used, capped by FFN_SIMD=scalar|avx2|avx512 in the environment. */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -19,7 +19,8 @@
  * registers and re-reads the weights for the next 4).  So the streaming
  * path is kept where it ties, for its fused epilogue and thread-count
  * invariance, and the engine takes over above. */
-#include "kernels.h"
+#include "ffn/layer.h"
+#include "kernels/kernels.h"
 
 void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                      int64_t ldx, int64_t n, int64_t rows) {

@@ -2,7 +2,7 @@
  * of up to 4 weight rows × 3 tokens held in 12 accumulators (16 ymm
  * registers in all), 8 floats a step, the K tail by masked loads.
  * Contract in kernels.h (ffn_gemv). */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 

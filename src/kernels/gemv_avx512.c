@@ -1,7 +1,7 @@
 /* gemv_avx512.c -- the streaming dot-product kernel for AVX-512: blocks of
  * up to 4 weight rows × 4 tokens held in 16 accumulators, 16 floats a
  * step, the K tail by masked loads.  Contract in kernels.h (ffn_gemv). */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 

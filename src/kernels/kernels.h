@@ -4,6 +4,7 @@
 #ifndef FFN_KERNELS_H
 #define FFN_KERNELS_H
 
+#include "ffn/layer.h"
 #include "base/common.h"
 
 enum { FFN_SIMD_SCALAR = 0, FFN_SIMD_AVX2 = 1, FFN_SIMD_AVX512 = 2 };

@@ -12,7 +12,7 @@
  * JIT code); running one does not: operands are attached with
  * dnnl_memory_set_data_handle and the scratchpad comes from the caller
  * (user scratchpad mode). */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <dnnl.h>
 #include <string.h>
