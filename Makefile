@@ -10,7 +10,9 @@
 CC      ?= cc
 PREFIX  ?= /usr/local
 OPT     ?= -O2
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g $(OPT) -fopenmp -fPIC -Iinclude -Isrc
+# -fvisibility=hidden: libffn.so exports only what the public headers declare
+# (each include/ffn/*.h wraps itself in `#pragma GCC visibility push(default)`).
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g $(OPT) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc
 LDLIBS  = -ldnnl -fopenmp -lm -lpthread
 ISA_AVX2   = -mavx2 -mfma -mf16c
 ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
@@ -50,8 +52,8 @@ $(B)/libffn.a: $(LIB_OBJ)
 	@rm -f $@.tmp
 	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
-$(B)/libffn.so: $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,libffn.so.0 -o $@.tmp $^ $(LDLIBS) && mv -f $@.tmp $@
+$(B)/libffn.so: $(LIB_OBJ) src/libffn.map
+	$(CC) -shared -Wl,-soname,libffn.so.0 -Wl,--version-script=src/libffn.map -o $@.tmp $(LIB_OBJ) $(LDLIBS) && mv -f $@.tmp $@
 
 $(B)/asan/libffn.a: $(ASAN_LIB_OBJ)
 	@rm -f $@.tmp
