@@ -156,6 +156,14 @@ static void skip_ws(parser *ps) {
     }
 }
 
+/* Whether the next byte is c; eat() also consumes it when it is. */
+static int at(const parser *ps, unsigned char c) { return ps->pos < ps->len && ps->text[ps->pos] == c; }
+static int eat(parser *ps, unsigned char c) {
+    if (!at(ps, c)) return 0;
+    ps->pos++;
+    return 1;
+}
+
 static json_value *new_value(parser *ps, json_type type, size_t offset) {
     json_value *v = arena_alloc(ps->doc, sizeof *v);
     if (!v) {
@@ -481,38 +489,35 @@ static int check_duplicates(parser *ps, const key_entry *keys, size_t n) {
     return 1;
 }
 
+/* When container v closes: move the items pushed since `base` into the
+ * arena as its children and pop them off the stack. */
+static int take_items(parser *ps, json_value *v, size_t base) {
+    size_t n = ps->n_items - base;
+    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
+    if (!v->items) return fail_nomem(ps), 0;
+    memcpy(v->items, ps->items + base, n * sizeof *v->items);
+    v->length = n;
+    ps->n_items = base;
+    return 1;
+}
+
 static json_value *parse_array(parser *ps, int depth) {
     json_value *v = new_value(ps, JSON_ARRAY, ps->pos);
     if (!v) return NULL;
     ps->pos++; /* '[' */
     size_t base = ps->n_items;
     skip_ws(ps);
-    if (ps->pos < ps->len && ps->text[ps->pos] == ']') {
-        ps->pos++;
-        return v;
-    }
+    if (eat(ps, ']')) return v;
     for (;;) {
         json_value *item = parse_value(ps, depth);
         if (!item || !push_item(ps, item)) return NULL;
         skip_ws(ps);
-        if (ps->pos < ps->len && ps->text[ps->pos] == ',') {
-            ps->pos++;
-            continue;
-        }
-        if (ps->pos < ps->len && ps->text[ps->pos] == ']') {
-            ps->pos++;
-            break;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, ']')) break;
         fail_expected(ps, ps->pos, "',' or ']' in array");
         return NULL;
     }
-    size_t n = ps->n_items - base;
-    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
-    if (!v->items) return fail_nomem(ps), NULL;
-    memcpy(v->items, ps->items + base, n * sizeof *v->items);
-    v->length = n;
-    ps->n_items = base;
-    return v;
+    return take_items(ps, v, base) ? v : NULL;
 }
 
 static json_value *parse_object(parser *ps, int depth) {
@@ -521,13 +526,10 @@ static json_value *parse_object(parser *ps, int depth) {
     ps->pos++; /* '{' */
     size_t base = ps->n_items, key_base = ps->n_keys;
     skip_ws(ps);
-    if (ps->pos < ps->len && ps->text[ps->pos] == '}') {
-        ps->pos++;
-        return v;
-    }
+    if (eat(ps, '}')) return v;
     for (;;) {
         skip_ws(ps);
-        if (ps->pos >= ps->len || ps->text[ps->pos] != '"') {
+        if (!at(ps, '"')) {
             fail_expected(ps, ps->pos, ps->n_keys == key_base ? "a string key or '}'" : "a string key");
             return NULL;
         }
@@ -535,34 +537,23 @@ static json_value *parse_object(parser *ps, int depth) {
         const char *key = parse_string(ps, &key_len);
         if (!key || !push_key(ps, key, key_offset)) return NULL;
         skip_ws(ps);
-        if (ps->pos >= ps->len || ps->text[ps->pos] != ':') {
+        if (!eat(ps, ':')) {
             fail_expected(ps, ps->pos, "':' after object key");
             return NULL;
         }
-        ps->pos++;
         json_value *item = parse_value(ps, depth);
         if (!item || !push_item(ps, item)) return NULL;
         skip_ws(ps);
-        if (ps->pos < ps->len && ps->text[ps->pos] == ',') {
-            ps->pos++;
-            continue;
-        }
-        if (ps->pos < ps->len && ps->text[ps->pos] == '}') {
-            ps->pos++;
-            break;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, '}')) break;
         fail_expected(ps, ps->pos, "',' or '}' in object");
         return NULL;
     }
     size_t n = ps->n_items - base;
-    if (!check_duplicates(ps, ps->keys + key_base, n)) return NULL;
-    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
+    if (!check_duplicates(ps, ps->keys + key_base, n) || !take_items(ps, v, base)) return NULL;
     v->keys = arena_alloc(ps->doc, n * sizeof *v->keys);
-    if (!v->items || !v->keys) return fail_nomem(ps), NULL;
-    memcpy(v->items, ps->items + base, n * sizeof *v->items);
+    if (!v->keys) return fail_nomem(ps), NULL;
     for (size_t k = 0; k < n; k++) v->keys[k] = ps->keys[key_base + k].key;
-    v->length = n;
-    ps->n_items = base;
     ps->n_keys = key_base;
     return v;
 }
