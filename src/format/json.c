@@ -714,10 +714,12 @@ const char *json_type_name(json_type type) {
     return "an unknown value";
 }
 
-/* Common head of the getters: FFN_OK with *v set, FFN_OK with *v NULL
- * (absent and optional), or an error. */
+/* Common head of the getters: FFN_OK with *v set to a value whose type is
+ * in the set `types` (bits 1 << json_type), FFN_OK with *v NULL (absent and
+ * optional), or an error saying "expected <expected>, found <type>". */
+#define JSON_TYPES(t) (1u << (t))
 static ffn_status lookup(const json_value *obj, const char *key, int required, const char *what,
-                         const json_value **v) {
+                         unsigned types, const char *expected, const json_value **v) {
     *v = NULL;
     if (!what) what = "json";
     if (!obj || obj->type != JSON_OBJECT)
@@ -728,6 +730,9 @@ static ffn_status lookup(const json_value *obj, const char *key, int required, c
         if (required) return ffn_error(FFN_ERR_MISSING, "%s: %s: required field is missing", what, key);
         return FFN_OK;
     }
+    if (!(types & JSON_TYPES(found->type)))
+        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected %s, found %s", what, key, expected,
+                         json_type_name(found->type));
     *v = found;
     return FFN_OK;
 }
@@ -735,14 +740,11 @@ static ffn_status lookup(const json_value *obj, const char *key, int required, c
 ffn_status json_get_i64(const json_value *obj, const char *key, int required, const char *what,
                         int64_t *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_NUMBER), "an integer", &v);
     if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_NUMBER)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected an integer, found %s", what, key,
-                         json_type_name(v->type));
     if (!v->is_integer)
         return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected an integer (digits only, within int64), found %.17g",
-                         what, key, v->number);
+                         what ? what : "json", key, v->number);
     *out = v->integer;
     return FFN_OK;
 }
@@ -750,37 +752,26 @@ ffn_status json_get_i64(const json_value *obj, const char *key, int required, co
 ffn_status json_get_f64(const json_value *obj, const char *key, int required, const char *what,
                         double *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_NUMBER)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected a number, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->number;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_NUMBER), "a number", &v);
+    if (s == FFN_OK && v) *out = v->number;
+    return s;
 }
 
 ffn_status json_get_bool(const json_value *obj, const char *key, int required, const char *what,
                          int *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected true or false, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->type == JSON_TRUE;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_TRUE) | JSON_TYPES(JSON_FALSE),
+                          "true or false", &v);
+    if (s == FFN_OK && v) *out = v->type == JSON_TRUE;
+    return s;
 }
 
 ffn_status json_get_str(const json_value *obj, const char *key, int required, const char *what,
                         const char **out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_STRING)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected a string, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->string;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_STRING), "a string", &v);
+    if (s == FFN_OK && v) *out = v->string;
+    return s;
 }
 
 /* ---- writing ---------------------------------------------------------- */
