@@ -87,12 +87,19 @@ $(B)/asan/tests/%: tests/unit/%.c $(B)/asan/libffn.a
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(SAN) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/asan/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
 
-unit: $(UNIT_BIN)
+# The per-level kernels for the ctypes parity tests (libffn.so exports only
+# the public API; see tests/parity/kernels_export.c).
+$(B)/tests/libffn_kernels.so: tests/parity/kernels_export.c $(B)/libffn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -shared -o $@.tmp $< $(B)/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
+	  && mv -f $@.tmp $@
+
+unit: $(UNIT_BIN) $(B)/tests/libffn_kernels.so
 asan: $(ASAN_UNIT_BIN)
 asan-cli: $(B)/asan/ffn
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_TOOL_OBJ:.o=.d) \
-         $(UNIT_BIN:=.d) $(ASAN_UNIT_BIN:=.d)
+         $(UNIT_BIN:=.d) $(ASAN_UNIT_BIN:=.d) $(B)/tests/libffn_kernels.so.d
 
 test: all unit asan asan-cli
 	bash tests/run.sh
