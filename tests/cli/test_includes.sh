@@ -10,10 +10,14 @@
 #   - an include in src/ written relative to the file's own directory
 #     instead of as a path from src/;
 #   - an include that resolves to nothing, or a source file in no floor.
-# FFN_ROOT selects the tree (a copy, to show the test fails).
+# FFN_ROOT selects the tree.  After the real tree passes, the test runs
+# its check on a copy with one upward include added (kernels -> nn) and
+# must see it fail on exactly that line.
 set -euo pipefail
 ROOT="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
-exec /usr/bin/python3 - "$ROOT" <<'EOF'
+
+check() { # root
+/usr/bin/python3 - "$1" <<'EOF'
 import os, re, sys
 
 root = sys.argv[1]
@@ -139,3 +143,23 @@ if failures:
     sys.exit(1)
 print("test_includes: all passed")
 EOF
+}
+
+check "$ROOT"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/docs"
+cp -r "$ROOT/src" "$ROOT/tools" "$tmp/"
+cp "$ROOT/docs/ARCHITECTURE.md" "$tmp/docs/"
+victim=src/kernels/gemv.c
+line=$(grep -n '^#include "' "$tmp/$victim" | tail -n 1 | cut -d: -f1)
+sed -i "${line}a #include \"nn/model_internal.h\"" "$tmp/$victim"
+want="$victim:$((line + 1)): #include \"nn/model_internal.h\": floor kernels (src/kernels/) includes floor nn (src/nn/), which is above it"
+if check "$tmp" >"$tmp/out" 2>&1; then
+    echo "FAIL self-test: an upward include in a copy of the tree was not caught"; cat "$tmp/out"; exit 1
+fi
+if ! grep -qF -- "FAIL $want" "$tmp/out"; then
+    echo "FAIL self-test: expected the line 'FAIL $want'"; cat "$tmp/out"; exit 1
+fi
+echo "ok   self-test: a copy with $victim including nn/model_internal.h fails as it should"
