@@ -46,11 +46,18 @@ $(B)/asan/obj/%_avx512.o: ISA = $(ISA_AVX512)
 # touching a header rebuilds exactly what includes it.
 DEPFLAGS = -MMD -MP
 
-$(B)/obj/%.o: %.c
+# Objects also depend on the compiler and flags they were built with: the
+# stamp is rewritten (when make reads this file) only when they change, so
+# a changed flag rebuilds everything and nothing else does.
+FLAGS_NOW := $(CC) | $(CFLAGS_BASE) | $(CFLAGS) | $(DEPFLAGS) | $(ISA_AVX2) | $(ISA_AVX512) | $(SAN)
+FLAGS_STAMP := $(B)/flags.stamp
+$(shell mkdir -p $(B) && [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s\n' '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
+$(B)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(CFLAGS) -c $< -o $@
 
-$(B)/asan/obj/%.o: %.c
+$(B)/asan/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(SAN) $(CFLAGS) -c $< -o $@
 
@@ -77,12 +84,12 @@ $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ffn\nDescription: feed-forward layers of Transformers (dense, GLU family, MoE), forward and backward\nVersion: 0.1.0\nLibs: -L$${libdir} -lffn\nLibs.private: %s\nCflags: -I$${includedir}\n' '$(PREFIX)' '$(LDLIBS)' > $@
 
-$(B)/tests/%: tests/unit/%.c $(B)/libffn.a
+$(B)/tests/%: tests/unit/%.c $(B)/libffn.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
 
-$(B)/asan/tests/%: tests/unit/%.c $(B)/asan/libffn.a
+$(B)/asan/tests/%: tests/unit/%.c $(B)/asan/libffn.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(SAN) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/asan/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
