@@ -8,5 +8,5 @@ bash scripts/setup.sh test
 if [[ -f tests/browser/package.json ]]; then
     (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error >&2)
 fi
-make -j"$(nproc)" all unit asan
+make -j"$(nproc)" all unit asan asan-cli
 bash tests/run.sh "$@"

@@ -4,10 +4,12 @@
 #   asan     build/asan/tests/test_*   (the same under ASan + UBSan)
 #   parity   tests/parity/test_*.py    (against PyTorch, /usr/bin/python3)
 #   cli      tests/cli/test_*.sh       (the command line, bad input, files)
+#   asan-cli the CLI tests that run $FFN_BIN again, through build/asan/ffn
+#            (the command under ASan + UBSan, from make asan-cli)
 #   browser  tests/browser/test_*.mjs  (headless Chromium, node)
 # Usage: tests/run.sh [substring]   -- only tests whose name contains it.
 # Each test's output goes to build/test-logs/<name>.log; a failure prints
-# the log's tail.  Build first (make unit asan all).
+# the log's tail.  Build first (make all unit asan asan-cli).
 set -u
 cd "$(dirname "$0")/.."
 filter="${1:-}"
@@ -36,12 +38,26 @@ run_one() { # name, command...
     fi
 }
 
-for t in build/tests/test_*; do [[ -x "$t" ]] && run_one "unit/$(basename "$t")" "$t"; done
+# (test_* with no dot: not the .d dependency files, nor a .tmp being linked)
+for t in build/tests/test_*; do
+    [[ -x "$t" && "$t" != *.* ]] && run_one "unit/$(basename "$t")" "$t"
+done
 for t in build/asan/tests/test_*; do
-    [[ -x "$t" ]] && run_one "asan/$(basename "$t")" env FFN_NUM_THREADS=1 "$t"
+    [[ -x "$t" && "$t" != *.* ]] && run_one "asan/$(basename "$t")" env FFN_NUM_THREADS=1 "$t"
 done
 for t in tests/parity/test_*.py; do [[ -f "$t" ]] && run_one "parity/$(basename "$t" .py)" /usr/bin/python3 "$t"; done
 for t in tests/cli/test_*.sh; do [[ -f "$t" ]] && run_one "cli/$(basename "$t" .sh)" bash "$t"; done
+# The same CLI tests through the sanitized command (only those that run
+# $FFN_BIN; the others do not depend on which binary it is).
+if [[ -x build/asan/ffn ]]; then
+    for t in tests/cli/test_*.sh; do
+        [[ -f "$t" ]] && grep -q 'FFN_BIN' "$t" &&
+            run_one "asan-cli/$(basename "$t" .sh)" env FFN_BIN="$PWD/build/asan/ffn" bash "$t"
+    done
+elif [[ -z "$filter" || "asan-cli/" == *"$filter"* ]]; then
+    failed=$((failed + 1)); failed_names+=("asan-cli")
+    echo "FAIL asan-cli: build/asan/ffn is missing (make asan-cli)"
+fi
 for t in tests/browser/test_*.mjs; do [[ -f "$t" ]] && run_one "browser/$(basename "$t" .mjs)" node "$t"; done
 
 if ((failed)); then printf 'failed: %s\n' "${failed_names[*]}"; fi

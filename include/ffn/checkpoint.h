@@ -81,6 +81,7 @@
  */
 #ifndef FFN_CHECKPOINT_H
 #define FFN_CHECKPOINT_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 #include "model.h"
@@ -178,4 +179,5 @@ ffn_status ffn_llama2c_tokenizer_decode(const ffn_llama2c_tokenizer *tok, int32_
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_CHECKPOINT_H */

@@ -9,6 +9,7 @@
  */
 #ifndef FFN_CORE_H
 #define FFN_CORE_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -90,4 +91,5 @@ void ffn_atomic_abort(ffn_atomic_file *af);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_CORE_H */

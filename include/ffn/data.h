@@ -83,6 +83,7 @@
  */
 #ifndef FFN_DATA_H
 #define FFN_DATA_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 
@@ -252,4 +253,5 @@ ffn_status ffn_corpus_get_inventory(ffn_lang lang, ffn_corpus_inventory *out);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_DATA_H */

@@ -74,6 +74,7 @@
  */
 #ifndef FFN_INSPECT_H
 #define FFN_INSPECT_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 #include "data.h"
@@ -344,4 +345,5 @@ void ffn_probe_result_free(ffn_probe_result *result); /* NULL is a no-op */
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_INSPECT_H */

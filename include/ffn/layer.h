@@ -56,6 +56,7 @@
  */
 #ifndef FFN_LAYER_H
 #define FFN_LAYER_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 
@@ -164,4 +165,5 @@ ffn_status ffn_layer_backward(ffn_layer *layer, float *dx, const ffn_layer_param
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_LAYER_H */

@@ -94,6 +94,7 @@
  */
 #ifndef FFN_MODEL_H
 #define FFN_MODEL_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 #include "layer.h"
@@ -311,4 +312,5 @@ ffn_status ffn_model_prefill(ffn_model *model, const int32_t *tokens, int64_t n,
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_MODEL_H */

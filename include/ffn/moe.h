@@ -115,6 +115,7 @@
  */
 #ifndef FFN_MOE_H
 #define FFN_MOE_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 #include "layer.h"
@@ -245,4 +246,5 @@ ffn_status ffn_moe_backward(ffn_moe *moe, float *dx, const ffn_moe_params *grads
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_MOE_H */

@@ -56,6 +56,7 @@
  */
 #ifndef FFN_PARAMS_H
 #define FFN_PARAMS_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 
@@ -163,4 +164,5 @@ ffn_status ffn_params_llama_intermediate(int64_t hidden, int64_t multiple_of,
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_PARAMS_H */

@@ -56,6 +56,7 @@
  */
 #ifndef FFN_SAFETENSORS_H
 #define FFN_SAFETENSORS_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 
@@ -199,4 +200,5 @@ ffn_status ffn_st_writer_save(const ffn_st_writer *w, const char *path);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_SAFETENSORS_H */

@@ -60,6 +60,7 @@
  */
 #ifndef FFN_TRAIN_H
 #define FFN_TRAIN_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
 #include "data.h"
@@ -236,4 +237,5 @@ ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_TRAIN_H */

@@ -19,6 +19,10 @@
  * is formed here from the tapped m and the value vectors.  The caller's
  * taps are set aside while analysis runs and put back after.  Everything
  * here allocates: it is analysis, not a hot path. */
+#include "ffn/inspect.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
+#include "ffn/moe.h"
 #include "base/common.h"
 #include "kernels/kernels.h"
 #include "nn/tap_internal.h"

@@ -10,10 +10,13 @@
  *
  * Every product goes through the checked arithmetic of a `calc`; the first
  * overflow turns the whole result into FFN_ERR_OVERFLOW. */
+#include "ffn/layer.h"
+#include "ffn/params.h"
 #include "base/common.h"
 #include "format/json.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -77,51 +80,57 @@ static int64_t add(calc *c, int64_t a, int64_t b) {
 
 static int64_t sub1(calc *c, int64_t a) { return add(c, a, -1); }
 
+/* The components of each count, in the order they are summed into total.
+ * The first *_LAYER ones are per layer and add up over layers; the rest
+ * (embeddings, the head) belong to the model once. */
+#define PARAM_FIELD(f) offsetof(ffn_param_counts, f)
+static const size_t PARAM_FIELDS[] = {
+    PARAM_FIELD(attention),   PARAM_FIELD(ffn_dense),      PARAM_FIELD(ffn_routed),
+    PARAM_FIELD(ffn_shared),  PARAM_FIELD(router),         PARAM_FIELD(norms),
+    PARAM_FIELD(embed_token), PARAM_FIELD(embed_position), PARAM_FIELD(embed_token_type),
+    PARAM_FIELD(head)};
+enum { PARAM_LAYER = 6 };
+#define FLOP_FIELD(f) offsetof(ffn_flop_counts, f)
+static const size_t FLOP_FIELDS[] = {
+    FLOP_FIELD(attention_proj), FLOP_FIELD(attention_qk), FLOP_FIELD(attention_av),
+    FLOP_FIELD(ffn_dense),      FLOP_FIELD(ffn_routed),   FLOP_FIELD(ffn_shared),
+    FLOP_FIELD(router),         FLOP_FIELD(head)};
+enum { FLOP_LAYER = 7 };
+#define N_FIELDS(a) (sizeof(a) / sizeof *(a))
+/* every field but total is a component: a new field must join its table */
+_Static_assert(N_FIELDS(PARAM_FIELDS) == offsetof(ffn_param_counts, total) / sizeof(int64_t),
+               "PARAM_FIELDS lists every component of ffn_param_counts");
+_Static_assert(N_FIELDS(FLOP_FIELDS) == offsetof(ffn_flop_counts, total) / sizeof(int64_t),
+               "FLOP_FIELDS lists every component of ffn_flop_counts");
+
+static int64_t get_field(const void *counts, size_t offset) {
+    return *(const int64_t *)((const char *)counts + offset);
+}
+
+static int64_t sum_fields(calc *c, const void *counts, const size_t *offsets, size_t n) {
+    int64_t t = 0;
+    for (size_t i = 0; i < n; i++) t = add(c, t, get_field(counts, offsets[i]));
+    return t;
+}
+
+static void acc_fields(calc *c, void *to, const void *from, const size_t *offsets, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int64_t *dst = (int64_t *)((char *)to + offsets[i]);
+        *dst = add(c, *dst, get_field(from, offsets[i]));
+    }
+}
+
 static void sum_params(calc *c, ffn_param_counts *p) {
-    int64_t t = 0;
-    t = add(c, t, p->attention);
-    t = add(c, t, p->ffn_dense);
-    t = add(c, t, p->ffn_routed);
-    t = add(c, t, p->ffn_shared);
-    t = add(c, t, p->router);
-    t = add(c, t, p->norms);
-    t = add(c, t, p->embed_token);
-    t = add(c, t, p->embed_position);
-    t = add(c, t, p->embed_token_type);
-    t = add(c, t, p->head);
-    p->total = t;
+    p->total = sum_fields(c, p, PARAM_FIELDS, N_FIELDS(PARAM_FIELDS));
 }
-
 static void sum_flops(calc *c, ffn_flop_counts *f) {
-    int64_t t = 0;
-    t = add(c, t, f->attention_proj);
-    t = add(c, t, f->attention_qk);
-    t = add(c, t, f->attention_av);
-    t = add(c, t, f->ffn_dense);
-    t = add(c, t, f->ffn_routed);
-    t = add(c, t, f->ffn_shared);
-    t = add(c, t, f->router);
-    t = add(c, t, f->head);
-    f->total = t;
+    f->total = sum_fields(c, f, FLOP_FIELDS, N_FIELDS(FLOP_FIELDS));
 }
-
 static void acc_params(calc *c, ffn_param_counts *to, const ffn_param_counts *p) {
-    to->attention = add(c, to->attention, p->attention);
-    to->ffn_dense = add(c, to->ffn_dense, p->ffn_dense);
-    to->ffn_routed = add(c, to->ffn_routed, p->ffn_routed);
-    to->ffn_shared = add(c, to->ffn_shared, p->ffn_shared);
-    to->router = add(c, to->router, p->router);
-    to->norms = add(c, to->norms, p->norms);
+    acc_fields(c, to, p, PARAM_FIELDS, PARAM_LAYER);
 }
-
 static void acc_flops(calc *c, ffn_flop_counts *to, const ffn_flop_counts *f) {
-    to->attention_proj = add(c, to->attention_proj, f->attention_proj);
-    to->attention_qk = add(c, to->attention_qk, f->attention_qk);
-    to->attention_av = add(c, to->attention_av, f->attention_av);
-    to->ffn_dense = add(c, to->ffn_dense, f->ffn_dense);
-    to->ffn_routed = add(c, to->ffn_routed, f->ffn_routed);
-    to->ffn_shared = add(c, to->ffn_shared, f->ffn_shared);
-    to->router = add(c, to->router, f->router);
+    acc_fields(c, to, f, FLOP_FIELDS, FLOP_LAYER);
 }
 
 /* ---- reading fields ------------------------------------------------------ */
@@ -160,6 +169,17 @@ static ffn_status get_bool(const json_value *root, const char *what, const char 
         if (st_ != FFN_OK) return st_;     \
     } while (0)
 
+/* The fields that llama, bert and deepseek configs name alike:
+ * hidden_act (default `act`), hidden_size, num_hidden_layers, vocab_size. */
+static ffn_status read_hf_common(const json_value *r, const char *what, arch *a, const char *act) {
+    a->act = act;
+    TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
+    TRY(get_int(r, what, "hidden_size", 1, 0, 1, MAX_SIZE, &a->D));
+    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, MAX_LAYERS, &a->L));
+    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
+    return FFN_OK;
+}
+
 /* Attention heads: head_dim given, or D / H exactly. */
 static ffn_status read_heads(const json_value *r, const char *what, arch *a, const char *h_key,
                              const char *kv_key) {
@@ -187,11 +207,7 @@ static ffn_status read_llama_family(const json_value *r, const char *what, arch 
     const char *t = a->model_type;
     a->fam = FAM_LLAMA;
     a->gated = 1;
-    a->act = "silu";
-    TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
-    TRY(get_int(r, what, "hidden_size", 1, 0, 1, MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
+    TRY(read_hf_common(r, what, a, "silu"));
     TRY(read_heads(r, what, a, "num_attention_heads", "num_key_value_heads"));
     TRY(get_bool(r, what, "tie_word_embeddings", 0, &a->tied));
     if (!strcmp(t, "llama")) {
@@ -243,11 +259,7 @@ static ffn_status read_gpt2(const json_value *r, const char *what, arch *a) {
 
 static ffn_status read_bert(const json_value *r, const char *what, arch *a) {
     a->fam = FAM_BERT;
-    a->act = "gelu";
-    TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
-    TRY(get_int(r, what, "hidden_size", 1, 0, 1, MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
+    TRY(read_hf_common(r, what, a, "gelu"));
     TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->F));
     TRY(get_int(r, what, "max_position_embeddings", 1, 0, 1, MAX_SIZE, &a->P));
     TRY(get_int(r, what, "type_vocab_size", 0, 2, 0, MAX_SIZE, &a->type_vocab));
@@ -271,11 +283,7 @@ static ffn_status read_deepseek(const json_value *r, const char *what, arch *a) 
     a->fam = FAM_DEEPSEEK;
     a->gated = 1;
     a->mla = 1;
-    a->act = "silu";
-    TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
-    TRY(get_int(r, what, "hidden_size", 1, 0, 1, MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
+    TRY(read_hf_common(r, what, a, "silu"));
     TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->F));
     TRY(get_int(r, what, "num_attention_heads", 1, 0, 1, MAX_SIZE, &a->H));
     a->Hkv = a->H; /* MLA: every head has its own keys, decompressed from the latent */

@@ -15,6 +15,9 @@
  * Letters: N labelled tokens, D hidden, Fw a layer's gate features (F, or
  * E·Fe for MoE layers: every expert's gate, computed densely), C classes,
  * L layers, B windows per forward, T their length. */
+#include "ffn/data.h"
+#include "ffn/inspect.h"
+#include "ffn/model.h"
 #include "base/common.h"
 #include "base/rng.h"
 #include "kernels/kernels.h"

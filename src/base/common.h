@@ -4,7 +4,7 @@
 #ifndef FFN_COMMON_H
 #define FFN_COMMON_H
 
-#include "ffn.h"
+#include "ffn/core.h"
 
 #include <stdarg.h>
 #include <stdint.h>

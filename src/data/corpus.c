@@ -24,6 +24,7 @@
  * The engine draws from the generator exactly where the markup says (a
  * choice, a pick from a list, a noun phrase), so a template read left to
  * right is also the order of its random draws. */
+#include "ffn/data.h"
 #include "base/common.h"
 
 #include <stdio.h>

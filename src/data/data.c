@@ -6,6 +6,7 @@
  * token streams.  The built-in corpus lives in corpus.c.
  *
  * Letters: N tokens, V vocabulary size. */
+#include "ffn/data.h"
 #include "base/common.h"
 
 #include <errno.h>

@@ -156,6 +156,14 @@ static void skip_ws(parser *ps) {
     }
 }
 
+/* Whether the next byte is c; eat() also consumes it when it is. */
+static int at(const parser *ps, unsigned char c) { return ps->pos < ps->len && ps->text[ps->pos] == c; }
+static int eat(parser *ps, unsigned char c) {
+    if (!at(ps, c)) return 0;
+    ps->pos++;
+    return 1;
+}
+
 static json_value *new_value(parser *ps, json_type type, size_t offset) {
     json_value *v = arena_alloc(ps->doc, sizeof *v);
     if (!v) {
@@ -481,38 +489,35 @@ static int check_duplicates(parser *ps, const key_entry *keys, size_t n) {
     return 1;
 }
 
+/* When container v closes: move the items pushed since `base` into the
+ * arena as its children and pop them off the stack. */
+static int take_items(parser *ps, json_value *v, size_t base) {
+    size_t n = ps->n_items - base;
+    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
+    if (!v->items) return fail_nomem(ps), 0;
+    memcpy(v->items, ps->items + base, n * sizeof *v->items);
+    v->length = n;
+    ps->n_items = base;
+    return 1;
+}
+
 static json_value *parse_array(parser *ps, int depth) {
     json_value *v = new_value(ps, JSON_ARRAY, ps->pos);
     if (!v) return NULL;
     ps->pos++; /* '[' */
     size_t base = ps->n_items;
     skip_ws(ps);
-    if (ps->pos < ps->len && ps->text[ps->pos] == ']') {
-        ps->pos++;
-        return v;
-    }
+    if (eat(ps, ']')) return v;
     for (;;) {
         json_value *item = parse_value(ps, depth);
         if (!item || !push_item(ps, item)) return NULL;
         skip_ws(ps);
-        if (ps->pos < ps->len && ps->text[ps->pos] == ',') {
-            ps->pos++;
-            continue;
-        }
-        if (ps->pos < ps->len && ps->text[ps->pos] == ']') {
-            ps->pos++;
-            break;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, ']')) break;
         fail_expected(ps, ps->pos, "',' or ']' in array");
         return NULL;
     }
-    size_t n = ps->n_items - base;
-    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
-    if (!v->items) return fail_nomem(ps), NULL;
-    memcpy(v->items, ps->items + base, n * sizeof *v->items);
-    v->length = n;
-    ps->n_items = base;
-    return v;
+    return take_items(ps, v, base) ? v : NULL;
 }
 
 static json_value *parse_object(parser *ps, int depth) {
@@ -521,13 +526,10 @@ static json_value *parse_object(parser *ps, int depth) {
     ps->pos++; /* '{' */
     size_t base = ps->n_items, key_base = ps->n_keys;
     skip_ws(ps);
-    if (ps->pos < ps->len && ps->text[ps->pos] == '}') {
-        ps->pos++;
-        return v;
-    }
+    if (eat(ps, '}')) return v;
     for (;;) {
         skip_ws(ps);
-        if (ps->pos >= ps->len || ps->text[ps->pos] != '"') {
+        if (!at(ps, '"')) {
             fail_expected(ps, ps->pos, ps->n_keys == key_base ? "a string key or '}'" : "a string key");
             return NULL;
         }
@@ -535,34 +537,23 @@ static json_value *parse_object(parser *ps, int depth) {
         const char *key = parse_string(ps, &key_len);
         if (!key || !push_key(ps, key, key_offset)) return NULL;
         skip_ws(ps);
-        if (ps->pos >= ps->len || ps->text[ps->pos] != ':') {
+        if (!eat(ps, ':')) {
             fail_expected(ps, ps->pos, "':' after object key");
             return NULL;
         }
-        ps->pos++;
         json_value *item = parse_value(ps, depth);
         if (!item || !push_item(ps, item)) return NULL;
         skip_ws(ps);
-        if (ps->pos < ps->len && ps->text[ps->pos] == ',') {
-            ps->pos++;
-            continue;
-        }
-        if (ps->pos < ps->len && ps->text[ps->pos] == '}') {
-            ps->pos++;
-            break;
-        }
+        if (eat(ps, ',')) continue;
+        if (eat(ps, '}')) break;
         fail_expected(ps, ps->pos, "',' or '}' in object");
         return NULL;
     }
     size_t n = ps->n_items - base;
-    if (!check_duplicates(ps, ps->keys + key_base, n)) return NULL;
-    v->items = arena_alloc(ps->doc, n * sizeof *v->items);
+    if (!check_duplicates(ps, ps->keys + key_base, n) || !take_items(ps, v, base)) return NULL;
     v->keys = arena_alloc(ps->doc, n * sizeof *v->keys);
-    if (!v->items || !v->keys) return fail_nomem(ps), NULL;
-    memcpy(v->items, ps->items + base, n * sizeof *v->items);
+    if (!v->keys) return fail_nomem(ps), NULL;
     for (size_t k = 0; k < n; k++) v->keys[k] = ps->keys[key_base + k].key;
-    v->length = n;
-    ps->n_items = base;
     ps->n_keys = key_base;
     return v;
 }
@@ -723,10 +714,12 @@ const char *json_type_name(json_type type) {
     return "an unknown value";
 }
 
-/* Common head of the getters: FFN_OK with *v set, FFN_OK with *v NULL
- * (absent and optional), or an error. */
+/* Common head of the getters: FFN_OK with *v set to a value whose type is
+ * in the set `types` (bits 1 << json_type), FFN_OK with *v NULL (absent and
+ * optional), or an error saying "expected <expected>, found <type>". */
+#define JSON_TYPES(t) (1u << (t))
 static ffn_status lookup(const json_value *obj, const char *key, int required, const char *what,
-                         const json_value **v) {
+                         unsigned types, const char *expected, const json_value **v) {
     *v = NULL;
     if (!what) what = "json";
     if (!obj || obj->type != JSON_OBJECT)
@@ -737,6 +730,9 @@ static ffn_status lookup(const json_value *obj, const char *key, int required, c
         if (required) return ffn_error(FFN_ERR_MISSING, "%s: %s: required field is missing", what, key);
         return FFN_OK;
     }
+    if (!(types & JSON_TYPES(found->type)))
+        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected %s, found %s", what, key, expected,
+                         json_type_name(found->type));
     *v = found;
     return FFN_OK;
 }
@@ -744,14 +740,11 @@ static ffn_status lookup(const json_value *obj, const char *key, int required, c
 ffn_status json_get_i64(const json_value *obj, const char *key, int required, const char *what,
                         int64_t *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_NUMBER), "an integer", &v);
     if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_NUMBER)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected an integer, found %s", what, key,
-                         json_type_name(v->type));
     if (!v->is_integer)
         return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected an integer (digits only, within int64), found %.17g",
-                         what, key, v->number);
+                         what ? what : "json", key, v->number);
     *out = v->integer;
     return FFN_OK;
 }
@@ -759,37 +752,26 @@ ffn_status json_get_i64(const json_value *obj, const char *key, int required, co
 ffn_status json_get_f64(const json_value *obj, const char *key, int required, const char *what,
                         double *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_NUMBER)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected a number, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->number;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_NUMBER), "a number", &v);
+    if (s == FFN_OK && v) *out = v->number;
+    return s;
 }
 
 ffn_status json_get_bool(const json_value *obj, const char *key, int required, const char *what,
                          int *out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_TRUE && v->type != JSON_FALSE)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected true or false, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->type == JSON_TRUE;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_TRUE) | JSON_TYPES(JSON_FALSE),
+                          "true or false", &v);
+    if (s == FFN_OK && v) *out = v->type == JSON_TRUE;
+    return s;
 }
 
 ffn_status json_get_str(const json_value *obj, const char *key, int required, const char *what,
                         const char **out) {
     const json_value *v;
-    ffn_status s = lookup(obj, key, required, what, &v);
-    if (s != FFN_OK || !v) return s;
-    if (v->type != JSON_STRING)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected a string, found %s", what, key,
-                         json_type_name(v->type));
-    *out = v->string;
-    return FFN_OK;
+    ffn_status s = lookup(obj, key, required, what, JSON_TYPES(JSON_STRING), "a string", &v);
+    if (s == FFN_OK && v) *out = v->string;
+    return s;
 }
 
 /* ---- writing ---------------------------------------------------------- */

@@ -18,6 +18,7 @@
  * Every error names the file, the field and the value found.  Nothing here
  * builds a layer; the sizes are checked so that the weights of the layer
  * (3·D·F floats, in bytes) fit in 64 bits. */
+#include "ffn/layer.h"
 #include "format/json.h"
 
 #include <math.h>

@@ -667,9 +667,10 @@ void ffn_st_writer_free(ffn_st_writer *w) {
     free(w);
 }
 
-/* Check the arguments of an add and append an item without data. */
+/* Check the arguments of an add (data may be NULL only for an empty
+ * tensor) and append an item without data. */
 static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim, const int64_t *shape,
-                           st_item **out) {
+                           const void *data, st_item **out) {
     if (!w || !name) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_writer_add: writer or name is NULL");
     size_t len = strlen(name);
     if (len == 0 || !json_utf8_valid(name, len) || !strcmp(name, "__metadata__"))
@@ -696,6 +697,7 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
         if (!strcmp(w->items[i].name, name))
             return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a tensor of this name was already added",
                              name);
+    if (!data && nbytes) return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         st_item *items = realloc(w->items, cap * sizeof *items);
@@ -717,16 +719,23 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
     return FFN_OK;
 }
 
+/* Give the item add_item just appended a buffer of its own; on failure the
+ * item is taken back. */
+static ffn_status own_buffer(ffn_st_writer *w, st_item *it) {
+    it->owned = malloc(it->nbytes ? it->nbytes : 1);
+    if (it->owned) return FFN_OK;
+    ffn_status s = ffn_error(FFN_ERR_NOMEM, "safetensors writer: %s: out of memory for %zu bytes", it->name,
+                             it->nbytes);
+    free(it->name);
+    w->n--;
+    return s;
+}
+
 ffn_status ffn_st_writer_add(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim, const int64_t *shape,
                              const void *data) {
     st_item *it;
-    ffn_status s = add_item(w, name, dtype, ndim, shape, &it);
+    ffn_status s = add_item(w, name, dtype, ndim, shape, data, &it);
     if (s != FFN_OK) return s;
-    if (!data && it->nbytes) {
-        free(it->name);
-        w->n--;
-        return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
-    }
     it->data = data;
     return FFN_OK;
 }
@@ -734,19 +743,9 @@ ffn_status ffn_st_writer_add(ffn_st_writer *w, const char *name, ffn_dtype dtype
 ffn_status ffn_st_writer_add_copy(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim,
                                   const int64_t *shape, const void *data) {
     st_item *it;
-    ffn_status s = add_item(w, name, dtype, ndim, shape, &it);
+    ffn_status s = add_item(w, name, dtype, ndim, shape, data, &it);
+    if (s == FFN_OK) s = own_buffer(w, it);
     if (s != FFN_OK) return s;
-    if (!data && it->nbytes) {
-        free(it->name);
-        w->n--;
-        return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
-    }
-    it->owned = malloc(it->nbytes ? it->nbytes : 1);
-    if (!it->owned) {
-        free(it->name);
-        w->n--;
-        return ffn_error(FFN_ERR_NOMEM, "safetensors writer: %s: out of memory for %zu bytes", name, it->nbytes);
-    }
     if (it->nbytes) memcpy(it->owned, data, it->nbytes);
     it->data = it->owned;
     return FFN_OK;
@@ -758,20 +757,11 @@ ffn_status ffn_st_writer_add_f32(ffn_st_writer *w, const char *name, ffn_dtype d
         return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: expected F32, F16, BF16 or F64, found %s",
                          name ? name : "?", ffn_dtype_name(dtype));
     st_item *it;
-    ffn_status s = add_item(w, name, dtype, ndim, shape, &it);
+    ffn_status s = add_item(w, name, dtype, ndim, shape, data, &it);
+    if (s == FFN_OK) s = own_buffer(w, it);
     if (s != FFN_OK) return s;
     size_t n = it->nbytes / ffn_dtype_size(dtype);
-    if (!data && n) {
-        free(it->name);
-        w->n--;
-        return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
-    }
-    unsigned char *buf = malloc(it->nbytes ? it->nbytes : 1);
-    if (!buf) {
-        free(it->name);
-        w->n--;
-        return ffn_error(FFN_ERR_NOMEM, "safetensors writer: %s: out of memory for %zu bytes", name, it->nbytes);
-    }
+    unsigned char *buf = it->owned;
     for (size_t i = 0; i < n; i++) {
         if (dtype == FFN_DTYPE_F32) {
             memcpy(buf + 4 * i, &data[i], 4);
@@ -783,7 +773,6 @@ ffn_status ffn_st_writer_add_f32(ffn_st_writer *w, const char *name, ffn_dtype d
             memcpy(buf + 2 * i, &h, 2);
         }
     }
-    it->owned = buf;
     it->data = buf;
     return FFN_OK;
 }

@@ -10,7 +10,8 @@
  *   silu        x·σ(x)
  *   sigmoid     σ(x) = 1 / (1 + e^-x)         via e^-|x|, never overflowing */
 #define ACT_SFX scalar
-#include "act_impl.h"
+#include "ffn/layer.h"
+#include "kernels/act_impl.h"
 
 #include <math.h>
 #include <string.h>
@@ -131,29 +132,20 @@ float ffn_act_grad(ffn_act act, float xf) {
 
 /* ---- dispatch ------------------------------------------------------------ */
 
-#define DISPATCH(name, ...)                                                                   \
-    do {                                                                                       \
-        switch (ffn_simd()) {                                                                  \
-        case FFN_SIMD_AVX512: name##_avx512(__VA_ARGS__); return;                              \
-        case FFN_SIMD_AVX2: name##_avx2(__VA_ARGS__); return;                                  \
-        default: name##_scalar(__VA_ARGS__); return;                                           \
-        }                                                                                      \
-    } while (0)
-
 void ffn_act_fwd(ffn_act act, float *y, const float *x, int64_t n) {
-    DISPATCH(ffn_act_fwd, act, y, x, n);
+    FFN_SIMD_DISPATCH(ffn_act_fwd, act, y, x, n);
 }
 void ffn_act_bwd(ffn_act act, float *dx, const float *dy, const float *x, int64_t n) {
-    DISPATCH(ffn_act_bwd, act, dx, dy, x, n);
+    FFN_SIMD_DISPATCH(ffn_act_bwd, act, dx, dy, x, n);
 }
 void ffn_glu_fwd(ffn_act act, float *h, const float *g, const float *u, int64_t n) {
-    DISPATCH(ffn_glu_fwd, act, h, g, u, n);
+    FFN_SIMD_DISPATCH(ffn_glu_fwd, act, h, g, u, n);
 }
 void ffn_glu_bwd(ffn_act act, float *dg, float *du, const float *dh, const float *g,
                  const float *u, int64_t n) {
-    DISPATCH(ffn_glu_bwd, act, dg, du, dh, g, u, n);
+    FFN_SIMD_DISPATCH(ffn_glu_bwd, act, dg, du, dh, g, u, n);
 }
-void ffn_add_bias(float *y, const float *b, int64_t n) { DISPATCH(ffn_add_bias, y, b, n); }
+void ffn_add_bias(float *y, const float *b, int64_t n) { FFN_SIMD_DISPATCH(ffn_add_bias, y, b, n); }
 void ffn_accumulate(float *acc, const float *x, int64_t n) {
-    DISPATCH(ffn_accumulate, acc, x, n);
+    FFN_SIMD_DISPATCH(ffn_accumulate, acc, x, n);
 }

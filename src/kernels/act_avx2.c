@@ -1,3 +1,3 @@
 /* act_avx2.c -- act_impl.h compiled for AVX2 + FMA. */
 #define ACT_SFX avx2
-#include "act_impl.h"
+#include "kernels/act_impl.h"

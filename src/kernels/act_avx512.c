@@ -1,3 +1,3 @@
 /* act_avx512.c -- act_impl.h compiled for AVX-512. */
 #define ACT_SFX avx512
-#include "act_impl.h"
+#include "kernels/act_impl.h"

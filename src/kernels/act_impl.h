@@ -13,8 +13,9 @@
  * it is scoped to the files that include this one. */
 #pragma GCC optimize("no-trapping-math")
 
-#include "act_math.h"
-#include "kernels.h"
+#include "ffn/layer.h"
+#include "kernels/act_math.h"
+#include "kernels/kernels.h"
 
 #define ACT_CAT2(a, b) a##_##b
 #define ACT_CAT(a, b) ACT_CAT2(a, b)

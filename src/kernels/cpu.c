@@ -1,8 +1,9 @@
 /* cpu.c -- run-time choice of the SIMD level.  Kernels exist for AVX-512,
  * AVX2+FMA and a scalar baseline; the highest level the CPU supports is
  * used, capped by FFN_SIMD=scalar|avx2|avx512 in the environment. */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,9 +26,17 @@ static int detect(void) {
     return level;
 }
 
+/* The level is detected once and cached.  Threads may race to detect it
+ * first; each computes the same value, and the atomic makes the race
+ * defined.  Relaxed order suffices: the int is all that is published, and a
+ * relaxed load is a plain load on x86, so dispatching costs nothing. */
 int ffn_simd(void) {
-    static int level = -1; /* benign race: every thread computes the same value */
-    if (level < 0) level = detect();
+    static _Atomic int cached = -1;
+    int level = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (level < 0) {
+        level = detect();
+        atomic_store_explicit(&cached, level, memory_order_relaxed);
+    }
     return level;
 }
 

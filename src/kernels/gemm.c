@@ -7,7 +7,7 @@
  * ffn_gemm sets from the context (one thread below GEMM_PAR_MIN_MACS).  It may allocate packing buffers
  * internally (oneDNN's own scratch); that is the engine's business, not a
  * workspace the caller has to provide. */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <dnnl.h>
 #include <string.h>

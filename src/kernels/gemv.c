@@ -19,7 +19,8 @@
  * registers and re-reads the weights for the next 4).  So the streaming
  * path is kept where it ties, for its fused epilogue and thread-count
  * invariance, and the engine takes over above. */
-#include "kernels.h"
+#include "ffn/layer.h"
+#include "kernels/kernels.h"
 
 void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                      int64_t ldx, int64_t n, int64_t rows) {
@@ -40,11 +41,7 @@ void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const f
 
 void ffn_gemv(float *out, int64_t ldo, const float *W, int64_t K, const float *x, int64_t ldx,
               int64_t n, int64_t rows) {
-    switch (ffn_simd()) {
-    case FFN_SIMD_AVX512: ffn_gemv_avx512(out, ldo, W, K, x, ldx, n, rows); return;
-    case FFN_SIMD_AVX2: ffn_gemv_avx2(out, ldo, W, K, x, ldx, n, rows); return;
-    default: ffn_gemv_scalar(out, ldo, W, K, x, ldx, n, rows); return;
-    }
+    FFN_SIMD_DISPATCH(ffn_gemv, out, ldo, W, K, x, ldx, n, rows);
 }
 
 /* Rows per work item: small enough to balance two threads on any F, large

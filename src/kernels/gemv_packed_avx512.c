@@ -8,7 +8,7 @@
  * every weight is read once per 4 tokens, and every output is a plain
  * k-ordered sum (no dependence on the thread split).
  * Contract in kernels.h (ffn_gemv_packed). */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <immintrin.h>
 

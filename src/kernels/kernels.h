@@ -4,10 +4,22 @@
 #ifndef FFN_KERNELS_H
 #define FFN_KERNELS_H
 
+#include "ffn/layer.h"
 #include "base/common.h"
 
 enum { FFN_SIMD_SCALAR = 0, FFN_SIMD_AVX2 = 1, FFN_SIMD_AVX512 = 2 };
 int ffn_simd(void); /* the level in use (see cpu.c) */
+
+/* Call name##_avx512, name##_avx2 or name##_scalar with the arguments,
+ * whichever the level in use says, and return (from a void function). */
+#define FFN_SIMD_DISPATCH(name, ...)                                                          \
+    do {                                                                                       \
+        switch (ffn_simd()) {                                                                  \
+        case FFN_SIMD_AVX512: name##_avx512(__VA_ARGS__); return;                              \
+        case FFN_SIMD_AVX2: name##_avx2(__VA_ARGS__); return;                                  \
+        default: name##_scalar(__VA_ARGS__); return;                                           \
+        }                                                                                      \
+    } while (0)
 
 /* General matrix product, row-major, BLAS conventions:
  *   C (M, N) = alpha · op(A) · op(B) + beta · C

@@ -12,7 +12,7 @@
  * JIT code); running one does not: operands are attached with
  * dnnl_memory_set_data_handle and the scratchpad comes from the caller
  * (user scratchpad mode). */
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 #include <dnnl.h>
 #include <string.h>
@@ -66,6 +66,21 @@ static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t co
     return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
 }
 
+/* (rows, cols) fp32 with leading dimension ld, stored transposed (cols,
+ * rows) when `trans`: how A, B and the plain weights are all described. */
+static dnnl_status_t md_ld(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t ld,
+                           int trans) {
+    return trans ? md_strided(md, rows, cols, 1, ld) : md_strided(md, rows, cols, ld, 1);
+}
+
+/* A memory object for the primitive's operand `what` (index idx) with no
+ * data yet: ffn_mm_run attaches the caller's buffer on every call. */
+static dnnl_status_t operand(dnnl_memory_t *mem, const_dnnl_primitive_desc_t pd,
+                             dnnl_query_t what, int idx, dnnl_engine_t engine) {
+    return dnnl_memory_create(mem, dnnl_primitive_desc_query_md(pd, what, idx), engine,
+                              DNNL_MEMORY_NONE);
+}
+
 /* The descriptors of one matmul; B is `any` when b_packed is set and no
  * packed layout is given yet (that is how the packed layout is found). */
 static ffn_status make_pd(const ffn_mm_engine *e, const ffn_mm_desc *d,
@@ -75,9 +90,7 @@ static ffn_status make_pd(const ffn_mm_engine *e, const ffn_mm_desc *d,
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     *pd = NULL;
-    DNNL_TRY(d->a_trans ? md_strided(&a_md, d->M, d->K, 1, d->lda)
-                        : md_strided(&a_md, d->M, d->K, d->lda, 1),
-             "A descriptor");
+    DNNL_TRY(md_ld(&a_md, d->M, d->K, d->lda, d->a_trans), "A descriptor");
     if (d->b_kind == FFN_MM_B_PACKED) {
         if (probe) {
             dnnl_dims_t dims = {d->K, d->N};
@@ -86,10 +99,8 @@ static ffn_status make_pd(const ffn_mm_engine *e, const ffn_mm_desc *d,
         } else {
             b_md = packed->md;
         }
-    } else if (d->b_kind == FFN_MM_B_PLAIN_T) {
-        DNNL_TRY(md_strided(&b_md, d->K, d->N, 1, d->ldb), "B descriptor");
     } else {
-        DNNL_TRY(md_strided(&b_md, d->K, d->N, d->ldb, 1), "B descriptor");
+        DNNL_TRY(md_ld(&b_md, d->K, d->N, d->ldb, d->b_kind == FFN_MM_B_PLAIN_T), "B descriptor");
     }
     DNNL_TRY(md_strided(&c_md, d->M, d->N, d->ldc, 1), "C descriptor");
     if (d->bias) DNNL_TRY(md_strided(&bias_md, 1, d->N, d->N, 1), "bias descriptor");
@@ -131,8 +142,7 @@ ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float
     }
     /* w is B plain: (K, N) row-major, or Bᵀ stored (N, K) when b_kind says so */
     dnnl_memory_desc_t src_md;
-    DNNL_TRY(d->b_kind == FFN_MM_B_PLAIN_T ? md_strided(&src_md, d->K, d->N, 1, d->ldb)
-                                           : md_strided(&src_md, d->K, d->N, d->ldb, 1),
+    DNNL_TRY(md_ld(&src_md, d->K, d->N, d->ldb, d->b_kind == FFN_MM_B_PLAIN_T),
              "plain weights descriptor");
     DNNL_TRY(dnnl_memory_create(&src, &src_md, e->engine, (void *)w), "memory create");
     DNNL_TRY(dnnl_memory_create(&dst, &out->md, e->engine, out->data), "memory create");
@@ -168,22 +178,17 @@ ffn_status ffn_mm_create(const ffn_mm_engine *e, const ffn_mm_desc *d,
     if (!m) return ffn_error(FFN_ERR_NOMEM, "matmul: out of memory");
     if ((st = make_pd(e, d, packed, 0, &pd))) goto fail;
     DNNL_TRY(dnnl_primitive_create(&m->prim, pd), "matmul create");
-    const dnnl_memory_desc_t *q;
-    q = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    DNNL_TRY(dnnl_memory_create(&m->a, q, e->engine, DNNL_MEMORY_NONE), "memory create");
-    q = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    DNNL_TRY(dnnl_memory_create(&m->b, q, e->engine, DNNL_MEMORY_NONE), "memory create");
-    q = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    DNNL_TRY(dnnl_memory_create(&m->c, q, e->engine, DNNL_MEMORY_NONE), "memory create");
+    DNNL_TRY(operand(&m->a, pd, dnnl_query_src_md, 0, e->engine), "memory create");
+    DNNL_TRY(operand(&m->b, pd, dnnl_query_weights_md, 0, e->engine), "memory create");
+    DNNL_TRY(operand(&m->c, pd, dnnl_query_dst_md, 0, e->engine), "memory create");
     if (d->bias) {
-        q = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 1);
-        DNNL_TRY(dnnl_memory_create(&m->bias, q, e->engine, DNNL_MEMORY_NONE), "memory create");
+        DNNL_TRY(operand(&m->bias, pd, dnnl_query_weights_md, 1, e->engine), "memory create");
         m->has_bias = 1;
     }
-    q = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    const dnnl_memory_desc_t *q = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     m->scratch_bytes = q ? dnnl_memory_desc_get_size(q) : 0;
     if (m->scratch_bytes)
-        DNNL_TRY(dnnl_memory_create(&m->scratch, q, e->engine, DNNL_MEMORY_NONE), "memory create");
+        DNNL_TRY(operand(&m->scratch, pd, dnnl_query_scratchpad_md, 0, e->engine), "memory create");
     dnnl_primitive_desc_destroy(pd);
     *out = m;
     return FFN_OK;

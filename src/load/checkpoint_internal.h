@@ -8,6 +8,7 @@
 #ifndef FFN_CHECKPOINT_INTERNAL_H
 #define FFN_CHECKPOINT_INTERNAL_H
 
+#include "ffn/model.h"
 #include "base/common.h"
 #include "ffn/checkpoint.h"
 

@@ -17,6 +17,10 @@
  *                     its pages released.
  *
  * Letters: V vocab, D hidden, H heads, G kv heads, Dh head dim, E experts. */
+#include "ffn/checkpoint.h"
+#include "ffn/data.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
 #include "load/checkpoint_internal.h"
 #include "format/json.h"
 #include "ffn/safetensors.h"

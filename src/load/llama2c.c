@@ -8,6 +8,9 @@
  * Dh = D/H head dim, T seq_len.  Files are little-endian (as is every CPU
  * this builds for). */
 #include "load/checkpoint_internal.h"
+#include "ffn/checkpoint.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
 #include "ffn/safetensors.h"
 
 #include <errno.h>

@@ -65,6 +65,7 @@
  * bookkeeping objects per call (primitive execution); backward 27-33, the
  * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512).  The
  * public oneDNN 2.6 API offers no way to hand those to the caller. */
+#include "ffn/layer.h"
 #include "base/common.h"
 #include "kernels/kernels.h"
 #include "nn/ffn_hook.h"

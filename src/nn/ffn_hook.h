@@ -29,6 +29,8 @@
 #define FFN_NN_FFN_HOOK_H
 
 #include "base/common.h"
+#include "ffn/layer.h"
+#include "ffn/moe.h"
 
 enum { FFN_HOOK_GU = 0, FFN_HOOK_H = 1 };
 

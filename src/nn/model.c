@@ -14,6 +14,9 @@
  *   xn2 = rmsnorm(mid) · w_post;  x' = mid + mlp(xn2)      (mlp none: x' = mid)
  * The q, k and v weights are adjacent in the flat block, so they form one
  * (C, D) matrix and one matrix product serves all three. */
+#include "ffn/layer.h"
+#include "ffn/model.h"
+#include "ffn/moe.h"
 #include "nn/model_internal.h"
 #include "nn/ffn_hook.h"
 #include "nn/tap_internal.h"

@@ -11,6 +11,8 @@
  * on the thread count (per-token loops are independent; sums over tokens
  * run sequentially), except inside the matrix products of the expert
  * layers and of the router's backward, which follow ffn_gemm's promise. */
+#include "ffn/layer.h"
+#include "ffn/moe.h"
 #include "base/common.h"
 #include "format/json.h"
 #include "kernels/kernels.h"

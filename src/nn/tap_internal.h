@@ -8,6 +8,8 @@
 #define FFN_NN_TAP_INTERNAL_H
 
 #include "base/common.h"
+#include "ffn/model.h"
+#include "ffn/tap.h"
 #include "nn/ffn_hook.h"
 
 typedef struct ffn_taps ffn_taps;

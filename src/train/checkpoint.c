@@ -13,6 +13,9 @@
  * for inference.  The training state (train_state.safetensors) is written
  * and read by train.c, which owns the trainer. */
 #include "train/train_internal.h"
+#include "ffn/data.h"
+#include "ffn/model.h"
+#include "ffn/safetensors.h"
 #include "ffn/train.h"
 
 #include <dirent.h>

@@ -9,6 +9,10 @@
  * A micro-batches accumulated per step, C chunks of the gradient norm. */
 #include "train/train_internal.h"
 
+#include "ffn/data.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
+#include "ffn/safetensors.h"
 #include "ffn/train.h"
 
 #include <errno.h>

@@ -7,6 +7,8 @@
 #ifndef FFN_TRAIN_INTERNAL_H
 #define FFN_TRAIN_INTERNAL_H
 
+#include "ffn/data.h"
+#include "ffn/model.h"
 #include "base/common.h"
 #include "base/rng.h"
 

@@ -3,7 +3,8 @@
 
 Loads build/libffn.so with ctypes and evaluates, for every activation, the
 scalar reference (ffn_act_forward / ffn_act_grad) and the array kernels at
-every SIMD level this CPU has (ffn_act_fwd_<level> / ffn_act_bwd_<level>)
+every SIMD level this CPU has (ffn_act_fwd_<level> / ffn_act_bwd_<level>,
+internal, called through build/tests/libffn_kernels.so as kx_act_*_<level>)
 on a grid over [-12, 12] plus extremes up to |x| = 1e4 and 3e38.  The
 truth is PyTorch in float64 (torch.nn.functional and autograd) on the same
 float32 inputs.  Tolerance: |ffn - torch| <= 2e-5·|torch| + 1e-6 (forward
@@ -21,6 +22,7 @@ import torch.nn.functional as Fn
 
 ROOT = os.environ.get("FFN_ROOT", os.path.join(os.path.dirname(__file__), "..", ".."))
 lib = ctypes.CDLL(os.path.join(ROOT, "build", "libffn.so"))
+kernels = ctypes.CDLL(os.path.join(ROOT, "build", "tests", "libffn_kernels.so"))
 
 ACTS = [  # enum value, name, torch function
     (0, "linear", lambda t: t),
@@ -80,9 +82,9 @@ for code, name, fn in ACTS:
     for lv in levels:
         y = np.empty(n, np.float32)
         dx = np.empty(n, np.float32)
-        getattr(lib, f"ffn_act_fwd_{lv}")(ctypes.c_int(code), ptr(y), ptr(x32), ctypes.c_int64(n))
-        getattr(lib, f"ffn_act_bwd_{lv}")(ctypes.c_int(code), ptr(dx), ptr(dy32), ptr(x32),
-                                          ctypes.c_int64(n))
+        getattr(kernels, f"kx_act_fwd_{lv}")(ctypes.c_int(code), ptr(y), ptr(x32), ctypes.c_int64(n))
+        getattr(kernels, f"kx_act_bwd_{lv}")(ctypes.c_int(code), ptr(dx), ptr(dy32), ptr(x32),
+                                             ctypes.c_int64(n))
         cases.append((lv, y, dx))
     # torch in float32 too, for scale: how far is PyTorch's own fp32 from its fp64?
     y_t32 = fn(torch.tensor(x32)).numpy()
