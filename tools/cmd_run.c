@@ -6,9 +6,12 @@
 #include "ffn/checkpoint.h"
 #include "ffn/safetensors.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const CMD = "run";
 
@@ -75,12 +78,17 @@ typedef struct vocab {
 
 /* 0 on success; else the error is printed. */
 static int vocab_load(const char *path, int is_l2c_hint, int64_t V, vocab *v) {
-    FILE *f = fopen(path, "rb");
+    /* Peek without blocking: a FIFO without a writer reads as empty here,
+     * and the loader below refuses it by name. */
     char head[16] = {0};
-    if (f) {
-        size_t got = fread(head, 1, 14, f);
-        (void)got;
-        fclose(f);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat sb;
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            ssize_t got = read(fd, head, 14);
+            (void)got;
+        }
+        close(fd);
     }
     if (!strncmp(head, "ffn-tokenizer", 13) && !is_l2c_hint) {
         ffn_status st = ffn_tokenizer_load(path, &v->ffn);

