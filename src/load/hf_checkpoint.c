@@ -199,8 +199,18 @@ void hf_index_free(hf_index *ix) {
     memset(ix, 0, sizeof *ix);
 }
 
+/* FNV-1a: the shard names of an index go through a small hash table, so
+ * that an index naming a new shard for every tensor is not quadratic. */
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_index *ix) {
     memset(ix, 0, sizeof *ix);
+    int64_t *slots = NULL; /* file id + 1, 0 empty; a power of two >= 2n */
+    size_t n_slots = 0;
     json_doc *doc = NULL;
     ffn_status st = json_parse(text, len, name, &doc);
     if (st) return st;
@@ -224,10 +234,12 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
         goto done;
     }
     const size_t n = map->length;
+    for (n_slots = 16; n_slots < 2 * n; n_slots *= 2) {}
+    slots = calloc(n_slots, sizeof *slots);
     ix->names = calloc(n, sizeof *ix->names);
     ix->file_of = calloc(n, sizeof *ix->file_of);
     ix->files = calloc(n, sizeof *ix->files);
-    if (!ix->names || !ix->file_of || !ix->files) {
+    if (!slots || !ix->names || !ix->file_of || !ix->files) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -243,9 +255,11 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
                            "file name in the checkpoint directory", name, map->keys[i], f->string);
             goto done;
         }
-        int64_t fi = 0; /* shards are few: a linear search is fine */
-        while (fi < ix->n_files && strcmp(ix->files[fi], f->string)) fi++;
+        size_t h = (size_t)fnv1a(f->string) & (n_slots - 1);
+        while (slots[h] && strcmp(ix->files[slots[h] - 1], f->string)) h = (h + 1) & (n_slots - 1);
+        int64_t fi = slots[h] ? slots[h] - 1 : ix->n_files;
         if (fi == ix->n_files) {
+            slots[h] = fi + 1;
             if (!(ix->files[fi] = strdup(f->string))) {
                 st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
                 goto done;
@@ -260,6 +274,7 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
         ix->n_tensors++;
     }
 done:
+    free(slots);
     if (st) hf_index_free(ix);
     json_free(doc);
     return st;
@@ -728,15 +743,11 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
             int big = 0;
             for (int i = 1; i < 5; i++)
                 if (parts[i].params > parts[big].params) big = i;
-            st = ffn_error(FFN_ERR_FORMAT, "%s/%s: %s %lld makes the model %s%lld parameters "
-                           "(%s%lld of them from %s), at least %s%lld bytes even in 16-bit, but "
-                           "the weight files hold %lld bytes", path, CONFIG_NAME,
+            st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of at least %lld "
+                           "parameters (%s %lld accounts for %lld of them), %lld bytes even in "
+                           "16-bit, but the weight files hold %lld bytes", path, (long long)need,
                            parts[big].field, (long long)parts[big].value,
-                           need == INT64_MAX ? "over " : "", (long long)need,
-                           parts[big].params == INT64_MAX ? "over " : "",
-                           (long long)parts[big].params, parts[big].field,
-                           need_bytes == INT64_MAX ? "over " : "", (long long)need_bytes,
-                           (long long)bytes);
+                           (long long)parts[big].params, (long long)need_bytes, (long long)bytes);
         }
         if (st == FFN_OK && (st = ffn_model_create(ctx, &s.cfg, &o, &m)))
             st = ffn_error_prefix(st, "%s", path);
