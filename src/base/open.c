@@ -44,3 +44,94 @@ ffn_status ffn_open_regular(const char *path, int *fd, struct stat *sb) {
     if (sb) *sb = s;
     return FFN_OK;
 }
+
+/* ---- what a file is, from its first bytes ------------------------------------ */
+
+ffn_sniff ffn_sniff_bytes(const void *buf, size_t n) {
+    const unsigned char *b = buf;
+    if (!b || n == 0) return FFN_SNIFF_UNKNOWN;
+    if (n >= 9) { /* first: a real safetensors header decides, whatever its length's bytes */
+        uint64_t len;
+        memcpy(&len, b, 8);
+        if (len >= 2 && len <= n - 8 && b[8] == '{') return FFN_SNIFF_SAFETENSORS;
+    }
+    if (n >= 4 && !memcmp(b, "GGUF", 4)) return FFN_SNIFF_GGUF;
+    if (n >= 4 && !memcmp(b, "PK\3\4", 4)) return FFN_SNIFF_ZIP;
+    if (n >= 14 && !memcmp(b, "ffn-tokenizer ", 14)) return FFN_SNIFF_FFN_TOKENIZER;
+    size_t i = 0;
+    if (n >= 3 && b[0] == 0xEF && b[1] == 0xBB && b[2] == 0xBF) i = 3; /* a UTF-8 BOM */
+    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;
+    if (i < n && (b[i] == '{' || b[i] == '[')) {
+        /* the next token must start a key or a value (a binary int32 such
+         * as 123 = '{' is followed by zero bytes) */
+        const unsigned char open = b[i++];
+        while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;
+        if (i < n && (open == '{' ? (b[i] == '"' || b[i] == '}')
+                                  : (strchr("\"{[]-tfn", b[i]) || (b[i] >= '0' && b[i] <= '9'))) &&
+            b[i] != 0)
+            return FFN_SNIFF_JSON;
+    }
+    if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return FFN_SNIFF_PICKLE;
+    if (n >= 12) {
+        /* max_token_length, then (score, length, bytes) per token to the
+         * very end of the file, nearly all of them non-empty: the zeros and
+         * floats after a llama2.c checkpoint header do not walk like that. */
+        int32_t max_len;
+        memcpy(&max_len, b, 4);
+        size_t off = 4, tokens = 0, empty = 0;
+        int ok = max_len >= 1 && max_len <= 65536;
+        while (ok && off < n) {
+            float score;
+            int32_t len;
+            if (n - off < 8) { ok = 0; break; }
+            memcpy(&score, b + off, 4);
+            memcpy(&len, b + off + 4, 4);
+            if (!(score == score && score > -1e30f && score < 1e30f) || len < 0 || len > max_len ||
+                (size_t)len > n - off - 8) { ok = 0; break; }
+            off += 8 + (size_t)len;
+            tokens++;
+            empty += len == 0;
+        }
+        if (ok && tokens >= 1 && empty * 10 <= tokens) return FFN_SNIFF_LLAMA2C_TOKENIZER;
+    }
+    return FFN_SNIFF_UNKNOWN;
+}
+
+int ffn_sniff_is_magic(ffn_sniff s) {
+    return s != FFN_SNIFF_UNKNOWN && s != FFN_SNIFF_LLAMA2C_TOKENIZER;
+}
+
+const char *ffn_sniff_name(ffn_sniff s) {
+    switch (s) {
+    case FFN_SNIFF_GGUF: return "a GGUF file";
+    case FFN_SNIFF_SAFETENSORS: return "a safetensors file";
+    case FFN_SNIFF_ZIP: return "a zip archive (a PyTorch checkpoint?)";
+    case FFN_SNIFF_PICKLE: return "a Python pickle (a PyTorch checkpoint?)";
+    case FFN_SNIFF_JSON: return "a JSON file";
+    case FFN_SNIFF_FFN_TOKENIZER: return "an ffn tokenizer file";
+    case FFN_SNIFF_LLAMA2C_TOKENIZER: return "a llama2.c tokenizer.bin";
+    case FFN_SNIFF_UNKNOWN: break;
+    }
+    return NULL;
+}
+
+const char *ffn_sniff_advice(ffn_sniff s) {
+    switch (s) {
+    case FFN_SNIFF_GGUF:
+        return "ffn does not read GGUF yet: convert it, or pass a llama2.c .bin or a Hugging "
+               "Face directory";
+    case FFN_SNIFF_SAFETENSORS:
+        return "for a model, pass the Hugging Face directory that holds it and its config.json";
+    case FFN_SNIFF_ZIP:
+    case FFN_SNIFF_PICKLE:
+        return "ffn reads safetensors, not PyTorch pickles: convert it to model.safetensors";
+    case FFN_SNIFF_JSON:
+        return "a Hugging Face tokenizer.json or config.json is not read here: pass a llama2.c "
+               "tokenizer.bin or ffn's tokenizer.txt for a vocabulary, a directory for a model";
+    case FFN_SNIFF_FFN_TOKENIZER:
+    case FFN_SNIFF_LLAMA2C_TOKENIZER:
+        return "a vocabulary goes to --tokenizer";
+    case FFN_SNIFF_UNKNOWN: break;
+    }
+    return "";
+}

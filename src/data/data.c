@@ -667,6 +667,12 @@ ffn_status ffn_tokenizer_parse(const char *buf, size_t n_bytes, const char *name
     if (!name) name = "tokenizer";
     if (!buf && n_bytes) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tokenizer_parse: NULL buffer");
     if (n_bytes == 0) return ffn_error(FFN_ERR_FORMAT, "%s: empty file", name);
+    ffn_sniff kind = ffn_sniff_bytes(buf, n_bytes);
+    if (kind != FFN_SNIFF_UNKNOWN && kind != FFN_SNIFF_FFN_TOKENIZER)
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not an ffn tokenizer file (tokenizer.txt, "
+                         "first line 'ffn-tokenizer 1')%s%s", name, ffn_sniff_name(kind),
+                         kind == FFN_SNIFF_LLAMA2C_TOKENIZER ? "" : "; ",
+                         kind == FFN_SNIFF_LLAMA2C_TOKENIZER ? "" : ffn_sniff_advice(kind));
     line_reader r = {buf, name, n_bytes, 0, 0};
     const char *p;
     size_t n;

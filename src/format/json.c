@@ -689,6 +689,13 @@ ffn_status json_parse_file(const char *path, json_doc **out) {
         got += (size_t)r;
     }
     close(fd);
+    ffn_sniff kind = ffn_sniff_bytes(buf, got);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON) {
+        free(buf);
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a JSON file%s%s", path, ffn_sniff_name(kind),
+                         kind == FFN_SNIFF_GGUF ? "; " : "",
+                         kind == FFN_SNIFF_GGUF ? ffn_sniff_advice(kind) : "");
+    }
     ffn_status s = json_parse(buf, got, path, out);
     free(buf);
     return s;

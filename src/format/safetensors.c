@@ -288,6 +288,12 @@ static ffn_status validate(ffn_st_file *f) {
         return ffn_error(FFN_ERR_FORMAT,
                          "%s: file too short: expected at least 8 bytes (the header length), found %zu", path,
                          f->size);
+    ffn_sniff kind = ffn_sniff_bytes(f->base, f->size);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_SAFETENSORS)
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a safetensors file%s%s", path,
+                         ffn_sniff_name(kind), kind == FFN_SNIFF_GGUF ? "; " : "",
+                         kind == FFN_SNIFF_GGUF ? "ffn does not read GGUF yet: convert it to "
+                                                  "safetensors" : "");
     uint64_t header_len;
     memcpy(&header_len, f->base, 8);
     if (header_len == 0)

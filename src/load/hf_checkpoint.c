@@ -91,6 +91,20 @@ static ffn_status read_small_file(const char *path, size_t max_bytes, char **out
     return FFN_OK;
 }
 
+/* read_small_file for a JSON file: another format's magic is named. */
+static ffn_status read_json_file(const char *path, size_t max_bytes, char **out, size_t *len) {
+    ffn_status st = read_small_file(path, max_bytes, out, len);
+    if (st) return st;
+    ffn_sniff kind = ffn_sniff_bytes(*out, *len);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a JSON file", path, ffn_sniff_name(kind));
+    }
+    return FFN_OK;
+}
+
 /* A shard or tokenizer name must be a plain file name inside the directory. */
 static int plain_file_name(const char *s, size_t n) {
     if (n == 0 || n >= 256 || strchr(s, '/') || !strcmp(s, ".") || !strcmp(s, "..")) return 0;
@@ -348,7 +362,7 @@ static ffn_status open_source(const char *path, ckpt_source *s, ffn_checkpoint_i
         } else {
             char *text = NULL;
             size_t len = 0;
-            st = read_small_file(cp, CONFIG_MAX_BYTES, &text, &len);
+            st = read_json_file(cp, CONFIG_MAX_BYTES, &text, &len);
             if (st == FFN_OK) st = hf_config_parse(text, len, cp, &s->extra);
             free(text);
             if (st == FFN_OK) st = ffn_model_config_load(cp, &s->cfg);
@@ -489,7 +503,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         }
         char *text = NULL;
         size_t len = 0;
-        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
         if (st) goto done;
@@ -686,7 +700,7 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
         size_t len = 0;
         hf_index ix;
         memset(&ix, 0, sizeof ix);
-        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
         for (int64_t f = 0; st == FFN_OK && f < ix.n_files; f++) {

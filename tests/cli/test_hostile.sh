@@ -124,5 +124,49 @@ else bad "50,000 llama2.c layers: exit $? (124: timeout): $(cat "$T/err")"; fi
 expect_fail "index of 200,000 shards" "s0.safetensors named in model.safetensors.index.json is missing" 20 -- \
     "$FFN" run "$T/shards" --ids "1" --steps 1
 
+# ---- foreign formats are named, not misread ----
+$PY - "$T" <<'EOF'
+import sys, json, struct, zipfile, numpy as np, ffn_testlib as T
+d = sys.argv[1]
+# GGUF v3: magic, version, tensor count, metadata count
+open(d + "/model.gguf", "wb").write(b"GGUF" + struct.pack("<IQQ", 3, 0, 0) + bytes(64))
+json.dump({"version": "1.0", "model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}},
+          open(d + "/tokenizer.json", "w"))
+T.write_safetensors(d + "/lone.safetensors", {"model.embed_tokens.weight": np.ones((4, 2), np.float32)})
+with zipfile.ZipFile(d + "/pytorch_model.bin", "w") as z:
+    z.writestr("archive/data.pkl", b"\x80\x02}q\x00.")
+# a llama2.c tokenizer.bin: max_token_length, then (score, length, bytes) per token
+with open(d + "/tokenizer.bin", "wb") as f:
+    f.write(struct.pack("<i", 8))
+    for i in range(32):
+        piece = ("<unk>" if i == 0 else "t%d" % i).encode()
+        f.write(struct.pack("<fi", -float(i), len(piece)) + piece)
+EOF
+mkdir -p "$T/gguf_dir" && cp "$T/model.gguf" "$T/gguf_dir/config.json"
+expect_fail "GGUF as a model" "model.gguf is a GGUF file, not a llama2.c checkpoint; ffn does not read GGUF yet" 10 -- \
+    "$FFN" run "$T/model.gguf" --ids "1"
+expect_fail "GGUF as --tokenizer" "model.gguf is a GGUF file, not a llama2.c tokenizer.bin; ffn does not read GGUF yet" 10 -- \
+    "$FFN" run "$T/tiny.bin" --tokenizer "$T/model.gguf" --prompt "hi"
+expect_fail "tokenizer.json as --tokenizer" "tokenizer.json is a JSON file, not a llama2.c tokenizer.bin; a Hugging Face tokenizer.json" 10 -- \
+    "$FFN" run "$T/tiny.bin" --tokenizer "$T/tokenizer.json" --prompt "hi"
+expect_fail "checkpoint as --tokenizer" "tiny.bin is a llama2.c checkpoint (dim 8, 1 layers), not a tokenizer.bin" 10 -- \
+    "$FFN" run "$T/tiny.bin" --tokenizer "$T/tiny.bin" --prompt "hi"
+expect_fail "tokenizer.bin as a model" "tokenizer.bin looks like a llama2.c tokenizer.bin (a vocabulary goes to --tokenizer), not a checkpoint" 10 -- \
+    "$FFN" run "$T/tokenizer.bin" --ids "1"
+expect_fail "safetensors as a model" "lone.safetensors is a safetensors file, not a llama2.c checkpoint; for a model, pass the Hugging Face directory" 10 -- \
+    "$FFN" run "$T/lone.safetensors" --ids "1"
+expect_fail "PyTorch zip as a model" "pytorch_model.bin is a zip archive (a PyTorch checkpoint?), not a llama2.c checkpoint; ffn reads safetensors" 10 -- \
+    "$FFN" run "$T/pytorch_model.bin" --ids "1"
+expect_fail "config.json as a model" "config.json is a JSON file, not a llama2.c checkpoint" 10 -- \
+    "$FFN" run "$T/moe65k/config.json" --ids "1"
+expect_fail "GGUF as params config" "model.gguf is a GGUF file, not a JSON file; ffn does not read GGUF yet" 10 -- \
+    "$FFN" params "$T/model.gguf"
+expect_fail "safetensors as params config" "lone.safetensors is a safetensors file, not a JSON file" 10 -- \
+    "$FFN" params "$T/lone.safetensors"
+expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetensors file; ffn does not read GGUF yet" 10 -- \
+    "$FFN" layer --config "$T/layer.json" --weights "$T/model.gguf" --input "$T/in.safetensors" --output "$T/o.safetensors"
+expect_fail "GGUF as a directory's config.json" "config.json is a GGUF file, not a JSON file" 10 -- \
+    "$FFN" run "$T/gguf_dir" --ids "1"
+
 if ((fails)); then echo "$fails failed"; exit 1; fi
 echo "all passed"

@@ -98,6 +98,51 @@ static void test_missing_shard(ffn_ctx *ctx) {
     rmdir(sub);
 }
 
+/* Foreign formats given to the readers are named. */
+static void test_foreign(void) {
+    const unsigned char gguf[32] = {'G', 'G', 'U', 'F', 3};
+    const char *gp = path_in("m.gguf");
+    write_bytes(gp, gguf, sizeof gguf);
+    ffn_tokenizer *tok = NULL;
+    CHECK(ffn_tokenizer_load(gp, &tok) == FFN_ERR_FORMAT &&
+              strstr(ffn_last_error(), "m.gguf is a GGUF file, not an ffn tokenizer file"),
+          "GGUF as an ffn tokenizer: %s", ffn_last_error());
+    ffn_st_file *sf = NULL;
+    CHECK(ffn_st_open(gp, &sf) == FFN_ERR_FORMAT &&
+              strstr(ffn_last_error(), "is a GGUF file, not a safetensors file"),
+          "GGUF as safetensors: %s", ffn_last_error());
+    ffn_model_config cfg;
+    CHECK(ffn_model_config_load(gp, &cfg) == FFN_ERR_FORMAT &&
+              strstr(ffn_last_error(), "is a GGUF file, not a JSON file"),
+          "GGUF as config.json: %s", ffn_last_error());
+    /* a llama2.c tokenizer.bin where ffn's tokenizer.txt is expected */
+    unsigned char bin[4 + 3 * 10];
+    size_t n = 0;
+    int32_t max_len = 2;
+    memcpy(bin, &max_len, 4);
+    n = 4;
+    for (int i = 0; i < 3; i++) {
+        float score = -(float)i;
+        int32_t len = 2;
+        memcpy(bin + n, &score, 4);
+        memcpy(bin + n + 4, &len, 4);
+        bin[n + 8] = (unsigned char)('a' + i);
+        bin[n + 9] = 'x';
+        n += 10;
+    }
+    const char *bp = path_in("tokenizer.bin");
+    write_bytes(bp, bin, n);
+    CHECK(ffn_tokenizer_load(bp, &tok) == FFN_ERR_FORMAT &&
+              strstr(ffn_last_error(), "is a llama2.c tokenizer.bin, not an ffn tokenizer file"),
+          "tokenizer.bin as an ffn tokenizer: %s", ffn_last_error());
+    ffn_llama2c_tokenizer *lt = NULL;
+    CHECK(ffn_llama2c_tokenizer_load(bp, 3, &lt) == FFN_OK, "the same file loads as what it is: %s",
+          ffn_last_error());
+    ffn_llama2c_tokenizer_free(lt);
+    unlink(gp);
+    unlink(bp);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/ffn_hostile_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -108,7 +153,7 @@ int main(void) {
     if (ffn_ctx_create(1, &ctx) != FFN_OK) return 1;
     test_fifo(ctx);
     test_missing_shard(ctx);
-    (void)write_bytes;
+    test_foreign();
     ffn_ctx_free(ctx);
     rmdir(dir);
     return check_done("test_hostile");
