@@ -261,7 +261,12 @@ int cmd_run(int argc, char **argv) {
     } else if (voc.l2c) {
         st = ffn_llama2c_tokenizer_encode(voc.l2c, prompt, strlen(prompt), bos, 0, &ids, &n_prompt);
     } else {
-        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, NULL);
+        int64_t n_unk = 0;
+        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, &n_unk);
+        if (st == FFN_OK && n_unk > 0)
+            fprintf(stderr, "ffn run: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
+                    "the vocabulary and read as <unk>\n", (long long)n_unk, (long long)n_prompt,
+                    100.0 * (double)n_unk / (double)n_prompt);
     }
     if (st == FFN_OK && n_prompt == 0) {
         cli_error(CMD, "--prompt: the text encodes to no tokens");

@@ -168,5 +168,33 @@ expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetens
 expect_fail "GGUF as a directory's config.json" "config.json is a GGUF file, not a JSON file" 10 -- \
     "$FFN" run "$T/gguf_dir" --ids "1"
 
+# ---- text the vocabulary does not cover ----
+"$FFN" train --corpus en --tokenizer word --hidden-size 32 --num-hidden-layers 1 --steps 5 \
+    --out "$T/words" --threads 1 >/dev/null 2>"$T/err" || { bad "training the word model: $(cat "$T/err")"; }
+rc=0
+timeout 30 "$FFN" generate --model "$T/words" --prompt "Zorblat quux the" --steps 3 --threads 1 \
+    >"$T/out" 2>"$T/err" || rc=$?
+if ((rc)); then bad "generate with unknown words: exit $rc: $(cat "$T/err")"
+elif ! grep -qF "warning: 2 of the prompt's 3 tokens (67%) are not in the model's vocabulary and read as <unk>" "$T/err"; then
+    bad "generate: no warning about the unknown prompt tokens: $(cat "$T/err")"
+elif [[ "$(head -c 14 "$T/out")" != "<unk><unk> the" ]]; then
+    bad "generate: the echoed prompt does not show <unk>: $(head -c 80 "$T/out")"
+else ok "generate: unknown prompt words warned about and shown as <unk> ($(head -c 60 "$T/out" | tr '\n' ' '))"; fi
+rc=0
+timeout 30 "$FFN" run "$T/words" --prompt "Zorblat quux the" --steps 2 --threads 1 >"$T/out" 2>"$T/err" || rc=$?
+if ((rc == 0)) && grep -qF "warning: 2 of the prompt's 3 tokens (67%) are not in the vocabulary" "$T/err"; then
+    ok "run: unknown prompt words warned about"
+else bad "run: exit $rc, no warning about unknown prompt tokens: $(cat "$T/err")"; fi
+printf 'Zorblat quux the\n' >"$T/oov.txt"
+rc=0
+timeout 30 "$FFN" inspect keys "$T/words" --data "$T/oov.txt" --threads 1 >"$T/out" 2>"$T/err" || rc=$?
+if ((rc == 0)) && grep -qF "warning: 2 of 4 tokens (50.0%) are not in the model's vocabulary and read as <unk>" "$T/err"; then
+    ok "inspect keys: a data file with unknown words warned about"
+else bad "inspect keys: exit $rc, no warning about unknown tokens: $(cat "$T/err")"; fi
+expect_fail "inspect gates on an uncovered corpus" "only 0% of the zh corpus's words (0 of" 60 -- \
+    "$FFN" inspect gates "$T/words" --corpus zh --threads 1
+grep -qF "the probe needs a vocabulary that covers at least half of them" "$T/err" && ok "  ... and says what the probe needs" \
+    || bad "inspect gates: the coverage message lacks what the probe needs"
+
 if ((fails)); then echo "$fails failed"; exit 1; fi
 echo "all passed"
