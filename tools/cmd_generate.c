@@ -25,7 +25,7 @@ static void usage(FILE *f) {
 "  --model DIR        the checkpoint directory (required)\n"
 "  --prompt TEXT      text to continue (default: start from a newline); symbols\n"
 "                     outside the vocabulary read as <unk>: a warning on stderr\n"
-"                     says how many, and the echoed prompt shows them\n"
+"                     says how many and shows the prompt as the model reads it\n"
 "  --steps N          tokens to generate (default %lld)\n"
 "  --temperature T    0 = greedy (always the most likely token); otherwise\n"
 "                     sample from softmax(logits / T) (default %g)\n"
@@ -109,21 +109,23 @@ int cmd_generate(int argc, char **argv) {
     ffn_status st = ffn_checkpoint_load(ctx, model_dir, &model, &tok);
     stream s = {1, 0};
     if (st == FFN_OK) {
-        /* The model reads symbols its vocabulary lacks as <unk>: say so, and
-         * echo the prompt as the model reads it. */
+        /* The model reads symbols its vocabulary lacks as <unk>: say so on
+         * stderr, with the prompt as the model reads it (stdout keeps the
+         * prompt as given). */
         char *seen = NULL;
         int32_t *pids = NULL;
         int64_t pn = 0, punk = 0;
         if (*prompt && ffn_tokenizer_encode(tok, prompt, strlen(prompt), &pids, NULL, &pn, &punk) ==
                            FFN_OK && punk > 0) {
-            fprintf(stderr, "ffn %s: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
-                    "the model's vocabulary and read as <unk>\n", CMD, (long long)punk,
-                    (long long)pn, 100.0 * (double)punk / (double)pn);
             if (ffn_tokenizer_decode(tok, pids, pn, &seen, NULL) != FFN_OK) seen = NULL;
+            fprintf(stderr, "ffn %s: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
+                    "the model's vocabulary and read as <unk>; the model reads: %.200s\n", CMD,
+                    (long long)punk, (long long)pn, 100.0 * (double)punk / (double)pn,
+                    seen ? seen : "?");
         }
         free(pids);
-        if (print_prompt && *prompt) emit(seen ? seen : prompt, strlen(seen ? seen : prompt), &s);
         free(seen);
+        if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);
         st = ffn_generate(model, tok, prompt, &g, emit, &s);
         if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);
     }
