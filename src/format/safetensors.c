@@ -642,7 +642,36 @@ struct ffn_st_writer {
     size_t n, cap;
     char **meta_keys, **meta_values;
     size_t n_meta, cap_meta;
+    size_t *slots;  /* (n_slots) item index + 1 by name hash, 0 empty; at most half full */
+    size_t n_slots; /* a power of two */
 };
+
+/* The duplicate-name check is a hash lookup: a model of 450,000 tensors
+ * is written without comparing every name with every other. */
+static size_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static size_t *name_slot(const ffn_st_writer *w, const char *name) {
+    size_t h = name_hash(name) & (w->n_slots - 1);
+    while (w->slots[h] && strcmp(w->items[w->slots[h] - 1].name, name)) h = (h + 1) & (w->n_slots - 1);
+    return &w->slots[h];
+}
+
+static int names_reserve(ffn_st_writer *w, size_t n) {
+    if (w->n_slots >= 2 * n && w->n_slots > 0) return 1;
+    size_t ns = w->n_slots ? w->n_slots : 32;
+    while (ns < 2 * n) ns *= 2;
+    size_t *slots = calloc(ns, sizeof *slots);
+    if (!slots) return 0;
+    free(w->slots);
+    w->slots = slots;
+    w->n_slots = ns;
+    for (size_t i = 0; i < w->n; i++) *name_slot(w, w->items[i].name) = i + 1;
+    return 1;
+}
 
 ffn_status ffn_st_writer_create(ffn_st_writer **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_writer_create: out is NULL");
@@ -661,6 +690,7 @@ void ffn_st_writer_free(ffn_st_writer *w) {
         free(w->meta_values[i]);
     }
     free(w->items);
+    free(w->slots);
     free(w->meta_keys);
     free(w->meta_values);
     free(w);
@@ -691,10 +721,10 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
     }
     if (ffn_mul_i64(numel, (int64_t)ffn_dtype_size(dtype), &nbytes) || (uint64_t)nbytes > SIZE_MAX)
         return ffn_error(FFN_ERR_OVERFLOW, "safetensors writer: %s: byte size overflows", name);
-    for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->items[i].name, name))
-            return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a tensor of this name was already added",
-                             name);
+    if (!names_reserve(w, w->n + 1)) return ffn_error(FFN_ERR_NOMEM, "safetensors writer: out of memory");
+    if (*name_slot(w, name))
+        return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a tensor of this name was already added",
+                         name);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         st_item *items = realloc(w->items, cap * sizeof *items);
@@ -712,8 +742,19 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
     it->nbytes = (size_t)nbytes;
     it->order = w->n;
     w->n++;
+    *name_slot(w, it->name) = w->n;
     *out = it;
     return FFN_OK;
+}
+
+/* Undo the add_item just done (its data could not be taken); the name
+ * table is rebuilt on the next add. */
+static void drop_last_item(ffn_st_writer *w) {
+    free(w->items[w->n - 1].name);
+    w->n--;
+    free(w->slots);
+    w->slots = NULL;
+    w->n_slots = 0;
 }
 
 ffn_status ffn_st_writer_add(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim, const int64_t *shape,
@@ -722,8 +763,7 @@ ffn_status ffn_st_writer_add(ffn_st_writer *w, const char *name, ffn_dtype dtype
     ffn_status s = add_item(w, name, dtype, ndim, shape, &it);
     if (s != FFN_OK) return s;
     if (!data && it->nbytes) {
-        free(it->name);
-        w->n--;
+        drop_last_item(w);
         return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
     }
     it->data = data;
@@ -736,14 +776,12 @@ ffn_status ffn_st_writer_add_copy(ffn_st_writer *w, const char *name, ffn_dtype 
     ffn_status s = add_item(w, name, dtype, ndim, shape, &it);
     if (s != FFN_OK) return s;
     if (!data && it->nbytes) {
-        free(it->name);
-        w->n--;
+        drop_last_item(w);
         return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
     }
     it->owned = malloc(it->nbytes ? it->nbytes : 1);
     if (!it->owned) {
-        free(it->name);
-        w->n--;
+        drop_last_item(w);
         return ffn_error(FFN_ERR_NOMEM, "safetensors writer: %s: out of memory for %zu bytes", name, it->nbytes);
     }
     if (it->nbytes) memcpy(it->owned, data, it->nbytes);
@@ -761,14 +799,12 @@ ffn_status ffn_st_writer_add_f32(ffn_st_writer *w, const char *name, ffn_dtype d
     if (s != FFN_OK) return s;
     size_t n = it->nbytes / ffn_dtype_size(dtype);
     if (!data && n) {
-        free(it->name);
-        w->n--;
+        drop_last_item(w);
         return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
     }
     unsigned char *buf = malloc(it->nbytes ? it->nbytes : 1);
     if (!buf) {
-        free(it->name);
-        w->n--;
+        drop_last_item(w);
         return ffn_error(FFN_ERR_NOMEM, "safetensors writer: %s: out of memory for %zu bytes", name, it->nbytes);
     }
     for (size_t i = 0; i < n; i++) {

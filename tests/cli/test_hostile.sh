@@ -121,6 +121,11 @@ t0=$SECONDS
 if timeout 40 "$FFN" run "$T/layers50k.bin" --ids "0" --steps 1 >"$T/out" 2>"$T/err"; then
     ok "50,000 llama2.c layers load and run in $((SECONDS - t0)) s (bound 40 s)"
 else bad "50,000 llama2.c layers: exit $? (124: timeout): $(cat "$T/err")"; fi
+t0=$SECONDS
+if timeout 60 "$FFN" export "$T/layers50k.bin" --out "$T/ex50k" >"$T/out" 2>"$T/err"; then
+    ok "50,000 layers exported (450,000 tensors) in $((SECONDS - t0)) s (bound 60 s)"
+else bad "exporting 50,000 layers: exit $? (124: timeout): $(cat "$T/err")"; fi
+rm -rf "$T/ex50k"
 expect_fail "index of 200,000 shards" "s0.safetensors named in model.safetensors.index.json is missing" 20 -- \
     "$FFN" run "$T/shards" --ids "1" --steps 1
 
