@@ -240,8 +240,17 @@ int cmd_run(int argc, char **argv) {
     int want_text = emit ? !strcmp(emit, "text") : 0;
     if (prompt || want_text || (!emit && tp)) {
         if (!tp) {
-            cli_error(CMD, "%s: no vocabulary found beside the model; give --tokenizer FILE%s",
-                      model_path, prompt ? " or use --ids" : " or --emit ids");
+            /* A Hugging Face tokenizer.json is common and not read: say so. */
+            char hf_tok[4096];
+            struct stat sb;
+            int has_json = snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", model_path) <
+                               (int)sizeof hf_tok &&
+                           stat(hf_tok, &sb) == 0;
+            cli_error(CMD, "%s: no vocabulary found beside the model%s; give --tokenizer FILE%s",
+                      model_path,
+                      has_json ? " (its tokenizer.json is not read: ffn reads a llama2.c "
+                                 "tokenizer.bin or ffn's tokenizer.txt)" : "",
+                      prompt ? " or use --ids" : " or --emit ids");
             return CLI_EXIT_FAIL;
         }
         if (vocab_load(tp, tok_path ? 0 : info.tokenizer_is_llama2c, V, &voc)) {

@@ -170,6 +170,10 @@ expect_fail "safetensors as params config" "lone.safetensors is a safetensors fi
     "$FFN" params "$T/lone.safetensors"
 expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetensors file; ffn does not read GGUF yet" 10 -- \
     "$FFN" layer --config "$T/layer.json" --weights "$T/model.gguf" --input "$T/in.safetensors" --output "$T/o.safetensors"
+mkdir -p "$T/alone" && cp "$T/tiny.bin" "$T/alone/"   # no tokenizer.bin beside it
+"$FFN" export "$T/alone/tiny.bin" --out "$T/hf_tokjson" >/dev/null 2>&1 && cp "$T/tokenizer.json" "$T/hf_tokjson/"
+expect_fail "a directory with only tokenizer.json" "no vocabulary found beside the model (its tokenizer.json is not read" 10 -- \
+    "$FFN" run "$T/hf_tokjson" --prompt "hi"
 expect_fail "GGUF as a directory's config.json" "config.json is a GGUF file, not a JSON file" 10 -- \
     "$FFN" run "$T/gguf_dir" --ids "1"
 
