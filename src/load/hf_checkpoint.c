@@ -620,6 +620,7 @@ typedef struct config_part {
     const char *field; /* the config.json key that sets this part's size */
     int64_t value;     /* that key's value */
     int64_t params;
+    int64_t tensors;   /* how many tensors of the table */
 } config_part;
 
 static int64_t ffn_params_of(int gated, int bias, int64_t F, int64_t D) {
@@ -641,9 +642,10 @@ static int64_t sat_add(int64_t a, int64_t b) {
     return ffn_add_i64(a, b, &r) ? INT64_MAX : r;
 }
 
-/* Fills parts[0..4] and returns the total. */
+/* Fills parts[0..4] and returns the total parameters; *n_tensors gets the
+ * total number of tensors. */
 static int64_t config_params(const ffn_model_config *c, const char *experts_key,
-                             config_part parts[5]) {
+                             config_part parts[5], int64_t *n_tensors) {
     const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
     const int64_t HD = sat_mul(c->num_attention_heads, Dh);
@@ -656,35 +658,51 @@ static int64_t config_params(const ffn_model_config *c, const char *experts_key,
                                                     : c->intermediate_size;
     const int64_t Fs = c->shared_expert_intermediate_size;
     /* embeddings, the head and the final norm */
+    /* tensors of one FFN: its projections, and as many biases */
+    const int64_t ffn_tensors = (gated ? 3 : 2) * (c->mlp_bias ? 2 : 1);
     parts[0] = (config_part){"vocab_size", V,
-                             sat_add(sat_mul(sat_mul(V, D), c->tie_word_embeddings ? 1 : 2), D)};
+                             sat_add(sat_mul(sat_mul(V, D), c->tie_word_embeddings ? 1 : 2), D),
+                             c->tie_word_embeddings ? 2 : 3};
     /* per layer: two norms, q k v (+ biases), o */
     int64_t attn = sat_add(sat_add(sat_mul(C, D), sat_mul(HD, D)), 2 * D);
     if (c->attention_bias) attn = sat_add(attn, C);
-    parts[1] = (config_part){"num_hidden_layers", L, sat_mul(attn, L)};
+    const int64_t attn_tensors = (c->attention_bias ? 8 : 5) + (c->mlp_type != FFN_MODEL_MLP_NONE);
+    parts[1] = (config_part){"num_hidden_layers", L, sat_mul(attn, L), sat_mul(attn_tensors, L)};
     parts[2] = (config_part){"intermediate_size", c->intermediate_size,
                              sat_mul(ffn_params_of(gated, c->mlp_bias, c->intermediate_size, D),
-                                     n_dense)};
-    int64_t experts = 0, shared = 0;
+                                     n_dense),
+                             sat_mul(ffn_tensors, n_dense)};
+    int64_t experts = 0, shared = 0, experts_t = 0, shared_t = 0;
     if (n_moe > 0) {
         /* the router (E, D) and E experts per MoE layer */
         int64_t per = sat_add(sat_mul(c->num_experts, D),
                               sat_mul(c->num_experts, ffn_params_of(gated, c->mlp_bias, Fe, D)));
         experts = sat_mul(per, n_moe);
-        if (Fs > 0)
+        experts_t = sat_mul(sat_add(1, sat_mul(c->num_experts, ffn_tensors)), n_moe);
+        if (Fs > 0) {
             shared = sat_mul(sat_add(ffn_params_of(gated, c->mlp_bias, Fs, D), D), n_moe);
+            shared_t = sat_mul(ffn_tensors + 1, n_moe);
+        }
     }
-    parts[3] = (config_part){experts_key[0] ? experts_key : "num_experts", c->num_experts, experts};
-    parts[4] = (config_part){"shared_expert_intermediate_size", Fs, shared};
+    parts[3] = (config_part){experts_key[0] ? experts_key : "num_experts", c->num_experts, experts,
+                             experts_t};
+    parts[4] = (config_part){"shared_expert_intermediate_size", Fs, shared, shared_t};
     int64_t total = 0;
-    for (int i = 0; i < 5; i++) total = sat_add(total, parts[i].params);
+    *n_tensors = 0;
+    for (int i = 0; i < 5; i++) {
+        total = sat_add(total, parts[i].params);
+        *n_tensors = sat_add(*n_tensors, parts[i].tensors);
+    }
     return total;
 }
 
 /* The total size of the weight files of a directory (the index's shards,
- * each of which must exist). */
-static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
+ * each of which must exist) and the number of tensors they hold (the
+ * single file's header, or the index's weight_map; -1 when the header is
+ * unreadable). */
+static ffn_status weight_files_bytes(const char *dir, int64_t *bytes, int64_t *n_tensors) {
     *bytes = 0;
+    *n_tensors = 0;
     char *single = ckpt_path_join(dir, "/", WEIGHTS_NAME);
     char *index_path = ckpt_path_join(dir, "/", INDEX_NAME);
     ffn_status st = FFN_OK;
@@ -692,6 +710,10 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
     if (!single || !index_path) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     else if (path_is_file(single)) {
         if (stat(single, &sb) == 0) *bytes = (int64_t)sb.st_size;
+        /* a bad header is reported by the loader, after the size checks */
+        ffn_st_file *sf = NULL;
+        *n_tensors = ffn_st_open(single, &sf) == FFN_OK ? (int64_t)ffn_st_count(sf) : -1;
+        ffn_st_close(sf);
     } else if (!path_is_file(index_path)) {
         st = ffn_error(FFN_ERR_MISSING, "%s: no weights: neither %s nor %s", dir, WEIGHTS_NAME,
                        INDEX_NAME);
@@ -703,6 +725,7 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
         st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
+        *n_tensors = ix.n_tensors;
         for (int64_t f = 0; st == FFN_OK && f < ix.n_files; f++) {
             char *p = ckpt_path_join(dir, "/", ix.files[f]);
             if (!p) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
@@ -750,8 +773,9 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
         /* Before anything is allocated: the weight files must hold at least
          * 2 bytes (16-bit) for every parameter the config describes. */
         config_part parts[5];
-        int64_t bytes = 0, need = config_params(&s.cfg, s.extra.experts_key, parts);
-        st = weight_files_bytes(s.dir, &bytes);
+        int64_t bytes = 0, have_tensors = 0, need_tensors = 0;
+        int64_t need = config_params(&s.cfg, s.extra.experts_key, parts, &need_tensors);
+        st = weight_files_bytes(s.dir, &bytes, &have_tensors);
         int64_t need_bytes = sat_mul(need, 2);
         if (st == FFN_OK && need_bytes > bytes) {
             int big = 0;
@@ -762,6 +786,20 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
                            "16-bit, but the weight files hold %lld bytes", path, (long long)need,
                            parts[big].field, (long long)parts[big].value,
                            (long long)parts[big].params, (long long)need_bytes, (long long)bytes);
+        }
+        /* Per-tensor objects (an expert's layer) cost memory of their own, so
+         * the files must hold at least half the model's tensors: a few
+         * missing ones are named by the loader, tensor by tensor; a config
+         * asking for far more tensors than exist stops here. */
+        if (st == FFN_OK && have_tensors >= 0 && need_tensors / 2 > have_tensors + 512) {
+            int big = 0;
+            for (int i = 1; i < 5; i++)
+                if (parts[i].tensors > parts[big].tensors) big = i;
+            st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of %lld tensors (%s "
+                           "%lld accounts for %lld of them), but the weight files hold %lld",
+                           path, (long long)need_tensors, parts[big].field,
+                           (long long)parts[big].value, (long long)parts[big].tensors,
+                           (long long)have_tensors);
         }
         if (st == FFN_OK && (st = ffn_model_create(ctx, &s.cfg, &o, &m)))
             st = ffn_error_prefix(st, "%s", path);

@@ -74,6 +74,28 @@ elif ! awk -v w="$wall" 'BEGIN { n = split(w, p, ":"); s = p[n] + (n > 1 ? 60 * 
     bad "65,536 experts: took $wall (bound: under a second)"
 else ok "65,536 experts over 1 MiB refused in $wall, max RSS ${rss_kb} kB: $(cat "$T/err")"; fi
 
+# 65,536 experts of dim 2 fit a 2 MiB file, but the model would build
+# 65,536 expert layers (about 5 kB each) from a file of one tensor: the
+# tensor count is checked too.
+mkdir -p "$T/moe_tiny"
+$PY - "$T/moe_tiny" <<'EOF'
+import sys, json, numpy as np, ffn_testlib as T
+d = sys.argv[1]
+json.dump({"model_type": "mixtral", "vocab_size": 2, "hidden_size": 2, "intermediate_size": 1,
+           "num_hidden_layers": 1, "num_attention_heads": 1, "num_key_value_heads": 1,
+           "num_local_experts": 65536, "num_experts_per_tok": 2, "max_position_embeddings": 64},
+          open(d + "/config.json", "w"))
+T.write_safetensors(d + "/model.safetensors", {"model.embed_tokens.weight": np.zeros((2, 1 << 19), np.float32)})
+EOF
+rc=0
+/usr/bin/time -v -o "$T/time" timeout 10 "$FFN" run "$T/moe_tiny" --ids "1" >"$T/out" 2>"$T/err" || rc=$?
+rss_kb=$(awk -F: '/Maximum resident set size/ {gsub(/ /, "", $2); print $2}' "$T/time")
+if ((rc == 0 || rc == 124)); then bad "65,536 tiny experts over one tensor: exit $rc"
+elif ! grep -qF "tensors (num_local_experts 65536 accounts for 196609 of them), but the weight files hold 1" "$T/err"; then
+    bad "65,536 tiny experts: message lacks the tensor counts:"; cat "$T/err"
+elif ((rss_kb > 100000)); then bad "65,536 tiny experts: max RSS ${rss_kb} kB (bound 100 MB)"
+else ok "65,536 tiny experts over one tensor refused, max RSS ${rss_kb} kB: $(cat "$T/err")"; fi
+
 # ---- FIFOs and devices where a file is expected ----
 mkfifo "$T/fifo"
 expect_fail "params on a FIFO" "is a FIFO, not a regular file" 10 -- "$FFN" params "$T/fifo"
