@@ -47,6 +47,28 @@ ffn_status ffn_open_regular(const char *path, int *fd, struct stat *sb) {
 
 /* ---- what a file is, from its first bytes ------------------------------------ */
 
+/* A llama2.c checkpoint header (dim, hidden_dim, n_layers, n_heads,
+ * n_kv_heads, vocab_size, seq_len) whose arrays fill the file exactly. */
+static int llama2c_checkpoint(const unsigned char *b, size_t n) {
+    if (n < 28) return 0;
+    int32_t v[7];
+    memcpy(v, b, sizeof v);
+    const int64_t D = v[0], F = v[1], L = v[2], H = v[3], G = v[4], S = v[6];
+    const int64_t V = v[5] < 0 ? -(int64_t)v[5] : v[5];
+    if (D <= 0 || F <= 0 || L <= 0 || H <= 0 || G <= 0 || V <= 0 || S <= 0 || D % H || G > H ||
+        H % G)
+        return 0;
+    const int64_t Dh = D / H;
+    int64_t t = 0, total = 0;
+    int ovf = ffn_mul_i64(V, D, &total);                               /* embedding */
+    ovf |= ffn_mul_i64(D, 2 * D + 2 + 2 * G * Dh + 3 * F, &t) ||       /* per layer */
+           ffn_mul_i64(t, L, &t) || ffn_add_i64(total, t, &total);
+    ovf |= ffn_mul_i64(S, Dh, &t) || ffn_add_i64(total, t + D, &total); /* freq_cis, final norm */
+    if (v[5] < 0) ovf |= ffn_mul_i64(V, D, &t) || ffn_add_i64(total, t, &total);
+    ovf |= ffn_mul_i64(total, 4, &total) || ffn_add_i64(total, 28, &total);
+    return !ovf && (uint64_t)total == (uint64_t)n;
+}
+
 ffn_sniff ffn_sniff_bytes(const void *buf, size_t n) {
     const unsigned char *b = buf;
     if (!b || n == 0) return FFN_SNIFF_UNKNOWN;
@@ -72,6 +94,7 @@ ffn_sniff ffn_sniff_bytes(const void *buf, size_t n) {
             return FFN_SNIFF_JSON;
     }
     if (n >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5) return FFN_SNIFF_PICKLE;
+    if (llama2c_checkpoint(b, n)) return FFN_SNIFF_LLAMA2C_CHECKPOINT;
     if (n >= 12) {
         /* max_token_length, then (score, length, bytes) per token to the
          * very end of the file, nearly all of them non-empty: the zeros and
@@ -110,6 +133,7 @@ const char *ffn_sniff_name(ffn_sniff s) {
     case FFN_SNIFF_JSON: return "a JSON file";
     case FFN_SNIFF_FFN_TOKENIZER: return "an ffn tokenizer file";
     case FFN_SNIFF_LLAMA2C_TOKENIZER: return "a llama2.c tokenizer.bin";
+    case FFN_SNIFF_LLAMA2C_CHECKPOINT: return "a llama2.c checkpoint";
     case FFN_SNIFF_UNKNOWN: break;
     }
     return NULL;
@@ -131,6 +155,8 @@ const char *ffn_sniff_advice(ffn_sniff s) {
     case FFN_SNIFF_FFN_TOKENIZER:
     case FFN_SNIFF_LLAMA2C_TOKENIZER:
         return "a vocabulary goes to --tokenizer";
+    case FFN_SNIFF_LLAMA2C_CHECKPOINT:
+        return "a model goes where a MODEL is asked for (ffn run, ffn export, ffn inspect)";
     case FFN_SNIFF_UNKNOWN: break;
     }
     return "";

@@ -32,7 +32,8 @@ typedef enum ffn_sniff {
     FFN_SNIFF_PICKLE,          /* 0x80 protocol byte: a legacy PyTorch pickle */
     FFN_SNIFF_JSON,            /* '{' or '[' after white space */
     FFN_SNIFF_FFN_TOKENIZER,   /* "ffn-tokenizer " */
-    FFN_SNIFF_LLAMA2C_TOKENIZER /* int32 max_token_length, then a plausible first token */
+    FFN_SNIFF_LLAMA2C_TOKENIZER, /* int32 max_token_length, then tokens to the end */
+    FFN_SNIFF_LLAMA2C_CHECKPOINT /* seven int32 whose sizes add up to the file's exactly */
 } ffn_sniff;
 
 ffn_sniff ffn_sniff_bytes(const void *buf, size_t n);

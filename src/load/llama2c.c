@@ -169,7 +169,7 @@ ffn_status l2c_parse_header(const void *buf, size_t size, const char *name,
     /* Another format's magic first: its bytes read as a header give
      * nonsense fields ("n_heads is 0"). */
     ffn_sniff kind = ffn_sniff_bytes(buf, size);
-    if (ffn_sniff_is_magic(kind))
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_LLAMA2C_CHECKPOINT)
         return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c checkpoint; %s", name,
                          ffn_sniff_name(kind), ffn_sniff_advice(kind));
     ffn_status st = l2c_read_header(buf, size, name, &h);
@@ -488,7 +488,7 @@ ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const ch
         return ffn_error(FFN_ERR_FORMAT, "%s: %zu bytes: too short for a llama2.c tokenizer "
                          "(int32 max_token_length first)", name, n_bytes);
     ffn_sniff kind = ffn_sniff_bytes(buf, n_bytes);
-    if (ffn_sniff_is_magic(kind))
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_LLAMA2C_CHECKPOINT) /* that one: below */
         return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c tokenizer.bin%s%s", name,
                          ffn_sniff_name(kind), kind == FFN_SNIFF_FFN_TOKENIZER ? "" : "; ",
                          kind == FFN_SNIFF_FFN_TOKENIZER ? "" : ffn_sniff_advice(kind));

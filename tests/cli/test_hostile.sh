@@ -190,6 +190,10 @@ expect_fail "GGUF as params config" "model.gguf is a GGUF file, not a JSON file;
     "$FFN" params "$T/model.gguf"
 expect_fail "safetensors as params config" "lone.safetensors is a safetensors file, not a JSON file" 10 -- \
     "$FFN" params "$T/lone.safetensors"
+expect_fail "llama2.c checkpoint as layer --weights" "tiny.bin is a llama2.c checkpoint, not a safetensors file" 10 -- \
+    "$FFN" layer --config "$T/layer.json" --weights "$T/tiny.bin" --input "$T/in.safetensors" --output "$T/o.safetensors"
+expect_fail "llama2.c checkpoint as params config" "tiny.bin is a llama2.c checkpoint, not a JSON file" 10 -- \
+    "$FFN" params "$T/tiny.bin"
 expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetensors file; ffn does not read GGUF yet" 10 -- \
     "$FFN" layer --config "$T/layer.json" --weights "$T/model.gguf" --input "$T/in.safetensors" --output "$T/o.safetensors"
 mkdir -p "$T/alone" && cp "$T/tiny.bin" "$T/alone/"   # no tokenizer.bin beside it
