@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "ffn/train.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const CMD = "generate";
@@ -43,7 +44,9 @@ int cmd_generate(int argc, char **argv) {
         {.name = "--model", .type = CLI_PATH, .dst = &model_flag, .metavar = "DIR",
          .help = "the checkpoint directory (the same as MODEL)"},
         {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT",
-         .def = "none: start from a newline", .help = "text to continue"},
+         .def = "none: start from a newline",
+         .help = "text to continue; symbols outside the vocabulary read as <unk>: a warning "
+                 "on stderr says how many and shows the prompt as the model reads it"},
         CLI_OPT_GEN_STEPS(&steps),
         CLI_OPT_TEMPERATURE(&g.temperature),
         CLI_OPT_TOP_P(&g.top_p),
@@ -80,6 +83,22 @@ int cmd_generate(int argc, char **argv) {
     ffn_status st = ffn_checkpoint_load(ctx, model_dir, &model, &tok);
     stream s = {1, 0};
     if (st == FFN_OK) {
+        /* The model reads symbols its vocabulary lacks as <unk>: say so on
+         * stderr, with the prompt as the model reads it (stdout keeps the
+         * prompt as given). */
+        char *seen = NULL;
+        int32_t *pids = NULL;
+        int64_t pn = 0, punk = 0;
+        if (*prompt && ffn_tokenizer_encode(tok, prompt, strlen(prompt), &pids, NULL, &pn, &punk) ==
+                           FFN_OK && punk > 0) {
+            if (ffn_tokenizer_decode(tok, pids, pn, &seen, NULL) != FFN_OK) seen = NULL;
+            fprintf(stderr, "ffn %s: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
+                    "the model's vocabulary and read as <unk>; the model reads: %.200s\n", CMD,
+                    (long long)punk, (long long)pn, 100.0 * (double)punk / (double)pn,
+                    seen ? seen : "?");
+        }
+        free(pids);
+        free(seen);
         if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);
         st = ffn_generate(model, tok, prompt, &g, emit, &s);
         if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);

@@ -133,7 +133,13 @@ static ffn_status encode(const loaded *ld, const char *text, int32_t **ids, int6
 #ifdef HAVE_CHECKPOINT_H
     if (ld->l2tok) return ffn_llama2c_tokenizer_encode(ld->l2tok, text, strlen(text), 1, 0, ids, n);
 #endif
-    return ffn_tokenizer_encode(ld->tok, text, strlen(text), ids, NULL, n, NULL);
+    int64_t n_unk = 0;
+    ffn_status st = ffn_tokenizer_encode(ld->tok, text, strlen(text), ids, NULL, n, &n_unk);
+    if (st == FFN_OK && n_unk > 0) /* the text is not what the model reads */
+        fprintf(stderr, "ffn %s: warning: %lld of %lld tokens (%.1f%%) are not in the model's "
+                "vocabulary and read as <unk>\n", CMD, (long long)n_unk, (long long)*n,
+                100.0 * (double)n_unk / (double)*n);
+    return st;
 }
 
 /* The bytes of token id (after prev for llama2.c vocabularies), or "". */

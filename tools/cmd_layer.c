@@ -458,7 +458,12 @@ int cmd_layer(int argc, char **argv) {
                  "mlp_type \"dense\" | \"gated\" (default: gated when gate_proj.weight "
                  "exists)\n"
                  "A config with num_experts, num_local_experts or n_routed_experts runs the "
-                 "Mixture-of-Experts layer instead (same files, see moe.h)."},
+                 "Mixture-of-Experts layer instead (same files, see moe.h); without "
+                 "norm_topk_prob, Mixtral (model_type mixtral, or num_local_experts and no "
+                 "model_type) renormalises the top-k weights, others do not.  The routing "
+                 "used is printed on stderr.  Expert tensors may use Mixtral's names "
+                 "(experts.E.w1/w3/w2 = gate/up/down) and one common prefix (e.g. "
+                 "block_sparse_moe.)."},
         {.name = "--weights", .type = CLI_PATH, .dst = &a.weights, .metavar = "w.safetensors",
          .help = "the layer's tensors (extra tensors are ignored):\n"
                  "gate_proj.weight [F, D], gate_proj.bias [F] (gated only)\n"

@@ -7,6 +7,10 @@
  *   gate.weight (E, D); experts.{e}.{gate,up,down}_proj.weight (+ .bias);
  *   shared_expert.* and shared_expert_gate.weight (1, D);
  *   shared_experts.* (width n_shared_experts · moe_intermediate_size).
+ * Mixtral's names are accepted too (experts.{e}.w1 / w3 / w2 for gate /
+ * up / down, as `ffn export` writes them), and so is one common prefix
+ * before them all (a block saved whole: "block_sparse_moe.",
+ * "model.layers.3.mlp.", ...), found from the router's name.
  * Letters: N tokens, D hidden, F expert width, E experts, K top-k. */
 #include "cli.h"
 #include "layer_moe.h"
@@ -19,7 +23,8 @@
 /* ---- the tensor table: every weight the config implies ------------------- */
 
 typedef struct slot {
-    char name[96];
+    char name[96];       /* the name in the table (Qwen2-MoE style) */
+    char file_name[192]; /* the name in the weights file */
     int ndim;
     int64_t shape[2];
     float *w; /* loaded weight */
@@ -127,10 +132,63 @@ static void bind_params(ffn_moe_params *p, ffn_layer_params *experts, table *t,
     }
 }
 
-static int table_has(const table *t, const char *name) {
-    for (size_t i = 0; i < t->n; i++)
-        if (!strcmp(t->s[i].name, name)) return 1;
+static int by_cstr(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The weights file's naming: a prefix before every name (found from the
+ * router, "gate.weight") and Mixtral's w1 / w2 / w3 or not.  0, or 1 with
+ * the error printed. */
+static int find_naming(ffn_st_file *wf, const char *path, char *prefix, size_t cap,
+                       int *mixtral) {
+    prefix[0] = '\0';
+    *mixtral = 0;
+    const char *router = NULL;
+    if (!ffn_st_has(wf, "gate.weight")) {
+        const char *suffix = ".gate.weight", *shared = "shared_expert_gate.weight";
+        const size_t ls = strlen(suffix), lsh = strlen(shared);
+        for (size_t i = 0; i < ffn_st_count(wf); i++) {
+            ffn_st_tensor info;
+            if (ffn_st_get(wf, i, &info) != FFN_OK) continue;
+            size_t n = strlen(info.name);
+            if (n <= ls || strcmp(info.name + n - ls, suffix)) continue;
+            if (n >= lsh && !strcmp(info.name + n - lsh, shared)) continue;
+            if (router) {
+                cli_error("layer", "%s: two routers, %s and %s: give the tensors of one MoE layer",
+                          path, router, info.name);
+                return 1;
+            }
+            router = info.name;
+            if (n - ls + 1 >= cap) {
+                cli_error("layer", "%s: %s: name too long", path, info.name);
+                return 1;
+            }
+            memcpy(prefix, info.name, n - ls + 1);
+            prefix[n - ls + 1] = '\0';
+        }
+    }
+    static const char *const w[] = {"w1", "w2", "w3"};
+    char name[256];
+    for (int i = 0; i < 3 && !*mixtral; i++) {
+        snprintf(name, sizeof name, "%sexperts.0.%s.weight", prefix, w[i]);
+        *mixtral = ffn_st_has(wf, name);
+    }
     return 0;
+}
+
+/* The file's name of table entry `name` under the naming found. */
+static void file_name_for(char *out, size_t cap, const char *name, const char *prefix,
+                          int mixtral) {
+    long long e;
+    char kind[16], rest[16];
+    int used = 0;
+    if (mixtral && sscanf(name, "experts.%lld.%15[a-z]_proj.%15[a-z]%n", &e, kind, rest, &used) == 3 &&
+        (size_t)used == strlen(name)) {
+        const char *w = !strcmp(kind, "gate") ? "w1" : !strcmp(kind, "down") ? "w2" : "w3";
+        snprintf(out, cap, "%sexperts.%lld.%s.%s", prefix, e, w, rest);
+        return;
+    }
+    snprintf(out, cap, "%s%s", prefix, name);
 }
 
 /* ---- ffn layer on an MoE config ----------------------------------------------- */
@@ -152,35 +210,59 @@ int layer_run_moe(const char *config_path, const char *weights_path, const char 
     int32_t *ids = NULL, *tpe32 = NULL;
     int64_t *tpe = NULL;
     void *ws = NULL, *saved = NULL;
+    const char **sorted = NULL;
 
     if ((st = ffn_moe_config_load(config_path, &cfg))) return cli_fail(CMD, st);
     if ((st = ffn_st_open(weights_path, &wf))) return cli_fail(CMD, st);
-    if (cfg.expert_type == FFN_MLP_AUTO)
-        cfg.expert_type = ffn_st_has(wf, "experts.0.gate_proj.weight") ? FFN_MLP_GATED : FFN_MLP_DENSE;
+    char prefix[160];
+    int mixtral_names = 0;
+    if (find_naming(wf, weights_path, prefix, sizeof prefix, &mixtral_names)) goto out;
+    if (cfg.expert_type == FFN_MLP_AUTO) {
+        char g[192];
+        file_name_for(g, sizeof g, "experts.0.gate_proj.weight", prefix, mixtral_names);
+        cfg.expert_type = ffn_st_has(wf, g) ? FFN_MLP_GATED : FFN_MLP_DENSE;
+    }
     const int64_t D = cfg.hidden_size, E = cfg.num_experts, K = cfg.num_experts_per_tok;
+    /* The routing in use, in one line: configs leave some of it implicit. */
+    char cap_s[48], scale_s[48] = "";
+    if (cfg.capacity_factor > 0) snprintf(cap_s, sizeof cap_s, "capacity factor %g", cfg.capacity_factor);
+    else snprintf(cap_s, sizeof cap_s, "dropless");
+    if (cfg.routed_scaling_factor != 1.0)
+        snprintf(scale_s, sizeof scale_s, ", scaled by %g", cfg.routed_scaling_factor);
+    fprintf(stderr, "ffn %s: routing: %s scoring, top-%lld of %lld experts, %s%s, %s\n", CMD,
+            ffn_moe_scoring_name(cfg.scoring), (long long)K, (long long)E,
+            cfg.norm_topk_prob ? "renormalised" : "not renormalised", scale_s, cap_s);
 
     /* Weights: every tensor the config implies, with its shape; nothing else. */
     build_table(&t, &cfg);
     for (size_t i = 0; i < t.n; i++) {
         slot *s = &t.s[i];
-        if (!ffn_st_has(wf, s->name)) {
+        file_name_for(s->file_name, sizeof s->file_name, s->name, prefix, mixtral_names);
+        if (!ffn_st_has(wf, s->file_name)) {
             char shp[64];
             if (s->ndim == 2)
                 snprintf(shp, sizeof shp, "[%lld, %lld]", (long long)s->shape[0], (long long)s->shape[1]);
             else
                 snprintf(shp, sizeof shp, "[%lld]", (long long)s->shape[0]);
             cli_error(CMD, "%s: %s: missing (the config %s implies this tensor, shape %s)",
-                      weights_path, s->name, config_path, shp);
+                      weights_path, s->file_name, config_path, shp);
             goto out;
         }
-        if ((st = ffn_st_load_f32(wf, s->name, s->ndim, s->shape, &s->w))) {
+        if ((st = ffn_st_load_f32(wf, s->file_name, s->ndim, s->shape, &s->w))) {
             rc = cli_fail(CMD, st);
             goto out;
         }
     }
+    /* Anything else in the file is an error (sorted names: E may be large). */
+    sorted = malloc((t.n + 1) * sizeof *sorted);
+    if (!sorted) goto nomem;
+    for (size_t i = 0; i < t.n; i++) sorted[i] = t.s[i].file_name;
+    qsort(sorted, t.n, sizeof *sorted, by_cstr);
     for (size_t i = 0; i < ffn_st_count(wf); i++) {
         ffn_st_tensor info;
-        if (ffn_st_get(wf, i, &info) == FFN_OK && !table_has(&t, info.name)) {
+        const char *key;
+        if (ffn_st_get(wf, i, &info) == FFN_OK && (key = info.name) &&
+            !bsearch(&key, sorted, t.n, sizeof *sorted, by_cstr)) {
             cli_error(CMD,
                       "%s: %s: unexpected tensor for this config (num_experts = %lld, "
                       "mlp_bias = %s, experts %s, shared_expert_intermediate_size = %lld, "
@@ -290,9 +372,9 @@ int layer_run_moe(const char *config_path, const char *weights_path, const char 
             rc = cli_fail(CMD, st);
             goto out;
         }
-        char gname[128];
+        char gname[224];
         for (size_t i = 0; i < t.n; i++) {
-            snprintf(gname, sizeof gname, "grad.%s", t.s[i].name);
+            snprintf(gname, sizeof gname, "grad.%s", t.s[i].file_name);
             if ((st = ffn_st_writer_add(wr, gname, FFN_DTYPE_F32, t.s[i].ndim, t.s[i].shape, t.s[i].g))) {
                 rc = cli_fail(CMD, st);
                 goto out;
@@ -312,6 +394,7 @@ out:
     ffn_st_writer_free(wr);
     free(x); free(dy); free(y); free(logits); free(tw); free(dx); free(ids); free(tpe); free(tpe32);
     free(ws); free(saved); free(ex_w); free(ex_g);
+    free(sorted);
     table_free(&t);
     ffn_moe_free(moe);
     ffn_ctx_free(ctx);

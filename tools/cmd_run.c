@@ -6,9 +6,12 @@
 #include "ffn/checkpoint.h"
 #include "ffn/safetensors.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const CMD = "run";
 
@@ -53,12 +56,17 @@ typedef struct vocab {
 
 /* 0 on success; else the error is printed. */
 static int vocab_load(const char *path, int is_l2c_hint, int64_t V, vocab *v) {
-    FILE *f = fopen(path, "rb");
+    /* Peek without blocking: a FIFO without a writer reads as empty here,
+     * and the loader below refuses it by name. */
     char head[16] = {0};
-    if (f) {
-        size_t got = fread(head, 1, 14, f);
-        (void)got;
-        fclose(f);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        struct stat sb;
+        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+            ssize_t got = read(fd, head, 14);
+            (void)got;
+        }
+        close(fd);
     }
     if (!strncmp(head, "ffn-tokenizer", 13) && !is_l2c_hint) {
         ffn_status st = ffn_tokenizer_load(path, &v->ffn);
@@ -164,8 +172,17 @@ int cmd_run(int argc, char **argv) {
     int want_text = emit ? !strcmp(emit, "text") : 0;
     if (prompt || want_text || (!emit && tp)) {
         if (!tp) {
-            cli_error(CMD, "%s: no vocabulary found beside the model; give --tokenizer FILE%s",
-                      model_path, prompt ? " or use --ids" : " or --emit ids");
+            /* A Hugging Face tokenizer.json is common and not read: say so. */
+            char hf_tok[4096];
+            struct stat sb;
+            int has_json = snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", model_path) <
+                               (int)sizeof hf_tok &&
+                           stat(hf_tok, &sb) == 0;
+            cli_error(CMD, "%s: no vocabulary found beside the model%s; give --tokenizer FILE%s",
+                      model_path,
+                      has_json ? " (its tokenizer.json is not read: ffn reads a llama2.c "
+                                 "tokenizer.bin or ffn's tokenizer.txt)" : "",
+                      prompt ? " or use --ids" : " or --emit ids");
             return CLI_EXIT_FAIL;
         }
         if (vocab_load(tp, tok_path ? 0 : info.tokenizer_is_llama2c, V, &voc)) {
@@ -185,7 +202,12 @@ int cmd_run(int argc, char **argv) {
     } else if (voc.l2c) {
         st = ffn_llama2c_tokenizer_encode(voc.l2c, prompt, strlen(prompt), bos, 0, &ids, &n_prompt);
     } else {
-        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, NULL);
+        int64_t n_unk = 0;
+        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, &n_unk);
+        if (st == FFN_OK && n_unk > 0)
+            fprintf(stderr, "ffn run: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
+                    "the vocabulary and read as <unk>\n", (long long)n_unk, (long long)n_prompt,
+                    100.0 * (double)n_unk / (double)n_prompt);
     }
     if (st == FFN_OK && n_prompt == 0) {
         cli_error(CMD, "--prompt: the text encodes to no tokens");

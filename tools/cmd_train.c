@@ -147,7 +147,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
     const cli_opt opts[] = {
         {.name = "--data", .type = CLI_PATH, .dst = &o->data_path, .metavar = "FILE",
          .seen = &c->data_given, .group = "data",
-         .help = "train on this UTF-8 text file; without --data, on the built-in corpus (see "
+         .help = "train on this UTF-8 text file (a regular file of at most 1 GiB; FIFOs and "
+                 "devices are refused); without --data, on the built-in corpus (see "
                  "`ffn corpus --help`)"},
         CLI_OPT_LANG("--corpus", &o->corpus_lang, "the built-in corpus's language (not with --data)"),
         {.name = "--corpus-sentences", .type = CLI_INT, .dst = &o->corpus_sentences,

@@ -3,11 +3,13 @@
 #include "experiment.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- variants ---------------------------------------------------------- */
 
@@ -172,12 +174,13 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan) {
     signal(SIGTERM, on_signal);
     /* a missing data file is reported before anything is created */
     if (plan->train.data_path && !plan->train.text) {
-        FILE *f = fopen(plan->train.data_path, "rb");
-        if (!f) {
+        /* O_NONBLOCK: a FIFO must not hang here (the reader refuses it) */
+        int fd = open(plan->train.data_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
             cli_error(plan->cmd, "%s: cannot open: %s", plan->train.data_path, strerror(errno));
             return CLI_EXIT_FAIL;
         }
-        fclose(f);
+        close(fd);
     }
     if (plan->out_dir && !make_dir(plan->cmd, plan->out_dir)) return CLI_EXIT_FAIL;
     int tty = cli_progress_tty();

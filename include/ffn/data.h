@@ -96,8 +96,14 @@ extern "C" {
 
 /* ---- reading text and splitting token streams ------------------------- */
 
+/* The most ffn_text_read reads from one file: 1 GiB. */
+#define FFN_TEXT_MAX_BYTES ((size_t)1 << 30)
+
 /* Read a whole file into a NUL-terminated malloc'd buffer (free() it).
- * A missing, unreadable or empty file is an error naming the path. */
+ * A missing, unreadable or empty file is an error naming the path, and so
+ * is anything but a regular file (a FIFO, a device such as /dev/zero, a
+ * directory: refused without reading) and a file of more than
+ * FFN_TEXT_MAX_BYTES. */
 ffn_status ffn_text_read(const char *path, char **text, size_t *n_bytes);
 
 /* Split N tokens into a training part ids[0, n_train) and a held-out part

@@ -157,8 +157,13 @@ typedef struct ffn_moe_config {
  *   hidden_act (default "silu"; family names like "swiglu" imply gated);
  *   mlp_type ("dense" | "gated" | "auto"; default auto: decided from the weights);
  *   mlp_bias (default false);
- *   norm_topk_prob (default false; true when model_type is "mixtral", which
- *     always renormalises);
+ *   norm_topk_prob (renormalise the top-k weights).  When absent:
+ *     - with model_type: true for "mixtral" (which always renormalises),
+ *       false for any other;
+ *     - without model_type: true when num_local_experts is the only expert
+ *       count given (that key is Mixtral's alone), false otherwise
+ *       (num_experts: Qwen2-MoE and others; n_routed_experts: DeepSeek,
+ *       whose configs state norm_topk_prob when they renormalise);
  *   scoring_func ("softmax" | "sigmoid", default "softmax");
  *   routed_scaling_factor (default 1);
  *   shared_expert_intermediate_size, n_shared_experts (default 0; null = 0);

@@ -592,6 +592,31 @@ ffn_status ffn_inspect_gates_corpus(ffn_ctx *ctx, ffn_model *m, const ffn_tokeni
                                                       : (int8_t)(cp->words[w].sentence >= first_test);
         bound[i] = a == 0 || cp->text[a - 1] == '\n';
     }
+    { /* coverage: a word any of whose tokens is <unk> is not in the vocabulary */
+        const int32_t unk = ffn_tokenizer_unk_id(tok);
+        int64_t words = 0, missing = 0, prev_w = -1, prev_bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t a = offs[i], len = (i + 1 < n ? offs[i + 1] : cp->n_bytes) - a;
+            int64_t w = len > 0 ? ffn_corpus_word_at(cp, a, len) : -1;
+            if (w < 0) continue;
+            if (w != prev_w) {
+                missing += prev_bad;
+                words++, prev_w = w, prev_bad = 0;
+            }
+            if (ids[i] == unk) prev_bad = 1;
+        }
+        missing += prev_bad;
+        if (words > 0 && 2 * missing > words) {
+            st = ffn_error(FFN_ERR_CONFIG, "%s: only %.0f%% of the %s corpus's words (%lld of %lld) "
+                           "are in the model's vocabulary, the rest encode to <unk>; the probe "
+                           "needs a vocabulary that covers at least half of them (a model trained "
+                           "on the built-in %s corpus, or the corpus language the model was "
+                           "trained on)", fn, 100.0 * (double)(words - missing) / (double)words,
+                           ffn_lang_name(o.lang), (long long)(words - missing), (long long)words,
+                           ffn_lang_name(o.lang));
+            goto done;
+        }
+    }
     if (o.split == FFN_PROBE_SPLIT_TOKENS) {
         const int64_t V = ffn_tokenizer_vocab_size(tok);
         uint8_t *hid = malloc((size_t)V);

@@ -8,6 +8,7 @@
  * Letters: N tokens, V vocabulary size. */
 #include "ffn/data.h"
 #include "base/common.h"
+#include "base/open.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -667,6 +668,12 @@ ffn_status ffn_tokenizer_parse(const char *buf, size_t n_bytes, const char *name
     if (!name) name = "tokenizer";
     if (!buf && n_bytes) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tokenizer_parse: NULL buffer");
     if (n_bytes == 0) return ffn_error(FFN_ERR_FORMAT, "%s: empty file", name);
+    ffn_sniff kind = ffn_sniff_bytes(buf, n_bytes);
+    if (kind != FFN_SNIFF_UNKNOWN && kind != FFN_SNIFF_FFN_TOKENIZER)
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not an ffn tokenizer file (tokenizer.txt, "
+                         "first line 'ffn-tokenizer 1')%s%s", name, ffn_sniff_name(kind),
+                         kind == FFN_SNIFF_LLAMA2C_TOKENIZER ? "" : "; ",
+                         kind == FFN_SNIFF_LLAMA2C_TOKENIZER ? "" : ffn_sniff_advice(kind));
     line_reader r = {buf, name, n_bytes, 0, 0};
     const char *p;
     size_t n;
@@ -762,19 +769,18 @@ ffn_status ffn_text_read(const char *path, char **text, size_t *n_bytes) {
     if (!path || !text) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_text_read: NULL argument");
     *text = NULL;
     if (n_bytes) *n_bytes = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
+    ffn_status os = ffn_open_regular(path, &fd, &sb);
+    if (os) return os;
+    const size_t max = FFN_TEXT_MAX_BYTES;
+    if ((uint64_t)sb.st_size > max) {
         close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %lld bytes, more than the %zu bytes (%zu MiB) "
+                         "ffn reads from one text file", path, (long long)sb.st_size, max, max >> 20);
     }
-    if (S_ISDIR(sb.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: is a directory, expected a text file", path);
-    }
-    /* Read to the end whatever the size says (pipes and /proc files lie). */
+    /* Read to the end whatever the size says (/proc files say 0), but never
+     * past the cap: a file that grows while read cannot exhaust memory. */
     size_t cap = sb.st_size > 0 ? (size_t)sb.st_size + 1 : 4096, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) {
@@ -783,12 +789,19 @@ ffn_status ffn_text_read(const char *path, char **text, size_t *n_bytes) {
     }
     for (;;) {
         if (n == cap) {
+            if (n > max) {
+                free(buf);
+                close(fd);
+                return ffn_error(FFN_ERR_UNSUPPORTED, "%s: more than the %zu bytes (%zu MiB) ffn "
+                                 "reads from one text file", path, max, max >> 20);
+            }
             size_t ncap;
             if (ffn_mul_size(cap, 2, &ncap)) {
                 free(buf);
                 close(fd);
                 return ffn_error(FFN_ERR_OVERFLOW, "%s: too large", path);
             }
+            if (ncap > max + 1) ncap = max + 1;
             char *nb = realloc(buf, ncap + 1);
             if (!nb) {
                 free(buf);

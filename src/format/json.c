@@ -22,6 +22,7 @@
  * lets a caller with a known document shape (a safetensors header) cap it
  * lower.  Recursion depth is bounded by the nesting limit. */
 #include "format/json.h"
+#include "base/open.h"
 
 #include <errno.h>
 #include <locale.h>
@@ -650,18 +651,10 @@ ffn_status json_parse_file(const char *path, json_doc **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "json_parse_file: out is NULL");
     *out = NULL;
     if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "json_parse_file: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
-    }
+    ffn_status os = ffn_open_regular(path, &fd, &st);
+    if (os) return os;
     if ((uint64_t)st.st_size > JSON_MAX_FILE) {
         close(fd);
         return ffn_error(FFN_ERR_FORMAT, "%s: JSON file too large (expected at most %zu bytes, found %lld)",
@@ -687,6 +680,13 @@ ffn_status json_parse_file(const char *path, json_doc **out) {
         got += (size_t)r;
     }
     close(fd);
+    ffn_sniff kind = ffn_sniff_bytes(buf, got);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON) {
+        free(buf);
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a JSON file%s%s", path, ffn_sniff_name(kind),
+                         kind == FFN_SNIFF_GGUF ? "; " : "",
+                         kind == FFN_SNIFF_GGUF ? ffn_sniff_advice(kind) : "");
+    }
     ffn_status s = json_parse(buf, got, path, out);
     free(buf);
     return s;

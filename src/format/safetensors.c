@@ -9,6 +9,7 @@
 #include "ffn/safetensors.h"
 
 #include "base/common.h"
+#include "base/open.h"
 #include "format/json.h"
 
 #include <errno.h>
@@ -287,6 +288,12 @@ static ffn_status validate(ffn_st_file *f) {
         return ffn_error(FFN_ERR_FORMAT,
                          "%s: file too short: expected at least 8 bytes (the header length), found %zu", path,
                          f->size);
+    ffn_sniff kind = ffn_sniff_bytes(f->base, f->size);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_SAFETENSORS)
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a safetensors file%s%s", path,
+                         ffn_sniff_name(kind), kind == FFN_SNIFF_GGUF ? "; " : "",
+                         kind == FFN_SNIFF_GGUF ? "ffn does not read GGUF yet: convert it to "
+                                                  "safetensors" : "");
     uint64_t header_len;
     memcpy(&header_len, f->base, 8);
     if (header_len == 0)
@@ -397,18 +404,10 @@ ffn_status ffn_st_open(const char *path, ffn_st_file **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_open: out is NULL");
     *out = NULL;
     if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
-    }
+    ffn_status os = ffn_open_regular(path, &fd, &st);
+    if (os) return os;
     ffn_st_file *f = new_file(path);
     if (!f) {
         close(fd);
@@ -643,7 +642,36 @@ struct ffn_st_writer {
     size_t n, cap;
     char **meta_keys, **meta_values;
     size_t n_meta, cap_meta;
+    size_t *slots;  /* (n_slots) item index + 1 by name hash, 0 empty; at most half full */
+    size_t n_slots; /* a power of two */
 };
+
+/* The duplicate-name check is a hash lookup: a model of 450,000 tensors
+ * is written without comparing every name with every other. */
+static size_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+static size_t *name_slot(const ffn_st_writer *w, const char *name) {
+    size_t h = name_hash(name) & (w->n_slots - 1);
+    while (w->slots[h] && strcmp(w->items[w->slots[h] - 1].name, name)) h = (h + 1) & (w->n_slots - 1);
+    return &w->slots[h];
+}
+
+static int names_reserve(ffn_st_writer *w, size_t n) {
+    if (w->n_slots >= 2 * n && w->n_slots > 0) return 1;
+    size_t ns = w->n_slots ? w->n_slots : 32;
+    while (ns < 2 * n) ns *= 2;
+    size_t *slots = calloc(ns, sizeof *slots);
+    if (!slots) return 0;
+    free(w->slots);
+    w->slots = slots;
+    w->n_slots = ns;
+    for (size_t i = 0; i < w->n; i++) *name_slot(w, w->items[i].name) = i + 1;
+    return 1;
+}
 
 ffn_status ffn_st_writer_create(ffn_st_writer **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_writer_create: out is NULL");
@@ -662,6 +690,7 @@ void ffn_st_writer_free(ffn_st_writer *w) {
         free(w->meta_values[i]);
     }
     free(w->items);
+    free(w->slots);
     free(w->meta_keys);
     free(w->meta_values);
     free(w);
@@ -693,11 +722,11 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
     }
     if (ffn_mul_i64(numel, (int64_t)ffn_dtype_size(dtype), &nbytes) || (uint64_t)nbytes > SIZE_MAX)
         return ffn_error(FFN_ERR_OVERFLOW, "safetensors writer: %s: byte size overflows", name);
-    for (size_t i = 0; i < w->n; i++)
-        if (!strcmp(w->items[i].name, name))
-            return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a tensor of this name was already added",
-                             name);
     if (!data && nbytes) return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: data is NULL", name);
+    if (!names_reserve(w, w->n + 1)) return ffn_error(FFN_ERR_NOMEM, "safetensors writer: out of memory");
+    if (*name_slot(w, name))
+        return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a tensor of this name was already added",
+                         name);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         st_item *items = realloc(w->items, cap * sizeof *items);
@@ -715,12 +744,13 @@ static ffn_status add_item(ffn_st_writer *w, const char *name, ffn_dtype dtype, 
     it->nbytes = (size_t)nbytes;
     it->order = w->n;
     w->n++;
+    *name_slot(w, it->name) = w->n;
     *out = it;
     return FFN_OK;
 }
 
 /* Give the item add_item just appended a buffer of its own; on failure the
- * item is taken back. */
+ * item is taken back (and the name table rebuilt on the next add). */
 static ffn_status own_buffer(ffn_st_writer *w, st_item *it) {
     it->owned = malloc(it->nbytes ? it->nbytes : 1);
     if (it->owned) return FFN_OK;
@@ -728,6 +758,9 @@ static ffn_status own_buffer(ffn_st_writer *w, st_item *it) {
                              it->nbytes);
     free(it->name);
     w->n--;
+    free(w->slots);
+    w->slots = NULL;
+    w->n_slots = 0;
     return s;
 }
 

@@ -51,6 +51,7 @@ typedef struct hf_config_extra {
     int is_ffn;               /* has ffn's own keys (ffn_tokenizer, rope_style) */
     int64_t sliding_window;   /* 0: none in effect */
     char tokenizer_file[256]; /* ffn_tokenizer_file, "" when absent */
+    char experts_key[24];     /* the key that set the expert count, "" when none */
 } hf_config_extra;
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,

@@ -22,6 +22,7 @@
 #include "ffn/layer.h"
 #include "ffn/model.h"
 #include "load/checkpoint_internal.h"
+#include "base/open.h"
 #include "format/json.h"
 #include "ffn/safetensors.h"
 #include "train/train_internal.h"
@@ -62,12 +63,14 @@ static int path_is_file(const char *p) {
 static ffn_status read_small_file(const char *path, size_t max_bytes, char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fclose(f);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
+    ffn_status os = ffn_open_regular(path, &fd, &sb);
+    if (os) return os;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     }
     if ((uint64_t)sb.st_size > max_bytes) {
         fclose(f);
@@ -89,6 +92,20 @@ static ffn_status read_small_file(const char *path, size_t max_bytes, char **out
     buf[n] = '\0';
     *out = buf;
     *len = n;
+    return FFN_OK;
+}
+
+/* read_small_file for a JSON file: another format's magic is named. */
+static ffn_status read_json_file(const char *path, size_t max_bytes, char **out, size_t *len) {
+    ffn_status st = read_small_file(path, max_bytes, out, len);
+    if (st) return st;
+    ffn_sniff kind = ffn_sniff_bytes(*out, *len);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON) {
+        free(*out);
+        *out = NULL;
+        *len = 0;
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a JSON file", path, ffn_sniff_name(kind));
+    }
     return FFN_OK;
 }
 
@@ -123,6 +140,13 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
+    static const char *const expert_keys[] = {"num_experts", "num_local_experts",
+                                              "n_routed_experts"};
+    for (int i = 0; i < 3; i++) { /* the last one set wins, as in ffn_model_config_load */
+        const json_value *e = json_get(root, expert_keys[i]);
+        if (e && e->type != JSON_NULL)
+            snprintf(extra->experts_key, sizeof extra->experts_key, "%s", expert_keys[i]);
+    }
     extra->is_ffn = json_get(root, "ffn_tokenizer") != NULL || json_get(root, "rope_style") != NULL;
     const json_value *v = json_get(root, "rope_scaling");
     if (v && v->type != JSON_NULL) {
@@ -193,8 +217,18 @@ void hf_index_free(hf_index *ix) {
     memset(ix, 0, sizeof *ix);
 }
 
+/* FNV-1a: the shard names of an index go through a small hash table, so
+ * that an index naming a new shard for every tensor is not quadratic. */
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
 ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_index *ix) {
     memset(ix, 0, sizeof *ix);
+    int64_t *slots = NULL; /* file id + 1, 0 empty; a power of two >= 2n */
+    size_t n_slots = 0;
     json_doc *doc = NULL;
     ffn_status st = json_parse(text, len, name, &doc);
     if (st) return st;
@@ -218,10 +252,12 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
         goto done;
     }
     const size_t n = map->length;
+    for (n_slots = 16; n_slots < 2 * n; n_slots *= 2) {}
+    slots = calloc(n_slots, sizeof *slots);
     ix->names = calloc(n, sizeof *ix->names);
     ix->file_of = calloc(n, sizeof *ix->file_of);
     ix->files = calloc(n, sizeof *ix->files);
-    if (!ix->names || !ix->file_of || !ix->files) {
+    if (!slots || !ix->names || !ix->file_of || !ix->files) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
         goto done;
     }
@@ -237,9 +273,11 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
                            "file name in the checkpoint directory", name, map->keys[i], f->string);
             goto done;
         }
-        int64_t fi = 0; /* shards are few: a linear search is fine */
-        while (fi < ix->n_files && strcmp(ix->files[fi], f->string)) fi++;
+        size_t h = (size_t)fnv1a(f->string) & (n_slots - 1);
+        while (slots[h] && strcmp(ix->files[slots[h] - 1], f->string)) h = (h + 1) & (n_slots - 1);
+        int64_t fi = slots[h] ? slots[h] - 1 : ix->n_files;
         if (fi == ix->n_files) {
+            slots[h] = fi + 1;
             if (!(ix->files[fi] = strdup(f->string))) {
                 st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
                 goto done;
@@ -254,6 +292,7 @@ ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_ind
         ix->n_tensors++;
     }
 done:
+    free(slots);
     if (st) hf_index_free(ix);
     json_free(doc);
     return st;
@@ -299,6 +338,10 @@ static ffn_status open_source(const char *path, ckpt_source *s, ffn_checkpoint_i
     memset(info, 0, sizeof *info);
     ffn_status st = FFN_OK;
     if (!path_is_dir(path)) {
+        struct stat sb;
+        if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+            return ffn_error(FFN_ERR_IO, "%s is %s, not a regular file (expected a llama2.c .bin "
+                             "file or a Hugging Face directory)", path, ffn_file_kind(sb.st_mode));
         if (!path_is_file(path))
             return ffn_error(FFN_ERR_IO, "%s: no such file or directory (expected a llama2.c .bin "
                              "file or a Hugging Face directory)", path);
@@ -323,7 +366,7 @@ static ffn_status open_source(const char *path, ckpt_source *s, ffn_checkpoint_i
         } else {
             char *text = NULL;
             size_t len = 0;
-            st = read_small_file(cp, CONFIG_MAX_BYTES, &text, &len);
+            st = read_json_file(cp, CONFIG_MAX_BYTES, &text, &len);
             if (st == FFN_OK) st = hf_config_parse(text, len, cp, &s->extra);
             free(text);
             if (st == FFN_OK) st = ffn_model_config_load(cp, &s->cfg);
@@ -464,7 +507,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         }
         char *text = NULL;
         size_t len = 0;
-        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
         if (st) goto done;
@@ -573,36 +616,97 @@ done:
     return st;
 }
 
-/* A lower bound on the parameters a config describes (saturating at
- * INT64_MAX): the weight files must hold at least 2 bytes for each, which
- * is checked before the model is allocated, so that a config.json claiming
- * a huge model next to a small file never allocates that model. */
-static int64_t config_min_params(const ffn_model_config *c) {
+/* The parameters a config describes, part by part, each named by the
+ * config.json field that scales it.  Every tensor the model will allocate
+ * is counted (all experts of every MoE layer, not only the top-k), so the
+ * sum is what ffn_model_create would allocate.  Saturates at INT64_MAX. */
+typedef struct config_part {
+    const char *field; /* the config.json key that sets this part's size */
+    int64_t value;     /* that key's value */
+    int64_t params;
+    int64_t tensors;   /* how many tensors of the table */
+} config_part;
+
+static int64_t ffn_params_of(int gated, int bias, int64_t F, int64_t D) {
+    int64_t n = 0, t = 0;
+    if (ffn_mul_i64(F, D, &n) || ffn_mul_i64(n, gated ? 3 : 2, &n)) return INT64_MAX;
+    if (bias && (ffn_mul_i64(F, gated ? 2 : 1, &t) || ffn_add_i64(n, t, &n) ||
+                 ffn_add_i64(n, D, &n)))
+        return INT64_MAX;
+    return n;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || ffn_mul_i64(a, b, &r) ? INT64_MAX : r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b) {
+    int64_t r;
+    return ffn_add_i64(a, b, &r) ? INT64_MAX : r;
+}
+
+/* Fills parts[0..4] and returns the total parameters; *n_tensors gets the
+ * total number of tensors. */
+static int64_t config_params(const ffn_model_config *c, const char *experts_key,
+                             config_part parts[5], int64_t *n_tensors) {
     const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
     const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
-    const int64_t HD = c->num_attention_heads * Dh, GD = c->num_key_value_heads * Dh;
-    int64_t total = 0, t, per = 0;
-    int ovf = ffn_mul_i64(V, D, &total);
-    if (!c->tie_word_embeddings) ovf |= ffn_mul_i64(total, 2, &total);
-    ovf |= ffn_mul_i64(HD + GD, 2 * D, &per); /* q, o and k, v */
-    ovf |= ffn_mul_i64(per, L, &t) || ffn_add_i64(total, t, &total);
+    const int64_t HD = sat_mul(c->num_attention_heads, Dh);
+    const int64_t C = sat_add(HD, sat_mul(2 * Dh, c->num_key_value_heads));
+    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
     int64_t n_moe = 0;
-    for (int64_t l = 0; l < L && l < ((int64_t)1 << 20); l++) n_moe += ffn_model_config_layer_is_moe(c, l);
-    if (n_moe > 0) { /* at least K experts' up and down in a MoE layer */
-        int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
-        ovf |= ffn_mul_i64(Fe, 2 * D, &t) || ffn_mul_i64(t, c->num_experts_per_tok, &t) ||
-               ffn_mul_i64(t, n_moe, &t) || ffn_add_i64(total, t, &total);
+    if (c->num_experts > 0 && c->moe_layer_freq > 0) n_moe = L / c->moe_layer_freq;
+    const int64_t n_dense = c->mlp_type == FFN_MODEL_MLP_NONE ? 0 : L - n_moe;
+    const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size
+                                                    : c->intermediate_size;
+    const int64_t Fs = c->shared_expert_intermediate_size;
+    /* embeddings, the head and the final norm */
+    /* tensors of one FFN: its projections, and as many biases */
+    const int64_t ffn_tensors = (gated ? 3 : 2) * (c->mlp_bias ? 2 : 1);
+    parts[0] = (config_part){"vocab_size", V,
+                             sat_add(sat_mul(sat_mul(V, D), c->tie_word_embeddings ? 1 : 2), D),
+                             c->tie_word_embeddings ? 2 : 3};
+    /* per layer: two norms, q k v (+ biases), o */
+    int64_t attn = sat_add(sat_add(sat_mul(C, D), sat_mul(HD, D)), 2 * D);
+    if (c->attention_bias) attn = sat_add(attn, C);
+    const int64_t attn_tensors = (c->attention_bias ? 8 : 5) + (c->mlp_type != FFN_MODEL_MLP_NONE);
+    parts[1] = (config_part){"num_hidden_layers", L, sat_mul(attn, L), sat_mul(attn_tensors, L)};
+    parts[2] = (config_part){"intermediate_size", c->intermediate_size,
+                             sat_mul(ffn_params_of(gated, c->mlp_bias, c->intermediate_size, D),
+                                     n_dense),
+                             sat_mul(ffn_tensors, n_dense)};
+    int64_t experts = 0, shared = 0, experts_t = 0, shared_t = 0;
+    if (n_moe > 0) {
+        /* the router (E, D) and E experts per MoE layer */
+        int64_t per = sat_add(sat_mul(c->num_experts, D),
+                              sat_mul(c->num_experts, ffn_params_of(gated, c->mlp_bias, Fe, D)));
+        experts = sat_mul(per, n_moe);
+        experts_t = sat_mul(sat_add(1, sat_mul(c->num_experts, ffn_tensors)), n_moe);
+        if (Fs > 0) {
+            shared = sat_mul(sat_add(ffn_params_of(gated, c->mlp_bias, Fs, D), D), n_moe);
+            shared_t = sat_mul(ffn_tensors + 1, n_moe);
+        }
     }
-    if (c->mlp_type != FFN_MODEL_MLP_NONE && L > n_moe) /* up and down of dense blocks */
-        ovf |= ffn_mul_i64(c->intermediate_size, 2 * D, &t) || ffn_mul_i64(t, L - n_moe, &t) ||
-               ffn_add_i64(total, t, &total);
-    return ovf ? INT64_MAX : total;
+    parts[3] = (config_part){experts_key[0] ? experts_key : "num_experts", c->num_experts, experts,
+                             experts_t};
+    parts[4] = (config_part){"shared_expert_intermediate_size", Fs, shared, shared_t};
+    int64_t total = 0;
+    *n_tensors = 0;
+    for (int i = 0; i < 5; i++) {
+        total = sat_add(total, parts[i].params);
+        *n_tensors = sat_add(*n_tensors, parts[i].tensors);
+    }
+    return total;
 }
 
 /* The total size of the weight files of a directory (the index's shards,
- * each of which must exist). */
-static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
+ * each of which must exist) and the number of tensors they hold (the
+ * single file's header, or the index's weight_map; -1 when the header is
+ * unreadable). */
+static ffn_status weight_files_bytes(const char *dir, int64_t *bytes, int64_t *n_tensors) {
     *bytes = 0;
+    *n_tensors = 0;
     char *single = ckpt_path_join(dir, "/", WEIGHTS_NAME);
     char *index_path = ckpt_path_join(dir, "/", INDEX_NAME);
     ffn_status st = FFN_OK;
@@ -610,6 +714,10 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
     if (!single || !index_path) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     else if (path_is_file(single)) {
         if (stat(single, &sb) == 0) *bytes = (int64_t)sb.st_size;
+        /* a bad header is reported by the loader, after the size checks */
+        ffn_st_file *sf = NULL;
+        *n_tensors = ffn_st_open(single, &sf) == FFN_OK ? (int64_t)ffn_st_count(sf) : -1;
+        ffn_st_close(sf);
     } else if (!path_is_file(index_path)) {
         st = ffn_error(FFN_ERR_MISSING, "%s: no weights: neither %s nor %s", dir, WEIGHTS_NAME,
                        INDEX_NAME);
@@ -617,9 +725,11 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
         char *text = NULL;
         size_t len = 0;
         hf_index ix;
-        st = read_small_file(index_path, INDEX_MAX_BYTES, &text, &len);
+        memset(&ix, 0, sizeof ix);
+        st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
+        *n_tensors = ix.n_tensors;
         for (int64_t f = 0; st == FFN_OK && f < ix.n_files; f++) {
             char *p = ckpt_path_join(dir, "/", ix.files[f]);
             if (!p) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
@@ -630,7 +740,7 @@ static ffn_status weight_files_bytes(const char *dir, int64_t *bytes) {
                 *bytes += (int64_t)sb.st_size;
             free(p);
         }
-        if (st == FFN_OK) hf_index_free(&ix);
+        hf_index_free(&ix); /* also when a shard is missing */
     }
     free(single);
     free(index_path);
@@ -664,13 +774,37 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
             ckpt_unmap_file(data, size);
         }
     } else {
-        int64_t bytes = 0, need = config_min_params(&s.cfg);
-        st = weight_files_bytes(s.dir, &bytes);
-        if (st == FFN_OK && (need > INT64_MAX / 2 || 2 * need > bytes))
+        /* Before anything is allocated: the weight files must hold at least
+         * 2 bytes (16-bit) for every parameter the config describes. */
+        config_part parts[5];
+        int64_t bytes = 0, have_tensors = 0, need_tensors = 0;
+        int64_t need = config_params(&s.cfg, s.extra.experts_key, parts, &need_tensors);
+        st = weight_files_bytes(s.dir, &bytes, &have_tensors);
+        int64_t need_bytes = sat_mul(need, 2);
+        if (st == FFN_OK && need_bytes > bytes) {
+            int big = 0;
+            for (int i = 1; i < 5; i++)
+                if (parts[i].params > parts[big].params) big = i;
             st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of at least %lld "
-                           "parameters (%lld bytes even in 16-bit) but the weight files hold %lld "
-                           "bytes", path, (long long)need,
-                           (long long)(need > INT64_MAX / 2 ? INT64_MAX : 2 * need), (long long)bytes);
+                           "parameters (%s %lld accounts for %lld of them), %lld bytes even in "
+                           "16-bit, but the weight files hold %lld bytes", path, (long long)need,
+                           parts[big].field, (long long)parts[big].value,
+                           (long long)parts[big].params, (long long)need_bytes, (long long)bytes);
+        }
+        /* Per-tensor objects (an expert's layer) cost memory of their own, so
+         * the files must hold at least half the model's tensors: a few
+         * missing ones are named by the loader, tensor by tensor; a config
+         * asking for far more tensors than exist stops here. */
+        if (st == FFN_OK && have_tensors >= 0 && need_tensors / 2 > have_tensors + 512) {
+            int big = 0;
+            for (int i = 1; i < 5; i++)
+                if (parts[i].tensors > parts[big].tensors) big = i;
+            st = ffn_error(FFN_ERR_FORMAT, "%s: config.json describes a model of %lld tensors (%s "
+                           "%lld accounts for %lld of them), but the weight files hold %lld",
+                           path, (long long)need_tensors, parts[big].field,
+                           (long long)parts[big].value, (long long)parts[big].tensors,
+                           (long long)have_tensors);
+        }
         if (st == FFN_OK && (st = ffn_model_create(ctx, &s.cfg, &o, &m)))
             st = ffn_error_prefix(st, "%s", path);
         if (st == FFN_OK) st = load_hf_weights(m, &s, &info);

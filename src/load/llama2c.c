@@ -11,6 +11,7 @@
 #include "ffn/checkpoint.h"
 #include "ffn/layer.h"
 #include "ffn/model.h"
+#include "base/open.h"
 #include "ffn/safetensors.h"
 
 #include <errno.h>
@@ -27,18 +28,10 @@
 ffn_status ckpt_map_file(const char *path, const void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        int e = errno;
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
-    }
+    ffn_status os = ffn_open_regular(path, &fd, &sb);
+    if (os) return os;
     if (sb.st_size <= 0) {
         close(fd);
         return ffn_error(FFN_ERR_FORMAT, "%s: the file is empty", path);
@@ -176,11 +169,25 @@ ffn_status l2c_parse_header(const void *buf, size_t size, const char *name,
                             ffn_model_config *cfg) {
     l2c_header h;
     l2c_layout lay;
+    /* Another format's magic first: its bytes read as a header give
+     * nonsense fields ("n_heads is 0"). */
+    ffn_sniff kind = ffn_sniff_bytes(buf, size);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_LLAMA2C_CHECKPOINT)
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c checkpoint; %s", name,
+                         ffn_sniff_name(kind), ffn_sniff_advice(kind));
     ffn_status st = l2c_read_header(buf, size, name, &h);
+    if (st == FFN_OK) st = l2c_compute_layout(&h, name, &lay);
+    if (st && kind == FFN_SNIFF_LLAMA2C_TOKENIZER)
+        return ffn_error_prefix(st, "%s looks like a llama2.c tokenizer.bin (a vocabulary goes to "
+                                "--tokenizer), not a checkpoint", name);
     if (st) return st;
-    if ((st = l2c_compute_layout(&h, name, &lay))) return st;
     int64_t promised = L2C_HEADER_BYTES + 4 * lay.total;
     if ((uint64_t)promised != (uint64_t)size) {
+        if (kind == FFN_SNIFF_LLAMA2C_TOKENIZER)
+            return ffn_error(FFN_ERR_FORMAT, "%s looks like a llama2.c tokenizer.bin (a vocabulary "
+                             "goes to --tokenizer), not a checkpoint: the file has %zu bytes but "
+                             "read as a llama2.c header its first bytes promise %lld bytes", name,
+                             size, (long long)promised);
         return ffn_error(FFN_ERR_FORMAT,
                          "%s: the file has %zu bytes but its llama2.c header (dim %lld, hidden_dim "
                          "%lld, n_layers %lld, n_heads %lld, n_kv_heads %lld, vocab_size %lld%s, "
@@ -483,6 +490,16 @@ ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const ch
     if (n_bytes < 4)
         return ffn_error(FFN_ERR_FORMAT, "%s: %zu bytes: too short for a llama2.c tokenizer "
                          "(int32 max_token_length first)", name, n_bytes);
+    ffn_sniff kind = ffn_sniff_bytes(buf, n_bytes);
+    if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_LLAMA2C_CHECKPOINT) /* that one: below */
+        return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c tokenizer.bin%s%s", name,
+                         ffn_sniff_name(kind), kind == FFN_SNIFF_FFN_TOKENIZER ? "" : "; ",
+                         kind == FFN_SNIFF_FFN_TOKENIZER ? "" : ffn_sniff_advice(kind));
+    ffn_model_config as_model;
+    if (l2c_parse_header(buf, n_bytes, name, &as_model) == FFN_OK)
+        return ffn_error(FFN_ERR_FORMAT, "%s is a llama2.c checkpoint (dim %lld, %lld layers), not "
+                         "a tokenizer.bin; the model goes first, its vocabulary to --tokenizer",
+                         name, (long long)as_model.hidden_size, (long long)as_model.num_hidden_layers);
     int32_t max_len;
     memcpy(&max_len, b, 4);
     if (max_len < 1 || max_len > FFN_LLAMA2C_MAX_TOKEN_LEN)

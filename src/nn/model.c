@@ -364,6 +364,7 @@ struct ffn_model {
     ffn_save_mode save; /* of the FFN / MoE layers */
     /* the tensor table and the flat blocks */
     ffn_model_tensor *tensors;
+    const ffn_model_tensor **by_name; /* (n_tensors) sorted by name: ffn_model_find_tensor */
     int64_t n_tensors, cap_tensors;
     float *params, *grads; /* (n_params) each */
     int64_t n_params;
@@ -567,12 +568,28 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
 }
 #undef ADD
 
+/* The table sorted by name, so that a lookup is a binary search: a model
+ * of 50,000 layers has 450,000 tensors, and loaders look every one up. */
+static int by_tensor_name(const void *a, const void *b) {
+    return strcmp((*(const ffn_model_tensor *const *)a)->name,
+                  (*(const ffn_model_tensor *const *)b)->name);
+}
+
+static ffn_status index_names(ffn_model *m) {
+    m->by_name = malloc((size_t)(m->n_tensors > 0 ? m->n_tensors : 1) * sizeof *m->by_name);
+    if (!m->by_name) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (names)");
+    for (int64_t i = 0; i < m->n_tensors; i++) m->by_name[i] = &m->tensors[i];
+    qsort(m->by_name, (size_t)m->n_tensors, sizeof *m->by_name, by_tensor_name);
+    return FFN_OK;
+}
+
 /* ---- create / free ---------------------------------------------------------- */
 
 void ffn_model_free(ffn_model *m) {
     if (!m) return;
     for (int64_t i = 0; i < m->n_tensors; i++) free((char *)m->tensors[i].name);
     free(m->tensors);
+    free(m->by_name);
     if (m->mlp)
         for (int64_t l = 0; l < m->L; l++) ffn_layer_free(m->mlp[l]);
     if (m->moe)
@@ -830,6 +847,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     memset(m->params, 0, bytes);
     if (m->grads) memset(m->grads, 0, bytes);
     if ((st = build_table(m, &total))) goto fail;
+    if ((st = index_names(m))) goto fail;
     if ((st = create_layers(m))) goto fail;
     if ((st = alloc_acts(m))) goto fail;
     *out = m;
@@ -859,10 +877,11 @@ const ffn_model_tensor *ffn_model_tensor_at(const ffn_model *m, int64_t i) {
 }
 
 const ffn_model_tensor *ffn_model_find_tensor(const ffn_model *m, const char *name) {
-    if (!m || !name) return NULL;
-    for (int64_t i = 0; i < m->n_tensors; i++)
-        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
-    return NULL;
+    if (!m || !name || !m->by_name) return NULL;
+    const ffn_model_tensor key = {.name = name}, *kp = &key;
+    const ffn_model_tensor *const *hit =
+        bsearch(&kp, m->by_name, (size_t)m->n_tensors, sizeof *m->by_name, by_tensor_name);
+    return hit ? *hit : NULL;
 }
 
 float *ffn_model_params(ffn_model *m, int64_t *n) {

@@ -132,8 +132,10 @@ static ffn_status load_fields(const json_value *root, const char *path, ffn_moe_
     /* E under any of its three names; several must agree. */
     static const char *const e_names[] = {"num_experts", "num_local_experts", "n_routed_experts"};
     const char *e_from = NULL;
+    int n_e_names = 0;
     for (int i = 0; i < 3; i++) {
         if (!get_present(root, e_names[i])) continue;
+        n_e_names++;
         int64_t e = 0;
         if ((st = json_get_i64(root, e_names[i], 1, path, &e))) return st;
         if (e_from && e != c->num_experts)
@@ -186,10 +188,18 @@ static ffn_status load_fields(const json_value *root, const char *path, ffn_moe_
     }
     if ((st = opt_bool(root, "mlp_bias", path, &c->bias))) return st;
 
+    /* Renormalisation when norm_topk_prob is absent: model_type decides
+     * when present (only Mixtral renormalises); without it, the expert-count
+     * key names the family when it is the only one given: num_local_experts
+     * is Mixtral's alone (MixtralSparseMoeBlock always renormalises), while
+     * num_experts (Qwen2-MoE, OLMoE, ...) and n_routed_experts (DeepSeek)
+     * default to no renormalisation in their families. */
     int is_mixtral = 0;
     if (get_present(root, "model_type")) {
         if ((st = json_get_str(root, "model_type", 1, path, &s))) return st;
         is_mixtral = !strcmp(s, "mixtral");
+    } else {
+        is_mixtral = n_e_names == 1 && !strcmp(e_from, "num_local_experts");
     }
     c->norm_topk_prob = is_mixtral;
     if ((st = opt_bool(root, "norm_topk_prob", path, &c->norm_topk_prob))) return st;

@@ -1,0 +1,51 @@
+/* open.h -- opening a user's file for reading.  Not installed.
+ *
+ * open(2) on a FIFO blocks until a writer appears, and a character device
+ * such as /dev/zero never ends, so every reader of a user's file opens it
+ * through ffn_open_regular: the open itself cannot block (O_NONBLOCK,
+ * cleared again once the file is known to be regular), and anything but
+ * a regular file is refused with a message naming what it is. */
+#ifndef FFN_OPEN_H
+#define FFN_OPEN_H
+
+#include "base/common.h"
+
+#include <sys/stat.h>
+
+/* What a st_mode is, in words: "a FIFO", "a directory", "a character
+ * device", "a block device", "a socket", "a regular file". */
+const char *ffn_file_kind(mode_t mode);
+
+/* Open `path` read-only (close-on-exec) if it is a regular file; *fd gets
+ * the descriptor, *sb (may be NULL) its fstat.  Errors (FFN_ERR_IO) read
+ * "PATH: cannot open: REASON" or "PATH is a FIFO, not a regular file". */
+ffn_status ffn_open_regular(const char *path, int *fd, struct stat *sb);
+
+/* What the first bytes of a file say it is, by magic number or structure:
+ * FFN_SNIFF_UNKNOWN when nothing matches.  Parsers call it to name a file
+ * of the wrong format instead of reporting a nonsense field. */
+typedef enum ffn_sniff {
+    FFN_SNIFF_UNKNOWN = 0,
+    FFN_SNIFF_GGUF,            /* "GGUF" magic */
+    FFN_SNIFF_SAFETENSORS,     /* u64 header length, then '{' */
+    FFN_SNIFF_ZIP,             /* "PK\3\4": a PyTorch checkpoint (.pt, pytorch_model.bin) */
+    FFN_SNIFF_PICKLE,          /* 0x80 protocol byte: a legacy PyTorch pickle */
+    FFN_SNIFF_JSON,            /* '{' or '[' after white space */
+    FFN_SNIFF_FFN_TOKENIZER,   /* "ffn-tokenizer " */
+    FFN_SNIFF_LLAMA2C_TOKENIZER, /* int32 max_token_length, then tokens to the end */
+    FFN_SNIFF_LLAMA2C_CHECKPOINT /* seven int32 whose sizes add up to the file's exactly */
+} ffn_sniff;
+
+ffn_sniff ffn_sniff_bytes(const void *buf, size_t n);
+/* 1 for the kinds told by a magic number or unmistakable structure (all
+ * but FFN_SNIFF_UNKNOWN and the llama2.c tokenizer, whose first bytes a
+ * llama2.c checkpoint header can resemble): safe to refuse a file on. */
+int ffn_sniff_is_magic(ffn_sniff s);
+/* "a GGUF file", "a safetensors file", ..., NULL for FFN_SNIFF_UNKNOWN. */
+const char *ffn_sniff_name(ffn_sniff s);
+/* What to do instead, for a file of kind s given where something else was
+ * expected, e.g. for GGUF "ffn does not read GGUF yet: convert it to a
+ * Hugging Face directory (safetensors) or a llama2.c .bin". */
+const char *ffn_sniff_advice(ffn_sniff s);
+
+#endif /* FFN_OPEN_H */
