@@ -125,6 +125,15 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
                                      const ffn_model_options *opt, ffn_model **model,
                                      ffn_checkpoint_info *info);
 
+/* Load an ffn run directory (written by ffn_train_run: config.json,
+ * model.safetensors, tokenizer.txt) for inference, with its tokenizer; an
+ * interrupted swap's DIR.old is found too, and a symbolic link to a run
+ * directory is followed.  The model is an inference model for B = 1 and
+ * T = max_position_embeddings.  (ffn_checkpoint_load in train.h is the
+ * same function under its earlier name.) */
+ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                            ffn_tokenizer **tokenizer);
+
 typedef struct ffn_hf_save_options {
     const char *dtype;          /* "F32" (NULL: exact), "F16" or "BF16" (rounded to nearest even) */
     const char *tokenizer_path; /* copied into the directory when not NULL */

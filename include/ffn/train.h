@@ -196,9 +196,8 @@ float *ffn_adamw_moments(ffn_adamw *opt, int64_t *n_params);
 
 /* ---- loading a checkpoint and generating -------------------------------- */
 
-/* Load config.json, model.safetensors and tokenizer.txt from a checkpoint
- * directory (an interrupted swap's DIR.old is found too).  The model is an
- * inference model for B = 1 and T = max_position_embeddings. */
+/* The earlier name of ffn_run_dir_load (checkpoint.h): loads an ffn run
+ * directory for inference.  Kept for callers; new code uses the new name. */
 ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                                ffn_tokenizer **tokenizer);
 

@@ -623,24 +623,24 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
 
 static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     char *tmp = NULL, *path = NULL;
-    ffn_status st = ckpt_begin(out_dir, &tmp);
+    ffn_status st = ffn_dirswap_begin(out_dir, &tmp);
     if (st != FFN_OK) return st;
-#define FILE_IN(name) (free(path), path = ckpt_path_join(tmp, "/", name))
+#define FILE_IN(name) (free(path), path = ffn_path_join(tmp, "/", name))
     if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
-    if (st == FFN_OK) st = ckpt_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
+    if (st == FFN_OK) st = run_dir_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
     if (st == FFN_OK && !FILE_IN(FFN_TOKENIZER_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
     if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = save_train_state(t, path);
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = ckpt_save_weights(t->model, path);
+    if (st == FFN_OK) st = run_dir_save_weights(t->model, path);
 #undef FILE_IN
     free(path);
-    if (st == FFN_OK) st = ckpt_commit(out_dir, tmp);
+    if (st == FFN_OK) st = ffn_dirswap_commit(out_dir, tmp);
     else {
-        ckpt_remove_dir(tmp);
+        ffn_dirswap_abort(tmp);
         st = ffn_error_prefix(st, "%s: checkpoint not saved (the previous one, if any, is intact)", out_dir);
     }
     free(tmp);
@@ -650,7 +650,7 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
 /* ---- resuming --------------------------------------------------------------------- */
 
 static ffn_status open_train_state(const char *dir, ffn_st_file **f) {
-    char *path = ckpt_path_join(dir, "/", FFN_TRAIN_STATE_FILENAME);
+    char *path = ffn_path_join(dir, "/", FFN_TRAIN_STATE_FILENAME);
     if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
     ffn_status st = ffn_st_open(path, f);
     if (st == FFN_OK) {
@@ -703,7 +703,7 @@ static ffn_status meta_hex(const ffn_st_file *f, const char *key, uint64_t *out,
 ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options *opts) {
     if (!dir || !opts) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_options_from_checkpoint: NULL argument");
     char *rdir = NULL;
-    ffn_status st = ckpt_resolve(dir, &rdir);
+    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
     if (st != FFN_OK) return st;
     ffn_st_file *f = NULL;
     st = open_train_state(rdir, &f);
@@ -759,9 +759,9 @@ static ffn_status resume_check(trainer *t, const char *rdir, ffn_st_file *f) {
 
 static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
     ffn_status st;
-    char *path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
+    char *path = ffn_path_join(rdir, "/", FFN_MODEL_FILENAME);
     if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    st = ckpt_load_weights(t->model, path);
+    st = run_dir_load_weights(t->model, path);
     free(path);
     if (st != FFN_OK) return st;
     int64_t shape[1] = {t->n_params};
@@ -826,12 +826,10 @@ static void write_metrics(trainer *t, const ffn_train_point *p) {
 static ffn_status trim_metrics(const char *path, int64_t keep_steps) {
     FILE *in = fopen(path, "rb");
     if (!in) return FFN_OK; /* nothing yet */
-    char *tmp = ckpt_path_join(path, "", ".tmp");
-    FILE *out = tmp ? fopen(tmp, "wb") : NULL;
-    if (!out) {
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st != FFN_OK) {
         fclose(in);
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", tmp ? tmp : path, strerror(errno));
-        free(tmp);
         return st;
     }
     char *line = NULL;
@@ -844,25 +842,21 @@ static ffn_status trim_metrics(const char *path, int64_t keep_steps) {
             dropped++;
             continue;
         }
-        fwrite(line, 1, (size_t)n, out);
+        fwrite(line, 1, (size_t)n, af.f);
     }
     free(line);
+    int bad = ferror(in);
     fclose(in);
-    int bad = ferror(out);
-    if (fclose(out) != 0 || bad) {
-        unlink(tmp);
-        free(tmp);
-        return ffn_error(FFN_ERR_IO, "%s: cannot rewrite the metrics log", path);
+    if (bad) {
+        ffn_atomic_abort(&af);
+        return ffn_error(FFN_ERR_IO, "%s: cannot read the metrics log", path);
     }
     if (dropped == 0) {
-        unlink(tmp);
-    } else if (rename(tmp, path) != 0) {
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return st;
+        ffn_atomic_abort(&af);
+        return FFN_OK;
     }
-    free(tmp);
+    st = ffn_atomic_commit(&af);
+    if (st != FFN_OK) return ffn_error_prefix(st, "%s: cannot rewrite the metrics log", path);
     return FFN_OK;
 }
 
@@ -908,13 +902,16 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     char *rdir = NULL;
     ffn_st_file *state = NULL;
     const double t0 = now_seconds();
+    /* One writer per output directory for the whole run. */
+    ffn_dirlock lock = {.fd = -1};
+    if (o->out_dir && (st = ffn_dirlock_take(o->out_dir, &lock)) != FFN_OK) return st;
 
     if (o->resume_dir) {
-        st = ckpt_resolve(o->resume_dir, &rdir);
+        st = ffn_dirswap_resolve(o->resume_dir, &rdir);
         if (st == FFN_OK) st = open_train_state(rdir, &state);
         if (st == FFN_OK) st = resume_check(t, rdir, state);
         if (st == FFN_OK) {
-            char *tp = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+            char *tp = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
             st = tp ? ffn_tokenizer_load(tp, &t->tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
             free(tp);
         }
@@ -972,7 +969,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     /* Outputs: check the checkpoint directory and open the log first, so a
      * bad path fails before any training. */
     if (o->out_dir) {
-        st = ckpt_prepare_out(o->out_dir);
+        st = ffn_dirswap_prepare(o->out_dir);
         if (st != FFN_OK) goto done;
     }
     if (o->metrics_path && o->resume_dir) {
@@ -1045,6 +1042,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
 done:
     ffn_st_close(state);
     free(rdir);
+    ffn_dirlock_release(&lock);
     return st;
 }
 
