@@ -63,6 +63,7 @@
 
 #include "core.h"
 #include "data.h"
+#include "vocab.h"
 #include "model.h"
 
 #include <signal.h>
@@ -207,6 +208,10 @@ typedef struct ffn_generate_options {
     double top_p;        /* nucleus: sample from the smallest set of tokens whose
                             probability reaches top_p (0.95; 1 = all) */
     uint64_t seed;       /* 42 */
+    int allow_unk;       /* 0: "<unk>" is never generated (default); 1: it may be */
+    int add_bos;         /* ffn_generate_text: prepend the vocabulary's bos (0) */
+    int whole_prompt;    /* 0: a prompt of T tokens or more is cut to its last T/2
+                            (default); 1: a prompt of exactly T is fed whole */
 } ffn_generate_options;
 
 void ffn_generate_options_default(ffn_generate_options *opts);
@@ -231,6 +236,31 @@ void ffn_sampler_free(ffn_sampler *sampler); /* NULL is a no-op */
 ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
                         const ffn_generate_options *opts,
                         int (*on_token)(const char *bytes, size_t len, void *user), void *user);
+
+/* Generation in one place: feed `prompt` (N >= 1 ids in [0, V)), then
+ * sample opts->steps tokens with the KV cache, as above (a full cache
+ * keeps its last half and goes on).  vocab may be NULL (ids only); with
+ * one, "<unk>" is never generated unless opts->allow_unk, and each token's
+ * text is its ffn_vocab_piece after the previous token.  Callbacks (cb
+ * and each member may be NULL): on_token with each sampled id and its text
+ * (NULL, 0 without a vocab), non-zero stops; on_logits with the logits (V)
+ * after each sampled token is fed back (every token but the last). */
+typedef struct ffn_generate_callbacks {
+    int (*on_token)(int32_t id, const char *bytes, size_t len, void *user);
+    void (*on_logits)(int32_t fed, const float *logits, void *user);
+    void *user;
+} ffn_generate_callbacks;
+
+ffn_status ffn_generate_tokens(ffn_model *model, const ffn_vocab *vocab, const int32_t *prompt,
+                               int64_t n_prompt, const ffn_generate_options *opts,
+                               const ffn_generate_callbacks *cb);
+
+/* The same from text: the prompt is encoded with `vocab` (with its bos when
+ * opts->add_bos); an empty prompt starts from a newline token when the
+ * vocabulary has one, else token 0.  ffn_generate is this over an
+ * ffn_tokenizer. */
+ffn_status ffn_generate_text(ffn_model *model, const ffn_vocab *vocab, const char *prompt,
+                             const ffn_generate_options *opts, const ffn_generate_callbacks *cb);
 
 #ifdef __cplusplus
 }
