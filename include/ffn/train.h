@@ -78,6 +78,8 @@ extern "C" {
 #define FFN_MODEL_FILENAME "model.safetensors"
 #define FFN_CONFIG_FILENAME "config.json"
 
+#define FFN_METRICS_FILENAME "metrics.jsonl" /* the log's name in a run directory */
+
 typedef struct ffn_train_options {
     /* ---- data: the first of text, data_path, built-in corpus ---- */
     const char *text;          /* borrowed UTF-8 text (text_len bytes), or NULL */
@@ -113,8 +115,13 @@ typedef struct ffn_train_options {
     /* ---- files ---- */
     const char *out_dir;       /* checkpoint directory, or NULL for none */
     const char *resume_dir;    /* continue from this checkpoint, or NULL */
-    const char *metrics_path;  /* JSON lines, or NULL; when resuming, lines after the
-                                  checkpoint's step are dropped, then appended to */
+    const char *metrics_path;  /* JSON lines, one per step.  NULL (or out_dir's own
+                                  FFN_METRICS_FILENAME): the log is out_dir/metrics.jsonl,
+                                  written whole with each save, so it always matches the
+                                  saved step and a resume (also into another out_dir)
+                                  carries it on.  Elsewhere: written live; when resuming,
+                                  lines after the checkpoint's step are dropped, then
+                                  appended to.  NULL without out_dir: no log. */
 
     /* Set to non-zero (from a signal handler) to stop: the loop finishes the
      * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */

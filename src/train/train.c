@@ -255,7 +255,10 @@ typedef struct trainer {
     double *eval_loss;
     int64_t n_evals, eval_cap;
     double train_seconds;     /* time inside training steps in this run */
-    FILE *metrics;
+    FILE *metrics;            /* a --log outside the run directory, written live */
+    int log_in_dir;           /* the log is DIR/metrics.jsonl, written with each save */
+    char *log;                /* its lines so far (log_len bytes) */
+    size_t log_len, log_cap;
 } trainer;
 
 static double now_seconds(void) {
@@ -272,6 +275,7 @@ static uint64_t fnv1a64(const char *p, size_t n) {
 
 static void trainer_free(trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    free(t->log);
     free(t->text_owned);
     ffn_tokenizer_free(t->tok);
     free(t->ids);
@@ -633,6 +637,16 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
     if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = save_train_state(t, path);
+    if (st == FFN_OK && t->log_in_dir) {
+        if (!FILE_IN(FFN_METRICS_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        FILE *f = st == FFN_OK ? fopen(path, "wb") : NULL;
+        if (st == FFN_OK && !f) st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        if (f) {
+            if (t->log_len) fwrite(t->log, 1, t->log_len, f);
+            int bad = ferror(f);
+            if (fclose(f) != 0 || bad) st = ffn_error(FFN_ERR_IO, "%s: write failed", path);
+        }
+    }
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = run_dir_save_weights(t->model, path);
@@ -806,17 +820,86 @@ static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
 
 /* ---- the loop --------------------------------------------------------------------- */
 
-static void write_metrics(trainer *t, const ffn_train_point *p) {
-    if (!t->metrics) return;
-    fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)p->step);
-    if (isfinite(p->loss)) fprintf(t->metrics, "%.17g", p->loss);
-    else fputs("null", t->metrics);
-    fprintf(t->metrics, ", \"lr\": %.9g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g",
-            p->lr, p->tokens_per_s, p->grad_norm);
-    if (p->loss_total != p->loss) fprintf(t->metrics, ", \"loss_total\": %.17g", p->loss_total);
-    if (!isnan(p->val_loss)) fprintf(t->metrics, ", \"val_loss\": %.17g", p->val_loss);
-    fputs("}\n", t->metrics);
-    fflush(t->metrics);
+static ffn_status log_append(trainer *t, const char *line, size_t n) {
+    if (t->log_len + n + 1 > t->log_cap) {
+        size_t cap = t->log_cap ? t->log_cap : 4096;
+        while (cap < t->log_len + n + 1) cap *= 2;
+        char *p = realloc(t->log, cap);
+        if (!p) return ffn_error(FFN_ERR_NOMEM, "out of memory (metrics log)");
+        t->log = p;
+        t->log_cap = cap;
+    }
+    memcpy(t->log + t->log_len, line, n);
+    t->log_len += n;
+    t->log[t->log_len] = '\0';
+    return FFN_OK;
+}
+
+static ffn_status write_metrics(trainer *t, const ffn_train_point *p) {
+    if (!t->metrics && !t->log_in_dir) return FFN_OK;
+    char line[512];
+    int n = snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": ", (long long)p->step);
+    if (isfinite(p->loss)) n += snprintf(line + n, sizeof line - (size_t)n, "%.17g", p->loss);
+    else n += snprintf(line + n, sizeof line - (size_t)n, "null");
+    n += snprintf(line + n, sizeof line - (size_t)n,
+                  ", \"lr\": %.9g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g", p->lr,
+                  p->tokens_per_s, p->grad_norm);
+    if (p->loss_total != p->loss)
+        n += snprintf(line + n, sizeof line - (size_t)n, ", \"loss_total\": %.17g", p->loss_total);
+    if (!isnan(p->val_loss))
+        n += snprintf(line + n, sizeof line - (size_t)n, ", \"val_loss\": %.17g", p->val_loss);
+    n += snprintf(line + n, sizeof line - (size_t)n, "}\n");
+    if (t->metrics) {
+        fwrite(line, 1, (size_t)n, t->metrics);
+        fflush(t->metrics);
+    }
+    return t->log_in_dir ? log_append(t, line, (size_t)n) : FFN_OK;
+}
+
+/* The lines of the log at `path` for steps up to keep_steps, appended to
+ * the in-memory log (a missing file is an empty log). */
+static ffn_status log_read(trainer *t, const char *path, int64_t keep_steps) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return FFN_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    ffn_status st = FFN_OK;
+    while (st == FFN_OK && (n = getline(&line, &cap, in)) > 0) {
+        const char *k = strstr(line, "\"step\": ");
+        if (k && strtoll(k + 8, NULL, 10) > keep_steps) continue;
+        st = log_append(t, line, (size_t)n);
+    }
+    free(line);
+    if (st == FFN_OK && ferror(in)) st = ffn_error(FFN_ERR_IO, "%s: cannot read the metrics log", path);
+    fclose(in);
+    return st;
+}
+
+/* Is `log` DIR/metrics.jsonl (the run directory's own log)? */
+static int log_is_in_dir(const char *log, const char *dir) {
+    const char *slash = strrchr(log, '/');
+    if (strcmp(slash ? slash + 1 : log, FFN_METRICS_FILENAME)) return 0;
+    char *parent = slash ? strndup(log, (size_t)(slash - log)) : strdup(".");
+    char *target = NULL;
+    int same = 0;
+    if (parent && ffn_dirswap_target(dir, &target) == FFN_OK) {
+        char *a = realpath(parent, NULL), *b = realpath(target, NULL);
+        if (a && b) same = !strcmp(a, b);
+        else { /* DIR does not exist yet: compare the spellings */
+            const char *x = parent, *y = target;
+            while (x[0] == '.' && x[1] == '/') x += 2;
+            while (y[0] == '.' && y[1] == '/') y += 2;
+            size_t nx = strlen(x), ny = strlen(y);
+            while (nx > 1 && x[nx - 1] == '/') nx--;
+            same = nx == ny && !strncmp(x, y, nx);
+        }
+        free(a);
+        free(b);
+    }
+    free(parent);
+    free(target);
+    return same;
 }
 
 /* On resume: drop the log lines of steps after the checkpoint (a run that
@@ -972,11 +1055,22 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         st = ffn_dirswap_prepare(o->out_dir);
         if (st != FFN_OK) goto done;
     }
-    if (o->metrics_path && o->resume_dir) {
+    /* The log: DIR/metrics.jsonl by default, written whole with each save
+     * (so it always matches the saved step, and a resume carries it on);
+     * a --log elsewhere is written live, line by line. */
+    t->log_in_dir = o->out_dir && (!o->metrics_path || log_is_in_dir(o->metrics_path, o->out_dir));
+    if (t->log_in_dir) {
+        if (rdir) {
+            char *lp = ffn_path_join(rdir, "/", FFN_METRICS_FILENAME);
+            st = lp ? log_read(t, lp, t->step) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+            free(lp);
+            if (st != FFN_OK) goto done;
+        }
+    } else if (o->metrics_path && o->resume_dir) {
         st = trim_metrics(o->metrics_path, t->step);
         if (st != FFN_OK) goto done;
     }
-    if (o->metrics_path) {
+    if (o->metrics_path && !t->log_in_dir) {
         t->metrics = fopen(o->metrics_path, o->resume_dir ? "a" : "w");
         if (!t->metrics) {
             st = ffn_error(FFN_ERR_IO, "%s: cannot open the metrics log: %s", o->metrics_path,
@@ -1012,7 +1106,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                           (t->train_seconds > 0 ? t->train_seconds : 1e-9);
         pt.elapsed_s = elapsed;
         pt.eta_s = elapsed / (double)(t->step - start) * (double)(end - t->step);
-        write_metrics(t, &pt);
+        st = write_metrics(t, &pt);
+        if (st != FFN_OK) goto done;
         if (cb && cb->on_step) cb->on_step(&pt, cb->user);
         interrupted = o->stop_flag && *o->stop_flag;
         if (o->out_dir && (interrupted || t->step == end ||

@@ -9,6 +9,9 @@
 #     directory whole and the link a link;
 #   - export refuses an existing --out without --force, refuses --out equal
 #     to MODEL (however spelled), keeps the files ffn does not write;
+#   - the metrics log: DIR/metrics.jsonl by default (--log only moves it),
+#     --log DIR/metrics.jsonl before DIR exists, carried across the swap
+#     and across --resume (also into another --out);
 #   - two ffn train on one --out: the second fails at once, naming the
 #     first one's pid;
 #   - no temporary file or directory is left behind.
@@ -110,6 +113,26 @@ rc=0; "$FFN_BIN" export "$MODEL" --out hf1 2>err.txt || rc=$?
 [[ "$(cat hf1/README.user)" == "mine" ]] || fail "export --force deleted a file it did not write"
 no_temps hf1 && no_temps run1 || fail "export left a temporary directory"
 ok "export: an existing --out needs --force, MODEL itself is refused, foreign files kept"
+
+# ---- 5. the metrics log ----------------------------------------------------------
+steps_of() { python3 -c '
+import json, sys
+print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1])))' "$1"; }
+"$FFN_BIN" train "${small[@]}" --out moe1 --log moe1/metrics.jsonl >/dev/null 2>err.txt \
+    || { cat err.txt; fail "--log DIR/metrics.jsonl before DIR exists"; }
+[[ "$(steps_of moe1/metrics.jsonl)" == "1 2 3" ]] || fail "moe1/metrics.jsonl: steps $(steps_of moe1/metrics.jsonl)"
+"$FFN_BIN" train --resume moe1 --steps 5 --threads 1 --quiet >/dev/null 2>err.txt || { cat err.txt; fail "resume moe1"; }
+[[ "$(steps_of moe1/metrics.jsonl)" == "1 2 3 4 5" ]] || fail "the log was not carried across the swap and the resume"
+"$FFN_BIN" train "${small[@]}" --out d1 >/dev/null 2>err.txt || { cat err.txt; fail "train d1"; }
+[[ "$(steps_of d1/metrics.jsonl)" == "1 2 3" ]] || fail "no DIR/metrics.jsonl by default"
+"$FFN_BIN" train --resume d1 --out d2 --steps 4 --threads 1 --quiet >/dev/null 2>err.txt || { cat err.txt; fail "resume d1 into d2"; }
+[[ "$(steps_of d2/metrics.jsonl)" == "1 2 3 4" && "$(steps_of d1/metrics.jsonl)" == "1 2 3" ]] \
+    || fail "a resume into another --out did not carry the log on"
+"$FFN_BIN" report d2 --out d2.html 2>err.txt || { cat err.txt; fail "report d2"; }
+grep -qE '"train":\[\[1,[^]]*\],\[2,[^]]*\],\[3,[^]]*\],\[4,' d2.html || fail "the report did not read d2/metrics.jsonl"
+"$FFN_BIN" train "${small[@]}" --out d3 --log d3.jsonl >/dev/null 2>err.txt || { cat err.txt; fail "train d3"; }
+[[ ! -e d3/metrics.jsonl && "$(steps_of d3.jsonl)" == "1 2 3" ]] || fail "--log FILE must move the log out of DIR"
+ok "the metrics log lives in DIR by default, --log moves it, the swap and --resume carry it"
 
 # ---- 7. two writers on one --out ---------------------------------------------------
 slow=(--data data.txt --steps 100000 --save-every 1 --hidden-size 64 --intermediate-size 128
