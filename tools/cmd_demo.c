@@ -16,7 +16,8 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ffn demo [--out DIR] [--steps S] [--lang en|zh] [--threads N] [--json]\n"
+            "usage: ffn demo [--out DIR] [--resume | --force] [--steps S] [--lang en|zh]\n"
+            "                [--threads N] [--json]\n"
             "\n"
             "The lesson as an experiment.  Attention moves information between tokens;\n"
             "the FFN transforms it inside each token.  On the built-in corpus (sentences\n"
@@ -33,7 +34,10 @@ static void usage(FILE *f) {
             "\n"
             "options:\n"
             "  --out DIR       where checkpoints, metrics, val_loss.svg and compare.json\n"
-            "                  go (default ffn-demo)\n"
+            "                  go (default ffn-demo); an existing DIR needs --resume\n"
+            "                  (the same demo: finished runs kept) or --force\n"
+            "  --resume        continue the demo in DIR\n"
+            "  --force         replace the results in DIR (only files ffn wrote)\n"
             "  --steps S       optimizer steps per variant (default 1500)\n"
             "  --lang en|zh    the corpus language (default en)\n"
             "  --threads N     (default FFN_NUM_THREADS or all cores)\n"

@@ -124,6 +124,13 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                             ffn_tokenizer **tokenizer);
 
+/* Remove an ffn run (or model) directory: only the files ffn writes there,
+ * never through a symbolic link; a directory still holding other files is
+ * kept with them.  An absent dir is not an error; a directory that is not
+ * an ffn one (no config.json and model.safetensors, or files ffn does not
+ * write) is refused. */
+ffn_status ffn_run_dir_remove(const char *dir);
+
 typedef struct ffn_hf_save_options {
     const char *dtype;          /* "F32" (NULL: exact), "F16" or "BF16" (rounded to nearest even) */
     const char *tokenizer_path; /* copied into the directory when not NULL */

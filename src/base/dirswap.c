@@ -461,6 +461,21 @@ done:
     return st;
 }
 
+ffn_status ffn_dirswap_remove(const char *dir_in) {
+    char *dir = strip_slashes(dir_in);
+    if (!dir) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = FFN_OK;
+    if (!exists(dir)) goto done;
+    if (!is_swap_leftover(dir)) {
+        st = ffn_error(FFN_ERR_IO, "%s: not removed: not an ffn run or model directory", dir);
+        goto done;
+    }
+    st = retire(dir, NULL, 0);
+done:
+    free(dir);
+    return st;
+}
+
 ffn_status ffn_dirswap_resolve(const char *dir_in, char **out) {
     *out = NULL;
     char *dir = strip_slashes(dir_in);

@@ -65,6 +65,11 @@ ffn_status ffn_dirswap_commit(const char *dir, const char *tmp);
  * in it (never following a link) and the directory. */
 void ffn_dirswap_abort(const char *tmp);
 
+/* Remove an ffn model or run directory: the files ffn writes (never
+ * following a link); anything else stays, and so does the directory then.
+ * A directory that is not an ffn one is refused; an absent one is fine. */
+ffn_status ffn_dirswap_remove(const char *dir);
+
 /* The directory to read for `dir`: its target when it is an ffn model
  * directory, else DIR.old when DIR is absent and DIR.old is one (an
  * interrupted fallback swap).  malloc'd. */

@@ -69,3 +69,8 @@ ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                                ffn_tokenizer **tokenizer) {
     return ffn_run_dir_load(ctx, dir, model, tokenizer);
 }
+
+ffn_status ffn_run_dir_remove(const char *dir) {
+    if (!dir) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_remove: NULL argument");
+    return ffn_dirswap_remove(dir);
+}

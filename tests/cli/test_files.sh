@@ -12,6 +12,10 @@
 #   - the metrics log: DIR/metrics.jsonl by default (--log only moves it),
 #     --log DIR/metrics.jsonl before DIR exists, carried across the swap
 #     and across --resume (also into another --out);
+#   - compare/demo results directories: another experiment is refused
+#     without --force, which removes only what an experiment wrote (stale
+#     runs included); the same one needs --resume (finished runs kept, the
+#     interrupted one continued); an interrupted compare leaves compare.json;
 #   - two ffn train on one --out: the second fails at once, naming the
 #     first one's pid;
 #   - no temporary file or directory is left behind.
@@ -128,11 +132,55 @@ print(" ".join(str(json.loads(l)["step"]) for l in open(sys.argv[1])))' "$1"; }
 "$FFN_BIN" train --resume d1 --out d2 --steps 4 --threads 1 --quiet >/dev/null 2>err.txt || { cat err.txt; fail "resume d1 into d2"; }
 [[ "$(steps_of d2/metrics.jsonl)" == "1 2 3 4" && "$(steps_of d1/metrics.jsonl)" == "1 2 3" ]] \
     || fail "a resume into another --out did not carry the log on"
-"$FFN_BIN" report d2 --out d2.html 2>err.txt || { cat err.txt; fail "report d2"; }
+"$FFN_BIN" report d2 --out d2.html >/dev/null 2>err.txt || { cat err.txt; fail "report d2"; }
 grep -qE '"train":\[\[1,[^]]*\],\[2,[^]]*\],\[3,[^]]*\],\[4,' d2.html || fail "the report did not read d2/metrics.jsonl"
 "$FFN_BIN" train "${small[@]}" --out d3 --log d3.jsonl >/dev/null 2>err.txt || { cat err.txt; fail "train d3"; }
 [[ ! -e d3/metrics.jsonl && "$(steps_of d3.jsonl)" == "1 2 3" ]] || fail "--log FILE must move the log out of DIR"
 ok "the metrics log lives in DIR by default, --log moves it, the swap and --resume carry it"
+
+# ---- 6. compare / demo results directories --------------------------------------
+tiny=(--hidden-size 16 --num-hidden-layers 1 --seq-len 16 --batch-size 2 --sentences 300 --threads 1)
+runs_of() { python3 -c '
+import json, sys
+print(" ".join("%s=%d" % (v["variant"], v["runs"]) for v in json.load(open(sys.argv[1]))["variants"]))' "$1"; }
+"$FFN_BIN" compare --variants gelu,swiglu --steps 2 --seeds 1 "${tiny[@]}" --out cmp >/dev/null 2>err.txt \
+    || { cat err.txt; fail "compare"; }
+echo "mine" > cmp/notes.txt
+rc=0; "$FFN_BIN" compare --variants gelu,swiglu --steps 2 --seeds 1 "${tiny[@]}" --out cmp >/dev/null 2>err.txt || rc=$?
+[[ $rc -eq 1 ]] && grep -q -- "--resume" err.txt || { cat err.txt; fail "the same experiment again without --resume: rc $rc"; }
+rc=0; "$FFN_BIN" compare --variants gelu --steps 3 --seeds 1 "${tiny[@]}" --out cmp >/dev/null 2>err.txt || rc=$?
+[[ $rc -eq 1 ]] && grep -q "another experiment" err.txt || { cat err.txt; fail "another experiment without --force: rc $rc"; }
+[[ -f cmp/swiglu-seed1/model.safetensors ]] || fail "a refused compare touched the previous runs"
+"$FFN_BIN" compare --variants gelu --steps 3 --seeds 1 "${tiny[@]}" --out cmp --force >/dev/null 2>err.txt \
+    || { cat err.txt; fail "compare --force"; }
+[[ ! -e cmp/swiglu-seed1 && ! -e cmp/swiglu-seed1.metrics.jsonl ]] || fail "--force kept the stale swiglu run"
+[[ "$(cat cmp/notes.txt)" == "mine" ]] || fail "--force deleted a file ffn did not write"
+[[ "$(runs_of cmp/compare.json)" == "gelu=1" ]] || fail "compare.json after --force: $(runs_of cmp/compare.json)"
+rc=0; "$FFN_BIN" demo --steps 2 "${tiny[@]}" --out cmp >/dev/null 2>err.txt || rc=$?
+[[ $rc -eq 1 ]] && grep -q "another experiment" err.txt || { cat err.txt; fail "demo into a compare's directory: rc $rc"; }
+# an interrupted compare: compare.json of what finished, then --resume
+slowc=(--variants gelu,swiglu --steps 3000 --eval-every 0 --seeds 1 "${tiny[@]}" --out cmp2)
+"$FFN_BIN" compare "${slowc[@]}" >/dev/null 2>cmp2.err &
+pid=$!
+for _ in $(seq 600); do [[ -f cmp2/gelu-seed1.result ]] && break; sleep 0.05; done
+sleep 0.3
+kill -INT $pid; rc=0; wait $pid || rc=$?
+[[ $rc -eq 130 ]] || { cat cmp2.err; fail "an interrupted compare: rc $rc (too fast a machine?)"; }
+[[ "$(runs_of cmp2/compare.json)" == "gelu=1 swiglu=0" ]] \
+    || fail "an interrupted compare left no compare.json of what finished: $(runs_of cmp2/compare.json)"
+cp cmp2/gelu-seed1/model.safetensors gelu.before
+rc=0; "$FFN_BIN" compare "${slowc[@]/3000/2999}" >/dev/null 2>err.txt || rc=$?
+[[ $rc -eq 1 ]] && grep -q "another experiment" err.txt || fail "a changed --steps must be another experiment"
+"$FFN_BIN" compare "${slowc[@]}" --resume >/dev/null 2>err.txt || { cat err.txt; fail "compare --resume"; }
+grep -q "gelu.*finished before, kept" err.txt || { cat err.txt; fail "--resume did not keep the finished run"; }
+cmp -s gelu.before cmp2/gelu-seed1/model.safetensors || fail "--resume retrained a finished run"
+[[ "$(runs_of cmp2/compare.json)" == "gelu=1 swiglu=1" ]] || fail "compare.json after --resume: $(runs_of cmp2/compare.json)"
+[[ "$(python3 -c '
+import json, sys
+s = [json.loads(l)["step"] for l in open(sys.argv[1])]
+print(s == list(range(1, 3001)))' cmp2/swiglu-seed1.metrics.jsonl)" == True ]] \
+    || fail "the interrupted run was not continued (its log is not steps 1..3000 once each)"
+ok "compare/demo: another experiment needs --force (only ffn's files removed), the same one --resume"
 
 # ---- 7. two writers on one --out ---------------------------------------------------
 slow=(--data data.txt --steps 100000 --save-every 1 --hidden-size 64 --intermediate-size 128
