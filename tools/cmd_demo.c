@@ -113,7 +113,7 @@ static void show_samples(ffn_ctx *ctx, const exp_plan *p, ffn_lang lang) {
     if (!best) return;
     ffn_model *model = NULL;
     ffn_tokenizer *tok = NULL;
-    ffn_status st = ffn_checkpoint_load(ctx, best->best_dir, &model, &tok);
+    ffn_status st = ffn_run_dir_load(ctx, best->best_dir, &model, &tok);
     if (st != FFN_OK) {
         cli_fail("demo", st);
         return;

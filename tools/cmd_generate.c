@@ -103,7 +103,7 @@ int cmd_generate(int argc, char **argv) {
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_model *model = NULL;
     ffn_tokenizer *tok = NULL;
-    ffn_status st = ffn_checkpoint_load(ctx, model_dir, &model, &tok);
+    ffn_status st = ffn_run_dir_load(ctx, model_dir, &model, &tok);
     stream s = {1, 0};
     if (st == FFN_OK) {
         if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);

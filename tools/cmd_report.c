@@ -44,7 +44,7 @@ static const char usage_text[] =
     "\n"
     "options:\n"
     "  --out FILE.html     where to write (default RUN_DIR/report.html); written to\n"
-    "                      FILE.html.tmp, flushed to disk, then renamed into place\n"
+    "                      FILE.html.tmp-XXXXXX, flushed to disk, then renamed into place\n"
     "  --prompt TEXT       the text whose tokens are inspected (default\n"
     "                      \"" REPORT_DEFAULT_PROMPT "\").\n"
     "                      Longer than the model's context, it runs in windows,\n"

@@ -1,7 +1,8 @@
-/* ffn/checkpoint.h -- real checkpoints in and out: llama2.c .bin files and
- * Hugging Face safetensors directories (llama, mistral, qwen2, mixtral,
- * qwen2_moe, and ffn's own checkpoint directories), and the llama2.c
- * tokenizer.bin vocabulary.
+/* ffn/checkpoint.h -- model files and model directories in and out:
+ * llama2.c .bin files and Hugging Face safetensors directories (llama,
+ * mistral, qwen2, mixtral, qwen2_moe), and ffn's own run directories
+ * (written by the trainer, train.h) for inference.  (The function names
+ * keep "checkpoint" for a model file or directory.)
  *
  * Part of the public API; include <ffn.h>, not this file.
  *
@@ -60,11 +61,14 @@
  * rotate_half convention: q_proj/k_proj rows (and q/k biases) of a model
  * whose rope_style is interleaved are permuted per head, row 2j+h -> row
  * h·Dh/2 + j (h in {0,1}).  The directory is written whole beside the
- * target and swapped in atomically.  ffn_checkpoint_save_llama2c writes
+ * target and swapped in atomically (the directory swap described in
+ * train.h: files of other names in it are kept, links never followed),
+ * holding the same lock as a training run.  ffn_checkpoint_save_llama2c writes
  * the legacy .bin (with freq_cis arrays, as llama2.c's export does) and
  * permutes the other way for a half-style model; it needs what the format
  * can express: gated SiLU, no biases, no MoE, eps 1e-5, theta 1e4.
- * The file goes to PATH.tmp, is fsynced and renamed.
+ * The file goes to a new PATH.tmp-XXXXXX (ffn_atomic_open), is fsynced and
+ * renamed.
  *
  * The llama2.c tokenizer.bin vocabulary is in vocab.h (ffn_vocab).
  */

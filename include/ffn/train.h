@@ -1,5 +1,5 @@
-/* ffn/train.h -- training a model on text, checkpoints, resuming, and
- * generating text from a checkpoint.
+/* ffn/train.h -- training a model on text, run directories (the
+ * checkpoints a run writes), resuming, and generating text.
  *
  * Part of the public API; include <ffn.h>, not this file.
  *
@@ -31,7 +31,7 @@
  * losses as training 2·S steps at once.  The schedule spans `steps`: to
  * stop early and resume later with the same schedule, use `stop_at`.
  *
- * Checkpoint directory (--out DIR):
+ * Run directory (--out DIR; "checkpoint" in option and callback names):
  *   config.json              Hugging Face Llama names, plus ffn's fields
  *                            (mlp_type, hidden_act, MoE settings) and
  *                            "ffn_tokenizer": "byte"|"char"|"word"
@@ -41,11 +41,18 @@
  *                            history, and in its metadata the step, the RNG
  *                            state, the data fingerprint and every training
  *                            option
- * Written to DIR.tmp, every file and the directory fsynced, then swapped
- * with DIR atomically (renameat2 RENAME_EXCHANGE; elsewhere through
- * DIR.old), so a crash at any moment leaves a whole, loadable checkpoint.
- * DIR must be absent, empty or an earlier ffn checkpoint: an unrelated
- * directory is never replaced.  (The environment variable
+ *   metrics.jsonl            the log up to the saved step (see metrics_path)
+ * The directory swap: written to a new DIR.tmp-XXXXXX beside DIR (mkdtemp),
+ * every file and the directory fsynced, then swapped with DIR atomically
+ * (renameat2 RENAME_EXCHANGE; elsewhere through DIR.old), so a crash at any
+ * moment leaves a whole, loadable run directory.  The previous contents
+ * are retired: the files listed above are deleted, any other file in DIR
+ * is moved into the new one, and no symbolic link is ever followed.  DIR
+ * may be a symbolic link to a run directory (the real one is replaced, the
+ * link kept).  DIR must be absent, empty or an earlier ffn run directory:
+ * an unrelated directory is never replaced.  One writer at a time: the run
+ * holds a lock (".DIR.lock" beside DIR) and a second run on DIR fails at
+ * once naming the first one's pid.  (The environment variable
  * FFN_CHECKPOINT_NO_EXCHANGE=1 forces the DIR.old path, for its test.)
  *
  * Example (train two variants in one process):
