@@ -306,18 +306,6 @@ ffn_status ffn_dirswap_prepare(const char *dir_in) {
             goto done;
         }
     }
-    /* DIR.old beside a whole DIR: a fallback swap cut short while retiring
-     * it.  Finish that, or refuse when it is not ours. */
-    if (exists(old) && exists(dir)) {
-        if (!is_swap_leftover(old)) {
-            st = ffn_error(FFN_ERR_IO,
-                           "%s: exists and is not a directory left by ffn's swap; ffn needs that "
-                           "name to replace %s: move it away",
-                           old, dir);
-            goto done;
-        }
-        if ((st = retire(old, dir, 0)) != FFN_OK) goto done;
-    }
     retire_stale_temps(dir, parent);
     /* Probe that we can create the sibling we will write into. */
     char *tmp = NULL;

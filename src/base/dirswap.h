@@ -48,7 +48,8 @@ int ffn_dirswap_is_model_dir(const char *dir);
 /* Make sure `dir` can be replaced: it is absent, an empty directory or an
  * ffn model directory (never a user's unrelated directory or file); its
  * parent is a directory.  Also finishes an interrupted fallback swap (DIR
- * absent, DIR.old whole: put back) and retires what crashed swaps left
+ * absent, DIR.old whole: put back; a DIR.old beside a whole DIR is left to
+ * the fallback path of ffn_dirswap_commit) and retires what crashed swaps left
  * beside DIR (DIR.tmp-XXXXXX directories holding only ffn's files; their
  * other files go into DIR).  Call it holding ffn_dirlock_take(dir). */
 ffn_status ffn_dirswap_prepare(const char *dir);

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- tokenizer.bin -------------------------------------------------------------- */
 
@@ -188,6 +189,9 @@ ffn_status ffn_llama2c_tokenizer_load(const char *path, int64_t expected_vocab,
     *out = NULL;
     char *data;
     size_t size;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
     ffn_status st = ffn_text_read(path, &data, &size);
     if (st) return st;
     st = ffn_llama2c_tokenizer_parse(data, size, path, expected_vocab, out);

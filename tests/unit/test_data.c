@@ -630,6 +630,13 @@ static void test_vocab(void) {
     CHECK(ffn_vocab_load(tmp_path("none.txt"), 0, &v) == FFN_ERR_IO && strstr(ffn_last_error(), "none.txt"),
           "a missing file");
     CHECK(ffn_vocab_from_tokenizer(NULL, &v) == FFN_ERR_INVALID_ARG, "NULL engine");
+    /* not a regular file: refused at once (a FIFO would block) */
+    CHECK(mkfifo(tmp_path("fifo"), 0600) == 0, "mkfifo");
+    CHECK(ffn_vocab_load(tmp_path("fifo"), 0, &v) == FFN_ERR_IO && strstr(ffn_last_error(), "regular"),
+          "a FIFO: %s", ffn_last_error());
+    ffn_llama2c_tokenizer *l2 = NULL;
+    CHECK(ffn_llama2c_tokenizer_load(tmp_path("fifo"), 0, &l2) == FFN_ERR_IO && !l2, "a FIFO as tokenizer.bin");
+    CHECK(ffn_vocab_load(tmpdir, 0, &v) == FFN_ERR_IO, "a directory");
     ffn_vocab_free(NULL);
 }
 
