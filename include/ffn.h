@@ -38,6 +38,9 @@
 #if __has_include("ffn/data.h")
 #include "ffn/data.h"
 #endif
+#if __has_include("ffn/vocab.h")
+#include "ffn/vocab.h"
+#endif
 #if __has_include("ffn/checkpoint.h")
 #include "ffn/checkpoint.h"
 #endif

@@ -80,7 +80,8 @@ int cmd_compare(int argc, char **argv) {
         {.name = "--seeds", .type = CLI_INT, .dst = &seeds, .metavar = "N", .imin = 1, .imax = 100,
          .help = "runs per variant, seeds S, S+1, ...; the table gives mean ± sample std"},
         CLI_OPT_OUT(&plan.out_dir, "DIR", "checkpoints per run (DIR/<variant>-seed<k>/), their "
-                    "metrics (.metrics.jsonl), DIR/val_loss.svg and DIR/compare.json"),
+                    "metrics (.metrics.jsonl), DIR/val_loss.svg and DIR/compare.json; an existing DIR "
+                    "is refused unless it is this experiment and --resume is given, or --force is"),
     };
     int n = 4;
     n += exp_common_opts(&plan, opts + n, &lang_given);

@@ -57,7 +57,7 @@ static void show_samples(ffn_ctx *ctx, const exp_plan *p, ffn_lang lang) {
     if (!best) return;
     ffn_model *model = NULL;
     ffn_tokenizer *tok = NULL;
-    ffn_status st = ffn_checkpoint_load(ctx, best->best_dir, &model, &tok);
+    ffn_status st = ffn_run_dir_load(ctx, best->best_dir, &model, &tok);
     if (st != FFN_OK) {
         cli_fail("demo", st);
         return;
@@ -100,7 +100,8 @@ int cmd_demo(int argc, char **argv) {
     const char *explain_from = NULL;
     cli_opt opts[EXP_N_COMMON_OPTS + 8] = {
         CLI_OPT_OUT(&plan.out_dir, "DIR",
-                    "where checkpoints, metrics, val_loss.svg and compare.json go"),
+                    "where checkpoints, metrics, val_loss.svg and compare.json go; an existing DIR "
+                    "needs --resume (the same demo: finished runs kept) or --force"),
         {.name = "--seeds", .type = CLI_INT, .dst = &seeds, .metavar = "N", .imin = 1, .imax = 100,
          .help = "runs per variant (N times the time); the explanation then uses their spread"},
         /* the explanation alone, from a compare.json (the tests feed it numbers) */

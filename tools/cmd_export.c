@@ -5,8 +5,31 @@
 #include "ffn/checkpoint.h"
 
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const CMD = "export";
+
+/* --out must never be MODEL itself (the same file or directory, by device
+ * and inode, whatever the spelling), and an existing --out is replaced only
+ * with --force.  An existing non-empty directory that is not a model
+ * directory is refused by the library (never replaced, even with --force). */
+static int refuse_out(const char *model, const char *out, int force) {
+    struct stat sm, so;
+    if (stat(out, &so) != 0) return 0;
+    if (stat(model, &sm) == 0 && sm.st_dev == so.st_dev && sm.st_ino == so.st_ino) {
+        cli_error(CMD, "--out %s is MODEL %s itself: write the export somewhere else", out, model);
+        return 1;
+    }
+    if (force) return 0;
+    if (S_ISDIR(so.st_mode)) {
+        char cfg[4096];
+        snprintf(cfg, sizeof cfg, "%s/config.json", out);
+        if (access(cfg, F_OK) != 0) return 0; /* empty, or refused below as a user's directory */
+    }
+    cli_error(CMD, "%s already exists: replace it with --force, or choose another --out", out);
+    return 1;
+}
 
 static const char about[] =
 "Loads MODEL (anything `ffn run` loads: a llama2.c .bin, a Hugging Face\n"
@@ -23,7 +46,7 @@ static const char *const dtype_names[] = {"F32", "F16", "BF16", NULL};
 int cmd_export(int argc, char **argv) {
     const char *model_path = NULL, *out = NULL;
     int64_t threads = 0;
-    int format_k = 0, dtype_k = 0;
+    int format_k = 0, dtype_k = 0, force = 0;
     const cli_opt opts[] = {
         CLI_OPT_OUT(&out, "PATH", "where to write (required): a directory for --format hf, a "
                     "file for --format llama2c"),
@@ -35,30 +58,34 @@ int cmd_export(int argc, char **argv) {
                  "q_proj/k_proj rows permuted per head (row 2j+h -> h*Dh/2 + j), so HF code "
                  "computes the same logits.  The vocabulary found beside MODEL (tokenizer.txt "
                  "or tokenizer.bin) is copied along.  The directory is written beside PATH and "
-                 "swapped in atomically; an existing PATH must be empty or a checkpoint.  A "
+                 "swapped in atomically; an existing PATH must be an empty directory, or a model "
+                 "directory and --force given (files in it that ffn does not write are kept).  A "
                  "source with a sliding window (mistral) is written with "
                  "max_position_embeddings = the window: ffn runs it with full attention up to "
                  "there.\n"
                  "llama2c: a llama2.c .bin file PATH (the legacy layout, freq_cis included; q/k "
                  "permuted back to consecutive pairs).  Only gated-SiLU models without biases "
                  "or experts, with RMSNorm eps 1e-5 and RoPE theta 10000, fit the format.  "
-                 "Written to PATH.tmp, fsynced, renamed."},
+                 "Written to a new PATH.tmp-XXXXXX, fsynced, renamed; an existing PATH is replaced "
+                 "only with --force."},
         {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,
          .help = "weight dtype for --format hf: F32 (exact), F16 or BF16 (rounded to nearest "
                  "even)"},
+        CLI_OPT_FORCE(&force, "replace an existing PATH (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
                             .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
                            {0}};
     const cli_spec spec = {.cmd = CMD,
-                           .synopsis = "MODEL --out PATH [--format hf|llama2c] [--dtype F32|F16|BF16]",
+                           .synopsis = "MODEL --out PATH [--format hf|llama2c] [--dtype T] [--force]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (!out) return cli_usage_error(CMD, "--out PATH is required");
     const char *dtype = dtype_names[dtype_k];
     int l2c = format_k == 1;
+    if (refuse_out(model_path, out, force)) return CLI_EXIT_FAIL;
     if (l2c && strcmp(dtype, "F32")) {
         cli_error(CMD, "--dtype: the llama2.c format holds fp32 only");
         return CLI_EXIT_USAGE;

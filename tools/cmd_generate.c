@@ -80,7 +80,7 @@ int cmd_generate(int argc, char **argv) {
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_model *model = NULL;
     ffn_tokenizer *tok = NULL;
-    ffn_status st = ffn_checkpoint_load(ctx, model_dir, &model, &tok);
+    ffn_status st = ffn_run_dir_load(ctx, model_dir, &model, &tok);
     stream s = {1, 0};
     if (st == FFN_OK) {
         /* The model reads symbols its vocabulary lacks as <unk>: say so on

@@ -116,7 +116,7 @@ static int load(const char *path, int threads, loaded *ld) {
                                        : ffn_tokenizer_load(info.tokenizer_path, &ld->tok);
     }
 #else
-    st = ffn_checkpoint_load(ld->ctx, path, &ld->model, &ld->tok);
+    st = ffn_run_dir_load(ld->ctx, path, &ld->model, &ld->tok);
 #endif
     if (st) return cli_fail(CMD, st);
     return 0;

@@ -57,7 +57,7 @@ int cmd_report(int argc, char **argv) {
     const cli_opt opts[] = {
         {.name = "--out", .type = CLI_PATH, .dst = &out, .metavar = "FILE.html",
          .def = "RUN_DIR/report.html",
-         .help = "where to write; written to FILE.html.tmp, flushed to disk, then renamed into "
+         .help = "where to write; written to FILE.html.tmp-XXXXXX, flushed to disk, then renamed into "
                  "place"},
         {.name = "--prompt", .type = CLI_STR, .dst = &o.prompt, .metavar = "TEXT",
          .def = "\"" REPORT_DEFAULT_PROMPT "\"",

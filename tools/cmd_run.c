@@ -49,56 +49,40 @@ static const char *const emit_names[] = {"ids", "text", NULL};
 
 /* ---- the vocabulary -------------------------------------------------------------- */
 
-typedef struct vocab {
-    ffn_tokenizer *ffn;
-    ffn_llama2c_tokenizer *l2c;
-} vocab;
-
-/* 0 on success; else the error is printed. */
-static int vocab_load(const char *path, int is_l2c_hint, int64_t V, vocab *v) {
-    /* Peek without blocking: a FIFO without a writer reads as empty here,
-     * and the loader below refuses it by name. */
-    char head[16] = {0};
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0) {
-        struct stat sb;
-        if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
-            ssize_t got = read(fd, head, 14);
-            (void)got;
-        }
-        close(fd);
-    }
-    if (!strncmp(head, "ffn-tokenizer", 13) && !is_l2c_hint) {
-        ffn_status st = ffn_tokenizer_load(path, &v->ffn);
-        if (st) return cli_fail(CMD, st);
-        if (ffn_tokenizer_vocab_size(v->ffn) != V) {
-            cli_error(CMD, "%s: %lld tokens, but the model's vocabulary has %lld", path,
-                      (long long)ffn_tokenizer_vocab_size(v->ffn), (long long)V);
-            return 1;
-        }
-        return 0;
-    }
-    ffn_status st = ffn_llama2c_tokenizer_load(path, V, &v->l2c);
+/* The vocabulary file beside the model or given by --tokenizer (ffn_vocab
+ * tells ffn's tokenizer.txt from a llama2.c tokenizer.bin); 0 on success,
+ * else the error is printed. */
+static int vocab_open(const char *path, int64_t V, ffn_vocab **v) {
+    ffn_status st = ffn_vocab_load(path, V, v);
     return st ? cli_fail(CMD, st) : 0;
 }
 
-static void vocab_free(vocab *v) {
-    ffn_tokenizer_free(v->ffn);
-    ffn_llama2c_tokenizer_free(v->l2c);
+/* Generated tokens to stdout (text or ids) and, with --dump-logits, each
+ * fed-back token's logits into the rows after the prompt's. */
+typedef struct run_out {
+    int text;
+    int64_t n_emitted, V, row;
+    float *rows; /* (fed, V) or NULL */
+    int32_t *fed; /* (fed) the tokens the model read */
+} run_out;
+
+static int on_run_token(int32_t id, const char *bytes, size_t len, void *user) {
+    run_out *o = user;
+    if (o->text) {
+        if (bytes) fwrite(bytes, 1, len, stdout);
+        fflush(stdout);
+    } else {
+        printf(o->n_emitted ? " %d" : "%d", id);
+    }
+    o->n_emitted++;
+    return 0;
 }
 
-/* Print token `id` (after `prev`) as text. */
-static void emit_text(const vocab *v, int32_t prev, int32_t id) {
-    const char *s = NULL;
-    size_t len = 0;
-    char b1[1];
-    if (v->l2c) {
-        if (ffn_llama2c_tokenizer_piece(v->l2c, prev, id, b1, &s, &len) != FFN_OK) return;
-    } else {
-        s = ffn_tokenizer_token(v->ffn, id, &len);
-    }
-    if (s) fwrite(s, 1, len, stdout);
-    fflush(stdout);
+static void on_run_logits(int32_t fed, const float *logits, void *user) {
+    run_out *o = user;
+    o->fed[o->row] = fed;
+    if (o->rows) memcpy(o->rows + o->row * o->V, logits, (size_t)o->V * sizeof(float));
+    o->row++;
 }
 
 /* ---- the command --------------------------------------------------------------- */
@@ -167,7 +151,7 @@ int cmd_run(int argc, char **argv) {
     if (info.context_cap > 0 && info.context_cap < ctx_len) ctx_len = info.context_cap;
 
     /* The vocabulary, when one is asked for or needed. */
-    vocab voc = {0};
+    ffn_vocab *voc = NULL;
     const char *tp = tok_path ? tok_path : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
     int want_text = emit ? !strcmp(emit, "text") : 0;
     if (prompt || want_text || (!emit && tp)) {
@@ -185,10 +169,7 @@ int cmd_run(int argc, char **argv) {
                       prompt ? " or use --ids" : " or --emit ids");
             return CLI_EXIT_FAIL;
         }
-        if (vocab_load(tp, tok_path ? 0 : info.tokenizer_is_llama2c, V, &voc)) {
-            vocab_free(&voc);
-            return CLI_EXIT_FAIL;
-        }
+        if (vocab_open(tp, V, &voc)) return CLI_EXIT_FAIL;
         if (!emit) want_text = 1;
     }
 
@@ -196,14 +177,14 @@ int cmd_run(int argc, char **argv) {
     int64_t n_prompt = 0;
     if (ids_s) {
         if (!cli_parse_ids(CMD, "--ids", ids_s, V, &ids, &n_prompt)) {
-            vocab_free(&voc);
+            ffn_vocab_free(voc);
             return CLI_EXIT_USAGE;
         }
-    } else if (voc.l2c) {
-        st = ffn_llama2c_tokenizer_encode(voc.l2c, prompt, strlen(prompt), bos, 0, &ids, &n_prompt);
     } else {
+        st = ffn_vocab_encode(voc, prompt, strlen(prompt), bos, &ids, &n_prompt);
+        int32_t unk = ffn_vocab_specials(voc).unk;
         int64_t n_unk = 0;
-        st = ffn_tokenizer_encode(voc.ffn, prompt, strlen(prompt), &ids, NULL, &n_prompt, &n_unk);
+        for (int64_t i = 0; st == FFN_OK && unk >= 0 && i < n_prompt; i++) n_unk += ids[i] == unk;
         if (st == FFN_OK && n_unk > 0)
             fprintf(stderr, "ffn run: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
                     "the vocabulary and read as <unk>\n", (long long)n_unk, (long long)n_prompt,
@@ -212,12 +193,12 @@ int cmd_run(int argc, char **argv) {
     if (st == FFN_OK && n_prompt == 0) {
         cli_error(CMD, "--prompt: the text encodes to no tokens");
         free(ids);
-        vocab_free(&voc);
+        ffn_vocab_free(voc);
         return CLI_EXIT_USAGE;
     }
     if (st) {
         free(ids);
-        vocab_free(&voc);
+        ffn_vocab_free(voc);
         return cli_fail(CMD, st);
     }
     if (show_info) {
@@ -229,7 +210,7 @@ int cmd_run(int argc, char **argv) {
         cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld",
                   (long long)n_prompt, (long long)ctx_len);
         free(ids);
-        vocab_free(&voc);
+        ffn_vocab_free(voc);
         return CLI_EXIT_USAGE;
     }
     if (n_prompt + steps - 1 > ctx_len) {
@@ -242,7 +223,7 @@ int cmd_run(int argc, char **argv) {
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(CMD, (int)threads, &ctx)) {
         free(ids);
-        vocab_free(&voc);
+        ffn_vocab_free(voc);
         return CLI_EXIT_FAIL;
     }
     int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
@@ -251,7 +232,7 @@ int cmd_run(int argc, char **argv) {
     st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
     if (st) {
         free(ids);
-        vocab_free(&voc);
+        ffn_vocab_free(voc);
         ffn_ctx_free(ctx);
         return cli_fail(CMD, st);
     }
@@ -271,33 +252,29 @@ int cmd_run(int argc, char **argv) {
     }
 
     size_t rows_bytes = 0;
-    float *all = NULL, *logits = malloc((size_t)V * sizeof(float));
+    float *all = NULL;
     int32_t *seq = malloc((size_t)(fed + 1) * sizeof(int32_t));
-    ffn_sampler *sampler = NULL;
     if (dump) {
         if (__builtin_mul_overflow((size_t)fed, (size_t)V * sizeof(float), &rows_bytes) ||
             !(all = malloc(rows_bytes ? rows_bytes : 1)))
             st = FFN_ERR_NOMEM;
     }
-    if (!logits || !seq) st = FFN_ERR_NOMEM;
-    if (st == FFN_OK) st = ffn_sampler_create(V, temperature, top_p, (uint64_t)seed, &sampler);
+    if (!seq) st = FFN_ERR_NOMEM;
     if (st == FFN_OK) memcpy(seq, ids, (size_t)n_prompt * sizeof(int32_t));
     if (st == FFN_OK && dump) st = ffn_model_logits(m, all, ids, 1, n_prompt);
+    int text = want_text && voc;
+    run_out out = {.text = text, .V = V, .row = n_prompt, .rows = all, .fed = seq};
     if (st == FFN_OK) {
-        ffn_model_reset(m);
-        st = ffn_model_prefill(m, ids, n_prompt, logits);
-    }
-    int text = want_text && (voc.l2c || voc.ffn);
-    int32_t prev = ids[n_prompt - 1];
-    for (int64_t i = 0; st == FFN_OK && i < steps; i++) {
-        int32_t next = ffn_sampler_sample(sampler, logits);
-        if (text) emit_text(&voc, prev, next);
-        else printf(i ? " %d" : "%d", next);
-        prev = next;
-        if (i + 1 == steps) break;
-        seq[n_prompt + i] = next;
-        st = ffn_model_step(m, next, logits);
-        if (st == FFN_OK && dump) memcpy(all + (n_prompt + i) * V, logits, (size_t)V * sizeof(float));
+        ffn_generate_options g;
+        ffn_generate_options_default(&g);
+        g.steps = steps;
+        g.temperature = temperature;
+        g.top_p = top_p;
+        g.seed = (uint64_t)seed;
+        g.allow_unk = 1;    /* ffn run samples from every token */
+        g.whole_prompt = 1; /* a prompt of exactly the context is fed whole */
+        ffn_generate_callbacks cb = {on_run_token, on_run_logits, &out};
+        st = ffn_generate_tokens(m, text ? voc : NULL, ids, n_prompt, &g, &cb);
     }
     if (st == FFN_OK && (steps > 0 || !text)) printf("\n");
     fflush(stdout);
@@ -317,12 +294,10 @@ int cmd_run(int argc, char **argv) {
         ffn_st_writer_free(w);
     }
     free(all);
-    free(logits);
     free(seq);
-    ffn_sampler_free(sampler);
     free(ids);
     ffn_model_free(m);
-    vocab_free(&voc);
+    ffn_vocab_free(voc);
     ffn_ctx_free(ctx);
     if (st) return cli_fail(CMD, st);
     return 0;

@@ -212,10 +212,11 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         CLI_OPT_EVAL_BATCHES(&o->eval_batches),
         CLI_OPT_THREADS(&c->threads),
         CLI_OPT_OUT(&c->out, "DIR",
-                    "checkpoint directory (default ffn-model); holds config.json, "
-                    "model.safetensors, tokenizer.txt and train_state.safetensors.  Replaced "
-                    "atomically: a crash never leaves it half written.  An existing checkpoint "
-                    "is replaced only with --resume or --force."),
+                    "run directory (default ffn-model); holds config.json, model.safetensors, "
+                    "tokenizer.txt, train_state.safetensors and metrics.jsonl.  Replaced "
+                    "atomically: a crash never leaves it half written; other files in it are "
+                    "kept.  An existing run is replaced only with --resume or --force.  One "
+                    "writer at a time: a second run on DIR fails at once."),
         {.name = "--save-every", .type = CLI_INT, .dst = &o->save_every, .metavar = "K", .imin = 0,
          .imax = 1000000000, .def = "0: only at the end and on Ctrl-C",
          .help = "also checkpoint every K steps"},
@@ -226,9 +227,11 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                  "--out defaults to DIR."},
         CLI_OPT_FORCE(&c->force, "replace an existing checkpoint in --out"),
         {.name = "--log", .type = CLI_PATH, .dst = &c->log, .metavar = "FILE",
-         .help = "metrics, one JSON object per line: step, loss, lr, tokens_per_s, grad_norm, "
-                 "and val_loss when evaluated (when resuming: lines after the checkpoint's "
-                 "step are dropped, then new ones appended)"},
+         .help = "where the metrics go (default DIR/metrics.jsonl, saved with each checkpoint "
+                 "and carried on by --resume): one JSON object per line: step, loss, lr, "
+                 "tokens_per_s, grad_norm, and val_loss when evaluated.  A FILE elsewhere is "
+                 "written live (when resuming: lines after the checkpoint's step are dropped, "
+                 "then new ones appended)"},
         CLI_OPT_JSON(&c->json, "print the final summary as JSON on stdout"),
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
         {0}};

@@ -2,6 +2,7 @@
  * (the engine of `ffn compare` and `ffn demo`; see experiment.h). */
 #include "experiment.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -156,10 +157,252 @@ static void on_step(const ffn_train_point *pt, void *user) {
     fflush(stderr);
 }
 
-static int make_dir(const char *cmd, const char *path) {
-    if (mkdir(path, 0777) == 0 || errno == EEXIST) return 1;
-    cli_error(cmd, "%s: cannot create the directory: %s", path, strerror(errno));
-    return 0;
+/* ---- the results directory ------------------------------------------------ */
+
+#define EXP_MAGIC "ffn-experiment 1"
+#define RESULT_MAGIC "ffn-run-result 1"
+
+/* Everything that decides an experiment's numbers, as one line. */
+static void exp_key(const exp_plan *p, char *buf, size_t n) {
+    const ffn_train_options *t = &p->train;
+    const ffn_model_config *m = &t->model;
+    int k = snprintf(buf, n,
+                     "%s data=%s corpus=%s/%lld/%llu tokenizer=%s/%lld val=%g D=%lld L=%lld "
+                     "H=%lld G=%lld F=%lld E=%lld K=%lld steps=%lld seeds=%d seed=%llu B=%lld "
+                     "T=%lld A=%lld lr=%g/%g warmup=%lld wd=%g betas=%g/%g eps=%g clip=%g "
+                     "eval=%lld/%lld variants=",
+                     p->cmd, t->data_path ? t->data_path : "-", ffn_lang_name(t->corpus_lang),
+                     (long long)t->corpus_sentences, (unsigned long long)t->corpus_seed,
+                     ffn_tokenizer_mode_name(t->tokenizer), (long long)t->max_vocab,
+                     t->val_fraction, (long long)m->hidden_size, (long long)m->num_hidden_layers,
+                     (long long)m->num_attention_heads, (long long)m->num_key_value_heads,
+                     (long long)p->dense_width, (long long)p->experts, (long long)p->top_k,
+                     (long long)t->steps, p->seeds, (unsigned long long)t->seed,
+                     (long long)t->batch_size, (long long)t->seq_len, (long long)t->grad_accum,
+                     t->lr, t->min_lr, (long long)t->warmup, t->weight_decay, t->beta1,
+                     t->beta2, t->eps, t->clip, (long long)t->eval_every,
+                     (long long)t->eval_batches);
+    for (int i = 0; i < p->n_variants && k > 0 && (size_t)k < n; i++)
+        k += snprintf(buf + k, n - (size_t)k, "%s%s", i ? "," : "", p->variants[i].name);
+}
+
+static int path_in(char *buf, size_t n, const char *dir, const char *name) {
+    return snprintf(buf, n, "%s/%s", dir, name) < (int)n;
+}
+
+/* The key stored in OUT/experiment.txt into buf ("" when there is none). */
+static void read_key(const char *out, char *buf, size_t n) {
+    char path[1100];
+    buf[0] = '\0';
+    if (!path_in(path, sizeof path, out, "experiment.txt")) return;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char magic[64] = "";
+    if (fgets(magic, sizeof magic, f) && !strncmp(magic, EXP_MAGIC, strlen(EXP_MAGIC)) &&
+        fgets(buf, (int)n, f)) {
+        size_t len = strlen(buf);
+        if (len && buf[len - 1] == '\n') buf[len - 1] = '\0';
+    } else {
+        buf[0] = '\0';
+    }
+    fclose(f);
+}
+
+static int write_key(const exp_plan *p, const char *key) {
+    char path[1100];
+    path_in(path, sizeof path, p->out_dir, "experiment.txt");
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st == FFN_OK) {
+        fprintf(af.f, "%s\n%s\n", EXP_MAGIC, key);
+        st = ffn_atomic_commit(&af);
+    }
+    if (st != FFN_OK) cli_fail(p->cmd, st);
+    return st == FFN_OK;
+}
+
+/* NAME-seedK (a run) with an optional suffix; 1 when `name` is one. */
+static int is_run_name(const char *name, const char *suffix) {
+    const char *s = strstr(name, "-seed");
+    if (!s || s == name) return 0;
+    s += 5;
+    if (*s < '1' || *s > '9') return 0;
+    while (*s >= '0' && *s <= '9') s++;
+    return !strcmp(s, suffix);
+}
+
+/* --force: remove what an experiment writes into OUT (its run directories,
+ * their metrics and results, the table, the curves, the report), never a
+ * file of another name, never through a link. */
+static int clean_results(const exp_plan *p) {
+    DIR *d = opendir(p->out_dir);
+    if (!d) return 1;
+    struct dirent *e;
+    int ok = 1;
+    while ((e = readdir(d))) {
+        const char *n = e->d_name;
+        char path[1100];
+        if (!path_in(path, sizeof path, p->out_dir, n)) continue;
+        struct stat sb;
+        if (lstat(path, &sb) != 0) continue;
+        if (S_ISDIR(sb.st_mode) && is_run_name(n, "")) {
+            ffn_status st = ffn_run_dir_remove(path);
+            if (st != FFN_OK) {
+                cli_fail(p->cmd, st);
+                ok = 0;
+            }
+        } else if (S_ISREG(sb.st_mode) &&
+                   (is_run_name(n, ".metrics.jsonl") || is_run_name(n, ".result") ||
+                    !strcmp(n, "compare.json") || !strcmp(n, "val_loss.svg") ||
+                    !strcmp(n, "report.html") || !strcmp(n, "experiment.txt"))) {
+            if (unlink(path) != 0 && errno != ENOENT) {
+                cli_error(p->cmd, "%s: cannot remove: %s", path, strerror(errno));
+                ok = 0;
+            }
+        }
+    }
+    closedir(d);
+    return ok;
+}
+
+static int dir_is_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+/* Make OUT ready: absent or empty (a fresh experiment), the same
+ * experiment with --resume, or anything of ours with --force.  Prints the
+ * error and returns 0 otherwise. */
+static int prepare_results(exp_plan *p) {
+    const char *out = p->out_dir;
+    char key[4096], old[4096];
+    exp_key(p, key, sizeof key);
+    struct stat sb;
+    if (stat(out, &sb) != 0) {
+        if (errno != ENOENT || mkdir(out, 0777) != 0) {
+            cli_error(p->cmd, "%s: cannot create the directory: %s", out, strerror(errno));
+            return 0;
+        }
+        p->resume = 0;
+        return write_key(p, key);
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        cli_error(p->cmd, "%s: exists and is not a directory (choose another --out)", out);
+        return 0;
+    }
+    if (dir_is_empty(out)) {
+        p->resume = 0;
+        return write_key(p, key);
+    }
+    read_key(out, old, sizeof old);
+    int same = old[0] && !strcmp(old, key);
+    if (same && p->resume) return 1;
+    if (!p->force) {
+        if (same)
+            cli_error(p->cmd,
+                      "%s already holds this experiment: continue it with --resume (finished runs "
+                      "are kept), start it over with --force, or choose another --out",
+                      out);
+        else if (old[0])
+            cli_error(p->cmd,
+                      "%s holds another experiment (its settings differ: %s); replace its runs "
+                      "with --force, or choose another --out",
+                      out, old);
+        else
+            cli_error(p->cmd,
+                      "%s exists and does not hold an experiment of this ffn (no experiment.txt); "
+                      "replace what ffn wrote there with --force, or choose another --out",
+                      out);
+        return 0;
+    }
+    p->resume = 0;
+    return clean_results(p) && write_key(p, key);
+}
+
+/* A finished run's numbers, so that --resume can rebuild the table
+ * without training it again. */
+static int write_result(const exp_plan *p, const char *path, const ffn_train_result *r) {
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st == FFN_OK) {
+        fprintf(af.f, "%s\n%.17g %.17g %.17g %.17g %lld\n", RESULT_MAGIC, r->final_val_loss,
+                r->final_loss, r->tokens_per_s, r->seconds, (long long)r->n_evals);
+        for (int64_t e = 0; e < r->n_evals; e++)
+            fprintf(af.f, "%lld %.17g\n", (long long)r->eval_step[e], r->eval_loss[e]);
+        st = ffn_atomic_commit(&af);
+    }
+    if (st != FFN_OK) cli_fail(p->cmd, st);
+    return st == FFN_OK;
+}
+
+/* 1 and r filled (free with ffn_train_result_free) when `path` holds a
+ * whole result. */
+static int read_result(const char *path, ffn_train_result *r) {
+    memset(r, 0, sizeof *r);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[64] = "";
+    long long n = 0;
+    int ok = fgets(magic, sizeof magic, f) && !strncmp(magic, RESULT_MAGIC, strlen(RESULT_MAGIC)) &&
+             fscanf(f, "%lg %lg %lg %lg %lld", &r->final_val_loss, &r->final_loss,
+                    &r->tokens_per_s, &r->seconds, &n) == 5 &&
+             n >= 0 && n < (1 << 24);
+    if (ok) {
+        r->n_evals = n;
+        r->eval_step = malloc((size_t)(n ? n : 1) * sizeof *r->eval_step);
+        r->eval_loss = malloc((size_t)(n ? n : 1) * sizeof *r->eval_loss);
+        ok = r->eval_step && r->eval_loss;
+        for (int64_t e = 0; ok && e < n; e++) {
+            long long s;
+            ok = fscanf(f, "%lld %lg", &s, &r->eval_loss[e]) == 2;
+            r->eval_step[e] = s;
+        }
+    }
+    fclose(f);
+    if (!ok) ffn_train_result_free(r);
+    return ok;
+}
+
+/* The step a run directory's training state is at (-1 when unreadable). */
+static int64_t saved_step(const char *dir) {
+    char path[1100];
+    if (!path_in(path, sizeof path, dir, FFN_TRAIN_STATE_FILENAME)) return -1;
+    ffn_st_file *f = NULL;
+    if (ffn_st_open(path, &f) != FFN_OK) return -1;
+    const char *s = ffn_st_metadata(f, "step");
+    int64_t step = s ? strtoll(s, NULL, 10) : -1;
+    ffn_st_close(f);
+    return step;
+}
+
+/* compare.json and val_loss.svg of the runs finished so far. */
+static int write_tables(ffn_ctx *ctx, exp_plan *plan, int64_t vocab) {
+    if (!plan->out_dir) return 1;
+    for (int vi = 0; vi < plan->n_variants; vi++) {
+        ffn_status st = count_variant(ctx, plan, &plan->variants[vi], vocab ? vocab : 256);
+        if (st != FFN_OK) {
+            cli_fail(plan->cmd, st);
+            return 0;
+        }
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/val_loss.svg", plan->out_dir);
+    if (!exp_write_svg(plan, path)) return 0;
+    snprintf(path, sizeof path, "%s/compare.json", plan->out_dir);
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st == FFN_OK) {
+        exp_print_json(af.f, plan);
+        st = ffn_atomic_commit(&af);
+    }
+    if (st != FFN_OK) cli_fail(plan->cmd, st);
+    return st == FFN_OK;
 }
 
 static volatile sig_atomic_t stop_requested = 0;
@@ -182,7 +425,7 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan) {
         }
         close(fd);
     }
-    if (plan->out_dir && !make_dir(plan->cmd, plan->out_dir)) return CLI_EXIT_FAIL;
+    if (plan->out_dir && !prepare_results(plan)) return CLI_EXIT_FAIL;
     int tty = cli_progress_tty();
     /* The vocabulary is fixed by the text, the same for every variant: learn
      * its size once to count parameters. */
@@ -194,24 +437,39 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan) {
             o.model = v->model;
             o.seed = plan->train.seed + (uint64_t)s;
             o.stop_flag = stop_flag;
-            char dir[1024] = "", metrics[1100] = "";
+            char dir[1024] = "", metrics[1100] = "", result[1100] = "";
+            ffn_train_result r;
+            memset(&r, 0, sizeof r);
+            int finished = 0;
             if (plan->out_dir) {
                 snprintf(dir, sizeof dir, "%s/%s-seed%d", plan->out_dir, v->name, s + 1);
                 snprintf(metrics, sizeof metrics, "%s.metrics.jsonl", dir);
-                remove(metrics); /* a fresh run, not a resume */
+                snprintf(result, sizeof result, "%s.result", dir);
                 o.out_dir = dir;
                 o.metrics_path = metrics;
+                if (plan->resume && read_result(result, &r)) {
+                    finished = 1; /* kept: its numbers go into the table again */
+                } else if (plan->resume && saved_step(dir) > 0 && saved_step(dir) < o.steps) {
+                    o.resume_dir = dir; /* continued; its log goes on */
+                } else {
+                    remove(result);
+                    remove(metrics); /* a fresh run, not a resume */
+                }
             }
             progress pr = {.plan = plan, .variant = vi, .seed = s, .tty = tty, .last_val = NAN};
             ffn_train_callbacks cb = {.on_step = on_step, .user = &pr};
-            ffn_train_result r;
-            memset(&r, 0, sizeof r);
-            ffn_status st = ffn_train_run(ctx, &o, &cb, &r);
+            ffn_status st = finished ? FFN_OK : ffn_train_run(ctx, &o, &cb, &r);
+            if (st == FFN_OK && !finished && result[0] && !write_result(plan, result, &r)) {
+                ffn_train_result_free(&r);
+                return CLI_EXIT_FAIL;
+            }
             if (tty && !plan->quiet) fprintf(stderr, "\r\033[K");
             if (st == FFN_ERR_INTERRUPTED) {
-                cli_error(plan->cmd, "interrupted during %s seed %d; its checkpoint is in %s",
-                          v->name, s + 1, dir[0] ? dir : "(no --out)");
+                cli_error(plan->cmd, "interrupted during %s seed %d; its checkpoint is in %s%s",
+                          v->name, s + 1, dir[0] ? dir : "(no --out)",
+                          dir[0] ? " (continue with --resume)" : "");
                 ffn_train_result_free(&r);
+                write_tables(ctx, plan, vocab); /* the table of what finished */
                 return 130;
             }
             if (st != FFN_OK) {
@@ -220,13 +478,15 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan) {
                 return CLI_EXIT_FAIL;
             }
             if (!plan->quiet)
-                fprintf(stderr, "%-8s seed %d: val loss %.4f, train loss %.4f, %.0f tok/s, %.1f s\n",
-                        v->name, s + 1, r.final_val_loss, r.final_loss, r.tokens_per_s, r.seconds);
+                fprintf(stderr, "%-8s seed %d: val loss %.4f, train loss %.4f, %.0f tok/s, %.1f s%s\n",
+                        v->name, s + 1, r.final_val_loss, r.final_loss, r.tokens_per_s, r.seconds,
+                        finished ? " (finished before, kept)" : "");
             /* accumulate */
             v->n_runs++;
             double d = r.final_val_loss - v->val_mean;
             v->val_mean += d / v->n_runs;
-            v->val_std += d * (r.final_val_loss - v->val_mean); /* Welford M2; finished below */
+            v->val_m2 += d * (r.final_val_loss - v->val_mean); /* Welford */
+            v->val_std = v->n_runs > 1 ? sqrt(v->val_m2 / (v->n_runs - 1)) : 0.0;
             v->train_mean += (r.final_loss - v->train_mean) / v->n_runs;
             v->tokens_per_s += (r.tokens_per_s - v->tokens_per_s) / v->n_runs;
             v->seconds += r.seconds;
@@ -255,25 +515,13 @@ int exp_run(ffn_ctx *ctx, exp_plan *plan) {
                 if (dir[0] && ffn_model_config_load(path, &cfg) == FFN_OK) vocab = cfg.vocab_size;
             }
             ffn_train_result_free(&r);
+            /* the table of what finished, after every run */
+            if (!write_tables(ctx, plan, vocab)) return CLI_EXIT_FAIL;
         }
-        v->val_std = v->n_runs > 1 ? sqrt(v->val_std / (v->n_runs - 1)) : 0.0;
     }
     if (!vocab) vocab = 256; /* no checkpoints written: count with a byte-sized vocabulary */
     for (int vi = 0; vi < plan->n_variants; vi++) {
         ffn_status st = count_variant(ctx, plan, &plan->variants[vi], vocab);
-        if (st != FFN_OK) return cli_fail(plan->cmd, st);
-    }
-    if (plan->out_dir) {
-        char path[1100];
-        snprintf(path, sizeof path, "%s/val_loss.svg", plan->out_dir);
-        if (!exp_write_svg(plan, path)) return CLI_EXIT_FAIL;
-        snprintf(path, sizeof path, "%s/compare.json", plan->out_dir);
-        ffn_atomic_file af;
-        ffn_status st = ffn_atomic_open(&af, path);
-        if (st == FFN_OK) {
-            exp_print_json(af.f, plan);
-            st = ffn_atomic_commit(&af);
-        }
         if (st != FFN_OK) return cli_fail(plan->cmd, st);
     }
     return 0;
@@ -341,11 +589,12 @@ void exp_print_json(FILE *f, const exp_plan *plan) {
                                                        : v->model.intermediate_size),
                 (long long)v->model.num_experts, (long long)v->total_params,
                 (long long)v->active_params, (long long)v->flops_per_token);
-        json_num(f, v->val_mean, "%.6f");
+        /* a variant none of whose runs finished yet (an interrupted run): null */
+        json_num(f, v->n_runs ? v->val_mean : NAN, "%.6f");
         fputs(", \"val_loss_std\": ", f);
-        json_num(f, v->val_std, "%.6f");
+        json_num(f, v->n_runs ? v->val_std : NAN, "%.6f");
         fputs(", \"train_loss_mean\": ", f);
-        json_num(f, v->train_mean, "%.6f");
+        json_num(f, v->n_runs ? v->train_mean : NAN, "%.6f");
         fprintf(f, ", \"tokens_per_s\": %.1f, \"seconds\": %.2f, \"runs\": %d, \"best_checkpoint\": ",
                 v->tokens_per_s, v->seconds, v->n_runs);
         if (v->best_dir[0]) cli_json_string(f, v->best_dir);
@@ -475,6 +724,11 @@ int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given) {
          .imin = 1, .imax = 10000000, .help = "built-in corpus size"},
         CLI_OPT_TOKENIZER_MODE(&t->tokenizer),
         CLI_OPT_TRAIN_STEPS(&t->steps, "optimizer steps per run"),
+        {.name = "--resume", .type = CLI_FLAG, .dst = &plan->resume, .group = "files",
+         .help = "continue the experiment in --out: finished runs are kept, an interrupted one "
+                 "continues, the table is rebuilt (the settings must be the same)"},
+        CLI_OPT_FORCE(&plan->force, "replace the experiment in --out (removes only the files an "
+                      "experiment writes there)"),
         CLI_OPT_SEED(&t->seed, "the first seed; run k of a variant uses S + k - 1"),
         CLI_OPT_JSON(&plan->json, "print the comparison as JSON on stdout: one object per "
                      "variant with variant, total_params, active_params, flops_per_token, "

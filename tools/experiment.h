@@ -23,6 +23,7 @@ typedef struct exp_variant {
     /* results, over seeds */
     int n_runs;
     double val_mean, val_std;      /* final held-out loss */
+    double val_m2;                 /* Welford's sum of squared deviations */
     double train_mean;             /* final training loss */
     double tokens_per_s;           /* mean over seeds */
     double seconds;                /* total wall time of its runs */
@@ -46,6 +47,8 @@ typedef struct exp_plan {
     int json;                      /* --json: print the comparison as JSON */
     int64_t threads;               /* --threads (0: FFN_NUM_THREADS or all cores) */
     int quiet;                     /* no progress at all */
+    int force;                     /* --force: replace another experiment's results */
+    int resume;                    /* --resume: keep finished runs, continue the rest */
     int n_variants;
     exp_variant variants[EXP_MAX_VARIANTS];
 } exp_plan;
@@ -56,9 +59,16 @@ typedef struct exp_plan {
 int exp_parse_variants(exp_plan *plan, const char *list);
 
 /* Train every variant × seed, filling the results; writes
- * OUT/<variant>-seed<k>/ checkpoints with metrics.jsonl, OUT/val_loss.svg and
- * OUT/compare.json.  Returns 0, or an exit code after printing the error.
- * SIGINT/SIGTERM save the running model's checkpoint and stop (130). */
+ * OUT/<variant>-seed<k>/ run directories, OUT/<variant>-seed<k>.metrics.jsonl,
+ * OUT/<variant>-seed<k>.result (a finished run's numbers), OUT/val_loss.svg
+ * and OUT/compare.json (rewritten after every finished run, so an
+ * interrupted experiment leaves a table of what finished), and
+ * OUT/experiment.txt (the settings that make the experiment).  An OUT
+ * holding another experiment is refused without --force (which removes
+ * only the files the experiment wrote); the same experiment is refused
+ * without --resume (finished runs kept, unfinished ones continued, the
+ * table rebuilt) or --force.  Returns 0, or an exit code after printing the
+ * error.  SIGINT/SIGTERM save the running model's checkpoint and stop (130). */
 int exp_run(ffn_ctx *ctx, exp_plan *plan);
 
 /* The comparison table on f (human-readable), and as JSON. */
@@ -80,7 +90,7 @@ int exp_plan_finish(exp_plan *plan);
  * command's own): writes at most EXP_N_COMMON_OPTS entries to opts, pointing
  * into plan, and returns how many.  *lang_given is set when --lang (or its
  * other spelling --corpus) is given. */
-#define EXP_N_COMMON_OPTS 24
+#define EXP_N_COMMON_OPTS 26
 int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given);
 
 /* A difference of validation losses, a - b, against the noise: two standard

@@ -266,8 +266,10 @@ static int find_runs(rctx *r, const char *dir, run_set *rs) {
         const char *nm = e->d_name;
         if (nm[0] == '.') continue;
         size_t n = strlen(nm);
-        /* DIR.tmp / DIR.old are a checkpoint swap in progress (see train.h) */
-        if (n > 4 && (!strcmp(nm + n - 4, ".tmp") || !strcmp(nm + n - 4, ".old"))) continue;
+        /* DIR.tmp-XXXXXX / DIR.old are a directory swap in progress (see train.h) */
+        if ((n > 4 && (!strcmp(nm + n - 4, ".tmp") || !strcmp(nm + n - 4, ".old"))) ||
+            (n > 11 && !strncmp(nm + n - 11, ".tmp-", 5)))
+            continue;
         const char *suffix = ".metrics.jsonl";
         size_t ns = strlen(suffix);
         if (n > ns && !strcmp(nm + n - ns, suffix)) {
@@ -723,7 +725,7 @@ static int write_model(rctx *r, const char *name, const char *dir, int named, in
     int64_t *offsets = NULL;
     uint8_t *seen = NULL;
     ffn_inspect_result *res = NULL;
-    ffn_status st = ffn_checkpoint_load(r->ctx, dir, &m, &tok);
+    ffn_status st = ffn_run_dir_load(r->ctx, dir, &m, &tok);
     if (st != FFN_OK) {
         rfail(r, CLI_EXIT_FAIL, "%s: %s", dir, ffn_last_error());
         goto done;
@@ -930,7 +932,7 @@ static int write_collapse(rctx *r, const run_set *rs) {
     ffn_model *m = NULL;
     ffn_tokenizer *tok = NULL;
     float *wm = NULL, *bm = NULL;
-    ffn_status st = ffn_checkpoint_load(r->ctx, ckpt, &m, &tok);
+    ffn_status st = ffn_run_dir_load(r->ctx, ckpt, &m, &tok);
     if (st != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s: %s", ckpt, ffn_last_error());
     const ffn_model_config *c = ffn_model_get_config(m);
     const int64_t D = c->hidden_size, F = c->intermediate_size, L = c->num_hidden_layers;

@@ -64,7 +64,7 @@ void report_options_default(report_options *opts);
  */
 
 /* Write the report of run_dir to out_path (NULL: run_dir/report.html),
- * atomically (out_path.tmp, fsync, rename).  Prints nothing on success and
+ * atomically (out_path.tmp-XXXXXX, fsync, rename).  Prints nothing on success and
  * returns 0; on failure prints one message naming the file on stderr
  * ("ffn <cmd>: ...") and returns CLI_EXIT_FAIL (CLI_EXIT_USAGE for a bad
  * option such as an unknown --model variant or a --layer out of range). */

@@ -1,7 +1,8 @@
-/* ffn/checkpoint.h -- real checkpoints in and out: llama2.c .bin files and
- * Hugging Face safetensors directories (llama, mistral, qwen2, mixtral,
- * qwen2_moe, and ffn's own checkpoint directories), and the llama2.c
- * tokenizer.bin vocabulary.
+/* ffn/checkpoint.h -- model files and model directories in and out:
+ * llama2.c .bin files and Hugging Face safetensors directories (llama,
+ * mistral, qwen2, mixtral, qwen2_moe), and ffn's own run directories
+ * (written by the trainer, train.h) for inference.  (The function names
+ * keep "checkpoint" for a model file or directory.)
  *
  * Part of the public API; include <ffn.h>, not this file.
  *
@@ -60,24 +61,16 @@
  * rotate_half convention: q_proj/k_proj rows (and q/k biases) of a model
  * whose rope_style is interleaved are permuted per head, row 2j+h -> row
  * h·Dh/2 + j (h in {0,1}).  The directory is written whole beside the
- * target and swapped in atomically.  ffn_checkpoint_save_llama2c writes
+ * target and swapped in atomically (the directory swap described in
+ * train.h: files of other names in it are kept, links never followed),
+ * holding the same lock as a training run.  ffn_checkpoint_save_llama2c writes
  * the legacy .bin (with freq_cis arrays, as llama2.c's export does) and
  * permutes the other way for a half-style model; it needs what the format
  * can express: gated SiLU, no biases, no MoE, eps 1e-5, theta 1e4.
- * The file goes to PATH.tmp, is fsynced and renamed.
+ * The file goes to a new PATH.tmp-XXXXXX (ffn_atomic_open), is fsynced and
+ * renamed.
  *
- * ---- llama2.c tokenizer.bin --------------------------------------------------
- * int32 max_token_length, then per token: float32 score, int32 len, len
- * bytes.  The file does not store V: the tokens run to the end of the file
- * (or exactly V tokens when the caller knows V).  Encoding is llama2.c's:
- * optional BOS (id 1), a dummy-prefix " " token when the text is not empty,
- * one token per UTF-8 code point found in the vocabulary, else one
- * "<0xXX>" byte token per byte, then repeatedly merge the adjacent pair
- * whose concatenation is in the vocabulary with the highest score (the
- * leftmost among equal scores; BOS never merges) until no pair merges;
- * optional EOS (id 2).
- * Decoding: "<0xXX>" pieces are the byte XX; a piece following BOS loses
- * its leading space.
+ * The llama2.c tokenizer.bin vocabulary is in vocab.h (ffn_vocab).
  */
 #ifndef FFN_CHECKPOINT_H
 #define FFN_CHECKPOINT_H
@@ -85,6 +78,7 @@
 
 #include "core.h"
 #include "model.h"
+#include "vocab.h" /* ffn_llama2c_tokenizer, declared there since it moved to the data floor */
 
 #ifdef __cplusplus
 extern "C" {
@@ -126,6 +120,22 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
                                      const ffn_model_options *opt, ffn_model **model,
                                      ffn_checkpoint_info *info);
 
+/* Load an ffn run directory (written by ffn_train_run: config.json,
+ * model.safetensors, tokenizer.txt) for inference, with its tokenizer; an
+ * interrupted swap's DIR.old is found too, and a symbolic link to a run
+ * directory is followed.  The model is an inference model for B = 1 and
+ * T = max_position_embeddings.  (ffn_checkpoint_load in train.h is the
+ * same function under its earlier name.) */
+ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                            ffn_tokenizer **tokenizer);
+
+/* Remove an ffn run (or model) directory: only the files ffn writes there,
+ * never through a symbolic link; a directory still holding other files is
+ * kept with them.  An absent dir is not an error; a directory that is not
+ * an ffn one (no config.json and model.safetensors, or files ffn does not
+ * write) is refused. */
+ffn_status ffn_run_dir_remove(const char *dir);
+
 typedef struct ffn_hf_save_options {
     const char *dtype;          /* "F32" (NULL: exact), "F16" or "BF16" (rounded to nearest even) */
     const char *tokenizer_path; /* copied into the directory when not NULL */
@@ -140,41 +150,6 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
                                   const ffn_hf_save_options *opts);
 /* Write `model` as a llama2.c .bin at `path`. */
 ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path);
-
-/* ---- llama2.c tokenizer.bin ------------------------------------------------ */
-
-#define FFN_LLAMA2C_BOS 1
-#define FFN_LLAMA2C_EOS 2
-#define FFN_LLAMA2C_MAX_TOKEN_LEN 65536 /* loader bound on max_token_length */
-
-typedef struct ffn_llama2c_tokenizer ffn_llama2c_tokenizer;
-
-/* expected_vocab > 0: read exactly that many tokens (the model's V) and
- * reject trailing bytes; 0: read tokens to the end of the file. */
-ffn_status ffn_llama2c_tokenizer_load(const char *path, int64_t expected_vocab,
-                                      ffn_llama2c_tokenizer **out);
-ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const char *name,
-                                       int64_t expected_vocab, ffn_llama2c_tokenizer **out);
-void ffn_llama2c_tokenizer_free(ffn_llama2c_tokenizer *tok); /* NULL is a no-op */
-
-int64_t ffn_llama2c_tokenizer_vocab_size(const ffn_llama2c_tokenizer *tok);
-/* Token id's bytes as stored (not NUL-terminated), NULL when out of range. */
-const char *ffn_llama2c_tokenizer_token(const ffn_llama2c_tokenizer *tok, int32_t id,
-                                        size_t *len, float *score);
-
-/* Encode into a malloc'd array (free() it); bos/eos add ids 1/2. */
-ffn_status ffn_llama2c_tokenizer_encode(const ffn_llama2c_tokenizer *tok, const char *text,
-                                        size_t n_bytes, int bos, int eos, int32_t **ids,
-                                        int64_t *n_tokens);
-/* The bytes token `id` stands for after token `prev` (see the overview);
- * *bytes points into the tokenizer or into `byte_buf` (1 byte). */
-ffn_status ffn_llama2c_tokenizer_piece(const ffn_llama2c_tokenizer *tok, int32_t prev, int32_t id,
-                                       char byte_buf[1], const char **bytes, size_t *len);
-/* Decode ids (N) into a NUL-terminated malloc'd string (free() it); the
- * token before ids[0] is taken to be `prev` (-1: none). */
-ffn_status ffn_llama2c_tokenizer_decode(const ffn_llama2c_tokenizer *tok, int32_t prev,
-                                        const int32_t *ids, int64_t n_tokens, char **text,
-                                        size_t *n_bytes);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
  * Letters: D hidden_size, F intermediate_size, S inputs. */
 #ifndef FFN_PUBLIC_COLLAPSE_H
 #define FFN_PUBLIC_COLLAPSE_H
+#pragma GCC visibility push(default)
 
 #include "ffn/core.h"
 #include "ffn/layer.h"
@@ -37,4 +38,5 @@ ffn_status ffn_collapse_check(ffn_ctx *ctx, const ffn_layer_config *cfg,
                               const ffn_layer_params *p, const float *w, const float *b,
                               int64_t n_inputs, uint64_t seed, ffn_collapse_result *out);
 
+#pragma GCC visibility pop
 #endif /* FFN_PUBLIC_COLLAPSE_H */

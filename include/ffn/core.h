@@ -68,7 +68,9 @@ int ffn_ctx_threads(const ffn_ctx *ctx);
 const char *ffn_simd_level(void);
 
 /* ---- atomic file replacement -------------------------------------------
- * How ffn writes a file: into "<path>.tmp" beside it, then commit flushes,
+ * How ffn writes a file: into a new "<path>.tmp-XXXXXX" beside it (a random
+ * suffix, created with O_EXCL|O_NOFOLLOW: never an existing file, never
+ * through a symbolic link), then commit flushes,
  * fsyncs, closes and renames it over path and fsyncs the directory, so a
  * failure or a crash leaves the old file or the new one, whole -- never a
  * truncated one.
@@ -80,7 +82,7 @@ const char *ffn_simd_level(void);
  * everything; abort after commit (or twice) is a no-op. */
 typedef struct ffn_atomic_file {
     FILE *f;    /* write here */
-    char *tmp;  /* "<path>.tmp" */
+    char *tmp;  /* "<path>.tmp-XXXXXX" */
     char *path; /* the target */
 } ffn_atomic_file;
 

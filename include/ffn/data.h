@@ -48,7 +48,8 @@
  * escape, "<unk>" at its id, byte tokens equal to their id, char tokens one
  * code point each, word tokens exactly one piece each, no duplicates, no
  * empty token, no extra or missing lines.  An error names the file and the
- * line.  The file is written to "<path>.tmp", fsynced and renamed.
+ * line.  The file is written to a new "<path>.tmp-XXXXXX", fsynced and
+ * renamed (ffn_atomic_open).
  *
  * A tokenizer is read-only after build or load: encode, decode and token
  * may be called from several threads at once.

@@ -19,6 +19,7 @@
  * returns the "absent" answer (NULL, 0, NaN), so lookups chain safely. */
 #ifndef FFN_PUBLIC_JSON_H
 #define FFN_PUBLIC_JSON_H
+#pragma GCC visibility push(default)
 
 #include "ffn/core.h"
 
@@ -62,4 +63,5 @@ int ffn_json_integer(const ffn_json_value *v, int64_t *out);
 /* A string's UTF-8 text (NUL-terminated), else NULL. */
 const char *ffn_json_string(const ffn_json_value *v);
 
+#pragma GCC visibility pop
 #endif /* FFN_PUBLIC_JSON_H */

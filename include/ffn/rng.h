@@ -11,6 +11,7 @@
  */
 #ifndef FFN_PUBLIC_RNG_H
 #define FFN_PUBLIC_RNG_H
+#pragma GCC visibility push(default)
 
 #include <math.h>
 #include <stdint.h>
@@ -67,4 +68,5 @@ static inline double ffn_rng_normal(ffn_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+#pragma GCC visibility pop
 #endif /* FFN_PUBLIC_RNG_H */

@@ -85,6 +85,7 @@
  */
 #ifndef FFN_TAP_H
 #define FFN_TAP_H
+#pragma GCC visibility push(default)
 
 #include "core.h"
 #include "model.h"
@@ -161,4 +162,5 @@ void ffn_model_taps_clear(ffn_model *model);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_TAP_H */

@@ -1,5 +1,5 @@
-/* ffn/train.h -- training a model on text, checkpoints, resuming, and
- * generating text from a checkpoint.
+/* ffn/train.h -- training a model on text, run directories (the
+ * checkpoints a run writes), resuming, and generating text.
  *
  * Part of the public API; include <ffn.h>, not this file.
  *
@@ -31,7 +31,7 @@
  * losses as training 2·S steps at once.  The schedule spans `steps`: to
  * stop early and resume later with the same schedule, use `stop_at`.
  *
- * Checkpoint directory (--out DIR):
+ * Run directory (--out DIR; "checkpoint" in option and callback names):
  *   config.json              Hugging Face Llama names, plus ffn's fields
  *                            (mlp_type, hidden_act, MoE settings) and
  *                            "ffn_tokenizer": "byte"|"char"|"word"
@@ -41,11 +41,18 @@
  *                            history, and in its metadata the step, the RNG
  *                            state, the data fingerprint and every training
  *                            option
- * Written to DIR.tmp, every file and the directory fsynced, then swapped
- * with DIR atomically (renameat2 RENAME_EXCHANGE; elsewhere through
- * DIR.old), so a crash at any moment leaves a whole, loadable checkpoint.
- * DIR must be absent, empty or an earlier ffn checkpoint: an unrelated
- * directory is never replaced.  (The environment variable
+ *   metrics.jsonl            the log up to the saved step (see metrics_path)
+ * The directory swap: written to a new DIR.tmp-XXXXXX beside DIR (mkdtemp),
+ * every file and the directory fsynced, then swapped with DIR atomically
+ * (renameat2 RENAME_EXCHANGE; elsewhere through DIR.old), so a crash at any
+ * moment leaves a whole, loadable run directory.  The previous contents
+ * are retired: the files listed above are deleted, any other file in DIR
+ * is moved into the new one, and no symbolic link is ever followed.  DIR
+ * may be a symbolic link to a run directory (the real one is replaced, the
+ * link kept).  DIR must be absent, empty or an earlier ffn run directory:
+ * an unrelated directory is never replaced.  One writer at a time: the run
+ * holds a lock (".DIR.lock" beside DIR) and a second run on DIR fails at
+ * once naming the first one's pid.  (The environment variable
  * FFN_CHECKPOINT_NO_EXCHANGE=1 forces the DIR.old path, for its test.)
  *
  * Example (train two variants in one process):
@@ -64,6 +71,7 @@
 
 #include "core.h"
 #include "data.h"
+#include "vocab.h"
 #include "model.h"
 
 #include <signal.h>
@@ -77,6 +85,8 @@ extern "C" {
 #define FFN_TRAIN_STATE_FILENAME "train_state.safetensors"
 #define FFN_MODEL_FILENAME "model.safetensors"
 #define FFN_CONFIG_FILENAME "config.json"
+
+#define FFN_METRICS_FILENAME "metrics.jsonl" /* the log's name in a run directory */
 
 typedef struct ffn_train_options {
     /* ---- data: the first of text, data_path, built-in corpus ---- */
@@ -113,8 +123,13 @@ typedef struct ffn_train_options {
     /* ---- files ---- */
     const char *out_dir;       /* checkpoint directory, or NULL for none */
     const char *resume_dir;    /* continue from this checkpoint, or NULL */
-    const char *metrics_path;  /* JSON lines, or NULL; when resuming, lines after the
-                                  checkpoint's step are dropped, then appended to */
+    const char *metrics_path;  /* JSON lines, one per step.  NULL (or out_dir's own
+                                  FFN_METRICS_FILENAME): the log is out_dir/metrics.jsonl,
+                                  written whole with each save, so it always matches the
+                                  saved step and a resume (also into another out_dir)
+                                  carries it on.  Elsewhere: written live; when resuming,
+                                  lines after the checkpoint's step are dropped, then
+                                  appended to.  NULL without out_dir: no log. */
 
     /* Set to non-zero (from a signal handler) to stop: the loop finishes the
      * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */
@@ -197,9 +212,8 @@ float *ffn_adamw_moments(ffn_adamw *opt, int64_t *n_params);
 
 /* ---- loading a checkpoint and generating -------------------------------- */
 
-/* Load config.json, model.safetensors and tokenizer.txt from a checkpoint
- * directory (an interrupted swap's DIR.old is found too).  The model is an
- * inference model for B = 1 and T = max_position_embeddings. */
+/* The earlier name of ffn_run_dir_load (checkpoint.h): loads an ffn run
+ * directory for inference.  Kept for callers; new code uses the new name. */
 ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                                ffn_tokenizer **tokenizer);
 
@@ -209,6 +223,10 @@ typedef struct ffn_generate_options {
     double top_p;        /* nucleus: sample from the smallest set of tokens whose
                             probability reaches top_p (0.95; 1 = all) */
     uint64_t seed;       /* 42 */
+    int allow_unk;       /* 0: "<unk>" is never generated (default); 1: it may be */
+    int add_bos;         /* ffn_generate_text: prepend the vocabulary's bos (0) */
+    int whole_prompt;    /* 0: a prompt of T tokens or more is cut to its last T/2
+                            (default); 1: a prompt of exactly T is fed whole */
 } ffn_generate_options;
 
 void ffn_generate_options_default(ffn_generate_options *opts);
@@ -233,6 +251,31 @@ void ffn_sampler_free(ffn_sampler *sampler); /* NULL is a no-op */
 ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
                         const ffn_generate_options *opts,
                         int (*on_token)(const char *bytes, size_t len, void *user), void *user);
+
+/* Generation in one place: feed `prompt` (N >= 1 ids in [0, V)), then
+ * sample opts->steps tokens with the KV cache, as above (a full cache
+ * keeps its last half and goes on).  vocab may be NULL (ids only); with
+ * one, "<unk>" is never generated unless opts->allow_unk, and each token's
+ * text is its ffn_vocab_piece after the previous token.  Callbacks (cb
+ * and each member may be NULL): on_token with each sampled id and its text
+ * (NULL, 0 without a vocab), non-zero stops; on_logits with the logits (V)
+ * after each sampled token is fed back (every token but the last). */
+typedef struct ffn_generate_callbacks {
+    int (*on_token)(int32_t id, const char *bytes, size_t len, void *user);
+    void (*on_logits)(int32_t fed, const float *logits, void *user);
+    void *user;
+} ffn_generate_callbacks;
+
+ffn_status ffn_generate_tokens(ffn_model *model, const ffn_vocab *vocab, const int32_t *prompt,
+                               int64_t n_prompt, const ffn_generate_options *opts,
+                               const ffn_generate_callbacks *cb);
+
+/* The same from text: the prompt is encoded with `vocab` (with its bos when
+ * opts->add_bos); an empty prompt starts from a newline token when the
+ * vocabulary has one, else token 0.  ffn_generate is this over an
+ * ffn_tokenizer. */
+ffn_status ffn_generate_text(ffn_model *model, const ffn_vocab *vocab, const char *prompt,
+                             const ffn_generate_options *opts, const ffn_generate_callbacks *cb);
 
 #ifdef __cplusplus
 }

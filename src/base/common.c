@@ -7,6 +7,8 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -124,18 +126,57 @@ static char *dup_suffix(const char *s, const char *suffix) {
     return r;
 }
 
+/* Create "<path>.tmp-XXXXXX" with a random suffix, O_CREAT|O_EXCL|O_NOFOLLOW:
+ * never an existing file, never through a symbolic link, a name nobody can
+ * guess in advance.  Mode 0666 less the umask, like fopen's. */
+static int create_unique(const char *path, char **tmp_out) {
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    char *tmp = dup_suffix(path, ".tmp-XXXXXX");
+    if (!tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    char *x = tmp + strlen(tmp) - 6;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        unsigned char r[6];
+        if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+            /* no entropy source: the clock and a counter still make EXCL retries work */
+            static _Thread_local uint64_t counter;
+            uint64_t v = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() << 20 ^ ++counter;
+            for (int i = 0; i < 6; i++) r[i] = (unsigned char)(v >> (8 * i));
+        }
+        for (int i = 0; i < 6; i++) x[i] = digits[r[i] % (sizeof digits - 1)];
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            *tmp_out = tmp;
+            return fd;
+        }
+        if (errno != EEXIST) break;
+    }
+    int err = errno;
+    free(tmp);
+    errno = err;
+    return -1;
+}
+
 ffn_status ffn_atomic_open(ffn_atomic_file *af, const char *path) {
     if (!af || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_atomic_open: NULL argument");
     af->f = NULL;
+    af->tmp = NULL;
     af->path = dup_suffix(path, "");
-    af->tmp = dup_suffix(path, ".tmp");
-    if (!af->path || !af->tmp) {
+    if (!af->path) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
+    int fd = create_unique(path, &af->tmp);
+    if (fd < 0) {
+        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot create a temporary file beside it (%s.tmp-XXXXXX): %s",
+                                  path, path, strerror(errno));
         ffn_atomic_abort(af);
-        return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
+        return st;
     }
-    af->f = fopen(af->tmp, "wb");
+    af->f = fdopen(fd, "wb");
     if (!af->f) {
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot create: %s", af->tmp, strerror(errno));
+        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot open: %s", af->tmp, strerror(errno));
+        close(fd);
+        unlink(af->tmp);
         ffn_atomic_abort(af);
         return st;
     }

@@ -10,7 +10,13 @@
 
 #include "ffn/model.h"
 #include "base/common.h"
+#include "base/dirswap.h"
 #include "ffn/checkpoint.h"
+
+/* The readers' name for ffn_path_join (base/dirswap.h). */
+static inline char *ckpt_path_join(const char *a, const char *sep, const char *b) {
+    return ffn_path_join(a, sep, b);
+}
 
 /* The largest context a model gets when the caller gives no max_seq: the
  * KV cache of a hostile header's seq_len must stay bounded. */

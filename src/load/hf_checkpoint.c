@@ -25,7 +25,7 @@
 #include "base/open.h"
 #include "format/json.h"
 #include "ffn/safetensors.h"
-#include "train/train_internal.h"
+#include "base/dirswap.h"
 
 #include <errno.h>
 #include <math.h>
@@ -947,10 +947,18 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     if (!ffn_dtype_parse(dname, &dtype) ||
         (dtype != FFN_DTYPE_F32 && dtype != FFN_DTYPE_F16 && dtype != FFN_DTYPE_BF16))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: dtype '%s': expected F32, F16 or BF16", dir, dname);
-    ffn_status st = ckpt_prepare_out(dir);
+    ffn_dirlock lock;
+    ffn_status st = ffn_dirlock_take(dir, &lock);
     if (st) return st;
+    if ((st = ffn_dirswap_prepare(dir))) {
+        ffn_dirlock_release(&lock);
+        return st;
+    }
     char *tmp = NULL;
-    if ((st = ckpt_begin(dir, &tmp))) return st;
+    if ((st = ffn_dirswap_begin(dir, &tmp))) {
+        ffn_dirlock_release(&lock);
+        return st;
+    }
     const int perm = c->rope_style == FFN_ROPE_INTERLEAVED;
     const int64_t Dh = c->hidden_size / c->num_attention_heads;
     const float *params = ffn_model_params(model, NULL);
@@ -998,8 +1006,9 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
         free(p);
     }
     ffn_st_writer_free(w);
-    if (st == FFN_OK) st = ckpt_commit(dir, tmp);
-    else ckpt_remove_dir(tmp);
+    if (st == FFN_OK) st = ffn_dirswap_commit(dir, tmp);
+    else ffn_dirswap_abort(tmp);
     free(tmp);
+    ffn_dirlock_release(&lock);
     return st;
 }

@@ -260,7 +260,10 @@ typedef struct trainer {
     double *eval_loss;
     int64_t n_evals, eval_cap;
     double train_seconds;     /* time inside training steps in this run */
-    FILE *metrics;
+    FILE *metrics;            /* a --log outside the run directory, written live */
+    int log_in_dir;           /* the log is DIR/metrics.jsonl, written with each save */
+    char *log;                /* its lines so far (log_len bytes) */
+    size_t log_len, log_cap;
 } trainer;
 
 static double now_seconds(void) {
@@ -277,6 +280,7 @@ static uint64_t fnv1a64(const char *p, size_t n) {
 
 static void trainer_free(trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    free(t->log);
     free(t->text_owned);
     ffn_tokenizer_free(t->tok);
     free(t->ids);
@@ -628,24 +632,34 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
 
 static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     char *tmp = NULL, *path = NULL;
-    ffn_status st = ckpt_begin(out_dir, &tmp);
+    ffn_status st = ffn_dirswap_begin(out_dir, &tmp);
     if (st != FFN_OK) return st;
-#define FILE_IN(name) (free(path), path = ckpt_path_join(tmp, "/", name))
+#define FILE_IN(name) (free(path), path = ffn_path_join(tmp, "/", name))
     if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
-    if (st == FFN_OK) st = ckpt_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
+    if (st == FFN_OK) st = run_dir_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
     if (st == FFN_OK && !FILE_IN(FFN_TOKENIZER_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
     if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = save_train_state(t, path);
+    if (st == FFN_OK && t->log_in_dir) {
+        if (!FILE_IN(FFN_METRICS_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        FILE *f = st == FFN_OK ? fopen(path, "wb") : NULL;
+        if (st == FFN_OK && !f) st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        if (f) {
+            if (t->log_len) fwrite(t->log, 1, t->log_len, f);
+            int bad = ferror(f);
+            if (fclose(f) != 0 || bad) st = ffn_error(FFN_ERR_IO, "%s: write failed", path);
+        }
+    }
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = ckpt_save_weights(t->model, path);
+    if (st == FFN_OK) st = run_dir_save_weights(t->model, path);
 #undef FILE_IN
     free(path);
-    if (st == FFN_OK) st = ckpt_commit(out_dir, tmp);
+    if (st == FFN_OK) st = ffn_dirswap_commit(out_dir, tmp);
     else {
-        ckpt_remove_dir(tmp);
+        ffn_dirswap_abort(tmp);
         st = ffn_error_prefix(st, "%s: checkpoint not saved (the previous one, if any, is intact)", out_dir);
     }
     free(tmp);
@@ -655,7 +669,7 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
 /* ---- resuming --------------------------------------------------------------------- */
 
 static ffn_status open_train_state(const char *dir, ffn_st_file **f) {
-    char *path = ckpt_path_join(dir, "/", FFN_TRAIN_STATE_FILENAME);
+    char *path = ffn_path_join(dir, "/", FFN_TRAIN_STATE_FILENAME);
     if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
     ffn_status st = ffn_st_open(path, f);
     if (st == FFN_OK) {
@@ -708,7 +722,7 @@ static ffn_status meta_hex(const ffn_st_file *f, const char *key, uint64_t *out,
 ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options *opts) {
     if (!dir || !opts) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_options_from_checkpoint: NULL argument");
     char *rdir = NULL;
-    ffn_status st = ckpt_resolve(dir, &rdir);
+    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
     if (st != FFN_OK) return st;
     ffn_st_file *f = NULL;
     st = open_train_state(rdir, &f);
@@ -770,9 +784,9 @@ static ffn_status resume_check(trainer *t, const char *rdir, ffn_st_file *f) {
 
 static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
     ffn_status st;
-    char *path = ckpt_path_join(rdir, "/", FFN_MODEL_FILENAME);
+    char *path = ffn_path_join(rdir, "/", FFN_MODEL_FILENAME);
     if (!path) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    st = ckpt_load_weights(t->model, path);
+    st = run_dir_load_weights(t->model, path);
     free(path);
     if (st != FFN_OK) return st;
     int64_t shape[1] = {t->n_params};
@@ -817,17 +831,86 @@ static ffn_status resume_state(trainer *t, const char *rdir, ffn_st_file *f) {
 
 /* ---- the loop --------------------------------------------------------------------- */
 
-static void write_metrics(trainer *t, const ffn_train_point *p) {
-    if (!t->metrics) return;
-    fprintf(t->metrics, "{\"step\": %lld, \"loss\": ", (long long)p->step);
-    if (isfinite(p->loss)) fprintf(t->metrics, "%.17g", p->loss);
-    else fputs("null", t->metrics);
-    fprintf(t->metrics, ", \"lr\": %.9g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g",
-            p->lr, p->tokens_per_s, p->grad_norm);
-    if (p->loss_total != p->loss) fprintf(t->metrics, ", \"loss_total\": %.17g", p->loss_total);
-    if (!isnan(p->val_loss)) fprintf(t->metrics, ", \"val_loss\": %.17g", p->val_loss);
-    fputs("}\n", t->metrics);
-    fflush(t->metrics);
+static ffn_status log_append(trainer *t, const char *line, size_t n) {
+    if (t->log_len + n + 1 > t->log_cap) {
+        size_t cap = t->log_cap ? t->log_cap : 4096;
+        while (cap < t->log_len + n + 1) cap *= 2;
+        char *p = realloc(t->log, cap);
+        if (!p) return ffn_error(FFN_ERR_NOMEM, "out of memory (metrics log)");
+        t->log = p;
+        t->log_cap = cap;
+    }
+    memcpy(t->log + t->log_len, line, n);
+    t->log_len += n;
+    t->log[t->log_len] = '\0';
+    return FFN_OK;
+}
+
+static ffn_status write_metrics(trainer *t, const ffn_train_point *p) {
+    if (!t->metrics && !t->log_in_dir) return FFN_OK;
+    char line[512];
+    int n = snprintf(line, sizeof line, "{\"step\": %lld, \"loss\": ", (long long)p->step);
+    if (isfinite(p->loss)) n += snprintf(line + n, sizeof line - (size_t)n, "%.17g", p->loss);
+    else n += snprintf(line + n, sizeof line - (size_t)n, "null");
+    n += snprintf(line + n, sizeof line - (size_t)n,
+                  ", \"lr\": %.9g, \"tokens_per_s\": %.1f, \"grad_norm\": %.6g", p->lr,
+                  p->tokens_per_s, p->grad_norm);
+    if (p->loss_total != p->loss)
+        n += snprintf(line + n, sizeof line - (size_t)n, ", \"loss_total\": %.17g", p->loss_total);
+    if (!isnan(p->val_loss))
+        n += snprintf(line + n, sizeof line - (size_t)n, ", \"val_loss\": %.17g", p->val_loss);
+    n += snprintf(line + n, sizeof line - (size_t)n, "}\n");
+    if (t->metrics) {
+        fwrite(line, 1, (size_t)n, t->metrics);
+        fflush(t->metrics);
+    }
+    return t->log_in_dir ? log_append(t, line, (size_t)n) : FFN_OK;
+}
+
+/* The lines of the log at `path` for steps up to keep_steps, appended to
+ * the in-memory log (a missing file is an empty log). */
+static ffn_status log_read(trainer *t, const char *path, int64_t keep_steps) {
+    FILE *in = fopen(path, "rb");
+    if (!in) return FFN_OK;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    ffn_status st = FFN_OK;
+    while (st == FFN_OK && (n = getline(&line, &cap, in)) > 0) {
+        const char *k = strstr(line, "\"step\": ");
+        if (k && strtoll(k + 8, NULL, 10) > keep_steps) continue;
+        st = log_append(t, line, (size_t)n);
+    }
+    free(line);
+    if (st == FFN_OK && ferror(in)) st = ffn_error(FFN_ERR_IO, "%s: cannot read the metrics log", path);
+    fclose(in);
+    return st;
+}
+
+/* Is `log` DIR/metrics.jsonl (the run directory's own log)? */
+static int log_is_in_dir(const char *log, const char *dir) {
+    const char *slash = strrchr(log, '/');
+    if (strcmp(slash ? slash + 1 : log, FFN_METRICS_FILENAME)) return 0;
+    char *parent = slash ? strndup(log, (size_t)(slash - log)) : strdup(".");
+    char *target = NULL;
+    int same = 0;
+    if (parent && ffn_dirswap_target(dir, &target) == FFN_OK) {
+        char *a = realpath(parent, NULL), *b = realpath(target, NULL);
+        if (a && b) same = !strcmp(a, b);
+        else { /* DIR does not exist yet: compare the spellings */
+            const char *x = parent, *y = target;
+            while (x[0] == '.' && x[1] == '/') x += 2;
+            while (y[0] == '.' && y[1] == '/') y += 2;
+            size_t nx = strlen(x), ny = strlen(y);
+            while (nx > 1 && x[nx - 1] == '/') nx--;
+            same = nx == ny && !strncmp(x, y, nx);
+        }
+        free(a);
+        free(b);
+    }
+    free(parent);
+    free(target);
+    return same;
 }
 
 /* On resume: drop the log lines of steps after the checkpoint (a run that
@@ -837,12 +920,10 @@ static void write_metrics(trainer *t, const ffn_train_point *p) {
 static ffn_status trim_metrics(const char *path, int64_t keep_steps) {
     FILE *in = fopen(path, "rb");
     if (!in) return FFN_OK; /* nothing yet */
-    char *tmp = ckpt_path_join(path, "", ".tmp");
-    FILE *out = tmp ? fopen(tmp, "wb") : NULL;
-    if (!out) {
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, path);
+    if (st != FFN_OK) {
         fclose(in);
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", tmp ? tmp : path, strerror(errno));
-        free(tmp);
         return st;
     }
     char *line = NULL;
@@ -855,25 +936,21 @@ static ffn_status trim_metrics(const char *path, int64_t keep_steps) {
             dropped++;
             continue;
         }
-        fwrite(line, 1, (size_t)n, out);
+        fwrite(line, 1, (size_t)n, af.f);
     }
     free(line);
+    int bad = ferror(in);
     fclose(in);
-    int bad = ferror(out);
-    if (fclose(out) != 0 || bad) {
-        unlink(tmp);
-        free(tmp);
-        return ffn_error(FFN_ERR_IO, "%s: cannot rewrite the metrics log", path);
+    if (bad) {
+        ffn_atomic_abort(&af);
+        return ffn_error(FFN_ERR_IO, "%s: cannot read the metrics log", path);
     }
     if (dropped == 0) {
-        unlink(tmp);
-    } else if (rename(tmp, path) != 0) {
-        ffn_status st = ffn_error(FFN_ERR_IO, "%s: cannot replace: %s", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return st;
+        ffn_atomic_abort(&af);
+        return FFN_OK;
     }
-    free(tmp);
+    st = ffn_atomic_commit(&af);
+    if (st != FFN_OK) return ffn_error_prefix(st, "%s: cannot rewrite the metrics log", path);
     return FFN_OK;
 }
 
@@ -919,13 +996,16 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     char *rdir = NULL;
     ffn_st_file *state = NULL;
     const double t0 = now_seconds();
+    /* One writer per output directory for the whole run. */
+    ffn_dirlock lock = {.fd = -1};
+    if (o->out_dir && (st = ffn_dirlock_take(o->out_dir, &lock)) != FFN_OK) return st;
 
     if (o->resume_dir) {
-        st = ckpt_resolve(o->resume_dir, &rdir);
+        st = ffn_dirswap_resolve(o->resume_dir, &rdir);
         if (st == FFN_OK) st = open_train_state(rdir, &state);
         if (st == FFN_OK) st = resume_check(t, rdir, state);
         if (st == FFN_OK) {
-            char *tp = ckpt_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+            char *tp = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
             st = tp ? ffn_tokenizer_load(tp, &t->tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
             free(tp);
         }
@@ -983,14 +1063,25 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     /* Outputs: check the checkpoint directory and open the log first, so a
      * bad path fails before any training. */
     if (o->out_dir) {
-        st = ckpt_prepare_out(o->out_dir);
+        st = ffn_dirswap_prepare(o->out_dir);
         if (st != FFN_OK) goto done;
     }
-    if (o->metrics_path && o->resume_dir) {
+    /* The log: DIR/metrics.jsonl by default, written whole with each save
+     * (so it always matches the saved step, and a resume carries it on);
+     * a --log elsewhere is written live, line by line. */
+    t->log_in_dir = o->out_dir && (!o->metrics_path || log_is_in_dir(o->metrics_path, o->out_dir));
+    if (t->log_in_dir) {
+        if (rdir) {
+            char *lp = ffn_path_join(rdir, "/", FFN_METRICS_FILENAME);
+            st = lp ? log_read(t, lp, t->step) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+            free(lp);
+            if (st != FFN_OK) goto done;
+        }
+    } else if (o->metrics_path && o->resume_dir) {
         st = trim_metrics(o->metrics_path, t->step);
         if (st != FFN_OK) goto done;
     }
-    if (o->metrics_path) {
+    if (o->metrics_path && !t->log_in_dir) {
         t->metrics = fopen(o->metrics_path, o->resume_dir ? "a" : "w");
         if (!t->metrics) {
             st = ffn_error(FFN_ERR_IO, "%s: cannot open the metrics log: %s", o->metrics_path,
@@ -1026,7 +1117,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                           (t->train_seconds > 0 ? t->train_seconds : 1e-9);
         pt.elapsed_s = elapsed;
         pt.eta_s = elapsed / (double)(t->step - start) * (double)(end - t->step);
-        write_metrics(t, &pt);
+        st = write_metrics(t, &pt);
+        if (st != FFN_OK) goto done;
         if (cb && cb->on_step) cb->on_step(&pt, cb->user);
         interrupted = o->stop_flag && *o->stop_flag;
         if (o->out_dir && (interrupted || t->step == end ||
@@ -1056,6 +1148,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
 done:
     ffn_st_close(state);
     free(rdir);
+    ffn_dirlock_release(&lock);
     return st;
 }
 
@@ -1075,177 +1168,5 @@ ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
     t.cb = callbacks;
     st = run(&t, result);
     trainer_free(&t);
-    return st;
-}
-
-/* ---- generating ------------------------------------------------------------------- */
-
-void ffn_generate_options_default(ffn_generate_options *o) {
-    o->steps = 100;
-    o->temperature = 0.8;
-    o->top_p = 0.95;
-    o->seed = 42;
-}
-
-typedef struct prob_entry {
-    double p;
-    int32_t id;
-} prob_entry;
-
-struct ffn_sampler {
-    int64_t V;
-    double temperature, top_p;
-    ffn_rng rng;
-    prob_entry *work; /* (V) */
-};
-
-ffn_status ffn_sampler_create(int64_t vocab_size, double temperature, double top_p, uint64_t seed,
-                              ffn_sampler **out) {
-    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_sampler_create: out is NULL");
-    *out = NULL;
-    if (vocab_size < 1 || (uint64_t)vocab_size > SIZE_MAX / sizeof(prob_entry) ||
-        !(temperature >= 0) || !isfinite(temperature) || !(top_p > 0 && top_p <= 1))
-        return ffn_error(FFN_ERR_CONFIG,
-                         "sampler: expected vocab_size >= 1, temperature >= 0 and top_p in (0, 1]; "
-                         "got %lld, %g, %g",
-                         (long long)vocab_size, temperature, top_p);
-    ffn_sampler *s = calloc(1, sizeof *s);
-    if (s) s->work = malloc((size_t)vocab_size * sizeof(prob_entry));
-    if (!s || !s->work) {
-        free(s);
-        return ffn_error(FFN_ERR_NOMEM, "out of memory (sampler of %lld entries)",
-                         (long long)vocab_size);
-    }
-    s->V = vocab_size;
-    s->temperature = temperature;
-    s->top_p = top_p;
-    ffn_rng_seed(&s->rng, seed);
-    *out = s;
-    return FFN_OK;
-}
-
-void ffn_sampler_free(ffn_sampler *s) {
-    if (!s) return;
-    free(s->work);
-    free(s);
-}
-
-static int by_prob_desc(const void *a, const void *b) {
-    const prob_entry *x = a, *y = b;
-    if (x->p != y->p) return x->p < y->p ? 1 : -1;
-    return x->id - y->id; /* ties: lower id first (deterministic) */
-}
-
-int32_t ffn_sampler_sample(ffn_sampler *s, const float *logits) {
-    const int64_t V = s->V;
-    prob_entry *work = s->work;
-    int64_t best = 0;
-    for (int64_t i = 1; i < V; i++)
-        if (logits[i] > logits[best]) best = i;
-    if (s->temperature <= 0) return (int32_t)best;
-    double maxl = logits[best], sum = 0.0;
-    for (int64_t i = 0; i < V; i++) {
-        work[i].p = exp(((double)logits[i] - maxl) / s->temperature);
-        work[i].id = (int32_t)i;
-        sum += work[i].p;
-    }
-    int64_t n = V;
-    if (s->top_p < 1.0) {
-        qsort(work, (size_t)V, sizeof *work, by_prob_desc);
-        double cum = 0.0;
-        for (n = 0; n < V; n++) {
-            cum += work[n].p / sum;
-            if (cum >= s->top_p) {
-                n++;
-                break;
-            }
-        }
-        if (n > V) n = V;
-        sum = 0.0;
-        for (int64_t i = 0; i < n; i++) sum += work[i].p;
-    }
-    double r = (double)(ffn_rng_next(&s->rng) >> 11) * 0x1p-53 * sum, acc = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        acc += work[i].p;
-        if (r < acc) return work[i].id;
-    }
-    return work[n - 1].id;
-}
-
-ffn_status ffn_generate(ffn_model *model, const ffn_tokenizer *tok, const char *prompt,
-                        const ffn_generate_options *opts,
-                        int (*on_token)(const char *bytes, size_t len, void *user), void *user) {
-    if (!model || !tok || !opts)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_generate: NULL argument");
-    if (opts->steps < 0 || !(opts->temperature >= 0) || !(opts->top_p > 0 && opts->top_p <= 1))
-        return ffn_error(FFN_ERR_CONFIG,
-                         "generate: expected steps >= 0, temperature >= 0 and top_p in (0, 1]; got "
-                         "%lld, %g, %g",
-                         (long long)opts->steps, opts->temperature, opts->top_p);
-    const ffn_model_config *cfg = ffn_model_get_config(model);
-    const int64_t V = cfg->vocab_size, ctx_len = cfg->max_position_embeddings;
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    ffn_status st = FFN_OK;
-    if (prompt && *prompt) {
-        st = ffn_tokenizer_encode(tok, prompt, strlen(prompt), &ids, NULL, &n, NULL);
-        if (st != FFN_OK) return ffn_error_prefix(st, "prompt");
-    }
-    if (n == 0) { /* start from a newline when the vocabulary has one */
-        free(ids);
-        int64_t m = 0;
-        int32_t *nl = NULL;
-        ids = NULL;
-        if (ffn_tokenizer_encode(tok, "\n", 1, &nl, NULL, &m, NULL) == FFN_OK && m == 1 &&
-            nl[0] != ffn_tokenizer_unk_id(tok)) {
-            ids = nl;
-        } else {
-            free(nl);
-            ids = malloc(sizeof(int32_t));
-            if (ids) ids[0] = 0;
-        }
-        n = 1;
-        if (!ids) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    }
-    /* history: the last ctx_len tokens (the window re-fed when the cache fills) */
-    int32_t *hist = malloc((size_t)ctx_len * sizeof(int32_t));
-    float *logits = malloc((size_t)V * sizeof(float));
-    ffn_sampler *sampler = NULL;
-    if (!hist || !logits) {
-        st = ffn_error(FFN_ERR_NOMEM, "out of memory (generation buffers)");
-        goto done;
-    }
-    st = ffn_sampler_create(V, opts->temperature, opts->top_p, opts->seed, &sampler);
-    if (st != FFN_OK) goto done;
-    int64_t keep = n < ctx_len ? n : ctx_len / 2 > 0 ? ctx_len / 2 : 1;
-    memcpy(hist, ids + (n - keep), (size_t)keep * sizeof(int32_t));
-    int64_t n_hist = keep;
-    ffn_model_reset(model);
-    st = ffn_model_prefill(model, hist, n_hist, logits);
-    const int32_t unk = ffn_tokenizer_unk_id(tok);
-    for (int64_t i = 0; st == FFN_OK && i < opts->steps; i++) {
-        /* "<unk>" stands for text the vocabulary lacks: never generate it */
-        if (V > 1 && unk >= 0 && unk < V) logits[unk] = -INFINITY;
-        int32_t next = ffn_sampler_sample(sampler, logits);
-        size_t len = 0;
-        const char *bytes = ffn_tokenizer_token(tok, next, &len);
-        if (on_token && bytes && on_token(bytes, len, user)) break;
-        if (i + 1 == opts->steps) break;
-        if (n_hist == ctx_len) { /* the cache is full: keep the last half and re-feed it */
-            int64_t half = ctx_len / 2 > 0 ? ctx_len / 2 : 1;
-            memmove(hist, hist + (ctx_len - half), (size_t)half * sizeof(int32_t));
-            n_hist = half;
-            ffn_model_reset(model);
-            st = ffn_model_prefill(model, hist, n_hist, NULL);
-            if (st != FFN_OK) break;
-        }
-        hist[n_hist++] = next;
-        st = ffn_model_step(model, next, logits);
-    }
-done:
-    free(ids);
-    free(hist);
-    free(logits);
-    ffn_sampler_free(sampler);
     return st;
 }

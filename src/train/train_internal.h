@@ -1,7 +1,7 @@
 /* train_internal.h -- pieces of the trainer shared by src/train/train.c and
- * src/train/checkpoint.c: the seeded RNG whose state goes into checkpoints, the
- * learning-rate schedule, the AdamW update and gradient norm over flat
- * blocks, and the crash-safe checkpoint directory swap.  Not installed.
+ * src/train/run_dir.c: the seeded RNG whose state goes into run directories,
+ * the learning-rate schedule, the AdamW update and gradient norm over flat
+ * blocks, and the writers of a run directory's files.  Not installed.
  *
  * Letters: P parameters (the model's flat block), C chunks of the norm. */
 #ifndef FFN_TRAIN_INTERNAL_H
@@ -10,7 +10,9 @@
 #include "ffn/data.h"
 #include "ffn/model.h"
 #include "base/common.h"
+#include "base/dirswap.h"
 #include "base/rng.h"
+#include "load/run_dir.h"
 
 #include <stdint.h>
 
@@ -52,48 +54,15 @@ void adamw_update(float *param, float *m, float *v, const float *grad, int64_t n
 int64_t train_norm_chunks(int64_t n);
 double train_sum_squares(const float *x, int64_t n, double *partials);
 
-/* ---- checkpoint directory swap ---------------------------------------------
- * A checkpoint is a directory DIR written whole to DIR.tmp (every file and
- * the directory fsynced), then exchanged with DIR in one atomic
- * renameat2(RENAME_EXCHANGE); the old contents, now at DIR.tmp, are then
- * removed.  Where the file system has no exchange, DIR is renamed to
- * DIR.old, DIR.tmp to DIR, then DIR.old is removed; a crash between the two
- * renames leaves DIR.old whole, and ckpt_resolve() finds it.  At no moment
- * is there no whole checkpoint on disk. */
-
-/* Make sure `dir` can be used as an output: it is absent, empty, or an ffn
- * checkpoint (never overwrite a user's unrelated directory); its parent is
- * writable.  Also finishes an interrupted swap (DIR absent, DIR.old whole). */
-ffn_status ckpt_prepare_out(const char *dir);
-
-/* Create a fresh DIR.tmp (removing a stale one) and return its path
- * (malloc'd). */
-ffn_status ckpt_begin(const char *dir, char **tmp_path);
-
-/* fsync one file by path (after writing it with stdio). */
-ffn_status ckpt_fsync_path(const char *path, int is_dir);
-
-/* fsync every file in tmp and tmp itself, then swap it into place as
- * described above.  On failure DIR is untouched (and tmp is removed). */
-ffn_status ckpt_commit(const char *dir, const char *tmp);
-
-/* The directory to load for a checkpoint named `dir`: dir itself when it
- * holds config.json, else DIR.old (an interrupted swap).  malloc'd. */
-ffn_status ckpt_resolve(const char *dir, char **out);
-
-/* Remove the files in a directory we created, then the directory.  Only
- * regular files at the top level are removed: we never recurse. */
-ffn_status ckpt_remove_dir(const char *path);
+/* ---- the run directory ----------------------------------------------------
+ * Written whole beside DIR and swapped in by the directory swap
+ * (base/dirswap.h); read back by the loaders' run-directory reader
+ * (load/run_dir.h). */
 
 /* config.json: add "ffn_tokenizer" and "ffn_tokenizer_file" to the file
  * ffn_model_config_save wrote. */
-ffn_status ckpt_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode);
+ffn_status run_dir_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode);
 /* model.safetensors: every tensor of the model's table, fp32, HF names. */
-ffn_status ckpt_save_weights(ffn_model *model, const char *path);
-/* Read them back (names and shapes checked), then ffn_model_params_changed. */
-ffn_status ckpt_load_weights(ffn_model *model, const char *path);
-
-/* "DIR" + suffix, malloc'd (NULL when out of memory). */
-char *ckpt_path_join(const char *a, const char *sep, const char *b);
+ffn_status run_dir_save_weights(ffn_model *model, const char *path);
 
 #endif /* FFN_TRAIN_INTERNAL_H */

@@ -6,7 +6,7 @@
 # (D 128, 4 layers, B 1, T 16) trains with --save-every 1, so most of the
 # time is spent inside the checkpoint swap; the process is killed with
 # SIGKILL after a random delay (seeded) or just after a save has begun
-# (DIR.tmp appeared), then:
+# (a DIR.tmp-XXXXXX appeared), then:
 #   - `ffn generate` loads the checkpoint and produces text;
 #   - the next run resumes from it (it must be a whole, consistent one).
 # Both swap paths are exercised: the atomic RENAME_EXCHANGE, and the
@@ -34,20 +34,20 @@ for mode in exchange fallback; do
         "$FFN_BIN" train --resume "$ck" --save-every 1 --threads 1 --quiet >/dev/null 2>&1 &
         pid=$!
         if ((i % 2)); then
-            # odd rounds: wait until a save is under way (DIR.tmp exists), then
+            # odd rounds: wait until a save is under way (DIR.tmp-XXXXXX exists), then
             # 0..19 ms more: the kill lands inside the writes, fsyncs or renames
-            for _ in $(seq 1000); do [[ -e "$ck.tmp" ]] && break; sleep 0.005; done
+            for _ in $(seq 1000); do compgen -G "$ck.tmp-*" >/dev/null && break; sleep 0.005; done
             sleep "0.0$(printf '%02d' $((RANDOM % 20)))"
         else
-            # even rounds: after the first save of this run completed (DIR.tmp
+            # even rounds: after the first save of this run completed (DIR.tmp-XXXXXX
             # came and went), 0..99 ms more: between saves or inside the next
-            for _ in $(seq 1000); do [[ -e "$ck.tmp" ]] && break; sleep 0.005; done
-            for _ in $(seq 1000); do [[ -e "$ck.tmp" ]] || break; sleep 0.005; done
+            for _ in $(seq 1000); do compgen -G "$ck.tmp-*" >/dev/null && break; sleep 0.005; done
+            for _ in $(seq 1000); do compgen -G "$ck.tmp-*" >/dev/null || break; sleep 0.005; done
             sleep "0.$(printf '%02d' $((RANDOM % 100)))"
         fi
         kill -9 $pid 2>/dev/null && kills=$((kills + 1)) || true
         wait $pid 2>/dev/null || true
-        [[ -e "$ck.tmp" ]] && mid_swap=$((mid_swap + 1))
+        compgen -G "$ck.tmp-*" >/dev/null && mid_swap=$((mid_swap + 1))
         [[ ! -e "$ck" && -e "$ck.old" ]] && only_old=$((only_old + 1))
         out=$("$FFN_BIN" generate --model "$ck" --prompt "The " --steps 8 --temperature 0 --threads 1 2>"$tmp/err") \
             || { cat "$tmp/err"; ls -la "$tmp"; fail "$mode: after kill $i the checkpoint does not load"; }
@@ -61,7 +61,7 @@ for mode in exchange fallback; do
 import json, struct, sys
 f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]
 print(json.loads(f.read(n))["__metadata__"]["step"])' "$(ls -d "$ck" 2>/dev/null || echo "$ck.old")/train_state.safetensors")
-    echo "ok $mode: $kills kills with SIGKILL ($mid_swap left a partial $ck.tmp, $only_old only $ck.old), every time the checkpoint loaded; now at step $step"
+    echo "ok $mode: $kills kills with SIGKILL ($mid_swap left a partial $ck.tmp-XXXXXX, $only_old only $ck.old), every time the checkpoint loaded; now at step $step"
 done
 
 # The fallback's one fragile moment, made by hand: DIR renamed to DIR.old and
@@ -75,7 +75,7 @@ print(json.loads(f.read(n))["__metadata__"]["step"])' "$1/train_state.safetensor
 # (the last kill above may itself have landed inside the fallback swap,
 # leaving only DIR.old: start this phase from that whole checkpoint)
 [[ -e "$ck" ]] || mv "$ck.old" "$ck"
-rm -rf "$ck.tmp" "$ck.old"
+rm -rf "$ck".tmp-* "$ck.old"
 before=$(step_of "$ck")
 mv "$ck" "$ck.old"
 "$FFN_BIN" generate --model "$ck" --prompt "The " --steps 4 --temperature 0 >/dev/null || fail "DIR.old was not found by generate"

@@ -1,7 +1,9 @@
 /* test_data.c -- tokenizers (byte, char, word): pieces, vocabulary order and
  * caps, <unk>, round trips (also on tinyshakespeare when ../shared is
  * there), invalid UTF-8, the tokenizer file and each way it can be bad,
- * reading text and splitting token streams. */
+ * reading text and splitting token streams; ffn_vocab over every engine
+ * (byte, char, word, llama2.c tokenizer.bin): detection of the file kind,
+ * round trips, special ids, byte fallback, pieces, errors. */
 #include "check.h"
 
 #include <ffn.h>
@@ -481,6 +483,163 @@ static void test_real_text(void) {
     free(text);
 }
 
+/* ---- ffn_vocab ------------------------------------------------------------------ */
+
+/* A small llama2.c tokenizer.bin: <unk> <s> </s>, the 256 byte pieces,
+ * then " ", "a", "b", "ab", " a", " ab" (higher scores for longer pieces). */
+static void put(char *buf, size_t cap, size_t *at, const void *p, size_t n) {
+    if (*at <= cap && n <= cap - *at) memcpy(buf + *at, p, n);
+    *at += n;
+}
+
+static size_t make_tokenizer_bin(char *buf, size_t cap, int with_bytes) {
+    size_t at = 0;
+#define PUT(p, n) put(buf, cap, &at, (p), (size_t)(n))
+    int32_t max_len = 8;
+    PUT(&max_len, 4);
+    const char *fixed[] = {"<unk>", "<s>", "</s>"};
+    for (int i = 0; i < 3; i++) {
+        float sc = 0;
+        int32_t n = (int32_t)strlen(fixed[i]);
+        PUT(&sc, 4); PUT(&n, 4); PUT(fixed[i], (size_t)n);
+    }
+    for (int b = 0; with_bytes && b < 256; b++) {
+        char piece[8];
+        snprintf(piece, sizeof piece, "<0x%02X>", b);
+        float sc = 0;
+        int32_t n = 6;
+        PUT(&sc, 4); PUT(&n, 4); PUT(piece, 6);
+    }
+    const char *words[] = {" ", "a", "b", "ab", " a", " ab"};
+    const float scores[] = {-5, -4, -4, -1, -2, 0};
+    for (int i = 0; i < 6; i++) {
+        int32_t n = (int32_t)strlen(words[i]);
+        PUT(&scores[i], 4); PUT(&n, 4); PUT(words[i], (size_t)n);
+    }
+#undef PUT
+    return at;
+}
+
+static void test_vocab(void) {
+    /* ffn's engines: the file is told apart by its first line */
+    const char *text = "Mary gave John the apple.\nJohn was hungry.\n";
+    for (int m = 0; m < 3; m++) {
+        ffn_tokenizer *t = build((ffn_tokenizer_mode)m, text, 0);
+        char name[32];
+        snprintf(name, sizeof name, "v%d.txt", m);
+        CHECK(t && ffn_tokenizer_save(t, tmp_path(name)) == FFN_OK, "%s", ffn_last_error());
+        const int64_t V = t ? ffn_tokenizer_vocab_size(t) : 0;
+        ffn_tokenizer_free(t);
+        ffn_vocab *v = NULL;
+        CHECK(ffn_vocab_load(tmp_path(name), 0, &v) == FFN_OK && v, "load %s: %s", name, ffn_last_error());
+        if (!v) continue;
+        CHECK((int)ffn_vocab_get_kind(v) == m && ffn_vocab_size(v) == V, "kind %s, V %lld",
+              ffn_vocab_kind_name(ffn_vocab_get_kind(v)), (long long)ffn_vocab_size(v));
+        ffn_vocab_special sp = ffn_vocab_specials(v);
+        CHECK(sp.bos == -1 && sp.eos == -1 && sp.pad == -1 && sp.unk == (m == 0 ? 256 : 0),
+              "specials %d %d %d %d", sp.bos, sp.eos, sp.unk, sp.pad);
+        CHECK(ffn_vocab_byte_fallback(v) == (m == 0), "byte fallback of mode %d", m);
+        CHECK(ffn_vocab_tokenizer(v) && !ffn_vocab_llama2c(v), "engine accessors");
+        int exact = -1;
+        CHECK(ffn_vocab_roundtrip(v, text, strlen(text), &exact) == FFN_OK && exact == 1,
+              "mode %d: decode(encode(x)) == x", m);
+        const char *unseen = "Zebra quux\n";
+        CHECK(ffn_vocab_roundtrip(v, unseen, strlen(unseen), &exact) == FFN_OK && exact == (m == 0),
+              "mode %d: text outside the vocabulary round-trips only with byte fallback (%d)", m, exact);
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        CHECK(ffn_vocab_encode(v, text, strlen(text), 1, &ids, &n) == FFN_OK && n > 0,
+              "encode with add_bos (no bos: ignored)");
+        char *back = NULL;
+        size_t nb = 0;
+        CHECK(ids && ffn_vocab_decode(v, -1, ids, n, &back, &nb) == FFN_OK && nb == strlen(text) &&
+                  !memcmp(back, text, nb), "decode");
+        free(back);
+        const char *bytes;
+        size_t len;
+        char b1[1];
+        CHECK(ids && ffn_vocab_piece(v, -1, ids[0], b1, &bytes, &len) == FFN_OK && len >= 1 &&
+                  !memcmp(bytes, text, len), "piece of the first token");
+        CHECK(ffn_vocab_piece(v, -1, (int32_t)V, b1, &bytes, &len) == FFN_ERR_INVALID_ARG,
+              "piece of id V is an error");
+        int32_t bad[2] = {0, -1};
+        CHECK(ffn_vocab_decode(v, -1, bad, 2, &back, &nb) == FFN_ERR_INVALID_ARG &&
+                  strstr(ffn_last_error(), "token 1"), "decode names the bad position: %s", ffn_last_error());
+        free(ids);
+        CHECK(ffn_vocab_encode(v, "", 0, 0, &ids, &n) == FFN_OK && n == 0 && !ids, "empty text");
+        free(ids);
+        ffn_vocab_free(v);
+        /* expected_vocab */
+        CHECK(ffn_vocab_load(tmp_path(name), V + 1, &v) == FFN_ERR_CONFIG && !v &&
+                  strstr(ffn_last_error(), name), "a size the model does not have: %s", ffn_last_error());
+    }
+    /* invalid UTF-8 through the interface (char) */
+    {
+        ffn_vocab *v = NULL;
+        CHECK(ffn_vocab_from_tokenizer(build(FFN_TOK_CHAR, "abc", 0), &v) == FFN_OK, "wrap");
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        CHECK(v && ffn_vocab_encode(v, "a\xff", 2, 0, &ids, &n) != FFN_OK && strstr(ffn_last_error(), "1"),
+              "invalid UTF-8 names its offset: %s", ffn_last_error());
+        ffn_vocab_free(v);
+    }
+    /* the llama2.c engine */
+    static char bin[8192];
+    size_t nbin = make_tokenizer_bin(bin, sizeof bin, 1);
+    write_file(tmp_path("tok.bin"), bin, nbin);
+    ffn_vocab *v = NULL;
+    CHECK(ffn_vocab_load(tmp_path("tok.bin"), 0, &v) == FFN_OK && v, "load tok.bin: %s", ffn_last_error());
+    if (v) {
+        CHECK(ffn_vocab_get_kind(v) == FFN_VOCAB_LLAMA2C && ffn_vocab_size(v) == 3 + 256 + 6 &&
+                  ffn_vocab_llama2c(v) && !ffn_vocab_tokenizer(v), "llama2c kind and size");
+        ffn_vocab_special sp = ffn_vocab_specials(v);
+        CHECK(sp.bos == 1 && sp.eos == 2 && sp.unk == 0 && sp.pad == -1, "llama2c specials");
+        CHECK(ffn_vocab_byte_fallback(v) == 1, "all 256 byte pieces: byte fallback");
+        int32_t *ids = NULL;
+        int64_t n = 0;
+        CHECK(ffn_vocab_encode(v, "ab", 2, 1, &ids, &n) == FFN_OK && n == 2 && ids[0] == 1 &&
+                  ids[1] == 3 + 256 + 5, "bos then the merged ' ab' (got %lld ids)", (long long)n);
+        char *back = NULL;
+        CHECK(ids && ffn_vocab_decode(v, ids[0], ids + 1, n - 1, &back, NULL) == FFN_OK && !strcmp(back, "ab"),
+              "after bos the leading space goes: '%s'", back ? back : "");
+        free(back);
+        free(ids);
+        int exact = 0;
+        const char *odd = "ab\xc3\xa9z";
+        CHECK(ffn_vocab_roundtrip(v, odd, strlen(odd), &exact) == FFN_OK && exact == 1,
+              "bytes outside the pieces round-trip through <0xXX>");
+        const char *bytes;
+        size_t len;
+        char b1[1];
+        CHECK(ffn_vocab_piece(v, -1, 3 + 0x41, b1, &bytes, &len) == FFN_OK && len == 1 && bytes[0] == 'A',
+              "the piece of <0x41> is 'A'");
+        ffn_vocab_free(v);
+    }
+    nbin = make_tokenizer_bin(bin, sizeof bin, 0);
+    CHECK(ffn_vocab_parse(bin, nbin, "nobytes.bin", 0, &v) == FFN_OK && v && !ffn_vocab_byte_fallback(v),
+          "without byte pieces: no byte fallback");
+    ffn_vocab_free(v);
+    v = NULL;
+    CHECK(ffn_vocab_parse(bin, nbin, "nobytes.bin", 100, &v) != FFN_OK && !v &&
+              strstr(ffn_last_error(), "nobytes.bin"), "a tokenizer.bin shorter than the model's V: %s",
+          ffn_last_error());
+    /* neither kind */
+    write_file(tmp_path("junk.txt"), "hello world\n", 12);
+    CHECK(ffn_vocab_load(tmp_path("junk.txt"), 0, &v) != FFN_OK && !v && strstr(ffn_last_error(), "junk.txt") &&
+              strstr(ffn_last_error(), "not an ffn tokenizer"), "junk: %s", ffn_last_error());
+    CHECK(ffn_vocab_load(tmp_path("none.txt"), 0, &v) == FFN_ERR_IO && strstr(ffn_last_error(), "none.txt"),
+          "a missing file");
+    CHECK(ffn_vocab_from_tokenizer(NULL, &v) == FFN_ERR_INVALID_ARG, "NULL engine");
+    /* not a regular file: refused at once (a FIFO would block) */
+    CHECK(mkfifo(tmp_path("fifo"), 0600) == 0, "mkfifo");
+    CHECK(ffn_vocab_load(tmp_path("fifo"), 0, &v) == FFN_ERR_IO && strstr(ffn_last_error(), "regular"),
+          "a FIFO: %s", ffn_last_error());
+    ffn_llama2c_tokenizer *l2 = NULL;
+    CHECK(ffn_llama2c_tokenizer_load(tmp_path("fifo"), 0, &l2) == FFN_ERR_IO && !l2, "a FIFO as tokenizer.bin");
+    CHECK(ffn_vocab_load(tmpdir, 0, &v) == FFN_ERR_IO, "a directory");
+    ffn_vocab_free(NULL);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ffn_test_data_XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -496,6 +655,7 @@ int main(void) {
     test_mutations();
     test_text_and_split();
     test_real_text();
+    test_vocab();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

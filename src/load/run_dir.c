@@ -1,0 +1,77 @@
+/* run_dir.c -- loading an ffn run directory for inference (the public
+ * ffn_run_dir_load), and its weights for the trainer's resume.  Which
+ * directory to read (DIR, or DIR.old after an interrupted swap) is the
+ * directory swap's answer (src/base/dirswap.c). */
+#include "load/run_dir.h"
+#include "base/dirswap.h"
+#include "ffn/safetensors.h"
+#include "ffn/train.h"
+
+#include <stdio.h>
+#include <string.h>
+
+ffn_status run_dir_load_weights(ffn_model *model, const char *path) {
+    ffn_st_file *f = NULL;
+    ffn_status st = ffn_st_open(path, &f);
+    if (st != FFN_OK) return st;
+    float *params = ffn_model_params(model, NULL);
+    const int64_t n = ffn_model_num_tensors(model);
+    for (int64_t i = 0; i < n && st == FFN_OK; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(model, i);
+        st = ffn_st_read_f32(f, ten->name, ten->ndim, ten->shape, params + ten->offset);
+    }
+    ffn_st_close(f);
+    if (st == FFN_OK) st = ffn_model_params_changed(model);
+    return st;
+}
+
+ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                            ffn_tokenizer **tokenizer) {
+    if (!ctx || !dir || !model || !tokenizer)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load: NULL argument");
+    *model = NULL;
+    *tokenizer = NULL;
+    char *rdir = NULL, *path = NULL;
+    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
+    if (st != FFN_OK) return st;
+    ffn_model_config cfg;
+    ffn_model *m = NULL;
+    ffn_tokenizer *tok = NULL;
+    path = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
+    st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(path);
+    if (st == FFN_OK) {
+        path = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+        st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    if (st == FFN_OK && ffn_tokenizer_vocab_size(tok) != cfg.vocab_size)
+        st = ffn_error(FFN_ERR_CONFIG, "%s: vocab_size %lld in config.json but %lld tokens in %s",
+                       rdir, (long long)cfg.vocab_size, (long long)ffn_tokenizer_vocab_size(tok),
+                       FFN_TOKENIZER_FILENAME);
+    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
+    if (st == FFN_OK) {
+        path = ffn_path_join(rdir, "/", FFN_MODEL_FILENAME);
+        st = path ? run_dir_load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(path);
+    }
+    free(rdir);
+    if (st != FFN_OK) {
+        ffn_model_free(m);
+        ffn_tokenizer_free(tok);
+        return st;
+    }
+    *model = m;
+    *tokenizer = tok;
+    return FFN_OK;
+}
+
+ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                               ffn_tokenizer **tokenizer) {
+    return ffn_run_dir_load(ctx, dir, model, tokenizer);
+}
+
+ffn_status ffn_run_dir_remove(const char *dir) {
+    if (!dir) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_remove: NULL argument");
+    return ffn_dirswap_remove(dir);
+}
