@@ -99,9 +99,14 @@ ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const ch
         return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c tokenizer.bin%s%s", name,
                          ffn_sniff_name(kind), kind == FFN_SNIFF_FFN_TOKENIZER ? "" : "; ",
                          kind == FFN_SNIFF_FFN_TOKENIZER ? "" : ffn_sniff_advice(kind));
-    if (kind == FFN_SNIFF_LLAMA2C_CHECKPOINT)
-        return ffn_error(FFN_ERR_FORMAT, "%s is a llama2.c checkpoint, not a tokenizer.bin; the "
-                         "model goes first, its vocabulary to --tokenizer", name);
+    if (kind == FFN_SNIFF_LLAMA2C_CHECKPOINT) { /* the header: dim, hidden_dim, n_layers, ... */
+        int32_t dim, n_layers;
+        memcpy(&dim, b, 4);
+        memcpy(&n_layers, b + 8, 4);
+        return ffn_error(FFN_ERR_FORMAT, "%s is a llama2.c checkpoint (dim %d, %d layers), not a "
+                         "tokenizer.bin; the model goes first, its vocabulary to --tokenizer",
+                         name, (int)dim, (int)n_layers);
+    }
     int32_t max_len;
     memcpy(&max_len, b, 4);
     if (max_len < 1 || max_len > FFN_LLAMA2C_MAX_TOKEN_LEN)
@@ -199,9 +204,7 @@ ffn_status ffn_llama2c_tokenizer_load(const char *path, int64_t expected_vocab,
     *out = NULL;
     char *data;
     size_t size;
-    struct stat sb;
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
+    /* ffn_text_read refuses a FIFO or a device by name without blocking */
     ffn_status st = ffn_text_read(path, &data, &size);
     if (st) return st;
     st = ffn_llama2c_tokenizer_parse(data, size, path, expected_vocab, out);

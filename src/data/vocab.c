@@ -211,9 +211,7 @@ ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **
     *out = NULL;
     char *buf = NULL;
     size_t n = 0;
-    struct stat sb; /* a FIFO or a device would block or never end */
-    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
+    /* ffn_text_read refuses a FIFO or a device by name without blocking */
     ffn_status st = ffn_text_read(path, &buf, &n);
     if (st != FFN_OK) return st;
     st = ffn_vocab_parse(buf, n, path, expected_vocab, out);
