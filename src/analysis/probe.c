@@ -28,12 +28,9 @@
 #define PROBE_BATCH_TOKENS 2048
 
 const char *ffn_probe_split_name(ffn_probe_split s) {
-    switch (s) {
-    case FFN_PROBE_SPLIT_WORDS: return "words";
-    case FFN_PROBE_SPLIT_SENTENCES: return "sentences";
-    case FFN_PROBE_SPLIT_TOKENS: return "tokens";
-    }
-    return "?";
+    static const char *const names[] = {[FFN_PROBE_SPLIT_WORDS] = "words",
+        [FFN_PROBE_SPLIT_SENTENCES] = "sentences", [FFN_PROBE_SPLIT_TOKENS] = "tokens"};
+    return FFN_ENUM_NAME(names, s, "?");
 }
 
 void ffn_probe_options_default(ffn_probe_options *o) {

@@ -34,6 +34,18 @@ static inline int ffn_add_size(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 
+/* Enum -> name through a table indexed by the enum's values (designated
+ * initialisers, so the table reads as a list of pairs):
+ *     static const char *const names[] = {[FFN_X_A] = "a", [FFN_X_B] = "b"};
+ *     return FFN_ENUM_NAME(names, value, "?");
+ * Values outside the table, or without an entry, give `fallback`. */
+static inline const char *ffn_enum_name(const char *const *names, size_t n, int64_t value,
+                                        const char *fallback) {
+    return value >= 0 && (uint64_t)value < n && names[value] ? names[value] : fallback;
+}
+#define FFN_ENUM_NAME(names, value, fallback)                                                \
+    ffn_enum_name((names), sizeof(names) / sizeof((names)[0]), (int64_t)(value), (fallback))
+
 /* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
  * rounded up internally; ffn_free_aligned(NULL) is a no-op. */
 void *ffn_malloc_aligned(size_t bytes);

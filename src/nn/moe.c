@@ -26,11 +26,9 @@
 /* ---- config ---------------------------------------------------------- */
 
 const char *ffn_moe_scoring_name(ffn_moe_scoring s) {
-    switch (s) {
-    case FFN_MOE_SCORING_SOFTMAX: return "softmax";
-    case FFN_MOE_SCORING_SIGMOID: return "sigmoid";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [FFN_MOE_SCORING_SOFTMAX] = "softmax", [FFN_MOE_SCORING_SIGMOID] = "sigmoid"};
+    return FFN_ENUM_NAME(names, s, "unknown");
 }
 
 ffn_status ffn_moe_config_validate(const ffn_moe_config *c) {

@@ -18,7 +18,7 @@ static const char *const point_names[FFN_TAP_N_POINTS] = {
     "expert_ids", "expert_weights", "attn_probs"};
 
 const char *ffn_tap_point_name(ffn_tap_point p) {
-    return (unsigned)p < FFN_TAP_N_POINTS ? point_names[p] : NULL;
+    return FFN_ENUM_NAME(point_names, p, NULL);
 }
 
 char *ffn_tap_name(char *buf, size_t size, int64_t layer, ffn_tap_point p) {
