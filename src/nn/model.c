@@ -1187,6 +1187,31 @@ static void moe_scale_coefs(ffn_model *m, float grad_scale) {
 
 /* ---- the public entry points ----------------------------------------------------- */
 
+/* The common body of the batched entry points: check B, T and the tokens
+ * (and grad_scale in MODE_TRAIN), run the blocks and the head.  The head
+ * writes logits when given, the loss parts into *loss otherwise; in
+ * MODE_TRAIN it leaves the head's gradients for backward_blocks. */
+static ffn_status batch_forward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                                int64_t B, int64_t T, int mode, float grad_scale, float *logits,
+                                const char *fn, ffn_model_loss *loss) {
+    ffn_status st;
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
+        return st;
+    if (mode == MODE_TRAIN && !isfinite(grad_scale))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
+                         (double)grad_scale);
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce;
+    int64_t count;
+    if ((st = forward_blocks(m, tokens, B, T, mode, &x, &aux, &z)) ||
+        (st = head_loss(m, x, targets, B * T, mode == MODE_TRAIN, grad_scale, logits, &ce,
+                        &count)))
+        return st;
+    fill_loss(m, loss, ce, aux, z, count);
+    return FFN_OK;
+}
+
 ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
                                       int64_t B, int64_t T, float grad_scale,
                                       ffn_model_loss *loss) {
@@ -1196,24 +1221,15 @@ ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const
     if (!m->training)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training "
                          "(ffn_model_options.training = 0)", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
-        return st;
-    if (!isfinite(grad_scale))
-        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
-                         (double)grad_scale);
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_TRAIN, &x, &aux, &z)) ||
-        (st = head_loss(m, x, targets, B * T, 1, grad_scale, NULL, &ce, &count)))
-        return st;
+    ffn_model_loss parts;
+    ffn_status st = batch_forward(m, tokens, targets, B, T, MODE_TRAIN, grad_scale, NULL, fn,
+                                  &parts);
+    if (st) return st;
     moe_scale_coefs(m, grad_scale);
     st = backward_blocks(m, tokens, B, T);
     moe_scale_coefs(m, 1.0f);
     if (st) return st;
-    fill_loss(m, loss, ce, aux, z, count);
+    if (loss) *loss = parts;
     return FFN_OK;
 }
 
@@ -1222,18 +1238,7 @@ ffn_status ffn_model_eval_loss(ffn_model *m, const int32_t *tokens, const int32_
     static const char *fn = "ffn_model_eval_loss";
     if (!m || !tokens || !targets)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, tokens and targets must not be NULL", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
-        return st;
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
-        (st = head_loss(m, x, targets, B * T, 0, 0.0f, NULL, &ce, &count)))
-        return st;
-    fill_loss(m, loss, ce, aux, z, count);
-    return FFN_OK;
+    return batch_forward(m, tokens, targets, B, T, MODE_EVAL, 0.0f, NULL, fn, loss);
 }
 
 ffn_status ffn_model_logits(ffn_model *m, float *logits, const int32_t *tokens, int64_t B,
@@ -1241,17 +1246,7 @@ ffn_status ffn_model_logits(ffn_model *m, float *logits, const int32_t *tokens, 
     static const char *fn = "ffn_model_logits";
     if (!m || !tokens || !logits)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, logits and tokens must not be NULL", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, NULL, B * T, fn)))
-        return st;
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
-        (st = head_loss(m, x, NULL, B * T, 0, 0.0f, logits, &ce, &count)))
-        return st;
-    return FFN_OK;
+    return batch_forward(m, tokens, NULL, B, T, MODE_EVAL, 0.0f, logits, fn, NULL);
 }
 
 /* ---- generation ------------------------------------------------------------------- */

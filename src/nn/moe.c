@@ -723,6 +723,51 @@ static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
     return FFN_OK;
 }
 
+/* Both directions: the layer is ready, the layouts for n tokens fit in
+ * 64 bits and the workspace holds them. */
+static ffn_status plan_call(const ffn_moe *m, const char *fn, int64_t n, const void *workspace,
+                            size_t workspace_bytes, ws_layout *W, moe_layout *L) {
+    ffn_status st = check_ready(m, fn, n);
+    if (st) return st;
+    *W = ws_layout_for(m, n);
+    *L = layout_for(m, n);
+    if (W->overflow || L->overflow)
+        return ffn_error(FFN_ERR_OVERFLOW, "%s: sizes overflow for n = %lld", fn, (long long)n);
+    if (!workspace || workspace_bytes < W->total)
+        return ffn_error(FFN_ERR_WORKSPACE, "%s: workspace of %zu bytes, need %zu", fn,
+                         workspace_bytes, W->total);
+    return FFN_OK;
+}
+
+/* Byte offsets of each busy expert's saved block in the experts' saved
+ * area, in expert order; returns the bytes they take. */
+static size_t expert_saved_offsets(const ffn_moe *m, const int64_t *offsets, int64_t *saved_off) {
+    size_t at = 0;
+    for (int64_t e = 0; e < m->cfg.num_experts; e++) {
+        int64_t rows = offsets[e + 1] - offsets[e];
+        saved_off[e] = (int64_t)at;
+        if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
+    }
+    return at;
+}
+
+/* yt (D) += Σ_j w_j · rows[slot_row_t[j]] over token t's kept slots (w_j = 1
+ * when w_t is NULL), in slot order. */
+static inline void add_slot_rows(float *yt, const float *rows, const int32_t *slot_row_t,
+                                 const float *w_t, int64_t K, int64_t D) {
+    for (int64_t j = 0; j < K; j++) {
+        int32_t row = slot_row_t[j];
+        if (row < 0) continue;
+        const float *o = rows + (int64_t)row * D;
+        if (w_t) {
+            const float w = w_t[j];
+            for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
+        } else {
+            for (int64_t d = 0; d < D; d++) yt[d] += o[d];
+        }
+    }
+}
+
 ffn_layer *ffn_moe_expert_layer(ffn_moe *m, int64_t e) {
     if (!m) return NULL;
     if (e == -2) return m->shared;
@@ -739,16 +784,12 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
                                   const ffn_neuron_hook *hook) {
     if (!m || !out || !out->y || (n > 0 && !x))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_forward: NULL argument");
-    ffn_status st = check_ready(m, "ffn_moe_forward", n);
+    ws_layout W;
+    moe_layout L;
+    ffn_status st = plan_call(m, "ffn_moe_forward", n, workspace, workspace_bytes, &W, &L);
     if (st) return st;
     const ffn_moe_config *c = &m->cfg;
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
-    ws_layout W = ws_layout_for(m, n);
-    moe_layout L = layout_for(m, n);
-    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_forward: sizes overflow for n = %lld", (long long)n);
-    if (!workspace || workspace_bytes < W.total)
-        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_forward: workspace of %zu bytes, need %zu",
-                         workspace_bytes, W.total);
     /* The routing part lives in `saved` when training, else in the workspace. */
     char *R = saved ? (char *)saved : (char *)workspace + W.route;
     float *logits = AT(R, L.logits, float);
@@ -821,16 +862,8 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 
     /* 3. Experts: one batched call per expert that has rows. */
     char *esaved = saved ? AT(saved, L.expert_saved, char) : NULL;
-    if (esaved) { /* each busy expert's saved block, in expert order */
-        size_t at = 0;
-        for (int64_t e = 0; e < E; e++) {
-            int64_t rows = offsets[e + 1] - offsets[e];
-            fill[e] = (int64_t)at;
-            if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-        }
-        if (at > L.expert_saved_bytes)
-            return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
-    }
+    if (esaved && expert_saved_offsets(m, offsets, fill) > L.expert_saved_bytes)
+        return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
     expert_job job = {.backward = 0, .out = eo, .xb = xp, .x = x, .row_slot = row_slot,
                       .offsets = offsets, .saved = esaved, .saved_off = fill, .hook = hook};
     st = run_experts(m, &job, AT(workspace, W.order, int32_t), lws, W.layer_bytes);
@@ -860,12 +893,7 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 #pragma omp parallel for schedule(dynamic, 16) if (n > 16)
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * D;
-        for (int64_t j = 0; j < K; j++) {
-            int32_t row = slot_row[t * K + j];
-            if (row < 0) continue;
-            const float w = wts[t * K + j], *o = eo + (int64_t)row * D;
-            for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
-        }
+        add_slot_rows(yt, eo, slot_row + t * K, wts + t * K, K, D);
         if (sh_out) {
             ffn_gemv(&sh_gate[t], 1, m->shared_gate_w, D, x + t * D, D, 1, 1);
             const float g = sigmoidf_(sh_gate[t]), *o = sh_out + t * D;
@@ -908,22 +936,43 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 
 /* ---- backward ------------------------------------------------------------ */
 
+/* Backward of a shared FFN over all n tokens (dy its output gradient):
+ * gradients into g, then dx += its input gradient, plus dgl[t]·wsg for
+ * the gated shared expert (dgl: d L / d gate logit, NULL otherwise). */
+static ffn_status shared_backward(ffn_moe *m, ffn_layer *layer, const ffn_layer_params *g,
+                                  const char *name, float *dx, float *dxp, const float *dy,
+                                  const float *x, int64_t n, const float *saved, void *lws,
+                                  size_t lwb, const float *dgl) {
+    ffn_status st = ffn_layer_backward(layer, dx ? dxp : NULL, g, dy, x, n, saved, lws, lwb);
+    if (st) return ffn_error_prefix(st, "%s", name);
+    ffn_ctx_enter(m->ctx);
+    if (!dx) return FFN_OK;
+    const int64_t D = m->cfg.hidden_size;
+    const float *wsg = m->shared_gate_w;
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
+    for (int64_t t = 0; t < n; t++) {
+        float *dxt = dx + t * D;
+        const float *s = dxp + t * D;
+        if (dgl)
+            for (int64_t i = 0; i < D; i++) dxt[i] += s[i] + dgl[t] * wsg[i];
+        else
+            for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
+    }
+    return FFN_OK;
+}
+
 ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
                             const float *dy, const float *x, int64_t n, const void *saved,
                             void *workspace, size_t workspace_bytes) {
     if (!m || (n > 0 && (!dy || !x || !saved)))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_backward: NULL argument (dy, x and saved are required)");
-    ffn_status st = check_ready(m, "ffn_moe_backward", n);
+    if (n == 0) return check_ready(m, "ffn_moe_backward", 0);
+    ws_layout W;
+    moe_layout L;
+    ffn_status st = plan_call(m, "ffn_moe_backward", n, workspace, workspace_bytes, &W, &L);
     if (st) return st;
-    if (n == 0) return FFN_OK;
     const ffn_moe_config *c = &m->cfg;
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
-    ws_layout W = ws_layout_for(m, n);
-    moe_layout L = layout_for(m, n);
-    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_backward: sizes overflow for n = %lld", (long long)n);
-    if (!workspace || workspace_bytes < W.total)
-        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_backward: workspace of %zu bytes, need %zu",
-                         workspace_bytes, W.total);
     const char *R = (const char *)saved;
     const float *logits = AT(R, L.logits, const float);
     const int32_t *ids = AT(R, L.ids, const int32_t);
@@ -945,12 +994,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
      *    of its slots) and runs backward; dropped slots get d L / d w = 0. */
     memset(dw, 0, (size_t)(n * K) * sizeof *dw);
     int64_t *saved_off = AT(workspace, W.fill, int64_t);
-    size_t at = 0;
-    for (int64_t e = 0; e < E; e++) {
-        int64_t rows = offsets[e + 1] - offsets[e];
-        saved_off[e] = (int64_t)at;
-        if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-    }
+    expert_saved_offsets(m, offsets, saved_off);
     expert_job job = {.backward = 1, .out = dx ? dxp : NULL, .dyb = dyp, .xb = xp, .x = x,
                       .dy = dy, .row_slot = row_slot, .weights = wts, .expert_out = eo,
                       .dweights = dw, .offsets = offsets,
@@ -1017,15 +1061,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         ffn_ctx_enter(m->ctx);
         /* scatter the experts' dx back, per token in slot order */
 #pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-        for (int64_t t = 0; t < n; t++) {
-            float *dxt = dx + t * D;
-            for (int64_t j = 0; j < K; j++) {
-                int32_t row = slot_row[t * K + j];
-                if (row < 0) continue;
-                const float *s = dxp + (int64_t)row * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
-            }
-        }
+        for (int64_t t = 0; t < n; t++) add_slot_rows(dx + t * D, dxp, slot_row + t * K, NULL, K, D);
     }
 
     /* 3. Gated shared expert: y += σ(x·wsg)·shared(x). */
@@ -1053,36 +1089,19 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
                 gw[i] += (float)acc;
             }
         }
-        st = ffn_layer_backward(m->shared, dx ? dxp : NULL, grads ? &grads->shared : &no_grads,
-                                dyp, x, n, AT(saved, L.shared_saved, const float), lws,
-                                W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "shared_expert");
-        ffn_ctx_enter(m->ctx);
-        if (dx) {
-#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-            for (int64_t t = 0; t < n; t++) {
-                float *dxt = dx + t * D;
-                const float *s = dxp + t * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i] + dgl[t] * m->shared_gate_w[i];
-            }
-        }
+        st = shared_backward(m, m->shared, grads ? &grads->shared : &no_grads, "shared_expert",
+                             dx, dxp, dyp, x, n, AT(saved, L.shared_saved, const float), lws,
+                             W.layer_bytes, dgl);
+        if (st) return st;
     }
 
     /* 4. DeepSeek shared experts: y += shared_experts(x). */
     if (m->shared_experts) {
-        st = ffn_layer_backward(m->shared_experts, dx ? dxp : NULL,
-                                grads ? &grads->shared_experts : &no_grads, dy, x, n,
-                                AT(saved, L.shared_experts_saved, const float), lws, W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "shared_experts");
-        ffn_ctx_enter(m->ctx);
-        if (dx) {
-#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-            for (int64_t t = 0; t < n; t++) {
-                float *dxt = dx + t * D;
-                const float *s = dxp + t * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
-            }
-        }
+        st = shared_backward(m, m->shared_experts, grads ? &grads->shared_experts : &no_grads,
+                             "shared_experts", dx, dxp, dy, x, n,
+                             AT(saved, L.shared_experts_saved, const float), lws, W.layer_bytes,
+                             NULL);
+        if (st) return st;
     }
     return FFN_OK;
 }
