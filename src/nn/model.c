@@ -466,6 +466,35 @@ static ffn_status add_ffn(ffn_model *m, int64_t *offp, ffn_layer_params *p, ffn_
     return FFN_OK;
 }
 
+/* The routed experts of layer l: their weights (bias 0) or biases (bias 1),
+ * one kind at a time over all experts, so that each kind is one (E, Fe, D)
+ * array.  ep/eg are the experts' parameter and gradient pointers (NULL
+ * while counting). */
+static ffn_status add_experts(ffn_model *m, int64_t *offp, ffn_layer_params *ep,
+                              ffn_layer_params *eg, int gated, int bias, int64_t layer,
+                              const char *prefix) {
+    static const char *const kind_name[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const size_t field[2][3] = {
+        {offsetof(ffn_layer_params, gate_w), offsetof(ffn_layer_params, up_w),
+         offsetof(ffn_layer_params, down_w)},
+        {offsetof(ffn_layer_params, gate_b), offsetof(ffn_layer_params, up_b),
+         offsetof(ffn_layer_params, down_b)}};
+    const int64_t D = m->D, E = m->cfg.num_experts, Fe = moe_width(&m->cfg);
+    int64_t off = *offp;
+    for (int kind = gated ? 0 : 1; kind < 3; kind++) {
+        const int64_t rows = kind == 2 ? D : Fe, cols = bias ? 1 : kind == 2 ? Fe : D;
+        for (int64_t e = 0; e < E; e++) {
+            float **pp = ep ? (float **)((char *)&ep[e] + field[bias][kind]) : NULL;
+            float **pg = eg ? (float **)((char *)&eg[e] + field[bias][kind]) : NULL;
+            ADD(pp, pg, bias ? FFN_TENSOR_MLP_BIAS : FFN_TENSOR_MLP_WEIGHT, layer, e, rows, cols,
+                "%s.mlp.experts.%lld.%s.%s", prefix, (long long)e, kind_name[kind],
+                bias ? "bias" : "weight");
+        }
+    }
+    *offp = off;
+    return FFN_OK;
+}
+
 /* Build the table (or, with m->params NULL, just count the floats). */
 static ffn_status build_table(ffn_model *m, int64_t *total) {
     const ffn_model_config *c = &m->cfg;
@@ -495,61 +524,35 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         }
         ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
             pre);
-        if (ffn_model_config_layer_is_moe(c, l)) {
-            int64_t E = c->num_experts, Fe = moe_width(c), Fs = c->shared_expert_intermediate_size;
-            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
-                "%s.post_attention_layernorm.weight", pre);
-            ADD(&p->moe.router_w, &g->moe.router_w, FFN_TENSOR_ROUTER, l, -1, E, D,
-                "%s.mlp.gate.weight", pre);
-            ffn_layer_params *ep = m->experts_p ? m->experts_p + l * E : NULL;
-            ffn_layer_params *eg = m->experts_g ? m->experts_g + l * E : NULL;
-            p->moe.experts = ep;
-            g->moe.experts = m->grads ? eg : NULL;
-            /* one kind at a time over all experts: (E, Fe, D) arrays */
-            for (int kind = 0; kind < 3; kind++) {
-                if (kind == 0 && !gated) continue;
-                for (int64_t e = 0; e < E; e++) {
-                    float **pp = NULL, **pg = NULL;
-                    if (ep) {
-                        pp = kind == 0 ? &ep[e].gate_w : kind == 1 ? &ep[e].up_w : &ep[e].down_w;
-                        pg = kind == 0 ? &eg[e].gate_w : kind == 1 ? &eg[e].up_w : &eg[e].down_w;
-                    }
-                    static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
-                    ADD(pp, pg, FFN_TENSOR_MLP_WEIGHT, l, e, kind == 2 ? D : Fe, kind == 2 ? Fe : D,
-                        "%s.mlp.experts.%lld.%s.weight", pre, (long long)e, kn[kind]);
-                }
-            }
-            if (c->mlp_bias) {
-                for (int kind = 0; kind < 3; kind++) {
-                    if (kind == 0 && !gated) continue;
-                    for (int64_t e = 0; e < E; e++) {
-                        float **pp = NULL, **pg = NULL;
-                        if (ep) {
-                            pp = kind == 0 ? &ep[e].gate_b : kind == 1 ? &ep[e].up_b : &ep[e].down_b;
-                            pg = kind == 0 ? &eg[e].gate_b : kind == 1 ? &eg[e].up_b : &eg[e].down_b;
-                        }
-                        static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
-                        ADD(pp, pg, FFN_TENSOR_MLP_BIAS, l, e, kind == 2 ? D : Fe, 1,
-                            "%s.mlp.experts.%lld.%s.bias", pre, (long long)e, kn[kind]);
-                    }
-                }
-            }
-            if (Fs > 0) {
-                char sp[128];
-                snprintf(sp, sizeof sp, "%s.mlp.shared_expert", pre);
-                ffn_status st = add_ffn(m, &off, &p->moe.shared, &g->moe.shared, gated,
-                                        c->mlp_bias, Fs, l, -1, sp);
-                if (st) return st;
-                ADD(&p->moe.shared_gate_w, &g->moe.shared_gate_w, FFN_TENSOR_ROUTER, l, -1, 1, D,
-                    "%s.mlp.shared_expert_gate.weight", pre);
-            }
-        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
-            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
-                "%s.post_attention_layernorm.weight", pre);
-            char sp[128];
+        const int moe = ffn_model_config_layer_is_moe(c, l);
+        if (!moe && c->mlp_type == FFN_MODEL_MLP_NONE) continue;
+        ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+            "%s.post_attention_layernorm.weight", pre);
+        char sp[128];
+        ffn_status st;
+        if (!moe) {
             snprintf(sp, sizeof sp, "%s.mlp", pre);
-            ffn_status st = add_ffn(m, &off, &p->mlp, &g->mlp, gated, c->mlp_bias, m->F, l, -1, sp);
-            if (st) return st;
+            if ((st = add_ffn(m, &off, &p->mlp, &g->mlp, gated, c->mlp_bias, m->F, l, -1, sp)))
+                return st;
+            continue;
+        }
+        int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
+        ADD(&p->moe.router_w, &g->moe.router_w, FFN_TENSOR_ROUTER, l, -1, E, D,
+            "%s.mlp.gate.weight", pre);
+        ffn_layer_params *ep = m->experts_p ? m->experts_p + l * E : NULL;
+        ffn_layer_params *eg = m->experts_g ? m->experts_g + l * E : NULL;
+        p->moe.experts = ep;
+        g->moe.experts = m->grads ? eg : NULL;
+        if ((st = add_experts(m, &off, ep, eg, gated, 0, l, pre)) ||
+            (c->mlp_bias && (st = add_experts(m, &off, ep, eg, gated, 1, l, pre))))
+            return st;
+        if (Fs > 0) {
+            snprintf(sp, sizeof sp, "%s.mlp.shared_expert", pre);
+            if ((st = add_ffn(m, &off, &p->moe.shared, &g->moe.shared, gated, c->mlp_bias, Fs, l,
+                              -1, sp)))
+                return st;
+            ADD(&p->moe.shared_gate_w, &g->moe.shared_gate_w, FFN_TENSOR_ROUTER, l, -1, 1, D,
+                "%s.mlp.shared_expert_gate.weight", pre);
         }
     }
     ADD(&m->final_norm, &m->g_final_norm, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.weight");
