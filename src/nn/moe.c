@@ -414,6 +414,20 @@ static size_t carve(carver *c, size_t count, size_t elem) {
     return start;
 }
 
+/* The sizes every layout is made of, for n tokens: 1 when a product
+ * overflows. */
+typedef struct moe_dims {
+    size_t N, E, K, D, NK, NKD, ND, NE; /* NK = N·K, NKD = N·K·D, ... */
+} moe_dims;
+
+static int dims_for(const ffn_moe *m, int64_t n, moe_dims *d) {
+    const ffn_moe_config *c = &m->cfg;
+    d->N = (size_t)n, d->E = (size_t)c->num_experts, d->K = (size_t)c->num_experts_per_tok;
+    d->D = (size_t)c->hidden_size;
+    return ffn_mul_size(d->N, d->K, &d->NK) || ffn_mul_size(d->NK, d->D, &d->NKD) ||
+           ffn_mul_size(d->N, d->D, &d->ND) || ffn_mul_size(d->N, d->E, &d->NE);
+}
+
 /* The routing part (in `saved` for training, in the workspace otherwise)
  * and, in `saved` only, the layers' activations. */
 typedef struct moe_layout {
@@ -449,26 +463,23 @@ static size_t expert_saved_bound(const ffn_moe *m, int64_t n) {
 }
 
 static moe_layout layout_for(const ffn_moe *m, int64_t n) {
-    const ffn_moe_config *c = &m->cfg;
-    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
-    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, ND = 0, NE = 0;
     moe_layout L = {0};
     carver cv = {0, 0};
-    if (ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) || ffn_mul_size(N, D, &ND) ||
-        ffn_mul_size(N, E, &NE)) {
+    moe_dims d;
+    if (dims_for(m, n, &d)) {
         L.overflow = 1;
         return L;
     }
-    L.logits = carve(&cv, NE, sizeof(float));
-    L.ids = carve(&cv, NK, sizeof(int32_t));
-    L.weights = carve(&cv, NK, sizeof(float));
-    L.slot_row = carve(&cv, NK, sizeof(int32_t));
-    L.row_slot = carve(&cv, NK, sizeof(int32_t));
-    L.offsets = carve(&cv, E + 1, sizeof(int64_t));
-    L.counts = carve(&cv, E, sizeof(int64_t));
-    L.expert_out = carve(&cv, NKD, sizeof(float));
-    L.shared_out = carve(&cv, m->shared ? ND : 0, sizeof(float));
-    L.shared_gate = carve(&cv, m->shared ? N : 0, sizeof(float));
+    L.logits = carve(&cv, d.NE, sizeof(float));
+    L.ids = carve(&cv, d.NK, sizeof(int32_t));
+    L.weights = carve(&cv, d.NK, sizeof(float));
+    L.slot_row = carve(&cv, d.NK, sizeof(int32_t));
+    L.row_slot = carve(&cv, d.NK, sizeof(int32_t));
+    L.offsets = carve(&cv, d.E + 1, sizeof(int64_t));
+    L.counts = carve(&cv, d.E, sizeof(int64_t));
+    L.expert_out = carve(&cv, d.NKD, sizeof(float));
+    L.shared_out = carve(&cv, m->shared ? d.ND : 0, sizeof(float));
+    L.shared_gate = carve(&cv, m->shared ? d.N : 0, sizeof(float));
     L.route_end = cv.at;
     L.expert_saved_bytes = expert_saved_bound(m, n);
     L.expert_saved = carve(&cv, L.expert_saved_bytes, 1);
@@ -506,44 +517,38 @@ typedef struct ws_layout {
 } ws_layout;
 
 static ws_layout ws_layout_for(const ffn_moe *m, int64_t n) {
-    const ffn_moe_config *c = &m->cfg;
-    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
-    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, NE = 0;
     ws_layout W = {0};
     carver cv = {0, 0};
     moe_layout L = layout_for(m, n);
-    if (L.overflow || ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) ||
-        ffn_mul_size(N, E, &NE)) {
+    moe_dims d;
+    if (L.overflow || dims_for(m, n, &d)) {
         W.overflow = 1;
         return W;
     }
     W.route = carve(&cv, L.route_end, 1);
-    W.xp = carve(&cv, NKD, sizeof(float));
-    W.dyp = carve(&cv, NKD, sizeof(float));
-    W.dxp = carve(&cv, NKD, sizeof(float));
-    W.probs = carve(&cv, NE, sizeof(float));
-    W.grad = carve(&cv, NE, sizeof(float));
-    W.lse = carve(&cv, N, sizeof(float));
-    W.dweights = carve(&cv, NK, sizeof(float));
-    W.fill = carve(&cv, E, sizeof(int64_t));
-    W.psum = carve(&cv, E, sizeof(double));
-    W.order = carve(&cv, E, sizeof(int32_t));
-    /* A token picks an expert at most once, so a block has at most N rows. */
-    size_t lb = ffn_layer_workspace_size(m->experts[0], n);
-    if (m->shared) {
-        size_t s = ffn_layer_workspace_size(m->shared, n);
-        if (s > lb) lb = s;
-    }
-    if (m->shared_experts) {
-        size_t s = ffn_layer_workspace_size(m->shared_experts, n);
+    W.xp = carve(&cv, d.NKD, sizeof(float));
+    W.dyp = carve(&cv, d.NKD, sizeof(float));
+    W.dxp = carve(&cv, d.NKD, sizeof(float));
+    W.probs = carve(&cv, d.NE, sizeof(float));
+    W.grad = carve(&cv, d.NE, sizeof(float));
+    W.lse = carve(&cv, d.N, sizeof(float));
+    W.dweights = carve(&cv, d.NK, sizeof(float));
+    W.fill = carve(&cv, d.E, sizeof(int64_t));
+    W.psum = carve(&cv, d.E, sizeof(double));
+    W.order = carve(&cv, d.E, sizeof(int32_t));
+    /* The largest of the layers' own workspaces (a token picks an expert at
+     * most once, so a block has at most N rows). */
+    const ffn_layer *layers[3] = {m->experts[0], m->shared, m->shared_experts};
+    size_t lb = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t s = layers[i] ? ffn_layer_workspace_size(layers[i], n) : 0;
         if (s > lb) lb = s;
     }
     W.layer_bytes = ffn_align64(lb);
-    if (lb > SIZE_MAX / 2) W.overflow = 1;
     /* Side by side needs one per thread, and only runs when threads <= E. */
-    W.layer = carve(&cv, W.layer_bytes, (size_t)(m->threads <= c->num_experts ? m->threads : 1));
+    W.layer = carve(&cv, W.layer_bytes, (size_t)(m->threads <= m->cfg.num_experts ? m->threads : 1));
     W.total = cv.at;
-    W.overflow = cv.overflow;
+    W.overflow = cv.overflow || lb > SIZE_MAX / 2;
     return W;
 }
 
