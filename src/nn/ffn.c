@@ -571,70 +571,50 @@ static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
 
 /* ---- forward -------------------------------------------------------------- */
 
+/* hook NULL: the usual path (the fused decode kernel for n <=
+ * FFN_DECODE_MAX_N).  A capture-only hook (src/nn/ffn_hook.h) sees the
+ * buffers the usual path left behind (gu and h are intact after it); a
+ * writing hook gets the unfused path so that its writes reach the down
+ * projection. */
 static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
-                          void *workspace, size_t workspace_bytes) {
+                          void *workspace, size_t workspace_bytes, const ffn_neuron_hook *hook,
+                          const ffn_hook_rows *rows) {
     ffn_status st;
     if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
     if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
     carved c;
     if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
     float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
-
-    if (n <= FFN_DECODE_MAX_N) {
+    const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
+    if (!writer && n <= FFN_DECODE_MAX_N) {
         ffn_decode_weights w = decode_weights(l);
-        return ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
+        st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
+    } else {
+        mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
+        if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
+        if (writer) writer->fn(writer->user, FFN_HOOK_GU, gu, n, rows);
+        epilogue(l, c.h, NULL, gu, n);                         /* (n, F) */
+        if (writer) writer->fn(writer->user, FFN_HOOK_H, c.h, n, rows);
+        st = project_down(l, s, &c, y, c.h, n);                /* (n, D) */
     }
-    mm_slot *s = slot_for(l, n, 0);
-    if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
-    epilogue(l, c.h, NULL, gu, n);                         /* (n, F) */
-    return project_down(l, s, &c, y, c.h, n);              /* (n, D) */
+    if (st || !hook || writer) return st;
+    hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
+    hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
+    return FFN_OK;
 }
 
 ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
                              void *workspace, size_t workspace_bytes) {
-    ffn_status st = check_call(l, "ffn_layer_forward", n);
-    if (st || n == 0) return st;
-    int threads = enter_threads(l, n);
-    st = forward(l, y, x, n, saved, workspace, workspace_bytes);
-    leave_threads(threads);
-    return st;
-}
-
-/* The tapped forward (src/nn/ffn_hook.h).  Capture-only hooks see the
- * buffers the usual path left behind (gu and h are intact after it);
- * writing hooks get the unfused path so that their writes reach the down
- * projection. */
-static ffn_status forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
-                                 void *workspace, size_t workspace_bytes,
-                                 const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
-    ffn_status st;
-    if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
-    if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
-    carved c;
-    if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
-    float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
-    if (!hook->writes) {
-        if ((st = forward(l, y, x, n, saved, workspace, workspace_bytes))) return st;
-        hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
-        hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
-        return FFN_OK;
-    }
-    mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
-    if ((st = project_in(l, s, &c, gu, x, n))) return st;
-    hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
-    epilogue(l, c.h, NULL, gu, n);
-    hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
-    return project_down(l, s, &c, y, c.h, n);
+    return ffn_layer_forward_hooked(l, y, x, n, saved, workspace, workspace_bytes, NULL, NULL);
 }
 
 ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n,
                                     float *saved, void *workspace, size_t workspace_bytes,
                                     const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
-    if (!hook) return ffn_layer_forward(l, y, x, n, saved, workspace, workspace_bytes);
     ffn_status st = check_call(l, "ffn_layer_forward", n);
     if (st || n == 0) return st;
     int threads = enter_threads(l, n);
-    st = forward_hooked(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
+    st = forward(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
     leave_threads(threads);
     return st;
 }
