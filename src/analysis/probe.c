@@ -34,19 +34,12 @@ const char *ffn_probe_split_name(ffn_probe_split s) {
 }
 
 void ffn_probe_options_default(ffn_probe_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->lang = FFN_LANG_EN;
-    o->sentences = 500;
-    o->corpus_seed = 20260101;
-    o->split = FFN_PROBE_SPLIT_WORDS;
-    o->heldout_fraction = 0.3;
-    o->epochs = 20;
-    o->batch = 64;
-    o->lr = 0.1;
-    o->l2 = 1e-3;
-    o->seed = 7;
-    o->top_selective = 5;
+    static const ffn_probe_options defaults = {
+        .lang = FFN_LANG_EN, .sentences = 500, .corpus_seed = 20260101, /* the corpus */
+        .split = FFN_PROBE_SPLIT_WORDS, .heldout_fraction = 0.3,          /* the split */
+        .epochs = 20, .batch = 64, .lr = 0.1, .l2 = 1e-3, .seed = 7,      /* the SGD */
+        .top_selective = 5};
+    if (o) *o = defaults;
 }
 
 void ffn_probe_result_free(ffn_probe_result *r) {

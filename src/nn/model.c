@@ -28,27 +28,17 @@
 /* ---- config --------------------------------------------------------------- */
 
 void ffn_model_config_default(ffn_model_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->vocab_size = 256;
-    cfg->hidden_size = 128;
-    cfg->intermediate_size = 344;
-    cfg->num_hidden_layers = 4;
-    cfg->num_attention_heads = 4;
-    cfg->num_key_value_heads = 4;
-    cfg->max_position_embeddings = 128;
-    cfg->rope_theta = 10000.0;
-    cfg->rms_norm_eps = 1e-5;
-    cfg->tie_word_embeddings = 1;
-    cfg->hidden_act = FFN_ACT_SILU;
-    cfg->mlp_type = FFN_MODEL_MLP_GATED;
-    cfg->rope_style = FFN_ROPE_HALF;
-    cfg->num_experts = 0;
-    cfg->num_experts_per_tok = 2;
-    cfg->moe_intermediate_size = 0;
-    cfg->moe_layer_freq = 1;
-    cfg->norm_topk_prob = 1;
-    cfg->router_aux_loss_coef = 0.01;
-    cfg->router_z_loss_coef = 0.001;
+    /* A small Llama-style model; every field not named here is 0 (MoE off). */
+    static const ffn_model_config defaults = {
+        .vocab_size = 256, .hidden_size = 128, .intermediate_size = 344,
+        .num_hidden_layers = 4, .num_attention_heads = 4, .num_key_value_heads = 4,
+        .max_position_embeddings = 128, .rope_theta = 10000.0, .rope_style = FFN_ROPE_HALF,
+        .rms_norm_eps = 1e-5, .tie_word_embeddings = 1,
+        .hidden_act = FFN_ACT_SILU, .mlp_type = FFN_MODEL_MLP_GATED,
+        /* used once num_experts > 0 */
+        .num_experts_per_tok = 2, .moe_layer_freq = 1, .norm_topk_prob = 1,
+        .router_aux_loss_coef = 0.01, .router_z_loss_coef = 0.001};
+    *cfg = defaults;
 }
 
 int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer) {
