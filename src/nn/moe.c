@@ -718,6 +718,26 @@ static ffn_status run_experts(ffn_moe *m, const expert_job *j, int32_t *order, c
 
 #define AT(base, off, type) ((type *)((char *)(base) + (off)))
 
+/* The routing arrays of a call in its routing block R, laid out by L
+ * (forward writes them, backward reads them through const pointers). */
+typedef struct moe_route {
+    float *logits;     /* (N, E) */
+    int32_t *ids;      /* (N, K) */
+    float *weights;    /* (N, K) */
+    int32_t *slot_row; /* (N, K) */
+    int32_t *row_slot; /* (N·K) */
+    int64_t *offsets;  /* (E + 1) */
+    int64_t *counts;   /* (E) */
+    float *expert_out; /* (N·K, D) */
+} moe_route;
+
+static moe_route route_in(const void *R, const moe_layout *L) {
+    return (moe_route){AT(R, L->logits, float),   AT(R, L->ids, int32_t),
+                       AT(R, L->weights, float),  AT(R, L->slot_row, int32_t),
+                       AT(R, L->row_slot, int32_t), AT(R, L->offsets, int64_t),
+                       AT(R, L->counts, int64_t), AT(R, L->expert_out, float)};
+}
+
 static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
     if (!m->weights_set)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: call ffn_moe_set_weights first", fn);
@@ -797,14 +817,10 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     /* The routing part lives in `saved` when training, else in the workspace. */
     char *R = saved ? (char *)saved : (char *)workspace + W.route;
-    float *logits = AT(R, L.logits, float);
-    int32_t *ids = AT(R, L.ids, int32_t);
-    float *wts = AT(R, L.weights, float);
-    int32_t *slot_row = AT(R, L.slot_row, int32_t);
-    int32_t *row_slot = AT(R, L.row_slot, int32_t);
-    int64_t *offsets = AT(R, L.offsets, int64_t);
-    int64_t *counts = AT(R, L.counts, int64_t);
-    float *eo = AT(R, L.expert_out, float);
+    const moe_route rt = route_in(R, &L);
+    float *logits = rt.logits, *wts = rt.weights, *eo = rt.expert_out;
+    int32_t *ids = rt.ids, *slot_row = rt.slot_row, *row_slot = rt.row_slot;
+    int64_t *offsets = rt.offsets, *counts = rt.counts;
     float *probs = AT(workspace, W.probs, float);
     float *lse = AT(workspace, W.lse, float);
     float *xp = AT(workspace, W.xp, float);
@@ -979,14 +995,10 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
     const ffn_moe_config *c = &m->cfg;
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
     const char *R = (const char *)saved;
-    const float *logits = AT(R, L.logits, const float);
-    const int32_t *ids = AT(R, L.ids, const int32_t);
-    const float *wts = AT(R, L.weights, const float);
-    const int32_t *slot_row = AT(R, L.slot_row, const int32_t);
-    const int32_t *row_slot = AT(R, L.row_slot, const int32_t);
-    const int64_t *offsets = AT(R, L.offsets, const int64_t);
-    const int64_t *counts = AT(R, L.counts, const int64_t);
-    const float *eo = AT(R, L.expert_out, const float);
+    const moe_route rt = route_in(R, &L);
+    const float *logits = rt.logits, *wts = rt.weights, *eo = rt.expert_out;
+    const int32_t *ids = rt.ids, *slot_row = rt.slot_row, *row_slot = rt.row_slot;
+    const int64_t *offsets = rt.offsets, *counts = rt.counts;
     float *xp = AT(workspace, W.xp, float), *dyp = AT(workspace, W.dyp, float);
     float *dxp = AT(workspace, W.dxp, float);
     float *probs = AT(workspace, W.probs, float), *grad = AT(workspace, W.grad, float);
