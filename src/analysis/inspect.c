@@ -484,15 +484,14 @@ static ffn_status lens_lookup(ffn_model *m, int64_t l, lens_cache *lc, int64_t e
                               int64_t index, const int32_t **ids, const float **vals) {
     int64_t key = (expert + 2) * lc->width + index;
     if (lc->slot[key] < 0) {
-        if (lc->n == lc->cap) {
-            int64_t cap = lc->cap ? 2 * lc->cap : 64;
-            int32_t *ni = realloc(lc->ids, (size_t)(cap * lc->P) * sizeof *ni);
-            if (ni) lc->ids = ni;
-            float *nv = realloc(lc->vals, (size_t)(cap * lc->P) * sizeof *nv);
-            if (nv) lc->vals = nv;
-            if (!ni || !nv) return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (lens cache)");
-            lc->cap = cap;
-        }
+        int64_t cap = lc->cap; /* ids and vals grow together */
+        int32_t *ni = ffn_grow(lc->ids, lc->n, &cap, (size_t)lc->P * sizeof *ni, 64);
+        if (ni) lc->ids = ni;
+        cap = lc->cap;
+        float *nv = ffn_grow(lc->vals, lc->n, &cap, (size_t)lc->P * sizeof *nv, 64);
+        if (nv) lc->vals = nv;
+        if (!ni || !nv) return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (lens cache)");
+        lc->cap = cap;
         ffn_status st = lens_top(m, &lc->w, l, expert, index, lc->P, lc->ids + lc->n * lc->P,
                                  lc->vals + lc->n * lc->P);
         if (st) return st;

@@ -46,6 +46,21 @@ static inline const char *ffn_enum_name(const char *const *names, size_t n, int6
 #define FFN_ENUM_NAME(names, value, fallback)                                                \
     ffn_enum_name((names), sizeof(names) / sizeof((names)[0]), (int64_t)(value), (fallback))
 
+/* Room for item n of a growing array of `elem`-byte items with capacity
+ * *cap: when n == *cap the array is reallocated to twice as many (`first`
+ * when empty).  Returns the array, maybe moved, or NULL when out of memory
+ * (p is then still valid and *cap unchanged). */
+static inline void *ffn_grow(void *p, int64_t n, int64_t *cap, size_t elem, int64_t first) {
+    if (n < *cap) return p;
+    int64_t c;
+    size_t bytes;
+    if (ffn_mul_i64(*cap ? *cap : first, *cap ? 2 : 1, &c) || ffn_mul_size((size_t)c, elem, &bytes))
+        return NULL;
+    void *q = realloc(p, bytes);
+    if (q) *cap = c;
+    return q;
+}
+
 /* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
  * rounded up internally; ffn_free_aligned(NULL) is a no-op. */
 void *ffn_malloc_aligned(size_t bytes);

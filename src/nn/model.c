@@ -392,13 +392,10 @@ static ffn_status add_tensor(ffn_model *m, int64_t *off, float **pp, float **pg,
                              int64_t cols, const char *fmt, ...) {
     int64_t numel = rows * cols;
     if (m->params) {
-        if (m->n_tensors == m->cap_tensors) {
-            int64_t cap = m->cap_tensors ? 2 * m->cap_tensors : 64;
-            ffn_model_tensor *t = realloc(m->tensors, (size_t)cap * sizeof *t);
-            if (!t) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (table)");
-            m->tensors = t;
-            m->cap_tensors = cap;
-        }
+        ffn_model_tensor *grown =
+            ffn_grow(m->tensors, m->n_tensors, &m->cap_tensors, sizeof *grown, 64);
+        if (!grown) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (table)");
+        m->tensors = grown;
         char buf[160];
         va_list ap;
         va_start(ap, fmt);
