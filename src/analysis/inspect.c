@@ -418,23 +418,40 @@ typedef struct run_storage {
     float *expert_w;                /* (NL, T, K) */
     int32_t *promoted;              /* (NL, T, top_k, P) */
     float *promoted_logit;          /* (NL, T, top_k, P) */
+    char *block;                    /* all of the above, zeroed */
 } run_storage;
+
+/* The result's arrays, carved from one zeroed block. */
+static int storage_alloc(run_storage *s, int64_t NL, int64_t T, int64_t top_k, int64_t K,
+                         int64_t P) {
+    const size_t nl = (size_t)NL, nt = nl * (size_t)T, nk = nt * (size_t)K;
+    const size_t np = nt * (size_t)top_k * (size_t)P;
+    const size_t bytes[9] = {nl * sizeof *s->layers, nl * sizeof *s->is_moe,
+                             (size_t)T * sizeof *s->token_ids, nt * sizeof *s->tokens,
+                             nt * (size_t)top_k * sizeof *s->neurons, nk * sizeof *s->experts,
+                             nk * sizeof *s->expert_w, np * sizeof *s->promoted,
+                             np * sizeof *s->promoted_logit};
+    size_t at[10] = {0};
+    for (int i = 0; i < 9; i++) at[i + 1] = at[i] + ffn_align64(bytes[i]);
+    char *b = s->block = calloc(1, at[9]);
+    if (!b) return 1;
+    s->layers = (int64_t *)(b + at[0]);
+    s->is_moe = (int *)(b + at[1]);
+    s->token_ids = (int32_t *)(b + at[2]);
+    s->tokens = (ffn_inspect_token *)(b + at[3]);
+    s->neurons = (ffn_inspect_neuron *)(b + at[4]);
+    s->experts = (int32_t *)(b + at[5]);
+    s->expert_w = (float *)(b + at[6]);
+    s->promoted = (int32_t *)(b + at[7]);
+    s->promoted_logit = (float *)(b + at[8]);
+    return 0;
+}
 
 void ffn_inspect_result_free(ffn_inspect_result *r) {
     if (!r) return;
     run_storage *s = r->storage_;
-    if (s) {
-        free(s->layers);
-        free(s->is_moe);
-        free(s->token_ids);
-        free(s->tokens);
-        free(s->neurons);
-        free(s->experts);
-        free(s->expert_w);
-        free(s->promoted);
-        free(s->promoted_logit);
-        free(s);
-    }
+    if (s) free(s->block);
+    free(s);
     free(r);
 }
 
@@ -711,16 +728,7 @@ ffn_status ffn_inspect_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, in
     float *no_wts = calloc((size_t)(T * K), sizeof *no_wts);
     ffn_taps *stash = ffn_model_taps_stash(m);
     if (r) r->storage_ = s;
-    if (!r || !s || !no_ids || !no_wts ||
-        !(s->layers = malloc((size_t)NL * sizeof *s->layers)) ||
-        !(s->is_moe = malloc((size_t)NL * sizeof *s->is_moe)) ||
-        !(s->token_ids = malloc((size_t)T * sizeof *s->token_ids)) ||
-        !(s->tokens = calloc((size_t)(NL * T), sizeof *s->tokens)) ||
-        !(s->neurons = calloc((size_t)(NL * T * top_k), sizeof *s->neurons)) ||
-        !(s->experts = malloc((size_t)(NL * T * K) * sizeof *s->experts)) ||
-        !(s->expert_w = malloc((size_t)(NL * T * K) * sizeof *s->expert_w)) ||
-        !(s->promoted = malloc((size_t)(NL * T * top_k * P) * sizeof *s->promoted)) ||
-        !(s->promoted_logit = malloc((size_t)(NL * T * top_k * P) * sizeof *s->promoted_logit))) {
+    if (!r || !s || !no_ids || !no_wts || storage_alloc(s, NL, T, top_k, K, P)) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
         if (!r) free(s);
         goto fail;
