@@ -235,6 +235,43 @@ static void top_p(const float *a, int64_t n, int64_t p, int32_t *ids, float *val
     }
 }
 
+/* Scratch of the logit lens, one value vector at a time. */
+typedef struct lens_work {
+    const float *U, *g; /* lens_tensors */
+    float *lens;        /* (V) */
+    double *gv;         /* (D) */
+    float *v;           /* (D) */
+} lens_work;
+
+static void lens_work_free(lens_work *w) {
+    free(w->lens);
+    free(w->gv);
+    free(w->v);
+}
+
+static ffn_status lens_work_init(ffn_model *m, lens_work *w) {
+    const ffn_model_config *c = ffn_model_get_config(m);
+    memset(w, 0, sizeof *w);
+    w->lens = malloc((size_t)c->vocab_size * sizeof *w->lens);
+    w->gv = malloc((size_t)c->hidden_size * sizeof *w->gv);
+    w->v = malloc((size_t)c->hidden_size * sizeof *w->v);
+    if (!w->lens || !w->gv || !w->v)
+        return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (logit lens)");
+    return lens_tensors(m, &w->U, &w->g);
+}
+
+/* The p tokens neuron (expert, index) of layer l promotes most, through
+ * the lens: ids/vals (p). */
+static ffn_status lens_top(ffn_model *m, lens_work *w, int64_t l, int64_t expert, int64_t index,
+                           int64_t p, int32_t *ids, float *vals) {
+    const ffn_model_config *c = ffn_model_get_config(m);
+    ffn_status st = ffn_inspect_value_vector(m, l, expert, index, w->v);
+    if (st) return st;
+    lens_of(w->lens, w->U, w->g, w->v, c->vocab_size, c->hidden_size, w->gv);
+    top_p(w->lens, c->vocab_size, p, ids, vals);
+    return FFN_OK;
+}
+
 ffn_status ffn_inspect_value_logits(ffn_model *m, int64_t l, int64_t expert, int64_t i,
                                     float *lens) {
     if (!m || !lens) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_inspect_value_logits: NULL argument");
@@ -385,23 +422,40 @@ typedef struct run_storage {
     float *expert_w;                /* (NL, T, K) */
     int32_t *promoted;              /* (NL, T, top_k, P) */
     float *promoted_logit;          /* (NL, T, top_k, P) */
+    char *block;                    /* all of the above, zeroed */
 } run_storage;
+
+/* The result's arrays, carved from one zeroed block. */
+static int storage_alloc(run_storage *s, int64_t NL, int64_t T, int64_t top_k, int64_t K,
+                         int64_t P) {
+    const size_t nl = (size_t)NL, nt = nl * (size_t)T, nk = nt * (size_t)K;
+    const size_t np = nt * (size_t)top_k * (size_t)P;
+    const size_t bytes[9] = {nl * sizeof *s->layers, nl * sizeof *s->is_moe,
+                             (size_t)T * sizeof *s->token_ids, nt * sizeof *s->tokens,
+                             nt * (size_t)top_k * sizeof *s->neurons, nk * sizeof *s->experts,
+                             nk * sizeof *s->expert_w, np * sizeof *s->promoted,
+                             np * sizeof *s->promoted_logit};
+    size_t at[10] = {0};
+    for (int i = 0; i < 9; i++) at[i + 1] = at[i] + ffn_align64(bytes[i]);
+    char *b = s->block = calloc(1, at[9]);
+    if (!b) return 1;
+    s->layers = (int64_t *)(b + at[0]);
+    s->is_moe = (int *)(b + at[1]);
+    s->token_ids = (int32_t *)(b + at[2]);
+    s->tokens = (ffn_inspect_token *)(b + at[3]);
+    s->neurons = (ffn_inspect_neuron *)(b + at[4]);
+    s->experts = (int32_t *)(b + at[5]);
+    s->expert_w = (float *)(b + at[6]);
+    s->promoted = (int32_t *)(b + at[7]);
+    s->promoted_logit = (float *)(b + at[8]);
+    return 0;
+}
 
 void ffn_inspect_result_free(ffn_inspect_result *r) {
     if (!r) return;
     run_storage *s = r->storage_;
-    if (s) {
-        free(s->layers);
-        free(s->is_moe);
-        free(s->token_ids);
-        free(s->tokens);
-        free(s->neurons);
-        free(s->experts);
-        free(s->expert_w);
-        free(s->promoted);
-        free(s->promoted_logit);
-        free(s);
-    }
+    if (s) free(s->block);
+    free(s);
     free(r);
 }
 
@@ -437,41 +491,31 @@ typedef struct lens_cache {
     int32_t *ids;       /* (n, P) */
     float *vals;        /* (n, P) */
     int64_t n, cap, P;
-    float *lens;        /* (V) */
-    double *gv;         /* (D) */
-    float *v;           /* (D) */
+    lens_work w;
 } lens_cache;
 
 static void lens_cache_free(lens_cache *lc) {
     free(lc->slot);
     free(lc->ids);
     free(lc->vals);
-    free(lc->lens);
-    free(lc->gv);
-    free(lc->v);
+    lens_work_free(&lc->w);
 }
 
 static ffn_status lens_lookup(ffn_model *m, int64_t l, lens_cache *lc, int64_t expert,
                               int64_t index, const int32_t **ids, const float **vals) {
     int64_t key = (expert + 2) * lc->width + index;
     if (lc->slot[key] < 0) {
-        if (lc->n == lc->cap) {
-            int64_t cap = lc->cap ? 2 * lc->cap : 64;
-            int32_t *ni = realloc(lc->ids, (size_t)(cap * lc->P) * sizeof *ni);
-            if (ni) lc->ids = ni;
-            float *nv = realloc(lc->vals, (size_t)(cap * lc->P) * sizeof *nv);
-            if (nv) lc->vals = nv;
-            if (!ni || !nv) return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (lens cache)");
-            lc->cap = cap;
-        }
-        const ffn_model_config *c = ffn_model_get_config(m);
-        const float *U, *g;
-        ffn_status st;
-        if ((st = ffn_inspect_value_vector(m, l, expert, index, lc->v)) ||
-            (st = lens_tensors(m, &U, &g)))
-            return st;
-        lens_of(lc->lens, U, g, lc->v, c->vocab_size, c->hidden_size, lc->gv);
-        top_p(lc->lens, c->vocab_size, lc->P, lc->ids + lc->n * lc->P, lc->vals + lc->n * lc->P);
+        int64_t cap = lc->cap; /* ids and vals grow together */
+        int32_t *ni = ffn_grow(lc->ids, lc->n, &cap, (size_t)lc->P * sizeof *ni, 64);
+        if (ni) lc->ids = ni;
+        cap = lc->cap;
+        float *nv = ffn_grow(lc->vals, lc->n, &cap, (size_t)lc->P * sizeof *nv, 64);
+        if (nv) lc->vals = nv;
+        if (!ni || !nv) return ffn_error(FFN_ERR_NOMEM, "inspect: out of memory (lens cache)");
+        lc->cap = cap;
+        ffn_status st = lens_top(m, &lc->w, l, expert, index, lc->P, lc->ids + lc->n * lc->P,
+                                 lc->vals + lc->n * lc->P);
+        if (st) return st;
         lc->slot[key] = lc->n++;
     }
     *ids = lc->ids + lc->slot[key] * lc->P;
@@ -505,9 +549,6 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     lc.width = width;
     lc.P = P;
     lc.slot = malloc((size_t)((E + 2) * width) * sizeof *lc.slot);
-    lc.lens = malloc((size_t)c->vocab_size * sizeof *lc.lens);
-    lc.gv = malloc((size_t)D * sizeof *lc.gv);
-    lc.v = malloc((size_t)D * sizeof *lc.v);
     cand *best = malloc((size_t)top_k * sizeof *best);
     /* gate = act(gate_pre) for the tapped rows (dense: act(up) = m); the
      * shared expert's neurons, one token at a time, through its layer */
@@ -515,10 +556,11 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     float *GA = malloc((size_t)(T * W) * sizeof *GA);
     float *nb = malloc((size_t)(4 * (rows * Fs) + 1) * sizeof *nb);
     double *outv = malloc((size_t)(2 * D) * sizeof *outv), *part = outv + D;
-    if (!lc.slot || !lc.lens || !lc.gv || !lc.v || !best || !nb || !outv || !GA) {
+    if (!lc.slot || !best || !nb || !outv || !GA) {
         st = ffn_error(FFN_ERR_NOMEM, "inspect: out of memory");
         goto done;
     }
+    if ((st = lens_work_init(m, &lc.w))) goto done;
     for (int64_t i = 0; i < (E + 2) * width; i++) lc.slot[i] = -1;
     if (c->mlp_type == FFN_MODEL_MLP_GATED) gate_of(c->hidden_act, GA, GP, T * W);
     else memcpy(GA, MM, (size_t)(T * W) * sizeof *GA);
@@ -690,16 +732,7 @@ ffn_status ffn_inspect_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, in
     float *no_wts = calloc((size_t)(T * K), sizeof *no_wts);
     ffn_taps *stash = ffn_model_taps_stash(m);
     if (r) r->storage_ = s;
-    if (!r || !s || !no_ids || !no_wts ||
-        !(s->layers = malloc((size_t)NL * sizeof *s->layers)) ||
-        !(s->is_moe = malloc((size_t)NL * sizeof *s->is_moe)) ||
-        !(s->token_ids = malloc((size_t)T * sizeof *s->token_ids)) ||
-        !(s->tokens = calloc((size_t)(NL * T), sizeof *s->tokens)) ||
-        !(s->neurons = calloc((size_t)(NL * T * top_k), sizeof *s->neurons)) ||
-        !(s->experts = malloc((size_t)(NL * T * K) * sizeof *s->experts)) ||
-        !(s->expert_w = malloc((size_t)(NL * T * K) * sizeof *s->expert_w)) ||
-        !(s->promoted = malloc((size_t)(NL * T * top_k * P) * sizeof *s->promoted)) ||
-        !(s->promoted_logit = malloc((size_t)(NL * T * top_k * P) * sizeof *s->promoted_logit))) {
+    if (!r || !s || !no_ids || !no_wts || storage_alloc(s, NL, T, top_k, K, P)) {
         st = ffn_error(FFN_ERR_NOMEM, "%s: out of memory", fn);
         if (!r) free(s);
         goto fail;
@@ -860,8 +893,7 @@ static ffn_status keys_window(ffn_ctx *ctx, ffn_model *m, keys_work *kw, const f
 static ffn_status keys_finish(ffn_model *m, keys_work *kw, const int32_t *tokens, int64_t n,
                               int64_t t, int64_t P, int64_t max_neurons,
                               const int64_t *next_count, ffn_keys_layer *out) {
-    const ffn_model_config *c = ffn_model_get_config(m);
-    const int64_t V = c->vocab_size, D = c->hidden_size, W = kw->width, F = kw->fe;
+    const int64_t W = kw->width, F = kw->fe;
     const int64_t t_eff = t < n ? t : n;
     const int64_t nr = max_neurons > 0 && max_neurons < W ? max_neurons : W;
     out->layer = kw->l;
@@ -873,18 +905,16 @@ static ffn_status keys_finish(ffn_model *m, keys_work *kw, const int32_t *tokens
     out->promoted = malloc((size_t)(nr * P) * sizeof *out->promoted);
     out->promoted_logit = malloc((size_t)(nr * P) * sizeof *out->promoted_logit);
     out->next_token = malloc((size_t)nr * sizeof *out->next_token);
-    float *lens = malloc((size_t)V * sizeof *lens), *v = malloc((size_t)D * sizeof *v);
-    double *gv = malloc((size_t)D * sizeof *gv);
     int32_t *pid = malloc((size_t)P * sizeof *pid);
     float *pval = malloc((size_t)P * sizeof *pval);
-    ffn_status st = FFN_OK;
-    const float *U, *g;
-    if (!out->examples || !out->promoted || !out->promoted_logit || !out->next_token || !lens ||
-        !v || !gv || !pid || !pval) {
+    lens_work lw;
+    ffn_status st = lens_work_init(m, &lw);
+    if (st) goto done;
+    if (!out->examples || !out->promoted || !out->promoted_logit || !out->next_token || !pid ||
+        !pval) {
         st = ffn_error(FFN_ERR_NOMEM, "ffn_inspect_keys: out of memory");
         goto done;
     }
-    if ((st = lens_tensors(m, &U, &g))) goto done;
     out->n_agree = out->n_counted = 0;
     double chance = 0.0;
     for (int64_t i = 0; i < W; i++) {
@@ -892,9 +922,7 @@ static ffn_status keys_finish(ffn_model *m, keys_work *kw, const int32_t *tokens
         int64_t cnt = kw->count[i];
         qsort(h, (size_t)cnt, sizeof *h, cmp_better);
         int64_t e = kw->moe ? i / F : -1, idx = kw->moe ? i % F : i;
-        if ((st = ffn_inspect_value_vector(m, kw->l, e, idx, v))) goto done;
-        lens_of(lens, U, g, v, V, D, gv);
-        top_p(lens, V, P, pid, pval);
+        if ((st = lens_top(m, &lw, kw->l, e, idx, P, pid, pval))) goto done;
         int32_t next = cnt > 0 && h[0].position + 1 < n ? tokens[h[0].position + 1] : -1;
         if (next >= 0) {
             out->n_counted++;
@@ -913,9 +941,7 @@ static ffn_status keys_finish(ffn_model *m, keys_work *kw, const int32_t *tokens
     out->agreement = out->n_counted ? (double)out->n_agree / (double)out->n_counted : 0.0;
     out->chance = out->n_counted ? chance / (double)out->n_counted : 0.0;
 done:
-    free(lens);
-    free(v);
-    free(gv);
+    lens_work_free(&lw);
     free(pid);
     free(pval);
     return st;

@@ -31,28 +31,18 @@
 #define PROBE_BATCH_TOKENS 2048
 
 const char *ffn_probe_split_name(ffn_probe_split s) {
-    switch (s) {
-    case FFN_PROBE_SPLIT_WORDS: return "words";
-    case FFN_PROBE_SPLIT_SENTENCES: return "sentences";
-    case FFN_PROBE_SPLIT_TOKENS: return "tokens";
-    }
-    return "?";
+    static const char *const names[] = {[FFN_PROBE_SPLIT_WORDS] = "words",
+        [FFN_PROBE_SPLIT_SENTENCES] = "sentences", [FFN_PROBE_SPLIT_TOKENS] = "tokens"};
+    return FFN_ENUM_NAME(names, s, "?");
 }
 
 void ffn_probe_options_default(ffn_probe_options *o) {
-    if (!o) return;
-    memset(o, 0, sizeof *o);
-    o->lang = FFN_LANG_EN;
-    o->sentences = 500;
-    o->corpus_seed = 20260101;
-    o->split = FFN_PROBE_SPLIT_WORDS;
-    o->heldout_fraction = 0.3;
-    o->epochs = 20;
-    o->batch = 64;
-    o->lr = 0.1;
-    o->l2 = 1e-3;
-    o->seed = 7;
-    o->top_selective = 5;
+    static const ffn_probe_options defaults = {
+        .lang = FFN_LANG_EN, .sentences = 500, .corpus_seed = 20260101, /* the corpus */
+        .split = FFN_PROBE_SPLIT_WORDS, .heldout_fraction = 0.3,          /* the split */
+        .epochs = 20, .batch = 64, .lr = 0.1, .l2 = 1e-3, .seed = 7,      /* the SGD */
+        .top_selective = 5};
+    if (o) *o = defaults;
 }
 
 void ffn_probe_result_free(ffn_probe_result *r) {
@@ -447,17 +437,34 @@ static int cmp_type(const void *pa, const void *pb, void *ctx) {
     return wa->length < wb->length ? -1 : wa->length > wb->length ? 1 : 0;
 }
 
-/* A type: its first entry in the sorted keys, its hash. */
+/* A type: its first entry in the sorted keys (for token ids, the id), how
+ * many entries, its hash and class; held 1 when it is held out. */
 typedef struct word_type {
     int64_t first, count;
     uint64_t hash;
-    int cls;
+    int cls, held;
 } word_type;
 
 static int cmp_type_hash(const void *pa, const void *pb) {
     const word_type *a = pa, *b = pb;
     if (a->cls != b->cls) return a->cls < b->cls ? -1 : 1;
-    return a->hash < b->hash ? -1 : a->hash > b->hash ? 1 : 0;
+    if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
+    return a->first < b->first ? -1 : a->first > b->first;
+}
+
+/* Orders the types by class, hash and first entry, and holds out the first
+ * round(frac·n) of each class's n types: at least one, and at most n − 1. */
+static void hold_out_share(word_type *types, int64_t nt, double frac) {
+    qsort(types, (size_t)nt, sizeof *types, cmp_type_hash);
+    for (int64_t i = 0; i < nt;) {
+        int64_t j = i;
+        while (j < nt && types[j].cls == types[i].cls) j++;
+        int64_t ntc = j - i, h = (int64_t)floor(frac * (double)ntc + 0.5);
+        if (ntc >= 2 && h < 1) h = 1;
+        if (h > ntc - 1) h = ntc - 1;
+        for (int64_t q = i; q < i + h; q++) types[q].held = 1;
+        i = j;
+    }
 }
 
 /* heldout (n_words): 1 when the word's type is held out. */
@@ -487,41 +494,22 @@ static ffn_status held_out_types(const ffn_corpus *cp, double frac, uint64_t see
                 continue;
             }
         }
-        types[nt++] = (word_type){i, 1, keys[i].hash, keys[i].cls};
+        types[nt++] = (word_type){i, 1, keys[i].hash, keys[i].cls, 0};
     }
-    qsort(types, (size_t)nt, sizeof *types, cmp_type_hash);
+    hold_out_share(types, nt, frac);
     if (nw > 0) memset(heldout, 0, (size_t)nw);
-    for (int64_t i = 0; i < nt;) {
-        int64_t j = i;
-        while (j < nt && types[j].cls == types[i].cls) j++;
-        int64_t ntc = j - i, h = (int64_t)floor(frac * (double)ntc + 0.5);
-        if (ntc >= 2 && h < 1) h = 1;
-        if (h > ntc - 1) h = ntc - 1;
-        for (int64_t q = i; q < i + h; q++)
-            for (int64_t e = 0; e < types[q].count; e++)
-                heldout[keys[types[q].first + e].word] = 1;
-        i = j;
-    }
+    for (int64_t q = 0; q < nt; q++)
+        for (int64_t e = 0; types[q].held && e < types[q].count; e++)
+            heldout[keys[types[q].first + e].word] = 1;
     free(keys), free(types);
     return FFN_OK;
-}
-
-typedef struct id_hash {
-    uint64_t hash;
-    int32_t id;
-} id_hash;
-
-static int cmp_id_hash(const void *pa, const void *pb) {
-    const id_hash *a = pa, *b = pb;
-    if (a->hash != b->hash) return a->hash < b->hash ? -1 : 1;
-    return a->id < b->id ? -1 : a->id > b->id;
 }
 
 /* heldout_id (V): 1 for the held-out share of the token ids that occur with
  * a label, chosen by hash. */
 static ffn_status held_out_ids(const int32_t *ids, const int8_t *labels, int64_t n, int64_t V,
                                double frac, uint64_t seed, uint8_t *heldout_id) {
-    id_hash *seen = malloc((size_t)V * sizeof *seen);
+    word_type *seen = malloc((size_t)V * sizeof *seen);
     uint8_t *occurs = calloc((size_t)V, 1);
     if (!seen || !occurs) {
         free(seen), free(occurs);
@@ -534,14 +522,11 @@ static ffn_status held_out_ids(const int32_t *ids, const int8_t *labels, int64_t
         heldout_id[v] = 0;
         if (occurs[v]) {
             int32_t id = (int32_t)v;
-            seen[k++] = (id_hash){fnv1a((const char *)&id, sizeof id, seed), id};
+            seen[k++] = (word_type){v, 1, fnv1a((const char *)&id, sizeof id, seed), 0, 0};
         }
     }
-    qsort(seen, (size_t)k, sizeof *seen, cmp_id_hash);
-    int64_t h = (int64_t)floor(frac * (double)k + 0.5);
-    if (k >= 2 && h < 1) h = 1;
-    if (h > k - 1) h = k - 1;
-    for (int64_t j = 0; j < h; j++) heldout_id[seen[j].id] = 1;
+    hold_out_share(seen, k, frac);
+    for (int64_t j = 0; j < k; j++) heldout_id[seen[j].first] = seen[j].held;
     free(seen), free(occurs);
     return FFN_OK;
 }

@@ -19,22 +19,14 @@ static _Thread_local char last_error[2048];
 const char *ffn_version(void) { return FFN_VERSION_STRING; }
 
 const char *ffn_status_str(ffn_status status) {
-    switch (status) {
-    case FFN_OK: return "ok";
-    case FFN_ERR_INVALID_ARG: return "invalid argument";
-    case FFN_ERR_CONFIG: return "config error";
-    case FFN_ERR_IO: return "i/o error";
-    case FFN_ERR_FORMAT: return "format error";
-    case FFN_ERR_SHAPE: return "shape mismatch";
-    case FFN_ERR_MISSING: return "missing";
-    case FFN_ERR_NOMEM: return "out of memory";
-    case FFN_ERR_OVERFLOW: return "size overflow";
-    case FFN_ERR_UNSUPPORTED: return "unsupported";
-    case FFN_ERR_WORKSPACE: return "workspace too small";
-    case FFN_ERR_INTERNAL: return "internal error";
-    case FFN_ERR_INTERRUPTED: return "interrupted";
-    }
-    return "unknown status";
+    static const char *const names[] = {[FFN_OK] = "ok",
+        [FFN_ERR_INVALID_ARG] = "invalid argument", [FFN_ERR_CONFIG] = "config error",
+        [FFN_ERR_IO] = "i/o error", [FFN_ERR_FORMAT] = "format error",
+        [FFN_ERR_SHAPE] = "shape mismatch", [FFN_ERR_MISSING] = "missing",
+        [FFN_ERR_NOMEM] = "out of memory", [FFN_ERR_OVERFLOW] = "size overflow",
+        [FFN_ERR_UNSUPPORTED] = "unsupported", [FFN_ERR_WORKSPACE] = "workspace too small",
+        [FFN_ERR_INTERNAL] = "internal error", [FFN_ERR_INTERRUPTED] = "interrupted"};
+    return FFN_ENUM_NAME(names, status, "unknown status");
 }
 
 const char *ffn_last_error(void) { return last_error; }

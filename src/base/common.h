@@ -34,6 +34,33 @@ static inline int ffn_add_size(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 
+/* Enum -> name through a table indexed by the enum's values (designated
+ * initialisers, so the table reads as a list of pairs):
+ *     static const char *const names[] = {[FFN_X_A] = "a", [FFN_X_B] = "b"};
+ *     return FFN_ENUM_NAME(names, value, "?");
+ * Values outside the table, or without an entry, give `fallback`. */
+static inline const char *ffn_enum_name(const char *const *names, size_t n, int64_t value,
+                                        const char *fallback) {
+    return value >= 0 && (uint64_t)value < n && names[value] ? names[value] : fallback;
+}
+#define FFN_ENUM_NAME(names, value, fallback)                                                \
+    ffn_enum_name((names), sizeof(names) / sizeof((names)[0]), (int64_t)(value), (fallback))
+
+/* Room for item n of a growing array of `elem`-byte items with capacity
+ * *cap: when n == *cap the array is reallocated to twice as many (`first`
+ * when empty).  Returns the array, maybe moved, or NULL when out of memory
+ * (p is then still valid and *cap unchanged). */
+static inline void *ffn_grow(void *p, int64_t n, int64_t *cap, size_t elem, int64_t first) {
+    if (n < *cap) return p;
+    int64_t c;
+    size_t bytes;
+    if (ffn_mul_i64(*cap ? *cap : first, *cap ? 2 : 1, &c) || ffn_mul_size((size_t)c, elem, &bytes))
+        return NULL;
+    void *q = realloc(p, bytes);
+    if (q) *cap = c;
+    return q;
+}
+
 /* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
  * rounded up internally; ffn_free_aligned(NULL) is a no-op. */
 void *ffn_malloc_aligned(size_t bytes);

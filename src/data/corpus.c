@@ -1430,17 +1430,10 @@ ffn_status ffn_lang_parse(const char *s, ffn_lang *out) {
 }
 
 const char *ffn_word_class_name(ffn_word_class cls) {
-    switch (cls) {
-    case FFN_WORD_NAME: return "name";
-    case FFN_WORD_PRONOUN: return "pronoun";
-    case FFN_WORD_OBJECT: return "object";
-    case FFN_WORD_VERB: return "verb";
-    case FFN_WORD_FUNCTION: return "function";
-    case FFN_WORD_MODIFIER: return "modifier";
-    case FFN_WORD_PUNCT: return "punct";
-    case FFN_WORD_SPACE: return "space";
-    }
-    return "?";
+    static const char *const names[] = {[FFN_WORD_NAME] = "name", [FFN_WORD_PRONOUN] = "pronoun",
+        [FFN_WORD_OBJECT] = "object", [FFN_WORD_VERB] = "verb", [FFN_WORD_FUNCTION] = "function",
+        [FFN_WORD_MODIFIER] = "modifier", [FFN_WORD_PUNCT] = "punct", [FFN_WORD_SPACE] = "space"};
+    return FFN_ENUM_NAME(names, cls, "?");
 }
 
 void ffn_corpus_free(ffn_corpus *corpus) {

@@ -184,12 +184,9 @@ struct ffn_tokenizer {
 static const char UNK[] = "<unk>";
 
 const char *ffn_tokenizer_mode_name(ffn_tokenizer_mode mode) {
-    switch (mode) {
-    case FFN_TOK_BYTE: return "byte";
-    case FFN_TOK_CHAR: return "char";
-    case FFN_TOK_WORD: return "word";
-    }
-    return "?";
+    static const char *const names[] = {
+        [FFN_TOK_BYTE] = "byte", [FFN_TOK_CHAR] = "char", [FFN_TOK_WORD] = "word"};
+    return FFN_ENUM_NAME(names, mode, "?");
 }
 
 ffn_status ffn_tokenizer_mode_parse(const char *s, ffn_tokenizer_mode *out) {

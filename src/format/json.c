@@ -702,16 +702,10 @@ const json_value *json_get(const json_value *obj, const char *key) {
 }
 
 const char *json_type_name(json_type type) {
-    switch (type) {
-    case JSON_NULL: return "null";
-    case JSON_FALSE: return "false";
-    case JSON_TRUE: return "true";
-    case JSON_NUMBER: return "a number";
-    case JSON_STRING: return "a string";
-    case JSON_ARRAY: return "an array";
-    case JSON_OBJECT: return "an object";
-    }
-    return "an unknown value";
+    static const char *const names[] = {[JSON_NULL] = "null", [JSON_FALSE] = "false",
+        [JSON_TRUE] = "true", [JSON_NUMBER] = "a number", [JSON_STRING] = "a string",
+        [JSON_ARRAY] = "an array", [JSON_OBJECT] = "an object"};
+    return FFN_ENUM_NAME(names, type, "an unknown value");
 }
 
 /* Common head of the getters: FFN_OK with *v set to a value whose type is

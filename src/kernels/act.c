@@ -56,24 +56,16 @@ ffn_status ffn_act_parse(const char *name, ffn_act *act, ffn_mlp_type *implied_t
 }
 
 const char *ffn_act_name(ffn_act act) {
-    switch (act) {
-    case FFN_ACT_LINEAR: return "linear";
-    case FFN_ACT_RELU: return "relu";
-    case FFN_ACT_GELU: return "gelu";
-    case FFN_ACT_GELU_TANH: return "gelu_pytorch_tanh";
-    case FFN_ACT_SILU: return "silu";
-    case FFN_ACT_SIGMOID: return "sigmoid";
-    }
-    return "unknown";
+    static const char *const names[] = {[FFN_ACT_LINEAR] = "linear", [FFN_ACT_RELU] = "relu",
+        [FFN_ACT_GELU] = "gelu", [FFN_ACT_GELU_TANH] = "gelu_pytorch_tanh",
+        [FFN_ACT_SILU] = "silu", [FFN_ACT_SIGMOID] = "sigmoid"};
+    return FFN_ENUM_NAME(names, act, "unknown");
 }
 
 const char *ffn_mlp_type_name(ffn_mlp_type type) {
-    switch (type) {
-    case FFN_MLP_AUTO: return "auto";
-    case FFN_MLP_DENSE: return "dense";
-    case FFN_MLP_GATED: return "gated";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [FFN_MLP_AUTO] = "auto", [FFN_MLP_DENSE] = "dense", [FFN_MLP_GATED] = "gated"};
+    return FFN_ENUM_NAME(names, type, "unknown");
 }
 
 /* ---- the scalar reference, in double ------------------------------------ */

@@ -41,12 +41,9 @@
 #define INDEX_MAX_BYTES ((size_t)64 << 20)
 
 const char *ffn_checkpoint_format_name(ffn_checkpoint_format f) {
-    switch (f) {
-    case FFN_CHECKPOINT_LLAMA2C: return "llama2c";
-    case FFN_CHECKPOINT_HF: return "hf";
-    case FFN_CHECKPOINT_FFN: return "ffn";
-    }
-    return "?";
+    static const char *const names[] = {
+        [FFN_CHECKPOINT_LLAMA2C] = "llama2c", [FFN_CHECKPOINT_HF] = "hf", [FFN_CHECKPOINT_FFN] = "ffn"};
+    return FFN_ENUM_NAME(names, f, "?");
 }
 
 static int path_is_dir(const char *p) {

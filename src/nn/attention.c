@@ -132,22 +132,34 @@ size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh, int ba
     return (size_t)n_threads * (size_t)per;
 }
 
+/* What a call of either direction shares: the softmax scale 1/sqrt(Dh),
+ * the team size and the scratch floats of each thread. */
+typedef struct attn_team {
+    float scale;
+    int nt;
+    int64_t per;
+} attn_team;
+
+static attn_team team_for(const ffn_attn_dims *dims, int64_t S, int backward) {
+    return (attn_team){(float)(1.0 / sqrt((double)dims->Dh)), team_size(dims),
+                       (int64_t)ffn_attention_scratch_floats(1, S, dims->Dh, backward)};
+}
+
 void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch, const float *q,
                            int64_t ldq, const float *k, int64_t ldk, const float *v, int64_t ldv,
                            const ffn_attn_dims *dims) {
     const int64_t B = dims->B, T = dims->T, H = dims->H, G = dims->G, Dh = dims->Dh;
     const int64_t pos0 = dims->pos0, S = pos0 + T, R = H / G;
-    const float scale = (float)(1.0 / sqrt((double)Dh));
     const fwd_task_fn task = fwd_task();
-    const int nt = team_size(dims);
-    const int64_t per = (int64_t)ffn_attention_scratch_floats(1, S, Dh, 0);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (B * H * T * S * Dh > 65536)
+    const attn_team tm = team_for(dims, S, 0);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(tm.nt) if (B * H * T * S * Dh > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
             const int64_t g = h / R;
             task(out + b * T * ldo + h * Dh, ldo, probs ? probs + (b * H + h) * T * S : NULL,
-                 scratch + (int64_t)thread_id() * per, q + b * T * ldq + h * Dh, ldq,
-                 k + b * S * ldk + g * Dh, ldk, v + b * S * ldv + g * Dh, ldv, T, pos0, Dh, scale);
+                 scratch + (int64_t)thread_id() * tm.per, q + b * T * ldq + h * Dh, ldq,
+                 k + b * S * ldk + g * Dh, ldk, v + b * S * ldv + g * Dh, ldv, T, pos0, Dh,
+                 tm.scale);
         }
 }
 
@@ -157,18 +169,16 @@ void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, 
                             const ffn_attn_dims *dims) {
     const int64_t B = dims->B, T = dims->T, H = dims->H, G = dims->G, Dh = dims->Dh;
     const int64_t S = T, R = H / G;
-    const float scale = (float)(1.0 / sqrt((double)Dh));
     const bwd_task_fn task = bwd_task();
-    const int nt = team_size(dims);
-    const int64_t per = (int64_t)ffn_attention_scratch_floats(1, S, Dh, 1);
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (B * H * T * S * Dh > 65536)
+    const attn_team tm = team_for(dims, S, 1);
+#pragma omp parallel for collapse(2) schedule(static) num_threads(tm.nt) if (B * H * T * S * Dh > 65536)
     for (int64_t b = 0; b < B; b++)
         for (int64_t g = 0; g < G; g++) {
             const int64_t h0 = g * R;
             task(dq + b * T * ldq + h0 * Dh, dk + b * S * ldk + g * Dh, dv + b * S * ldv + g * Dh,
                  dout + b * T * ldo + h0 * Dh, ldo, probs + (b * H + h0) * T * S,
                  q + b * T * ldq + h0 * Dh, ldq, k + b * S * ldk + g * Dh, ldk,
-                 v + b * S * ldv + g * Dh, ldv, scratch + (int64_t)thread_id() * per, T,
-                 R, Dh, scale);
+                 v + b * S * ldv + g * Dh, ldv, scratch + (int64_t)thread_id() * tm.per, T,
+                 R, Dh, tm.scale);
         }
 }

@@ -33,6 +33,29 @@ static void ATTN_FN(transpose_head)(float *xt, int64_t Sp, const float *x, int64
     for (int64_t i = 0; i < Dh; i++) memset(xt + i * Sp + n, 0, (size_t)(Sp - n) * sizeof(float));
 }
 
+/* The register block: c_r[0..width) += y_r · xr[0..width) for the four
+ * accumulator rows. */
+static inline __attribute__((always_inline)) void ATTN_FN(fma4)(
+    float *c0, float *c1, float *c2, float *c3, float y0, float y1, float y2, float y3,
+    const float *xr, const int width) {
+#pragma omp simd
+    for (int ii = 0; ii < width; ii++) {
+        c0[ii] += y0 * xr[ii];
+        c1[ii] += y1 * xr[ii];
+        c2[ii] += y2 * xr[ii];
+        c3[ii] += y3 * xr[ii];
+    }
+}
+
+/* Rows r < nr of dst (stride ld), columns [0, w): scale · c_r. */
+static inline __attribute__((always_inline)) void ATTN_FN(store4)(
+    float *dst, int64_t ld, int nr, int64_t w, const float *c0, const float *c1, const float *c2,
+    const float *c3, float scale) {
+    const float *c[QB] = {c0, c1, c2, c3};
+    for (int r = 0; r < nr; r++)
+        for (int64_t jj = 0; jj < w; jj++) dst[r * ld + jj] = c[r][jj] * scale;
+}
+
 /* s_r[j] = scale · (a_r · xt[:, j]) for rows r < nr of a (stride lda) and
  * j < n; s rows have stride lds.  Four accumulator rows (rows past nr
  * compute on row 0 and are not stored); one row alone (decode) has its own
@@ -56,25 +79,10 @@ static void ATTN_FN(dots)(float *s, int64_t lds, const float *a, int64_t lda, in
     const float *a3 = nr > 3 ? a + 3 * lda : a;
     for (int64_t j0 = 0; j0 < n; j0 += JB) {
         float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
-        for (int64_t i = 0; i < Dh; i++) {
-            const float *xr = xt + i * Sp + j0;
-            const float x0 = a0[i], x1 = a1[i], x2 = a2[i], x3 = a3[i];
-#pragma omp simd
-            for (int jj = 0; jj < JB; jj++) {
-                c0[jj] += x0 * xr[jj];
-                c1[jj] += x1 * xr[jj];
-                c2[jj] += x2 * xr[jj];
-                c3[jj] += x3 * xr[jj];
-            }
-        }
+        for (int64_t i = 0; i < Dh; i++)
+            ATTN_FN(fma4)(c0, c1, c2, c3, a0[i], a1[i], a2[i], a3[i], xt + i * Sp + j0, JB);
         const int64_t w = n - j0 < JB ? n - j0 : JB;
-        for (int64_t jj = 0; jj < w; jj++) s[j0 + jj] = c0[jj] * scale;
-        if (nr > 1)
-            for (int64_t jj = 0; jj < w; jj++) s[lds + j0 + jj] = c1[jj] * scale;
-        if (nr > 2)
-            for (int64_t jj = 0; jj < w; jj++) s[2 * lds + j0 + jj] = c2[jj] * scale;
-        if (nr > 3)
-            for (int64_t jj = 0; jj < w; jj++) s[3 * lds + j0 + jj] = c3[jj] * scale;
+        ATTN_FN(store4)(s + j0, lds, nr, w, c0, c1, c2, c3, scale);
     }
 }
 
@@ -96,17 +104,8 @@ static inline __attribute__((always_inline)) void ATTN_FN(wsum_cols)(
     const float *w0 = w, *w1 = nr > 1 ? w + ldw : w, *w2 = nr > 2 ? w + 2 * ldw : w;
     const float *w3 = nr > 3 ? w + 3 * ldw : w;
     float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
-    for (int64_t j = 0; j < nbase; j++) {
-        const float *xr = x + j * ldx + i0;
-        const float y0 = w0[j], y1 = w1[j], y2 = w2[j], y3 = w3[j];
-#pragma omp simd
-        for (int ii = 0; ii < width; ii++) {
-            c0[ii] += y0 * xr[ii];
-            c1[ii] += y1 * xr[ii];
-            c2[ii] += y2 * xr[ii];
-            c3[ii] += y3 * xr[ii];
-        }
-    }
+    for (int64_t j = 0; j < nbase; j++)
+        ATTN_FN(fma4)(c0, c1, c2, c3, w0[j], w1[j], w2[j], w3[j], x + j * ldx + i0, width);
     /* the staircase: row r's last r keys */
     for (int64_t j = nbase; j < nbase + nr - 1; j++) {
         const float *xr = x + j * ldx + i0;
@@ -116,13 +115,7 @@ static inline __attribute__((always_inline)) void ATTN_FN(wsum_cols)(
             if (nr > 3) c3[ii] += w3[j] * xr[ii];
         }
     }
-    for (int ii = 0; ii < width; ii++) o[i0 + ii] = c0[ii];
-    if (nr > 1)
-        for (int ii = 0; ii < width; ii++) o[ldo + i0 + ii] = c1[ii];
-    if (nr > 2)
-        for (int ii = 0; ii < width; ii++) o[2 * ldo + i0 + ii] = c2[ii];
-    if (nr > 3)
-        for (int ii = 0; ii < width; ii++) o[3 * ldo + i0 + ii] = c3[ii];
+    ATTN_FN(store4)(o + i0, ldo, nr, width, c0, c1, c2, c3, 1.0f);
 }
 
 static void ATTN_FN(wsum)(float *o, int64_t ldo, const float *w, int64_t ldw, int nr,
@@ -139,15 +132,8 @@ static inline __attribute__((always_inline)) void ATTN_FN(outer_cols)(
     int nj, int64_t T, int64_t i0, const int width) {
     float a0[JB] = {0}, a1[JB] = {0}, a2[JB] = {0}, a3[JB] = {0};
     for (int64_t t = j0; t < T; t++) {
-        const float *xr = x + t * ldx + i0, *cr = c + t * ldc + j0;
-        const float y0 = cr[0], y1 = cr[1], y2 = cr[2], y3 = cr[3];
-#pragma omp simd
-        for (int ii = 0; ii < width; ii++) {
-            a0[ii] += y0 * xr[ii];
-            a1[ii] += y1 * xr[ii];
-            a2[ii] += y2 * xr[ii];
-            a3[ii] += y3 * xr[ii];
-        }
+        const float *cr = c + t * ldc + j0;
+        ATTN_FN(fma4)(a0, a1, a2, a3, cr[0], cr[1], cr[2], cr[3], x + t * ldx + i0, width);
     }
     float *a[QB] = {a0, a1, a2, a3};
     for (int r = 0; r < nj; r++)

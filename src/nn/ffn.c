@@ -455,35 +455,34 @@ enum { EW_BLOCK = 2048 };
 /* Below this many elements a parallel region costs more than it saves. */
 #define PAR_MIN_ELEMS 16384
 
-/* rows of gu (ld P): [g | u] or [u] -> h (ld F) */
-static void epilogue_forward(const ffn_layer *l, float *h, const float *gu, int64_t n) {
-    int64_t F = l->F, P = l->P, nb = (F + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
-    ffn_act act = l->cfg.act;
-    int gated = l->gated;
-#pragma omp parallel for schedule(static) if (n * F >= PAR_MIN_ELEMS)
-    for (int64_t b = 0; b < total; b++) {
-        int64_t r = b / nb, c0 = (b % nb) * EW_BLOCK, len = F - c0 < EW_BLOCK ? F - c0 : EW_BLOCK;
-        const float *row = gu + r * P;
-        if (gated) ffn_glu_fwd(act, h + r * F + c0, row + c0, row + F + c0, len);
-        else ffn_act_fwd(act, h + r * F + c0, row + c0, len);
-    }
+/* Block b of that split, nb blocks per row: row *r, columns [*c0, *c0 +
+ * the returned length). */
+static inline int64_t ew_span(int64_t b, int64_t nb, int64_t cols, int64_t *r, int64_t *c0) {
+    *r = b / nb;
+    *c0 = (b % nb) * EW_BLOCK;
+    return cols - *c0 < EW_BLOCK ? cols - *c0 : EW_BLOCK;
 }
 
-/* dgu (ld P) = epilogue'(dh (ld F), gu (ld P)); dgu may equal gu. */
-static void epilogue_backward(const ffn_layer *l, float *dgu, const float *dh, const float *gu,
-                              int64_t n) {
+/* The activation epilogue over n rows of gu (ld P) = [g | u] or [u].
+ * Forward (dh NULL): out = h (ld F) = act(g) ⊙ u, or act(u).  Backward:
+ * out = dgu (ld P) = epilogue'(dh (ld F), gu); out may equal gu. */
+static void epilogue(const ffn_layer *l, float *out, const float *dh, const float *gu, int64_t n) {
     int64_t F = l->F, P = l->P, nb = (F + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
     ffn_act act = l->cfg.act;
     int gated = l->gated;
 #pragma omp parallel for schedule(static) if (n * F >= PAR_MIN_ELEMS)
     for (int64_t b = 0; b < total; b++) {
-        int64_t r = b / nb, c0 = (b % nb) * EW_BLOCK, len = F - c0 < EW_BLOCK ? F - c0 : EW_BLOCK;
-        const float *row = gu + r * P;
-        float *drow = dgu + r * P;
-        if (gated)
-            ffn_glu_bwd(act, drow + c0, drow + F + c0, dh + r * F + c0, row + c0, row + F + c0,
-                        len);
-        else ffn_act_bwd(act, drow + c0, dh + r * F + c0, row + c0, len);
+        int64_t r, c0, len = ew_span(b, nb, F, &r, &c0);
+        const float *g = gu + r * P + c0, *u = gated ? g + F : g;
+        if (!dh) {
+            float *h = out + r * F + c0;
+            if (gated) ffn_glu_fwd(act, h, g, u, len);
+            else ffn_act_fwd(act, h, u, len);
+        } else {
+            float *dg = out + r * P + c0;
+            if (gated) ffn_glu_bwd(act, dg, dg + F, dh + r * F + c0, g, u, len);
+            else ffn_act_bwd(act, dg, dh + r * F + c0, u, len);
+        }
     }
 }
 
@@ -492,8 +491,7 @@ static void add_bias_rows(float *y, const float *b, int64_t n, int64_t cols, int
     int64_t nb = (cols + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
 #pragma omp parallel for schedule(static) if (n * cols >= PAR_MIN_ELEMS)
     for (int64_t i = 0; i < total; i++) {
-        int64_t r = i / nb, c0 = (i % nb) * EW_BLOCK;
-        int64_t len = cols - c0 < EW_BLOCK ? cols - c0 : EW_BLOCK;
+        int64_t r, c0, len = ew_span(i, nb, cols, &r, &c0);
         ffn_add_bias(y + r * ld + c0, b + c0, len);
     }
 }
@@ -574,70 +572,50 @@ static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
 
 /* ---- forward -------------------------------------------------------------- */
 
+/* hook NULL: the usual path (the fused decode kernel for n <=
+ * FFN_DECODE_MAX_N).  A capture-only hook (src/nn/ffn_hook.h) sees the
+ * buffers the usual path left behind (gu and h are intact after it); a
+ * writing hook gets the unfused path so that its writes reach the down
+ * projection. */
 static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
-                          void *workspace, size_t workspace_bytes) {
+                          void *workspace, size_t workspace_bytes, const ffn_neuron_hook *hook,
+                          const ffn_hook_rows *rows) {
     ffn_status st;
     if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
     if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
     carved c;
     if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
     float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
-
-    if (n <= FFN_DECODE_MAX_N) {
+    const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
+    if (!writer && n <= FFN_DECODE_MAX_N) {
         ffn_decode_weights w = decode_weights(l);
-        return ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
+        st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
+    } else {
+        mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
+        if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
+        if (writer) writer->fn(writer->user, FFN_HOOK_GU, gu, n, rows);
+        epilogue(l, c.h, NULL, gu, n);                         /* (n, F) */
+        if (writer) writer->fn(writer->user, FFN_HOOK_H, c.h, n, rows);
+        st = project_down(l, s, &c, y, c.h, n);                /* (n, D) */
     }
-    mm_slot *s = slot_for(l, n, 0);
-    if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
-    epilogue_forward(l, c.h, gu, n);                       /* (n, F) */
-    return project_down(l, s, &c, y, c.h, n);              /* (n, D) */
+    if (st || !hook || writer) return st;
+    hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
+    hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
+    return FFN_OK;
 }
 
 ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
                              void *workspace, size_t workspace_bytes) {
-    ffn_status st = check_call(l, "ffn_layer_forward", n);
-    if (st || n == 0) return st;
-    int threads = enter_threads(l, n);
-    st = forward(l, y, x, n, saved, workspace, workspace_bytes);
-    leave_threads(threads);
-    return st;
-}
-
-/* The tapped forward (src/nn/ffn_hook.h).  Capture-only hooks see the
- * buffers the usual path left behind (gu and h are intact after it);
- * writing hooks get the unfused path so that their writes reach the down
- * projection. */
-static ffn_status forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n, float *saved,
-                                 void *workspace, size_t workspace_bytes,
-                                 const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
-    ffn_status st;
-    if (!y || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y or x is NULL");
-    if (y == x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_forward: y must not alias x");
-    carved c;
-    if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
-    float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
-    if (!hook->writes) {
-        if ((st = forward(l, y, x, n, saved, workspace, workspace_bytes))) return st;
-        hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
-        hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
-        return FFN_OK;
-    }
-    mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
-    if ((st = project_in(l, s, &c, gu, x, n))) return st;
-    hook->fn(hook->user, FFN_HOOK_GU, gu, n, rows);
-    epilogue_forward(l, c.h, gu, n);
-    hook->fn(hook->user, FFN_HOOK_H, c.h, n, rows);
-    return project_down(l, s, &c, y, c.h, n);
+    return ffn_layer_forward_hooked(l, y, x, n, saved, workspace, workspace_bytes, NULL, NULL);
 }
 
 ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n,
                                     float *saved, void *workspace, size_t workspace_bytes,
                                     const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
-    if (!hook) return ffn_layer_forward(l, y, x, n, saved, workspace, workspace_bytes);
     ffn_status st = check_call(l, "ffn_layer_forward", n);
     if (st || n == 0) return st;
     int threads = enter_threads(l, n);
-    st = forward_hooked(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
+    st = forward(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
     leave_threads(threads);
     return st;
 }
@@ -674,7 +652,7 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
 
     /* down_proj: dW_down (D, F) += dyᵀ · H, db_down += Σ dy */
     if (g->down_w) {
-        epilogue_forward(l, h, gu, n);
+        epilogue(l, h, NULL, gu, n);
         if ((st = ffn_gemm(l->ctx, 1, 0, D, F, n, 1.0f, dy, D, h, F, 1.0f, g->down_w, F)))
             return st;
     }
@@ -684,7 +662,7 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
     if (!try_mm(l, s ? s->b1 : NULL, &c, h, dy, l->pk_down.data, NULL) &&
         (st = ffn_gemm(l->ctx, 0, 0, n, F, D, 1.0f, dy, D, l->w_down, F, 0.0f, h, F)))
         return st;
-    epilogue_backward(l, dgu, h, gu, n);
+    epilogue(l, dgu, h, gu, n);
 
     /* dx (n, D) = dGU · W_in */
     if (dx && !try_mm(l, s ? s->b2 : NULL, &c, dx, dgu, l->pk_in.data, NULL)) {

@@ -31,27 +31,17 @@
 /* ---- config --------------------------------------------------------------- */
 
 void ffn_model_config_default(ffn_model_config *cfg) {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->vocab_size = 256;
-    cfg->hidden_size = 128;
-    cfg->intermediate_size = 344;
-    cfg->num_hidden_layers = 4;
-    cfg->num_attention_heads = 4;
-    cfg->num_key_value_heads = 4;
-    cfg->max_position_embeddings = 128;
-    cfg->rope_theta = 10000.0;
-    cfg->rms_norm_eps = 1e-5;
-    cfg->tie_word_embeddings = 1;
-    cfg->hidden_act = FFN_ACT_SILU;
-    cfg->mlp_type = FFN_MODEL_MLP_GATED;
-    cfg->rope_style = FFN_ROPE_HALF;
-    cfg->num_experts = 0;
-    cfg->num_experts_per_tok = 2;
-    cfg->moe_intermediate_size = 0;
-    cfg->moe_layer_freq = 1;
-    cfg->norm_topk_prob = 1;
-    cfg->router_aux_loss_coef = 0.01;
-    cfg->router_z_loss_coef = 0.001;
+    /* A small Llama-style model; every field not named here is 0 (MoE off). */
+    static const ffn_model_config defaults = {
+        .vocab_size = 256, .hidden_size = 128, .intermediate_size = 344,
+        .num_hidden_layers = 4, .num_attention_heads = 4, .num_key_value_heads = 4,
+        .max_position_embeddings = 128, .rope_theta = 10000.0, .rope_style = FFN_ROPE_HALF,
+        .rms_norm_eps = 1e-5, .tie_word_embeddings = 1,
+        .hidden_act = FFN_ACT_SILU, .mlp_type = FFN_MODEL_MLP_GATED,
+        /* used once num_experts > 0 */
+        .num_experts_per_tok = 2, .moe_layer_freq = 1, .norm_topk_prob = 1,
+        .router_aux_loss_coef = 0.01, .router_z_loss_coef = 0.001};
+    *cfg = defaults;
 }
 
 int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer) {
@@ -406,13 +396,10 @@ static ffn_status add_tensor(ffn_model *m, int64_t *off, float **pp, float **pg,
                              int64_t cols, const char *fmt, ...) {
     int64_t numel = rows * cols;
     if (m->params) {
-        if (m->n_tensors == m->cap_tensors) {
-            int64_t cap = m->cap_tensors ? 2 * m->cap_tensors : 64;
-            ffn_model_tensor *t = realloc(m->tensors, (size_t)cap * sizeof *t);
-            if (!t) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (table)");
-            m->tensors = t;
-            m->cap_tensors = cap;
-        }
+        ffn_model_tensor *grown =
+            ffn_grow(m->tensors, m->n_tensors, &m->cap_tensors, sizeof *grown, 64);
+        if (!grown) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (table)");
+        m->tensors = grown;
         char buf[160];
         va_list ap;
         va_start(ap, fmt);
@@ -470,6 +457,35 @@ static ffn_status add_ffn(ffn_model *m, int64_t *offp, ffn_layer_params *p, ffn_
     return FFN_OK;
 }
 
+/* The routed experts of layer l: their weights (bias 0) or biases (bias 1),
+ * one kind at a time over all experts, so that each kind is one (E, Fe, D)
+ * array.  ep/eg are the experts' parameter and gradient pointers (NULL
+ * while counting). */
+static ffn_status add_experts(ffn_model *m, int64_t *offp, ffn_layer_params *ep,
+                              ffn_layer_params *eg, int gated, int bias, int64_t layer,
+                              const char *prefix) {
+    static const char *const kind_name[3] = {"gate_proj", "up_proj", "down_proj"};
+    static const size_t field[2][3] = {
+        {offsetof(ffn_layer_params, gate_w), offsetof(ffn_layer_params, up_w),
+         offsetof(ffn_layer_params, down_w)},
+        {offsetof(ffn_layer_params, gate_b), offsetof(ffn_layer_params, up_b),
+         offsetof(ffn_layer_params, down_b)}};
+    const int64_t D = m->D, E = m->cfg.num_experts, Fe = moe_width(&m->cfg);
+    int64_t off = *offp;
+    for (int kind = gated ? 0 : 1; kind < 3; kind++) {
+        const int64_t rows = kind == 2 ? D : Fe, cols = bias ? 1 : kind == 2 ? Fe : D;
+        for (int64_t e = 0; e < E; e++) {
+            float **pp = ep ? (float **)((char *)&ep[e] + field[bias][kind]) : NULL;
+            float **pg = eg ? (float **)((char *)&eg[e] + field[bias][kind]) : NULL;
+            ADD(pp, pg, bias ? FFN_TENSOR_MLP_BIAS : FFN_TENSOR_MLP_WEIGHT, layer, e, rows, cols,
+                "%s.mlp.experts.%lld.%s.%s", prefix, (long long)e, kind_name[kind],
+                bias ? "bias" : "weight");
+        }
+    }
+    *offp = off;
+    return FFN_OK;
+}
+
 /* Build the table (or, with m->params NULL, just count the floats). */
 static ffn_status build_table(ffn_model *m, int64_t *total) {
     const ffn_model_config *c = &m->cfg;
@@ -499,61 +515,35 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         }
         ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
             pre);
-        if (ffn_model_config_layer_is_moe(c, l)) {
-            int64_t E = c->num_experts, Fe = moe_width(c), Fs = c->shared_expert_intermediate_size;
-            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
-                "%s.post_attention_layernorm.weight", pre);
-            ADD(&p->moe.router_w, &g->moe.router_w, FFN_TENSOR_ROUTER, l, -1, E, D,
-                "%s.mlp.gate.weight", pre);
-            ffn_layer_params *ep = m->experts_p ? m->experts_p + l * E : NULL;
-            ffn_layer_params *eg = m->experts_g ? m->experts_g + l * E : NULL;
-            p->moe.experts = ep;
-            g->moe.experts = m->grads ? eg : NULL;
-            /* one kind at a time over all experts: (E, Fe, D) arrays */
-            for (int kind = 0; kind < 3; kind++) {
-                if (kind == 0 && !gated) continue;
-                for (int64_t e = 0; e < E; e++) {
-                    float **pp = NULL, **pg = NULL;
-                    if (ep) {
-                        pp = kind == 0 ? &ep[e].gate_w : kind == 1 ? &ep[e].up_w : &ep[e].down_w;
-                        pg = kind == 0 ? &eg[e].gate_w : kind == 1 ? &eg[e].up_w : &eg[e].down_w;
-                    }
-                    static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
-                    ADD(pp, pg, FFN_TENSOR_MLP_WEIGHT, l, e, kind == 2 ? D : Fe, kind == 2 ? Fe : D,
-                        "%s.mlp.experts.%lld.%s.weight", pre, (long long)e, kn[kind]);
-                }
-            }
-            if (c->mlp_bias) {
-                for (int kind = 0; kind < 3; kind++) {
-                    if (kind == 0 && !gated) continue;
-                    for (int64_t e = 0; e < E; e++) {
-                        float **pp = NULL, **pg = NULL;
-                        if (ep) {
-                            pp = kind == 0 ? &ep[e].gate_b : kind == 1 ? &ep[e].up_b : &ep[e].down_b;
-                            pg = kind == 0 ? &eg[e].gate_b : kind == 1 ? &eg[e].up_b : &eg[e].down_b;
-                        }
-                        static const char *kn[] = {"gate_proj", "up_proj", "down_proj"};
-                        ADD(pp, pg, FFN_TENSOR_MLP_BIAS, l, e, kind == 2 ? D : Fe, 1,
-                            "%s.mlp.experts.%lld.%s.bias", pre, (long long)e, kn[kind]);
-                    }
-                }
-            }
-            if (Fs > 0) {
-                char sp[128];
-                snprintf(sp, sizeof sp, "%s.mlp.shared_expert", pre);
-                ffn_status st = add_ffn(m, &off, &p->moe.shared, &g->moe.shared, gated,
-                                        c->mlp_bias, Fs, l, -1, sp);
-                if (st) return st;
-                ADD(&p->moe.shared_gate_w, &g->moe.shared_gate_w, FFN_TENSOR_ROUTER, l, -1, 1, D,
-                    "%s.mlp.shared_expert_gate.weight", pre);
-            }
-        } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
-            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
-                "%s.post_attention_layernorm.weight", pre);
-            char sp[128];
+        const int moe = ffn_model_config_layer_is_moe(c, l);
+        if (!moe && c->mlp_type == FFN_MODEL_MLP_NONE) continue;
+        ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+            "%s.post_attention_layernorm.weight", pre);
+        char sp[128];
+        ffn_status st;
+        if (!moe) {
             snprintf(sp, sizeof sp, "%s.mlp", pre);
-            ffn_status st = add_ffn(m, &off, &p->mlp, &g->mlp, gated, c->mlp_bias, m->F, l, -1, sp);
-            if (st) return st;
+            if ((st = add_ffn(m, &off, &p->mlp, &g->mlp, gated, c->mlp_bias, m->F, l, -1, sp)))
+                return st;
+            continue;
+        }
+        int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
+        ADD(&p->moe.router_w, &g->moe.router_w, FFN_TENSOR_ROUTER, l, -1, E, D,
+            "%s.mlp.gate.weight", pre);
+        ffn_layer_params *ep = m->experts_p ? m->experts_p + l * E : NULL;
+        ffn_layer_params *eg = m->experts_g ? m->experts_g + l * E : NULL;
+        p->moe.experts = ep;
+        g->moe.experts = m->grads ? eg : NULL;
+        if ((st = add_experts(m, &off, ep, eg, gated, 0, l, pre)) ||
+            (c->mlp_bias && (st = add_experts(m, &off, ep, eg, gated, 1, l, pre))))
+            return st;
+        if (Fs > 0) {
+            snprintf(sp, sizeof sp, "%s.mlp.shared_expert", pre);
+            if ((st = add_ffn(m, &off, &p->moe.shared, &g->moe.shared, gated, c->mlp_bias, Fs, l,
+                              -1, sp)))
+                return st;
+            ADD(&p->moe.shared_gate_w, &g->moe.shared_gate_w, FFN_TENSOR_ROUTER, l, -1, 1, D,
+                "%s.mlp.shared_expert_gate.weight", pre);
         }
     }
     ADD(&m->final_norm, &m->g_final_norm, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.weight");
@@ -1209,6 +1199,31 @@ static void moe_scale_coefs(ffn_model *m, float grad_scale) {
 
 /* ---- the public entry points ----------------------------------------------------- */
 
+/* The common body of the batched entry points: check B, T and the tokens
+ * (and grad_scale in MODE_TRAIN), run the blocks and the head.  The head
+ * writes logits when given, the loss parts into *loss otherwise; in
+ * MODE_TRAIN it leaves the head's gradients for backward_blocks. */
+static ffn_status batch_forward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                                int64_t B, int64_t T, int mode, float grad_scale, float *logits,
+                                const char *fn, ffn_model_loss *loss) {
+    ffn_status st;
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
+        return st;
+    if (mode == MODE_TRAIN && !isfinite(grad_scale))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
+                         (double)grad_scale);
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce;
+    int64_t count;
+    if ((st = forward_blocks(m, tokens, B, T, mode, &x, &aux, &z)) ||
+        (st = head_loss(m, x, targets, B * T, mode == MODE_TRAIN, grad_scale, logits, &ce,
+                        &count)))
+        return st;
+    fill_loss(m, loss, ce, aux, z, count);
+    return FFN_OK;
+}
+
 ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
                                       int64_t B, int64_t T, float grad_scale,
                                       ffn_model_loss *loss) {
@@ -1218,24 +1233,15 @@ ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const
     if (!m->training)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training "
                          "(ffn_model_options.training = 0)", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
-        return st;
-    if (!isfinite(grad_scale))
-        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
-                         (double)grad_scale);
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_TRAIN, &x, &aux, &z)) ||
-        (st = head_loss(m, x, targets, B * T, 1, grad_scale, NULL, &ce, &count)))
-        return st;
+    ffn_model_loss parts;
+    ffn_status st = batch_forward(m, tokens, targets, B, T, MODE_TRAIN, grad_scale, NULL, fn,
+                                  &parts);
+    if (st) return st;
     moe_scale_coefs(m, grad_scale);
     st = backward_blocks(m, tokens, B, T);
     moe_scale_coefs(m, 1.0f);
     if (st) return st;
-    fill_loss(m, loss, ce, aux, z, count);
+    if (loss) *loss = parts;
     return FFN_OK;
 }
 
@@ -1244,18 +1250,7 @@ ffn_status ffn_model_eval_loss(ffn_model *m, const int32_t *tokens, const int32_
     static const char *fn = "ffn_model_eval_loss";
     if (!m || !tokens || !targets)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, tokens and targets must not be NULL", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
-        return st;
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
-        (st = head_loss(m, x, targets, B * T, 0, 0.0f, NULL, &ce, &count)))
-        return st;
-    fill_loss(m, loss, ce, aux, z, count);
-    return FFN_OK;
+    return batch_forward(m, tokens, targets, B, T, MODE_EVAL, 0.0f, NULL, fn, loss);
 }
 
 ffn_status ffn_model_logits(ffn_model *m, float *logits, const int32_t *tokens, int64_t B,
@@ -1263,17 +1258,7 @@ ffn_status ffn_model_logits(ffn_model *m, float *logits, const int32_t *tokens, 
     static const char *fn = "ffn_model_logits";
     if (!m || !tokens || !logits)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: model, logits and tokens must not be NULL", fn);
-    ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, NULL, B * T, fn)))
-        return st;
-    ffn_ctx_enter(m->ctx);
-    float *x;
-    double aux, z, ce;
-    int64_t count;
-    if ((st = forward_blocks(m, tokens, B, T, MODE_EVAL, &x, &aux, &z)) ||
-        (st = head_loss(m, x, NULL, B * T, 0, 0.0f, logits, &ce, &count)))
-        return st;
-    return FFN_OK;
+    return batch_forward(m, tokens, NULL, B, T, MODE_EVAL, 0.0f, logits, fn, NULL);
 }
 
 /* ---- generation ------------------------------------------------------------------- */

@@ -28,11 +28,9 @@
 /* ---- config ---------------------------------------------------------- */
 
 const char *ffn_moe_scoring_name(ffn_moe_scoring s) {
-    switch (s) {
-    case FFN_MOE_SCORING_SOFTMAX: return "softmax";
-    case FFN_MOE_SCORING_SIGMOID: return "sigmoid";
-    }
-    return "unknown";
+    static const char *const names[] = {
+        [FFN_MOE_SCORING_SOFTMAX] = "softmax", [FFN_MOE_SCORING_SIGMOID] = "sigmoid"};
+    return FFN_ENUM_NAME(names, s, "unknown");
 }
 
 ffn_status ffn_moe_config_validate(const ffn_moe_config *c) {
@@ -428,6 +426,20 @@ static size_t carve(carver *c, size_t count, size_t elem) {
     return start;
 }
 
+/* The sizes every layout is made of, for n tokens: 1 when a product
+ * overflows. */
+typedef struct moe_dims {
+    size_t N, E, K, D, NK, NKD, ND, NE; /* NK = N·K, NKD = N·K·D, ... */
+} moe_dims;
+
+static int dims_for(const ffn_moe *m, int64_t n, moe_dims *d) {
+    const ffn_moe_config *c = &m->cfg;
+    d->N = (size_t)n, d->E = (size_t)c->num_experts, d->K = (size_t)c->num_experts_per_tok;
+    d->D = (size_t)c->hidden_size;
+    return ffn_mul_size(d->N, d->K, &d->NK) || ffn_mul_size(d->NK, d->D, &d->NKD) ||
+           ffn_mul_size(d->N, d->D, &d->ND) || ffn_mul_size(d->N, d->E, &d->NE);
+}
+
 /* The routing part (in `saved` for training, in the workspace otherwise)
  * and, in `saved` only, the layers' activations. */
 typedef struct moe_layout {
@@ -463,26 +475,23 @@ static size_t expert_saved_bound(const ffn_moe *m, int64_t n) {
 }
 
 static moe_layout layout_for(const ffn_moe *m, int64_t n) {
-    const ffn_moe_config *c = &m->cfg;
-    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
-    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, ND = 0, NE = 0;
     moe_layout L = {0};
     carver cv = {0, 0};
-    if (ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) || ffn_mul_size(N, D, &ND) ||
-        ffn_mul_size(N, E, &NE)) {
+    moe_dims d;
+    if (dims_for(m, n, &d)) {
         L.overflow = 1;
         return L;
     }
-    L.logits = carve(&cv, NE, sizeof(float));
-    L.ids = carve(&cv, NK, sizeof(int32_t));
-    L.weights = carve(&cv, NK, sizeof(float));
-    L.slot_row = carve(&cv, NK, sizeof(int32_t));
-    L.row_slot = carve(&cv, NK, sizeof(int32_t));
-    L.offsets = carve(&cv, E + 1, sizeof(int64_t));
-    L.counts = carve(&cv, E, sizeof(int64_t));
-    L.expert_out = carve(&cv, NKD, sizeof(float));
-    L.shared_out = carve(&cv, m->shared ? ND : 0, sizeof(float));
-    L.shared_gate = carve(&cv, m->shared ? N : 0, sizeof(float));
+    L.logits = carve(&cv, d.NE, sizeof(float));
+    L.ids = carve(&cv, d.NK, sizeof(int32_t));
+    L.weights = carve(&cv, d.NK, sizeof(float));
+    L.slot_row = carve(&cv, d.NK, sizeof(int32_t));
+    L.row_slot = carve(&cv, d.NK, sizeof(int32_t));
+    L.offsets = carve(&cv, d.E + 1, sizeof(int64_t));
+    L.counts = carve(&cv, d.E, sizeof(int64_t));
+    L.expert_out = carve(&cv, d.NKD, sizeof(float));
+    L.shared_out = carve(&cv, m->shared ? d.ND : 0, sizeof(float));
+    L.shared_gate = carve(&cv, m->shared ? d.N : 0, sizeof(float));
     L.route_end = cv.at;
     L.expert_saved_bytes = expert_saved_bound(m, n);
     L.expert_saved = carve(&cv, L.expert_saved_bytes, 1);
@@ -520,44 +529,38 @@ typedef struct ws_layout {
 } ws_layout;
 
 static ws_layout ws_layout_for(const ffn_moe *m, int64_t n) {
-    const ffn_moe_config *c = &m->cfg;
-    size_t N = (size_t)n, E = (size_t)c->num_experts, K = (size_t)c->num_experts_per_tok;
-    size_t D = (size_t)c->hidden_size, NK = 0, NKD = 0, NE = 0;
     ws_layout W = {0};
     carver cv = {0, 0};
     moe_layout L = layout_for(m, n);
-    if (L.overflow || ffn_mul_size(N, K, &NK) || ffn_mul_size(NK, D, &NKD) ||
-        ffn_mul_size(N, E, &NE)) {
+    moe_dims d;
+    if (L.overflow || dims_for(m, n, &d)) {
         W.overflow = 1;
         return W;
     }
     W.route = carve(&cv, L.route_end, 1);
-    W.xp = carve(&cv, NKD, sizeof(float));
-    W.dyp = carve(&cv, NKD, sizeof(float));
-    W.dxp = carve(&cv, NKD, sizeof(float));
-    W.probs = carve(&cv, NE, sizeof(float));
-    W.grad = carve(&cv, NE, sizeof(float));
-    W.lse = carve(&cv, N, sizeof(float));
-    W.dweights = carve(&cv, NK, sizeof(float));
-    W.fill = carve(&cv, E, sizeof(int64_t));
-    W.psum = carve(&cv, E, sizeof(double));
-    W.order = carve(&cv, E, sizeof(int32_t));
-    /* A token picks an expert at most once, so a block has at most N rows. */
-    size_t lb = ffn_layer_workspace_size(m->experts[0], n);
-    if (m->shared) {
-        size_t s = ffn_layer_workspace_size(m->shared, n);
-        if (s > lb) lb = s;
-    }
-    if (m->shared_experts) {
-        size_t s = ffn_layer_workspace_size(m->shared_experts, n);
+    W.xp = carve(&cv, d.NKD, sizeof(float));
+    W.dyp = carve(&cv, d.NKD, sizeof(float));
+    W.dxp = carve(&cv, d.NKD, sizeof(float));
+    W.probs = carve(&cv, d.NE, sizeof(float));
+    W.grad = carve(&cv, d.NE, sizeof(float));
+    W.lse = carve(&cv, d.N, sizeof(float));
+    W.dweights = carve(&cv, d.NK, sizeof(float));
+    W.fill = carve(&cv, d.E, sizeof(int64_t));
+    W.psum = carve(&cv, d.E, sizeof(double));
+    W.order = carve(&cv, d.E, sizeof(int32_t));
+    /* The largest of the layers' own workspaces (a token picks an expert at
+     * most once, so a block has at most N rows). */
+    const ffn_layer *layers[3] = {m->experts[0], m->shared, m->shared_experts};
+    size_t lb = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t s = layers[i] ? ffn_layer_workspace_size(layers[i], n) : 0;
         if (s > lb) lb = s;
     }
     W.layer_bytes = ffn_align64(lb);
-    if (lb > SIZE_MAX / 2) W.overflow = 1;
     /* Side by side needs one per thread, and only runs when threads <= E. */
-    W.layer = carve(&cv, W.layer_bytes, (size_t)(m->threads <= c->num_experts ? m->threads : 1));
+    W.layer = carve(&cv, W.layer_bytes, (size_t)(m->threads <= m->cfg.num_experts ? m->threads : 1));
     W.total = cv.at;
-    W.overflow = cv.overflow;
+    W.overflow = cv.overflow || lb > SIZE_MAX / 2;
     return W;
 }
 
@@ -727,6 +730,26 @@ static ffn_status run_experts(ffn_moe *m, const expert_job *j, int32_t *order, c
 
 #define AT(base, off, type) ((type *)((char *)(base) + (off)))
 
+/* The routing arrays of a call in its routing block R, laid out by L
+ * (forward writes them, backward reads them through const pointers). */
+typedef struct moe_route {
+    float *logits;     /* (N, E) */
+    int32_t *ids;      /* (N, K) */
+    float *weights;    /* (N, K) */
+    int32_t *slot_row; /* (N, K) */
+    int32_t *row_slot; /* (N·K) */
+    int64_t *offsets;  /* (E + 1) */
+    int64_t *counts;   /* (E) */
+    float *expert_out; /* (N·K, D) */
+} moe_route;
+
+static moe_route route_in(const void *R, const moe_layout *L) {
+    return (moe_route){AT(R, L->logits, float),   AT(R, L->ids, int32_t),
+                       AT(R, L->weights, float),  AT(R, L->slot_row, int32_t),
+                       AT(R, L->row_slot, int32_t), AT(R, L->offsets, int64_t),
+                       AT(R, L->counts, int64_t), AT(R, L->expert_out, float)};
+}
+
 static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
     if (!m->weights_set)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: call ffn_moe_set_weights first", fn);
@@ -735,6 +758,51 @@ static ffn_status check_ready(const ffn_moe *m, const char *fn, int64_t n) {
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: n·K must fit in 32 bits, got n = %lld", fn,
                          (long long)n);
     return FFN_OK;
+}
+
+/* Both directions: the layer is ready, the layouts for n tokens fit in
+ * 64 bits and the workspace holds them. */
+static ffn_status plan_call(const ffn_moe *m, const char *fn, int64_t n, const void *workspace,
+                            size_t workspace_bytes, ws_layout *W, moe_layout *L) {
+    ffn_status st = check_ready(m, fn, n);
+    if (st) return st;
+    *W = ws_layout_for(m, n);
+    *L = layout_for(m, n);
+    if (W->overflow || L->overflow)
+        return ffn_error(FFN_ERR_OVERFLOW, "%s: sizes overflow for n = %lld", fn, (long long)n);
+    if (!workspace || workspace_bytes < W->total)
+        return ffn_error(FFN_ERR_WORKSPACE, "%s: workspace of %zu bytes, need %zu", fn,
+                         workspace_bytes, W->total);
+    return FFN_OK;
+}
+
+/* Byte offsets of each busy expert's saved block in the experts' saved
+ * area, in expert order; returns the bytes they take. */
+static size_t expert_saved_offsets(const ffn_moe *m, const int64_t *offsets, int64_t *saved_off) {
+    size_t at = 0;
+    for (int64_t e = 0; e < m->cfg.num_experts; e++) {
+        int64_t rows = offsets[e + 1] - offsets[e];
+        saved_off[e] = (int64_t)at;
+        if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
+    }
+    return at;
+}
+
+/* yt (D) += Σ_j w_j · rows[slot_row_t[j]] over token t's kept slots (w_j = 1
+ * when w_t is NULL), in slot order. */
+static inline void add_slot_rows(float *yt, const float *rows, const int32_t *slot_row_t,
+                                 const float *w_t, int64_t K, int64_t D) {
+    for (int64_t j = 0; j < K; j++) {
+        int32_t row = slot_row_t[j];
+        if (row < 0) continue;
+        const float *o = rows + (int64_t)row * D;
+        if (w_t) {
+            const float w = w_t[j];
+            for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
+        } else {
+            for (int64_t d = 0; d < D; d++) yt[d] += o[d];
+        }
+    }
 }
 
 ffn_layer *ffn_moe_expert_layer(ffn_moe *m, int64_t e) {
@@ -753,26 +821,18 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
                                   const ffn_neuron_hook *hook) {
     if (!m || !out || !out->y || (n > 0 && !x))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_forward: NULL argument");
-    ffn_status st = check_ready(m, "ffn_moe_forward", n);
+    ws_layout W;
+    moe_layout L;
+    ffn_status st = plan_call(m, "ffn_moe_forward", n, workspace, workspace_bytes, &W, &L);
     if (st) return st;
     const ffn_moe_config *c = &m->cfg;
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
-    ws_layout W = ws_layout_for(m, n);
-    moe_layout L = layout_for(m, n);
-    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_forward: sizes overflow for n = %lld", (long long)n);
-    if (!workspace || workspace_bytes < W.total)
-        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_forward: workspace of %zu bytes, need %zu",
-                         workspace_bytes, W.total);
     /* The routing part lives in `saved` when training, else in the workspace. */
     char *R = saved ? (char *)saved : (char *)workspace + W.route;
-    float *logits = AT(R, L.logits, float);
-    int32_t *ids = AT(R, L.ids, int32_t);
-    float *wts = AT(R, L.weights, float);
-    int32_t *slot_row = AT(R, L.slot_row, int32_t);
-    int32_t *row_slot = AT(R, L.row_slot, int32_t);
-    int64_t *offsets = AT(R, L.offsets, int64_t);
-    int64_t *counts = AT(R, L.counts, int64_t);
-    float *eo = AT(R, L.expert_out, float);
+    const moe_route rt = route_in(R, &L);
+    float *logits = rt.logits, *wts = rt.weights, *eo = rt.expert_out;
+    int32_t *ids = rt.ids, *slot_row = rt.slot_row, *row_slot = rt.row_slot;
+    int64_t *offsets = rt.offsets, *counts = rt.counts;
     float *probs = AT(workspace, W.probs, float);
     float *lse = AT(workspace, W.lse, float);
     float *xp = AT(workspace, W.xp, float);
@@ -835,16 +895,8 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 
     /* 3. Experts: one batched call per expert that has rows. */
     char *esaved = saved ? AT(saved, L.expert_saved, char) : NULL;
-    if (esaved) { /* each busy expert's saved block, in expert order */
-        size_t at = 0;
-        for (int64_t e = 0; e < E; e++) {
-            int64_t rows = offsets[e + 1] - offsets[e];
-            fill[e] = (int64_t)at;
-            if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-        }
-        if (at > L.expert_saved_bytes)
-            return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
-    }
+    if (esaved && expert_saved_offsets(m, offsets, fill) > L.expert_saved_bytes)
+        return ffn_error(FFN_ERR_INTERNAL, "ffn_moe_forward: expert saved area overrun");
     expert_job job = {.backward = 0, .out = eo, .xb = xp, .x = x, .row_slot = row_slot,
                       .offsets = offsets, .saved = esaved, .saved_off = fill, .hook = hook};
     st = run_experts(m, &job, AT(workspace, W.order, int32_t), lws, W.layer_bytes);
@@ -874,12 +926,7 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 #pragma omp parallel for schedule(dynamic, 16) if (n > 16)
     for (int64_t t = 0; t < n; t++) {
         float *yt = y + t * D;
-        for (int64_t j = 0; j < K; j++) {
-            int32_t row = slot_row[t * K + j];
-            if (row < 0) continue;
-            const float w = wts[t * K + j], *o = eo + (int64_t)row * D;
-            for (int64_t d = 0; d < D; d++) yt[d] += w * o[d];
-        }
+        add_slot_rows(yt, eo, slot_row + t * K, wts + t * K, K, D);
         if (sh_out) {
             ffn_gemv(&sh_gate[t], 1, m->shared_gate_w, D, x + t * D, D, 1, 1);
             const float g = sigmoidf_(sh_gate[t]), *o = sh_out + t * D;
@@ -922,31 +969,48 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 
 /* ---- backward ------------------------------------------------------------ */
 
+/* Backward of a shared FFN over all n tokens (dy its output gradient):
+ * gradients into g, then dx += its input gradient, plus dgl[t]·wsg for
+ * the gated shared expert (dgl: d L / d gate logit, NULL otherwise). */
+static ffn_status shared_backward(ffn_moe *m, ffn_layer *layer, const ffn_layer_params *g,
+                                  const char *name, float *dx, float *dxp, const float *dy,
+                                  const float *x, int64_t n, const float *saved, void *lws,
+                                  size_t lwb, const float *dgl) {
+    ffn_status st = ffn_layer_backward(layer, dx ? dxp : NULL, g, dy, x, n, saved, lws, lwb);
+    if (st) return ffn_error_prefix(st, "%s", name);
+    ffn_ctx_enter(m->ctx);
+    if (!dx) return FFN_OK;
+    const int64_t D = m->cfg.hidden_size;
+    const float *wsg = m->shared_gate_w;
+#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
+    for (int64_t t = 0; t < n; t++) {
+        float *dxt = dx + t * D;
+        const float *s = dxp + t * D;
+        if (dgl)
+            for (int64_t i = 0; i < D; i++) dxt[i] += s[i] + dgl[t] * wsg[i];
+        else
+            for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
+    }
+    return FFN_OK;
+}
+
 ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
                             const float *dy, const float *x, int64_t n, const void *saved,
                             void *workspace, size_t workspace_bytes) {
     if (!m || (n > 0 && (!dy || !x || !saved)))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_backward: NULL argument (dy, x and saved are required)");
-    ffn_status st = check_ready(m, "ffn_moe_backward", n);
+    if (n == 0) return check_ready(m, "ffn_moe_backward", 0);
+    ws_layout W;
+    moe_layout L;
+    ffn_status st = plan_call(m, "ffn_moe_backward", n, workspace, workspace_bytes, &W, &L);
     if (st) return st;
-    if (n == 0) return FFN_OK;
     const ffn_moe_config *c = &m->cfg;
     const int64_t E = c->num_experts, K = c->num_experts_per_tok, D = c->hidden_size;
-    ws_layout W = ws_layout_for(m, n);
-    moe_layout L = layout_for(m, n);
-    if (W.overflow || L.overflow) return ffn_error(FFN_ERR_OVERFLOW, "ffn_moe_backward: sizes overflow for n = %lld", (long long)n);
-    if (!workspace || workspace_bytes < W.total)
-        return ffn_error(FFN_ERR_WORKSPACE, "ffn_moe_backward: workspace of %zu bytes, need %zu",
-                         workspace_bytes, W.total);
     const char *R = (const char *)saved;
-    const float *logits = AT(R, L.logits, const float);
-    const int32_t *ids = AT(R, L.ids, const int32_t);
-    const float *wts = AT(R, L.weights, const float);
-    const int32_t *slot_row = AT(R, L.slot_row, const int32_t);
-    const int32_t *row_slot = AT(R, L.row_slot, const int32_t);
-    const int64_t *offsets = AT(R, L.offsets, const int64_t);
-    const int64_t *counts = AT(R, L.counts, const int64_t);
-    const float *eo = AT(R, L.expert_out, const float);
+    const moe_route rt = route_in(R, &L);
+    const float *logits = rt.logits, *wts = rt.weights, *eo = rt.expert_out;
+    const int32_t *ids = rt.ids, *slot_row = rt.slot_row, *row_slot = rt.row_slot;
+    const int64_t *offsets = rt.offsets, *counts = rt.counts;
     float *xp = AT(workspace, W.xp, float), *dyp = AT(workspace, W.dyp, float);
     float *dxp = AT(workspace, W.dxp, float);
     float *probs = AT(workspace, W.probs, float), *grad = AT(workspace, W.grad, float);
@@ -959,12 +1023,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
      *    of its slots) and runs backward; dropped slots get d L / d w = 0. */
     memset(dw, 0, (size_t)(n * K) * sizeof *dw);
     int64_t *saved_off = AT(workspace, W.fill, int64_t);
-    size_t at = 0;
-    for (int64_t e = 0; e < E; e++) {
-        int64_t rows = offsets[e + 1] - offsets[e];
-        saved_off[e] = (int64_t)at;
-        if (rows) at += ffn_align64(ffn_layer_saved_size(m->experts[e], rows));
-    }
+    expert_saved_offsets(m, offsets, saved_off);
     expert_job job = {.backward = 1, .out = dx ? dxp : NULL, .dyb = dyp, .xb = xp, .x = x,
                       .dy = dy, .row_slot = row_slot, .weights = wts, .expert_out = eo,
                       .dweights = dw, .offsets = offsets,
@@ -1031,15 +1090,7 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
         ffn_ctx_enter(m->ctx);
         /* scatter the experts' dx back, per token in slot order */
 #pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-        for (int64_t t = 0; t < n; t++) {
-            float *dxt = dx + t * D;
-            for (int64_t j = 0; j < K; j++) {
-                int32_t row = slot_row[t * K + j];
-                if (row < 0) continue;
-                const float *s = dxp + (int64_t)row * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
-            }
-        }
+        for (int64_t t = 0; t < n; t++) add_slot_rows(dx + t * D, dxp, slot_row + t * K, NULL, K, D);
     }
 
     /* 3. Gated shared expert: y += σ(x·wsg)·shared(x). */
@@ -1067,36 +1118,19 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
                 gw[i] += (float)acc;
             }
         }
-        st = ffn_layer_backward(m->shared, dx ? dxp : NULL, grads ? &grads->shared : &no_grads,
-                                dyp, x, n, AT(saved, L.shared_saved, const float), lws,
-                                W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "shared_expert");
-        ffn_ctx_enter(m->ctx);
-        if (dx) {
-#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-            for (int64_t t = 0; t < n; t++) {
-                float *dxt = dx + t * D;
-                const float *s = dxp + t * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i] + dgl[t] * m->shared_gate_w[i];
-            }
-        }
+        st = shared_backward(m, m->shared, grads ? &grads->shared : &no_grads, "shared_expert",
+                             dx, dxp, dyp, x, n, AT(saved, L.shared_saved, const float), lws,
+                             W.layer_bytes, dgl);
+        if (st) return st;
     }
 
     /* 4. DeepSeek shared experts: y += shared_experts(x). */
     if (m->shared_experts) {
-        st = ffn_layer_backward(m->shared_experts, dx ? dxp : NULL,
-                                grads ? &grads->shared_experts : &no_grads, dy, x, n,
-                                AT(saved, L.shared_experts_saved, const float), lws, W.layer_bytes);
-        if (st) return ffn_error_prefix(st, "shared_experts");
-        ffn_ctx_enter(m->ctx);
-        if (dx) {
-#pragma omp parallel for schedule(dynamic, 16) if (n > 16)
-            for (int64_t t = 0; t < n; t++) {
-                float *dxt = dx + t * D;
-                const float *s = dxp + t * D;
-                for (int64_t i = 0; i < D; i++) dxt[i] += s[i];
-            }
-        }
+        st = shared_backward(m, m->shared_experts, grads ? &grads->shared_experts : &no_grads,
+                             "shared_experts", dx, dxp, dy, x, n,
+                             AT(saved, L.shared_experts_saved, const float), lws, W.layer_bytes,
+                             NULL);
+        if (st) return st;
     }
     return FFN_OK;
 }

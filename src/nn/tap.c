@@ -18,7 +18,7 @@ static const char *const point_names[FFN_TAP_N_POINTS] = {
     "expert_ids", "expert_weights", "attn_probs"};
 
 const char *ffn_tap_point_name(ffn_tap_point p) {
-    return (unsigned)p < FFN_TAP_N_POINTS ? point_names[p] : NULL;
+    return FFN_ENUM_NAME(point_names, p, NULL);
 }
 
 char *ffn_tap_name(char *buf, size_t size, int64_t layer, ffn_tap_point p) {
@@ -365,13 +365,9 @@ static ffn_status add_patch(ffn_model *m, const tap_patch *pa) {
     ffn_taps *t;
     ffn_status st = get_taps(m, &t);
     if (st) return st;
-    if (t->n_patches == t->cap_patches) {
-        int64_t cap = t->cap_patches ? 2 * t->cap_patches : 16;
-        tap_patch *np = realloc(t->patches, (size_t)cap * sizeof *np);
-        if (!np) return ffn_error(FFN_ERR_NOMEM, "taps: out of memory (patches)");
-        t->patches = np;
-        t->cap_patches = cap;
-    }
+    tap_patch *np = ffn_grow(t->patches, t->n_patches, &t->cap_patches, sizeof *np, 16);
+    if (!np) return ffn_error(FFN_ERR_NOMEM, "taps: out of memory (patches)");
+    t->patches = np;
     t->patches[t->n_patches++] = *pa;
     slot(t, pa->layer, pa->point)->patched = 1;
     if (pa->point == FFN_TAP_GATE_PRE || pa->point == FFN_TAP_UP || pa->point == FFN_TAP_M)

@@ -1,6 +1,7 @@
 /* test_core.c -- status strings, error messages, contexts. */
 #include "check.h"
 #include "ffn.h"
+#include "base/common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,49 @@
 int main(void) {
     CHECK(!strcmp(ffn_status_str(FFN_OK), "ok"), "status string of FFN_OK");
     CHECK(strcmp(ffn_status_str(FFN_ERR_CONFIG), "unknown status"), "config has a name");
+    /* enum names: every value has its own, anything else the fallback */
+    for (int s = FFN_OK; s <= FFN_ERR_INTERRUPTED; s++) {
+        CHECK(strcmp(ffn_status_str((ffn_status)s), "unknown status"), "status %d has a name", s);
+        for (int o = FFN_OK; o < s; o++)
+            CHECK(strcmp(ffn_status_str((ffn_status)s), ffn_status_str((ffn_status)o)),
+                  "statuses %d and %d share a name", s, o);
+    }
+    CHECK(!strcmp(ffn_status_str((ffn_status)(FFN_ERR_INTERRUPTED + 1)), "unknown status") &&
+              !strcmp(ffn_status_str((ffn_status)-1), "unknown status"),
+          "out-of-range status");
+    CHECK(!strcmp(ffn_act_name(FFN_ACT_GELU_TANH), "gelu_pytorch_tanh") &&
+              !strcmp(ffn_act_name((ffn_act)-1), "unknown") &&
+              !strcmp(ffn_act_name((ffn_act)1000), "unknown"),
+          "activation names");
+    CHECK(!strcmp(ffn_mlp_type_name(FFN_MLP_GATED), "gated") &&
+              !strcmp(ffn_mlp_type_name((ffn_mlp_type)77), "unknown"),
+          "mlp type names");
+    CHECK(!strcmp(ffn_probe_split_name(FFN_PROBE_SPLIT_TOKENS), "tokens") &&
+              !strcmp(ffn_probe_split_name((ffn_probe_split)-3), "?"),
+          "probe split names");
+    CHECK(!strcmp(ffn_tap_point_name(FFN_TAP_ATTN_PROBS), "attn_probs") &&
+              ffn_tap_point_name((ffn_tap_point)FFN_TAP_N_POINTS) == NULL,
+          "tap point names");
+    /* ffn_grow: capacity doubles from `first`, the items survive the moves */
+    {
+        int64_t *items = NULL, cap = 0, caps[10];
+        for (int64_t n = 0; n < 10; n++) {
+            int64_t *g = ffn_grow(items, n, &cap, sizeof *items, 4);
+            CHECK(g != NULL, "grow to %lld", (long long)n + 1);
+            if (!g) break;
+            items = g;
+            items[n] = 100 + n;
+            caps[n] = cap;
+        }
+        int ok = 1;
+        for (int64_t n = 0; n < 10; n++) ok &= items && items[n] == 100 + n;
+        CHECK(ok && caps[0] == 4 && caps[3] == 4 && caps[4] == 8 && caps[8] == 16,
+              "grown items and capacities (cap %lld after 10)", (long long)cap);
+        int64_t huge = INT64_MAX / 2 + 1;
+        CHECK(ffn_grow(items, huge, &huge, 8, 4) == NULL && huge == INT64_MAX / 2 + 1,
+              "an overflowing size is refused");
+        free(items);
+    }
     ffn_ctx *ctx = NULL;
     CHECK(ffn_ctx_create(3, &ctx) == FFN_OK && ffn_ctx_threads(ctx) == 3, "explicit threads");
     ffn_ctx_free(ctx);
