@@ -448,10 +448,14 @@ ffn_status ffn_gguf_open(const char *path, ffn_gguf_file **out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: %s", path, S_ISREG(st.st_mode) ? strerror(e) : "not a regular file");
+        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
     }
     ffn_gguf_file *f = new_file(path);
     if (!f) {
