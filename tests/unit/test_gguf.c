@@ -258,6 +258,8 @@ static void test_writer_errors(void) {
     ffn_gguf_writer_free(w);
     ffn_gguf_file *f;
     CHECK(ffn_gguf_open("/nonexistent-dir/x.gguf", &f) == FFN_ERR_IO && f == NULL, "open a missing file");
+    CHECK(ffn_gguf_open(dir, &f) == FFN_ERR_IO && strstr(ffn_last_error(), "not a regular file"), "open a directory: %s",
+          ffn_last_error());
 }
 
 /* ---- hostile files -------------------------------------------------------------- */
