@@ -29,8 +29,15 @@ static inline void store_f16(uint8_t *p, float f) {
     uint16_t h = ffn_f32_to_f16(f);
     memcpy(p, &h, 2);
 }
-/* Round to nearest, ties to even, of a value already clamped to a small range. */
-static inline int nearest(float v) { return (int)lrintf(v); }
+/* Round to nearest, ties to even, for |v| < 2^22 (callers clamp first):
+ * adding 1.5·2^23 leaves the rounded integer in the low mantissa bits,
+ * without a call into libm. */
+static inline int nearest(float v) {
+    float shifted = v + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &shifted, 4);
+    return (bits & 0x007FFFFF) - 0x00400000;
+}
 static inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 #define F16_MAX 65504.0f
@@ -124,8 +131,9 @@ void quant_dequantize_q4_K(const uint8_t *src, float *dst, int64_t nb) {
 /* Squared error of x ≈ step·q − off over n values, q = round((x + off) / step) in [0, 15]. */
 static float q4k_sse(const float *x, int n, float step, float off) {
     float sse = 0.0f;
+    const float inv = step > 0.0f ? 1.0f / step : 0.0f;
     for (int l = 0; l < n; l++) {
-        const int q = step > 0.0f ? nearest(clampf((x[l] + off) / step, 0.0f, 15.0f)) : 0;
+        const int q = nearest(clampf((x[l] + off) * inv, 0.0f, 15.0f));
         const float e = step * (float)q - off - x[l];
         sse += e * e;
     }
@@ -150,10 +158,10 @@ static void q4k_fit(const float *x, float *step_out, float *off_out) {
     }
     float best = q4k_sse(x, 32, best_step, best_off);
     for (int k = -6; k <= 6; k++) {
-        const float step = (mx - mn) / (15.0f + 0.2f * (float)k);
+        const float inv = (15.0f + 0.2f * (float)k) / (mx - mn);
         double sq = 0, sq2 = 0, sx = 0, sqx = 0;
         for (int l = 0; l < 32; l++) {
-            const int q = nearest(clampf((x[l] - mn) / step, 0.0f, 15.0f));
+            const int q = nearest(clampf((x[l] - mn) * inv, 0.0f, 15.0f));
             sq += q;
             sq2 += (double)q * q;
             sx += x[l];
@@ -236,8 +244,9 @@ void quant_dequantize_q6_K(const uint8_t *src, float *dst, int64_t nb) {
 
 static float q6k_sse(const float *x, float s) {
     float sse = 0.0f;
+    const float inv = 1.0f / s;
     for (int l = 0; l < 16; l++) {
-        const int q = nearest(clampf(x[l] / s, -32.0f, 31.0f));
+        const int q = nearest(clampf(x[l] * inv, -32.0f, 31.0f));
         const float e = s * (float)q - x[l];
         sse += e * e;
     }
