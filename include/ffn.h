@@ -15,6 +15,7 @@
  *   rng.h          the library's seeded pseudo-random generator
  *   json.h         the strict JSON reader
  *   collapse.h     merging a linear FFN into one matrix, and the check
+ *   gguf.h         GGUF files and the ggml tensor types (f16, q8_0, q4_K, ...)
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -65,6 +66,9 @@
 #endif
 #if __has_include("ffn/collapse.h")
 #include "ffn/collapse.h"
+#endif
+#if __has_include("ffn/gguf.h")
+#include "ffn/gguf.h"
 #endif
 
 #endif /* FFN_H */

@@ -1,0 +1,74 @@
+/* quant.h -- the ggml block formats, byte for byte, and their scalar
+ * decoders and encoders.  Internal; not installed.  The public face is the
+ * ffn_ggml_* part of include/ffn/gguf.h (implemented in quant.c).
+ *
+ * The structs document the layouts (offsets are checked below); the code
+ * reads blocks as bytes, because blocks in a file or a buffer have any
+ * alignment.  The scalar decoders are the oracle of any SIMD kernel that
+ * comes later: a fast kernel must produce the same floats.
+ * fp16 fields are raw IEEE binary16 bits. */
+#ifndef FFN_QUANT_H
+#define FFN_QUANT_H
+
+#include "base/common.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define QUANT_QK8_0 32
+#define QUANT_QK4_0 32
+#define QUANT_QK_K 256
+
+typedef struct quant_block_q8_0 { /* 34 bytes, x = d·q */
+    uint16_t d;
+    int8_t qs[QUANT_QK8_0];
+} quant_block_q8_0;
+
+typedef struct quant_block_q4_0 { /* 18 bytes, x = d·(q − 8) */
+    uint16_t d;
+    uint8_t qs[QUANT_QK4_0 / 2]; /* element j: low nibble of qs[j]; j + 16: high nibble */
+} quant_block_q4_0;
+
+typedef struct quant_block_q4_K { /* 144 bytes, x = d·sc·q − dmin·m per sub-block of 32 */
+    uint16_t d, dmin;
+    uint8_t scales[12]; /* 8 six-bit scales and 8 six-bit mins (quant_scale_min_k4) */
+    uint8_t qs[QUANT_QK_K / 2]; /* 64 elements per 32 bytes: low nibbles first, then high */
+} quant_block_q4_K;
+
+typedef struct quant_block_q6_K { /* 210 bytes, x = d·sc·(q − 32) per sub-block of 16 */
+    uint8_t ql[QUANT_QK_K / 2]; /* low 4 bits */
+    uint8_t qh[QUANT_QK_K / 4]; /* high 2 bits */
+    int8_t scales[QUANT_QK_K / 16];
+    uint16_t d;
+} quant_block_q6_K;
+
+_Static_assert(sizeof(quant_block_q8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(quant_block_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(quant_block_q4_K) == 144 && offsetof(quant_block_q4_K, qs) == 16, "q4_K block");
+_Static_assert(sizeof(quant_block_q6_K) == 210 && offsetof(quant_block_q6_K, d) == 208, "q6_K block");
+
+/* Scale and min of sub-block j (0..7) of a q4_K block from its 12 bytes:
+ * sub-blocks 0-3 keep 6 bits in bytes j and j + 4; sub-blocks 4-7 keep
+ * their low 4 bits in byte j + 4 (scale low nibble, min high nibble) and
+ * their top 2 bits in the top bits of bytes j − 4 (scale) and j (min). */
+static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Decoders and encoders of nb whole blocks (any alignment). */
+void quant_dequantize_q8_0(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q4_0(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q4_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q6_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb);
+
+#endif /* FFN_QUANT_H */
