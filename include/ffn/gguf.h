@@ -69,6 +69,7 @@
  */
 #ifndef FFN_GGUF_H
 #define FFN_GGUF_H
+#pragma GCC visibility push(default)
 
 #include "core.h"
 
@@ -330,4 +331,5 @@ ffn_status ffn_gguf_writer_save(const ffn_gguf_writer *w, const char *path);
 #ifdef __cplusplus
 }
 #endif
+#pragma GCC visibility pop
 #endif /* FFN_GGUF_H */

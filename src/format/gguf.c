@@ -11,6 +11,7 @@
 #include "ffn/gguf.h"
 
 #include "base/common.h"
+#include "base/open.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -445,18 +446,10 @@ ffn_status ffn_gguf_open(const char *path, ffn_gguf_file **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: path is NULL");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ffn_error(FFN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return ffn_error(FFN_ERR_IO, "%s: not a regular file", path);
-    }
+    int fd;
+    struct stat st; /* a FIFO or a device is refused by name, without blocking */
+    ffn_status os = ffn_open_regular(path, &fd, &st);
+    if (os) return os;
     ffn_gguf_file *f = new_file(path);
     if (!f) {
         close(fd);

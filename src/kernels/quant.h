@@ -11,6 +11,8 @@
 #define FFN_QUANT_H
 
 #include "base/common.h"
+#include "ffn/gguf.h"
+#include "ffn/safetensors.h"
 
 #include <stddef.h>
 #include <stdint.h>
