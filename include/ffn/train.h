@@ -87,6 +87,29 @@ extern "C" {
 #define FFN_CONFIG_FILENAME "config.json"
 
 #define FFN_METRICS_FILENAME "metrics.jsonl" /* the log's name in a run directory */
+#define FFN_LLAMA2C_TOKENIZER_FILENAME "tokenizer.bin" /* a llama2.c vocabulary in a run directory */
+
+/* Which tensors training updates.  The others are frozen: no update, no
+ * weight decay, their gradients are zeroed before the norm is taken (so
+ * clipping sees the trained tensors only) and their AdamW moments stay 0.
+ *   FFN_TRAIN_FFN        the FFN sublayer of every block: its RMSNorm
+ *                        (post_attention_layernorm) and every mlp.* tensor
+ *                        (projections and biases, the router, the experts,
+ *                        the shared expert and its gate);
+ *   FFN_TRAIN_ATTENTION  the attention sublayer: its RMSNorm
+ *                        (input_layernorm) and q/k/v/o_proj (and biases).
+ * The embedding, the final norm and the LM head are trained by
+ * FFN_TRAIN_ALL only. */
+typedef enum ffn_train_only {
+    FFN_TRAIN_ALL = 0,
+    FFN_TRAIN_FFN,
+    FFN_TRAIN_ATTENTION
+} ffn_train_only;
+
+/* "all", "ffn", "attention". */
+const char *ffn_train_only_name(ffn_train_only which);
+/* 1 when `which` trains the tensor named `name` (a tensor table name). */
+int ffn_train_only_trains(ffn_train_only which, const char *name);
 
 typedef struct ffn_train_options {
     /* ---- data: the first of text, data_path, built-in corpus ---- */
@@ -103,6 +126,18 @@ typedef struct ffn_train_options {
     /* ---- the model (vocab_size comes from the tokenizer and
      *      max_position_embeddings from seq_len; both are overwritten) ---- */
     ffn_model_config model;
+
+    /* ---- fine-tuning: start from a pretrained model ---- */
+    const char *init_path;     /* NULL, or any model ffn_checkpoint_load_model reads (a
+                                  llama2.c .bin, a Hugging Face directory, an ffn run
+                                  directory): its config and weights replace `model`
+                                  (sizes from the file; max_position_embeddings kept, seq_len
+                                  must fit in it) and its vocabulary encodes the data
+                                  (tokenizer and max_vocab are ignored).  Not with resume_dir:
+                                  a run directory remembers it. */
+    const char *init_tokenizer;/* its vocabulary file when none is beside it (a llama2.c
+                                  tokenizer.bin or ffn's tokenizer.txt), or NULL */
+    ffn_train_only train_only; /* which tensors the optimizer updates (FFN_TRAIN_ALL) */
 
     /* ---- the loop ---- */
     int64_t steps;             /* optimizer steps of the schedule (600) */
