@@ -10,7 +10,8 @@ static const char *const CMD = "generate";
 
 static const char about[] =
 "Loads a checkpoint directory written by `ffn train` (config.json,\n"
-"model.safetensors, tokenizer.txt) and continues the prompt, printing the\n"
+"model.safetensors, tokenizer.txt -- or the llama2.c tokenizer.bin of a model\n"
+"fine-tuned with `ffn train --init`) and continues the prompt, printing the\n"
 "prompt and then each new token on stdout as soon as it is sampled.  The model\n"
 "runs one token at a time with a KV cache; when the context (the model's\n"
 "max_position_embeddings) fills, the last half is re-read and generation\n"

@@ -73,6 +73,9 @@ static void on_start(const ffn_train_options *o, int64_t start, int64_t n_params
             (long long)o->seq_len, (long long)o->grad_accum, (long long)start + 1,
             (long long)(o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps),
             (long long)o->steps);
+    if (o->init_path || o->train_only != FFN_TRAIN_ALL)
+        fprintf(stderr, "ffn train: %s%s, training %s tensors\n", o->init_path ? "from " : "",
+                o->init_path ? o->init_path : "resumed", ffn_train_only_name(o->train_only));
 }
 
 static void on_step(const ffn_train_point *pt, void *user) {

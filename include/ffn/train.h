@@ -24,6 +24,12 @@
  * eval_batches fixed batches of windows evenly spaced over the held-out
  * part: the same windows at every evaluation and in every run.
  *
+ * Fine-tuning (init_path).  The model -- config, weights, vocabulary -- is
+ * the pretrained one's and the data is encoded with its vocabulary (a
+ * llama2.c tokenizer.bin line by line); train_only freezes everything but
+ * the FFN or the attention sublayers.  A resume reads all of it back from
+ * the run directory.
+ *
  * Reproducibility.  A fixed seed gives the same losses and weights bit for
  * bit at a given thread count.  A checkpoint holds everything the loop
  * depends on (weights, moments, step, RNG state, loss history), so training
@@ -36,11 +42,15 @@
  *                            (mlp_type, hidden_act, MoE settings) and
  *                            "ffn_tokenizer": "byte"|"char"|"word"
  *   model.safetensors        fp32 weights under their HF names
- *   tokenizer.txt            the vocabulary (see data.h)
+ *   tokenizer.txt            the vocabulary (see data.h), or tokenizer.bin: the
+ *                            llama2.c vocabulary of a model fine-tuned from one,
+ *                            copied byte for byte ("ffn_tokenizer": "llama2c";
+ *                            read back by ffn_run_dir_load_vocab, checkpoint.h)
  *   train_state.safetensors  AdamW moments "adamw.m"/"adamw.v" (P), the loss
  *                            history, and in its metadata the step, the RNG
  *                            state, the data fingerprint and every training
- *                            option
+ *                            option (train_only among them), and for a
+ *                            fine-tuned run "init" (the model it started from)
  *   metrics.jsonl            the log up to the saved step (see metrics_path)
  * The directory swap: written to a new DIR.tmp-XXXXXX beside DIR (mkdtemp),
  * every file and the directory fsynced, then swapped with DIR atomically

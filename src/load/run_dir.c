@@ -91,6 +91,15 @@ ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
     st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
     free(path);
     if (st == FFN_OK) {
+        path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
+        struct stat sb;
+        if (path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a llama2.c vocabulary (%s), which an "
+                           "ffn_tokenizer cannot hold: load it with ffn_run_dir_load_vocab", rdir,
+                           FFN_LLAMA2C_TOKENIZER_FILENAME);
+        free(path);
+    }
+    if (st == FFN_OK) {
         path = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
         st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
         free(path);

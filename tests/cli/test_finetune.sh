@@ -109,12 +109,15 @@ grep -q '"ffn_tokenizer": "llama2c"' "$tmp/ffn/config.json" || fail "config.json
 "$FFN_BIN" export "$tmp/ffn" --format hf --out "$tmp/ffn-hf" >/dev/null 2>&1 || fail "export of the run failed"
 compare "$tmp/stories-hf/model.safetensors" "$tmp/ffn-hf/model.safetensors" ffn "train-only ffn"
 
-"$FFN_BIN" generate "$tmp/ffn" --prompt 'ROMEO:' --steps 20 --temperature 0 > "$tmp/gen.txt" ||
+# both load it and continue a prompt alike (greedy; generate adds no BOS)
+"$FFN_BIN" generate "$tmp/ffn" --prompt 'ROMEO:' --no-prompt --steps 20 --temperature 0 > "$tmp/gen.txt" ||
     fail "ffn generate on the fine-tuned run failed"
-"$FFN_BIN" run "$tmp/ffn" --prompt 'ROMEO:' --steps 20 --temperature 0 > "$tmp/run.txt" ||
+"$FFN_BIN" run "$tmp/ffn" --prompt 'ROMEO:' --no-bos --steps 20 --temperature 0 > "$tmp/run.txt" ||
     fail "ffn run on the fine-tuned run failed"
 [[ $(wc -c < "$tmp/gen.txt") -gt 6 ]] || fail "ffn generate printed nothing"
-echo "ok generate and run load the fine-tuned run: $(head -c 60 "$tmp/gen.txt" | tr '\n' ' ')"
+[[ "$(cat "$tmp/gen.txt")" == "$(cat "$tmp/run.txt")" ]] ||
+    fail "generate and run continue differently: '$(cat "$tmp/gen.txt")' vs '$(cat "$tmp/run.txt")'"
+echo "ok generate and run load the fine-tuned run, same greedy text: $(head -c 60 "$tmp/gen.txt" | tr '\n' ' ')"
 
 "$FFN_BIN" train --init "$stories" --init-tokenizer "$tmp/tok512.bin" "${tune[@]}" --steps 30 \
     --train-only attention --out "$tmp/attn" >/dev/null || fail "fine-tune --train-only attention failed"
