@@ -10,7 +10,8 @@ static const char *const CMD = "generate";
 
 static const char about[] =
 "Loads a checkpoint directory written by `ffn train` (config.json,\n"
-"model.safetensors, tokenizer.txt) and continues the prompt, printing the\n"
+"model.safetensors, tokenizer.txt -- or the llama2.c tokenizer.bin of a model\n"
+"fine-tuned with `ffn train --init`) and continues the prompt, printing the\n"
 "prompt and then each new token on stdout as soon as it is sampled.  The model\n"
 "runs one token at a time with a KV cache; when the context (the model's\n"
 "max_position_embeddings) fills, the last half is re-read and generation\n"
@@ -24,6 +25,12 @@ typedef struct stream {
     int last_newline;
     int64_t bytes;
 } stream;
+
+static int emit(const char *bytes, size_t len, void *user);
+static int emit_token(int32_t id, const char *bytes, size_t len, void *user) {
+    (void)id;
+    return emit(bytes, len, user);
+}
 
 static int emit(const char *bytes, size_t len, void *user) {
     stream *s = user;
@@ -79,8 +86,8 @@ int cmd_generate(int argc, char **argv) {
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_model *model = NULL;
-    ffn_tokenizer *tok = NULL;
-    ffn_status st = ffn_run_dir_load(ctx, model_dir, &model, &tok);
+    ffn_vocab *voc = NULL;
+    ffn_status st = ffn_run_dir_load_vocab(ctx, model_dir, &model, &voc);
     stream s = {1, 0};
     if (st == FFN_OK) {
         /* The model reads symbols its vocabulary lacks as <unk>: say so on
@@ -89,9 +96,11 @@ int cmd_generate(int argc, char **argv) {
         char *seen = NULL;
         int32_t *pids = NULL;
         int64_t pn = 0, punk = 0;
-        if (*prompt && ffn_tokenizer_encode(tok, prompt, strlen(prompt), &pids, NULL, &pn, &punk) ==
-                           FFN_OK && punk > 0) {
-            if (ffn_tokenizer_decode(tok, pids, pn, &seen, NULL) != FFN_OK) seen = NULL;
+        const int32_t unk = ffn_vocab_specials(voc).unk;
+        if (*prompt && ffn_vocab_encode(voc, prompt, strlen(prompt), 0, &pids, &pn) == FFN_OK)
+            for (int64_t i = 0; i < pn; i++) punk += pids[i] == unk;
+        if (punk > 0) {
+            if (ffn_vocab_decode(voc, -1, pids, pn, &seen, NULL) != FFN_OK) seen = NULL;
             fprintf(stderr, "ffn %s: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
                     "the model's vocabulary and read as <unk>; the model reads: %.200s\n", CMD,
                     (long long)punk, (long long)pn, 100.0 * (double)punk / (double)pn,
@@ -100,12 +109,13 @@ int cmd_generate(int argc, char **argv) {
         free(pids);
         free(seen);
         if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);
-        st = ffn_generate(model, tok, prompt, &g, emit, &s);
+        const ffn_generate_callbacks cb = {.on_token = emit_token, .user = &s};
+        st = ffn_generate_text(model, voc, prompt, &g, &cb);
         if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);
     }
     rc = st == FFN_OK ? 0 : cli_fail(CMD, st);
     ffn_model_free(model);
-    ffn_tokenizer_free(tok);
+    ffn_vocab_free(voc);
     ffn_ctx_free(ctx);
     return rc;
 }

@@ -73,6 +73,9 @@ static void on_start(const ffn_train_options *o, int64_t start, int64_t n_params
             (long long)o->seq_len, (long long)o->grad_accum, (long long)start + 1,
             (long long)(o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps),
             (long long)o->steps);
+    if (o->init_path || o->train_only != FFN_TRAIN_ALL)
+        fprintf(stderr, "ffn train: %s%s, training %s tensors\n", o->init_path ? "from " : "",
+                o->init_path ? o->init_path : "resumed", ffn_train_only_name(o->train_only));
 }
 
 static void on_step(const ffn_train_point *pt, void *user) {
@@ -125,15 +128,28 @@ static const char epilog[] =
 "  ffn train --data input.txt --steps 500 --out run1\n"
 "  ffn train --corpus en --tokenizer word --mlp-type moe --out moe1\n"
 "  ffn train --steps 2000 --stop-at 1000 --out run2 && ffn train --resume run2\n"
+"  ffn train --init stories260K.bin --init-tokenizer tok512.bin --data my.txt \\\n"
+"            --train-only ffn --seq-len 256 --steps 200 --out tuned\n"
 "  ffn generate run1 --prompt 'Mary gave'\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
 static const char *const mlp_names[] = {"none", "dense", "gated", "moe", NULL};
 static const char *const bool_names[] = {"0", "1", "false", "true", NULL};
+static const char *const train_only_names[] = {"all", "ffn", "attention", NULL};
+static const int train_only_values[] = {FFN_TRAIN_ALL, FFN_TRAIN_FFN, FFN_TRAIN_ATTENTION};
+/* Flags that size or shape the model (or build its vocabulary): --init's
+ * model decides them. */
+static const char *const model_flags[] = {
+    "--hidden-size", "--intermediate-size", "--num-hidden-layers", "--num-attention-heads",
+    "--num-key-value-heads", "--hidden-act", "--mlp-type", "--num-experts",
+    "--num-experts-per-tok", "--moe-intermediate-size", "--moe-layer-freq",
+    "--tie-word-embeddings", "--rope-theta", "--tokenizer", "--max-vocab", NULL};
+#define N_MODEL_FLAGS (sizeof model_flags / sizeof model_flags[0] - 1)
 static const int bool_values[] = {0, 1, 0, 1};
 
 typedef struct cli_state {
-    const char *out, *resume, *log;
+    const char *out, *resume, *log, *init, *init_tokenizer;
+    int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
@@ -183,6 +199,27 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
          .help = "the LM head shares the embedding"},
         {.name = "--rope-theta", .type = CLI_FLOAT, .dst = &m->rope_theta, .metavar = "X",
          .fmin = 1, .fmax = 1e12, .help = "RoPE base"},
+        {.name = "--init", .type = CLI_PATH, .dst = &c->init, .metavar = "MODEL",
+         .group = "fine-tuning",
+         .help = "start from a pretrained model instead of random weights: any model `ffn run` "
+                 "loads (a llama2.c .bin, a Hugging Face directory, an ffn run directory).  Its "
+                 "config and weights are used (the model-size flags, --tokenizer and --max-vocab "
+                 "are refused) and its vocabulary encodes the data: the tokenizer.txt of a run "
+                 "directory, or a llama2.c tokenizer.bin beside the model or given by "
+                 "--init-tokenizer; it is copied into --out.  --seq-len must fit in the "
+                 "model's context.  --resume remembers it"},
+        {.name = "--init-tokenizer", .type = CLI_PATH, .dst = &c->init_tokenizer,
+         .metavar = "FILE", .def = "the one beside the model",
+         .help = "the --init model's vocabulary: a llama2.c tokenizer.bin or ffn's "
+                 "tokenizer.txt"},
+        {.name = "--train-only", .type = CLI_ENUM, .dst = &o->train_only, .names = train_only_names,
+         .values = train_only_values, .metavar = "ffn|attention|all",
+         .help = "which tensors are updated; the others stay bit for bit as they were (no "
+                 "update, no weight decay, AdamW moments 0, gradient norm over the trained "
+                 "ones).  ffn: each block's FFN sublayer -- post_attention_layernorm and every "
+                 "mlp.* tensor (gate/up/down, biases, router, experts, shared expert); "
+                 "attention: input_layernorm and q/k/v/o_proj (and biases); all: everything, "
+                 "embeddings, final norm and LM head included"},
         CLI_OPT_TRAIN_STEPS(&o->steps, "optimizer steps; the schedule spans them"),
         {.name = "--stop-at", .type = CLI_INT, .dst = &o->stop_at, .metavar = "N", .imin = 0,
          .imax = 100000000, .def = "0: run the whole schedule",
@@ -243,6 +280,9 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         if (!strcmp(table[k].name, "--out")) table[k].group = "files";
         if (!strcmp(table[k].name, "--num-experts")) table[k].seen = &c->experts_given;
         if (!strcmp(table[k].name, "--corpus")) table[k].seen = &c->corpus_given;
+        for (size_t j = 0; j < N_MODEL_FLAGS; j++)
+            if (!strcmp(table[k].name, model_flags[j]) && !table[k].seen)
+                table[k].seen = &c->model_flag_given[j];
     }
     const cli_spec spec = {.cmd = CMD, .synopsis = "[--data FILE | --corpus en|zh] [options]",
                            .about = about, .epilog = epilog, .opts = table};
@@ -251,6 +291,32 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         *rc = cli_usage_error(CMD, "--corpus %s and --data %s exclude each other: --data trains "
                               "on the file, --corpus picks the built-in corpus",
                               ffn_lang_name(o->corpus_lang), o->data_path);
+        return 1;
+    }
+    if (c->init) {
+        char given[256] = "";
+        size_t n = 0, count = 0;
+        for (size_t j = 0; j < N_MODEL_FLAGS; j++) {
+            int seen = c->model_flag_given[j] || (!strcmp(model_flags[j], "--mlp-type") && c->mlp_given) ||
+                       (!strcmp(model_flags[j], "--num-experts") && c->experts_given);
+            count += seen != 0;
+            if (seen && n < sizeof given)
+                n += (size_t)snprintf(given + n, sizeof given - n, "%s%s", n ? ", " : "", model_flags[j]);
+        }
+        if (n) {
+            *rc = cli_usage_error(CMD, "--init %s: %s given, but the model's config and vocabulary "
+                                  "come from the model (drop %s, or train from scratch without "
+                                  "--init)", c->init, given, count > 1 ? "them" : "it");
+            return 1;
+        }
+        if (c->resume) {
+            *rc = cli_usage_error(CMD, "--init %s and --resume %s exclude each other: the run "
+                                  "directory already holds the fine-tuned weights and remembers "
+                                  "its --init settings", c->init, c->resume);
+            return 1;
+        }
+    } else if (c->init_tokenizer) {
+        *rc = cli_usage_error(CMD, "--init-tokenizer %s needs --init MODEL", c->init_tokenizer);
         return 1;
     }
     if (c->mlp_given) {
@@ -301,6 +367,8 @@ int cmd_train(int argc, char **argv) {
                   c.out, c.out);
         return CLI_EXIT_FAIL;
     }
+    o.init_path = c.init;
+    o.init_tokenizer = c.init_tokenizer;
     o.out_dir = c.out;
     o.resume_dir = c.resume;
     o.metrics_path = c.log;

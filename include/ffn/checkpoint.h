@@ -129,6 +129,12 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                             ffn_tokenizer **tokenizer);
 
+/* The same with the vocabulary as an ffn_vocab: the run's tokenizer.txt,
+ * or the llama2.c tokenizer.bin a run fine-tuned from a llama2.c model
+ * holds instead (ffn train --init; read to exactly vocab_size tokens). */
+ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                                  ffn_vocab **vocab);
+
 /* Remove an ffn run (or model) directory: only the files ffn writes there,
  * never through a symbolic link; a directory still holding other files is
  * kept with them.  An absent dir is not an error; a directory that is not

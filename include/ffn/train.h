@@ -24,6 +24,12 @@
  * eval_batches fixed batches of windows evenly spaced over the held-out
  * part: the same windows at every evaluation and in every run.
  *
+ * Fine-tuning (init_path).  The model -- config, weights, vocabulary -- is
+ * the pretrained one's and the data is encoded with its vocabulary (a
+ * llama2.c tokenizer.bin line by line); train_only freezes everything but
+ * the FFN or the attention sublayers.  A resume reads all of it back from
+ * the run directory.
+ *
  * Reproducibility.  A fixed seed gives the same losses and weights bit for
  * bit at a given thread count.  A checkpoint holds everything the loop
  * depends on (weights, moments, step, RNG state, loss history), so training
@@ -36,11 +42,15 @@
  *                            (mlp_type, hidden_act, MoE settings) and
  *                            "ffn_tokenizer": "byte"|"char"|"word"
  *   model.safetensors        fp32 weights under their HF names
- *   tokenizer.txt            the vocabulary (see data.h)
+ *   tokenizer.txt            the vocabulary (see data.h), or tokenizer.bin: the
+ *                            llama2.c vocabulary of a model fine-tuned from one,
+ *                            copied byte for byte ("ffn_tokenizer": "llama2c";
+ *                            read back by ffn_run_dir_load_vocab, checkpoint.h)
  *   train_state.safetensors  AdamW moments "adamw.m"/"adamw.v" (P), the loss
  *                            history, and in its metadata the step, the RNG
  *                            state, the data fingerprint and every training
- *                            option
+ *                            option (train_only among them), and for a
+ *                            fine-tuned run "init" (the model it started from)
  *   metrics.jsonl            the log up to the saved step (see metrics_path)
  * The directory swap: written to a new DIR.tmp-XXXXXX beside DIR (mkdtemp),
  * every file and the directory fsynced, then swapped with DIR atomically
@@ -87,6 +97,29 @@ extern "C" {
 #define FFN_CONFIG_FILENAME "config.json"
 
 #define FFN_METRICS_FILENAME "metrics.jsonl" /* the log's name in a run directory */
+#define FFN_LLAMA2C_TOKENIZER_FILENAME "tokenizer.bin" /* a llama2.c vocabulary in a run directory */
+
+/* Which tensors training updates.  The others are frozen: no update, no
+ * weight decay, their gradients are zeroed before the norm is taken (so
+ * clipping sees the trained tensors only) and their AdamW moments stay 0.
+ *   FFN_TRAIN_FFN        the FFN sublayer of every block: its RMSNorm
+ *                        (post_attention_layernorm) and every mlp.* tensor
+ *                        (projections and biases, the router, the experts,
+ *                        the shared expert and its gate);
+ *   FFN_TRAIN_ATTENTION  the attention sublayer: its RMSNorm
+ *                        (input_layernorm) and q/k/v/o_proj (and biases).
+ * The embedding, the final norm and the LM head are trained by
+ * FFN_TRAIN_ALL only. */
+typedef enum ffn_train_only {
+    FFN_TRAIN_ALL = 0,
+    FFN_TRAIN_FFN,
+    FFN_TRAIN_ATTENTION
+} ffn_train_only;
+
+/* "all", "ffn", "attention". */
+const char *ffn_train_only_name(ffn_train_only which);
+/* 1 when `which` trains the tensor named `name` (a tensor table name). */
+int ffn_train_only_trains(ffn_train_only which, const char *name);
 
 typedef struct ffn_train_options {
     /* ---- data: the first of text, data_path, built-in corpus ---- */
@@ -103,6 +136,18 @@ typedef struct ffn_train_options {
     /* ---- the model (vocab_size comes from the tokenizer and
      *      max_position_embeddings from seq_len; both are overwritten) ---- */
     ffn_model_config model;
+
+    /* ---- fine-tuning: start from a pretrained model ---- */
+    const char *init_path;     /* NULL, or any model ffn_checkpoint_load_model reads (a
+                                  llama2.c .bin, a Hugging Face directory, an ffn run
+                                  directory): its config and weights replace `model`
+                                  (sizes from the file; max_position_embeddings kept, seq_len
+                                  must fit in it) and its vocabulary encodes the data
+                                  (tokenizer and max_vocab are ignored).  Not with resume_dir:
+                                  a run directory remembers it. */
+    const char *init_tokenizer;/* its vocabulary file when none is beside it (a llama2.c
+                                  tokenizer.bin or ffn's tokenizer.txt), or NULL */
+    ffn_train_only train_only; /* which tensors the optimizer updates (FFN_TRAIN_ALL) */
 
     /* ---- the loop ---- */
     int64_t steps;             /* optimizer steps of the schedule (600) */

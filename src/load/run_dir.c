@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 ffn_status run_dir_load_weights(ffn_model *model, const char *path) {
     ffn_st_file *f = NULL;
@@ -23,6 +24,55 @@ ffn_status run_dir_load_weights(ffn_model *model, const char *path) {
     ffn_st_close(f);
     if (st == FFN_OK) st = ffn_model_params_changed(model);
     return st;
+}
+
+/* The vocabulary of a run directory: tokenizer.txt, or the llama2.c
+ * tokenizer.bin of a model fine-tuned from one (ffn train --init). */
+ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **model,
+                                  ffn_vocab **vocab) {
+    if (!ctx || !dir || !model || !vocab)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load_vocab: NULL argument");
+    *model = NULL;
+    *vocab = NULL;
+    char *rdir = NULL, *path = NULL;
+    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
+    if (st != FFN_OK) return st;
+    path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
+    struct stat sb;
+    int llama2c = path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (!llama2c) { /* the usual run directory */
+        free(path);
+        free(rdir);
+        ffn_tokenizer *tok = NULL;
+        st = ffn_run_dir_load(ctx, dir, model, &tok);
+        if (st == FFN_OK) st = ffn_vocab_from_tokenizer(tok, vocab);
+        if (st != FFN_OK) {
+            ffn_model_free(*model);
+            *model = NULL;
+        }
+        return st;
+    }
+    ffn_model_config cfg;
+    ffn_model *m = NULL;
+    ffn_vocab *v = NULL;
+    char *cp = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
+    st = cp ? ffn_model_config_load(cp, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(cp);
+    if (st == FFN_OK) st = ffn_vocab_load(path, cfg.vocab_size, &v);
+    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
+    free(path);
+    path = st == FFN_OK ? ffn_path_join(rdir, "/", FFN_MODEL_FILENAME) : NULL;
+    if (st == FFN_OK) st = path ? run_dir_load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    free(path);
+    free(rdir);
+    if (st != FFN_OK) {
+        ffn_model_free(m);
+        ffn_vocab_free(v);
+        return st;
+    }
+    *model = m;
+    *vocab = v;
+    return FFN_OK;
 }
 
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
@@ -40,6 +90,15 @@ ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
     path = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
     st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
     free(path);
+    if (st == FFN_OK) {
+        path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
+        struct stat sb;
+        if (path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a llama2.c vocabulary (%s), which an "
+                           "ffn_tokenizer cannot hold: load it with ffn_run_dir_load_vocab", rdir,
+                           FFN_LLAMA2C_TOKENIZER_FILENAME);
+        free(path);
+    }
     if (st == FFN_OK) {
         path = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
         st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");

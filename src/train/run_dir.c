@@ -20,7 +20,7 @@
 
 /* Add ffn's own keys to the config.json that ffn_model_config_save wrote:
  * the file is one JSON object, so the new keys go before its last '}'. */
-ffn_status run_dir_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode) {
+ffn_status run_dir_config_add_tokenizer(const char *path, const char *kind, const char *file) {
     FILE *f = fopen(path, "rb");
     if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot read: %s", path, strerror(errno));
     char buf[65536];
@@ -42,7 +42,7 @@ ffn_status run_dir_config_add_tokenizer(const char *path, ffn_tokenizer_mode mod
     while (end > open + 1 && (end[-1] == ' ' || end[-1] == '\n' || end[-1] == '\r')) end--;
     fwrite(buf, 1, (size_t)(end - buf), f);
     fprintf(f, "%s\n  \"ffn_tokenizer\": \"%s\",\n  \"ffn_tokenizer_file\": \"%s\"\n}\n",
-            empty ? "" : ",", ffn_tokenizer_mode_name(mode), FFN_TOKENIZER_FILENAME);
+            empty ? "" : ",", kind, file);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad)
         return ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));

@@ -9,6 +9,8 @@
  * A micro-batches accumulated per step, C chunks of the gradient norm. */
 #include "train/train_internal.h"
 
+#include "base/open.h"
+#include "ffn/checkpoint.h"
 #include "ffn/data.h"
 #include "ffn/layer.h"
 #include "ffn/model.h"
@@ -22,6 +24,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,6 +102,31 @@ void ffn_train_options_default(ffn_train_options *o) {
     o->eval_batches = 8;
 }
 
+/* ---- which tensors are trained ------------------------------------------------ */
+
+const char *ffn_train_only_name(ffn_train_only which) {
+    switch (which) {
+    case FFN_TRAIN_ALL: return "all";
+    case FFN_TRAIN_FFN: return "ffn";
+    case FFN_TRAIN_ATTENTION: return "attention";
+    }
+    return "?";
+}
+
+/* By name: "model.layers.{i}." then the sublayer's part. */
+int ffn_train_only_trains(ffn_train_only which, const char *name) {
+    if (which == FFN_TRAIN_ALL) return 1;
+    if (!name || strncmp(name, "model.layers.", 13)) return 0;
+    const char *p = name + 13;
+    while (*p >= '0' && *p <= '9') p++;
+    if (*p++ != '.') return 0;
+    if (which == FFN_TRAIN_FFN)
+        return !strncmp(p, "mlp.", 4) || !strcmp(p, "post_attention_layernorm.weight");
+    if (which == FFN_TRAIN_ATTENTION)
+        return !strncmp(p, "self_attn.", 10) || !strcmp(p, "input_layernorm.weight");
+    return 0;
+}
+
 /* The warmup actually used (-1 resolves to min(100, steps / 10)). */
 static int64_t resolved_warmup(const ffn_train_options *o) {
     if (o->warmup >= 0) return o->warmup;
@@ -119,10 +147,13 @@ typedef struct opt_field {
     field_type type;
     size_t offset;
     int must_match;
+    int optional;   /* absent from older checkpoints: keeps its default */
 } opt_field;
 
 #define OPT(key, flag, type, member, match) \
-    { key, flag, type, offsetof(ffn_train_options, member), match }
+    { key, flag, type, offsetof(ffn_train_options, member), match, 0 }
+#define OPT_NEWER(key, flag, type, member, match) \
+    { key, flag, type, offsetof(ffn_train_options, member), match, 1 }
 static const opt_field opt_fields[] = {
     OPT("tokenizer", "--tokenizer", F_INT, tokenizer, 1),
     OPT("max_vocab", "--max-vocab", F_I64, max_vocab, 1),
@@ -146,6 +177,7 @@ static const opt_field opt_fields[] = {
     OPT("eval_every", "--eval-every", F_I64, eval_every, 0),
     OPT("eval_batches", "--eval-batches", F_I64, eval_batches, 1),
     OPT("save_every", "--save-every", F_I64, save_every, 0),
+    OPT_NEWER("train_only", "--train-only", F_INT, train_only, 1),
     /* The model: every field but vocab_size and max_position_embeddings,
      * which follow from the tokenizer and seq_len. */
     OPT("hidden_size", "--hidden-size", F_I64, model.hidden_size, 1),
@@ -172,12 +204,13 @@ static const opt_field opt_fields[] = {
         model.shared_expert_intermediate_size, 1),
 };
 #undef OPT
+#undef OPT_NEWER
 #define N_OPT_FIELDS (sizeof opt_fields / sizeof opt_fields[0])
 
 /* Enums are stored as int (gcc and clang use int for these enums). */
 _Static_assert(sizeof(ffn_act) == sizeof(int) && sizeof(ffn_model_mlp) == sizeof(int) &&
                    sizeof(ffn_tokenizer_mode) == sizeof(int) && sizeof(ffn_lang) == sizeof(int) &&
-                   sizeof(ffn_rope_style) == sizeof(int),
+                   sizeof(ffn_rope_style) == sizeof(int) && sizeof(ffn_train_only) == sizeof(int),
                "enum fields are read as int");
 
 static void field_format(const opt_field *f, const ffn_train_options *o, char *buf, size_t n) {
@@ -196,6 +229,7 @@ static void field_describe(const opt_field *f, const ffn_train_options *o, char 
     int v = 0;
     if (f->type == F_INT) memcpy(&v, p, sizeof v);
     if (!strcmp(f->key, "tokenizer")) snprintf(buf, n, "%s", ffn_tokenizer_mode_name((ffn_tokenizer_mode)v));
+    else if (!strcmp(f->key, "train_only")) snprintf(buf, n, "%s", ffn_train_only_name((ffn_train_only)v));
     else if (!strcmp(f->key, "hidden_act")) snprintf(buf, n, "%s", ffn_act_name((ffn_act)v));
     else if (!strcmp(f->key, "mlp_type"))
         snprintf(buf, n, "%s", v == FFN_MODEL_MLP_NONE ? "none" : v == FFN_MODEL_MLP_DENSE ? "dense" : "gated");
@@ -238,7 +272,10 @@ typedef struct trainer {
     char data_source[1024];   /* "file:PATH", "text", "corpus:en:20000:1" */
     char resume_path[1024];   /* the checkpoint's data file when resuming without one */
     uint64_t fingerprint;     /* FNV-1a 64 of the text */
-    ffn_tokenizer *tok;
+    ffn_vocab *vocab;         /* built from the text, or the model's (init, resume) */
+    char *vocab_file;         /* a llama2.c tokenizer.bin's bytes, copied into the run */
+    size_t vocab_file_len;
+    char init_source[1024];   /* the --init model (absolute path), "" for none */
     int32_t *ids;             /* (n_tokens): train [0, n_train), val after */
     int64_t n_tokens, n_train, n_val;
 
@@ -282,7 +319,8 @@ static void trainer_free(trainer *t) {
     if (t->metrics) fclose(t->metrics);
     free(t->log);
     free(t->text_owned);
-    ffn_tokenizer_free(t->tok);
+    ffn_vocab_free(t->vocab);
+    free(t->vocab_file);
     free(t->ids);
     ffn_model_free(t->model);
     ffn_adamw_free(t->opt);
@@ -316,6 +354,8 @@ static ffn_status validate_options(const ffn_train_options *o) {
     NEED(o->save_every >= 0, "save_every: expected >= 0, got %lld", (long long)o->save_every);
     NEED(o->val_fraction > 0 && o->val_fraction < 1, "val_fraction: expected (0, 1), got %g", o->val_fraction);
     NEED(o->max_vocab >= 0, "max_vocab: expected >= 0, got %lld", (long long)o->max_vocab);
+    NEED(o->train_only >= FFN_TRAIN_ALL && o->train_only <= FFN_TRAIN_ATTENTION,
+         "train_only: expected all, ffn or attention, got %d", (int)o->train_only);
     NEED(o->corpus_sentences >= 1 && o->corpus_sentences <= 10000000,
          "corpus_sentences: expected 1 .. 10000000, got %lld", (long long)o->corpus_sentences);
 #undef NEED
@@ -361,14 +401,51 @@ static const char *data_name(const trainer *t) {
     return t->o.text ? "training text" : t->o.data_path ? t->o.data_path : "built-in corpus";
 }
 
+/* The text's ids.  A llama2.c vocabulary encodes line by line (its BPE
+ * merges cost the square of what one call encodes; each line gets
+ * llama2.c's dummy-prefix space, as a prompt does); ffn's in one call. */
+static ffn_status encode_text(trainer *t) {
+    if (ffn_vocab_get_kind(t->vocab) != FFN_VOCAB_LLAMA2C)
+        return ffn_vocab_encode(t->vocab, t->text, t->text_len, 0, &t->ids, &t->n_tokens);
+    int64_t n = 0, cap = 0;
+    int32_t *all = NULL;
+    ffn_status st = FFN_OK;
+    for (size_t at = 0; at < t->text_len && st == FFN_OK;) {
+        const char *nl = memchr(t->text + at, '\n', t->text_len - at);
+        size_t len = nl ? (size_t)(nl - (t->text + at)) + 1 : t->text_len - at;
+        int32_t *ids = NULL;
+        int64_t m = 0;
+        st = ffn_vocab_encode(t->vocab, t->text + at, len, 0, &ids, &m);
+        if (st == FFN_OK && n + m > cap) {
+            int64_t c = cap ? cap : 4096;
+            while (c < n + m) c *= 2;
+            int32_t *p = realloc(all, (size_t)c * sizeof *p);
+            if (p) all = p, cap = c;
+            else st = ffn_error(FFN_ERR_NOMEM, "out of memory (token ids)");
+        }
+        if (st == FFN_OK && m > 0) memcpy(all + n, ids, (size_t)m * sizeof *ids), n += m;
+        free(ids);
+        at += len;
+    }
+    if (st != FFN_OK) {
+        free(all);
+        return st;
+    }
+    t->ids = all;
+    t->n_tokens = n;
+    return FFN_OK;
+}
+
 /* Tokenize (building the vocabulary unless a checkpoint gave one) and split. */
 static ffn_status tokenize(trainer *t) {
     ffn_status st;
-    if (!t->tok) {
-        st = ffn_tokenizer_build(t->o.tokenizer, t->text, t->text_len, t->o.max_vocab, &t->tok);
+    if (!t->vocab) {
+        ffn_tokenizer *tok = NULL;
+        st = ffn_tokenizer_build(t->o.tokenizer, t->text, t->text_len, t->o.max_vocab, &tok);
+        if (st == FFN_OK) st = ffn_vocab_from_tokenizer(tok, &t->vocab);
         if (st != FFN_OK) return ffn_error_prefix(st, "%s", data_name(t));
     }
-    st = ffn_tokenizer_encode(t->tok, t->text, t->text_len, &t->ids, NULL, &t->n_tokens, NULL);
+    st = encode_text(t);
     if (st != FFN_OK) return ffn_error_prefix(st, "%s", data_name(t));
     int64_t need = t->o.seq_len + 1;
     st = ffn_tokens_split(t->n_tokens, t->o.val_fraction, &t->n_train, &t->n_val);
@@ -378,7 +455,7 @@ static ffn_status tokenize(trainer *t) {
                          "training and %lld held out, and each part needs at least one context of "
                          "seq_len + 1 = %lld tokens (use a longer text or a smaller --seq-len)",
                          data_name(t), t->text_len, (long long)t->n_tokens,
-                         ffn_tokenizer_mode_name(ffn_tokenizer_get_mode(t->tok)),
+                         ffn_vocab_kind_name(ffn_vocab_get_kind(t->vocab)),
                          (long long)t->n_train, (long long)t->n_val, (long long)need);
     return FFN_OK;
 }
@@ -417,6 +494,76 @@ static ffn_status evaluate(trainer *t, double *val_loss) {
     return FFN_OK;
 }
 
+/* ---- the vocabulary of a model (--init, resume) ---------------------------------- */
+
+/* Read the vocabulary file at `path` (ffn's tokenizer.txt or a llama2.c
+ * tokenizer.bin, told apart by ffn_vocab_parse) for a model of V tokens; a
+ * tokenizer.bin's bytes are kept, to be copied into the run directory as
+ * they are. */
+static ffn_status load_vocab_file(trainer *t, const char *path, int64_t V) {
+    int fd = -1;
+    struct stat sb;
+    ffn_status st = ffn_open_regular(path, &fd, &sb);
+    if (st != FFN_OK) return st;
+    if (sb.st_size <= 0 || (uint64_t)sb.st_size > FFN_TEXT_MAX_BYTES) {
+        close(fd);
+        return ffn_error(FFN_ERR_FORMAT, "%s: a vocabulary file of %lld bytes (expected 1 .. %llu)",
+                         path, (long long)sb.st_size, (unsigned long long)FFN_TEXT_MAX_BYTES);
+    }
+    size_t n = (size_t)sb.st_size, got = 0;
+    char *buf = malloc(n);
+    if (!buf) {
+        close(fd);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory (%s)", path);
+    }
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(fd);
+    if (got != n) {
+        free(buf);
+        return ffn_error(FFN_ERR_IO, "%s: cannot read (%zu of %zu bytes)", path, got, n);
+    }
+    st = ffn_vocab_parse(buf, n, path, V, &t->vocab);
+    if (st == FFN_OK && ffn_vocab_get_kind(t->vocab) == FFN_VOCAB_LLAMA2C) {
+        t->vocab_file = buf;
+        t->vocab_file_len = n;
+    } else free(buf);
+    return st;
+}
+
+/* --init: the model (config and weights) and its vocabulary. */
+static ffn_status load_init(trainer *t) {
+    const ffn_train_options *o = &t->o;
+    ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
+    ffn_checkpoint_info info;
+    ffn_status st = ffn_checkpoint_load_model(t->ctx, o->init_path, &mopt, &t->model, &info);
+    if (st != FFN_OK) return ffn_error_prefix(st, "--init %s", o->init_path);
+    const ffn_model_config *cfg = ffn_model_get_config(t->model);
+    if (o->seq_len > cfg->max_position_embeddings)
+        return ffn_error(FFN_ERR_CONFIG, "--init %s: seq_len %lld is longer than the model's context "
+                         "(max_position_embeddings %lld); pass --seq-len %lld or less",
+                         o->init_path, (long long)o->seq_len,
+                         (long long)cfg->max_position_embeddings,
+                         (long long)cfg->max_position_embeddings);
+    const char *vp = o->init_tokenizer ? o->init_tokenizer
+                     : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
+    if (!vp)
+        return ffn_error(FFN_ERR_MISSING, "--init %s: no vocabulary found beside the model (a "
+                         "llama2.c tokenizer.bin, or ffn's tokenizer.txt in a run directory): "
+                         "give its file with --init-tokenizer FILE", o->init_path);
+    st = load_vocab_file(t, vp, cfg->vocab_size);
+    if (st != FFN_OK) return ffn_error_prefix(st, "--init %s: its vocabulary", o->init_path);
+    t->o.model = *cfg; /* recorded in train_state, compared on resume */
+    char *abs = realpath(o->init_path, NULL);
+    snprintf(t->init_source, sizeof t->init_source, "%s", abs ? abs : o->init_path);
+    free(abs);
+    return FFN_OK;
+}
+
 /* ---- the optimizer object ------------------------------------------------------ */
 
 struct ffn_adamw {
@@ -427,6 +574,7 @@ struct ffn_adamw {
     double *norm_partials;  /* (C) */
     double lr, min_lr, weight_decay, beta1, beta2, eps, clip;
     int64_t warmup, steps;
+    unsigned char *frozen;  /* (tensors): 1 = never updated; NULL when all are trained */
 };
 
 static int decays(ffn_tensor_kind kind) {
@@ -460,6 +608,24 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
         return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments, %zu bytes)", bytes);
     }
     memset(a->moments, 0, bytes);
+    if (o->train_only != FFN_TRAIN_ALL) {
+        const int64_t nt = ffn_model_num_tensors(model);
+        int64_t trained = 0;
+        a->frozen = calloc((size_t)nt + 1, 1);
+        if (!a->frozen) {
+            ffn_adamw_free(a);
+            return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        }
+        for (int64_t i = 0; i < nt; i++) {
+            a->frozen[i] = !ffn_train_only_trains(o->train_only, ffn_model_tensor_at(model, i)->name);
+            trained += !a->frozen[i];
+        }
+        if (trained == 0) {
+            ffn_adamw_free(a);
+            return ffn_error(FFN_ERR_CONFIG, "train_only %s: the model has no such tensor to train "
+                             "(mlp_type none has no FFN)", ffn_train_only_name(o->train_only));
+        }
+    }
     a->lr = o->lr;
     a->min_lr = o->min_lr;
     a->weight_decay = o->weight_decay;
@@ -477,6 +643,7 @@ void ffn_adamw_free(ffn_adamw *a) {
     if (!a) return;
     ffn_free_aligned(a->moments);
     free(a->norm_partials);
+    free(a->frozen);
     free(a);
 }
 
@@ -487,6 +654,14 @@ float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
 
 ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
     if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+    const int64_t n_tensors = ffn_model_num_tensors(a->model);
+    /* Frozen tensors: their gradients are dropped before the norm, so
+     * clipping measures what is trained (clip_grad_norm_ over the trained
+     * parameters), and they are skipped below (no update, no decay). */
+    for (int64_t i = 0; a->frozen && i < n_tensors; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
+        if (a->frozen[i]) memset(a->grads + ten->offset, 0, (size_t)ten->numel * sizeof(float));
+    }
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
     double norm = sqrt(train_sum_squares(a->grads, a->n_params, a->norm_partials));
     float scale = 1.0f;
@@ -505,8 +680,8 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
         .grad_scale = scale,
     };
     float *m = a->moments, *v = a->moments + a->n_params;
-    const int64_t n_tensors = ffn_model_num_tensors(a->model);
     for (int64_t i = 0; i < n_tensors; i++) {
+        if (a->frozen && a->frozen[i]) continue;
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
         s.decay = decays(ten->kind) ? (float)(lr * a->weight_decay) : 0.0f;
         int64_t off = ten->offset;
@@ -619,6 +794,8 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     META("data_bytes", "%zu", t->text_len);
     META("data_fingerprint", "%016llx", (unsigned long long)t->fingerprint);
     META("n_params", "%lld", (long long)t->n_params);
+    if (t->init_source[0]) META("init", "%s", t->init_source);
+    if (t->vocab_file) META("vocab_file", "%s", FFN_LLAMA2C_TOKENIZER_FILENAME);
 #undef META
     for (size_t i = 0; i < N_OPT_FIELDS && st == FFN_OK; i++) {
         snprintf(key, sizeof key, "opt.%s", opt_fields[i].key);
@@ -637,9 +814,21 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
 #define FILE_IN(name) (free(path), path = ffn_path_join(tmp, "/", name))
     if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
-    if (st == FFN_OK) st = run_dir_config_add_tokenizer(path, ffn_tokenizer_get_mode(t->tok));
-    if (st == FFN_OK && !FILE_IN(FFN_TOKENIZER_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = ffn_tokenizer_save(t->tok, path);
+    const char *vocab_name = t->vocab_file ? FFN_LLAMA2C_TOKENIZER_FILENAME : FFN_TOKENIZER_FILENAME;
+    if (st == FFN_OK)
+        st = run_dir_config_add_tokenizer(path, ffn_vocab_kind_name(ffn_vocab_get_kind(t->vocab)),
+                                          vocab_name);
+    if (st == FFN_OK && !FILE_IN(vocab_name)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK && !t->vocab_file) st = ffn_tokenizer_save(ffn_vocab_tokenizer(t->vocab), path);
+    if (st == FFN_OK && t->vocab_file) {
+        FILE *f = fopen(path, "wb");
+        if (!f) st = ffn_error(FFN_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+        else {
+            fwrite(t->vocab_file, 1, t->vocab_file_len, f);
+            int bad = ferror(f);
+            if (fclose(f) != 0 || bad) st = ffn_error(FFN_ERR_IO, "%s: write failed", path);
+        }
+    }
     if (st == FFN_OK && !FILE_IN(FFN_TRAIN_STATE_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     if (st == FFN_OK) st = save_train_state(t, path);
     if (st == FFN_OK && t->log_in_dir) {
@@ -731,6 +920,7 @@ ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options 
         char key[128];
         snprintf(key, sizeof key, "opt.%s", opt_fields[i].key);
         const char *v = ffn_st_metadata(f, key);
+        if (!v && opt_fields[i].optional) continue;
         if (!v) st = ffn_error(FFN_ERR_MISSING, "%s: metadata '%s' missing", ffn_st_path(f), key);
         else if (!field_parse(&opt_fields[i], &o, v))
             st = ffn_error(FFN_ERR_FORMAT, "%s: metadata '%s': bad value '%s'", ffn_st_path(f), key, v);
@@ -1000,15 +1190,32 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     ffn_dirlock lock = {.fd = -1};
     if (o->out_dir && (st = ffn_dirlock_take(o->out_dir, &lock)) != FFN_OK) return st;
 
+    /* A fine-tuned run resumed: the model's config is the run's own
+     * config.json (its context is the pretrained model's, not seq_len). */
+    int resume_init = 0;
+    ffn_model_config cfg = o->model;
     if (o->resume_dir) {
         st = ffn_dirswap_resolve(o->resume_dir, &rdir);
         if (st == FFN_OK) st = open_train_state(rdir, &state);
         if (st == FFN_OK) st = resume_check(t, rdir, state);
         if (st == FFN_OK) {
-            char *tp = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
-            st = tp ? ffn_tokenizer_load(tp, &t->tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+            const char *init = ffn_st_metadata(state, "init");
+            const char *vf = ffn_st_metadata(state, "vocab_file");
+            resume_init = init != NULL;
+            if (init) snprintf(t->init_source, sizeof t->init_source, "%s", init);
+            char *cp = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
+            st = !cp ? ffn_error(FFN_ERR_NOMEM, "out of memory")
+                 : resume_init ? ffn_model_config_load(cp, &cfg) : FFN_OK;
+            free(cp);
+            char *tp = ffn_path_join(rdir, "/", vf ? FFN_LLAMA2C_TOKENIZER_FILENAME : FFN_TOKENIZER_FILENAME);
+            if (st == FFN_OK)
+                st = tp ? load_vocab_file(t, tp, resume_init ? cfg.vocab_size : 0)
+                        : ffn_error(FFN_ERR_NOMEM, "out of memory");
             free(tp);
         }
+        if (st != FFN_OK) goto done;
+    } else if (o->init_path) {
+        st = load_init(t);
         if (st != FFN_OK) goto done;
     }
     st = load_text(t);
@@ -1028,13 +1235,17 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     if (st == FFN_OK) st = tokenize(t);
     if (st != FFN_OK) goto done;
 
-    /* The model: vocabulary from the tokenizer, context from seq_len. */
-    ffn_model_config cfg = o->model;
-    cfg.vocab_size = ffn_tokenizer_vocab_size(t->tok);
-    cfg.max_position_embeddings = o->seq_len;
-    ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
-    st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
-    if (st != FFN_OK) goto done;
+    /* The model: vocabulary from the tokenizer, context from seq_len
+     * (a fine-tuned model keeps both from the pretrained one). */
+    if (!t->model) {
+        if (!resume_init) {
+            cfg.vocab_size = ffn_vocab_size(t->vocab);
+            cfg.max_position_embeddings = o->seq_len;
+        }
+        ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
+        st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
+        if (st != FFN_OK) goto done;
+    }
     st = ffn_adamw_create(t->model, o, &t->opt);
     if (st != FFN_OK) goto done;
     t->moments = ffn_adamw_moments(t->opt, &t->n_params);
@@ -1052,7 +1263,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                            "train (pass a larger --steps to continue)",
                            rdir, (long long)t->step, (long long)o->steps);
     } else {
-        st = ffn_model_init_weights(t->model, o->seed);
+        st = t->init_source[0] ? FFN_OK : ffn_model_init_weights(t->model, o->seed);
         ffn_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
         if (st == FFN_OK) st = grow_history(t, 1);
     }
@@ -1158,6 +1369,10 @@ ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
     if (!ctx || !opts) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: NULL argument");
     ffn_status st = validate_options(opts);
     if (st != FFN_OK) return st;
+    if (opts->init_path && opts->resume_dir)
+        return ffn_error(FFN_ERR_CONFIG, "init_path %s and resume_dir %s: a resumed run continues "
+                         "its own weights (the run directory remembers its init model); give one",
+                         opts->init_path, opts->resume_dir);
     ffn_ctx_enter(ctx);
     trainer t;
     memset(&t, 0, sizeof t);

@@ -59,9 +59,10 @@ double train_sum_squares(const float *x, int64_t n, double *partials);
  * (base/dirswap.h); read back by the loaders' run-directory reader
  * (load/run_dir.h). */
 
-/* config.json: add "ffn_tokenizer" and "ffn_tokenizer_file" to the file
+/* config.json: add "ffn_tokenizer": kind (ffn_vocab_kind_name: byte, char,
+ * word, llama2c) and "ffn_tokenizer_file": file to the file
  * ffn_model_config_save wrote. */
-ffn_status run_dir_config_add_tokenizer(const char *path, ffn_tokenizer_mode mode);
+ffn_status run_dir_config_add_tokenizer(const char *path, const char *kind, const char *file);
 /* model.safetensors: every tensor of the model's table, fp32, HF names. */
 ffn_status run_dir_save_weights(ffn_model *model, const char *path);
 
