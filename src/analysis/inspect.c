@@ -495,9 +495,7 @@ typedef struct lens_cache {
 } lens_cache;
 
 static void lens_cache_free(lens_cache *lc) {
-    free(lc->slot);
-    free(lc->ids);
-    free(lc->vals);
+    FFN_FREE_ALL(lc->slot, lc->ids, lc->vals);
     lens_work_free(&lc->w);
 }
 

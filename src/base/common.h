@@ -61,6 +61,14 @@ static inline void *ffn_grow(void *p, int64_t n, int64_t *cap, size_t elem, int6
     return q;
 }
 
+/* free() every pointer of a list, in order: FFN_FREE_ALL(t->a, t->b, t).
+ * NULL entries are fine (free(NULL) is a no-op). */
+static inline void ffn_free_each(void *const *ptrs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+}
+#define FFN_FREE_ALL(...) \
+    ffn_free_each((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
 /* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
  * rounded up internally; ffn_free_aligned(NULL) is a no-op. */
 void *ffn_malloc_aligned(size_t bytes);

@@ -312,12 +312,7 @@ typedef struct counter {
     strtab table;
 } counter;
 
-static void counter_free(counter *c) {
-    free(c->items);
-    free(c->ptr);
-    free(c->len);
-    free(c->table.slot);
-}
+static void counter_free(counter *c) { FFN_FREE_ALL(c->items, c->ptr, c->len, c->table.slot); }
 
 static ffn_status counter_grow(counter *c) {
     int64_t cap = c->cap ? c->cap * 2 : 1024;
@@ -742,9 +737,7 @@ ffn_status ffn_tokenizer_parse(const char *buf, size_t n_bytes, const char *name
     if (st && dup >= 0)
         ffn_error_prefix(st, "%s: line %lld", name, (long long)(4 + dup));
 done:
-    free(blob);
-    free(ptr);
-    free(len);
+    FFN_FREE_ALL(blob, ptr, len);
     return st;
 }
 

@@ -29,12 +29,7 @@ struct ffn_llama2c_tokenizer {
 
 void ffn_llama2c_tokenizer_free(ffn_llama2c_tokenizer *t) {
     if (!t) return;
-    free(t->bytes);
-    free(t->start);
-    free(t->len);
-    free(t->score);
-    free(t->sorted);
-    free(t);
+    FFN_FREE_ALL(t->bytes, t->start, t->len, t->score, t->sorted, t);
 }
 
 static int piece_cmp(const char *a, size_t na, const char *b, size_t nb) {

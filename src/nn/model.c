@@ -584,13 +584,7 @@ void ffn_model_free(ffn_model *m) {
         for (int64_t l = 0; l < m->L; l++) ffn_layer_free(m->mlp[l]);
     if (m->moe)
         for (int64_t l = 0; l < m->L; l++) ffn_moe_free(m->moe[l]);
-    free(m->mlp);
-    free(m->moe);
-    free(m->bp);
-    free(m->bg);
-    free(m->experts_p);
-    free(m->experts_g);
-    free(m->ba);
+    FFN_FREE_ALL(m->mlp, m->moe, m->bp, m->bg, m->experts_p, m->experts_g, m->ba);
     ffn_free_aligned(m->params);
     ffn_free_aligned(m->grads);
     ffn_free_aligned(m->acts);
