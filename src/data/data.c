@@ -298,10 +298,7 @@ typedef struct piece_count {
 static int cmp_piece(const void *a, const void *b) {
     const piece_count *x = a, *y = b;
     if (x->count != y->count) return x->count > y->count ? -1 : 1;
-    size_t n = (size_t)(x->len < y->len ? x->len : y->len);
-    int c = memcmp(x->ptr, y->ptr, n);
-    if (c) return c;
-    return x->len < y->len ? -1 : x->len > y->len;
+    return ffn_bytes_cmp(x->ptr, (size_t)x->len, y->ptr, (size_t)y->len);
 }
 
 typedef struct counter {
