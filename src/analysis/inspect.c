@@ -26,6 +26,7 @@
 #include "base/common.h"
 #include "kernels/kernels.h"
 #include "nn/tap_internal.h"
+#include "analysis/topk.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -218,16 +219,7 @@ static void top_p(const float *a, int64_t n, int64_t p, int32_t *ids, float *val
     int64_t k = 0;
     for (int64_t t = 0; t < n; t++) {
         float x = a[t];
-        if (isnan(x)) continue;
-        if (k == p && !(x > vals[k - 1])) continue;
-        int64_t j = k < p ? k++ : p - 1;
-        while (j > 0 && x > vals[j - 1]) {
-            vals[j] = vals[j - 1];
-            ids[j] = ids[j - 1];
-            j--;
-        }
-        vals[j] = x;
-        ids[j] = (int32_t)t;
+        if (!isnan(x)) ffn_topk_push_i32(vals, ids, &k, p, x, (int32_t)t);
     }
     for (; k < p; k++) {
         ids[k] = -1;
@@ -495,9 +487,7 @@ typedef struct lens_cache {
 } lens_cache;
 
 static void lens_cache_free(lens_cache *lc) {
-    free(lc->slot);
-    free(lc->ids);
-    free(lc->vals);
+    FFN_FREE_ALL(lc->slot, lc->ids, lc->vals);
     lens_work_free(&lc->w);
 }
 

@@ -60,22 +60,19 @@ typedef struct calc {
     int overflow;
 } calc;
 
+/* The result *r of a checked operation, or 0 with the overflow noted. */
+static int64_t checked(calc *c, int overflowed, const int64_t *r) {
+    if (overflowed) c->overflow = 1;
+    return overflowed ? 0 : *r;
+}
 static int64_t mul(calc *c, int64_t a, int64_t b) {
     int64_t r;
-    if (ffn_mul_i64(a, b, &r)) {
-        c->overflow = 1;
-        return 0;
-    }
-    return r;
+    return checked(c, ffn_mul_i64(a, b, &r), &r);
 }
 static int64_t mul3(calc *c, int64_t a, int64_t b, int64_t d) { return mul(c, mul(c, a, b), d); }
 static int64_t add(calc *c, int64_t a, int64_t b) {
     int64_t r;
-    if (ffn_add_i64(a, b, &r)) {
-        c->overflow = 1;
-        return 0;
-    }
-    return r;
+    return checked(c, ffn_add_i64(a, b, &r), &r);
 }
 
 static int64_t sub1(calc *c, int64_t a) { return add(c, a, -1); }

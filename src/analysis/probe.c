@@ -22,6 +22,7 @@
 #include "base/rng.h"
 #include "kernels/kernels.h"
 #include "nn/tap_internal.h"
+#include "analysis/topk.h"
 
 #include <math.h>
 #include <string.h>
@@ -184,15 +185,7 @@ static ffn_status selectivity(const float *X, int64_t N, int64_t d, const int8_t
             double ss = (qi - (double)n_in * mi * mi) + (qo - (double)n_out * mo * mo);
             double var = ss / (double)(n_in + n_out - 2);
             float dv = var > 1e-20 ? (float)((mi - mo) / sqrt(var)) : 0.0f;
-            if (kept == k && !(dv > vals[k - 1])) continue;
-            int64_t p = kept < k ? kept++ : k - 1;
-            while (p > 0 && dv > vals[p - 1]) {
-                vals[p] = vals[p - 1];
-                ids[p] = ids[p - 1];
-                p--;
-            }
-            vals[p] = dv;
-            ids[p] = j;
+            ffn_topk_push_i64(vals, ids, &kept, k, dv, j);
         }
     }
     free(s1), free(s2);

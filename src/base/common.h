@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Record a formatted message for ffn_last_error() and return `status`, so
  * that a failure reads:  return ffn_error(FFN_ERR_CONFIG, "%s: ...", ...); */
@@ -60,6 +61,23 @@ static inline void *ffn_grow(void *p, int64_t n, int64_t *cap, size_t elem, int6
     if (q) *cap = c;
     return q;
 }
+
+/* Byte strings in order: by their bytes, then the shorter first (memcmp's
+ * sign convention). */
+static inline int ffn_bytes_cmp(const char *a, size_t na, const char *b, size_t nb) {
+    size_t n = na < nb ? na : nb;
+    int c = n ? memcmp(a, b, n) : 0;
+    if (c) return c;
+    return na < nb ? -1 : na > nb ? 1 : 0;
+}
+
+/* free() every pointer of a list, in order: FFN_FREE_ALL(t->a, t->b, t).
+ * NULL entries are fine (free(NULL) is a no-op). */
+static inline void ffn_free_each(void *const *ptrs, size_t n) {
+    for (size_t i = 0; i < n; i++) free(ptrs[i]);
+}
+#define FFN_FREE_ALL(...) \
+    ffn_free_each((void *const[]){__VA_ARGS__}, sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
 
 /* 64-byte aligned allocation (a cache line, an AVX-512 vector).  Sizes are
  * rounded up internally; ffn_free_aligned(NULL) is a no-op. */

@@ -155,21 +155,27 @@ static int is_swap_leftover(const char *path) {
     return ours;
 }
 
+/* When *dir is a symbolic link, replace it by the real path of its target.
+ * Returns 0, or -1 when the target is missing (errno set, *dir kept). */
+static int follow_link(char **dir) {
+    struct stat sb;
+    if (lstat(*dir, &sb) != 0 || !S_ISLNK(sb.st_mode)) return 0;
+    char *real = realpath(*dir, NULL);
+    if (!real) return -1;
+    free(*dir);
+    *dir = real;
+    return 0;
+}
+
 ffn_status ffn_dirswap_target(const char *dir_in, char **out) {
     *out = NULL;
     char *dir = strip_slashes(dir_in);
     if (!dir) return ffn_error(FFN_ERR_NOMEM, "out of memory");
-    struct stat st;
-    if (lstat(dir, &st) == 0 && S_ISLNK(st.st_mode)) {
-        char *real = realpath(dir, NULL);
-        if (!real) {
-            ffn_status s = ffn_error(FFN_ERR_IO, "%s: a symbolic link to a missing target (%s)",
-                                     dir, strerror(errno));
-            free(dir);
-            return s;
-        }
+    if (follow_link(&dir) != 0) {
+        ffn_status s = ffn_error(FFN_ERR_IO, "%s: a symbolic link to a missing target (%s)", dir,
+                                 strerror(errno));
         free(dir);
-        dir = real;
+        return s;
     }
     *out = dir;
     return FFN_OK;
@@ -313,9 +319,7 @@ ffn_status ffn_dirswap_prepare(const char *dir_in) {
     if (st == FFN_OK) ffn_dirswap_abort(tmp);
     free(tmp);
 done:
-    free(dir);
-    free(old);
-    free(parent);
+    FFN_FREE_ALL(dir, old, parent);
     return st;
 }
 
@@ -443,9 +447,7 @@ ffn_status ffn_dirswap_commit(const char *dir_in, const char *tmp) {
 fail:
     ffn_dirswap_abort(tmp);
 done:
-    free(dir);
-    free(old);
-    free(parent);
+    FFN_FREE_ALL(dir, old, parent);
     return st;
 }
 
@@ -470,14 +472,7 @@ ffn_status ffn_dirswap_resolve(const char *dir_in, char **out) {
     if (!dir) return ffn_error(FFN_ERR_NOMEM, "out of memory");
     /* A link is followed for reading; when its target is gone, look for
      * the target's DIR.old. */
-    struct stat sb;
-    if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)) {
-        char *real = realpath(dir, NULL);
-        if (real) {
-            free(dir);
-            dir = real;
-        }
-    }
+    (void)follow_link(&dir);
     if (ffn_dirswap_is_model_dir(dir)) {
         *out = dir;
         return FFN_OK;

@@ -298,10 +298,7 @@ typedef struct piece_count {
 static int cmp_piece(const void *a, const void *b) {
     const piece_count *x = a, *y = b;
     if (x->count != y->count) return x->count > y->count ? -1 : 1;
-    size_t n = (size_t)(x->len < y->len ? x->len : y->len);
-    int c = memcmp(x->ptr, y->ptr, n);
-    if (c) return c;
-    return x->len < y->len ? -1 : x->len > y->len;
+    return ffn_bytes_cmp(x->ptr, (size_t)x->len, y->ptr, (size_t)y->len);
 }
 
 typedef struct counter {
@@ -312,12 +309,7 @@ typedef struct counter {
     strtab table;
 } counter;
 
-static void counter_free(counter *c) {
-    free(c->items);
-    free(c->ptr);
-    free(c->len);
-    free(c->table.slot);
-}
+static void counter_free(counter *c) { FFN_FREE_ALL(c->items, c->ptr, c->len, c->table.slot); }
 
 static ffn_status counter_grow(counter *c) {
     int64_t cap = c->cap ? c->cap * 2 : 1024;
@@ -742,9 +734,7 @@ ffn_status ffn_tokenizer_parse(const char *buf, size_t n_bytes, const char *name
     if (st && dup >= 0)
         ffn_error_prefix(st, "%s: line %lld", name, (long long)(4 + dup));
 done:
-    free(blob);
-    free(ptr);
-    free(len);
+    FFN_FREE_ALL(blob, ptr, len);
     return st;
 }
 

@@ -29,19 +29,7 @@ struct ffn_llama2c_tokenizer {
 
 void ffn_llama2c_tokenizer_free(ffn_llama2c_tokenizer *t) {
     if (!t) return;
-    free(t->bytes);
-    free(t->start);
-    free(t->len);
-    free(t->score);
-    free(t->sorted);
-    free(t);
-}
-
-static int piece_cmp(const char *a, size_t na, const char *b, size_t nb) {
-    size_t n = na < nb ? na : nb;
-    int c = n ? memcmp(a, b, n) : 0;
-    if (c) return c;
-    return na < nb ? -1 : na > nb ? 1 : 0;
+    FFN_FREE_ALL(t->bytes, t->start, t->len, t->score, t->sorted, t);
 }
 
 typedef struct piece_ref {
@@ -51,7 +39,7 @@ typedef struct piece_ref {
 
 static int by_piece(const void *x, const void *y) {
     const piece_ref *a = x, *b = y;
-    int c = piece_cmp(a->s, (size_t)a->len, b->s, (size_t)b->len);
+    int c = ffn_bytes_cmp(a->s, (size_t)a->len, b->s, (size_t)b->len);
     return c ? c : (a->id < b->id ? -1 : a->id > b->id);
 }
 
@@ -61,12 +49,12 @@ static int32_t lookup(const ffn_llama2c_tokenizer *t, const char *s, size_t n) {
     while (lo < hi) { /* first index whose piece is >= s */
         int64_t mid = lo + (hi - lo) / 2;
         int32_t id = t->sorted[mid];
-        if (piece_cmp(t->bytes + t->start[id], (size_t)t->len[id], s, n) < 0) lo = mid + 1;
+        if (ffn_bytes_cmp(t->bytes + t->start[id], (size_t)t->len[id], s, n) < 0) lo = mid + 1;
         else hi = mid;
     }
     if (lo < t->V) {
         int32_t id = t->sorted[lo];
-        if (!piece_cmp(t->bytes + t->start[id], (size_t)t->len[id], s, n)) return id;
+        if (!ffn_bytes_cmp(t->bytes + t->start[id], (size_t)t->len[id], s, n)) return id;
     }
     return -1;
 }

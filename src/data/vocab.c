@@ -98,20 +98,29 @@ static void fill_from_tokenizer(ffn_vocab *v, const ffn_tokenizer *tok) {
     v->byte_fallback = m == FFN_TOK_BYTE;
 }
 
-ffn_status ffn_vocab_from_tokenizer(ffn_tokenizer *tok, ffn_vocab **out) {
+/* A new vocabulary that owns tok (run by engine e); tok is freed when this
+ * fails.  fn names the caller in the error. */
+static ffn_status vocab_adopt(const char *fn, const vocab_engine *e, void *tok, ffn_vocab **out) {
     if (!out || !tok) {
-        ffn_tokenizer_free(tok);
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_from_tokenizer: NULL argument");
+        if (tok) e->free(tok);
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL argument", fn);
     }
     *out = NULL;
     ffn_vocab *v = calloc(1, sizeof *v);
     if (!v) {
-        ffn_tokenizer_free(tok);
+        e->free(tok);
         return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
     }
-    fill_from_tokenizer(v, tok);
+    v->engine = e;
+    v->impl = tok;
     *out = v;
     return FFN_OK;
+}
+
+ffn_status ffn_vocab_from_tokenizer(ffn_tokenizer *tok, ffn_vocab **out) {
+    ffn_status st = vocab_adopt("ffn_vocab_from_tokenizer", &ffn_tokenizer_engine, tok, out);
+    if (st == FFN_OK) fill_from_tokenizer(*out, tok);
+    return st;
 }
 
 static int hex_digit(char c) {
@@ -122,18 +131,9 @@ static int hex_digit(char c) {
 }
 
 ffn_status ffn_vocab_from_llama2c(ffn_llama2c_tokenizer *tok, ffn_vocab **out) {
-    if (!out || !tok) {
-        ffn_llama2c_tokenizer_free(tok);
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_from_llama2c: NULL argument");
-    }
-    *out = NULL;
-    ffn_vocab *v = calloc(1, sizeof *v);
-    if (!v) {
-        ffn_llama2c_tokenizer_free(tok);
-        return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
-    }
-    v->engine = &llama2c_engine;
-    v->impl = tok;
+    ffn_status st = vocab_adopt("ffn_vocab_from_llama2c", &llama2c_engine, tok, out);
+    if (st) return st;
+    ffn_vocab *v = *out;
     v->kind = FFN_VOCAB_LLAMA2C;
     const int64_t V = ffn_llama2c_tokenizer_vocab_size(tok);
     size_t len = 0;
@@ -152,7 +152,6 @@ ffn_status ffn_vocab_from_llama2c(ffn_llama2c_tokenizer *tok, ffn_vocab **out) {
         }
     }
     v->byte_fallback = n_found == 256;
-    *out = v;
     return FFN_OK;
 }
 

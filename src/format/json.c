@@ -502,6 +502,22 @@ static int take_items(parser *ps, json_value *v, size_t base) {
     return 1;
 }
 
+/* One array item or member value, kept on the item stack; 0 on failure. */
+static int parse_item(parser *ps, int depth) {
+    json_value *item = parse_value(ps, depth);
+    return item && push_item(ps, item);
+}
+
+/* After an item: 1 when a ',' announces another, 0 at the closing bracket,
+ * -1 (the failure recorded, naming what was expected) otherwise. */
+static int after_item(parser *ps, unsigned char close, const char *expected) {
+    skip_ws(ps);
+    if (eat(ps, ',')) return 1;
+    if (eat(ps, close)) return 0;
+    fail_expected(ps, ps->pos, expected);
+    return -1;
+}
+
 static json_value *parse_array(parser *ps, int depth) {
     json_value *v = new_value(ps, JSON_ARRAY, ps->pos);
     if (!v) return NULL;
@@ -509,15 +525,11 @@ static json_value *parse_array(parser *ps, int depth) {
     size_t base = ps->n_items;
     skip_ws(ps);
     if (eat(ps, ']')) return v;
-    for (;;) {
-        json_value *item = parse_value(ps, depth);
-        if (!item || !push_item(ps, item)) return NULL;
-        skip_ws(ps);
-        if (eat(ps, ',')) continue;
-        if (eat(ps, ']')) break;
-        fail_expected(ps, ps->pos, "',' or ']' in array");
-        return NULL;
-    }
+    int more;
+    do {
+        if (!parse_item(ps, depth)) return NULL;
+    } while ((more = after_item(ps, ']', "',' or ']' in array")) > 0);
+    if (more < 0) return NULL;
     return take_items(ps, v, base) ? v : NULL;
 }
 
@@ -528,7 +540,8 @@ static json_value *parse_object(parser *ps, int depth) {
     size_t base = ps->n_items, key_base = ps->n_keys;
     skip_ws(ps);
     if (eat(ps, '}')) return v;
-    for (;;) {
+    int more;
+    do {
         skip_ws(ps);
         if (!at(ps, '"')) {
             fail_expected(ps, ps->pos, ps->n_keys == key_base ? "a string key or '}'" : "a string key");
@@ -542,14 +555,9 @@ static json_value *parse_object(parser *ps, int depth) {
             fail_expected(ps, ps->pos, "':' after object key");
             return NULL;
         }
-        json_value *item = parse_value(ps, depth);
-        if (!item || !push_item(ps, item)) return NULL;
-        skip_ws(ps);
-        if (eat(ps, ',')) continue;
-        if (eat(ps, '}')) break;
-        fail_expected(ps, ps->pos, "',' or '}' in object");
-        return NULL;
-    }
+        if (!parse_item(ps, depth)) return NULL;
+    } while ((more = after_item(ps, '}', "',' or '}' in object")) > 0);
+    if (more < 0) return NULL;
     size_t n = ps->n_items - base;
     if (!check_duplicates(ps, ps->keys + key_base, n) || !take_items(ps, v, base)) return NULL;
     v->keys = arena_alloc(ps->doc, n * sizeof *v->keys);

@@ -146,12 +146,7 @@ void ffn_st_close(ffn_st_file *file) {
     if (!file) return;
     if (file->map) munmap(file->map, file->map_size);
     json_free(file->header);
-    free(file->entries);
-    free(file->by_name);
-    free(file->meta_keys);
-    free(file->meta_values);
-    free(file->path);
-    free(file);
+    FFN_FREE_ALL(file->entries, file->by_name, file->meta_keys, file->meta_values, file->path, file);
 }
 
 const char *ffn_st_path(const ffn_st_file *file) { return file ? file->path : ""; }

@@ -201,11 +201,9 @@ fail:
 void ffn_mm_free(ffn_mm *m) {
     if (!m) return;
     if (m->prim) dnnl_primitive_destroy(m->prim);
-    if (m->a) dnnl_memory_destroy(m->a);
-    if (m->b) dnnl_memory_destroy(m->b);
-    if (m->c) dnnl_memory_destroy(m->c);
-    if (m->bias) dnnl_memory_destroy(m->bias);
-    if (m->scratch) dnnl_memory_destroy(m->scratch);
+    const dnnl_memory_t mem[] = {m->a, m->b, m->c, m->bias, m->scratch};
+    for (size_t i = 0; i < sizeof mem / sizeof mem[0]; i++)
+        if (mem[i]) dnnl_memory_destroy(mem[i]);
     free(m);
 }
 

@@ -584,13 +584,7 @@ void ffn_model_free(ffn_model *m) {
         for (int64_t l = 0; l < m->L; l++) ffn_layer_free(m->mlp[l]);
     if (m->moe)
         for (int64_t l = 0; l < m->L; l++) ffn_moe_free(m->moe[l]);
-    free(m->mlp);
-    free(m->moe);
-    free(m->bp);
-    free(m->bg);
-    free(m->experts_p);
-    free(m->experts_g);
-    free(m->ba);
+    FFN_FREE_ALL(m->mlp, m->moe, m->bp, m->bg, m->experts_p, m->experts_g, m->ba);
     ffn_free_aligned(m->params);
     ffn_free_aligned(m->grads);
     ffn_free_aligned(m->acts);
@@ -600,14 +594,17 @@ void ffn_model_free(ffn_model *m) {
 
 /* A carving plan: regions of the activation block, each 64-byte aligned. */
 typedef struct carve {
+    char *base; /* the block, or NULL while only sizing it */
     size_t total;
     int overflow;
 } carve;
 
-static size_t carve_take(carve *cv, size_t bytes) {
+/* The next `bytes` (64-byte aligned) of the block: a pointer into it, or
+ * NULL while sizing. */
+static void *carve_take(carve *cv, size_t bytes) {
     size_t at = cv->total;
     if (ffn_add_size(cv->total, ffn_align64(bytes), &cv->total)) cv->overflow = 1;
-    return at;
+    return cv->base ? cv->base + at : NULL;
 }
 
 /* floats * count, overflow-checked into cv */
@@ -620,7 +617,6 @@ static size_t fl(carve *cv, int64_t a, int64_t b) {
     return (size_t)n;
 }
 
-#define AT(off) ((void *)((char *)m->acts + (off)))
 
 static ffn_status create_layers(ffn_model *m) {
     const ffn_model_config *c = &m->cfg;
@@ -661,10 +657,50 @@ static ffn_status create_layers(ffn_model *m) {
     return FFN_OK;
 }
 
-static ffn_status alloc_acts(ffn_model *m) {
+/* The activation block's layout, stated once: run with cv->base NULL to
+ * size the block, then with the block to point every buffer into it.
+ * Training gives every layer its own activations; inference shares the
+ * first layer's. */
+static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     const int64_t N = m->max_n, D = m->D, C = m->C, HD = m->H * m->Dh, GD = m->G * m->Dh;
-    const int64_t L = m->L, nl = m->training ? L : 1; /* blocks with their own activations */
+    const int64_t L = m->L, nl = m->training ? L : 1;
+    for (int64_t l = 0; l < nl; l++) {
+        block_acts *a = &m->ba[l];
+        a->res = carve_take(cv, fl(cv, N, D));
+        a->rstd1 = carve_take(cv, fl(cv, N, 1));
+        a->xn1 = carve_take(cv, fl(cv, N, D));
+        a->qkv = carve_take(cv, fl(cv, N, C));
+        a->probs = m->training ? carve_take(cv, fl(cv, N * m->H, m->max_seq)) : NULL;
+        a->att = carve_take(cv, fl(cv, N, HD));
+        a->mid = carve_take(cv, fl(cv, N, D));
+        a->rstd2 = carve_take(cv, fl(cv, N, 1));
+        a->xn2 = carve_take(cv, fl(cv, N, D));
+        a->saved = m->training ? carve_take(cv, saved_max) : NULL;
+    }
+    for (int64_t l = nl; l < L; l++) m->ba[l] = m->ba[0];
+    m->res_final = carve_take(cv, fl(cv, N, D));
+    m->rstdf = carve_take(cv, fl(cv, N, 1));
+    m->xnf = carve_take(cv, fl(cv, N, D));
+    m->logits = carve_take(cv, fl(cv, m->head_rows, m->V));
+    m->row_loss = carve_take(cv, fl(cv, N, 2));
+    m->d_res = carve_take(cv, fl(cv, N, D));
+    m->d_xn = carve_take(cv, fl(cv, N, D));
+    m->d_qkv = m->training ? carve_take(cv, fl(cv, N, C)) : NULL;
+    m->d_att = m->training ? carve_take(cv, fl(cv, N, HD)) : NULL;
+    m->tmp = carve_take(cv, fl(cv, N, D));
     int threads = ffn_ctx_threads(m->ctx);
+    m->scratch = carve_take(
+        cv, fl(cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
+    m->ws = carve_take(cv, m->ws_bytes);
+    int64_t half = m->Dh / 2;
+    m->rope_cos = carve_take(cv, fl(cv, m->max_seq, half));
+    m->rope_sin = carve_take(cv, fl(cv, m->max_seq, half));
+    m->kcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
+    m->vcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
+}
+
+static ffn_status alloc_acts(ffn_model *m) {
+    const int64_t N = m->max_n, L = m->L;
     m->head_rows = N;
     int64_t cap = ((int64_t)1 << 20) / m->V; /* logits chunk: about 4 MiB */
     if (cap < 64) cap = 64;
@@ -683,87 +719,26 @@ static ffn_status alloc_acts(ffn_model *m) {
         if (s > saved_max) saved_max = s;
     }
     m->ws_bytes = ws;
-    carve cv = {0, 0};
-    struct { size_t res, rstd1, xn1, qkv, probs, att, mid, rstd2, xn2, saved; } *o =
-        calloc((size_t)nl, sizeof *o);
-    if (!o) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
-    for (int64_t l = 0; l < nl; l++) {
-        o[l].res = carve_take(&cv, fl(&cv, N, D));
-        o[l].rstd1 = carve_take(&cv, fl(&cv, N, 1));
-        o[l].xn1 = carve_take(&cv, fl(&cv, N, D));
-        o[l].qkv = carve_take(&cv, fl(&cv, N, C));
-        o[l].probs = m->training ? carve_take(&cv, fl(&cv, N * m->H, m->max_seq)) : 0;
-        o[l].att = carve_take(&cv, fl(&cv, N, HD));
-        o[l].mid = carve_take(&cv, fl(&cv, N, D));
-        o[l].rstd2 = carve_take(&cv, fl(&cv, N, 1));
-        o[l].xn2 = carve_take(&cv, fl(&cv, N, D));
-        o[l].saved = m->training ? carve_take(&cv, saved_max) : 0;
-    }
-    size_t res_final = carve_take(&cv, fl(&cv, N, D)), rstdf = carve_take(&cv, fl(&cv, N, 1));
-    size_t xnf = carve_take(&cv, fl(&cv, N, D));
-    size_t logits = carve_take(&cv, fl(&cv, m->head_rows, m->V));
-    size_t row_loss = carve_take(&cv, fl(&cv, N, 2));
-    size_t d_res = carve_take(&cv, fl(&cv, N, D)), d_xn = carve_take(&cv, fl(&cv, N, D));
-    size_t d_qkv = m->training ? carve_take(&cv, fl(&cv, N, C)) : 0;
-    size_t d_att = m->training ? carve_take(&cv, fl(&cv, N, HD)) : 0;
-    size_t tmp = carve_take(&cv, fl(&cv, N, D));
-    size_t scratch = carve_take(
-        &cv, fl(&cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
-    size_t wso = carve_take(&cv, ws);
-    int64_t half = m->Dh / 2;
-    size_t rc = carve_take(&cv, fl(&cv, m->max_seq, half)), rs = carve_take(&cv, fl(&cv, m->max_seq, half));
-    size_t kc = carve_take(&cv, fl(&cv, L * m->max_seq, GD)), vc = carve_take(&cv, fl(&cv, L * m->max_seq, GD));
-    if (cv.overflow) {
-        free(o);
+    m->ba = calloc((size_t)L, sizeof *m->ba);
+    if (!m->ba) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
+    carve cv = {NULL, 0, 0};
+    carve_acts(m, &cv, saved_max);
+    if (cv.overflow)
         return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: activation sizes overflow "
                          "(max_batch %lld, max_seq %lld)", (long long)m->max_batch,
                          (long long)m->max_seq);
-    }
     m->acts_bytes = cv.total;
     m->acts = ffn_malloc_aligned(cv.total ? cv.total : 64);
-    m->ba = calloc((size_t)L, sizeof *m->ba);
-    if (!m->acts || !m->ba) {
-        free(o);
+    if (!m->acts)
         return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (%zu bytes of "
                          "activations for max_batch %lld, max_seq %lld)", cv.total,
                          (long long)m->max_batch, (long long)m->max_seq);
-    }
     memset(m->acts, 0, cv.total);
-    for (int64_t l = 0; l < L; l++) {
-        int64_t s = m->training ? l : 0;
-        block_acts *a = &m->ba[l];
-        a->res = AT(o[s].res);
-        a->rstd1 = AT(o[s].rstd1);
-        a->xn1 = AT(o[s].xn1);
-        a->qkv = AT(o[s].qkv);
-        a->probs = m->training ? AT(o[s].probs) : NULL;
-        a->att = AT(o[s].att);
-        a->mid = AT(o[s].mid);
-        a->rstd2 = AT(o[s].rstd2);
-        a->xn2 = AT(o[s].xn2);
-        a->saved = m->training ? AT(o[s].saved) : NULL;
-    }
-    free(o);
-    m->res_final = AT(res_final);
-    m->rstdf = AT(rstdf);
-    m->xnf = AT(xnf);
-    m->logits = AT(logits);
-    m->row_loss = AT(row_loss);
-    m->d_res = AT(d_res);
-    m->d_xn = AT(d_xn);
-    m->d_qkv = m->training ? AT(d_qkv) : NULL;
-    m->d_att = m->training ? AT(d_att) : NULL;
-    m->tmp = AT(tmp);
-    m->scratch = AT(scratch);
-    m->ws = AT(wso);
-    m->rope_cos = AT(rc);
-    m->rope_sin = AT(rs);
-    m->kcache = AT(kc);
-    m->vcache = AT(vc);
+    cv = (carve){m->acts, 0, 0};
+    carve_acts(m, &cv, saved_max);
     ffn_rope_tables(m->rope_cos, m->rope_sin, m->max_seq, m->Dh, m->cfg.rope_theta);
     return FFN_OK;
 }
-#undef AT
 
 ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
                             const ffn_model_options *opt, ffn_model **out) {

@@ -33,17 +33,18 @@ const char *ffn_moe_scoring_name(ffn_moe_scoring s) {
     return FFN_ENUM_NAME(names, s, "unknown");
 }
 
+/* FFN_OK, or the config error naming `field` when v is below 1. */
+static ffn_status at_least_one(const char *field, int64_t v) {
+    return v >= 1 ? FFN_OK : ffn_error(FFN_ERR_CONFIG, "%s: must be >= 1, got %lld", field, (long long)v);
+}
+
 ffn_status ffn_moe_config_validate(const ffn_moe_config *c) {
     if (!c) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_config_validate: cfg is NULL");
-    if (c->hidden_size <= 0)
-        return ffn_error(FFN_ERR_CONFIG, "hidden_size: must be >= 1, got %lld",
-                         (long long)c->hidden_size);
-    if (c->num_experts <= 0)
-        return ffn_error(FFN_ERR_CONFIG, "num_experts: must be >= 1, got %lld",
-                         (long long)c->num_experts);
-    if (c->num_experts_per_tok <= 0)
-        return ffn_error(FFN_ERR_CONFIG, "num_experts_per_tok: must be >= 1, got %lld",
-                         (long long)c->num_experts_per_tok);
+    ffn_status st;
+    if ((st = at_least_one("hidden_size", c->hidden_size)) ||
+        (st = at_least_one("num_experts", c->num_experts)) ||
+        (st = at_least_one("num_experts_per_tok", c->num_experts_per_tok)))
+        return st;
     if (c->num_experts_per_tok > c->num_experts)
         return ffn_error(FFN_ERR_CONFIG,
                          "num_experts_per_tok: must be <= num_experts (%lld), got %lld",
@@ -51,9 +52,7 @@ ffn_status ffn_moe_config_validate(const ffn_moe_config *c) {
     if (c->num_experts > INT32_MAX)
         return ffn_error(FFN_ERR_CONFIG, "num_experts: must be <= %d, got %lld", INT32_MAX,
                          (long long)c->num_experts);
-    if (c->moe_intermediate_size <= 0)
-        return ffn_error(FFN_ERR_CONFIG, "moe_intermediate_size: must be >= 1, got %lld",
-                         (long long)c->moe_intermediate_size);
+    if ((st = at_least_one("moe_intermediate_size", c->moe_intermediate_size))) return st;
     if ((unsigned)c->act > FFN_ACT_SIGMOID)
         return ffn_error(FFN_ERR_CONFIG, "hidden_act: invalid enum value %d", (int)c->act);
     if ((unsigned)c->expert_type > FFN_MLP_GATED)
@@ -304,10 +303,7 @@ ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out
     *out = NULL;
     ffn_status st = ffn_moe_config_validate(cfg);
     if (st) return st;
-    if (cfg->expert_type != FFN_MLP_DENSE && cfg->expert_type != FFN_MLP_GATED)
-        return ffn_error(FFN_ERR_CONFIG,
-                         "mlp_type: the expert type must be dense or gated when creating the layer "
-                         "(auto is decided from the weights by the caller)");
+    /* An 'auto' expert type is refused by ffn_layer_create (experts.0). */
     ffn_moe *m = calloc(1, sizeof *m);
     if (!m) return ffn_error(FFN_ERR_NOMEM, "ffn_moe_create: out of memory");
     m->ctx = ctx;
