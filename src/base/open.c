@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 const char *ffn_file_kind(mode_t mode) {
@@ -160,4 +161,33 @@ const char *ffn_sniff_advice(ffn_sniff s) {
     case FFN_SNIFF_UNKNOWN: break;
     }
     return "";
+}
+
+ffn_status ffn_map_regular(const char *path, ffn_mapped *m) {
+    memset(m, 0, sizeof *m);
+    m->data = (const unsigned char *)"";
+    int fd;
+    struct stat sb;
+    ffn_status st = ffn_open_regular(path, &fd, &sb);
+    if (st) return st;
+    m->size = (size_t)sb.st_size;
+    if (m->size > 0) {
+        void *map = mmap(NULL, m->size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            m->size = 0;
+            return ffn_error(FFN_ERR_IO, "%s: cannot map %zu bytes: %s", path, (size_t)sb.st_size,
+                             strerror(e));
+        }
+        m->map = map;
+        m->data = map;
+    }
+    close(fd);
+    return FFN_OK;
+}
+
+void ffn_unmap(ffn_mapped *m) {
+    if (m->map) munmap(m->map, m->size);
+    memset(m, 0, sizeof *m);
 }

@@ -21,6 +21,18 @@ const char *ffn_file_kind(mode_t mode);
  * "PATH: cannot open: REASON" or "PATH is a FIFO, not a regular file". */
 ffn_status ffn_open_regular(const char *path, int *fd, struct stat *sb);
 
+/* A user's regular file mapped read-only and private (nothing done to the
+ * mapping can reach the file).  data points at the bytes (a static empty
+ * string for an empty file, then map is NULL); size is the file's size.
+ * Errors are ffn_open_regular's, or "PATH: cannot map N bytes: REASON". */
+typedef struct ffn_mapped {
+    void *map;                 /* what ffn_unmap releases; NULL when empty */
+    const unsigned char *data; /* the file's bytes */
+    size_t size;
+} ffn_mapped;
+ffn_status ffn_map_regular(const char *path, ffn_mapped *m);
+void ffn_unmap(ffn_mapped *m); /* zeroes *m; an empty or zeroed one is a no-op */
+
 /* What the first bytes of a file say it is, by magic number or structure:
  * FFN_SNIFF_UNKNOWN when nothing matches.  Parsers call it to name a file
  * of the wrong format instead of reporting a nonsense field. */

@@ -446,37 +446,15 @@ ffn_status ffn_gguf_open(const char *path, ffn_gguf_file **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: out is NULL");
     *out = NULL;
     if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: path is NULL");
-    int fd;
-    struct stat st; /* a FIFO or a device is refused by name, without blocking */
-    ffn_status os = ffn_open_regular(path, &fd, &st);
-    if (os) return os;
-    ffn_gguf_file *f = new_file(path);
-    if (!f) {
-        close(fd);
-        return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
-    }
-    f->size = (size_t)st.st_size;
-    if (f->size > 0) {
-        f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (f->map == MAP_FAILED) {
-            int e = errno;
-            f->map = NULL;
-            close(fd);
-            ffn_gguf_close(f);
-            return ffn_error(FFN_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-        }
-        f->map_size = f->size;
-        f->base = f->map;
-    } else {
-        f->base = (const uint8_t *)"";
-    }
-    close(fd);
-    ffn_status s = validate(f);
-    if (s != FFN_OK) {
-        ffn_gguf_close(f);
+    ffn_mapped mp; /* a FIFO or a device is refused by name, without blocking */
+    ffn_status s = ffn_map_regular(path, &mp);
+    if (s) return s;
+    if ((s = ffn_gguf_open_buffer(mp.data, mp.size, path, out))) {
+        ffn_unmap(&mp);
         return s;
     }
-    *out = f;
+    (*out)->map = mp.map; /* the file now owns the mapping */
+    (*out)->map_size = mp.size;
     return FFN_OK;
 }
 

@@ -28,20 +28,12 @@
 ffn_status ckpt_map_file(const char *path, const void **data, size_t *size) {
     *data = NULL;
     *size = 0;
-    int fd;
-    struct stat sb;
-    ffn_status os = ffn_open_regular(path, &fd, &sb);
-    if (os) return os;
-    if (sb.st_size <= 0) {
-        close(fd);
-        return ffn_error(FFN_ERR_FORMAT, "%s: the file is empty", path);
-    }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd);
-    if (map == MAP_FAILED) return ffn_error(FFN_ERR_IO, "%s: cannot map: %s", path, strerror(e));
-    *data = map;
-    *size = (size_t)sb.st_size;
+    ffn_mapped m;
+    ffn_status st = ffn_map_regular(path, &m);
+    if (st) return st;
+    if (m.size == 0) return ffn_error(FFN_ERR_FORMAT, "%s: the file is empty", path);
+    *data = m.map;
+    *size = m.size;
     return FFN_OK;
 }
 
