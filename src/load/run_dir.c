@@ -26,6 +26,44 @@ ffn_status run_dir_load_weights(ffn_model *model, const char *path) {
     return st;
 }
 
+/* RDIR/name joined, or NULL (out of memory: the error is set). */
+static char *in_dir(const char *rdir, const char *name) {
+    char *p = ffn_path_join(rdir, "/", name);
+    if (!p) ffn_error(FFN_ERR_NOMEM, "out of memory");
+    return p;
+}
+
+/* Does the run directory hold a llama2.c tokenizer.bin (a model fine-tuned
+ * from one, ffn train --init)? */
+static int has_llama2c_vocab(const char *rdir) {
+    char *path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
+    struct stat sb;
+    int yes = path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(path);
+    return yes;
+}
+
+static ffn_status read_config(const char *rdir, ffn_model_config *cfg) {
+    char *path = in_dir(rdir, FFN_CONFIG_FILENAME);
+    ffn_status st = path ? ffn_model_config_load(path, cfg) : FFN_ERR_NOMEM;
+    free(path);
+    return st;
+}
+
+/* The model of config cfg with the weights of RDIR/model.safetensors. */
+static ffn_status model_with_weights(ffn_ctx *ctx, const char *rdir, const ffn_model_config *cfg,
+                                     ffn_model **out) {
+    *out = NULL;
+    ffn_model *m = NULL;
+    ffn_status st = ffn_model_create(ctx, cfg, NULL, &m);
+    char *path = st == FFN_OK ? in_dir(rdir, FFN_MODEL_FILENAME) : NULL;
+    if (st == FFN_OK) st = path ? run_dir_load_weights(m, path) : FFN_ERR_NOMEM;
+    free(path);
+    if (st != FFN_OK) ffn_model_free(m);
+    else *out = m;
+    return st;
+}
+
 /* The vocabulary of a run directory: tokenizer.txt, or the llama2.c
  * tokenizer.bin of a model fine-tuned from one (ffn train --init). */
 ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **model,
@@ -34,14 +72,10 @@ ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **mod
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load_vocab: NULL argument");
     *model = NULL;
     *vocab = NULL;
-    char *rdir = NULL, *path = NULL;
+    char *rdir = NULL;
     ffn_status st = ffn_dirswap_resolve(dir, &rdir);
     if (st != FFN_OK) return st;
-    path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
-    struct stat sb;
-    int llama2c = path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-    if (!llama2c) { /* the usual run directory */
-        free(path);
+    if (!has_llama2c_vocab(rdir)) { /* the usual run directory */
         free(rdir);
         ffn_tokenizer *tok = NULL;
         st = ffn_run_dir_load(ctx, dir, model, &tok);
@@ -53,26 +87,17 @@ ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **mod
         return st;
     }
     ffn_model_config cfg;
-    ffn_model *m = NULL;
     ffn_vocab *v = NULL;
-    char *cp = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
-    st = cp ? ffn_model_config_load(cp, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-    free(cp);
+    char *path = NULL;
+    st = read_config(rdir, &cfg);
+    if (st == FFN_OK && !(path = in_dir(rdir, FFN_LLAMA2C_TOKENIZER_FILENAME))) st = FFN_ERR_NOMEM;
     if (st == FFN_OK) st = ffn_vocab_load(path, cfg.vocab_size, &v);
-    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
-    free(path);
-    path = st == FFN_OK ? ffn_path_join(rdir, "/", FFN_MODEL_FILENAME) : NULL;
-    if (st == FFN_OK) st = path ? run_dir_load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = model_with_weights(ctx, rdir, &cfg, model);
     free(path);
     free(rdir);
-    if (st != FFN_OK) {
-        ffn_model_free(m);
-        ffn_vocab_free(v);
-        return st;
-    }
-    *model = m;
-    *vocab = v;
-    return FFN_OK;
+    if (st != FFN_OK) ffn_vocab_free(v);
+    else *vocab = v;
+    return st;
 }
 
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
@@ -85,44 +110,24 @@ ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
     ffn_status st = ffn_dirswap_resolve(dir, &rdir);
     if (st != FFN_OK) return st;
     ffn_model_config cfg;
-    ffn_model *m = NULL;
     ffn_tokenizer *tok = NULL;
-    path = ffn_path_join(rdir, "/", FFN_CONFIG_FILENAME);
-    st = path ? ffn_model_config_load(path, &cfg) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+    st = read_config(rdir, &cfg);
+    if (st == FFN_OK && has_llama2c_vocab(rdir))
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a llama2.c vocabulary (%s), which an "
+                       "ffn_tokenizer cannot hold: load it with ffn_run_dir_load_vocab", rdir,
+                       FFN_LLAMA2C_TOKENIZER_FILENAME);
+    if (st == FFN_OK && !(path = in_dir(rdir, FFN_TOKENIZER_FILENAME))) st = FFN_ERR_NOMEM;
+    if (st == FFN_OK) st = ffn_tokenizer_load(path, &tok);
     free(path);
-    if (st == FFN_OK) {
-        path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
-        struct stat sb;
-        if (path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode))
-            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a llama2.c vocabulary (%s), which an "
-                           "ffn_tokenizer cannot hold: load it with ffn_run_dir_load_vocab", rdir,
-                           FFN_LLAMA2C_TOKENIZER_FILENAME);
-        free(path);
-    }
-    if (st == FFN_OK) {
-        path = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
-        st = path ? ffn_tokenizer_load(path, &tok) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-        free(path);
-    }
     if (st == FFN_OK && ffn_tokenizer_vocab_size(tok) != cfg.vocab_size)
         st = ffn_error(FFN_ERR_CONFIG, "%s: vocab_size %lld in config.json but %lld tokens in %s",
                        rdir, (long long)cfg.vocab_size, (long long)ffn_tokenizer_vocab_size(tok),
                        FFN_TOKENIZER_FILENAME);
-    if (st == FFN_OK) st = ffn_model_create(ctx, &cfg, NULL, &m);
-    if (st == FFN_OK) {
-        path = ffn_path_join(rdir, "/", FFN_MODEL_FILENAME);
-        st = path ? run_dir_load_weights(m, path) : ffn_error(FFN_ERR_NOMEM, "out of memory");
-        free(path);
-    }
+    if (st == FFN_OK) st = model_with_weights(ctx, rdir, &cfg, model);
     free(rdir);
-    if (st != FFN_OK) {
-        ffn_model_free(m);
-        ffn_tokenizer_free(tok);
-        return st;
-    }
-    *model = m;
-    *tokenizer = tok;
-    return FFN_OK;
+    if (st != FFN_OK) ffn_tokenizer_free(tok);
+    else *tokenizer = tok;
+    return st;
 }
 
 ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
