@@ -377,25 +377,18 @@ int ffn_ggml_type_parse(const char *name, ffn_ggml_type *out) {
     return 0;
 }
 
-int64_t ffn_ggml_block_size(ffn_ggml_type type) {
-    const qtype_info *q = qtype(type);
-    return q ? q->block : 0;
+/* The table row of a type, or an all-zero row for an unknown one (block 0,
+ * size 0, neither decoded nor encoded). */
+static const qtype_info *qtype_or_none(ffn_ggml_type t) {
+    static const qtype_info none;
+    const qtype_info *q = qtype(t);
+    return q ? q : &none;
 }
 
-size_t ffn_ggml_type_size(ffn_ggml_type type) {
-    const qtype_info *q = qtype(type);
-    return q ? q->size : 0;
-}
-
-int ffn_ggml_can_dequantize(ffn_ggml_type type) {
-    const qtype_info *q = qtype(type);
-    return q ? q->decode : 0;
-}
-
-int ffn_ggml_can_quantize(ffn_ggml_type type) {
-    const qtype_info *q = qtype(type);
-    return q ? q->encode : 0;
-}
+int64_t ffn_ggml_block_size(ffn_ggml_type type) { return qtype_or_none(type)->block; }
+size_t ffn_ggml_type_size(ffn_ggml_type type) { return qtype_or_none(type)->size; }
+int ffn_ggml_can_dequantize(ffn_ggml_type type) { return qtype_or_none(type)->decode; }
+int ffn_ggml_can_quantize(ffn_ggml_type type) { return qtype_or_none(type)->encode; }
 
 ffn_status ffn_ggml_row_size(ffn_ggml_type type, int64_t n, size_t *bytes) {
     const qtype_info *q = qtype(type);
