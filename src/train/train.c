@@ -642,9 +642,7 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
 void ffn_adamw_free(ffn_adamw *a) {
     if (!a) return;
     ffn_free_aligned(a->moments);
-    free(a->norm_partials);
-    free(a->frozen);
-    free(a);
+    FFN_FREE_ALL(a->norm_partials, a->frozen, a);
 }
 
 float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
@@ -1172,10 +1170,7 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
 
 void ffn_train_result_free(ffn_train_result *r) {
     if (!r) return;
-    free(r->loss);
-    free(r->eval_step);
-    free(r->eval_loss);
-    free(r->checkpoint_dir);
+    FFN_FREE_ALL(r->loss, r->eval_step, r->eval_loss, r->checkpoint_dir);
     memset(r, 0, sizeof *r);
 }
 
