@@ -65,7 +65,7 @@ except Exception:
 tps = s.get("tokens_per_s") or s.get("train_tokens_per_s")
 if tps:
     print(json.dumps({"which": sys.argv[2], "label": "train D128 L4 T64 B16",
-                      "train": {"median_ms": 1000.0 / tps}}))
+                      "train": {"median_ms": 1e6 / tps}}))
 PYEOF
     done
 done
@@ -75,10 +75,14 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 by = {}
 for r in rows:
+    src = r.get("moe", r)  # ffn bench moe nests its times (in s) under "moe"
     for part in ("forward", "forward_backward", "train"):
-        if part in r and "median_ms" in r[part]:
-            by.setdefault((r["label"], part), {}).setdefault(r["which"], []).append(
-                r[part]["median_ms"])
+        p = src.get(part)
+        if not p:
+            continue
+        ms = p.get("median_ms", p["median_s"] * 1e3 if "median_s" in p else None)
+        if ms is not None:
+            by.setdefault((r["label"], part), {}).setdefault(r["which"], []).append(ms)
 print(f"\n{'benchmark':<34}{'pass':<18}{'old ms':>10}{'new ms':>10}{'new/old':>9}")
 ratios = []
 for (label, part), d in by.items():
