@@ -20,20 +20,6 @@ static const char epilog[] =
 "example:\n"
 "  ffn generate ffn-model --prompt 'Mary gave John' --steps 60 --temperature 0\n";
 
-typedef struct stream {
-    int last_newline;
-    int64_t bytes;
-} stream;
-
-static int emit(const char *bytes, size_t len, void *user) {
-    stream *s = user;
-    fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
-    if (len) s->last_newline = bytes[len - 1] == '\n';
-    s->bytes += (int64_t)len;
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv) {
     ffn_generate_options g;
     ffn_generate_options_default(&g);
@@ -81,7 +67,7 @@ int cmd_generate(int argc, char **argv) {
     ffn_model *model = NULL;
     ffn_tokenizer *tok = NULL;
     ffn_status st = ffn_run_dir_load(ctx, model_dir, &model, &tok);
-    stream s = {1, 0};
+    cli_text_out s = {.last_newline = 1};
     if (st == FFN_OK) {
         /* The model reads symbols its vocabulary lacks as <unk>: say so on
          * stderr, with the prompt as the model reads it (stdout keeps the
@@ -99,9 +85,9 @@ int cmd_generate(int argc, char **argv) {
         }
         free(pids);
         free(seen);
-        if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);
-        st = ffn_generate(model, tok, prompt, &g, emit, &s);
-        if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);
+        if (print_prompt && *prompt) cli_text_piece(prompt, strlen(prompt), &s);
+        st = ffn_generate(model, tok, prompt, &g, cli_text_piece, &s);
+        if (s.bytes > 0 && !s.last_newline) cli_text_piece("\n", 1, &s);
     }
     rc = st == FFN_OK ? 0 : cli_fail(CMD, st);
     ffn_model_free(model);
