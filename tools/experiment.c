@@ -763,6 +763,24 @@ int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given) {
     return n;
 }
 
+int exp_parse(exp_plan *plan, const cli_opt *own, int n_own, const char *synopsis,
+              const char *about, const char *epilog, int argc, char **argv, int *lang_given,
+              int *rc) {
+    cli_opt opts[EXP_MAX_OWN_OPTS + EXP_N_COMMON_OPTS + 1];
+    if (n_own > EXP_MAX_OWN_OPTS) { /* a table this file was not told about */
+        cli_error(plan->cmd, "internal error: %d flags of its own, at most %d", n_own,
+                  EXP_MAX_OWN_OPTS);
+        *rc = CLI_EXIT_FAIL;
+        return 0;
+    }
+    memcpy(opts, own, (size_t)n_own * sizeof *opts);
+    int n = n_own + exp_common_opts(plan, opts + n_own, lang_given);
+    opts[n] = (cli_opt){0};
+    const cli_spec spec = {.cmd = plan->cmd, .synopsis = synopsis, .about = about,
+                           .epilog = epilog, .opts = opts};
+    return !cli_parse(&spec, argc, argv, rc);
+}
+
 /* ---- what the numbers say --------------------------------------------------- */
 
 /* The seed-to-seed spread (sample std of the final validation loss) assumed
