@@ -27,11 +27,16 @@ int cli_parse_act(const char *value, void *dst) {
 
 /* ---- errors ------------------------------------------------------------------ */
 
+/* "ffn <cmd>: <message>" on stderr, without the end of the line. */
+static void vmessage(const char *cmd, const char *fmt, va_list ap) {
+    fprintf(stderr, "ffn %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+}
+
 void cli_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "ffn %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
 }
@@ -44,9 +49,8 @@ int cli_fail(const char *cmd, ffn_status st) {
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
-    fprintf(stderr, "ffn %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmessage(cmd, fmt, ap);
     va_end(ap);
     fprintf(stderr, " (see 'ffn %s --help')\n", cmd);
     return CLI_EXIT_USAGE;
@@ -163,6 +167,17 @@ int cli_make_ctx(const char *cmd, int64_t threads, ffn_ctx **ctx) {
                   source, cores);
     }
     return 0;
+}
+
+int cli_text_piece(const char *bytes, size_t len, void *user) {
+    cli_text_out *o = user;
+    fwrite(bytes, 1, len, stdout);
+    fflush(stdout);
+    for (size_t i = 0; i < len; i++)
+        if (bytes[i] == '\n') o->newlines++;
+    if (len) o->last_newline = bytes[len - 1] == '\n';
+    o->bytes += (int64_t)len;
+    return o->stop_at_newline && o->newlines > 0;
 }
 
 void cli_json_string(FILE *f, const char *s) {

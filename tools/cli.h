@@ -100,36 +100,35 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 /* Levenshtein distance (strings up to 63 bytes; longer: 99), for "did you mean". */
 int cli_edit_distance(const char *a, const char *b);
 
-/* Shared declarations: the same flag, the same bounds and meaning. */
+/* Shared declarations: the same flag, the same bounds and meaning.  An
+ * integer or a float flag is the fields of CLI_INT_FIELDS / CLI_FLOAT_FIELDS
+ * (name, destination, metavar, bounds, help), with more fields after them
+ * where a flag needs them. */
+#define CLI_INT_FIELDS(name_, p, mv, lo, hi, text) \
+    .name = (name_), .type = CLI_INT, .dst = (p), .metavar = (mv), .imin = (lo), .imax = (hi), \
+    .help = (text)
+#define CLI_FLOAT_FIELDS(name_, p, mv, lo, hi, text) \
+    .name = (name_), .type = CLI_FLOAT, .dst = (p), .metavar = (mv), .fmin = (lo), .fmax = (hi), \
+    .help = (text)
 #define CLI_THREADS_HELP \
     "threads: 0 = FFN_NUM_THREADS when set, else every core; more threads than " \
     "cores run slower and are warned about"
-#define CLI_OPT_THREADS(p) \
-    {.name = "--threads", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 0, .imax = 4096, \
-     .help = CLI_THREADS_HELP}
-#define CLI_OPT_SEED(p, text) \
-    {.name = "--seed", .type = CLI_INT, .dst = (p), .metavar = "S", .imin = 0, .imax = INT64_MAX, \
-     .help = (text)}
+#define CLI_OPT_THREADS(p) {CLI_INT_FIELDS("--threads", p, "N", 0, 4096, CLI_THREADS_HELP)}
+#define CLI_OPT_SEED(p, text) {CLI_INT_FIELDS("--seed", p, "S", 0, INT64_MAX, text)}
 #define CLI_OPT_JSON(p, text) {.name = "--json", .type = CLI_FLAG, .dst = (p), .help = (text)}
 #define CLI_OPT_FORCE(p, text) {.name = "--force", .type = CLI_FLAG, .dst = (p), .help = (text)}
 #define CLI_OPT_OUT(p, mv, text) \
     {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text)}
 /* optimizer steps of a training run */
-#define CLI_OPT_TRAIN_STEPS(p, text) \
-    {.name = "--steps", .type = CLI_INT, .dst = (p), .metavar = "S", .imin = 1, \
-     .imax = 100000000, .help = (text)}
+#define CLI_OPT_TRAIN_STEPS(p, text) {CLI_INT_FIELDS("--steps", p, "S", 1, 100000000, text)}
 /* tokens to generate */
-#define CLI_OPT_GEN_STEPS(p) \
-    {.name = "--steps", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 0, \
-     .imax = 100000000, .help = "tokens to generate"}
+#define CLI_OPT_GEN_STEPS(p) {CLI_INT_FIELDS("--steps", p, "N", 0, 100000000, "tokens to generate")}
 #define CLI_OPT_TEMPERATURE(p) \
-    {.name = "--temperature", .type = CLI_FLOAT, .dst = (p), .metavar = "T", .fmin = 0, \
-     .fmax = 100, .help = "0 = greedy (the most likely token, lowest id on ties); otherwise " \
-     "sample from softmax(logits / T)"}
+    {CLI_FLOAT_FIELDS("--temperature", p, "T", 0, 100, "0 = greedy (the most likely token, " \
+                      "lowest id on ties); otherwise sample from softmax(logits / T)")}
 #define CLI_OPT_TOP_P(p) \
-    {.name = "--top-p", .type = CLI_FLOAT, .dst = (p), .metavar = "P", .fmin = 0, .fmin_open = 1, \
-     .fmax = 1, .help = "nucleus sampling: only the most likely tokens whose probabilities " \
-     "add up to P (1 = all)"}
+    {CLI_FLOAT_FIELDS("--top-p", p, "P", 0, 1, "nucleus sampling: only the most likely tokens " \
+                      "whose probabilities add up to P (1 = all)"), .fmin_open = 1}
 /* `ffn generate` and `ffn run` both take their sampling defaults from
  * ffn_generate_options_default (one set, shown in both --help). */
 /* layers are 0-based everywhere */
@@ -137,45 +136,31 @@ int cli_edit_distance(const char *a, const char *b);
 
 /* Model shape, Hugging Face config.json names. */
 #define CLI_OPT_HIDDEN_SIZE(p, g) \
-    {.name = "--hidden-size", .type = CLI_INT, .dst = (p), .metavar = "D", .imin = 1, \
-     .imax = 1 << 20, .help = "model width (hidden_size)", .group = (g)}
+    {CLI_INT_FIELDS("--hidden-size", p, "D", 1, 1 << 20, "model width (hidden_size)"), .group = (g)}
 #define CLI_OPT_INTERMEDIATE_SIZE(p, text) \
-    {.name = "--intermediate-size", .type = CLI_INT, .dst = (p), .metavar = "F", .imin = 1, \
-     .imax = 1 << 24, .help = (text)}
+    {CLI_INT_FIELDS("--intermediate-size", p, "F", 1, 1 << 24, text)}
 #define CLI_OPT_LAYERS(p) \
-    {.name = "--num-hidden-layers", .type = CLI_INT, .dst = (p), .metavar = "L", .imin = 1, \
-     .imax = 1024, .help = "Transformer blocks"}
+    {CLI_INT_FIELDS("--num-hidden-layers", p, "L", 1, 1024, "Transformer blocks")}
 #define CLI_OPT_HEADS(p) \
-    {.name = "--num-attention-heads", .type = CLI_INT, .dst = (p), .metavar = "H", .imin = 1, \
-     .imax = 4096, .help = "attention heads"}
+    {CLI_INT_FIELDS("--num-attention-heads", p, "H", 1, 4096, "attention heads")}
 #define CLI_OPT_KV_HEADS(p, d) \
-    {.name = "--num-key-value-heads", .type = CLI_INT, .dst = (p), .metavar = "G", .imin = 1, \
-     .imax = 4096, .help = "key/value heads; G < H is grouped-query attention", .def = (d)}
-#define CLI_OPT_EXPERTS(p, text) \
-    {.name = "--num-experts", .type = CLI_INT, .dst = (p), .metavar = "E", .imin = 0, \
-     .imax = 4096, .help = (text)}
+    {CLI_INT_FIELDS("--num-key-value-heads", p, "G", 1, 4096, \
+                    "key/value heads; G < H is grouped-query attention"), .def = (d)}
+#define CLI_OPT_EXPERTS(p, text) {CLI_INT_FIELDS("--num-experts", p, "E", 0, 4096, text)}
 #define CLI_OPT_TOP_K(p) \
-    {.name = "--num-experts-per-tok", .type = CLI_INT, .dst = (p), .metavar = "K", .imin = 1, \
-     .imax = 4096, .help = "experts each token uses"}
+    {CLI_INT_FIELDS("--num-experts-per-tok", p, "K", 1, 4096, "experts each token uses")}
 #define CLI_OPT_BATCH(p) \
-    {.name = "--batch-size", .type = CLI_INT, .dst = (p), .metavar = "B", .imin = 1, \
-     .imax = 65536, .help = "sequences per micro-batch"}
+    {CLI_INT_FIELDS("--batch-size", p, "B", 1, 65536, "sequences per micro-batch")}
 #define CLI_OPT_SEQ_LEN(p) \
-    {.name = "--seq-len", .type = CLI_INT, .dst = (p), .metavar = "T", .imin = 2, \
-     .imax = 1 << 20, .help = "context length in tokens"}
-#define CLI_OPT_LR(p) \
-    {.name = "--lr", .type = CLI_FLOAT, .dst = (p), .metavar = "X", .fmin = 0, .fmax = 10, \
-     .help = "peak learning rate"}
+    {CLI_INT_FIELDS("--seq-len", p, "T", 2, 1 << 20, "context length in tokens")}
+#define CLI_OPT_LR(p) {CLI_FLOAT_FIELDS("--lr", p, "X", 0, 10, "peak learning rate")}
 #define CLI_OPT_MIN_LR(p) \
-    {.name = "--min-lr", .type = CLI_FLOAT, .dst = (p), .metavar = "X", .fmin = 0, .fmax = 10, \
-     .help = "learning rate at the end of the cosine"}
+    {CLI_FLOAT_FIELDS("--min-lr", p, "X", 0, 10, "learning rate at the end of the cosine")}
 #define CLI_OPT_EVAL_EVERY(p, d) \
-    {.name = "--eval-every", .type = CLI_INT, .dst = (p), .metavar = "K", .imin = 0, \
-     .imax = 1000000000, .help = "evaluate the held-out loss every K steps and at the end " \
-     "(0 = only at the end)", .def = (d)}
+    {CLI_INT_FIELDS("--eval-every", p, "K", 0, 1000000000, "evaluate the held-out loss every K " \
+                    "steps and at the end (0 = only at the end)"), .def = (d)}
 #define CLI_OPT_EVAL_BATCHES(p) \
-    {.name = "--eval-batches", .type = CLI_INT, .dst = (p), .metavar = "N", .imin = 1, \
-     .imax = 100000, .help = "fixed held-out batches per evaluation"}
+    {CLI_INT_FIELDS("--eval-batches", p, "N", 1, 100000, "fixed held-out batches per evaluation")}
 #define CLI_OPT_TOKENIZER_MODE(p) \
     {.name = "--tokenizer", .type = CLI_ENUM, .dst = (p), .names = cli_tokenizer_names, \
      .values = cli_tokenizer_values, .help = "the vocabulary built from the text"}
@@ -226,6 +211,16 @@ int cli_progress_tty(void);
  * user asked for it) after a warning naming both numbers.  Returns 0, or
  * CLI_EXIT_FAIL after printing the error. */
 int cli_make_ctx(const char *cmd, int64_t threads, ffn_ctx **ctx);
+
+/* Generated text printed as it comes: an ffn_generate callback (user: a
+ * cli_text_out) that writes each piece to stdout at once and counts what it
+ * wrote; with stop_at_newline the generation ends after the first newline. */
+typedef struct cli_text_out {
+    int stop_at_newline;
+    int last_newline; /* the last byte written was '\n' */
+    int64_t bytes, newlines;
+} cli_text_out;
+int cli_text_piece(const char *bytes, size_t len, void *user);
 
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void cli_json_string(FILE *f, const char *s);

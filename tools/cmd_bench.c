@@ -203,80 +203,103 @@ enum { PEAK_ITERS = 1 << 22 };
     a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c),            \
     a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c)
 
-__attribute__((target("avx512f"), noinline)) static float fma_loop_avx512(int64_t iters) {
-    __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-    __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f),
-           a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f),
-           a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f),
-           a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_fmadd_ps, m, c);
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
-    return _mm512_reduce_add_ps(s);
-}
+/* One FMA loop per instruction set: V the vector type, P the intrinsics'
+ * prefix (_mm512, _mm256); the lanes are summed by HSUM. */
+#define FMA_LOOP(name, isa, V, P, HSUM)                                                           \
+    __attribute__((target(isa), noinline)) static float name(int64_t iters) {                  \
+        V m = P##_set1_ps(0.999999f), c = P##_set1_ps(1e-7f);                                 \
+        V a0 = P##_set1_ps(0.f), a1 = P##_set1_ps(1.f), a2 = P##_set1_ps(2.f),                \
+          a3 = P##_set1_ps(3.f), a4 = P##_set1_ps(4.f), a5 = P##_set1_ps(5.f),                \
+          a6 = P##_set1_ps(6.f), a7 = P##_set1_ps(7.f), a8 = P##_set1_ps(8.f),                \
+          a9 = P##_set1_ps(9.f), a10 = P##_set1_ps(10.f), a11 = P##_set1_ps(11.f);            \
+        for (int64_t i = 0; i < iters; i++) FMA12(P##_fmadd_ps, m, c);                         \
+        V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                  \
+                         P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                 \
+        s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));              \
+        return HSUM(s);                                                                        \
+    }
 
-__attribute__((target("avx2,fma"), noinline)) static float fma_loop_avx2(int64_t iters) {
-    __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
-           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
-           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
-           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm256_fmadd_ps, m, c);
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+__attribute__((target("avx2"))) static inline float hsum_avx2(__m256 s) {
     float t[8];
     _mm256_storeu_ps(t, s);
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
 }
 
-/* --threads, --json and (bandwidth) --mb; 1 when the command goes on */
-static int parse_common(const char *cmd, const char *about, int argc, char **argv,
-                        int64_t *threads, int *json, int64_t *mb, int *rc) {
-    cli_opt opts[4] = {CLI_OPT_THREADS(threads), CLI_OPT_JSON(json, "one JSON object on stdout")};
+FMA_LOOP(fma_loop_avx512, "avx512f", __m512, _mm512, _mm512_reduce_add_ps)
+FMA_LOOP(fma_loop_avx2, "avx2,fma", __m256, _mm256, hsum_avx2)
+
+/* The start of peak and bandwidth: --threads, --json and (bandwidth) --mb,
+ * the context, and the floats per vector (16 with AVX-512, 8 with AVX2).
+ * Returns 1 when the command goes on, else 0 with *rc its exit status. */
+static int bench_start(const char *cmd, const char *about, int argc, char **argv, int *json,
+                       int64_t *mb, ffn_ctx **ctx, int *lanes, int *rc) {
+    int64_t threads = 0;
+    cli_opt opts[4] = {CLI_OPT_THREADS(&threads), CLI_OPT_JSON(json, "one JSON object on stdout")};
     if (mb)
         opts[2] = (cli_opt){.name = "--mb", .type = CLI_INT, .dst = mb, .metavar = "M",
                             .imin = 1, .imax = 1 << 20, .help = "buffer size in MiB"};
     const cli_spec spec = {.cmd = cmd, .about = about, .opts = opts};
-    return !cli_parse(&spec, argc, argv, rc);
+    if (cli_parse(&spec, argc, argv, rc)) return 0;
+    *rc = CLI_EXIT_FAIL;
+    if (cli_make_ctx(cmd, (int)threads, ctx)) return 0;
+    const char *simd = ffn_simd_level();
+    *lanes = !strcmp(simd, "avx512") ? 16 : !strcmp(simd, "avx2") ? 8 : 0;
+    if (!*lanes) {
+        cli_error(cmd, "needs AVX2 or AVX-512 (simd level here: %s)", simd);
+        ffn_ctx_free(*ctx);
+        return 0;
+    }
+    return 1;
 }
 
-static int bench_peak(int argc, char **argv) {
-    const char *cmd = "bench peak";
-    int64_t threads = 0;
-    int json = 0, rc;
-    if (!parse_common(cmd,
-                      "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
-                      "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over\n"
-                      "all threads (best of 5 runs, 2 FLOPs per lane per FMA).\n",
-                      argc, argv, &threads, &json, NULL, &rc))
-        return rc;
-    ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
-    int nt = ffn_ctx_threads(ctx);
-    const char *simd = ffn_simd_level();
-    int lanes = !strcmp(simd, "avx512") ? 16 : !strcmp(simd, "avx2") ? 8 : 0;
-    if (!lanes) {
-        cli_error(cmd, "needs AVX2 or AVX-512 (simd level here: %s)", simd);
-        ffn_ctx_free(ctx);
-        return CLI_EXIT_FAIL;
-    }
+static int thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+/* The best of 5 runs of work(t, arg) on each of nt threads at once, in
+ * units per second (units: what one run does on all threads). */
+static double best_of_5(int nt, float (*work)(int t, const void *arg), const void *arg,
+                        double units) {
     double best = 0;
     volatile float sink = 0;
     for (int rep = 0; rep < 5; rep++) {
         double t0 = now_s();
 #pragma omp parallel num_threads(nt)
         {
-            float r = lanes == 16 ? fma_loop_avx512(PEAK_ITERS) : fma_loop_avx2(PEAK_ITERS);
+            float r = work(thread_num(), arg);
 #pragma omp atomic
             sink += r;
         }
-        double t = now_s() - t0;
-        double gf = (double)nt * PEAK_ITERS * 12.0 * lanes * 2.0 / t * 1e-9;
-        if (gf > best) best = gf;
+        double rate = units / (now_s() - t0);
+        if (rate > best) best = rate;
     }
     (void)sink;
+    return best;
+}
+
+static const char peak_about[] =
+    "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
+    "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over\n"
+    "all threads (best of 5 runs, 2 FLOPs per lane per FMA).\n";
+
+static float peak_work(int t, const void *arg) {
+    (void)t;
+    return *(const int *)arg == 16 ? fma_loop_avx512(PEAK_ITERS) : fma_loop_avx2(PEAK_ITERS);
+}
+
+static int bench_peak(int argc, char **argv) {
+    const char *cmd = "bench peak";
+    int json = 0, lanes = 0, rc;
+    ffn_ctx *ctx = NULL;
+    if (!bench_start(cmd, peak_about, argc, argv, &json, NULL, &ctx, &lanes, &rc)) return rc;
+    int nt = ffn_ctx_threads(ctx);
+    const char *simd = ffn_simd_level();
+    double best = best_of_5(nt, peak_work, &lanes,
+                            (double)nt * PEAK_ITERS * 12.0 * lanes * 2.0 * 1e-9);
     if (json)
         printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %.2f}\n", nt,
                simd, best);
@@ -291,52 +314,47 @@ static int bench_peak(int argc, char **argv) {
  * caches (default 1 GiB), with several accumulators so that loads, not the
  * add latency, are the limit. */
 
-__attribute__((target("avx512f"), noinline)) static float sum_avx512(const float *p, size_t n) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 64 <= n; i += 64) {
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+/* One sum per instruction set: V the vector type of W floats, P the
+ * intrinsics' prefix, HSUM the sum of the lanes (hsum_avx2 above). */
+#define SUM_LOOP(name, isa, V, W, P, HSUM)                                                        \
+    __attribute__((target(isa), noinline)) static float name(const float *p, size_t n) {        \
+        V a0 = P##_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;                                    \
+        for (size_t i = 0; i + 4 * (W) <= n; i += 4 * (W)) {                                   \
+            a0 = P##_add_ps(a0, P##_load_ps(p + i));                                           \
+            a1 = P##_add_ps(a1, P##_load_ps(p + i + (W)));                                     \
+            a2 = P##_add_ps(a2, P##_load_ps(p + i + 2 * (W)));                                 \
+            a3 = P##_add_ps(a3, P##_load_ps(p + i + 3 * (W)));                                 \
+        }                                                                                      \
+        return HSUM(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)));                       \
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
 
-__attribute__((target("avx2"), noinline)) static float sum_avx2(const float *p, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    size_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    }
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+SUM_LOOP(sum_avx512, "avx512f", __m512, 16, _mm512, _mm512_reduce_add_ps)
+SUM_LOOP(sum_avx2, "avx2", __m256, 8, _mm256, hsum_avx2)
+
+static const char bandwidth_about[] =
+    "Measures the memory read bandwidth: every thread streams its contiguous\n"
+    "slice of an M MiB buffer (far beyond the caches) with vector loads;\n"
+    "prints GB/s (10^9 bytes per second), best of 5 passes.\n";
+
+typedef struct slices {
+    const float *buf;
+    size_t chunk; /* floats per thread */
+    int lanes;
+} slices;
+
+static float bandwidth_work(int t, const void *arg) {
+    const slices *sl = arg;
+    const float *p = sl->buf + (size_t)t * sl->chunk;
+    return sl->lanes == 16 ? sum_avx512(p, sl->chunk) : sum_avx2(p, sl->chunk);
 }
 
 static int bench_bandwidth(int argc, char **argv) {
     const char *cmd = "bench bandwidth";
-    int64_t threads = 0, mb = 1024;
-    int json = 0, rc;
-    if (!parse_common(cmd,
-                      "Measures the memory read bandwidth: every thread streams its contiguous\n"
-                      "slice of an M MiB buffer (far beyond the caches) with vector loads;\n"
-                      "prints GB/s (10^9 bytes per second), best of 5 passes.\n",
-                      argc, argv, &threads, &json, &mb, &rc))
-        return rc;
+    int64_t mb = 1024;
+    int json = 0, lanes = 0, rc;
     ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    if (!bench_start(cmd, bandwidth_about, argc, argv, &json, &mb, &ctx, &lanes, &rc)) return rc;
     int nt = ffn_ctx_threads(ctx);
-    const char *simd = ffn_simd_level();
-    int wide = !strcmp(simd, "avx512") ? 2 : !strcmp(simd, "avx2") ? 1 : 0;
-    if (!wide) {
-        cli_error(cmd, "needs AVX2 or AVX-512 (simd level here: %s)", simd);
-        ffn_ctx_free(ctx);
-        return CLI_EXIT_FAIL;
-    }
     size_t bytes = (size_t)mb << 20, n = bytes / sizeof(float);
     float *buf = NULL;
     if (posix_memalign((void **)&buf, 64, bytes)) {
@@ -348,34 +366,12 @@ static int bench_bandwidth(int argc, char **argv) {
     size_t chunk = (n / (size_t)nt) & ~(size_t)63;
 #pragma omp parallel num_threads(nt)
     {
-#ifdef _OPENMP
-        int t = omp_get_thread_num();
-#else
-        int t = 0;
-#endif
+        int t = thread_num();
         for (size_t i = (size_t)t * chunk; i < (size_t)(t + 1) * chunk; i++) buf[i] = 1.0f;
     }
-    double best = 0;
-    volatile float sink = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
-#pragma omp parallel num_threads(nt)
-        {
-#ifdef _OPENMP
-            int t = omp_get_thread_num();
-#else
-            int t = 0;
-#endif
-            const float *p = buf + (size_t)t * chunk;
-            float r = wide == 2 ? sum_avx512(p, chunk) : sum_avx2(p, chunk);
-#pragma omp atomic
-            sink += r;
-        }
-        double t = now_s() - t0;
-        double gbs = (double)chunk * (size_t)nt * sizeof(float) / t * 1e-9;
-        if (gbs > best) best = gbs;
-    }
-    (void)sink;
+    const slices sl = {buf, chunk, lanes};
+    double best = best_of_5(nt, bandwidth_work, &sl,
+                            (double)chunk * (size_t)nt * sizeof(float) * 1e-9);
     if (json)
         printf("{\"bench\": \"bandwidth\", \"threads\": %d, \"mib\": %lld, \"gbps\": %.2f}\n", nt,
                (long long)mb, best);

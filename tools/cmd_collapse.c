@@ -35,6 +35,11 @@ static const char about[] =
     "No layer at hand?  `ffn layer --make-example DIR` writes DIR/linear.json and\n"
     "DIR/linear.safetensors.\n";
 
+static const char synopsis[] =
+    "--config layer.json --weights w.safetensors\n"
+    "                    --output merged.safetensors [--samples N] [--seed S]\n"
+    "                    [--threads N] [--json]";
+
 static const char epilog[] =
     "The report: the max absolute difference between the two forwards, the same\n"
     "relative to max|y|, and the parameter counts before and after.\n"
@@ -217,12 +222,8 @@ int cmd_collapse(int argc, char **argv) {
         CLI_OPT_THREADS(&a.threads),
         CLI_OPT_JSON(&a.json, "print the report as one JSON object"),
         {0}};
-    const cli_spec spec = {.cmd = cmd,
-                           .synopsis = "--config layer.json --weights w.safetensors\n"
-                                       "                    --output merged.safetensors "
-                                       "[--samples N] [--seed S]\n"
-                                       "                    [--threads N] [--json]",
-                           .about = about, .epilog = epilog, .opts = opts};
+    const cli_spec spec = {.cmd = cmd, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     const char *missing = !a.config ? "--config" : !a.weights ? "--weights"

@@ -20,6 +20,10 @@ static const char about[] =
             "Differences smaller than the spread over --seeds are noise; at a few hundred\n"
             "steps the variants are still close (see ffn demo, 1500 steps by default).\n";
 
+static const char synopsis[] =
+    "[--data FILE | --corpus en|zh] [--variants LIST] [--steps S]\n"
+    "                   [--seeds N] [--out DIR] [--json] [model and loop flags]";
+
 static const char epilog[] =
             "Output: a table on stdout (parameters total and active, forward FLOPs per\n"
             "token, validation loss mean ± sample std over seeds, final training loss,\n"
@@ -71,7 +75,7 @@ int cmd_compare(int argc, char **argv) {
     plan.out_dir = "ffn-compare";
     int64_t seeds = plan.seeds;
     int lang_given = 0;
-    cli_opt opts[EXP_N_COMMON_OPTS + 8] = {
+    const cli_opt own[] = {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
          .help = "UTF-8 text to train on (default: the built-in corpus; not with --lang)"},
         {.name = "--variants", .type = CLI_LIST, .dst = &variants, .metavar = "LIST",
@@ -83,17 +87,10 @@ int cmd_compare(int argc, char **argv) {
                     "metrics (.metrics.jsonl), DIR/val_loss.svg and DIR/compare.json; an existing DIR "
                     "is refused unless it is this experiment and --resume is given, or --force is"),
     };
-    int n = 4;
-    n += exp_common_opts(&plan, opts + n, &lang_given);
-    opts[n] = (cli_opt){0};
-    const cli_spec spec = {.cmd = cmd,
-                           .synopsis = "[--data FILE | --corpus en|zh] [--variants LIST] "
-                                       "[--steps S]\n"
-                                       "                   [--seeds N] [--out DIR] [--json] "
-                                       "[model and loop flags]",
-                           .about = about, .epilog = epilog, .opts = opts};
     int rc;
-    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (!exp_parse(&plan, own, (int)(sizeof own / sizeof own[0]), synopsis, about, epilog, argc,
+                   argv, &lang_given, &rc))
+        return rc;
     if (data && lang_given)
         return cli_usage_error(cmd, "--data %s and --lang/--corpus %s exclude each other: "
                                "--data trains on the file, --lang picks the built-in corpus",

@@ -34,20 +34,11 @@ static const char about[] =
             "spread of such runs when --seeds is 1) is called noise, and a result against\n"
             "the expected direction is said to be so, with why it can happen.\n";
 
+static const char synopsis[] =
+    "[--out DIR] [--steps S] [--lang en|zh] [--seeds N]\n"
+    "                [--threads N] [--json] [model and loop flags]";
+
 static const char epilog[] = "More variants and seeds: ffn compare --help.\n";
-
-typedef struct sample_state {
-    int newlines;
-} sample_state;
-
-static int on_token(const char *bytes, size_t len, void *user) {
-    sample_state *s = user;
-    fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
-    for (size_t i = 0; i < len; i++)
-        if (bytes[i] == '\n') s->newlines++;
-    return s->newlines >= 1;
-}
 
 static void show_samples(ffn_ctx *ctx, const exp_plan *p, ffn_lang lang) {
     const exp_variant *best = NULL;
@@ -74,10 +65,10 @@ static void show_samples(ffn_ctx *ctx, const exp_plan *p, ffn_lang lang) {
         g.temperature = 0.7;
         g.top_p = 0.95;
         g.seed = 7 + (uint64_t)i;
-        sample_state s = {0};
+        cli_text_out s = {.stop_at_newline = 1}; /* one line per prompt */
         printf("  %s", prompts[i]);
         fflush(stdout);
-        st = ffn_generate(model, tok, prompts[i], &g, on_token, &s);
+        st = ffn_generate(model, tok, prompts[i], &g, cli_text_piece, &s);
         if (!s.newlines) putchar('\n');
         if (st != FFN_OK) {
             cli_fail("demo", st);
@@ -98,7 +89,7 @@ int cmd_demo(int argc, char **argv) {
     int64_t seeds = plan.seeds;
     int lang_given = 0;
     const char *explain_from = NULL;
-    cli_opt opts[EXP_N_COMMON_OPTS + 8] = {
+    const cli_opt own[] = {
         CLI_OPT_OUT(&plan.out_dir, "DIR",
                     "where checkpoints, metrics, val_loss.svg and compare.json go; an existing DIR "
                     "needs --resume (the same demo: finished runs kept) or --force"),
@@ -107,16 +98,10 @@ int cmd_demo(int argc, char **argv) {
         /* the explanation alone, from a compare.json (the tests feed it numbers) */
         {.name = "--explain-from", .type = CLI_PATH, .dst = &explain_from, .hidden = 1},
     };
-    int n = 3;
-    n += exp_common_opts(&plan, opts + n, &lang_given);
-    opts[n] = (cli_opt){0};
-    const cli_spec spec = {.cmd = cmd,
-                           .synopsis = "[--out DIR] [--steps S] [--lang en|zh] [--seeds N]\n"
-                                       "                [--threads N] [--json] [model and loop "
-                                       "flags]",
-                           .about = about, .epilog = epilog, .opts = opts};
     int rc;
-    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (!exp_parse(&plan, own, (int)(sizeof own / sizeof own[0]), synopsis, about, epilog, argc,
+                   argv, &lang_given, &rc))
+        return rc;
     plan.seeds = (int)seeds;
     if (explain_from) return exp_explain_file(cmd, explain_from);
     if (!exp_plan_finish(&plan) || !exp_parse_variants(&plan, "none,linear,gelu,swiglu,moe"))

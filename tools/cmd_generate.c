@@ -21,24 +21,10 @@ static const char epilog[] =
 "example:\n"
 "  ffn generate ffn-model --prompt 'Mary gave John' --steps 60 --temperature 0\n";
 
-typedef struct stream {
-    int last_newline;
-    int64_t bytes;
-} stream;
-
-static int emit(const char *bytes, size_t len, void *user);
+/* ffn_generate_text's token callback over the CLI's text stream */
 static int emit_token(int32_t id, const char *bytes, size_t len, void *user) {
     (void)id;
-    return emit(bytes, len, user);
-}
-
-static int emit(const char *bytes, size_t len, void *user) {
-    stream *s = user;
-    fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
-    if (len) s->last_newline = bytes[len - 1] == '\n';
-    s->bytes += (int64_t)len;
-    return 0;
+    return cli_text_piece(bytes, len, user);
 }
 
 int cmd_generate(int argc, char **argv) {
@@ -88,7 +74,7 @@ int cmd_generate(int argc, char **argv) {
     ffn_model *model = NULL;
     ffn_vocab *voc = NULL;
     ffn_status st = ffn_run_dir_load_vocab(ctx, model_dir, &model, &voc);
-    stream s = {1, 0};
+    cli_text_out s = {.last_newline = 1};
     if (st == FFN_OK) {
         /* The model reads symbols its vocabulary lacks as <unk>: say so on
          * stderr, with the prompt as the model reads it (stdout keeps the
@@ -108,10 +94,10 @@ int cmd_generate(int argc, char **argv) {
         }
         free(pids);
         free(seen);
-        if (print_prompt && *prompt) emit(prompt, strlen(prompt), &s);
+        if (print_prompt && *prompt) cli_text_piece(prompt, strlen(prompt), &s);
         const ffn_generate_callbacks cb = {.on_token = emit_token, .user = &s};
         st = ffn_generate_text(model, voc, prompt, &g, &cb);
-        if (s.bytes > 0 && !s.last_newline) emit("\n", 1, &s);
+        if (s.bytes > 0 && !s.last_newline) cli_text_piece("\n", 1, &s);
     }
     rc = st == FFN_OK ? 0 : cli_fail(CMD, st);
     ffn_model_free(model);

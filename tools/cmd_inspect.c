@@ -234,6 +234,20 @@ static void json_num(FILE *f, double x) {
     else fputs("null", f);
 }
 
+/* `, "key": x` on stdout: a number field after the first of an object. */
+static void json_field(const char *key, double x) {
+    printf(", \"%s\": ", key);
+    json_num(stdout, x);
+}
+
+/* `SEP{"id": ID, "text": "...", "logit": X}`: a token a value vector promotes. */
+static void json_promoted(const loaded *ld, const char *sep, int32_t id, double logit, sbuf *b) {
+    printf("%s{\"id\": %d, \"text\": ", sep, id);
+    cli_json_string(stdout, tok_text(ld, -1, id, b));
+    json_field("logit", logit);
+    printf("}");
+}
+
 /* ---- ffn inspect MODEL ----------------------------------------------------------------- */
 
 
@@ -307,14 +321,10 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
             const ffn_inspect_token *tk = ffn_inspect_token_at(r, li, t);
             printf("%s\n   {\"position\": %lld, \"out_norm\": ", t ? "," : "", (long long)t);
             json_num(stdout, tk->out_norm);
-            printf(", \"partial_norm\": ");
-            json_num(stdout, tk->partial_norm);
-            printf(", \"explained\": ");
-            json_num(stdout, tk->explained);
-            printf(", \"cosine\": ");
-            json_num(stdout, tk->cosine);
-            printf(", \"residual\": ");
-            json_num(stdout, tk->residual);
+            json_field("partial_norm", tk->partial_norm);
+            json_field("explained", tk->explained);
+            json_field("cosine", tk->cosine);
+            json_field("residual", tk->residual);
             printf(", \"experts\": [");
             for (int64_t j = 0; j < tk->n_experts; j++) {
                 printf("%s{\"expert\": %d, \"weight\": ", j ? ", " : "", tk->experts[j]);
@@ -327,26 +337,16 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
                 printf("%s\n    {\"expert\": %lld, \"index\": %lld, \"gate_pre\": ", j ? "," : "",
                        (long long)nu->expert, (long long)nu->index);
                 json_num(stdout, nu->gate_pre);
-                printf(", \"gate\": ");
-                json_num(stdout, nu->gate);
-                printf(", \"up\": ");
-                json_num(stdout, nu->up);
-                printf(", \"product\": ");
-                json_num(stdout, nu->product);
-                printf(", \"weight\": ");
-                json_num(stdout, nu->weight);
-                printf(", \"contribution\": ");
-                json_num(stdout, nu->contribution);
-                printf(", \"value_norm\": ");
-                json_num(stdout, nu->value_norm);
+                json_field("gate", nu->gate);
+                json_field("up", nu->up);
+                json_field("product", nu->product);
+                json_field("weight", nu->weight);
+                json_field("contribution", nu->contribution);
+                json_field("value_norm", nu->value_norm);
                 printf(", \"promoted\": [");
                 for (int64_t p = 0; p < r->n_promoted; p++) {
                     if (nu->promoted[p] < 0) continue;
-                    printf("%s{\"id\": %d, \"text\": ", p ? ", " : "", nu->promoted[p]);
-                    cli_json_string(stdout, tok_text(ld, -1, nu->promoted[p], &a));
-                    printf(", \"logit\": ");
-                    json_num(stdout, nu->promoted_logit[p]);
-                    printf("}");
+                    json_promoted(ld, p ? ", " : "", nu->promoted[p], nu->promoted_logit[p], &a);
                 }
                 printf("]}");
             }
@@ -450,6 +450,28 @@ static const char *span_text(const loaded *ld, const int32_t *ids, int64_t from,
     return b->s;
 }
 
+/* The parse of `ffn inspect SUB USAGE [options]`: MODEL into *model_path.
+ * With opts_only, only the flags are printed to it (for ffn inspect --help).
+ * Returns 1 when the subcommand goes on, else 0 with *rc its exit status. */
+static int parse_sub(const char *sub, const char *usage, const cli_opt *opts, int argc,
+                     char **argv, FILE *opts_only, const char **model_path, int *rc) {
+    char cmd[32], line[96];
+    cli_pos pos[2];
+    memcpy(pos, model_pos, sizeof pos);
+    pos[0].dst = model_path;
+    *rc = 0;
+    if (opts_only) {
+        snprintf(line, sizeof line, "ffn inspect %s %s", sub, usage);
+        cli_help_options(opts_only, opts, line);
+        return 0;
+    }
+    snprintf(cmd, sizeof cmd, "inspect %s", sub);
+    snprintf(line, sizeof line, "%s [options]", usage);
+    const cli_spec spec = {.cmd = cmd, .synopsis = line, .about = about, .epilog = epilog,
+                           .opts = opts, .pos = pos};
+    return !cli_parse(&spec, argc, argv, rc);
+}
+
 /* opts_only: print the flags to it and return (for ffn inspect --help). */
 static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
@@ -478,17 +500,9 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
         CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
         CLI_OPT_THREADS(&threads),
         {0}};
-    cli_pos pos[2];
-    memcpy(pos, model_pos, sizeof pos);
-    pos[0].dst = &model_path;
-    if (opts_only) {
-        cli_help_options(opts_only, opts, "ffn inspect keys MODEL --data FILE");
-        return 0;
-    }
-    const cli_spec spec = {.cmd = "inspect keys", .synopsis = "MODEL --data FILE [options]",
-                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int prc;
-    if (cli_parse(&spec, argc, argv, &prc)) return prc;
+    if (!parse_sub("keys", "MODEL --data FILE", opts, argc, argv, opts_only, &model_path, &prc))
+        return prc;
     if (!model_path || !data) {
         cli_error(CMD, "usage: ffn inspect keys MODEL --data FILE (see ffn inspect --help)");
         return CLI_EXIT_USAGE;
@@ -538,8 +552,7 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                        "%lld, \"agreement\": ", li ? "," : "", (long long)kl->layer,
                        (long long)kl->n_neurons, (long long)kl->n_agree, (long long)kl->n_counted);
                 json_num(stdout, kl->agreement);
-                printf(", \"chance\": ");
-                json_num(stdout, kl->chance);
+                json_field("chance", kl->chance);
                 printf(", \"reported\": [");
             } else {
                 printf("\n== layer %lld: %lld neurons ==\n", (long long)kl->layer,
@@ -554,11 +567,8 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                            kl->fe == kl->n_neurons ? -1LL : (long long)(i / kl->fe),
                            (long long)(i % kl->fe), kl->next_token[i]);
                     for (int64_t p = 0; p < P; p++) {
-                        printf("%s{\"id\": %d, \"text\": ", p ? ", " : "", pr[p]);
-                        cli_json_string(stdout, tok_text(&ld, -1, pr[p], &a));
-                        printf(", \"logit\": ");
-                        json_num(stdout, kl->promoted_logit[i * P + p]);
-                        printf("}");
+                        json_promoted(&ld, p ? ", " : "", pr[p], kl->promoted_logit[i * P + p],
+                                      &a);
                     }
                     printf("], \"examples\": [");
                     int first = 1;
@@ -662,17 +672,10 @@ static int run_gates(int argc, char **argv, FILE *opts_only) {
         CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
         CLI_OPT_THREADS(&threads),
         {0}};
-    cli_pos pos[2];
-    memcpy(pos, model_pos, sizeof pos);
-    pos[0].dst = &model_path;
-    if (opts_only) {
-        cli_help_options(opts_only, opts, "ffn inspect gates MODEL --corpus [en|zh]");
-        return 0;
-    }
-    const cli_spec spec = {.cmd = "inspect gates", .synopsis = "MODEL --corpus [en|zh] [options]",
-                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int prc;
-    if (cli_parse(&spec, argc, argv, &prc)) return prc;
+    if (!parse_sub("gates", "MODEL --corpus [en|zh]", opts, argc, argv, opts_only, &model_path,
+                   &prc))
+        return prc;
     if (split_given) o.split = (ffn_probe_split)split;
     if (!model_path) {
         cli_error(CMD, "usage: ffn inspect gates MODEL --corpus [en|zh] (see ffn inspect --help)");
@@ -719,12 +722,9 @@ static int run_gates(int argc, char **argv, FILE *opts_only) {
                 printf("%s\n {\"layer\": %lld, \"features\": %lld, \"acc_gate\": ", li ? "," : "",
                        (long long)pl->layer, (long long)pl->n_features_gate);
                 json_num(stdout, pl->acc_gate);
-                printf(", \"acc_input\": ");
-                json_num(stdout, pl->acc_input);
-                printf(", \"train_acc_gate\": ");
-                json_num(stdout, pl->train_acc_gate);
-                printf(", \"train_acc_input\": ");
-                json_num(stdout, pl->train_acc_input);
+                json_field("acc_input", pl->acc_input);
+                json_field("train_acc_gate", pl->train_acc_gate);
+                json_field("train_acc_input", pl->train_acc_input);
                 printf(", \"selective\": {");
                 for (int c = 0; c < FFN_WORD_N_CLASSES; c++) {
                     printf("%s\"%s\": [", c ? ", " : "", ffn_word_class_name(c));

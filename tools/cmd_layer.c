@@ -38,6 +38,12 @@ static const char about[] =
     "No files yet?  `ffn layer --make-example DIR` writes a small SwiGLU layer's\n"
     "DIR/layer.json, DIR/w.safetensors and DIR/in.safetensors to try it on.\n";
 
+static const char synopsis[] =
+    "--config layer.json --weights w.safetensors\n"
+    "                 --input in.safetensors --output out.safetensors\n"
+    "                 [--backward] [--threads N] [--recompute]\n"
+    "       ffn layer --make-example DIR [--force]";
+
 static const char epilog[] =
     "Inputs may be F32, F16 or BF16 (converted to fp32 on load); outputs are F32.\n"
     "Results are bitwise reproducible from run to run at a given thread count.\n"
@@ -490,13 +496,8 @@ int cmd_layer(int argc, char **argv) {
                  "atomically, then exit; existing files are kept unless --force"},
         CLI_OPT_FORCE(&force, "with --make-example: replace existing files"),
         {0}};
-    const cli_spec spec = {.cmd = cmd,
-                           .synopsis = "--config layer.json --weights w.safetensors\n"
-                                       "                 --input in.safetensors --output "
-                                       "out.safetensors\n"
-                                       "                 [--backward] [--threads N] [--recompute]\n"
-                                       "       ffn layer --make-example DIR [--force]",
-                           .about = about, .epilog = epilog, .opts = opts};
+    const cli_spec spec = {.cmd = cmd, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (example_dir) {

@@ -61,6 +61,12 @@ static const char about[] =
     "and shows Shazeer's 2/3 rule: a gated FFN (gate, up, down: 3*D*F weights) with\n"
     "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n";
 
+static const char synopsis[] =
+    "CONFIG.json [--seq-len T] [--per-layer] [--json]\n"
+    "       ffn params --suggest-intermediate --hidden D [--multiple-of M]\n"
+    "                  [--ffn-dim-multiplier X] [--json]\n"
+    "       ffn params --conventions";
+
 static void print_conventions(FILE *f) {
     fprintf(f, "conventions:\n");
     for (size_t i = 0; i < N_CONVENTIONS; i++) print_wrapped(f, conventions[i]);
@@ -387,13 +393,8 @@ int cmd_params(int argc, char **argv) {
             fclose(mf);
         }
     }
-    const cli_spec spec = {.cmd = CMD,
-                           .synopsis = "CONFIG.json [--seq-len T] [--per-layer] [--json]\n"
-                                       "       ffn params --suggest-intermediate --hidden D "
-                                       "[--multiple-of M]\n"
-                                       "                  [--ffn-dim-multiplier X] [--json]\n"
-                                       "       ffn params --conventions",
-                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    const cli_spec spec = {.cmd = CMD, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (show_conventions) {

@@ -38,6 +38,11 @@ static const char about[] =
     "     max difference between the two-layer and the merged map on 64 random\n"
     "     inputs.\n";
 
+static const char synopsis[] =
+    "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
+    "                  [--model VARIANT|DIR]... [--config config.json]... [--top K]\n"
+    "                  [--promoted P] [--threads N]";
+
 static const char epilog[] =
     "Prints the written file's path on stdout.  Exit status: 0 written, 1 failed\n"
     "(the message names the file), 2 bad usage.\n"
@@ -88,12 +93,8 @@ int cmd_report(int argc, char **argv) {
                             .help = "a compare/demo --out directory or a checkpoint directory",
                             .missing = "missing RUN_DIR: the directory to report on"},
                            {0}};
-    const cli_spec spec = {.cmd = cmd,
-                           .synopsis = "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
-                                       "                  [--model VARIANT|DIR]... [--config "
-                                       "config.json]... [--top K]\n"
-                                       "                  [--promoted P] [--threads N]",
-                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    const cli_spec spec = {.cmd = cmd, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     ffn_ctx *ctx = NULL;

@@ -763,6 +763,24 @@ int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given) {
     return n;
 }
 
+int exp_parse(exp_plan *plan, const cli_opt *own, int n_own, const char *synopsis,
+              const char *about, const char *epilog, int argc, char **argv, int *lang_given,
+              int *rc) {
+    cli_opt opts[EXP_MAX_OWN_OPTS + EXP_N_COMMON_OPTS + 1];
+    if (n_own > EXP_MAX_OWN_OPTS) { /* a table this file was not told about */
+        cli_error(plan->cmd, "internal error: %d flags of its own, at most %d", n_own,
+                  EXP_MAX_OWN_OPTS);
+        *rc = CLI_EXIT_FAIL;
+        return 0;
+    }
+    memcpy(opts, own, (size_t)n_own * sizeof *opts);
+    int n = n_own + exp_common_opts(plan, opts + n_own, lang_given);
+    opts[n] = (cli_opt){0};
+    const cli_spec spec = {.cmd = plan->cmd, .synopsis = synopsis, .about = about,
+                           .epilog = epilog, .opts = opts};
+    return !cli_parse(&spec, argc, argv, rc);
+}
+
 /* ---- what the numbers say --------------------------------------------------- */
 
 /* The seed-to-seed spread (sample std of the final validation loss) assumed
@@ -814,11 +832,28 @@ static void why_short(FILE *f, const exp_plan *p) {
                    "seeds (--seeds) tell whether it holds.");
 }
 
+/* One row of the explanation: a against b (`vs AGAINST`), EXTRA, then what
+ * the verdict means: better, same or worse.  A reading that ends without a
+ * newline is one the runs may be too short to trust: why_short follows it. */
+static void explain_row(FILE *f, const exp_plan *p, const exp_variant *a, const exp_variant *b,
+                        const char *against, const char *extra, const char *better,
+                        const char *same, const char *worse) {
+    exp_diff d = exp_compare(a, b);
+    char w[96];
+    verdict_words(&d, w, sizeof w);
+    fprintf(f, "  %-7s %+.3f vs %s (%s): %s", a->name, d.delta, against, w, extra);
+    const char *text = d.verdict == EXP_BETTER ? better : d.verdict == EXP_SAME ? same : worse;
+    fputs(text, f);
+    if (text[strlen(text) - 1] != '\n') {
+        why_short(f, p);
+        fputc('\n', f);
+    }
+}
+
 static void explain_rows(FILE *f, const exp_plan *p) {
     const exp_variant *none = find_variant(p, "none"), *lin = find_variant(p, "linear"),
                       *gelu = find_variant(p, "gelu"), *swi = find_variant(p, "swiglu"),
                       *moe = find_variant(p, "moe");
-    char w[96];
     fprintf(f, "\nwhat the rows show (validation loss; lower is better):\n");
     if (p->seeds > 1 || (none && none->n_runs > 1))
         fprintf(f, "  noise: two standard errors of a difference over %d seeds\n", p->seeds);
@@ -830,71 +865,35 @@ static void explain_rows(FILE *f, const exp_plan *p) {
         fprintf(f, "  none    %.3f: attention alone; context arrives, but nothing transforms "
                    "each token after it.\n",
                 none->val_mean);
-    if (lin && none) {
-        exp_diff d = exp_compare(lin, none);
-        verdict_words(&d, w, sizeof w);
-        fprintf(f, "  linear  %+.3f vs none (%s): ", d.delta, w);
-        if (d.verdict == EXP_SAME)
-            fprintf(f, "as expected: without a nonlinearity the FFN is one D x D matrix in "
-                       "disguise (ffn collapse).\n");
-        else if (d.verdict == EXP_BETTER)
-            fprintf(f, "more than the lesson expects of one D x D matrix in disguise (ffn "
-                       "collapse): in a block the FFN reads RMSNorm(x), which is not linear, "
-                       "and the extra matrix adds capacity a short run can use.  The lesson's "
-                       "test is the nonlinearity: gelu against linear, below.\n");
-        else {
-            fprintf(f, "against the expected direction: a linear FFN is one D x D matrix in "
-                       "disguise (ffn collapse), so it should match none, not lose to it.");
-            why_short(f, p);
-            fputc('\n', f);
-        }
-    }
-    if (gelu && lin) {
-        exp_diff d = exp_compare(gelu, lin);
-        verdict_words(&d, w, sizeof w);
-        fprintf(f, "  gelu    %+.3f vs linear at the same size (%s): ", d.delta, w);
-        if (d.verdict == EXP_BETTER)
-            fprintf(f, "the nonlinearity is what makes the FFN's parameters pay.\n");
-        else if (d.verdict == EXP_SAME) {
-            fprintf(f, "no gain from the nonlinearity can be claimed from these runs.");
-            why_short(f, p);
-            fputc('\n', f);
-        } else {
-            fprintf(f, "against the expected direction: the nonlinearity should help.");
-            why_short(f, p);
-            fputc('\n', f);
-        }
-    }
-    if (swi && gelu) {
-        exp_diff d = exp_compare(swi, gelu);
-        verdict_words(&d, w, sizeof w);
-        fprintf(f, "  swiglu  %+.3f vs gelu at equal parameters (%s): ", d.delta, w);
-        if (d.verdict == EXP_BETTER)
-            fprintf(f, "the input-dependent gate helps, as in Shazeer (2020).\n");
-        else if (d.verdict == EXP_SAME)
-            fprintf(f, "no gain from the gate can be claimed at this scale and length.\n");
-        else {
-            fprintf(f, "against the direction of Shazeer (2020), where the gate helps.");
-            why_short(f, p);
-            fputc('\n', f);
-        }
-    }
+    if (lin && none)
+        explain_row(f, p, lin, none, "none", "",
+                    "more than the lesson expects of one D x D matrix in disguise (ffn "
+                    "collapse): in a block the FFN reads RMSNorm(x), which is not linear, "
+                    "and the extra matrix adds capacity a short run can use.  The lesson's "
+                    "test is the nonlinearity: gelu against linear, below.\n",
+                    "as expected: without a nonlinearity the FFN is one D x D matrix in "
+                    "disguise (ffn collapse).\n",
+                    "against the expected direction: a linear FFN is one D x D matrix in "
+                    "disguise (ffn collapse), so it should match none, not lose to it.");
+    if (gelu && lin)
+        explain_row(f, p, gelu, lin, "linear at the same size", "",
+                    "the nonlinearity is what makes the FFN's parameters pay.\n",
+                    "no gain from the nonlinearity can be claimed from these runs.",
+                    "against the expected direction: the nonlinearity should help.");
+    if (swi && gelu)
+        explain_row(f, p, swi, gelu, "gelu at equal parameters", "",
+                    "the input-dependent gate helps, as in Shazeer (2020).\n",
+                    "no gain from the gate can be claimed at this scale and length.\n",
+                    "against the direction of Shazeer (2020), where the gate helps.");
     if (moe && swi) {
-        exp_diff d = exp_compare(moe, swi);
-        verdict_words(&d, w, sizeof w);
-        fprintf(f, "  moe     %+.3f vs swiglu at equal active parameters (%s): %lld of %lld "
-                   "parameters used per token; ",
-                d.delta, w, (long long)moe->active_params, (long long)moe->total_params);
-        if (d.verdict == EXP_BETTER)
-            fprintf(f, "the extra experts' capacity pays at the same per-token compute.\n");
-        else if (d.verdict == EXP_SAME)
-            fprintf(f, "the extra capacity does not show in these runs.\n");
-        else {
-            fprintf(f, "against the expected direction: the router must be learned too, and each "
-                       "expert sees only part of the tokens.");
-            why_short(f, p);
-            fputc('\n', f);
-        }
+        char used[96];
+        snprintf(used, sizeof used, "%lld of %lld parameters used per token; ",
+                 (long long)moe->active_params, (long long)moe->total_params);
+        explain_row(f, p, moe, swi, "swiglu at equal active parameters", used,
+                    "the extra experts' capacity pays at the same per-token compute.\n",
+                    "the extra capacity does not show in these runs.\n",
+                    "against the expected direction: the router must be learned too, and each "
+                    "expert sees only part of the tokens.");
     }
 }
 

@@ -92,6 +92,13 @@ int exp_plan_finish(exp_plan *plan);
  * other spelling --corpus) is given. */
 #define EXP_N_COMMON_OPTS 26
 int exp_common_opts(exp_plan *plan, cli_opt *opts, int *lang_given);
+/* The parse of compare and demo: the command's own flags (n_own of them, at
+ * most EXP_MAX_OWN_OPTS) then the common ones, under plan->cmd.  Returns 1
+ * when the command goes on, else 0 with *rc its exit status. */
+#define EXP_MAX_OWN_OPTS 8
+int exp_parse(exp_plan *plan, const cli_opt *own, int n_own, const char *synopsis,
+              const char *about, const char *epilog, int argc, char **argv, int *lang_given,
+              int *rc);
 
 /* A difference of validation losses, a - b, against the noise: two standard
  * errors of the difference over the seeds when both ran more than once,

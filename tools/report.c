@@ -71,15 +71,15 @@ static int rfail(rctx *r, int code, const char *fmt, ...) {
     return code;
 }
 
-static int is_dir(const char *path) {
+/* The type bits of what path names, links followed (S_IFDIR, S_IFREG, ...);
+ * 0 when there is nothing there. */
+static mode_t path_type(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    return stat(path, &st) == 0 ? st.st_mode & S_IFMT : 0;
 }
 
-static int is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
+static int is_dir(const char *path) { return path_type(path) == S_IFDIR; }
+static int is_file(const char *path) { return path_type(path) == S_IFREG; }
 
 /* Read a whole small file (<= 256 MiB); NULL with errno set on failure. */
 static char *read_file(const char *path, size_t *len) {
