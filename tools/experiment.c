@@ -265,17 +265,6 @@ static int clean_results(const exp_plan *p) {
     return ok;
 }
 
-static int dir_is_empty(const char *path) {
-    DIR *d = opendir(path);
-    if (!d) return 0;
-    struct dirent *e;
-    int empty = 1;
-    while (empty && (e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    closedir(d);
-    return empty;
-}
-
 /* Make OUT ready: absent or empty (a fresh experiment), the same
  * experiment with --resume, or anything of ours with --force.  Prints the
  * error and returns 0 otherwise. */
@@ -296,7 +285,7 @@ static int prepare_results(exp_plan *p) {
         cli_error(p->cmd, "%s: exists and is not a directory (choose another --out)", out);
         return 0;
     }
-    if (dir_is_empty(out)) {
+    if (ffn_dir_is_empty(out)) {
         p->resume = 0;
         return write_key(p, key);
     }

@@ -124,8 +124,7 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
  * model.safetensors, tokenizer.txt) for inference, with its tokenizer; an
  * interrupted swap's DIR.old is found too, and a symbolic link to a run
  * directory is followed.  The model is an inference model for B = 1 and
- * T = max_position_embeddings.  (ffn_checkpoint_load in train.h is the
- * same function under its earlier name.) */
+ * T = max_position_embeddings. */
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                             ffn_tokenizer **tokenizer);
 

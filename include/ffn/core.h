@@ -90,6 +90,11 @@ ffn_status ffn_atomic_open(ffn_atomic_file *af, const char *path);
 ffn_status ffn_atomic_commit(ffn_atomic_file *af);
 void ffn_atomic_abort(ffn_atomic_file *af);
 
+/* 1 when `dir` is a directory with no entry but "." and "..", else 0 (not
+ * a directory, unreadable, or not empty).  Outputs use it to tell a fresh
+ * directory from one holding a user's files. */
+int ffn_dir_is_empty(const char *dir);
+
 #ifdef __cplusplus
 }
 #endif

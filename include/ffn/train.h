@@ -255,12 +255,9 @@ ffn_status ffn_adamw_step(ffn_adamw *opt, int64_t step, double *lr, double *grad
 /* The moments block (2, P): m then v. */
 float *ffn_adamw_moments(ffn_adamw *opt, int64_t *n_params);
 
-/* ---- loading a checkpoint and generating -------------------------------- */
-
-/* The earlier name of ffn_run_dir_load (checkpoint.h): loads an ffn run
- * directory for inference.  Kept for callers; new code uses the new name. */
-ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
-                               ffn_tokenizer **tokenizer);
+/* ---- generating ------------------------------------------------------------
+ * (A run directory is loaded for inference by ffn_run_dir_load or
+ * ffn_run_dir_load_vocab, in checkpoint.h.) */
 
 typedef struct ffn_generate_options {
     int64_t steps;       /* tokens to generate (100) */

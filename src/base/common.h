@@ -71,6 +71,17 @@ static inline int ffn_bytes_cmp(const char *a, size_t na, const char *b, size_t 
     return na < nb ? -1 : na > nb ? 1 : 0;
 }
 
+/* n float64 values stored at src (little-endian, any alignment) as floats:
+ * the F64 case of the file readers. */
+static inline void ffn_f64_bytes_to_f32(float *dst, const void *src, size_t n) {
+    const unsigned char *b = src;
+    for (size_t i = 0; i < n; i++) {
+        double x;
+        memcpy(&x, b + 8 * i, 8);
+        dst[i] = (float)x;
+    }
+}
+
 /* free() every pointer of a list, in order: FFN_FREE_ALL(t->a, t->b, t).
  * NULL entries are fine (free(NULL) is a no-op). */
 static inline void ffn_free_each(void *const *ptrs, size_t n) {

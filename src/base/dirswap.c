@@ -115,17 +115,13 @@ int ffn_dirswap_is_model_dir(const char *dir) {
     return ok;
 }
 
-static int is_empty_dir(const char *dir) {
-    DIR *d = opendir(dir);
+int ffn_dir_is_empty(const char *dir) {
+    DIR *d = dir ? opendir(dir) : NULL;
     if (!d) return 0;
     struct dirent *e;
     int empty = 1;
-    while ((e = readdir(d))) {
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            empty = 0;
-            break;
-        }
-    }
+    while (empty && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
     closedir(d);
     return empty;
 }
@@ -303,7 +299,7 @@ ffn_status ffn_dirswap_prepare(const char *dir_in) {
                            dir);
             goto done;
         }
-        if (!is_empty_dir(dir) && !ffn_dirswap_is_model_dir(dir)) {
+        if (!ffn_dir_is_empty(dir) && !ffn_dirswap_is_model_dir(dir)) {
             st = ffn_error(FFN_ERR_IO,
                            "%s: exists, is not empty and is not an ffn checkpoint or model directory (no "
                            "config.json and model.safetensors); refusing to replace it (choose "

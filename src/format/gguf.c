@@ -733,6 +733,17 @@ struct ffn_gguf_writer {
     uint32_t alignment;
 };
 
+/* Room for one more element in the array *p of n (capacity *cap, doubling
+ * from 16); 0 when out of memory (the array is then unchanged). */
+static int grow_for_one(void **p, size_t n, size_t *cap, size_t elem) {
+    int64_t c = (int64_t)*cap;
+    void *q = ffn_grow(*p, (int64_t)n, &c, elem, 16);
+    if (!q) return 0;
+    *p = q;
+    *cap = (size_t)c;
+    return 1;
+}
+
 ffn_status ffn_gguf_writer_create(ffn_gguf_writer **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_writer_create: out is NULL");
     *out = calloc(1, sizeof **out);
@@ -783,13 +794,8 @@ static ffn_status kv_slot(ffn_gguf_writer *w, const char *key, uint32_t type, w_
             return FFN_OK;
         }
     }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 16;
-        w_kv *kvs = realloc(w->kvs, cap * sizeof *kvs);
-        if (!kvs) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
-        w->kvs = kvs;
-        w->cap_kv = cap;
-    }
+    if (!grow_for_one((void **)&w->kvs, w->n_kv, &w->cap_kv, sizeof *w->kvs))
+        return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     w_kv *kv = &w->kvs[w->n_kv];
     memset(kv, 0, sizeof *kv);
     kv->key = strdup(key);
@@ -839,16 +845,22 @@ ffn_status ffn_gguf_writer_set_bool(ffn_gguf_writer *w, const char *key, int v) 
     return set_scalar(w, key, FFN_GGUF_VTYPE_BOOL, &b);
 }
 
+/* kv_slot for a value the caller has copied: the copy is freed when no
+ * slot can be had, and belongs to the slot otherwise. */
+static ffn_status kv_slot_or_free(ffn_gguf_writer *w, const char *key, ffn_gguf_vtype type, void *copy,
+                                  w_kv **out) {
+    ffn_status s = kv_slot(w, key, type, out);
+    if (s != FFN_OK) free(copy);
+    return s;
+}
+
 ffn_status ffn_gguf_writer_set_str(ffn_gguf_writer *w, const char *key, const char *str) {
     if (!str) return ffn_error(FFN_ERR_INVALID_ARG, "gguf writer: %s: string is NULL", key ? key : "?");
     char *copy = strdup(str);
     if (!copy) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     w_kv *kv;
-    ffn_status s = kv_slot(w, key, FFN_GGUF_VTYPE_STRING, &kv);
-    if (s != FFN_OK) {
-        free(copy);
-        return s;
-    }
+    ffn_status s = kv_slot_or_free(w, key, FFN_GGUF_VTYPE_STRING, copy, &kv);
+    if (s != FFN_OK) return s;
     kv->str = copy;
     return FFN_OK;
 }
@@ -873,11 +885,8 @@ ffn_status ffn_gguf_writer_set_array(ffn_gguf_writer *w, const char *key, ffn_gg
     if (!copy) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     if (bytes) memcpy(copy, data, bytes);
     w_kv *kv;
-    ffn_status s = kv_slot(w, key, FFN_GGUF_VTYPE_ARRAY, &kv);
-    if (s != FFN_OK) {
-        free(copy);
-        return s;
-    }
+    ffn_status s = kv_slot_or_free(w, key, FFN_GGUF_VTYPE_ARRAY, copy, &kv);
+    if (s != FFN_OK) return s;
     kv->arr_type = type;
     kv->arr_count = count;
     kv->arr_data = copy;
@@ -945,13 +954,8 @@ static ffn_status add_tensor(ffn_gguf_writer *w, const char *name, ffn_ggml_type
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->ts[i].name, name))
             return ffn_error(FFN_ERR_INVALID_ARG, "gguf writer: %s: a tensor of this name was already added", name);
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 16;
-        w_tensor *ts = realloc(w->ts, cap * sizeof *ts);
-        if (!ts) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
-        w->ts = ts;
-        w->cap_t = cap;
-    }
+    if (!grow_for_one((void **)&w->ts, w->n_t, &w->cap_t, sizeof *w->ts))
+        return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     w_tensor *t = &w->ts[w->n_t];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);

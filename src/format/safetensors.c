@@ -524,11 +524,7 @@ ffn_status ffn_st_tensor_to_f32(const ffn_st_file *file, const ffn_st_tensor *t,
         return FFN_OK;
     }
     case FFN_DTYPE_F64:
-        for (size_t i = 0; i < n; i++) {
-            double x;
-            memcpy(&x, src + 8 * i, 8);
-            dst[i] = (float)x;
-        }
+        ffn_f64_bytes_to_f32(dst, src, n);
         return FFN_OK;
     default:
         return ffn_error(FFN_ERR_FORMAT, "%s: %s: expected a floating-point dtype (F32, F16, BF16 or F64), found %s",

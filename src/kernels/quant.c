@@ -424,11 +424,7 @@ ffn_status ffn_ggml_dequantize_row(ffn_ggml_type type, const void *src, float *d
         }
         return FFN_OK;
     case FFN_GGML_TYPE_F64:
-        for (int64_t i = 0; i < n; i++) {
-            double v;
-            memcpy(&v, p + 8 * i, 8);
-            dst[i] = (float)v;
-        }
+        ffn_f64_bytes_to_f32(dst, p, (size_t)n);
         return FFN_OK;
     case FFN_GGML_TYPE_Q8_0: quant_dequantize_q8_0(p, dst, nb); return FFN_OK;
     case FFN_GGML_TYPE_Q4_0: quant_dequantize_q4_0(p, dst, nb); return FFN_OK;

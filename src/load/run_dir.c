@@ -64,16 +64,23 @@ static ffn_status model_with_weights(ffn_ctx *ctx, const char *rdir, const ffn_m
     return st;
 }
 
+/* The start of both loaders: the arguments checked, *model cleared and
+ * DIR resolved (a symbolic link to a run directory is followed). */
+static ffn_status begin_load(ffn_ctx *ctx, const char *dir, ffn_model **model, const char *fn,
+                             char **rdir) {
+    if (!ctx || !dir || !model) return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    *model = NULL;
+    return ffn_dirswap_resolve(dir, rdir);
+}
+
 /* The vocabulary of a run directory: tokenizer.txt, or the llama2.c
  * tokenizer.bin of a model fine-tuned from one (ffn train --init). */
 ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **model,
                                   ffn_vocab **vocab) {
-    if (!ctx || !dir || !model || !vocab)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load_vocab: NULL argument");
-    *model = NULL;
+    if (!vocab) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load_vocab: NULL argument");
     *vocab = NULL;
     char *rdir = NULL;
-    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
+    ffn_status st = begin_load(ctx, dir, model, "ffn_run_dir_load_vocab", &rdir);
     if (st != FFN_OK) return st;
     if (!has_llama2c_vocab(rdir)) { /* the usual run directory */
         free(rdir);
@@ -102,12 +109,10 @@ ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **mod
 
 ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
                             ffn_tokenizer **tokenizer) {
-    if (!ctx || !dir || !model || !tokenizer)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load: NULL argument");
-    *model = NULL;
+    if (!tokenizer) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load: NULL argument");
     *tokenizer = NULL;
     char *rdir = NULL, *path = NULL;
-    ffn_status st = ffn_dirswap_resolve(dir, &rdir);
+    ffn_status st = begin_load(ctx, dir, model, "ffn_run_dir_load", &rdir);
     if (st != FFN_OK) return st;
     ffn_model_config cfg;
     ffn_tokenizer *tok = NULL;
@@ -128,11 +133,6 @@ ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
     if (st != FFN_OK) ffn_tokenizer_free(tok);
     else *tokenizer = tok;
     return st;
-}
-
-ffn_status ffn_checkpoint_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
-                               ffn_tokenizer **tokenizer) {
-    return ffn_run_dir_load(ctx, dir, model, tokenizer);
 }
 
 ffn_status ffn_run_dir_remove(const char *dir) {

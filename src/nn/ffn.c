@@ -136,6 +136,12 @@ static void leave_threads(int saved) {
 #endif
 }
 
+/* leave_threads, then the call's status: the end of every entry point. */
+static ffn_status end_call(int saved, ffn_status st) {
+    leave_threads(saved);
+    return st;
+}
+
 /* ---- config ------------------------------------------------------------- */
 
 ffn_status ffn_layer_config_validate(const ffn_layer_config *cfg) {
@@ -570,6 +576,17 @@ static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
     return FFN_OK;
 }
 
+/* The start of every entry point: check the call, then (when there is work)
+ * set the thread team.  Returns 1 to go on, with *threads for
+ * leave_threads; 0 when the call is done, *st saying how (an error, or
+ * FFN_OK for n = 0). */
+static int begin_call(ffn_layer *l, const char *fn, int64_t n, ffn_status *st, int *threads) {
+    *st = check_call(l, fn, n);
+    if (*st || n == 0) return 0;
+    *threads = enter_threads(l, n);
+    return 1;
+}
+
 /* ---- forward -------------------------------------------------------------- */
 
 /* hook NULL: the usual path (the fused decode kernel for n <=
@@ -612,12 +629,10 @@ ffn_status ffn_layer_forward(ffn_layer *l, float *y, const float *x, int64_t n, 
 ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int64_t n,
                                     float *saved, void *workspace, size_t workspace_bytes,
                                     const ffn_neuron_hook *hook, const ffn_hook_rows *rows) {
-    ffn_status st = check_call(l, "ffn_layer_forward", n);
-    if (st || n == 0) return st;
-    int threads = enter_threads(l, n);
-    st = forward(l, y, x, n, saved, workspace, workspace_bytes, hook, rows);
-    leave_threads(threads);
-    return st;
+    ffn_status st;
+    int threads;
+    if (!begin_call(l, "ffn_layer_forward", n, &st, &threads)) return st;
+    return end_call(threads, forward(l, y, x, n, saved, workspace, workspace_bytes, hook, rows));
 }
 
 /* ---- backward ------------------------------------------------------------- */
@@ -687,10 +702,8 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
 ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *grads,
                               const float *dy, const float *x, int64_t n, const float *saved,
                               void *workspace, size_t workspace_bytes) {
-    ffn_status st = check_call(l, "ffn_layer_backward", n);
-    if (st || n == 0) return st;
-    int threads = enter_threads(l, n);
-    st = backward(l, dx, grads, dy, x, n, saved, workspace, workspace_bytes);
-    leave_threads(threads);
-    return st;
+    ffn_status st;
+    int threads;
+    if (!begin_call(l, "ffn_layer_backward", n, &st, &threads)) return st;
+    return end_call(threads, backward(l, dx, grads, dy, x, n, saved, workspace, workspace_bytes));
 }
