@@ -727,22 +727,13 @@ typedef struct w_tensor {
 
 struct ffn_gguf_writer {
     w_kv *kvs;
-    size_t n_kv, cap_kv;
+    size_t n_kv;
+    int64_t cap_kv; /* ffn_grow's capacity */
     w_tensor *ts;
-    size_t n_t, cap_t;
+    size_t n_t;
+    int64_t cap_t;
     uint32_t alignment;
 };
-
-/* Room for one more element in the array *p of n (capacity *cap, doubling
- * from 16); 0 when out of memory (the array is then unchanged). */
-static int grow_for_one(void **p, size_t n, size_t *cap, size_t elem) {
-    int64_t c = (int64_t)*cap;
-    void *q = ffn_grow(*p, (int64_t)n, &c, elem, 16);
-    if (!q) return 0;
-    *p = q;
-    *cap = (size_t)c;
-    return 1;
-}
 
 ffn_status ffn_gguf_writer_create(ffn_gguf_writer **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_writer_create: out is NULL");
@@ -794,8 +785,9 @@ static ffn_status kv_slot(ffn_gguf_writer *w, const char *key, uint32_t type, w_
             return FFN_OK;
         }
     }
-    if (!grow_for_one((void **)&w->kvs, w->n_kv, &w->cap_kv, sizeof *w->kvs))
-        return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
+    w_kv *kvs = ffn_grow(w->kvs, (int64_t)w->n_kv, &w->cap_kv, sizeof *kvs, 16);
+    if (!kvs) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
+    w->kvs = kvs;
     w_kv *kv = &w->kvs[w->n_kv];
     memset(kv, 0, sizeof *kv);
     kv->key = strdup(key);
@@ -954,8 +946,9 @@ static ffn_status add_tensor(ffn_gguf_writer *w, const char *name, ffn_ggml_type
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->ts[i].name, name))
             return ffn_error(FFN_ERR_INVALID_ARG, "gguf writer: %s: a tensor of this name was already added", name);
-    if (!grow_for_one((void **)&w->ts, w->n_t, &w->cap_t, sizeof *w->ts))
-        return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
+    w_tensor *ts = ffn_grow(w->ts, (int64_t)w->n_t, &w->cap_t, sizeof *ts, 16);
+    if (!ts) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
+    w->ts = ts;
     w_tensor *t = &w->ts[w->n_t];
     memset(t, 0, sizeof *t);
     t->name = strdup(name);
