@@ -1,0 +1,47 @@
+/* qgemm.h -- matrix products with low-precision weights.  Internal.
+ *
+ * A weight matrix W (rows, cols), y = W·x, stored row by row in one of the
+ * ggml tensor types ffn computes with: f32, f16, bf16, q8_0, q4_0, q4_K,
+ * q6_K (include/ffn/gguf.h gives the layouts).  A row is
+ * ffn_ggml_row_size(type, cols) bytes; rows follow each other without
+ * padding, so the bytes can be a tensor of a memory-mapped GGUF file (any
+ * alignment).  cols must be a multiple of the type's block size.
+ *
+ * ffn_qgemm is the one entry point the layers call; it picks a kernel from
+ * the CPU level and n.  ffn_qgemm_ref is the scalar oracle: it decodes a
+ * row with ggml's formulas (ffn_ggml_dequantize_row) and accumulates the
+ * dot product in double, then rounds to float.  Every faster kernel is
+ * tested against it with a stated tolerance. */
+#ifndef FFN_QGEMM_H
+#define FFN_QGEMM_H
+
+#include "base/common.h"
+#include "ffn/gguf.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ffn_qweight {
+    ffn_ggml_type type;
+    int64_t rows, cols;   /* W (rows, cols) */
+    size_t row_bytes;     /* ffn_ggml_row_size(type, cols) */
+    const uint8_t *data;  /* rows · row_bytes bytes, any alignment; not owned */
+    void *packed;         /* a kernel's repacked copy, or NULL; owned by the weight */
+} ffn_qweight;
+
+/* Fill w for the bytes at data (not copied).  FFN_ERR_INVALID_ARG when
+ * cols is not a multiple of the block size, FFN_ERR_UNSUPPORTED for a type
+ * ffn does not compute with. */
+ffn_status ffn_qweight_init(ffn_qweight *w, ffn_ggml_type type, int64_t rows, int64_t cols,
+                            const void *data);
+void ffn_qweight_release(ffn_qweight *w); /* frees w->packed only */
+size_t ffn_qweight_bytes(const ffn_qweight *w); /* rows · row_bytes */
+
+/* y (n, rows), row stride ldy, = [y +] x (n, cols), row stride ldx, · Wᵀ.
+ * accumulate 0: y = x·Wᵀ;  1: y += x·Wᵀ. */
+ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                     int64_t n, float *y, int64_t ldy, int accumulate);
+void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
+                   int64_t ldy, int accumulate);
+
+#endif /* FFN_QGEMM_H */
