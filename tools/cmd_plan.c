@@ -1,0 +1,246 @@
+/* cmd_plan.c -- `ffn plan`: what a tensor/expert/data/pipeline-parallel
+ * layout costs each rank (memory, bytes sent, a predicted step time and
+ * decode time), from a config.json.  The arithmetic is ffn_plan_compute
+ * (include/ffn/plan.h); this file parses and prints. */
+#include "cli.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CMD "plan"
+
+static const char about[] =
+    "What a parallel layout costs each rank, from a Hugging Face config.json: the\n"
+    "parameters, weight, gradient, optimizer and activation bytes a rank holds, the\n"
+    "bytes it sends per step and per token (tensor-parallel all-reduces, expert\n"
+    "all-to-alls, data-parallel gradient all-reduce, pipeline sends), and a predicted\n"
+    "training step time (FLOPs / peak + bytes / link + latency per message) and\n"
+    "decode time per token (weight bytes read / memory bandwidth + the TP\n"
+    "all-reduces).  world = tp * dp * pp ranks; ep spreads the experts inside the\n"
+    "data-parallel group.  Every figure is for the busiest rank.\n"
+    "\n"
+    "The model of each part (what is split, what is replicated, what is counted) is\n"
+    "written in include/ffn/plan.h and summarised below.  A prediction is as good as\n"
+    "the peak, link and bandwidth given: measure them (ffn bench peak) where you can.\n";
+
+static const char epilog[] =
+    "Layout: tp splits heads (q/k/v by columns, o by rows; GQA groups whole) and the\n"
+    "FFN (gate/up by columns, down by rows: ceil(F/tp) units a rank); norms, router,\n"
+    "embedding and LM head are replicated.  ep: ceil(E/ep) experts a rank, ep divides\n"
+    "dp, routing assumed uniform.  dp: gradients ring-all-reduced (--zero1 shards the\n"
+    "Adam state).  pp: ceil(L/pp) layers a stage, 1F1B, bubble (pp-1)/grad-accum.\n"
+    "Optimizer: Adam m and v in fp32 (8 bytes a parameter) + a 4-byte fp32 master\n"
+    "copy when the weights are narrower.  Activations: what ffn's backward keeps.\n"
+    "\n"
+    "Examples:\n"
+    "  ffn plan Llama-2-7b-hf.json --tp 8 --batch-size 1 --seq-len 4096 \\\n"
+    "      --weight-type bf16 --act-type bf16 --peak-gflops 312000 --link-gbps 300\n"
+    "  ffn plan Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero1\n"
+    "\n"
+    "Exit status: 0 ok, 1 a bad config or a layout that does not fit it (the numbers\n"
+    "are named), 2 bad usage.\n";
+
+static const char *const act_names[] = {"f32", "bf16", "f16", NULL};
+static const double act_sizes[] = {4, 2, 2};
+
+static const char *bytes_h(double b, char *buf, size_t n) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (b >= 1024 && u < 5) b /= 1024, u++;
+    snprintf(buf, n, u ? "%.2f %s" : "%.0f %s", b, unit[u]);
+    return buf;
+}
+
+static const char *secs_h(double s, char *buf, size_t n) {
+    if (s >= 1) snprintf(buf, n, "%.3f s", s);
+    else if (s >= 1e-3) snprintf(buf, n, "%.3f ms", s * 1e3);
+    else snprintf(buf, n, "%.3f us", s * 1e6);
+    return buf;
+}
+
+static void print_text(const char *path, const ffn_params_report *r, const ffn_plan *p,
+                       const char *wtype, const char *atype) {
+    const ffn_plan_options *o = &p->opt;
+    char a[32], b[32], c[32];
+    printf("ffn plan: %s (%s, %" PRId64 " layers, D %" PRId64 ", %" PRId64 " params)\n", path,
+           r->model_type, r->n_layers, r->hidden_size, r->params.total);
+    printf("layout: tp %" PRId64 " x dp %" PRId64 " x pp %" PRId64 " = %" PRId64
+           " ranks; ep %" PRId64 "%s\n",
+           o->tp, o->dp, o->pp, p->world, o->ep, o->zero1 ? "; ZeRO-1" : "");
+    printf("a rank: %" PRId64 " of %" PRId64 " heads (%" PRId64 " kv), %" PRId64
+           " FFN units, %" PRId64 " layers",
+           p->heads_per_rank, r->n_heads, p->kv_heads_per_rank, p->ffn_units_per_rank,
+           p->layers_per_stage);
+    if (p->experts_per_rank) printf(", %" PRId64 " of %" PRId64 " experts", p->experts_per_rank, r->n_experts);
+    printf("\nweights %s, activations and messages %s; batch %" PRId64 " x %" PRId64
+           " tokens a rank, %" PRId64 " micro-batches a step\n\n",
+           wtype, atype, o->micro_batch, o->seq_len, o->n_micro);
+
+    printf("memory on the busiest rank (training)\n");
+    printf("  %-22s %16" PRId64 "  (%" PRId64 " in routed experts)\n", "parameters",
+           p->params_rank, p->params_rank_expert);
+    printf("  %-22s %16s\n", "weights", bytes_h(p->weight_bytes, a, sizeof a));
+    printf("  %-22s %16s\n", "gradients", bytes_h(p->grad_bytes, a, sizeof a));
+    printf("  %-22s %16s\n", "optimizer state", bytes_h(p->optim_bytes, a, sizeof a));
+    printf("  %-22s %16s\n", "activations", bytes_h(p->act_bytes, a, sizeof a));
+    printf("  %-22s %16s\n\n", "total", bytes_h(p->total_bytes, a, sizeof a));
+
+    printf("bytes a rank sends in one step (%" PRId64 " tokens on the rank, %" PRId64
+           " in all)\n",
+           p->tokens_rank_step, p->tokens_global_step);
+    struct { const char *name; double v; } rows[] = {
+        {"tensor parallel", p->sent_step.tp}, {"expert all-to-all", p->sent_step.ep},
+        {"data parallel", p->sent_step.dp},   {"pipeline", p->sent_step.pp},
+        {"total", p->sent_step.total}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+        printf("  %-22s %16s  %12.1f B/token\n", rows[i].name, bytes_h(rows[i].v, a, sizeof a),
+               rows[i].v / (double)p->tokens_rank_step);
+    printf("  %-22s %16.0f\n\n", "messages (latency)", p->messages_step);
+
+    printf("predicted step (peak %.0f GFLOP/s a rank, link %.1f GB/s, latency %.1f us)\n",
+           o->peak_gflops, o->link_gbps, o->latency_us);
+    printf("  %-22s %16.3e\n", "FLOPs on the rank", p->flops_rank_step);
+    printf("  %-22s %16s\n", "compute", secs_h(p->compute_s, a, sizeof a));
+    if (o->pp > 1) printf("  %-22s %16s\n", "pipeline bubble", secs_h(p->bubble_s, a, sizeof a));
+    printf("  %-22s %16s  (%.1f%% of the serial step)\n", "communication",
+           secs_h(p->comm_s, a, sizeof a), 100.0 * p->comm_s / p->step_s_serial);
+    printf("  %-22s %16s  no overlap;  %s with perfect overlap\n", "step",
+           secs_h(p->step_s_serial, b, sizeof b), secs_h(p->step_s_overlap, c, sizeof c));
+    printf("  %-22s %16.0f tokens/s (all ranks, no overlap)\n\n", "throughput", p->tokens_per_s);
+
+    printf("predicted decode, batch 1 (memory %.2f GB/s a rank)\n", o->mem_gbps);
+    printf("  %-22s %16s\n", "weights read a token", bytes_h(p->decode_bytes_rank, a, sizeof a));
+    printf("  %-22s %16s\n", "TP all-reduces", secs_h(p->decode_comm_s, a, sizeof a));
+    printf("  %-22s %16s  = %.1f tokens/s\n", "a token", secs_h(p->decode_s, a, sizeof a),
+           1.0 / p->decode_s);
+}
+
+static void print_json(const char *path, const ffn_params_report *r, const ffn_plan *p,
+                       const char *wtype, const char *atype) {
+    const ffn_plan_options *o = &p->opt;
+    printf("{\"config\": ");
+    cli_json_string(stdout, path);
+    printf(", \"model_type\": ");
+    cli_json_string(stdout, r->model_type);
+    printf(", \"total_params\": %" PRId64 ",\n", r->params.total);
+    printf(" \"layout\": {\"tp\": %" PRId64 ", \"ep\": %" PRId64 ", \"dp\": %" PRId64
+           ", \"pp\": %" PRId64 ", \"world\": %" PRId64 ", \"zero1\": %s},\n",
+           o->tp, o->ep, o->dp, o->pp, p->world, o->zero1 ? "true" : "false");
+    printf(" \"assumptions\": {\"weight_type\": \"%s\", \"act_type\": \"%s\", \"weight_bytes\": %.17g, "
+           "\"grad_bytes\": %.17g, \"act_bytes\": %.17g, \"batch_size\": %" PRId64
+           ", \"grad_accum\": %" PRId64 ", \"seq_len\": %" PRId64
+           ", \"peak_gflops\": %.17g, \"link_gbps\": %.17g, \"latency_us\": %.17g, \"mem_gbps\": %.17g},\n",
+           wtype, atype, o->weight_bytes, o->grad_bytes, o->act_bytes, o->micro_batch,
+           o->n_micro, o->seq_len, o->peak_gflops, o->link_gbps, o->latency_us, o->mem_gbps);
+    printf(" \"rank\": {\"heads\": %" PRId64 ", \"kv_heads\": %" PRId64 ", \"ffn_units\": %" PRId64
+           ", \"layers\": %" PRId64 ", \"experts\": %" PRId64 ", \"params\": %" PRId64
+           ", \"params_experts\": %" PRId64 "},\n",
+           p->heads_per_rank, p->kv_heads_per_rank, p->ffn_units_per_rank, p->layers_per_stage,
+           p->experts_per_rank, p->params_rank, p->params_rank_expert);
+    printf(" \"memory_bytes\": {\"weights\": %.17g, \"gradients\": %.17g, \"optimizer\": %.17g, "
+           "\"activations\": %.17g, \"total\": %.17g},\n",
+           p->weight_bytes, p->grad_bytes, p->optim_bytes, p->act_bytes, p->total_bytes);
+    printf(" \"sent_bytes_step\": {\"tp\": %.17g, \"ep\": %.17g, \"dp\": %.17g, \"pp\": %.17g, "
+           "\"total\": %.17g}, \"sent_bytes_per_token\": %.17g, \"messages_step\": %.17g,\n",
+           p->sent_step.tp, p->sent_step.ep, p->sent_step.dp, p->sent_step.pp,
+           p->sent_step.total, p->sent_per_token, p->messages_step);
+    printf(" \"tokens_rank_step\": %" PRId64 ", \"tokens_global_step\": %" PRId64
+           ", \"flops_rank_step\": %.17g,\n",
+           p->tokens_rank_step, p->tokens_global_step, p->flops_rank_step);
+    printf(" \"time_s\": {\"compute\": %.17g, \"bubble\": %.17g, \"comm\": %.17g, \"step_serial\": "
+           "%.17g, \"step_overlap\": %.17g}, \"tokens_per_s\": %.17g,\n",
+           p->compute_s, p->bubble_s, p->comm_s, p->step_s_serial, p->step_s_overlap,
+           p->tokens_per_s);
+    printf(" \"decode\": {\"bytes_rank\": %.17g, \"comm_s\": %.17g, \"token_s\": %.17g, "
+           "\"tokens_per_s\": %.17g}}\n",
+           p->decode_bytes_rank, p->decode_comm_s, p->decode_s, 1.0 / p->decode_s);
+}
+
+int cmd_plan(int argc, char **argv) {
+    const char *config = NULL, *wtype = "f32";
+    int json = 0, zero1 = 0, act_k = 0;
+    ffn_plan_options d;
+    ffn_plan_options_default(&d);
+    int64_t tp = d.tp, ep = d.ep, dp = d.dp, pp = d.pp, batch = d.micro_batch,
+            accum = d.n_micro, seq_len = d.seq_len;
+    double peak = d.peak_gflops, link = d.link_gbps, latency = d.latency_us, mem = d.mem_gbps;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--tp", &tp, "T", 1, 1 << 20,
+                        "tensor-parallel ranks (divides the heads and the KV heads)"),
+         .group = "layout"},
+        {CLI_INT_FIELDS("--ep", &ep, "E", 1, 1 << 20,
+                        "expert-parallel ranks, inside the data-parallel group (divides --dp)")},
+        {CLI_INT_FIELDS("--dp", &dp, "D", 1, 1 << 20, "data-parallel ranks")},
+        {CLI_INT_FIELDS("--pp", &pp, "P", 1, 1 << 20, "pipeline stages")},
+        {.name = "--zero1", .type = CLI_FLAG, .dst = &zero1,
+         .help = "shard the optimizer state over the data-parallel ranks"},
+        {CLI_INT_FIELDS("--batch-size", &batch, "B", 1, 1 << 20,
+                        "sequences per micro-batch on each data-parallel rank"),
+         .group = "work"},
+        {CLI_INT_FIELDS("--grad-accum", &accum, "A", 1, 1 << 20,
+                        "micro-batches per optimizer step")},
+        {CLI_INT_FIELDS("--seq-len", &seq_len, "T", 1, (int64_t)1 << 30,
+                        "tokens per sequence (also the attention context)")},
+        {.name = "--weight-type", .type = CLI_STR, .dst = &wtype, .metavar = "TYPE",
+         .help = "weight storage: f32, f16, bf16, or a ggml block format (q8_0, q4_0, q4_K, "
+                 "q6_K: bytes per weight from the block size; for the decode estimate)"},
+        {.name = "--act-type", .type = CLI_ENUM, .dst = &act_k, .names = act_names,
+         .help = "activations, gradients and messages"},
+        {CLI_FLOAT_FIELDS("--peak-gflops", &peak, "X", 0, 1e12,
+                          "matrix-product peak of one rank, GFLOP/s (default: one Zen 4 core, "
+                          "fp32 FMA)"),
+         .fmin_open = 1, .group = "machine"},
+        {CLI_FLOAT_FIELDS("--link-gbps", &link, "X", 0, 1e12,
+                          "bytes a rank can send, GB/s (default: shared memory between two "
+                          "processes on one host)"),
+         .fmin_open = 1},
+        {CLI_FLOAT_FIELDS("--latency-us", &latency, "X", 0, 1e9, "time per message, microseconds")},
+        {CLI_FLOAT_FIELDS("--mem-gbps", &mem, "X", 0, 1e12,
+                          "memory read bandwidth of one rank, GB/s (default: half of the 33.5 "
+                          "GB/s measured on a 2-core Zen 4 host)"),
+         .fmin_open = 1},
+        CLI_OPT_JSON(&json, "one JSON object on stdout with every figure and the assumptions"),
+        {0}};
+    const cli_pos pos[] = {{.name = "CONFIG.json", .dst = &config, .required = 1,
+                            .help = "a Hugging Face config.json (any model_type ffn params reads)"},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD, .about = about, .epilog = epilog, .opts = opts,
+                           .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+
+    ffn_ggml_type wt;
+    if (!ffn_ggml_type_parse(wtype, &wt) || !ffn_ggml_can_dequantize(wt) ||
+        wt == FFN_GGML_TYPE_F64) {
+        cli_error(CMD, "--weight-type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_K or q6_K",
+                  wtype);
+        return CLI_EXIT_USAGE;
+    }
+    double wbytes = (double)ffn_ggml_type_size(wt) / (double)ffn_ggml_block_size(wt);
+    double abytes = act_sizes[act_k];
+
+    ffn_params_options popt = {.seq_len = seq_len};
+    ffn_params_report *r = NULL;
+    ffn_status st = ffn_params_from_config(config, &popt, &r);
+    if (st != FFN_OK) return cli_fail(CMD, st);
+    ffn_plan_options o;
+    ffn_plan_options_default(&o);
+    o.tp = tp, o.ep = ep, o.dp = dp, o.pp = pp, o.zero1 = zero1;
+    o.micro_batch = batch, o.n_micro = accum, o.seq_len = seq_len;
+    o.weight_bytes = wbytes;
+    o.grad_bytes = wbytes < 2 ? abytes : wbytes; /* a block format's gradient: the compute type */
+    o.act_bytes = abytes;
+    o.peak_gflops = peak, o.link_gbps = link, o.latency_us = latency, o.mem_gbps = mem;
+    ffn_plan p;
+    st = ffn_plan_compute(r, &o, &p);
+    if (st != FFN_OK) {
+        ffn_params_report_free(r);
+        return cli_fail(CMD, st);
+    }
+    if (json) print_json(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k]);
+    else print_text(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k]);
+    ffn_params_report_free(r);
+    return 0;
+}
