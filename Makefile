@@ -19,7 +19,7 @@ LDLIBS  = -ldnnl -fopenmp -lm -lpthread
 ISA_AVX2   = -mavx2 -mfma -mf16c
 ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 
-LIB_SRC  := $(sort $(wildcard src/*.c src/*/*.c))
+LIB_SRC  := $(filter-out src/dist/%,$(sort $(wildcard src/*.c src/*/*.c)))
 TOOL_SRC := $(sort $(wildcard tools/*.c))
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 FUZZ_SRC := $(sort $(wildcard tests/fuzz/fuzz_*.c))
@@ -34,7 +34,7 @@ ASAN_UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/asan/tests/%)
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .PHONY: all test unit asan asan-cli bench install clean fuzz
-all: $(B)/ffn $(B)/libffn.a $(B)/libffn.so $(B)/ffn.pc
+all: $(B)/ffn $(B)/libffn.a $(B)/libffn.so $(B)/libffn_dist.a $(B)/libffn_dist.so $(B)/ffn.pc
 
 $(B)/obj/%_avx2.o: ISA = $(ISA_AVX2)
 $(B)/obj/%_avx512.o: ISA = $(ISA_AVX512)
@@ -55,11 +55,32 @@ $(shell mkdir -p $(B) && [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)'
 
 $(B)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(XFLAGS) $(CFLAGS) -c $< -o $@
 
 $(B)/asan/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(SAN) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(ISA) $(XFLAGS) $(SAN) $(CFLAGS) -c $< -o $@
+
+# ---- libffn_dist: the MPI part (src/dist/, include/ffn/dist.h) --------------
+# A second library on top of libffn, built with Open MPI's flags (mpicc
+# --showme) and linked into build/ffn; libffn itself never needs MPI.
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+DIST_SRC := $(sort $(wildcard src/dist/*.c))
+DIST_OBJ := $(DIST_SRC:%.c=$(B)/obj/%.o)
+ASAN_DIST_OBJ := $(DIST_SRC:%.c=$(B)/asan/obj/%.o)
+$(B)/obj/src/dist/%.o $(B)/asan/obj/src/dist/%.o: XFLAGS = $(MPI_CFLAGS)
+
+$(B)/libffn_dist.a: $(DIST_OBJ)
+	@rm -f $@.tmp
+	ar rcs $@.tmp $^ && mv -f $@.tmp $@
+
+$(B)/libffn_dist.so: $(DIST_OBJ) $(B)/libffn.so
+	$(CC) -shared -Wl,-soname,libffn_dist.so.0 -o $@.tmp $(DIST_OBJ) -L$(B) -lffn $(MPI_LIBS) && mv -f $@.tmp $@
+
+$(B)/asan/libffn_dist.a: $(ASAN_DIST_OBJ)
+	@rm -f $@.tmp
+	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 # Outputs are built under a temporary name and renamed, so a test running
 # while the tree rebuilds never sees a half-written binary or archive.
@@ -74,11 +95,11 @@ $(B)/asan/libffn.a: $(ASAN_LIB_OBJ)
 	@rm -f $@.tmp
 	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
-$(B)/ffn: $(TOOL_OBJ) $(B)/libffn.a
-	$(CC) -o $@.tmp $(TOOL_OBJ) $(B)/libffn.a $(LDLIBS) && mv -f $@.tmp $@
+$(B)/ffn: $(TOOL_OBJ) $(B)/libffn_dist.a $(B)/libffn.a
+	$(CC) -o $@.tmp $(TOOL_OBJ) $(B)/libffn_dist.a $(B)/libffn.a $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
 
-$(B)/asan/ffn: $(ASAN_TOOL_OBJ) $(B)/asan/libffn.a
-	$(CC) $(SAN) -o $@.tmp $(ASAN_TOOL_OBJ) $(B)/asan/libffn.a $(LDLIBS) && mv -f $@.tmp $@
+$(B)/asan/ffn: $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a
+	$(CC) $(SAN) -o $@.tmp $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
 
 $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)
@@ -122,10 +143,19 @@ $(B)/tests/libffn_kernels.so: tests/parity/kernels_export.c $(B)/libffn.a
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -shared -o $@.tmp $< $(B)/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
 
-unit: $(UNIT_BIN) $(B)/tests/libffn_kernels.so
+# The MPI tests (tests/dist/*.c), run by tests/cli/test_dist.sh under mpirun.
+DIST_TEST_SRC := $(sort $(wildcard tests/dist/test_*.c))
+DIST_TEST_BIN := $(DIST_TEST_SRC:tests/dist/%.c=$(B)/tests/dist_%)
+$(B)/tests/dist_%: tests/dist/%.c $(B)/libffn_dist.a $(B)/libffn.a $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(MPI_CFLAGS) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/libffn_dist.a $(B)/libffn.a $(LDLIBS) $(MPI_LIBS) -MF $@.d -MT $@ \
+	  && mv -f $@.tmp $@
+
+unit: $(UNIT_BIN) $(B)/tests/libffn_kernels.so $(DIST_TEST_BIN)
 asan: $(ASAN_UNIT_BIN)
 asan-cli: $(B)/asan/ffn
 
+-include $(DIST_OBJ:.o=.d) $(ASAN_DIST_OBJ:.o=.d) $(DIST_TEST_BIN:=.d)
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(ASAN_LIB_OBJ:.o=.d) $(ASAN_TOOL_OBJ:.o=.d) \
          $(UNIT_BIN:=.d) $(ASAN_UNIT_BIN:=.d) $(B)/tests/libffn_kernels.so.d
 
@@ -167,6 +197,9 @@ install: all
 	install -m 644 $(B)/libffn.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(B)/libffn.so $(DESTDIR)$(PREFIX)/lib/libffn.so.0
 	ln -sf libffn.so.0 $(DESTDIR)$(PREFIX)/lib/libffn.so
+	install -m 644 $(B)/libffn_dist.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/libffn_dist.so $(DESTDIR)$(PREFIX)/lib/libffn_dist.so.0
+	ln -sf libffn_dist.so.0 $(DESTDIR)$(PREFIX)/lib/libffn_dist.so
 	sed 's|^prefix=.*|prefix=$(PREFIX)|' $(B)/ffn.pc > $(DESTDIR)$(PREFIX)/lib/pkgconfig/ffn.pc
 	install -m 755 $(B)/ffn $(DESTDIR)$(PREFIX)/bin/
 

@@ -8,7 +8,7 @@
 # time (max RSS).  Installs only what is missing.
 set -euo pipefail
 what="${1:-build}"
-pkgs=(build-essential make pkg-config libdnnl-dev)
+pkgs=(build-essential make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin)
 if [[ "$what" == test ]]; then
     pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium nodejs npm time)
 fi

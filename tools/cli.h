@@ -153,6 +153,17 @@ int cli_edit_distance(const char *a, const char *b);
     {CLI_INT_FIELDS("--batch-size", p, "B", 1, 65536, "sequences per micro-batch")}
 #define CLI_OPT_SEQ_LEN(p) \
     {CLI_INT_FIELDS("--seq-len", p, "T", 2, 1 << 20, "context length in tokens")}
+/* The parallel layout (ffn plan, and the commands run under mpirun). */
+#define CLI_OPT_TP(p) \
+    {CLI_INT_FIELDS("--tp", p, "T", 1, 65536, \
+                    "tensor-parallel ranks (divides the heads and the KV heads)"), .group = "layout"}
+#define CLI_OPT_DP(p) \
+    {CLI_INT_FIELDS("--dp", p, "D", 1, 65536, \
+                    "data-parallel ranks; --batch-size is per rank, so a step trains on D x B " \
+                    "sequences")}
+#define CLI_OPT_EP(p) \
+    {CLI_INT_FIELDS("--ep", p, "E", 1, 65536, \
+                    "expert-parallel ranks, inside the data-parallel group (divides --dp)")}
 #define CLI_OPT_LR(p) {CLI_FLOAT_FIELDS("--lr", p, "X", 0, 10, "peak learning rate")}
 #define CLI_OPT_MIN_LR(p) \
     {CLI_FLOAT_FIELDS("--min-lr", p, "X", 0, 10, "learning rate at the end of the cosine")}

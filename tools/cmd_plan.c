@@ -167,13 +167,10 @@ int cmd_plan(int argc, char **argv) {
             accum = d.n_micro, seq_len = d.seq_len;
     double peak = d.peak_gflops, link = d.link_gbps, latency = d.latency_us, mem = d.mem_gbps;
     const cli_opt opts[] = {
-        {CLI_INT_FIELDS("--tp", &tp, "T", 1, 1 << 20,
-                        "tensor-parallel ranks (divides the heads and the KV heads)"),
-         .group = "layout"},
-        {CLI_INT_FIELDS("--ep", &ep, "E", 1, 1 << 20,
-                        "expert-parallel ranks, inside the data-parallel group (divides --dp)")},
-        {CLI_INT_FIELDS("--dp", &dp, "D", 1, 1 << 20, "data-parallel ranks")},
-        {CLI_INT_FIELDS("--pp", &pp, "P", 1, 1 << 20, "pipeline stages")},
+        CLI_OPT_TP(&tp),
+        CLI_OPT_EP(&ep),
+        CLI_OPT_DP(&dp),
+        {CLI_INT_FIELDS("--pp", &pp, "P", 1, 65536, "pipeline stages")},
         {.name = "--zero1", .type = CLI_FLAG, .dst = &zero1,
          .help = "shard the optimizer state over the data-parallel ranks"},
         {CLI_INT_FIELDS("--batch-size", &batch, "B", 1, 1 << 20,

@@ -3,6 +3,7 @@
  * progress and a metrics log.  The loop itself is ffn_train_run (train.h);
  * this file parses flags, installs the signal handlers and draws progress. */
 #include "cli.h"
+#include "ffn/dist.h"
 #include "ffn/train.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const CMD = "train";
 
@@ -151,6 +153,8 @@ typedef struct cli_state {
     const char *out, *resume, *log, *init, *init_tokenizer;
     int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
+    int64_t tp, dp, ep;
+    int batch_given;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
 } cli_state;
@@ -271,6 +275,10 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                  "then new ones appended)"},
         CLI_OPT_JSON(&c->json, "print the final summary as JSON on stdout"),
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
+        CLI_OPT_DP(&c->dp),
+        {CLI_INT_FIELDS("--tp", &c->tp, "T", 1, 65536,
+                        "tensor-parallel ranks (training accepts 1 in this build: split the data "
+                        "with --dp)")},
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -280,6 +288,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         if (!strcmp(table[k].name, "--out")) table[k].group = "files";
         if (!strcmp(table[k].name, "--num-experts")) table[k].seen = &c->experts_given;
         if (!strcmp(table[k].name, "--corpus")) table[k].seen = &c->corpus_given;
+        if (!strcmp(table[k].name, "--batch-size")) table[k].seen = &c->batch_given;
         for (size_t j = 0; j < N_MODEL_FLAGS; j++)
             if (!strcmp(table[k].name, model_flags[j]) && !table[k].seen)
                 table[k].seen = &c->model_flag_given[j];
@@ -339,7 +348,7 @@ static int is_checkpoint_dir(const char *dir) {
 int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
-    cli_state c = {0};
+    cli_state c = {.tp = 1, .dp = 1, .ep = 1};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -374,8 +383,45 @@ int cmd_train(int argc, char **argv) {
     o.metrics_path = c.log;
     o.stop_flag = &stop_requested;
 
+    /* Several processes (mpirun): the data-parallel hooks of libffn_dist.
+     * A checkpoint records the whole batch of a step; resumed with another
+     * --dp, each rank takes its share of it. */
+    ffn_dist *dist = NULL;
+    ffn_train_dist hooks;
+    if (c.tp > 1) {
+        cli_error(CMD, "--tp %lld: tensor-parallel training is not in this build (the layer is: "
+                  "ffn bench layer --tp); split the data with --dp", (long long)c.tp);
+        return CLI_EXIT_USAGE;
+    }
+    if (c.dp > 1 || ffn_dist_launched()) {
+        ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
+        ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
+        if (st != FFN_OK) return cli_fail(CMD, st);
+        if (c.resume && !c.batch_given) {
+            if (o.batch_size % c.dp) {
+                cli_error(CMD, "--resume %s: the checkpoint's batch of %lld sequences does not "
+                          "split over --dp %lld (give --batch-size)", c.resume,
+                          (long long)o.batch_size, (long long)c.dp);
+                ffn_dist_free(dist);
+                return CLI_EXIT_USAGE;
+            }
+            o.batch_size /= c.dp;
+        }
+        ffn_dist_train_hooks(dist, &hooks);
+        o.dist = &hooks;
+        if (ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) c.quiet = 1, c.json = -1;
+        if (c.threads == 0) { /* the cores of this host, shared by its ranks */
+            const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+            long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+            c.threads = local > 0 && cores / local >= 1 ? cores / local : 1;
+        }
+    }
+
     ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(CMD, c.threads, &ctx)) return CLI_EXIT_FAIL;
+    if (cli_make_ctx(CMD, c.threads, &ctx)) {
+        ffn_dist_free(dist);
+        return CLI_EXIT_FAIL;
+    }
     progress p = {.tty = cli_progress_tty(), .quiet = c.quiet, .last_val = NAN};
     int64_t end = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
     p.every = end >= 20 ? end / 10 : 1;
@@ -388,7 +434,10 @@ int cmd_train(int argc, char **argv) {
     if (p.drew_live) fputc('\n', stderr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    if (st == FFN_OK || st == FFN_ERR_INTERRUPTED) {
+    if ((st == FFN_OK || st == FFN_ERR_INTERRUPTED) && c.json < 0) {
+        /* another rank: rank 0 prints the summary */
+        if (st == FFN_ERR_INTERRUPTED) rc = 130;
+    } else if (st == FFN_OK || st == FFN_ERR_INTERRUPTED) {
         /* the last evaluation may be older than the last step (a stop
          * between evaluations): say from which step it is */
         int64_t val_step = res.n_evals > 0 ? res.eval_step[res.n_evals - 1] : -1;
@@ -431,5 +480,6 @@ int cmd_train(int argc, char **argv) {
     }
     ffn_train_result_free(&res);
     ffn_ctx_free(ctx);
+    ffn_dist_free(dist);
     return rc;
 }

@@ -50,6 +50,12 @@ const char *ffn_status_str(ffn_status status);
  * The pointer stays valid until the next failing call in the same thread. */
 const char *ffn_last_error(void);
 
+/* Record a message for ffn_last_error() and return `status`: for code built
+ * on the library (libffn_dist, a program's own layers), so its failures
+ * read like the library's.  The message is formatted as by printf. */
+ffn_status ffn_set_error(ffn_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* ---- execution context ------------------------------------------------
  * Threads hang off an explicit context, never off hidden global state.
  * n_threads <= 0 means: the FFN_NUM_THREADS environment variable if set,

@@ -179,7 +179,37 @@ typedef struct ffn_train_options {
     /* Set to non-zero (from a signal handler) to stop: the loop finishes the
      * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */
     volatile sig_atomic_t *stop_flag;
+
+    /* Data parallelism across processes, or NULL for one process (see
+     * ffn_train_dist below; include/ffn/dist.h fills one from MPI). */
+    const struct ffn_train_dist *dist;
 } ffn_train_options;
+
+/* Data-parallel training: every rank runs ffn_train_run with the same
+ * options; batch_size is per rank, so a step trains on size · batch_size
+ * sequences.  Every rank draws the same size · batch_size windows (the
+ * ones a single process with that batch draws) and takes rows
+ * [rank · B, (rank + 1) · B); the gradients and the losses are summed by
+ * `allreduce` and divided by size, so the step equals one process's with
+ * batch size · B up to the order of the float sums.  The held-out batches
+ * are shared out the same way.  Only the writer touches the run directory
+ * and the log (it takes the lock); `agree` (collective) is called after
+ * the set-up and after every step (with the writer's save), so a failure on
+ * one rank stops every rank with that rank's message; then `check_same`
+ * compares the data and the starting weights of all ranks (a mismatched
+ * checkpoint or data file on one host is an error, not a silent fork). */
+typedef struct ffn_train_dist {
+    int64_t rank, size;
+    int writer;
+    /* sum n values over the ranks in place; every rank gets the same bits */
+    ffn_status (*allreduce_f32)(void *user, float *buf, int64_t n);
+    ffn_status (*allreduce_f64)(void *user, double *buf, int64_t n);
+    ffn_status (*agree)(void *user, ffn_status st);
+    /* collective: fail on every rank unless all passed the same bytes (the
+     * starting weights and the data's fingerprint are checked; may be NULL) */
+    ffn_status (*check_same)(void *user, const char *what, const void *bytes, size_t n);
+    void *user;
+} ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */
 void ffn_train_options_default(ffn_train_options *opts);

@@ -39,6 +39,14 @@ ffn_status ffn_error(ffn_status status, const char *fmt, ...) {
     return status;
 }
 
+ffn_status ffn_set_error(ffn_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 ffn_status ffn_error_prefix(ffn_status status, const char *fmt, ...) {
     char prefix[1024], old[sizeof last_error];
     va_list ap;

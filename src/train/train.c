@@ -298,10 +298,23 @@ typedef struct trainer {
     int64_t n_evals, eval_cap;
     double train_seconds;     /* time inside training steps in this run */
     FILE *metrics;            /* a --log outside the run directory, written live */
+    const char *out_dir;      /* the caller's out_dir (on every rank; t->o.out_dir: writer only) */
     int log_in_dir;           /* the log is DIR/metrics.jsonl, written with each save */
     char *log;                /* its lines so far (log_len bytes) */
     size_t log_len, log_cap;
 } trainer;
+
+/* Data parallelism (ffn_train_dist): this rank and the number of ranks. */
+static int64_t dp_size(const trainer *t) { return t->o.dist ? t->o.dist->size : 1; }
+static int64_t dp_rank(const trainer *t) { return t->o.dist ? t->o.dist->rank : 0; }
+
+static ffn_status dp_agree(const trainer *t, ffn_status st) {
+    return t->o.dist && t->o.dist->agree ? t->o.dist->agree(t->o.dist->user, st) : st;
+}
+
+static ffn_status dp_sum_f64(const trainer *t, double *v, int64_t n) {
+    return t->o.dist ? t->o.dist->allreduce_f64(t->o.dist->user, v, n) : FFN_OK;
+}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -460,12 +473,16 @@ static ffn_status tokenize(trainer *t) {
     return FFN_OK;
 }
 
-/* B windows of T+1 training tokens at random offsets. */
+/* B windows of T+1 training tokens at random offsets.  Data parallel:
+ * every rank draws the P·B offsets one process with batch P·B draws and
+ * keeps rows [rank·B, (rank+1)·B). */
 static void sample_batch(trainer *t) {
-    const int64_t B = t->o.batch_size, T = t->o.seq_len;
+    const int64_t B = t->o.batch_size, T = t->o.seq_len, P = dp_size(t), r = dp_rank(t);
     const uint64_t span = (uint64_t)(t->n_train - T); /* offsets 0 .. n_train - T - 1 */
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t g = 0; g < P * B; g++) {
         int64_t off = (int64_t)ffn_rng_below(&t->rng, span);
+        if (g / B != r) continue;
+        int64_t b = g % B;
         memcpy(t->batch_tokens + b * T, t->ids + off, (size_t)T * sizeof(int32_t));
         memcpy(t->batch_targets + b * T, t->ids + off + 1, (size_t)T * sizeof(int32_t));
     }
@@ -474,13 +491,15 @@ static void sample_batch(trainer *t) {
 /* Held-out cross-entropy over eval_batches fixed batches: windows evenly
  * spaced over the held-out part, the same every time. */
 static ffn_status evaluate(trainer *t, double *val_loss) {
-    const int64_t B = t->o.batch_size, T = t->o.seq_len;
+    /* Data parallel: batch k is the P·B windows one process with batch P·B
+     * evaluates, and each rank takes its B of them. */
+    const int64_t B = t->o.batch_size, T = t->o.seq_len, P = dp_size(t), r = dp_rank(t);
     const int32_t *val = t->ids + t->n_train;
-    const int64_t windows = t->o.eval_batches * B, last = t->n_val - T - 1;
+    const int64_t windows = t->o.eval_batches * B * P, last = t->n_val - T - 1;
     double sum = 0.0;
     for (int64_t k = 0; k < t->o.eval_batches; k++) {
         for (int64_t b = 0; b < B; b++) {
-            int64_t w = k * B + b;
+            int64_t w = (k * P + r) * B + b;
             int64_t off = windows > 1 ? (int64_t)((double)w * (double)last / (double)(windows - 1)) : 0;
             memcpy(t->batch_tokens + b * T, val + off, (size_t)T * sizeof(int32_t));
             memcpy(t->batch_targets + b * T, val + off + 1, (size_t)T * sizeof(int32_t));
@@ -490,7 +509,9 @@ static ffn_status evaluate(trainer *t, double *val_loss) {
         if (st != FFN_OK) return st;
         sum += loss.ce;
     }
-    *val_loss = sum / (double)t->o.eval_batches;
+    ffn_status st = dp_sum_f64(t, &sum, 1);
+    if (st != FFN_OK) return st;
+    *val_loss = sum / (double)(t->o.eval_batches * P);
     return FFN_OK;
 }
 
@@ -725,14 +746,25 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     const int64_t step = t->step + 1;
     ffn_model_zero_grads(t->model);
     double ce = 0.0, total = 0.0;
+    const int64_t P = dp_size(t);
     for (int64_t a = 0; a < A; a++) {
         sample_batch(t);
         ffn_model_loss loss;
         ffn_status st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B,
-                                                   T, 1.0f / (float)A, &loss);
+                                                   T, 1.0f / (float)(A * P), &loss);
         if (st != FFN_OK) return st;
         ce += loss.ce;
         total += loss.total;
+    }
+    if (t->o.dist) { /* the gradients and the losses of all ranks, summed in a fixed order */
+        int64_t n;
+        float *g = ffn_model_grads(t->model, &n);
+        double l[2] = {ce, total};
+        ffn_status st = t->o.dist->allreduce_f32(t->o.dist->user, g, n);
+        if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
+        if (st != FFN_OK) return st;
+        ce = l[0] / (double)P;
+        total = l[1] / (double)P;
     }
     ce /= (double)A;
     total /= (double)A;
@@ -749,7 +781,7 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     if (st != FFN_OK) return st;
     t->loss_hist[step - 1] = ce;
     t->step = step;
-    t->tokens_seen += A * B * T;
+    t->tokens_seen += A * B * T * P;
     pt->step = step;
     pt->steps = t->o.steps;
     pt->loss = ce;
@@ -795,9 +827,11 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     if (t->init_source[0]) META("init", "%s", t->init_source);
     if (t->vocab_file) META("vocab_file", "%s", FFN_LLAMA2C_TOKENIZER_FILENAME);
 #undef META
+    ffn_train_options global = t->o; /* a data-parallel run records its whole batch */
+    global.batch_size *= dp_size(t);
     for (size_t i = 0; i < N_OPT_FIELDS && st == FFN_OK; i++) {
         snprintf(key, sizeof key, "opt.%s", opt_fields[i].key);
-        field_format(&opt_fields[i], &t->o, val, sizeof val);
+        field_format(&opt_fields[i], &global, val, sizeof val);
         st = ffn_st_writer_set_metadata(w, key, val);
     }
     if (st == FFN_OK) st = ffn_st_writer_save(w, path);
@@ -933,15 +967,16 @@ ffn_status ffn_train_options_from_checkpoint(const char *dir, ffn_train_options 
  * (the field named), the tokenizer, the text (its fingerprint must agree),
  * then -- after the model exists -- weights, moments, RNG, step, history. */
 static ffn_status resume_check(trainer *t, const char *rdir, ffn_st_file *f) {
-    ffn_train_options ck = t->o;
+    ffn_train_options ck = t->o, mine = t->o;
     ffn_status st = ffn_train_options_from_checkpoint(rdir, &ck);
     if (st != FFN_OK) return st;
+    mine.batch_size *= dp_size(t); /* checkpoints record the whole batch of a step */
     for (size_t i = 0; i < N_OPT_FIELDS; i++) {
         const opt_field *fl = &opt_fields[i];
-        if (!fl->must_match || field_equal(fl, &ck, &t->o)) continue;
+        if (!fl->must_match || field_equal(fl, &ck, &mine)) continue;
         char a[64], b[64];
         field_describe(fl, &ck, a, sizeof a);
-        field_describe(fl, &t->o, b, sizeof b);
+        field_describe(fl, &mine, b, sizeof b);
         if (!fl->flag)
             return ffn_error(FFN_ERR_CONFIG,
                              "%s: cannot resume: %s differs: the checkpoint has %s, these "
@@ -1183,7 +1218,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     const double t0 = now_seconds();
     /* One writer per output directory for the whole run. */
     ffn_dirlock lock = {.fd = -1};
-    if (o->out_dir && (st = ffn_dirlock_take(o->out_dir, &lock)) != FFN_OK) return st;
+    int setup_agreed = 0;
+    if (o->out_dir && (st = ffn_dirlock_take(o->out_dir, &lock)) != FFN_OK) goto done;
 
     /* A fine-tuned run resumed: the model's config is the run's own
      * config.json (its context is the pretrained model's, not seq_len). */
@@ -1303,6 +1339,22 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                        (long long)o->stop_at, (long long)start);
         goto done;
     }
+    /* Data parallel: every rank is ready, or every rank stops with the
+     * first failing rank's message. */
+    setup_agreed = 1;
+    st = dp_agree(t, FFN_OK);
+    if (st == FFN_OK && o->dist && o->dist->check_same) {
+        int64_t np;
+        const float *w = ffn_model_params(t->model, &np);
+        st = o->dist->check_same(o->dist->user, "the training data (its fingerprint)",
+                                 &t->fingerprint, sizeof t->fingerprint);
+        if (st == FFN_OK)
+            st = o->dist->check_same(o->dist->user, "the starting weights (the checkpoint, --init or "
+                                     "the seed)", w, (size_t)np * sizeof *w);
+        if (st == FFN_OK)
+            st = o->dist->check_same(o->dist->user, "the checkpoint's step", &t->step, sizeof t->step);
+    }
+    if (st != FFN_OK) goto done;
     if (cb && cb->on_start)
         cb->on_start(o, start, t->n_params, t->n_train, t->n_val, cb->user);
     const char *saved = NULL;
@@ -1323,22 +1375,29 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                           (t->train_seconds > 0 ? t->train_seconds : 1e-9);
         pt.elapsed_s = elapsed;
         pt.eta_s = elapsed / (double)(t->step - start) * (double)(end - t->step);
+        if (o->dist) pt.tokens_per_s *= (double)dp_size(t);
         st = write_metrics(t, &pt);
-        if (st != FFN_OK) goto done;
-        if (cb && cb->on_step) cb->on_step(&pt, cb->user);
+        if (st == FFN_OK && cb && cb->on_step) cb->on_step(&pt, cb->user);
         interrupted = o->stop_flag && *o->stop_flag;
-        if (o->out_dir && (interrupted || t->step == end ||
-                           (o->save_every > 0 && t->step % o->save_every == 0))) {
-            st = save_checkpoint(t, o->out_dir);
-            if (st != FFN_OK) goto done;
-            saved = o->out_dir;
-            if (cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
+        if (o->dist && st == FFN_OK) { /* a stop request on any rank stops them all */
+            double any = interrupted;
+            st = dp_sum_f64(t, &any, 1);
+            interrupted = any > 0;
         }
+        int want_save = t->out_dir && (interrupted || t->step == end ||
+                                       (o->save_every > 0 && t->step % o->save_every == 0));
+        if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
+            st = save_checkpoint(t, o->out_dir);
+            if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
+        }
+        if (o->dist) st = dp_agree(t, st); /* the writer's save, the log: all or none */
+        if (st != FFN_OK) goto done;
+        if (want_save) saved = t->out_dir;
         if (interrupted) break;
     }
     /* tokens_per_s of the result counts this run only. */
     int64_t seen = t->tokens_seen;
-    t->tokens_seen = (t->step - start) * o->grad_accum * o->batch_size * o->seq_len;
+    t->tokens_seen = (t->step - start) * o->grad_accum * o->batch_size * o->seq_len * dp_size(t);
     if (result) st = fill_result(t, result, now_seconds() - t0, saved);
     t->tokens_seen = seen;
     if (st == FFN_OK && interrupted) {
@@ -1352,6 +1411,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                            (long long)t->step, (long long)o->steps);
     }
 done:
+    if (!setup_agreed) st = dp_agree(t, st); /* a set-up failure on one rank stops all */
     ffn_st_close(state);
     free(rdir);
     ffn_dirlock_release(&lock);
@@ -1376,6 +1436,18 @@ ffn_status ffn_train_run(ffn_ctx *ctx, const ffn_train_options *opts,
     t.warmup = resolved_warmup(opts);
     t.o.warmup = t.warmup;
     t.cb = callbacks;
+    t.out_dir = opts->out_dir;
+    if (opts->dist) {
+        if (opts->dist->size < 1 || opts->dist->rank < 0 || opts->dist->rank >= opts->dist->size ||
+            !opts->dist->allreduce_f32 || !opts->dist->allreduce_f64)
+            return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: rank %lld of %lld, or a "
+                             "missing reduction", (long long)opts->dist->rank,
+                             (long long)opts->dist->size);
+        if (!opts->dist->writer) { /* only the writer touches the run directory and the log */
+            t.o.out_dir = NULL;
+            t.o.metrics_path = NULL;
+        }
+    }
     st = run(&t, result);
     trainer_free(&t);
     return st;

@@ -39,10 +39,16 @@ fi
 # are compiled into the caller, not exported: they are listed apart and
 # must not be exported; a function-like ffn_* macro is refused (teach the
 # test about it first).
-/usr/bin/python3 - "$ROOT/include/ffn" "$tmp/inline" >"$tmp/declared" <<'EOF'
+# include/ffn/dist.h is libffn_dist's header: its functions are checked
+# against build/libffn_dist.so below, the same way.
+/usr/bin/python3 - "$ROOT/include/ffn" "$tmp/inline" "$tmp/declared_dist" >"$tmp/declared" <<'EOF'
 import glob, os, re, sys
-names, inline = set(), set()
+names, inline, dist = set(), set(), set()
 for h in sorted(glob.glob(os.path.join(sys.argv[1], "*.h"))):
+    if os.path.basename(h) == "dist.h":
+        text = re.sub(r"/\*.*?\*/", " ", open(h, encoding="utf-8").read(), flags=re.S)
+        dist |= set(re.findall(r"\b(ffn_\w+)\s*\((?!\s*\*)", text))
+        continue
     text = re.sub(r"/\*.*?\*/", " ", open(h, encoding="utf-8").read(), flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
     if re.search(r"#\s*define\s+ffn_\w+\(", text):
@@ -50,9 +56,10 @@ for h in sorted(glob.glob(os.path.join(sys.argv[1], "*.h"))):
     inline |= set(re.findall(r"\bstatic\s+inline\s+[\w\s\*]*?\b(ffn_\w+)\s*\(", text))
     if re.search(r"\b(static|inline)\b", re.sub(r"\bstatic\s+inline\b", " ", text)):
         sys.exit(f"{h}: a static or inline that is not 'static inline'; teach test_symbols.sh about it")
-    names |= set(re.findall(r"\b(ffn_\w+)\s*\(", text))
+    names |= set(re.findall(r"\b(ffn_\w+)\s*\((?!\s*\*)", text))
 print("\n".join(sorted(names - inline)))
 open(sys.argv[2], "w").write("".join(n + "\n" for n in sorted(inline)))
+open(sys.argv[3], "w").write("".join(n + "\n" for n in sorted(dist)))
 EOF
 grep '^ffn_' "$tmp/exported" >"$tmp/exported_ffn" || true
 comm -23 "$tmp/declared" "$tmp/exported_ffn" >"$tmp/missing"
@@ -69,6 +76,16 @@ if [[ -s "$tmp/extra" ]]; then
 else
     ok "no internal ffn_* symbol is exported"
 fi
+
+DSO="$(dirname "$SO")/libffn_dist.so"
+if [[ -f "$DSO" ]]; then
+    nm -D --defined-only "$DSO" | awk '{print $NF}' | grep -v '^_' | sort -u >"$tmp/dexported"
+    if cmp -s "$tmp/declared_dist" "$tmp/dexported"; then
+        ok "libffn_dist.so exports exactly the $(wc -l <"$tmp/dexported") functions of include/ffn/dist.h"
+    else
+        bad "libffn_dist.so exports differ from include/ffn/dist.h:"; diff "$tmp/declared_dist" "$tmp/dexported" | sed 's/^/       /'
+    fi
+else bad "$DSO is missing (make all)"; fi
 
 # ---- 3. a program against the installed library ------------------------------
 cat >"$tmp/prog.c" <<'EOF'

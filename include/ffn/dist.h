@@ -1,0 +1,134 @@
+/* ffn/dist.h -- ffn on several processes: the MPI part (libffn_dist).
+ *
+ * A second library beside libffn: libffn_dist.a / libffn_dist.so, built
+ * from src/dist/ with Open MPI (mpicc's flags) and linked into the `ffn`
+ * command.  libffn itself never needs MPI; this header does not include
+ * <mpi.h> either (the handles are opaque), so a program includes it as any
+ * other ffn header and links -lffn_dist -lffn plus `mpicc --showme:link`.
+ * It is not included by <ffn.h>.
+ *
+ * ---- the layout -------------------------------------------------------------
+ * world = tp · dp ranks (MPI_COMM_WORLD).  World rank r is tensor-parallel
+ * rank r % tp of group r / tp (a group's ranks are consecutive, so they sit
+ * on one host when mpirun fills hosts in order) and data-parallel rank
+ * r / tp.  Expert parallelism lives inside the data-parallel group (ep
+ * divides dp): dp rank q is expert rank q % ep of EP group q / ep; the
+ * ranks holding the same experts (same ep rank, same tp rank) are the
+ * expert-replica group, over which the experts' gradients are reduced.
+ * The groups are MPI_Comm_split's of the world by those colours.
+ *
+ * ---- reductions ---------------------------------------------------------------
+ * ffn_dist_allreduce_* sum in a fixed order: a ring reduce-scatter and
+ * all-gather written on MPI_Sendrecv, each chunk summed in ring order; the
+ * result depends on the layout and the data only (never on timing), and
+ * every rank of the group receives the same bits.
+ *
+ * ---- failures ------------------------------------------------------------------
+ * The communicators return errors (MPI_ERRORS_RETURN); a failed call is
+ * an ffn_status with MPI's message.  ffn_dist_agree is the collective
+ * check a driver runs after anything that may fail on one rank alone (open
+ * the data, read a checkpoint, write one): every rank returns the status
+ * and the message of the lowest failing rank, so all stop together with
+ * that message instead of waiting forever in the next collective.  A rank
+ * that dies (kill -9) is mpirun's to report: it names the rank, ends the
+ * others and exits non-zero. */
+#ifndef FFN_DIST_H
+#define FFN_DIST_H
+#pragma GCC visibility push(default) /* what this header declares is the exported API */
+
+#include "core.h"
+#include "layer.h"
+#include "train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ffn_dist ffn_dist;
+
+typedef enum ffn_dist_group {
+    FFN_DIST_WORLD = 0,
+    FFN_DIST_TP,      /* the tensor-parallel group of this rank */
+    FFN_DIST_DP,      /* the data-parallel group (same tp rank) */
+    FFN_DIST_EP,      /* the expert-parallel group inside dp */
+    FFN_DIST_EXPERT_REPLICAS /* ranks holding the same experts */
+} ffn_dist_group;
+
+typedef struct ffn_dist_layout {
+    int64_t tp, dp, ep; /* 1 each when 0 */
+} ffn_dist_layout;
+
+/* 1 when this process was started by mpirun (Open MPI's environment), so
+ * a driver may initialise MPI; 0 for a plain process. */
+int ffn_dist_launched(void);
+
+/* Initialise MPI (once per process; argc/argv may be NULL) and build the
+ * groups of `layout`.  Errors: tp·dp different from the number of ranks,
+ * ep not dividing dp, a layout of more than one rank in a process that
+ * mpirun did not start; each names the numbers.  Every rank also checks
+ * that all run the same ffn version (a hash exchanged here). */
+ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
+                         ffn_dist **out);
+/* Free the groups and finalise MPI (NULL is a no-op). */
+void ffn_dist_free(ffn_dist *d);
+
+int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g);
+int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);
+
+/* Sum buf (n elements) over the group, in place, in a fixed order. */
+ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
+ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, int64_t n);
+/* Copy root's n bytes to every rank of the group. */
+ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root);
+ffn_status ffn_dist_barrier(ffn_dist *d);
+
+/* Collective over the world: every rank passes its own status (and has its
+ * message in ffn_last_error()); all return FFN_OK, or all return the lowest
+ * failing rank's status with its message prefixed by "rank R". */
+ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st);
+
+/* Collective: fail on every rank unless every rank passed the same bytes
+ * (compared by a 64-bit hash); the message names `what` and the first rank
+ * that differs from rank 0. */
+ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes, size_t n);
+
+/* Fill the trainer's data-parallel hooks (include/ffn/train.h) for this
+ * rank: dp rank and size, the fixed-order gradient sum, the writer (world
+ * rank 0), the agreement.  `t` stays valid while d lives. */
+void ffn_dist_train_hooks(ffn_dist *d, ffn_train_dist *t);
+
+/* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
+ * gate and up split by rows (output units), down by columns, over the tp
+ * group: rank k of P holds F/P units, the first F % P ranks one more; the
+ * GLU pair of a unit stays on one rank.  forward: the local layer, then one
+ * all-reduce of y (the down bias lives on tp rank 0 only, so it is added
+ * once); backward: the local layer's backward, then one all-reduce of dx.
+ * Weight gradients are the local slices (ffn_dist_tp_layer_slice says
+ * which units). */
+typedef struct ffn_dist_tp_layer ffn_dist_tp_layer;
+
+ffn_status ffn_dist_tp_layer_create(ffn_dist *d, ffn_ctx *ctx, const ffn_layer_config *full,
+                                    ffn_dist_tp_layer **out);
+void ffn_dist_tp_layer_free(ffn_dist_tp_layer *l);
+/* The units [*first, *first + *count) of F this rank holds. */
+void ffn_dist_tp_layer_slice(const ffn_dist_tp_layer *l, int64_t *first, int64_t *count);
+/* The local layer (config with intermediate_size = count). */
+ffn_layer *ffn_dist_tp_layer_local(ffn_dist_tp_layer *l);
+/* Copy this rank's slices out of the full-size weights (every rank passes
+ * the same full tensors). */
+ffn_status ffn_dist_tp_layer_set_weights(ffn_dist_tp_layer *l, const ffn_layer_params *full);
+size_t ffn_dist_tp_layer_workspace_size(const ffn_dist_tp_layer *l, int64_t max_n);
+size_t ffn_dist_tp_layer_saved_size(const ffn_dist_tp_layer *l, int64_t n);
+ffn_status ffn_dist_tp_layer_forward(ffn_dist_tp_layer *l, float *y, const float *x, int64_t n,
+                                     float *saved, void *ws, size_t ws_bytes);
+/* grads: local-size tensors (count units); dx may be NULL. */
+ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
+                                      const ffn_layer_params *grads, const float *dy,
+                                      const float *x, int64_t n, const float *saved, void *ws,
+                                      size_t ws_bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#pragma GCC visibility pop
+#endif /* FFN_DIST_H */

@@ -1,0 +1,261 @@
+/* dist.c -- the MPI job, its groups, fixed-order reductions, agreement
+ * (see include/ffn/dist.h). */
+#include "ffn/dist.h"
+
+#include <stdio.h>
+
+#include <limits.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ffn_dist {
+    int rank, size;
+    int tp, dp, ep;
+    MPI_Comm comm[5]; /* by ffn_dist_group */
+    int grank[5], gsize[5];
+    int finalize;     /* MPI_Init was ours */
+    void *scratch;    /* the reductions' receive buffer */
+    size_t scratch_bytes;
+    ffn_train_dist train;
+};
+
+int ffn_dist_launched(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
+           getenv("PMIX_RANK") != NULL;
+}
+
+static ffn_status mpi_fail(int rc, const char *what) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
+    return ffn_set_error(FFN_ERR_IO, "%s: MPI: %.*s", what, len, msg);
+}
+#define MPI_TRY(call, what)                          \
+    do {                                             \
+        int rc_ = (call);                            \
+        if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what); \
+    } while (0)
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes, size_t n) {
+    uint64_t mine = fnv1a(bytes, n);
+    uint64_t *all = malloc((size_t)d->size * sizeof *all);
+    if (!all) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm[FFN_DIST_WORLD]);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(rc, what);
+    }
+    ffn_status st = FFN_OK;
+    for (int r = 1; r < d->size && st == FFN_OK; r++)
+        if (all[r] != all[0])
+            st = ffn_set_error(FFN_ERR_CONFIG,
+                           "%s differs between the ranks: rank %d has %016llx, rank 0 %016llx", what,
+                           r, (unsigned long long)all[r], (unsigned long long)all[0]);
+    free(all);
+    return st;
+}
+
+ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
+                         ffn_dist **out) {
+    if (!out) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_init: NULL argument");
+    *out = NULL;
+    int64_t tp = layout && layout->tp ? layout->tp : 1, dp = layout && layout->dp ? layout->dp : 1,
+            ep = layout && layout->ep ? layout->ep : 1;
+    if (tp < 1 || dp < 1 || ep < 1 || tp > 65536 || dp > 65536 || ep > 65536)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --tp %lld --dp %lld --ep %lld: expected 1..65536",
+                         (long long)tp, (long long)dp, (long long)ep);
+    if (dp % ep)
+        return ffn_set_error(FFN_ERR_INVALID_ARG,
+                         "layout: --ep %lld does not divide --dp %lld (experts are spread inside "
+                         "the data-parallel group)", (long long)ep, (long long)dp);
+    if (tp * dp > 1 && !ffn_dist_launched())
+        return ffn_set_error(FFN_ERR_INVALID_ARG,
+                         "layout: --tp %lld --dp %lld needs %lld processes: start them with "
+                         "mpirun -np %lld (this process is alone)",
+                         (long long)tp, (long long)dp, (long long)(tp * dp), (long long)(tp * dp));
+    ffn_dist *d = calloc(1, sizeof *d);
+    if (!d) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    for (int g = 0; g < 5; g++) d->comm[g] = MPI_COMM_NULL;
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided;
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            free(d);
+            return ffn_set_error(FFN_ERR_IO, "MPI_Init failed");
+        }
+        d->finalize = 1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    d->tp = (int)tp, d->dp = (int)dp, d->ep = (int)ep;
+    ffn_status st = FFN_OK;
+    if ((int64_t)d->size != tp * dp)
+        st = ffn_set_error(FFN_ERR_INVALID_ARG,
+                       "layout: --tp %lld x --dp %lld = %lld ranks, but mpirun started %d (give "
+                       "-np %lld)", (long long)tp, (long long)dp, (long long)(tp * dp), d->size,
+                       (long long)(tp * dp));
+    if (st == FFN_OK) {
+        int r = d->rank, t = r % d->tp, q = r / d->tp;
+        int colour[5] = {0, q, t, t * 65536 + q / d->ep, t * 65536 + q % d->ep};
+        int key[5] = {r, t, q, q % d->ep, q / d->ep};
+        for (int g = 0; g < 5 && st == FFN_OK; g++) {
+            int rc = g == 0 ? MPI_Comm_dup(MPI_COMM_WORLD, &d->comm[0])
+                            : MPI_Comm_split(MPI_COMM_WORLD, colour[g], key[g], &d->comm[g]);
+            if (rc != MPI_SUCCESS) st = mpi_fail(rc, "MPI_Comm_split");
+            else {
+                MPI_Comm_set_errhandler(d->comm[g], MPI_ERRORS_RETURN);
+                MPI_Comm_rank(d->comm[g], &d->grank[g]);
+                MPI_Comm_size(d->comm[g], &d->gsize[g]);
+            }
+        }
+    }
+    if (st == FFN_OK) { /* every rank runs the same ffn */
+        char id[256];
+        snprintf(id, sizeof id, "ffn %s | %s %s | tp %lld dp %lld ep %lld", ffn_version(), __DATE__,
+                 __TIME__, (long long)tp, (long long)dp, (long long)ep);
+        st = ffn_dist_check_same(d, "the ffn version or the layout", id, strlen(id));
+    }
+    if (st != FFN_OK) {
+        ffn_dist_free(d);
+        return st;
+    }
+    *out = d;
+    return FFN_OK;
+}
+
+void ffn_dist_free(ffn_dist *d) {
+    if (!d) return;
+    for (int g = 0; g < 5; g++)
+        if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
+    free(d->scratch);
+    if (d->finalize) {
+        int done = 0;
+        MPI_Finalized(&done);
+        if (!done) MPI_Finalize();
+    }
+    free(d);
+}
+
+static int group_ok(ffn_dist_group g) { return g >= FFN_DIST_WORLD && g <= FFN_DIST_EXPERT_REPLICAS; }
+int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g) { return d && group_ok(g) ? d->grank[g] : 0; }
+int ffn_dist_size(const ffn_dist *d, ffn_dist_group g) { return d && group_ok(g) ? d->gsize[g] : 1; }
+
+static void *scratch(ffn_dist *d, size_t bytes) {
+    if (bytes > d->scratch_bytes) {
+        void *p = realloc(d->scratch, bytes);
+        if (!p) return NULL;
+        d->scratch = p;
+        d->scratch_bytes = bytes;
+    }
+    return d->scratch;
+}
+
+/* Ring all-reduce in a fixed order: P chunks; reduce-scatter (P-1 steps,
+ * chunk c accumulates ranks c+1, c+2, ... in ring order), then all-gather
+ * (P-1 steps of copies), so every rank ends with the same bits. */
+#define RING(NAME, T, MPI_T)                                                                  \
+    static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
+        if (P == 1 || n == 0) return FFN_OK;                                                  \
+        int64_t base = n / P, extra = n % P;                                                  \
+        _Static_assert(sizeof(T) <= 8, "element");                                            \
+        T *recv = scratch(d, (size_t)(base + 1) * sizeof(T));                                \
+        if (!recv) return ffn_set_error(FFN_ERR_NOMEM, "out of memory (all-reduce of %lld values)", \
+                                    (long long)n);                                            \
+        int next = (r + 1) % P, prev = (r + P - 1) % P;                                       \
+        for (int s = 0; s < P - 1; s++) {                                                     \
+            int cs = ((r - s) % P + P) % P, cr = ((r - s - 1) % P + P) % P;                   \
+            int64_t os = cs * base + (cs < extra ? cs : extra), ns = base + (cs < extra);     \
+            int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
+            if (ns > INT_MAX || nr > INT_MAX)                                                 \
+                return ffn_set_error(FFN_ERR_OVERFLOW, "all-reduce chunk of %lld values", (long long)ns); \
+            MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 7, recv, (int)nr, MPI_T, prev, 7, \
+                                 comm, MPI_STATUS_IGNORE), "all-reduce");                     \
+            T *dst = buf + orr;                                                               \
+            for (int64_t i = 0; i < nr; i++) dst[i] = recv[i] + dst[i];                       \
+        }                                                                                     \
+        for (int s = 0; s < P - 1; s++) {                                                     \
+            int cs = ((r + 1 - s) % P + P) % P, cr = ((r - s) % P + P) % P;                   \
+            int64_t os = cs * base + (cs < extra ? cs : extra), ns = base + (cs < extra);     \
+            int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
+            MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 8, buf + orr, (int)nr, MPI_T, prev, \
+                                 8, comm, MPI_STATUS_IGNORE), "all-gather");                  \
+        }                                                                                     \
+        return FFN_OK;                                                                        \
+    }
+RING(ring_f32, float, MPI_FLOAT)
+RING(ring_f64, double, MPI_DOUBLE)
+
+ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_allreduce_f32: bad argument");
+    return ring_f32(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
+
+ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_allreduce_f64: bad argument");
+    return ring_f64(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
+
+ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root) {
+    if (!d || !group_ok(g) || n > INT_MAX)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_broadcast: bad argument");
+    MPI_TRY(MPI_Bcast(buf, (int)n, MPI_BYTE, root, d->comm[g]), "broadcast");
+    return FFN_OK;
+}
+
+ffn_status ffn_dist_barrier(ffn_dist *d) {
+    MPI_TRY(MPI_Barrier(d->comm[FFN_DIST_WORLD]), "barrier");
+    return FFN_OK;
+}
+
+ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st) {
+    if (!d) return st;
+    int mine = st != FFN_OK ? d->rank : INT_MAX, first = INT_MAX;
+    MPI_TRY(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm[FFN_DIST_WORLD]), "agree");
+    if (first == INT_MAX) return FFN_OK;
+    struct { int status; char msg[1536]; } m;
+    memset(&m, 0, sizeof m);
+    if (d->rank == first) {
+        m.status = (int)st;
+        snprintf(m.msg, sizeof m.msg, "%s", ffn_last_error());
+    }
+    MPI_TRY(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, d->comm[FFN_DIST_WORLD]), "agree");
+    m.msg[sizeof m.msg - 1] = '\0';
+    return ffn_set_error((ffn_status)m.status, "rank %d: %s", first, m.msg);
+}
+
+/* ---- the trainer's hooks ---------------------------------------------------- */
+
+static ffn_status hook_f32(void *u, float *buf, int64_t n) {
+    return ffn_dist_allreduce_f32(u, FFN_DIST_DP, buf, n);
+}
+static ffn_status hook_f64(void *u, double *buf, int64_t n) {
+    return ffn_dist_allreduce_f64(u, FFN_DIST_DP, buf, n);
+}
+static ffn_status hook_agree(void *u, ffn_status st) { return ffn_dist_agree(u, st); }
+static ffn_status hook_same(void *u, const char *what, const void *b, size_t n) {
+    return ffn_dist_check_same(u, what, b, n);
+}
+
+void ffn_dist_train_hooks(ffn_dist *d, ffn_train_dist *t) {
+    memset(t, 0, sizeof *t);
+    t->rank = d->grank[FFN_DIST_DP];
+    t->size = d->gsize[FFN_DIST_DP];
+    t->writer = d->rank == 0;
+    t->allreduce_f32 = hook_f32;
+    t->allreduce_f64 = hook_f64;
+    t->agree = hook_agree;
+    t->check_same = hook_same;
+    t->user = d;
+}

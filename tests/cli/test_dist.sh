@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# test_dist.sh -- ffn on several processes (libffn_dist, Open MPI):
+#   - the tensor-parallel FFN layer equals the single-process layer (y, dx,
+#     every weight gradient to 1e-5; odd F; dense and gated; biases), and
+#     the fixed-order all-reduce gives every rank the same bits: mpirun
+#     -np 2 and -np 4 of build/tests/dist_test_tp_ffn;
+#   - data-parallel training: P ranks with batch B give the loss of one
+#     process with batch P*B at every step (1e-6 relative) and the same
+#     held-out loss; two runs of the same layout are bitwise identical; a
+#     200-step --dp 2 run reaches one process's validation loss within
+#     1e-4; a run stopped under one layout resumes under another (dp 2 ->
+#     1 process, 1 -> dp 4) and ends where the uninterrupted run ends;
+#   - failures: a layout without mpirun, -np that is not tp*dp, --tp for
+#     training, ranks with different seeds (starting weights) or one rank
+#     that cannot open its data: every rank stops with the message, non-zero;
+#     a rank killed with -9 ends the job (no hang) and the last checkpoint
+#     still loads.
+# Under the ASan build of ffn the MPI runs keep address and UB checks but
+# not leak checks: Open MPI unloads its components at exit before
+# LeakSanitizer can attribute their allocations (the same code paths are
+# leak-checked in the single-process tests).
+set -uo pipefail
+FFN="${FFN_BIN:-build/ffn}"
+ROOT="${FFN_ROOT:-$PWD}"
+TPBIN="$ROOT/build/tests/dist_test_tp_ffn"
+FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")" # the test changes directory
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;; esac
+MPIRUN=(mpirun --oversubscribe)
+command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
+
+# ---- the tensor-parallel layer and the reductions ----
+for p in 2 4; do
+    if [[ ! -x "$TPBIN" ]]; then bad "$TPBIN missing (make unit)"; break; fi
+    if timeout 120 "${MPIRUN[@]}" -np $p "$TPBIN" $p >"$tmp/tp$p" 2>&1 && grep -q "^PASS" "$tmp/tp$p"; then
+        ok "tp layer -np $p: $(grep -c '^ok' "$tmp/tp$p") checks"
+    else bad "tp layer -np $p: $(tail -5 "$tmp/tp$p")"; fi
+done
+
+# ---- data-parallel training equals one process with the whole batch ----
+cd "$tmp" || exit 1
+A=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 96
+   --corpus en --eval-every 5 --eval-batches 4 --quiet)
+"$FFN" train --steps 15 --batch-size 8 "${A[@]}" --threads 1 --out one >/dev/null 2>"$tmp/e1" || bad "one process: $(cat "$tmp/e1")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two >/dev/null 2>"$tmp/e2" || bad "dp 2: $(tail -3 "$tmp/e2")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 "${A[@]}" --out four >/dev/null 2>"$tmp/e4" || bad "dp 4: $(tail -3 "$tmp/e4")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two_again >/dev/null 2>&1 || bad "dp 2 again"
+if /usr/bin/python3 - one/metrics.jsonl two/metrics.jsonl four/metrics.jsonl >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(p)] for p in sys.argv[1:]]
+ref = runs[0]
+assert len(ref) == 15
+worst = 0.0
+for r in runs[1:]:
+    assert len(r) == len(ref)
+    for a, b in zip(ref, r):
+        for k in ("loss", "val_loss"):
+            if k in a:
+                e = abs(a[k] - b[k]) / abs(a[k]); worst = max(worst, e)
+                assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
+print("worst relative difference %.2e over 15 steps, loss and val_loss" % worst)
+PY
+then ok "dp 2 (batch 4) and dp 4 (batch 2) = one process (batch 8): $(cat "$tmp/cmp")"
+else bad "dp losses: $(cat "$tmp/cmp")"; fi
+if cmp -s two/model.safetensors two_again/model.safetensors &&
+   cmp -s <(sed 's/"tokens_per_s": [0-9.e+]*,//' two/metrics.jsonl) <(sed 's/"tokens_per_s": [0-9.e+]*,//' two_again/metrics.jsonl); then
+    ok "dp 2 twice: model.safetensors and the losses bitwise identical"
+else bad "dp 2 runs differ"; fi
+
+# ---- 200 steps, and resuming under another layout ----
+L=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 96
+   --corpus en --eval-every 100 --eval-batches 4 --quiet --json)
+"$FFN" train --steps 200 --batch-size 4 "${L[@]}" --threads 1 --out l1 >l1.json 2>/dev/null || bad "200 steps, one process"
+timeout 600 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 200 --batch-size 2 "${L[@]}" --out l2 >l2.json 2>/dev/null || bad "200 steps, dp 2"
+timeout 600 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 200 --stop-at 100 --batch-size 2 "${L[@]}" --out l3 >/dev/null 2>&1 || bad "dp 2 stop at 100"
+"$FFN" train --resume l3 --threads 1 --quiet --json >l3.json 2>"$tmp/e3" || bad "resume dp 2 -> 1 process: $(cat "$tmp/e3")"
+"$FFN" train --steps 200 --stop-at 100 --batch-size 4 "${L[@]}" --threads 1 --out l4 >/dev/null 2>&1 || bad "one process stop at 100"
+timeout 600 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --resume l4 --quiet --json >l4.json 2>"$tmp/e4" || bad "resume 1 -> dp 4: $(tail -3 "$tmp/e4")"
+if /usr/bin/python3 - l1.json l2.json l3.json l4.json >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+v = [json.loads(open(p).read())["val_loss"] for p in sys.argv[1:]]
+s = [json.loads(open(p).read())["steps_done"] for p in sys.argv[1:]]
+assert s == [200] * 4, s
+for x in v[1:]:
+    assert abs(x - v[0]) <= 1e-4, v
+print("val_loss at 200: one %.6f, dp2 %.6f, dp2->1 %.6f, 1->dp4 %.6f" % tuple(v))
+PY
+then ok "$(cat "$tmp/cmp")"; else bad "200 steps / resume: $(cat "$tmp/cmp")"; fi
+
+# ---- failures: every rank stops with the message ----
+B=(--steps 5 --batch-size 2 --seq-len 16 --hidden-size 32 --num-hidden-layers 1 --quiet)
+expect() { # CODE PATTERN cmd...
+    local code=$1 pat=$2; shift 2
+    local rc=0
+    timeout 120 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    if { [[ $code == nz ]] && ((rc != 0 && rc != 124)); } || { [[ $code != nz ]] && ((rc == code)); }; then :; else
+        bad "$* : exit $rc (expected $code), stderr: $(head -c 400 "$tmp/err")"; return; fi
+    if grep -qE -- "$pat" "$tmp/err"; then ok "($rc) ${*: -6}"
+    else bad "$* : stderr lacks '$pat': $(head -c 400 "$tmp/err")"; fi
+}
+expect 1 "needs 2 processes: start them with mpirun -np 2" "$FFN" train --dp 2 "${B[@]}" --out f1
+[[ ! -e f1 ]] && ok "nothing written without mpirun" || bad "f1 written"
+expect nz "--dp 3 = 3 ranks, but mpirun started 2" "${MPIRUN[@]}" -np 2 "$FFN" train --dp 3 "${B[@]}" --out f2
+expect 2 "--tp 2: tensor-parallel training is not in this build" "$FFN" train --tp 2 "${B[@]}" --out f3
+expect nz "the starting weights .* differs between the ranks: rank 1" \
+    "${MPIRUN[@]}" -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 1 --out f4 : -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 2 --out f4
+expect nz "rank 1: $tmp/nope.txt: cannot open" \
+    "${MPIRUN[@]}" -np 1 "$FFN" train --dp 2 "${B[@]}" --out f5 : -np 1 "$FFN" train --dp 2 "${B[@]}" --out f5 --data "$tmp/nope.txt"
+[[ ! -e f4/model.safetensors && ! -e f5/model.safetensors ]] && ok "nothing written after a failed start" || bad "a failed start wrote a model"
+
+# a rank killed with -9: the job ends (no hang), the checkpoint still loads
+K=(--steps 100000 --batch-size 2 --seq-len 32 --hidden-size 48 --num-hidden-layers 2 --save-every 5 --quiet)
+"${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 "${K[@]}" --out killed >/dev/null 2>"$tmp/ek" &
+mp=$!
+for _ in $(seq 1 600); do [[ -f killed/model.safetensors ]] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--out killed" | while read -r p; do
+    [[ "$(cat /proc/"$p"/comm 2>/dev/null)" != mpirun ]] && grep -qz '^OMPI_COMM_WORLD_RANK=1$' /proc/"$p"/environ 2>/dev/null && echo "$p"
+done | head -1)
+if [[ -n "$victim" ]]; then
+    kill -9 "$victim"
+    t0=$SECONDS
+    for _ in $(seq 1 300); do kill -0 $mp 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $mp 2>/dev/null; then bad "mpirun still running 30 s after rank 1 was killed"; kill -9 $mp
+    else
+        wait $mp; rc=$?
+        if [[ $rc -ne 0 ]] && grep -qiE "rank 1|\[\[[0-9]+,1\],1\]|signal 9" "$tmp/ek"; then
+            ok "kill -9 of rank 1: mpirun exited $rc after $((SECONDS - t0)) s naming it"
+        else bad "kill -9: rc $rc, stderr $(head -c 300 "$tmp/ek")"; fi
+    fi
+    "$FFN" generate killed --steps 5 --prompt "the" >/dev/null 2>"$tmp/eg" && ok "the last checkpoint loads (generate)" || bad "checkpoint after the kill: $(cat "$tmp/eg")"
+else
+    bad "could not find rank 1's process"; kill $mp 2>/dev/null; wait $mp 2>/dev/null
+fi
+exit $fail
