@@ -38,6 +38,7 @@
 
 #include "core.h"
 #include "layer.h"
+#include "moe.h"
 #include "train.h"
 
 #ifdef __cplusplus
@@ -126,6 +127,40 @@ ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
                                       const ffn_layer_params *grads, const float *dy,
                                       const float *x, int64_t n, const float *saved, void *ws,
                                       size_t ws_bytes);
+
+/* ---- the expert-parallel MoE layer --------------------------------------------
+ * The E routed experts spread over the EP group: rank k of P holds experts
+ * [first, first + count) (E/P each, the first E % P ranks one more).  Each
+ * rank routes its own tokens with its own ffn_moe (replicated router and
+ * shared experts: capacity, drops, weights, combine and losses are those
+ * of one process on this rank's tokens), and an ffn_moe_runner moves the
+ * kept rows: MPI_Alltoall of the per-expert row counts, MPI_Alltoallv of
+ * the rows to the experts' ranks (the rows leave grouped by expert, so no
+ * (token, slot) metadata travels: the reverse MPI_Alltoallv brings the
+ * outputs back in the same order and the weights stay home), the local
+ * experts as one batched call each over the rows of every rank, and the
+ * way back.  Backward mirrors it with w·dy rows; each rank accumulates
+ * the weight gradients of its own experts over every rank's tokens. */
+typedef struct ffn_dist_ep_moe ffn_dist_ep_moe;
+
+ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *cfg,
+                                  ffn_dist_ep_moe **out);
+void ffn_dist_ep_moe_free(ffn_dist_ep_moe *l);
+void ffn_dist_ep_moe_experts(const ffn_dist_ep_moe *l, int64_t *first, int64_t *count);
+/* The rank's ffn_moe: call ffn_moe_forward / ffn_moe_backward on it (its
+ * grads' experts may be NULL: expert gradients go where
+ * ffn_dist_ep_moe_set_expert_grads says). */
+ffn_moe *ffn_dist_ep_moe_layer(ffn_dist_ep_moe *l);
+/* Router and shared experts from `w`, and this rank's experts from
+ * w->experts[first .. first + count): pass the array of all E as one
+ * process would; the other entries are not read. */
+ffn_status ffn_dist_ep_moe_set_weights(ffn_dist_ep_moe *l, const ffn_moe_params *w);
+/* Where backward accumulates this rank's experts' gradients: count entries
+ * (NULL: not wanted). */
+void ffn_dist_ep_moe_set_expert_grads(ffn_dist_ep_moe *l, const ffn_layer_params *grads);
+/* Bytes this rank sent to other ranks in the last forward and backward
+ * (rows and counts). */
+void ffn_dist_ep_moe_bytes_sent(const ffn_dist_ep_moe *l, int64_t *forward, int64_t *backward);
 
 #ifdef __cplusplus
 }

@@ -227,6 +227,26 @@ ffn_status ffn_moe_set_loss_coefs(ffn_moe *moe, double router_aux_loss_coef,
  * tensor the config implies must be non-NULL (biases only with bias). */
 ffn_status ffn_moe_set_weights(ffn_moe *moe, const ffn_moe_params *weights);
 
+/* Run the routed experts elsewhere (expert parallelism: libffn_dist).
+ * With a runner set, the layer still routes, drops over capacity, weights,
+ * combines, runs the shared experts and computes the losses and the
+ * router's gradients itself; the runner receives the kept slots' rows
+ * grouped by expert (rows [offsets[e], offsets[e+1]) go to expert e,
+ * E + 1 offsets, D values a row) and writes the experts' outputs
+ * (forward) or, given the rows' output gradients w·dy, their input
+ * gradients (backward; `drows` may be NULL when dx is not wanted) in the
+ * same order; it keeps what its experts' backward needs and accumulates
+ * their weight gradients.  Then ffn_moe_set_weights needs no expert
+ * weights (weights->experts may be NULL) and the experts' taps (the
+ * neuron hook) are not called.  NULL: run the experts here (default). */
+typedef struct ffn_moe_runner {
+    ffn_status (*forward)(void *user, float *out, const float *rows, const int64_t *offsets);
+    ffn_status (*backward)(void *user, float *drows, const float *dy_rows,
+                           const int64_t *offsets);
+    void *user;
+} ffn_moe_runner;
+ffn_status ffn_moe_set_runner(ffn_moe *moe, const ffn_moe_runner *runner);
+
 /* Parameters in total, and active per token (router + K experts + shared). */
 int64_t ffn_moe_num_params(const ffn_moe_config *cfg);
 int64_t ffn_moe_active_params(const ffn_moe_config *cfg);

@@ -296,6 +296,7 @@ struct ffn_moe {
     const float *shared_gate_w;/* (D) */
     int threads;               /* the context's thread count */
     int weights_set;
+    ffn_moe_runner runner;     /* the routed experts run elsewhere when .forward is set */
 };
 
 ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out) {
@@ -379,8 +380,9 @@ ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
     const char *t;
     m->weights_set = 0;
     if (!w->router_w) return ffn_error(FFN_ERR_MISSING, "gate.weight: the router weight is missing");
-    if (!w->experts) return ffn_error(FFN_ERR_MISSING, "experts: the expert weights are missing");
-    for (int64_t e = 0; e < c->num_experts; e++) {
+    if (!w->experts && !m->runner.forward)
+        return ffn_error(FFN_ERR_MISSING, "experts: the expert weights are missing");
+    for (int64_t e = 0; w->experts && e < c->num_experts; e++) {
         if ((t = missing_tensor(&w->experts[e], c)))
             return ffn_error(FFN_ERR_MISSING, "experts.%lld.%s: missing", (long long)e, t);
         ffn_status st = ffn_layer_set_weights(m->experts[e], &w->experts[e]);
@@ -637,14 +639,19 @@ typedef struct expert_job {
     const ffn_neuron_hook *hook;  /* forward: the taps' hook, or NULL */
 } expert_job;
 
-static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *lws, size_t lwb) {
-    static const ffn_layer_params no_grads = {0};
+ffn_status ffn_moe_set_runner(ffn_moe *m, const ffn_moe_runner *runner) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_runner: moe is NULL");
+    if (runner && (!runner->forward || !runner->backward))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_runner: forward and backward are both needed");
+    m->runner = runner ? *runner : (ffn_moe_runner){0};
+    m->weights_set = 0; /* set the weights again: the expert weights' need changed */
+    return FFN_OK;
+}
+
+/* Gather rows [r0, r1) of the blocks: x (and, backward, w·dy and d L / d w). */
+static void gather_rows(const ffn_moe *m, const expert_job *j, int64_t r0, int64_t r1) {
     const int64_t D = m->cfg.hidden_size, K = m->cfg.num_experts_per_tok;
-    const int64_t r0 = j->offsets[e], rows = j->offsets[e + 1] - r0;
-    float *sv = j->saved ? (float *)(j->saved + j->saved_off[e]) : NULL;
-    ffn_status st;
-    /* Gather the block here, in the task that uses it (it stays in cache). */
-    for (int64_t r = r0; r < r0 + rows; r++) {
+    for (int64_t r = r0; r < r1; r++) {
         const int64_t slot = j->row_slot[r];
         const float *xt = j->x + (slot / K) * D;
         memcpy(j->xb + r * D, xt, (size_t)D * sizeof(float));
@@ -660,6 +667,16 @@ static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *
             j->dweights[slot] = (float)acc;
         }
     }
+}
+
+static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *lws, size_t lwb) {
+    static const ffn_layer_params no_grads = {0};
+    const int64_t D = m->cfg.hidden_size, K = m->cfg.num_experts_per_tok;
+    const int64_t r0 = j->offsets[e], rows = j->offsets[e + 1] - r0;
+    float *sv = j->saved ? (float *)(j->saved + j->saved_off[e]) : NULL;
+    ffn_status st;
+    /* Gather the block here, in the task that uses it (it stays in cache). */
+    gather_rows(m, j, r0, r0 + rows);
     if (!j->backward) {
         ffn_hook_rows hr = {e, j->row_slot + r0, K};
         st = ffn_layer_forward_hooked(m->experts[e], j->out + r0 * D, j->xb + r0 * D, rows, sv,
@@ -675,6 +692,13 @@ static ffn_status expert_call(ffn_moe *m, const expert_job *j, int64_t e, void *
 static ffn_status run_experts(ffn_moe *m, const expert_job *j, int32_t *order, char *lws,
                               size_t lwb) {
     const int64_t E = m->cfg.num_experts;
+    if (m->runner.forward) { /* elsewhere: every block gathered, then handed over */
+        gather_rows(m, j, 0, j->offsets[E]);
+        ffn_status st = j->backward ? m->runner.backward(m->runner.user, j->out, j->dyb, j->offsets)
+                                    : m->runner.forward(m->runner.user, j->out, j->xb, j->offsets);
+        ffn_ctx_enter(m->ctx);
+        return st ? ffn_error_prefix(st, "experts (runner)") : FFN_OK;
+    }
     const int T = m->threads;
     int64_t n_active = 0, total = 0, max_rows = 0;
     for (int64_t e = 0; e < E; e++) {

@@ -4,6 +4,11 @@
 #     every weight gradient to 1e-5; odd F; dense and gated; biases), and
 #     the fixed-order all-reduce gives every rank the same bits: mpirun
 #     -np 2 and -np 4 of build/tests/dist_test_tp_ffn;
+#   - the expert-parallel MoE equals one process's MoE on each rank's
+#     tokens (y, dx, router, shared and expert gradients; E not dividing
+#     the ranks, K = 1 and 3, capacity drops, empty experts), and dispatch
+#     + combine with identity experts is the identity, bitwise:
+#     build/tests/dist_test_ep_moe;
 #   - data-parallel training: P ranks with batch B give the loss of one
 #     process with batch P*B at every step (1e-6 relative) and the same
 #     held-out loss; two runs of the same layout are bitwise identical; a
@@ -35,12 +40,14 @@ case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;
 MPIRUN=(mpirun --oversubscribe)
 command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
 
-# ---- the tensor-parallel layer and the reductions ----
-for p in 2 4; do
-    if [[ ! -x "$TPBIN" ]]; then bad "$TPBIN missing (make unit)"; break; fi
-    if timeout 120 "${MPIRUN[@]}" -np $p "$TPBIN" $p >"$tmp/tp$p" 2>&1 && grep -q "^PASS" "$tmp/tp$p"; then
-        ok "tp layer -np $p: $(grep -c '^ok' "$tmp/tp$p") checks"
-    else bad "tp layer -np $p: $(tail -5 "$tmp/tp$p")"; fi
+# ---- the tensor-parallel layer, the expert-parallel MoE, the reductions ----
+for bin in "$TPBIN" "$ROOT/build/tests/dist_test_ep_moe"; do
+    for p in 2 4; do
+        if [[ ! -x "$bin" ]]; then bad "$bin missing (make unit)"; break; fi
+        if timeout 120 "${MPIRUN[@]}" -np $p "$bin" $p >"$tmp/out$p" 2>&1 && grep -q "^PASS" "$tmp/out$p"; then
+            ok "$(basename "$bin") -np $p: $(grep -c '^ok' "$tmp/out$p") checks"; grep '^ok' "$tmp/out$p" | sed 's/^/     /'
+        else bad "$(basename "$bin") -np $p: $(tail -5 "$tmp/out$p")"; fi
+    done
 done
 
 # ---- data-parallel training equals one process with the whole batch ----
