@@ -17,6 +17,18 @@
 #include <omp.h>
 #endif
 
+/* tools/cmd_bench_dist.c: the same benchmarks across ranks (mpirun). */
+int bench_layer_tp(int argc, char **argv);
+int bench_moe_ep(int argc, char **argv);
+
+/* Is `flag` (or flag=...) among the arguments? */
+static int has_flag(int argc, char **argv, const char *flag) {
+    size_t n = strlen(flag);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], flag, n) && (argv[i][n] == '\0' || argv[i][n] == '=')) return 1;
+    return 0;
+}
+
 /* Written by the MoE work; weak so that this file links before it lands. */
 extern int cmd_bench_moe(int argc, char **argv) __attribute__((weak));
 
@@ -404,6 +416,10 @@ int cmd_bench(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(sub, "layer") && has_flag(argc - 1, argv + 1, "--tp"))
+        return bench_layer_tp(argc - 1, argv + 1);
+    if (!strcmp(sub, "moe") && has_flag(argc - 1, argv + 1, "--ep"))
+        return bench_moe_ep(argc - 1, argv + 1);
     if (!strcmp(sub, "layer")) return bench_layer(argc - 1, argv + 1);
     if (!strcmp(sub, "peak")) return bench_peak(argc - 1, argv + 1);
     if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);

@@ -1,0 +1,284 @@
+/* cmd_bench_dist.c -- `ffn bench layer --tp T` and `ffn bench moe --ep E`
+ * under mpirun: the tensor-parallel FFN layer and the expert-parallel MoE
+ * of libffn_dist, timed with the communication apart.  Every repeat starts
+ * at a barrier, so rank 0's clock covers the slowest rank; the compute and
+ * the communication are timed separately (the layer's own pieces called in
+ * the order the library calls them). */
+#include "cli.h"
+#include "ffn/dist.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return n ? v[n / 2] : 0;
+}
+
+/* MPI may be started only under mpirun; the threads of a host are shared by its ranks. */
+static int start(const char *cmd, const ffn_dist_layout *lay, int64_t threads, ffn_dist **d,
+                 ffn_ctx **ctx) {
+    ffn_status st = ffn_dist_init(NULL, NULL, lay, d);
+    if (st != FFN_OK) return cli_fail(cmd, st);
+    if (threads == 0) {
+        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+        long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+        threads = local > 0 && cores / local >= 1 ? cores / local : 1;
+    }
+    if (cli_make_ctx(cmd, threads, ctx)) {
+        ffn_dist_free(*d);
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
+static void fill(float *a, size_t n, ffn_rng *r, float s) {
+    for (size_t i = 0; i < n; i++) a[i] = (2.0f * ffn_rng_float(r) - 1.0f) * s;
+}
+
+int bench_layer_tp(int argc, char **argv) {
+    const char *cmd = "bench layer";
+    const char *type_name = "swiglu";
+    int64_t D = 4096, F = 11008, N = 1, threads = 0, repeats = 10, tp = 1;
+    int json = 0, bias = 0;
+    const cli_opt opts[] = {
+        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
+         .help = "a gated family (swiglu, geglu, ...) or a dense activation (relu, gelu, ...)"},
+        {CLI_INT_FIELDS("--hidden", &D, "D", 1, 1 << 20, "hidden_size")},
+        {CLI_INT_FIELDS("--intermediate", &F, "F", 1, 1 << 22, "intermediate_size")},
+        {CLI_INT_FIELDS("--tokens", &N, "N", 1, 1 << 24, "rows per call")},
+        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
+        {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
+        CLI_OPT_TP(&tp),
+        CLI_OPT_THREADS(&threads),
+        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
+        {0}};
+    const cli_spec spec = {
+        .cmd = cmd, .synopsis = "--tp T [--hidden D --intermediate F --tokens N] [--json]",
+        .about = "The tensor-parallel FFN layer under mpirun -np T: forward and\n"
+                 "forward+backward, the local products and the all-reduces timed apart.\n",
+        .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    ffn_act act;
+    ffn_mlp_type implied;
+    if (ffn_act_parse(type_name, &act, &implied)) {
+        cli_error(cmd, "--type: %s", ffn_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
+                            .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
+                            .bias = bias, .save = FFN_SAVE_ACTIVATIONS};
+    ffn_status st = ffn_layer_config_validate(&cfg);
+    if (st) return cli_fail(cmd, st);
+    ffn_dist *d;
+    ffn_ctx *ctx;
+    ffn_dist_layout lay = {.tp = tp};
+    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    int rank = ffn_dist_rank(d, FFN_DIST_WORLD);
+    ffn_dist_tp_layer *l = NULL;
+    st = ffn_dist_tp_layer_create(d, ctx, &cfg, &l);
+    int64_t f0, Fl;
+    if (st == FFN_OK) ffn_dist_tp_layer_slice(l, &f0, &Fl);
+    /* full weights are never needed: each rank fills its own slice */
+    size_t nl = st == FFN_OK ? (size_t)(3 * Fl * D + 2 * Fl + D) : 1;
+    float *w = malloc(nl * sizeof *w), *gw = calloc(nl, sizeof *gw);
+    float *x = malloc((size_t)(N * D) * sizeof *x), *y = malloc((size_t)(N * D) * sizeof *y);
+    float *dx = malloc((size_t)(N * D) * sizeof *dx);
+    ffn_rng r;
+    ffn_rng_seed(&r, 1 + (uint64_t)rank);
+    int gated = cfg.type == FFN_MLP_GATED;
+    if (st == FFN_OK && (!w || !gw || !x || !y || !dx))
+        st = ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_layer *loc = st == FFN_OK ? ffn_dist_tp_layer_local(l) : NULL;
+    if (st == FFN_OK) {
+        fill(w, nl, &r, 1.0f / sqrtf((float)D));
+        fill(x, (size_t)(N * D), &r, 1.0f);
+        float *q = w, *g = gw;
+        ffn_layer_params p = {0}, gp = {0};
+        if (gated) p.gate_w = q, q += Fl * D, gp.gate_w = g, g += Fl * D;
+        p.up_w = q, q += Fl * D, gp.up_w = g, g += Fl * D;
+        p.down_w = q, q += D * Fl, gp.down_w = g, g += D * Fl;
+        if (bias) p.up_b = q, p.down_b = q + Fl, gp.up_b = g, gp.down_b = g + Fl,
+                  p.gate_b = gated ? q + Fl + D : NULL, gp.gate_b = gated ? g + Fl + D : NULL;
+        st = ffn_layer_set_weights(loc, &p);
+        size_t wsb = ffn_layer_workspace_size(loc, N), svb = ffn_layer_saved_size(loc, N);
+        void *ws = malloc(wsb + 64);
+        float *sv = malloc(svb + 64);
+        int64_t R = repeats;
+        double *tf = malloc((size_t)R * sizeof *tf), *tfc = malloc((size_t)R * sizeof *tfc);
+        double *tb = malloc((size_t)R * sizeof *tb), *tbc = malloc((size_t)R * sizeof *tbc);
+        for (int64_t k = -1; k < R && st == FFN_OK; k++) { /* k = -1: warm-up */
+            ffn_dist_barrier(d);
+            double t0 = now_s();
+            st = ffn_layer_forward(loc, y, x, N, sv, ws, wsb);
+            double t1 = now_s();
+            if (st == FFN_OK) st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, y, N * D);
+            double t2 = now_s();
+            ffn_dist_barrier(d);
+            double t3 = now_s();
+            if (st == FFN_OK) st = ffn_layer_backward(loc, dx, &gp, y, x, N, sv, ws, wsb);
+            double t4 = now_s();
+            if (st == FFN_OK) st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, dx, N * D);
+            double t5 = now_s();
+            if (k >= 0) {
+                tf[k] = t2 - t0, tfc[k] = t2 - t1, tb[k] = (t2 - t0) + (t5 - t3);
+                tbc[k] = (t2 - t1) + (t5 - t4);
+            }
+        }
+        if (st == FFN_OK && rank == 0) {
+            double mf = median(tf, (int)R), mfc = median(tfc, (int)R), mb = median(tb, (int)R),
+                   mbc = median(tbc, (int)R);
+            double flops = (double)ffn_layer_flops_per_token(&cfg) * (double)N;
+            double sent = 2.0 * (double)(tp - 1) / (double)tp * (double)(N * D) * 4.0;
+            if (json)
+                printf("{\"bench\": \"layer_tp\", \"tp\": %lld, \"hidden\": %lld, \"intermediate\": "
+                       "%lld, \"tokens\": %lld, \"threads\": %d, \"type\": \"%s\", "
+                       "\"forward_ms\": %.4f, \"forward_comm_ms\": %.4f, \"forward_backward_ms\": "
+                       "%.4f, \"forward_backward_comm_ms\": %.4f, \"gflops_forward\": %.2f, "
+                       "\"bytes_sent_per_allreduce\": %.0f}\n",
+                       (long long)tp, (long long)D, (long long)F, (long long)N, ffn_ctx_threads(ctx),
+                       type_name, mf * 1e3, mfc * 1e3, mb * 1e3, mbc * 1e3, flops / mf * 1e-9, sent);
+            else
+                printf("tp layer %s D=%lld F=%lld N=%lld, tp %lld x %d threads: forward %.3f ms "
+                       "(all-reduce %.1f%%), forward+backward %.3f ms (all-reduce %.1f%%), "
+                       "%.1f GFLOP/s forward; %.0f B sent a rank per all-reduce\n",
+                       type_name, (long long)D, (long long)F, (long long)N, (long long)tp,
+                       ffn_ctx_threads(ctx), mf * 1e3, 100 * mfc / mf, mb * 1e3, 100 * mbc / mb,
+                       flops / mf * 1e-9, sent);
+        }
+        free(ws), free(sv), free(tf), free(tfc), free(tb), free(tbc);
+    }
+    st = ffn_dist_agree(d, st);
+    rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
+    free(w), free(gw), free(x), free(y), free(dx);
+    ffn_dist_tp_layer_free(l);
+    ffn_ctx_free(ctx);
+    ffn_dist_free(d);
+    return rc;
+}
+
+int bench_moe_ep(int argc, char **argv) {
+    const char *cmd = "bench moe";
+    int64_t D = 1024, F = 1408, E = 8, K = 2, N = 256, threads = 0, repeats = 10, ep = 1;
+    int json = 0;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--hidden", &D, "D", 1, 1 << 20, "hidden_size")},
+        {CLI_INT_FIELDS("--moe-intermediate", &F, "F", 1, 1 << 22, "each expert's width")},
+        {CLI_INT_FIELDS("--experts", &E, "E", 1, 4096, "routed experts")},
+        {CLI_INT_FIELDS("--top-k", &K, "K", 1, 4096, "experts a token uses")},
+        {CLI_INT_FIELDS("--tokens", &N, "N", 1, 1 << 24, "tokens per call on each rank")},
+        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
+        CLI_OPT_EP(&ep),
+        CLI_OPT_THREADS(&threads),
+        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
+        {0}};
+    const cli_spec spec = {
+        .cmd = cmd, .synopsis = "--ep E [--hidden D --moe-intermediate F --experts E --top-k K] [--json]",
+        .about = "The expert-parallel MoE under mpirun -np E (each rank its own N tokens):\n"
+                 "forward and forward+backward, tokens/s over all ranks, and the bytes a rank\n"
+                 "sends per layer.\n",
+        .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    ffn_dist *d;
+    ffn_ctx *ctx;
+    ffn_dist_layout lay = {.dp = ep, .ep = ep};
+    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    int rank = ffn_dist_rank(d, FFN_DIST_WORLD);
+    ffn_moe_config cfg = {.hidden_size = D, .num_experts = E, .num_experts_per_tok = K,
+                          .moe_intermediate_size = F, .act = FFN_ACT_SILU,
+                          .expert_type = FFN_MLP_GATED, .norm_topk_prob = 1,
+                          .routed_scaling_factor = 1, .save = FFN_SAVE_ACTIVATIONS};
+    ffn_dist_ep_moe *l = NULL;
+    ffn_status st = ffn_dist_ep_moe_create(d, ctx, &cfg, &l);
+    int64_t e0 = 0, El = 0;
+    if (st == FFN_OK) ffn_dist_ep_moe_experts(l, &e0, &El);
+    ffn_layer_params *ex = calloc((size_t)E, sizeof *ex), *eg = calloc((size_t)(El ? El : 1), sizeof *eg);
+    size_t per = (size_t)(3 * F * D);
+    float *w = malloc((size_t)(El ? El : 1) * per * sizeof *w), *gw = calloc((size_t)(El ? El : 1) * per, sizeof *gw);
+    float *wr = malloc((size_t)(E * D) * sizeof *wr), *gwr = calloc((size_t)(E * D), sizeof *gwr);
+    float *x = malloc((size_t)(N * D) * sizeof *x), *y = malloc((size_t)(N * D) * sizeof *y);
+    float *dx = malloc((size_t)(N * D) * sizeof *dx);
+    if (st == FFN_OK && (!ex || !eg || !w || !gw || !wr || !gwr || !x || !y || !dx))
+        st = ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_rng r;
+    ffn_rng_seed(&r, 7);
+    if (st == FFN_OK) {
+        fill(wr, (size_t)(E * D), &r, 1.0f / sqrtf((float)D));
+        fill(w, (size_t)El * per, &r, 1.0f / sqrtf((float)D));
+        ffn_rng_seed(&r, 100 + (uint64_t)rank);
+        fill(x, (size_t)(N * D), &r, 1.0f);
+        for (int64_t j = 0; j < El; j++) { /* only this rank's experts are read */
+            float *q = w + (size_t)j * per, *g = gw + (size_t)j * per;
+            ex[e0 + j] = (ffn_layer_params){.gate_w = q, .up_w = q + F * D, .down_w = q + 2 * F * D};
+            eg[j] = (ffn_layer_params){.gate_w = g, .up_w = g + F * D, .down_w = g + 2 * F * D};
+        }
+        ffn_moe_params mp = {.router_w = wr, .experts = ex};
+        st = ffn_dist_ep_moe_set_weights(l, &mp);
+        ffn_dist_ep_moe_set_expert_grads(l, eg);
+    }
+    if (st == FFN_OK) {
+        ffn_moe *m = ffn_dist_ep_moe_layer(l);
+        size_t wsb = ffn_moe_workspace_size(m, N), svb = ffn_moe_saved_size(m, N);
+        void *ws = malloc(wsb + 64), *sv = malloc(svb + 64);
+        ffn_moe_params gp = {.router_w = gwr};
+        double *tf = malloc((size_t)repeats * sizeof *tf), *tb = malloc((size_t)repeats * sizeof *tb);
+        for (int64_t k = -1; k < repeats && st == FFN_OK; k++) {
+            ffn_moe_outputs o = {.y = y};
+            ffn_dist_barrier(d);
+            double t0 = now_s();
+            st = ffn_moe_forward(m, &o, x, N, sv, ws, wsb);
+            ffn_dist_barrier(d);
+            double t1 = now_s();
+            if (st == FFN_OK) st = ffn_moe_backward(m, dx, &gp, y, x, N, sv, ws, wsb);
+            ffn_dist_barrier(d);
+            double t2 = now_s();
+            if (k >= 0) tf[k] = t1 - t0, tb[k] = t2 - t0;
+        }
+        int64_t sf = 0, sb = 0;
+        ffn_dist_ep_moe_bytes_sent(l, &sf, &sb);
+        if (st == FFN_OK && rank == 0) {
+            double mf = median(tf, (int)repeats), mb = median(tb, (int)repeats);
+            double tokens = (double)N * (double)ep;
+            if (json)
+                printf("{\"bench\": \"moe_ep\", \"ep\": %lld, \"hidden\": %lld, \"moe_intermediate\": "
+                       "%lld, \"experts\": %lld, \"top_k\": %lld, \"tokens_per_rank\": %lld, "
+                       "\"threads\": %d, \"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, "
+                       "\"tokens_per_s_forward\": %.1f, \"tokens_per_s_forward_backward\": %.1f, "
+                       "\"bytes_sent_forward\": %lld, \"bytes_sent_backward\": %lld}\n",
+                       (long long)ep, (long long)D, (long long)F, (long long)E, (long long)K,
+                       (long long)N, ffn_ctx_threads(ctx), mf * 1e3, mb * 1e3, tokens / mf,
+                       tokens / mb, (long long)sf, (long long)sb);
+            else
+                printf("ep moe D=%lld F=%lld E=%lld top-%lld, %lld tokens a rank, ep %lld x %d "
+                       "threads: forward %.3f ms (%.0f tokens/s), forward+backward %.3f ms (%.0f "
+                       "tokens/s); rank 0 sent %lld B forward, %lld B backward\n",
+                       (long long)D, (long long)F, (long long)E, (long long)K, (long long)N,
+                       (long long)ep, ffn_ctx_threads(ctx), mf * 1e3, tokens / mf, mb * 1e3,
+                       tokens / mb, (long long)sf, (long long)sb);
+        }
+        free(ws), free(sv), free(tf), free(tb);
+    }
+    st = ffn_dist_agree(d, st);
+    rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
+    free(ex), free(eg), free(w), free(gw), free(wr), free(gwr), free(x), free(y), free(dx);
+    ffn_dist_ep_moe_free(l);
+    ffn_ctx_free(ctx);
+    ffn_dist_free(d);
+    return rc;
+}
