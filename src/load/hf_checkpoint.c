@@ -26,6 +26,7 @@
 #include "format/json.h"
 #include "ffn/safetensors.h"
 #include "base/dirswap.h"
+#include "nn/model_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -114,7 +115,7 @@ static int plain_file_name(const char *s, size_t n) {
 
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
-static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
+static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -133,7 +134,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, mixtral or qwen2_moe)", name, type);
+                       "llama, mistral, qwen2, qwen3, mixtral or qwen2_moe)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -145,24 +146,8 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
             snprintf(extra->experts_key, sizeof extra->experts_key, "%s", expert_keys[i]);
     }
     extra->is_ffn = json_get(root, "ffn_tokenizer") != NULL || json_get(root, "rope_style") != NULL;
-    const json_value *v = json_get(root, "rope_scaling");
-    if (v && v->type != JSON_NULL) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: rope_scaling is set; scaled RoPE (linear, "
-                       "dynamic, yarn, llama3) is not supported", name);
-        goto done;
-    }
-    int64_t hidden = 0, heads = 0, head_dim = 0;
-    if ((st = json_get_i64(root, "hidden_size", 0, name, &hidden)) ||
-        (st = json_get_i64(root, "num_attention_heads", 0, name, &heads)) ||
-        (st = json_get_i64(root, "head_dim", 0, name, &head_dim)))
-        goto done;
-    if (head_dim != 0 && (heads <= 0 || head_dim * heads != hidden || hidden / heads != head_dim)) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: head_dim %lld differs from hidden_size / "
-                       "num_attention_heads (%lld / %lld); not supported", name,
-                       (long long)head_dim, (long long)hidden, (long long)heads);
-        goto done;
-    }
-    v = json_get(root, "mlp_only_layers");
+    /* rope_scaling, rope_parameters and head_dim: ffn_model_config_load */
+    const json_value *v = json_get(root, "mlp_only_layers");
     if (v && v->type != JSON_NULL && !(v->type == JSON_ARRAY && v->length == 0)) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: mlp_only_layers: only an empty list is "
                        "supported (use decoder_sparse_step for regular patterns)", name);
@@ -170,9 +155,9 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     }
     int attention_bias = 0;
     if ((st = json_get_bool(root, "attention_bias", 0, name, &attention_bias))) goto done;
-    if (attention_bias && !extra->is_ffn && !strcmp(type, "llama")) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: attention_bias true for model_type llama also "
-                       "puts a bias on o_proj, which ffn's attention does not have", name);
+    if (attention_bias && !extra->is_ffn && (!strcmp(type, "llama") || !strcmp(type, "qwen3"))) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: attention_bias true for model_type %s also "
+                       "puts a bias on o_proj, which ffn's attention does not have", name, type);
         goto done;
     }
     int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0;
@@ -648,7 +633,8 @@ static int64_t sat_add(int64_t a, int64_t b) {
 static int64_t config_params(const ffn_model_config *c, const char *experts_key,
                              config_part parts[5], int64_t *n_tensors) {
     const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
-    const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
+    const int64_t Dh = c->head_dim > 0 ? c->head_dim
+                       : D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
     const int64_t HD = sat_mul(c->num_attention_heads, Dh);
     const int64_t C = sat_add(HD, sat_mul(2 * Dh, c->num_key_value_heads));
     const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
@@ -844,6 +830,10 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
     if (c->num_experts > 0) {
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            *why = "q/k norms in a MoE model";
+            return NULL;
+        }
         if (c->mlp_bias) {
             *why = "biases in MoE experts";
             return NULL;
@@ -852,6 +842,21 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
             !c->attention_bias && c->hidden_act == FFN_ACT_SILU)
             return "mixtral";
         return "qwen2_moe";
+    }
+    if (c->rope_style == FFN_ROPE_INTERLEAVED && ffn_cfg_rotary_dim(c) != ffn_cfg_head_dim(c)) {
+        *why = "interleaved RoPE on part of each head";
+        return NULL;
+    }
+    if (c->qk_norm == FFN_QK_NORM_FULL) {
+        *why = "a q/k norm over the whole projection in a dense model";
+        return NULL;
+    }
+    if (c->qk_norm == FFN_QK_NORM_HEAD) {
+        if (c->attention_bias || c->mlp_bias) {
+            *why = "biases together with per-head q/k norms (qwen3 has none)";
+            return NULL;
+        }
+        return "qwen3";
     }
     if (c->attention_bias) {
         if (c->mlp_bias) {
@@ -871,7 +876,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
     const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
-                       : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
+                       : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
@@ -881,8 +887,15 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
             "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
             (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
             (long long)c->num_key_value_heads, (long long)ctx_len);
-    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n  \"rope_scaling\": null,\n",
-            c->rope_theta, c->rms_norm_eps);
+    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n", c->rope_theta,
+            c->rms_norm_eps);
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_NONE) fprintf(f, "  \"rope_scaling\": null,\n");
+    ffn_config_hf_write_extras(f, c, 0);
+    if (!strcmp(type, "qwen3")) { /* head_dim absent means 128 there: always written */
+        if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
+        fprintf(f, "  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
+                "  \"sliding_window\": null,\n");
+    }
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"hidden_act\": ",
             c->tie_word_embeddings ? "true" : "false");
     json_write_string(f, ffn_act_name(c->hidden_act));
@@ -957,7 +970,7 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
         return st;
     }
     const int perm = c->rope_style == FFN_ROPE_INTERLEAVED;
-    const int64_t Dh = c->hidden_size / c->num_attention_heads;
+    const int64_t Dh = ffn_cfg_head_dim(c);
     const float *params = ffn_model_params(model, NULL);
     const char *tok_name = NULL;
     if (opts && opts->tokenizer_path)

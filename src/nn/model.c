@@ -74,12 +74,26 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
         if (pos[i].v < 1 || pos[i].v > lim)
             return CFG_ERR("%s: expected 1..%lld, got %lld", pos[i].name, (long long)lim,
                            (long long)pos[i].v);
-    if (c->hidden_size % c->num_attention_heads)
+    if (c->head_dim < 0 || c->head_dim > 65536)
+        return CFG_ERR("head_dim: expected 0 (hidden_size / num_attention_heads) or 1..65536, "
+                       "got %lld", (long long)c->head_dim);
+    if (c->head_dim == 0 && c->hidden_size % c->num_attention_heads)
         return CFG_ERR("num_attention_heads: %lld does not divide hidden_size %lld",
                        (long long)c->num_attention_heads, (long long)c->hidden_size);
-    if ((c->hidden_size / c->num_attention_heads) % 2)
-        return CFG_ERR("hidden_size / num_attention_heads: head dim %lld must be even (RoPE pairs)",
-                       (long long)(c->hidden_size / c->num_attention_heads));
+    if (ffn_cfg_head_dim(c) % 2)
+        return CFG_ERR("head_dim: head dim %lld must be even (RoPE pairs)",
+                       (long long)ffn_cfg_head_dim(c));
+    if (!(c->partial_rotary_factor >= 0.0) || !(c->partial_rotary_factor <= 1.0))
+        return CFG_ERR("partial_rotary_factor: expected 0 < factor <= 1, got %g",
+                       c->partial_rotary_factor);
+    if (ffn_cfg_rotary_dim(c) < 2 || ffn_cfg_rotary_dim(c) % 2)
+        return CFG_ERR("partial_rotary_factor: %g of head dim %lld gives rotary dim %lld, "
+                       "expected an even number >= 2", c->partial_rotary_factor,
+                       (long long)ffn_cfg_head_dim(c), (long long)ffn_cfg_rotary_dim(c));
+    if ((int)c->qk_norm < FFN_QK_NORM_NONE || (int)c->qk_norm > FFN_QK_NORM_FULL)
+        return CFG_ERR("qk_norm: unknown value %d", (int)c->qk_norm);
+    ffn_status rs = ffn_rope_scaling_validate(c);
+    if (rs) return rs;
     if (c->num_key_value_heads > c->num_attention_heads ||
         c->num_attention_heads % c->num_key_value_heads)
         return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
@@ -127,7 +141,9 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     }
     /* Every tensor must be addressable: V·D, F·D, E·Fe·D, (H+2G)·Dh·D. */
     int64_t t;
-    if (ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||
+    if (ffn_mul_i64(c->num_attention_heads + 2 * c->num_key_value_heads, ffn_cfg_head_dim(c), &t) ||
+        ffn_mul_i64(t, c->hidden_size, &t) || t > ((int64_t)1 << 40) ||
+        ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||
         ffn_mul_i64(c->intermediate_size > 0 ? c->intermediate_size : 1, c->hidden_size * 3, &t) ||
         ffn_mul_i64(c->num_experts > 0 ? c->num_experts : 1, c->hidden_size, &t) ||
         ffn_mul_i64(t, moe_width(c) > 0 ? moe_width(c) * 3 : 1, &t) ||
@@ -143,12 +159,14 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *c, int64_t *tot
                                          int64_t *active) {
     ffn_status st = ffn_model_config_validate(c);
     if (st) return st;
-    const int64_t D = c->hidden_size, V = c->vocab_size, Dh = D / c->num_attention_heads;
+    const int64_t D = c->hidden_size, V = c->vocab_size, Dh = ffn_cfg_head_dim(c);
     const int64_t C = (c->num_attention_heads + 2 * c->num_key_value_heads) * Dh;
+    const int64_t qkn = c->qk_norm == FFN_QK_NORM_HEAD ? 2 * Dh
+                        : c->qk_norm == FFN_QK_NORM_FULL ? C - c->num_key_value_heads * Dh : 0;
     const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
     int64_t n = V * D + D + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        n += D + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh;
+        n += D + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh + qkn;
         if (ffn_model_config_layer_is_moe(c, l)) {
             const int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
             const int64_t per = ffn_params(gated, c->mlp_bias, moe_width(c), D);
@@ -259,6 +277,7 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     }
     if (c.num_experts > 0 && c.moe_intermediate_size == 0 && mixtral)
         c.moe_intermediate_size = c.intermediate_size;
+    if ((st = ffn_config_hf_extras(root, path, model_type, &c))) goto done;
     if ((st = ffn_model_config_validate(&c))) {
         st = ffn_error_prefix(st, "%s", path);
         goto done;
@@ -313,6 +332,7 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
             (long long)moe_width(c), (long long)c->moe_layer_freq,
             c->norm_topk_prob ? "true" : "false", shortest(b1, c->router_aux_loss_coef),
             shortest(b2, c->router_z_loss_coef), (long long)c->shared_expert_intermediate_size);
+    ffn_config_hf_write_extras(f, c, 1);
     fprintf(f, "  \"torch_dtype\": \"float32\"\n}\n");
     if (ferror(f) | fclose(f)) return ffn_error(FFN_ERR_IO, "%s: write failed", path);
     return FFN_OK;
@@ -325,6 +345,7 @@ typedef struct block_tensors {
     float *attn_norm;          /* (D) */
     float *wqkv;               /* (C, D): q rows, then k rows, then v rows */
     float *bqkv;               /* (C) or NULL */
+    float *q_norm, *k_norm;    /* (Dh) each with qk_norm HEAD, (H·Dh) / (G·Dh) FULL, else NULL */
     float *wo;                 /* (D, H·Dh) */
     float *mlp_norm;           /* (D) or NULL (mlp none) */
     ffn_layer_params mlp;      /* dense / gated block */
@@ -337,6 +358,8 @@ typedef struct block_acts {
     float *rstd1;  /* (N) */
     float *xn1;    /* (N, D) */
     float *qkv;    /* (N, C) after RoPE */
+    float *qk_pre; /* (N, H·Dh + G·Dh) q|k before their norm, training with qk_norm only */
+    float *qk_rstd; /* (N, H + G) training with qk_norm only */
     float *probs;  /* (B, H, T, T) training only */
     float *att;    /* (N, H·Dh) */
     float *mid;    /* (N, D) x + attention */
@@ -349,6 +372,7 @@ struct ffn_model {
     ffn_ctx *ctx;
     ffn_model_config cfg;
     int64_t D, H, G, Dh, C, V, L, F;
+    int64_t R;                      /* rotary dim (<= Dh) */
     int64_t max_batch, max_seq, max_n;
     int training;
     ffn_save_mode save; /* of the FFN / MoE layers */
@@ -376,7 +400,7 @@ struct ffn_model {
     float *scratch;                 /* attention, per thread (see attention.c) */
     void *ws;                       /* the FFN / MoE layers' workspace */
     size_t ws_bytes;
-    float *rope_cos, *rope_sin;     /* (max_seq, Dh/2) */
+    float *rope_cos, *rope_sin;     /* (max_seq, R/2) */
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
@@ -512,6 +536,13 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
                 pre);
             ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.k_proj.bias", pre);
             ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.v_proj.bias", pre);
+        }
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            const int head = c->qk_norm == FFN_QK_NORM_HEAD;
+            ADD(&p->q_norm, &g->q_norm, FFN_TENSOR_NORM, l, -1, head ? m->Dh : HD, 1,
+                "%s.self_attn.q_norm.weight", pre);
+            ADD(&p->k_norm, &g->k_norm, FFN_TENSOR_NORM, l, -1, head ? m->Dh : GD, 1,
+                "%s.self_attn.k_norm.weight", pre);
         }
         ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
             pre);
@@ -670,6 +701,9 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
         a->rstd1 = carve_take(cv, fl(cv, N, 1));
         a->xn1 = carve_take(cv, fl(cv, N, D));
         a->qkv = carve_take(cv, fl(cv, N, C));
+        const int qkn = m->training && m->cfg.qk_norm != FFN_QK_NORM_NONE;
+        a->qk_pre = qkn ? carve_take(cv, fl(cv, N, HD + GD)) : NULL;
+        a->qk_rstd = qkn ? carve_take(cv, fl(cv, N, m->H + m->G)) : NULL;
         a->probs = m->training ? carve_take(cv, fl(cv, N * m->H, m->max_seq)) : NULL;
         a->att = carve_take(cv, fl(cv, N, HD));
         a->mid = carve_take(cv, fl(cv, N, D));
@@ -692,7 +726,7 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     m->scratch = carve_take(
         cv, fl(cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
     m->ws = carve_take(cv, m->ws_bytes);
-    int64_t half = m->Dh / 2;
+    int64_t half = m->R / 2;
     m->rope_cos = carve_take(cv, fl(cv, m->max_seq, half));
     m->rope_sin = carve_take(cv, fl(cv, m->max_seq, half));
     m->kcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
@@ -736,7 +770,7 @@ static ffn_status alloc_acts(ffn_model *m) {
     memset(m->acts, 0, cv.total);
     cv = (carve){m->acts, 0, 0};
     carve_acts(m, &cv, saved_max);
-    ffn_rope_tables(m->rope_cos, m->rope_sin, m->max_seq, m->Dh, m->cfg.rope_theta);
+    ffn_rope_fill(&m->cfg, m->max_seq, 0, m->max_seq, m->rope_cos, m->rope_sin);
     return FFN_OK;
 }
 
@@ -767,7 +801,8 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->D = cfg->hidden_size;
     m->H = cfg->num_attention_heads;
     m->G = cfg->num_key_value_heads;
-    m->Dh = m->D / m->H;
+    m->Dh = ffn_cfg_head_dim(cfg);
+    m->R = ffn_cfg_rotary_dim(cfg);
     m->C = (m->H + 2 * m->G) * m->Dh;
     m->V = cfg->vocab_size;
     m->L = cfg->num_hidden_layers;
@@ -960,6 +995,8 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     for (int64_t n = 0; n < N; n++)
         memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
     *aux = *z = 0.0;
+    if (ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
+        ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
     ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
     for (int64_t l = 0; l < m->L; l++) {
@@ -974,9 +1011,19 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (p->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) a->qkv[n * C + j] += p->bqkv[j];
-        ffn_rope_apply(a->qkv, C, N, T, pos0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 0);
-        ffn_rope_apply(a->qkv + HD, C, N, T, pos0, G, Dh, m->cfg.rope_style, m->rope_cos,
-                       m->rope_sin, 0);
+        if (p->q_norm) { /* qwen3 per head, olmoe over the whole projection */
+            const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
+            float *sv = save ? a->qk_pre : NULL, *rs = save ? a->qk_rstd : NULL;
+            ffn_group_rmsnorm_forward(a->qkv, C, sv, HD + GD, rs, N, head ? H : 1, head ? Dh : HD,
+                                      p->q_norm, eps);
+            ffn_group_rmsnorm_forward(a->qkv + HD, C, sv ? sv + HD : NULL, HD + GD,
+                                      rs ? rs + N * H : NULL, N, head ? G : 1, head ? Dh : GD,
+                                      p->k_norm, eps);
+        }
+        ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                            m->rope_sin, 0);
+        ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style,
+                            m->rope_cos, m->rope_sin, 0);
         const float *k = a->qkv + HD, *v = a->qkv + HD + GD;
         int64_t ldk = C;
         if (mode == MODE_CACHE) {
@@ -1113,7 +1160,7 @@ static void fill_loss(const ffn_model *m, ffn_model_loss *loss, double ce, doubl
 static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T) {
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
-    const int64_t HD = H * Dh;
+    const int64_t HD = H * Dh, GD = G * Dh;
     ffn_status st;
     float *d_res = m->d_res;
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
@@ -1141,9 +1188,18 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
                                m->scratch, &dims);
-        ffn_rope_apply(m->d_qkv, C, N, T, 0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 1);
-        ffn_rope_apply(m->d_qkv + HD, C, N, T, 0, G, Dh, m->cfg.rope_style, m->rope_cos,
-                       m->rope_sin, 1);
+        ffn_rope_apply_dims(m->d_qkv, C, N, T, 0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                            m->rope_sin, 1);
+        ffn_rope_apply_dims(m->d_qkv + HD, C, N, T, 0, G, Dh, m->R, m->cfg.rope_style,
+                            m->rope_cos, m->rope_sin, 1);
+        if (p->q_norm) {
+            const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
+            ffn_group_rmsnorm_backward(m->d_qkv, C, a->qk_pre, HD + GD, a->qk_rstd, N,
+                                       head ? H : 1, head ? Dh : HD, p->q_norm, g->q_norm);
+            ffn_group_rmsnorm_backward(m->d_qkv + HD, C, a->qk_pre + HD, HD + GD,
+                                       a->qk_rstd + N * H, N, head ? G : 1, head ? Dh : GD,
+                                       p->k_norm, g->k_norm);
+        }
         if (g->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) g->bqkv[j] += m->d_qkv[n * C + j];

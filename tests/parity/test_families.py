@@ -1,0 +1,384 @@
+#!/usr/bin/env python3
+"""test_families.py -- Hugging Face checkpoints of the model families beyond
+plain Llama, in and out of `ffn run` / `ffn export`, against a PyTorch
+float64 forward written here from the published formulas (transformers'
+modeling_rope_utils.py and each family's modeling file):
+
+  RoPE scaling  linear, dynamic (NTK), llama3, yarn (attention factor from
+                factor or mscale), given as rope_scaling (old "type" key or
+                "rope_type") or as rope_parameters (with rope_theta inside);
+  head_dim      different from hidden_size / num_attention_heads;
+  partial RoPE  partial_rotary_factor: the first int(Dh·factor) features of
+                each head rotate (rotate_half within them);
+  qwen3         RMSNorm of each head of q and k before RoPE, head_dim;
+  llama 3.x     rope_scaling llama3, tie_word_embeddings true.
+
+For each case: a small random checkpoint in the family's exact tensor
+names, shapes and dtype (F32, F16, BF16; one sharded with
+model.safetensors.index.json) and config fields;
+  1. ffn's inverse frequencies (tests/parity/rope_driver.c) equal the
+     reference's within 1e-12 relative (both in double);
+  2. `ffn run --steps 0 --dump-logits` within TOL of the reference,
+     relative to the largest reference logit;
+  3. 32 greedy steps with the KV cache (`ffn run --temperature 0`) give
+     the reference's greedy ids (dynamic RoPE excepted: there a cached key
+     keeps the rotation of its own step, as in Hugging Face, so a cached
+     decode is not the full forward);
+  4. `ffn export --format hf` then `ffn run`: the same logits bit for bit,
+     and the exported tensors are the original names and values.
+Bad input: unknown rope types, missing llama3 fields, a rope_parameters per
+layer type: non-zero exit, the message names config.json and the field,
+nothing written.
+Exit code = number of failed checks."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import test_checkpoints as tc  # noqa: E402  (safetensors by hand, ffn runners)
+
+ROOT, FFN = tc.ROOT, tc.FFN
+TOL = 1e-4          # logits, relative to max |reference logit|
+TOL_FREQ = 1e-12    # inverse frequencies, relative
+STEPS = 32
+failures = 0
+
+
+def check(ok, what):
+    global failures
+    if not ok:
+        failures += 1
+    print(("ok   " if ok else "FAIL ") + what)
+
+
+# ---- the configuration the reference reads ---------------------------------------
+
+def head_dim(cfg):
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
+def rope_params(cfg):
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    return rs, rs.get("rope_type", rs.get("type", "default"))
+
+
+def rotary_dim(cfg):
+    rs, _ = rope_params(cfg)
+    prf = rs.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    return int(head_dim(cfg) * prf)
+
+
+def inv_freq(cfg, seq_len):
+    """(R/2,) inverse frequencies and the attention factor (float64)."""
+    rs, typ = rope_params(cfg)
+    R = rotary_dim(cfg)
+    base = rs.get("rope_theta", cfg.get("rope_theta", 10000.0))
+    O = rs.get("original_max_position_embeddings", cfg["max_position_embeddings"])
+    factor = rs.get("factor", 1.0)
+    j2 = torch.arange(0, R, 2, dtype=torch.float64)
+    if typ == "dynamic":
+        S = max(seq_len, O)
+        base = base * ((factor * S / O) - (factor - 1)) ** (R / (R - 2))
+    f = 1.0 / base ** (j2 / R)
+    af = 1.0
+    if typ == "linear":
+        f = f / factor
+    elif typ == "llama3":
+        lo, hi = rs["low_freq_factor"], rs["high_freq_factor"]
+        wl = 2 * np.pi / f
+        scaled = torch.where(wl > O / lo, f / factor, f)
+        s = (O / wl - lo) / (hi - lo)
+        smooth = (1 - s) * scaled / factor + s * scaled
+        medium = ~(wl < O / hi) & ~(wl > O / lo)
+        f = torch.where(medium, smooth, scaled)
+    elif typ == "yarn":
+        def mscale(scale, m=1.0):
+            return 1.0 if scale <= 1 else 0.1 * m * np.log(scale) + 1.0
+        af = rs.get("attention_factor")
+        if af is None:
+            if rs.get("mscale") and rs.get("mscale_all_dim"):
+                af = mscale(factor, rs["mscale"]) / mscale(factor, rs["mscale_all_dim"])
+            else:
+                af = mscale(factor)
+        bf, bs = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def corr(rot):
+            return R * np.log(O / (rot * 2 * np.pi)) / (2 * np.log(base))
+        low, high = max(np.floor(corr(bf)), 0), min(np.ceil(corr(bs)), R - 1)
+        if low == high:
+            high += 0.001
+        ramp = torch.clamp((torch.arange(R // 2, dtype=torch.float64) - low) / (high - low), 0, 1)
+        extra = 1 - ramp
+        f = (f / factor) * (1 - extra) + f * extra
+    return f, af
+
+
+# ---- the family's tensors ------------------------------------------------------------
+
+def tensor_names(cfg):
+    mt, D, V = cfg["model_type"], cfg["hidden_size"], cfg["vocab_size"]
+    H = cfg["num_attention_heads"]
+    G = cfg.get("num_key_value_heads", H)
+    Dh, F = head_dim(cfg), cfg["intermediate_size"]
+    names = {"model.embed_tokens.weight": (V, D)}
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        names[p + "input_layernorm.weight"] = (D,)
+        for k, rows in (("q", H * Dh), ("k", G * Dh), ("v", G * Dh)):
+            names[p + f"self_attn.{k}_proj.weight"] = (rows, D)
+        names[p + "self_attn.o_proj.weight"] = (D, H * Dh)
+        if mt == "qwen3":
+            names[p + "self_attn.q_norm.weight"] = (Dh,)
+            names[p + "self_attn.k_norm.weight"] = (Dh,)
+        names[p + "post_attention_layernorm.weight"] = (D,)
+        names[p + "mlp.gate_proj.weight"] = (F, D)
+        names[p + "mlp.up_proj.weight"] = (F, D)
+        names[p + "mlp.down_proj.weight"] = (D, F)
+    names["model.norm.weight"] = (D,)
+    if not cfg.get("tie_word_embeddings", False):
+        names["lm_head.weight"] = (V, D)
+    return names
+
+
+def make_checkpoint(d, cfg, dtype, shards, rng):
+    os.makedirs(d, exist_ok=True)
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
+    weights, blobs = {}, {}
+    for name, shape in tensor_names(cfg).items():
+        if name.endswith("norm.weight"):
+            a = 1.0 + 0.1 * rng.standard_normal(shape)
+        else:
+            a = rng.standard_normal(shape) * (0.5 if "embed" in name else 0.3)
+        raw, stored = tc.to_dtype(a, dtype)
+        weights[name] = stored
+        blobs[name] = (dtype, shape, raw)
+    names = list(blobs)
+    if shards == 1:
+        tc.write_safetensors(os.path.join(d, "model.safetensors"), blobs)
+    else:
+        wmap, per = {}, (len(names) + shards - 1) // shards
+        for s in range(shards):
+            fn = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+            part = {n: blobs[n] for n in names[s * per:(s + 1) * per]}
+            tc.write_safetensors(os.path.join(d, fn), part)
+            wmap.update({n: fn for n in part})
+        json.dump({"metadata": {"total_size": 0}, "weight_map": wmap},
+                  open(os.path.join(d, "model.safetensors.index.json"), "w"))
+    return weights
+
+
+# ---- the reference forward (float64) ---------------------------------------------------
+
+def rmsnorm(x, w, eps):
+    return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def apply_rope(x, cos, sin, R):
+    """x (T, n, Dh): rotate_half on the first R features of each head."""
+    xr, xp = x[..., :R], x[..., R:]
+    h = R // 2
+    rot = torch.cat((-xr[..., h:], xr[..., :h]), dim=-1)
+    return torch.cat((xr * cos + rot * sin, xp), dim=-1)
+
+
+def forward(cfg, W, tokens):
+    mt, D = cfg["model_type"], cfg["hidden_size"]
+    H = cfg["num_attention_heads"]
+    G = cfg.get("num_key_value_heads", H)
+    Dh, T, R = head_dim(cfg), len(tokens), rotary_dim(cfg)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    f, af = inv_freq(cfg, T)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * f[None, :]
+    emb = torch.cat((ang, ang), dim=-1)[:, None, :]
+    cos, sin = torch.cos(emb) * af, torch.sin(emb) * af
+    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, Dh)
+        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, G, Dh)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, G, Dh)
+        if mt == "qwen3":
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
+        q, k = apply_rope(q, cos, sin, R), apply_rope(k, cos, sin, R)
+        k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+        a = torch.softmax(torch.einsum("thd,shd->hts", q, k) / Dh ** 0.5 + mask, dim=-1)
+        x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh) @ W[p + "self_attn.o_proj.weight"].T
+        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
+        x = x + tc.swiglu(h, W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"],
+                          W[p + "mlp.down_proj.weight"])
+    x = rmsnorm(x, W["model.norm.weight"], eps)
+    head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ head.T
+
+
+def greedy(cfg, W, prompt, steps):
+    ids = list(prompt)
+    for _ in range(steps):
+        ids.append(int(torch.argmax(forward(cfg, W, ids)[-1])))
+    return ids[len(prompt):]
+
+
+# ---- running ffn --------------------------------------------------------------------
+
+def build_rope_driver(tmp):
+    exe = os.path.join(tmp, "rope_driver")
+    subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-I" + os.path.join(ROOT, "include"),
+                    "-I" + os.path.join(ROOT, "src"), os.path.join(HERE, "rope_driver.c"),
+                    os.path.join(ROOT, "build/libffn.a"), "-ldnnl", "-fopenmp", "-lm", "-lpthread",
+                    "-o", exe], check=True)
+    return exe
+
+
+def ffn_freqs(driver, d, seq_len):
+    r = subprocess.run([driver, os.path.join(d, "config.json"), str(seq_len)], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        print("  rope_driver: " + r.stderr.strip())
+        return None, None
+    lines = r.stdout.split("\n")
+    af = float(lines[0].split()[1])
+    return torch.tensor([float(v) for v in lines[1:] if v.strip()], dtype=torch.float64), af
+
+
+def ffn_greedy(d, prompt, steps):
+    r = subprocess.run([FFN, "run", d, "--ids", " ".join(map(str, prompt)), "--steps", str(steps),
+                        "--temperature", "0", "--emit", "ids", "--threads", "2"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print("  ffn run: " + r.stderr.strip())
+        return None
+    return [int(t) for t in r.stdout.split()]
+
+
+BASE = dict(vocab_size=37, hidden_size=24, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=38, max_position_embeddings=64,
+            rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False)
+
+CASES = [
+    # name, config changes, dtype, shards, greedy
+    ("linear_type_key_f32", dict(model_type="llama", rope_scaling={"type": "linear", "factor": 2.0}),
+     "F32", 1, True),
+    ("linear_rope_parameters_f16", dict(model_type="llama", rope_theta=None,
+                                        rope_parameters={"rope_type": "linear", "factor": 3.0,
+                                                         "rope_theta": 500.0}), "F16", 1, True),
+    ("dynamic_bf16", dict(model_type="llama", rope_scaling={"rope_type": "dynamic", "factor": 3.0,
+                                                           "original_max_position_embeddings": 8}),
+     "BF16", 1, False),
+    ("llama3_tied_f16", dict(model_type="llama", tie_word_embeddings=True, rope_theta=500000.0,
+                             num_attention_heads=3, num_key_value_heads=1, hidden_size=24,
+                             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 16}), "F16", 1, True),
+    ("yarn_f32_sharded", dict(model_type="llama", num_attention_heads=2, num_key_value_heads=1,
+                              max_position_embeddings=8192,
+                              rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                            "original_max_position_embeddings": 2048}), "F32", 3, True),
+    ("yarn_mscale_bf16", dict(model_type="llama", num_attention_heads=2, num_key_value_heads=2,
+                              rope_scaling={"rope_type": "yarn", "factor": 2.0, "beta_fast": 16.0,
+                                            "beta_slow": 2.0, "mscale": 0.707, "mscale_all_dim": 1.0}),
+     "BF16", 1, True),
+    ("head_dim_partial_f32", dict(model_type="llama", num_attention_heads=3, num_key_value_heads=3,
+                                  head_dim=10, partial_rotary_factor=0.6), "F32", 1, True),
+    ("qwen3_untied_bf16", dict(model_type="qwen3", head_dim=12, rms_norm_eps=1e-6,
+                               rope_theta=1000000.0), "BF16", 1, True),
+    ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
+                                    num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
+]
+
+
+def bad_inputs(tmp, rng):
+    """Each config is a llama3 checkpoint with one field broken."""
+    good = dict(BASE, model_type="llama", rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                                         "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                         "original_max_position_embeddings": 16})
+    bad = [
+        ("longrope", {"rope_scaling": {"rope_type": "longrope", "factor": 2.0}}, "rope_scaling.rope_type"),
+        ("unknown type", {"rope_scaling": {"type": "spiral", "factor": 2.0}}, "rope_scaling.rope_type"),
+        ("llama3 without low_freq_factor", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                                             "high_freq_factor": 4.0,
+                                                             "original_max_position_embeddings": 16}},
+         "low_freq_factor"),
+        ("factor < 1", {"rope_scaling": {"rope_type": "linear", "factor": 0.5}}, "factor"),
+        ("per layer type", {"rope_parameters": {"full_attention": {"rope_type": "default"}},
+                            "rope_scaling": None}, "rope_parameters"),
+        ("odd rotary dim", {"partial_rotary_factor": 0.5, "rope_scaling": None}, "partial_rotary_factor"),
+    ]
+    for what, change, field in bad:
+        d = os.path.join(tmp, "bad_" + what.replace(" ", "_"))
+        cfg = dict(good)
+        cfg.update(change)
+        make_checkpoint(d, cfg, "F32", 1, rng)
+        out = os.path.join(tmp, "bad_out")
+        r1 = subprocess.run([FFN, "run", d, "--ids", "1 2", "--steps", "1"], capture_output=True, text=True)
+        r2 = subprocess.run([FFN, "export", d, "--out", out, "--format", "hf"], capture_output=True,
+                            text=True)
+        msg = r1.stderr.strip()
+        check(r1.returncode != 0 and r2.returncode != 0 and "config.json" in msg and field in msg
+              and not os.path.exists(out), f"bad input ({what}): refused, names config.json and "
+              f"{field}, nothing written: {msg[:160]}")
+
+
+def main():
+    rng = np.random.default_rng(7)
+    tmp = tempfile.mkdtemp(prefix="ffn_fam_")
+    driver = build_rope_driver(tmp)
+    prompt = [3, 17, 5, 29, 11]
+    for name, change, dtype, shards, do_greedy in CASES:
+        cfg = dict(BASE)
+        cfg.update(change)
+        cfg = {k: v for k, v in cfg.items() if v is not None}
+        d = os.path.join(tmp, name)
+        W = make_checkpoint(d, cfg, dtype, shards, rng)
+        T = 20 if "dynamic" in name else 9  # dynamic: beyond its original context (8)
+        tokens = [int(t) for t in rng.integers(0, cfg["vocab_size"], T)]
+        # 1. inverse frequencies
+        got, got_af = ffn_freqs(driver, d, T)
+        want, want_af = inv_freq(cfg, T)
+        ok = got is not None and got.shape == want.shape and \
+            float(((got - want).abs() / want.abs()).max()) <= TOL_FREQ and abs(got_af - want_af) <= 1e-12 * want_af
+        check(ok, f"{name}: inverse frequencies ({len(want)}) and attention factor {want_af:.6g} match")
+        # 2. logits
+        got = tc.ffn_logits(d, tokens, tmp, name)
+        ref = forward(cfg, W, tokens).numpy()
+        if got is None:
+            check(False, f"{name}: ffn run")
+            continue
+        err = float(np.abs(got - ref).max() / np.abs(ref).max())
+        check(err <= TOL, f"{name} ({cfg['model_type']}, {dtype}, {shards} file(s)): logits rel err "
+              f"{err:.3g} (tolerance {TOL:g})")
+        # 3. greedy with the KV cache
+        if do_greedy:
+            ids = ffn_greedy(d, prompt, STEPS)
+            want_ids = greedy(cfg, W, prompt, STEPS)
+            check(ids == want_ids, f"{name}: {STEPS} greedy KV-cache steps give the reference ids")
+        # 4. export round trip
+        out = os.path.join(tmp, name + "_export")
+        if tc.ffn_export(d, out):
+            again = tc.ffn_logits(out, tokens, tmp, name + "_export")
+            check(again is not None and np.array_equal(again, got),
+                  f"{name}: export hf -> ffn run gives identical logits (bitwise)")
+            _, Wx = tc.load_hf_dir(out)
+            same = set(Wx) == set(W) and all(torch.equal(Wx[k], W[k]) for k in W)
+            check(same, f"{name}: the export holds the family's names and the same values")
+            cx = json.load(open(os.path.join(out, "config.json")))
+            check(cx["model_type"] == cfg["model_type"], f"{name}: exported model_type {cx['model_type']}")
+        else:
+            check(False, f"{name}: ffn export")
+    bad_inputs(tmp, rng)
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{failures} failure(s)")
+    return failures
+
+
+if __name__ == "__main__":
+    sys.exit(main())
