@@ -205,6 +205,9 @@ typedef struct ffn_model_config {
                                         head (R even); 0 means 1 */
     ffn_rope_scaling rope_scaling;   /* type NONE: plain RoPE */
     ffn_qk_norm qk_norm;             /* RMSNorm on q and k after the projection, before RoPE */
+    double norm_weight_offset;       /* RMSNorm weight is (offset + w): Gemma 1, else 0 */
+    double embed_scale;              /* embeddings times this (Gemma: sqrt(D) rounded to
+                                        float, as HF rounds it to the compute dtype); 0 = 1 */
 } ffn_model_config;
 
 /* Defaults: a small model that trains in minutes on a CPU.
@@ -238,7 +241,10 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *t
  * partial_rotary_factor, rope_scaling or rope_parameters (rope_type or
  * type: default, linear, dynamic, llama3, yarn; any other type is an error
  * naming the field); model_type qwen3 implies qk_norm HEAD and head_dim 128
- * when absent.
+ * when absent; gemma implies norm_weight_offset 1, embed_scale
+ * (float)sqrt(D), gated with the act of hidden_activation (absent:
+ * gelu_pytorch_tanh), head_dim 256 and a tied head when absent.  ffn's
+ * keys "ffn_norm_weight_offset", "ffn_embed_scale" carry the same.
  * Unknown keys are ignored; the result is validated and errors name the
  * file and the field.
  * Save: writes every field above (so a load gives the config back), with

@@ -115,7 +115,8 @@ static int plain_file_name(const char *s, size_t n) {
 
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
-static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3"};
+static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
+                                     "gemma"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -134,7 +135,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, mixtral or qwen2_moe)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, mixtral or qwen2_moe)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -851,6 +852,14 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
         *why = "a q/k norm over the whole projection in a dense model";
         return NULL;
     }
+    if (c->norm_weight_offset != 0.0 || c->embed_scale != 0.0) {
+        if (c->norm_weight_offset != 1.0 || c->embed_scale != (double)(float)sqrt((double)c->hidden_size) ||
+            c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias || c->mlp_bias) {
+            *why = "norm weight offset / embedding scale other than Gemma's (1 and sqrt(hidden_size))";
+            return NULL;
+        }
+        return "gemma";
+    }
     if (c->qk_norm == FFN_QK_NORM_HEAD) {
         if (c->attention_bias || c->mlp_bias) {
             *why = "biases together with per-head q/k norms (qwen3 has none)";
@@ -877,7 +886,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
     const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
-                       : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
+                       : !strcmp(type, "gemma") ? "GemmaForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
@@ -891,6 +901,12 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
             c->rms_norm_eps);
     if (c->rope_scaling.type == FFN_ROPE_SCALING_NONE) fprintf(f, "  \"rope_scaling\": null,\n");
     ffn_config_hf_write_extras(f, c, 0);
+    if (!strcmp(type, "gemma")) { /* the MLP reads hidden_activation; head_dim absent is 256 */
+        if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
+        fprintf(f, "  \"hidden_activation\": ");
+        json_write_string(f, ffn_act_name(c->hidden_act));
+        fprintf(f, ",\n  \"attention_bias\": false,\n");
+    }
     if (!strcmp(type, "qwen3")) { /* head_dim absent means 128 there: always written */
         if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
         fprintf(f, "  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"

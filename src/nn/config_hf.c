@@ -8,6 +8,7 @@
 #include "ffn/model.h"
 #include "format/json.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,10 +77,27 @@ static ffn_status parse_rope_object(const json_value *o, const char *path, const
 ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const char *model_type,
                                 ffn_model_config *c) {
     ffn_status st;
-    const int qwen3 = !strcmp(model_type, "qwen3");
+    const int qwen3 = !strcmp(model_type, "qwen3"), gemma = !strcmp(model_type, "gemma");
     if (qwen3) {
         c->qk_norm = FFN_QK_NORM_HEAD;
         c->head_dim = 128; /* Qwen3Config's default */
+    }
+    if (gemma) {
+        /* GemmaConfig: head_dim 256, tied head, GeGLU with the activation of
+         * hidden_activation (gelu_pytorch_tanh when absent; its hidden_act
+         * is not what the MLP uses), RMSNorm weight 1 + w, embeddings times
+         * sqrt(hidden_size) rounded to the compute dtype (float here). */
+        c->head_dim = 256;
+        if (!json_get(root, "tie_word_embeddings")) c->tie_word_embeddings = 1;
+        c->mlp_type = FFN_MODEL_MLP_GATED;
+        c->hidden_act = FFN_ACT_GELU_TANH;
+        const char *act = NULL;
+        if ((st = json_get_str(root, "hidden_activation", 0, path, &act))) return st;
+        ffn_mlp_type implied;
+        if (act && (st = ffn_act_parse(act, &c->hidden_act, &implied)))
+            return ffn_error_prefix(st, "%s: hidden_activation", path);
+        c->norm_weight_offset = 1.0;
+        c->embed_scale = (double)(float)sqrt((double)c->hidden_size);
     }
     if ((st = json_get_i64(root, "head_dim", 0, path, &c->head_dim)) ||
         (st = json_get_f64(root, "partial_rotary_factor", 0, path, &c->partial_rotary_factor)))
@@ -92,7 +110,10 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
         const json_value *v = json_get(root, keys[i]);
         if (v && v->type != JSON_NULL && (st = parse_rope_object(v, path, keys[i], c))) return st;
     }
-    /* ffn's own key for the q/k norm, so a saved config gives it back */
+    /* ffn's own keys, so that a saved config gives its model back */
+    if ((st = json_get_f64(root, "ffn_norm_weight_offset", 0, path, &c->norm_weight_offset)) ||
+        (st = json_get_f64(root, "ffn_embed_scale", 0, path, &c->embed_scale)))
+        return st;
     const char *s = NULL;
     if ((st = json_get_str(root, "ffn_qk_norm", 0, path, &s))) return st;
     if (s) {
@@ -130,6 +151,10 @@ void ffn_config_hf_write_extras(FILE *f, const ffn_model_config *c, int ffn_keys
             if (*yv[i] > 0) fprintf(f, ", \"%s\": %.17g", yk[i], *yv[i]);
         fprintf(f, "},\n");
     }
+    if (ffn_keys && c->norm_weight_offset != 0.0)
+        fprintf(f, "  \"ffn_norm_weight_offset\": %.17g,\n", c->norm_weight_offset);
+    if (ffn_keys && c->embed_scale != 0.0)
+        fprintf(f, "  \"ffn_embed_scale\": %.17g,\n", c->embed_scale);
     if (ffn_keys && c->qk_norm != FFN_QK_NORM_NONE)
         fprintf(f, "  \"ffn_qk_norm\": \"%s\",\n", c->qk_norm == FFN_QK_NORM_HEAD ? "head" : "full");
 }

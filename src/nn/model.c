@@ -94,6 +94,10 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
         return CFG_ERR("qk_norm: unknown value %d", (int)c->qk_norm);
     ffn_status rs = ffn_rope_scaling_validate(c);
     if (rs) return rs;
+    if (!(c->norm_weight_offset >= -4.0 && c->norm_weight_offset <= 4.0))
+        return CFG_ERR("norm_weight_offset: expected -4..4 (Gemma: 1), got %g", c->norm_weight_offset);
+    if (!(c->embed_scale >= 0.0 && c->embed_scale <= 1e6))
+        return CFG_ERR("embed_scale: expected 0 (none) or a positive number, got %g", c->embed_scale);
     if (c->num_key_value_heads > c->num_attention_heads ||
         c->num_attention_heads % c->num_key_value_heads)
         return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
@@ -930,8 +934,10 @@ ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];
         float *w = m->params + t->offset;
-        if (t->kind == FFN_TENSOR_NORM) {
-            for (int64_t j = 0; j < t->numel; j++) w[j] = 1.0f;
+        if (t->kind == FFN_TENSOR_NORM) { /* effective weight 1 */
+            const int blk = !strstr(t->name, "q_norm") && !strstr(t->name, "k_norm");
+            const float one = 1.0f - (blk ? (float)m->cfg.norm_weight_offset : 0.0f);
+            for (int64_t j = 0; j < t->numel; j++) w[j] = one;
             continue;
         }
         if (t->kind == FFN_TENSOR_ATTN_BIAS || t->kind == FFN_TENSOR_MLP_BIAS) {
@@ -988,12 +994,16 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh, pos0 = mode == MODE_CACHE ? m->pos : 0;
-    const float eps = (float)m->cfg.rms_norm_eps;
+    const float eps = (float)m->cfg.rms_norm_eps, w_off = (float)m->cfg.norm_weight_offset;
     const int save = mode == MODE_TRAIN;
     ffn_status st;
     float *x = m->ba[0].res;
     for (int64_t n = 0; n < N; n++)
         memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
+    if (m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
+        const float es = (float)m->cfg.embed_scale;
+        for (int64_t i = 0; i < N * D; i++) x[i] *= es;
+    }
     *aux = *z = 0.0;
     if (ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
         ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
@@ -1005,7 +1015,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
-        ffn_rmsnorm_forward(a->xn1, a->rstd1, x, p->attn_norm, N, D, eps);
+        ffn_rmsnorm_forward_offset(a->xn1, a->rstd1, x, p->attn_norm, w_off, N, D, eps);
         if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
             return st;
         if (p->bqkv)
@@ -1049,7 +1059,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (!m->mlp[l] && !m->moe[l]) {
             memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
         } else {
-            ffn_rmsnorm_forward(a->xn2, a->rstd2, a->mid, p->mlp_norm, N, D, eps);
+            ffn_rmsnorm_forward_offset(a->xn2, a->rstd2, a->mid, p->mlp_norm, w_off, N, D, eps);
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_IN, a->xn2);
             const ffn_neuron_hook *hook = tp ? ffn_taps_hook(tp, l) : NULL;
             if (m->mlp[l]) {
@@ -1091,7 +1101,8 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                             int64_t *n_targets) {
     const int64_t D = m->D, V = m->V;
     ffn_status st;
-    ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
+    ffn_rmsnorm_forward_offset(m->xnf, m->rstdf, x, m->final_norm, (float)m->cfg.norm_weight_offset,
+                               N, D, (float)m->cfg.rms_norm_eps);
     int64_t count = 0;
     if (targets)
         for (int64_t n = 0; n < N; n++) count += targets[n] != FFN_IGNORE_INDEX;
@@ -1164,7 +1175,8 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     ffn_status st;
     float *d_res = m->d_res;
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
-    ffn_rmsnorm_backward_accumulate(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, m->rstdf,
+    const float w_off = (float)m->cfg.norm_weight_offset;
+    ffn_rmsnorm_backward_offset(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, w_off, m->rstdf,
                          N, D);
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
@@ -1178,7 +1190,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
-            ffn_rmsnorm_backward_accumulate(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
+            ffn_rmsnorm_backward_offset(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, w_off, a->rstd2, N, D);
         }
         /* attention output projection: mid = x + att · Woᵀ */
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
@@ -1206,13 +1218,14 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
-        ffn_rmsnorm_backward_accumulate(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
+        ffn_rmsnorm_backward_offset(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, w_off, a->rstd1, N, D);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
+    const float es = m->cfg.embed_scale > 0.0 ? (float)m->cfg.embed_scale : 1.0f;
     for (int64_t n = 0; n < N; n++) {
         float *ge = m->g_embed + (int64_t)tokens[n] * D;
         const float *dr = d_res + n * D;
-        for (int64_t i = 0; i < D; i++) ge[i] += dr[i];
+        for (int64_t i = 0; i < D; i++) ge[i] += dr[i] * es;
     }
     return FFN_OK;
 }

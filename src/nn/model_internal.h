@@ -29,6 +29,13 @@ void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
 void ffn_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
                                      const float *w, const float *rstd, int64_t n, int64_t d);
 
+/* The same with the weight (offset + w) (Gemma: offset 1). */
+void ffn_rmsnorm_forward_offset(float *y, float *rstd, const float *x, const float *w,
+                                float offset, int64_t n, int64_t d, float eps);
+void ffn_rmsnorm_backward_offset(float *dx, float *dw, const float *dy, const float *x,
+                                 const float *w, float offset, const float *rstd, int64_t n,
+                                 int64_t d);
+
 /* ---- RoPE (src/nn/attention.c) --------------------------------------------
  * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),
  * computed in double. */

@@ -11,7 +11,12 @@ modeling_rope_utils.py and each family's modeling file):
   partial RoPE  partial_rotary_factor: the first int(Dh·factor) features of
                 each head rotate (rotate_half within them);
   qwen3         RMSNorm of each head of q and k before RoPE, head_dim;
-  llama 3.x     rope_scaling llama3, tie_word_embeddings true.
+  llama 3.x     rope_scaling llama3, tie_word_embeddings true;
+  gemma         GeGLU (gelu_pytorch_tanh from hidden_activation, whatever
+                hidden_act says), RMSNorm weight (1 + w), embeddings times
+                sqrt(hidden_size) rounded to float32 (Hugging Face rounds the
+                normalizer to the compute dtype; ffn computes in float32),
+                head_dim (256 when absent), tied head.
 
 For each case: a small random checkpoint in the family's exact tensor
 names, shapes and dtype (F32, F16, BF16; one sharded with
@@ -61,6 +66,8 @@ def check(ok, what):
 # ---- the configuration the reference reads ---------------------------------------
 
 def head_dim(cfg):
+    if cfg.get("model_type") == "gemma":
+        return cfg.get("head_dim", 256)
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
@@ -142,7 +149,7 @@ def tensor_names(cfg):
         names[p + "mlp.up_proj.weight"] = (F, D)
         names[p + "mlp.down_proj.weight"] = (D, F)
     names["model.norm.weight"] = (D,)
-    if not cfg.get("tie_word_embeddings", False):
+    if not tied(cfg):
         names["lm_head.weight"] = (V, D)
     return names
 
@@ -153,7 +160,7 @@ def make_checkpoint(d, cfg, dtype, shards, rng):
     weights, blobs = {}, {}
     for name, shape in tensor_names(cfg).items():
         if name.endswith("norm.weight"):
-            a = 1.0 + 0.1 * rng.standard_normal(shape)
+            a = (0.0 if cfg["model_type"] == "gemma" else 1.0) + 0.1 * rng.standard_normal(shape)
         else:
             a = rng.standard_normal(shape) * (0.5 if "embed" in name else 0.3)
         raw, stored = tc.to_dtype(a, dtype)
@@ -188,8 +195,16 @@ def apply_rope(x, cos, sin, R):
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
 
 
+def gelu_tanh(x):
+    return torch.nn.functional.gelu(x, approximate="tanh")
+
+
 def forward(cfg, W, tokens):
     mt, D = cfg["model_type"], cfg["hidden_size"]
+    gemma = mt == "gemma"
+
+    def norm(x, w):
+        return rmsnorm(x, 1.0 + w if gemma else w, eps)
     H = cfg["num_attention_heads"]
     G = cfg.get("num_key_value_heads", H)
     Dh, T, R = head_dim(cfg), len(tokens), rotary_dim(cfg)
@@ -199,10 +214,12 @@ def forward(cfg, W, tokens):
     emb = torch.cat((ang, ang), dim=-1)[:, None, :]
     cos, sin = torch.cos(emb) * af, torch.sin(emb) * af
     x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    if gemma:
+        x = x * float(np.float32(D ** 0.5))
     mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
-        h = rmsnorm(x, W[p + "input_layernorm.weight"], eps)
+        h = norm(x, W[p + "input_layernorm.weight"])
         q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, Dh)
         k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, G, Dh)
         v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, G, Dh)
@@ -213,12 +230,17 @@ def forward(cfg, W, tokens):
         k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
         a = torch.softmax(torch.einsum("thd,shd->hts", q, k) / Dh ** 0.5 + mask, dim=-1)
         x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh) @ W[p + "self_attn.o_proj.weight"].T
-        h = rmsnorm(x, W[p + "post_attention_layernorm.weight"], eps)
-        x = x + tc.swiglu(h, W[p + "mlp.gate_proj.weight"], W[p + "mlp.up_proj.weight"],
-                          W[p + "mlp.down_proj.weight"])
-    x = rmsnorm(x, W["model.norm.weight"], eps)
-    head = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+        h = norm(x, W[p + "post_attention_layernorm.weight"])
+        act = gelu_tanh if gemma else torch.nn.functional.silu
+        x = x + (act(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) \
+            @ W[p + "mlp.down_proj.weight"].T
+    x = norm(x, W["model.norm.weight"])
+    head = W["model.embed_tokens.weight"] if tied(cfg) else W["lm_head.weight"]
     return x @ head.T
+
+
+def tied(cfg):
+    return cfg.get("tie_word_embeddings", cfg["model_type"] == "gemma")
 
 
 def greedy(cfg, W, prompt, steps):
@@ -291,6 +313,11 @@ CASES = [
                                   head_dim=10, partial_rotary_factor=0.6), "F32", 1, True),
     ("qwen3_untied_bf16", dict(model_type="qwen3", head_dim=12, rms_norm_eps=1e-6,
                                rope_theta=1000000.0), "BF16", 1, True),
+    ("gemma_mqa_tied_bf16", dict(model_type="gemma", tie_word_embeddings=None, head_dim=16,
+                                 num_attention_heads=2, num_key_value_heads=1, hidden_act="gelu",
+                                 hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6), "BF16", 1, True),
+    ("gemma_untied_f16_default_act", dict(model_type="gemma", tie_word_embeddings=False, head_dim=8,
+                                          hidden_size=20, hidden_act="gelu"), "F16", 2, True),
     ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
                                     num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
 ]

@@ -3,7 +3,8 @@
 features of the model (include/ffn/model.h) against PyTorch autograd in
 float64: head_dim != D/H, partial rotary dims, RoPE scaling (linear,
 dynamic, llama3, yarn with its attention factor), q/k RMSNorm per head
-(qwen3) and over the whole projection (olmoe).
+(qwen3) and over the whole projection (olmoe), Gemma's RMSNorm weight
+(1 + w), embedding scale and GeGLU (gelu_pytorch_tanh).
 
 The C side is tests/parity/model_driver.c (the driver of test_model.py):
 a config.json goes through ffn_model_config_load, random parameters are
@@ -58,16 +59,22 @@ def reference(P, cfg, tokens, targets):
     D, H, G = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     Dh, R, L, V = tf.head_dim(cfg), tf.rotary_dim(cfg), cfg["num_hidden_layers"], cfg["vocab_size"]
     eps, qkn = cfg["rms_norm_eps"], cfg.get("ffn_qk_norm", "none")
+    off, es = cfg.get("ffn_norm_weight_offset", 0.0), cfg.get("ffn_embed_scale", 1.0)
+    act = {"silu": torch.nn.functional.silu,
+           "gelu_pytorch_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh")}[cfg["hidden_act"]]
+
+    def norm(t, w):
+        return rmsnorm(t, w + off, eps)
     B, T = tokens.shape
     f, af = tf.inv_freq(cfg, T)
     ang = torch.arange(T, dtype=torch.float64)[:, None] * f[None, :]
     emb = torch.cat((ang, ang), -1)[:, None, :]
     cos, sin = torch.cos(emb) * af, torch.sin(emb) * af
-    x = P["model.embed_tokens.weight"][tokens]
+    x = P["model.embed_tokens.weight"][tokens] * es
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
     for l in range(L):
         pre = f"model.layers.{l}"
-        h = rmsnorm(x, P[f"{pre}.input_layernorm.weight"], eps)
+        h = norm(x, P[f"{pre}.input_layernorm.weight"])
         q = h @ P[f"{pre}.self_attn.q_proj.weight"].T
         k = h @ P[f"{pre}.self_attn.k_proj.weight"].T
         v = (h @ P[f"{pre}.self_attn.v_proj.weight"].T).view(B, T, G, Dh)
@@ -83,10 +90,10 @@ def reference(P, cfg, tokens, targets):
         v = v.transpose(1, 2).repeat_interleave(H // G, dim=1)
         att = torch.softmax(q @ k.transpose(-1, -2) / Dh ** 0.5 + mask, -1) @ v
         x = x + att.transpose(1, 2).reshape(B, T, H * Dh) @ P[f"{pre}.self_attn.o_proj.weight"].T
-        h2 = rmsnorm(x, P[f"{pre}.post_attention_layernorm.weight"], eps)
-        g = torch.nn.functional.silu(h2 @ P[f"{pre}.mlp.gate_proj.weight"].T)
+        h2 = norm(x, P[f"{pre}.post_attention_layernorm.weight"])
+        g = act(h2 @ P[f"{pre}.mlp.gate_proj.weight"].T)
         x = x + (g * (h2 @ P[f"{pre}.mlp.up_proj.weight"].T)) @ P[f"{pre}.mlp.down_proj.weight"].T
-    x = rmsnorm(x, P["model.norm.weight"], eps)
+    x = norm(x, P["model.norm.weight"])
     head = P["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else P["lm_head.weight"]
     logits = x @ head.T
     return logits, torch.nn.functional.cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1)
@@ -109,7 +116,9 @@ def run_case(exe, tmp, name, cfg, B, T, seed):
         n = max(n, int(off) + int(numel))
     flat = np.zeros(n, dtype=np.float32)
     for nm, off, numel, r, c in entries:
-        flat[off:off + numel] = (1.0 + 0.2 * rng.standard_normal(numel)) if nm.endswith("norm.weight") \
+        one = 1.0 - cfg.get("ffn_norm_weight_offset", 0.0) if nm.endswith("layernorm.weight") or \
+            nm == "model.norm.weight" else 1.0
+        flat[off:off + numel] = (one + 0.2 * rng.standard_normal(numel)) if nm.endswith("norm.weight") \
             else 0.2 * rng.standard_normal(numel)
     V = cfg["vocab_size"]
     tokens = rng.integers(0, V, size=(B, T)).astype(np.int32)
@@ -171,6 +180,9 @@ CASES = [
     ("qk_norm_full_yarn", dict(ffn_qk_norm="full", num_key_value_heads=4, head_dim=6,
                                rope_scaling={"rope_type": "yarn", "factor": 3.0,
                                              "original_max_position_embeddings": 8}), 3, 5),
+    ("gemma_offset_scale", dict(head_dim=10, num_attention_heads=2, num_key_value_heads=1,
+                                hidden_act="gelu_pytorch_tanh", ffn_norm_weight_offset=1.0,
+                                ffn_embed_scale=float(np.float32(20 ** 0.5)), tie_word_embeddings=True), 2, 6),
     ("dynamic_odd", dict(num_attention_heads=5, num_key_value_heads=1, head_dim=4,
                          rope_scaling={"rope_type": "dynamic", "factor": 2.0,
                                        "original_max_position_embeddings": 4}), 2, 11),
