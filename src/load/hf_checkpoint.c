@@ -116,7 +116,7 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "gemma"};
+                                     "gemma", "phi3"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -135,7 +135,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, mixtral or qwen2_moe)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral or qwen2_moe)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -161,7 +161,8 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                        "puts a bias on o_proj, which ffn's attention does not have", name, type);
         goto done;
     }
-    int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0;
+    int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0 ||
+                     strcmp(type, "phi3") == 0;
     if ((st = json_get_bool(root, "use_sliding_window", 0, name, &use_window))) goto done;
     if (use_window) {
         int64_t w = 0;
@@ -401,6 +402,35 @@ static void file_name_of(const char *model_name, const char *model_type, char *o
     }
 }
 
+/* Phi-3 keeps q|k|v as one self_attn.qkv_proj (C, D) and gate|up as one
+ * mlp.gate_up_proj (2F, D), gate rows first.  The model's table has q, k,
+ * v (and gate, up) adjacent in the flat block, so the fused tensor is read
+ * into (and written from) the first one's offset with its rows multiplied.
+ * Returns FUSED_HEAD with *out the fused name and *rows its rows,
+ * FUSED_COVERED for k/v/up (no tensor of their own in the file), else
+ * FUSED_NO. */
+enum { FUSED_NO, FUSED_HEAD, FUSED_COVERED };
+static int fused_of(const ffn_model_tensor *t, const char *model_type, const ffn_model_config *c,
+                    char *out, size_t cap, int64_t *rows) {
+    if (strcmp(model_type, "phi3") || t->layer < 0 || t->expert >= 0) return FUSED_NO;
+    static const char *const parts[5] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                         "self_attn.v_proj.weight", "mlp.gate_proj.weight",
+                                         "mlp.up_proj.weight"};
+    char want[64];
+    for (int i = 0; i < 5; i++) {
+        snprintf(want, sizeof want, "model.layers.%lld.%s", (long long)t->layer, parts[i]);
+        if (strcmp(t->name, want)) continue;
+        if (i != 0 && i != 3) return FUSED_COVERED;
+        const int64_t Dh = ffn_cfg_head_dim(c);
+        *rows = i == 0 ? (c->num_attention_heads + 2 * c->num_key_value_heads) * Dh
+                       : 2 * c->intermediate_size;
+        snprintf(out, cap, "model.layers.%lld.%s", (long long)t->layer,
+                 i == 0 ? "self_attn.qkv_proj.weight" : "mlp.gate_up_proj.weight");
+        return FUSED_HEAD;
+    }
+    return FUSED_NO;
+}
+
 /* Tensors a file may hold that the model does not use. */
 static int ignorable(const char *name, const ffn_model_config *cfg) {
     size_t n = strlen(name);
@@ -413,6 +443,7 @@ static int ignorable(const char *name, const ffn_model_config *cfg) {
 typedef struct wanted {
     char *file_name;   /* the name in the file */
     int64_t tensor;    /* index in the model's table */
+    int64_t rows;      /* > 0: a fused tensor of this many rows (see fused_of) */
     int64_t shard;     /* which weight file */
     int done;
 } wanted;
@@ -422,7 +453,7 @@ static int by_file_name(const void *a, const void *b) {
 }
 
 static wanted *find_wanted(wanted *w, int64_t n, const char *name) {
-    wanted key = {(char *)name, 0, 0, 0};
+    wanted key = {(char *)name, 0, 0, 0, 0};
     return bsearch(&key, w, (size_t)n, sizeof *w, by_file_name);
 }
 
@@ -471,16 +502,22 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         st = ffn_error(FFN_ERR_NOMEM, "out of memory");
         goto done;
     }
+    int64_t nw = 0; /* the tensors the files hold: nt less those a fused one covers */
     for (int64_t i = 0; i < nt; i++) {
         char fn[256];
-        file_name_of(ffn_model_tensor_at(m, i)->name, s->extra.model_type, fn, sizeof fn);
-        if (!(w[i].file_name = strdup(fn))) {
+        int64_t rows = 0;
+        const ffn_model_tensor *mt = ffn_model_tensor_at(m, i);
+        int fused = fused_of(mt, s->extra.model_type, &s->cfg, fn, sizeof fn, &rows);
+        if (fused == FUSED_COVERED) continue;
+        if (fused == FUSED_NO) file_name_of(mt->name, s->extra.model_type, fn, sizeof fn);
+        if (!(w[nw].file_name = strdup(fn))) {
             st = ffn_error(FFN_ERR_NOMEM, "out of memory");
             goto done;
         }
-        w[i].tensor = i;
+        w[nw].tensor = i;
+        w[nw++].rows = rows;
     }
-    qsort(w, (size_t)nt, sizeof *w, by_file_name);
+    qsort(w, (size_t)nw, sizeof *w, by_file_name);
     int sharded = !path_is_file(single);
     if (sharded) {
         if (!path_is_file(index_path)) {
@@ -509,7 +546,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             char **at = bsearch(&ix.names[k], sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix, by_cstr);
             sorted_ix_id[at - sorted_ix] = k;
         }
-        for (int64_t i = 0; i < nt; i++) {
+        for (int64_t i = 0; i < nw; i++) {
             char **hit = bsearch(&w[i].file_name, sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix,
                                  by_cstr);
             if (!hit) {
@@ -521,7 +558,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             w[i].shard = ix.file_of[sorted_ix_id[hit - sorted_ix]];
         }
         for (int64_t i = 0; i < ix.n_tensors; i++)
-            if (!find_wanted(w, nt, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
+            if (!find_wanted(w, nw, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is not part of the model that "
                                "config.json describes (%lld layers, model_type %s)", index_path,
                                ix.names[i], (long long)s->cfg.num_hidden_layers, s->extra.model_type);
@@ -553,7 +590,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         for (size_t k = 0; k < cnt && st == FFN_OK; k++) {
             ffn_st_tensor t;
             if ((st = ffn_st_get(sf, k, &t))) break;
-            wanted *hit = find_wanted(w, nt, t.name);
+            wanted *hit = find_wanted(w, nw, t.name);
             if ((!hit || hit->shard != f) && !ignorable(t.name, &s->cfg))
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is %s (config.json: %lld layers, "
                                "model_type %s)", path, t.name,
@@ -561,12 +598,43 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
                                    : "not part of the model that config.json describes",
                                (long long)s->cfg.num_hidden_layers, s->extra.model_type);
         }
-        for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+        for (int64_t i = 0; i < nw && st == FFN_OK; i++) {
             if (w[i].shard != f) continue;
             const ffn_model_tensor *mt = ffn_model_tensor_at(m, w[i].tensor);
             ffn_st_tensor t;
             if ((st = ffn_st_find(sf, w[i].file_name, &t))) break;
-            if ((st = ffn_st_check_shape(sf, &t, mt->ndim, mt->shape))) break;
+            if (w[i].rows > 0) { /* fused: the rows must split as config.json says */
+                const int64_t want[2] = {w[i].rows, mt->shape[1]};
+                if (t.ndim != 2 || t.shape[0] != want[0] || t.shape[1] != want[1]) {
+                    const ffn_model_config *c = &s->cfg;
+                    const int qkv = strstr(w[i].file_name, "qkv_proj") != NULL;
+                    const int64_t Dh = ffn_cfg_head_dim(c);
+                    char found[64] = "";
+                    for (int d = 0; d < t.ndim && d < 4; d++)
+                        snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
+                                 d ? ", " : "", (long long)t.shape[d]);
+                    if (qkv)
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s] does not split into "
+                                       "q, k, v as config.json says: expected [%lld, %lld] = q %lld "
+                                       "(num_attention_heads %lld x head_dim %lld) + k %lld + v %lld "
+                                       "(num_key_value_heads %lld) rows of hidden_size %lld", path,
+                                       t.name, found, (long long)want[0], (long long)want[1],
+                                       (long long)(c->num_attention_heads * Dh),
+                                       (long long)c->num_attention_heads, (long long)Dh,
+                                       (long long)(c->num_key_value_heads * Dh),
+                                       (long long)(c->num_key_value_heads * Dh),
+                                       (long long)c->num_key_value_heads, (long long)want[1]);
+                    else
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s] does not split into "
+                                       "gate and up as config.json says: expected [%lld, %lld] = 2 x "
+                                       "intermediate_size %lld rows of hidden_size %lld", path, t.name,
+                                       found, (long long)want[0], (long long)want[1],
+                                       (long long)c->intermediate_size, (long long)want[1]);
+                    break;
+                }
+            } else if ((st = ffn_st_check_shape(sf, &t, mt->ndim, mt->shape))) {
+                break;
+            }
             if (t.dtype != FFN_DTYPE_F32 && t.dtype != FFN_DTYPE_F16 && t.dtype != FFN_DTYPE_BF16) {
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: dtype %s, expected F32, F16 or BF16",
                                path, t.name, ffn_dtype_name(t.dtype));
@@ -574,7 +642,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             }
             float *dst = params + mt->offset;
             convert_chunked(dst, &t);
-            for (int64_t e = 0; e < mt->numel; e++)
+            for (int64_t e = 0; e < t.numel; e++)
                 if (!isfinite(dst[e])) {
                     st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)",
                                    path, t.name, (long long)e, (double)dst[e]);
@@ -589,7 +657,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
     }
 done:
     if (w)
-        for (int64_t i = 0; i < nt; i++) free(w[i].file_name);
+        for (int64_t i = 0; i < nt; i++) free(w[i].file_name); /* calloc'd: past nw are NULL */
     free(w);
     free(sorted_ix);
     free(sorted_ix_id);
@@ -887,7 +955,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
                        : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
-                       : !strcmp(type, "gemma") ? "GemmaForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "gemma") ? "GemmaForCausalLM"
+                       : !strcmp(type, "phi3") ? "Phi3ForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
@@ -916,6 +985,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
             c->tie_word_embeddings ? "true" : "false");
     json_write_string(f, ffn_act_name(c->hidden_act));
     fprintf(f, ",\n");
+    if (!strcmp(type, "phi3"))
+        fprintf(f, "  \"sliding_window\": null,\n");
     if (!strcmp(type, "llama"))
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
     if (!strcmp(type, "qwen2") || qmoe)
@@ -965,6 +1036,10 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     if (!model || !dir) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_save_hf: NULL argument");
     const ffn_model_config *c = ffn_model_get_config(model);
     const char *why, *type = hf_type_for(c, &why);
+    /* a llama-shaped model from a phi3 checkpoint goes back to phi3's fused layout */
+    if (type && !strcmp(type, "llama") && opts && opts->model_type &&
+        !strcmp(opts->model_type, "phi3") && c->rope_style == FFN_ROPE_HALF && !c->mlp_bias)
+        type = "phi3";
     if (!type)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: a Hugging Face Llama-family layout cannot "
                          "express this model: %s", dir, why);
@@ -1006,6 +1081,14 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(model, i);
         char fn[256];
+        int64_t fused_rows = 0;
+        const int fused = fused_of(t, type, c, fn, sizeof fn, &fused_rows);
+        if (fused == FUSED_COVERED) continue;
+        if (fused == FUSED_HEAD) { /* q|k|v or gate|up: adjacent in the flat block */
+            const int64_t shape[2] = {fused_rows, t->shape[1]};
+            st = ffn_st_writer_add_f32(w, fn, dtype, 2, shape, params + t->offset);
+            continue;
+        }
         file_name_of(t->name, type, fn, sizeof fn);
         const float *src = params + t->offset;
         int64_t heads = perm ? rope_heads_of(t, c) : 0;

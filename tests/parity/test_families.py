@@ -16,7 +16,10 @@ modeling_rope_utils.py and each family's modeling file):
                 hidden_act says), RMSNorm weight (1 + w), embeddings times
                 sqrt(hidden_size) rounded to float32 (Hugging Face rounds the
                 normalizer to the compute dtype; ffn computes in float32),
-                head_dim (256 when absent), tied head.
+                head_dim (256 when absent), tied head;
+  phi3          fused self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
+                (gate rows, then up), partial_rotary_factor; exported fused
+                again.
 
 For each case: a small random checkpoint in the family's exact tensor
 names, shapes and dtype (F32, F16, BF16; one sharded with
@@ -138,15 +141,21 @@ def tensor_names(cfg):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         names[p + "input_layernorm.weight"] = (D,)
-        for k, rows in (("q", H * Dh), ("k", G * Dh), ("v", G * Dh)):
-            names[p + f"self_attn.{k}_proj.weight"] = (rows, D)
+        if mt == "phi3":
+            names[p + "self_attn.qkv_proj.weight"] = ((H + 2 * G) * Dh, D)
+        else:
+            for k, rows in (("q", H * Dh), ("k", G * Dh), ("v", G * Dh)):
+                names[p + f"self_attn.{k}_proj.weight"] = (rows, D)
         names[p + "self_attn.o_proj.weight"] = (D, H * Dh)
         if mt == "qwen3":
             names[p + "self_attn.q_norm.weight"] = (Dh,)
             names[p + "self_attn.k_norm.weight"] = (Dh,)
         names[p + "post_attention_layernorm.weight"] = (D,)
-        names[p + "mlp.gate_proj.weight"] = (F, D)
-        names[p + "mlp.up_proj.weight"] = (F, D)
+        if mt == "phi3":
+            names[p + "mlp.gate_up_proj.weight"] = (2 * F, D)
+        else:
+            names[p + "mlp.gate_proj.weight"] = (F, D)
+            names[p + "mlp.up_proj.weight"] = (F, D)
         names[p + "mlp.down_proj.weight"] = (D, F)
     names["model.norm.weight"] = (D,)
     if not tied(cfg):
@@ -220,9 +229,14 @@ def forward(cfg, W, tokens):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = norm(x, W[p + "input_layernorm.weight"])
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, Dh)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, G, Dh)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, G, Dh)
+        if mt == "phi3":
+            qkv = h @ W[p + "self_attn.qkv_proj.weight"].T
+            q, k, v = qkv[:, :H * Dh], qkv[:, H * Dh:(H + G) * Dh], qkv[:, (H + G) * Dh:]
+        else:
+            q = h @ W[p + "self_attn.q_proj.weight"].T
+            k = h @ W[p + "self_attn.k_proj.weight"].T
+            v = h @ W[p + "self_attn.v_proj.weight"].T
+        q, k, v = q.reshape(T, H, Dh), k.reshape(T, G, Dh), v.reshape(T, G, Dh)
         if mt == "qwen3":
             q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
             k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
@@ -232,8 +246,12 @@ def forward(cfg, W, tokens):
         x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh) @ W[p + "self_attn.o_proj.weight"].T
         h = norm(x, W[p + "post_attention_layernorm.weight"])
         act = gelu_tanh if gemma else torch.nn.functional.silu
-        x = x + (act(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)) \
-            @ W[p + "mlp.down_proj.weight"].T
+        if mt == "phi3":
+            gu = h @ W[p + "mlp.gate_up_proj.weight"].T
+            gate, up = gu.chunk(2, dim=-1)
+        else:
+            gate, up = h @ W[p + "mlp.gate_proj.weight"].T, h @ W[p + "mlp.up_proj.weight"].T
+        x = x + (act(gate) * up) @ W[p + "mlp.down_proj.weight"].T
     x = norm(x, W["model.norm.weight"])
     head = W["model.embed_tokens.weight"] if tied(cfg) else W["lm_head.weight"]
     return x @ head.T
@@ -318,6 +336,11 @@ CASES = [
                                  hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6), "BF16", 1, True),
     ("gemma_untied_f16_default_act", dict(model_type="gemma", tie_word_embeddings=False, head_dim=8,
                                           hidden_size=20, hidden_act="gelu"), "F16", 2, True),
+    ("phi3_f32", dict(model_type="phi3", sliding_window=2047, num_key_value_heads=4), "F32", 1, True),
+    ("phi3_partial_gqa_bf16_sharded", dict(model_type="phi3", partial_rotary_factor=0.5, hidden_size=32,
+                                           num_attention_heads=4, num_key_value_heads=2,
+                                           rope_scaling={"rope_type": "linear", "factor": 2.0}),
+     "BF16", 2, True),
     ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
                                     num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
 ]
@@ -340,11 +363,33 @@ def bad_inputs(tmp, rng):
                             "rope_scaling": None}, "rope_parameters"),
         ("odd rotary dim", {"partial_rotary_factor": 0.5, "rope_scaling": None}, "partial_rotary_factor"),
     ]
+    # phi3's fused tensors written for other head counts / widths than config.json says
+    phi = dict(BASE, model_type="phi3")
+    bad += [("qkv_proj rows that do not split", {"model_type": "phi3", "rope_scaling": None,
+                                                  "write_as": dict(phi, num_key_value_heads=1)},
+             "self_attn.qkv_proj.weight"),
+            ("gate_up_proj rows that do not split", {"model_type": "phi3", "rope_scaling": None,
+                                                      "gate_up_rows": 3 * BASE["intermediate_size"] // 2},
+             "mlp.gate_up_proj.weight")]
     for what, change, field in bad:
         d = os.path.join(tmp, "bad_" + what.replace(" ", "_"))
         cfg = dict(good)
         cfg.update(change)
-        make_checkpoint(d, cfg, "F32", 1, rng)
+        write_as, gu_rows = cfg.pop("write_as", None), cfg.pop("gate_up_rows", None)
+        cfg = {k: v for k, v in cfg.items() if v is not None}
+        if write_as:  # weights of another shape, then the config.json under test
+            make_checkpoint(d, write_as, "F32", 1, rng)
+            json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+        else:
+            make_checkpoint(d, cfg, "F32", 1, rng)
+        if gu_rows:  # one fused tensor with rows that are not 2 x intermediate_size
+            f = os.path.join(d, "model.safetensors")
+            blobs = {}
+            for k, a in tc.read_safetensors(f).items():
+                if k == "model.layers.1.mlp.gate_up_proj.weight":
+                    a = rng.standard_normal((gu_rows, a.shape[1]))
+                blobs[k] = ("F32", a.shape, tc.to_dtype(a, "F32")[0])
+            tc.write_safetensors(f, blobs)
         out = os.path.join(tmp, "bad_out")
         r1 = subprocess.run([FFN, "run", d, "--ids", "1 2", "--steps", "1"], capture_output=True, text=True)
         r2 = subprocess.run([FFN, "export", d, "--out", out, "--format", "hf"], capture_output=True,
