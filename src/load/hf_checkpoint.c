@@ -116,7 +116,7 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "gemma", "phi3"};
+                                     "gemma", "phi3", "olmoe"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -135,7 +135,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral or qwen2_moe)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe or olmoe)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -899,8 +899,13 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
     if (c->num_experts > 0) {
+        if (c->qk_norm == FFN_QK_NORM_FULL && c->shared_expert_intermediate_size == 0 &&
+            c->moe_layer_freq == 1 && !c->attention_bias && !c->mlp_bias &&
+            c->norm_weight_offset == 0.0 && c->embed_scale == 0.0)
+            return "olmoe";
         if (c->qk_norm != FFN_QK_NORM_NONE) {
-            *why = "q/k norms in a MoE model";
+            *why = "q/k norms in a MoE model other than OLMoE's (whole-projection norms, "
+                   "no shared expert, every layer MoE, no biases)";
             return NULL;
         }
         if (c->mlp_bias) {
@@ -956,12 +961,13 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
                        : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
                        : !strcmp(type, "gemma") ? "GemmaForCausalLM"
-                       : !strcmp(type, "phi3") ? "Phi3ForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "phi3") ? "Phi3ForCausalLM"
+                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
             (long long)c->vocab_size, (long long)c->hidden_size,
-            (long long)(mixtral ? Fe : c->intermediate_size));
+            (long long)(mixtral || !strcmp(type, "olmoe") ? Fe : c->intermediate_size));
     fprintf(f, "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
             "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
             (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
@@ -987,6 +993,12 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     fprintf(f, ",\n");
     if (!strcmp(type, "phi3"))
         fprintf(f, "  \"sliding_window\": null,\n");
+    if (!strcmp(type, "olmoe")) /* experts are intermediate_size wide there */
+        fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+                "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"
+                "  \"attention_bias\": false,\n  \"clip_qkv\": null,\n",
+                (long long)c->num_experts, (long long)c->num_experts_per_tok,
+                c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef);
     if (!strcmp(type, "llama"))
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
     if (!strcmp(type, "qwen2") || qmoe)

@@ -2,7 +2,8 @@
  * Llama's fields, for ffn_model_config_load (model.c): head_dim,
  * partial_rotary_factor, rope_scaling / rope_parameters, and what each
  * model_type implies (qwen3: q/k RMSNorm per head, head_dim 128 when
- * absent).  One function per concern; every error names the file and the
+ * absent; gemma: (1 + w) norms, scaled embeddings, GeGLU; olmoe: q/k
+ * RMSNorm over the whole projection, experts of intermediate_size).  One function per concern; every error names the file and the
  * field, what was expected and what was found. */
 #include "nn/model_internal.h"
 #include "ffn/model.h"
@@ -78,6 +79,17 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
                                 ffn_model_config *c) {
     ffn_status st;
     const int qwen3 = !strcmp(model_type, "qwen3"), gemma = !strcmp(model_type, "gemma");
+    if (!strcmp(model_type, "olmoe")) {
+        /* OlmoeAttention: q_norm over all H·Dh features of q, k_norm over
+         * G·Dh; every layer is MoE with experts of intermediate_size;
+         * norm_topk_prob false unless given (read by the caller). */
+        c->qk_norm = FFN_QK_NORM_FULL;
+        if (c->moe_intermediate_size == 0) c->moe_intermediate_size = c->intermediate_size;
+        const json_value *clip = json_get(root, "clip_qkv");
+        if (clip && clip->type != JSON_NULL)
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: clip_qkv: clamping q, k, v is not "
+                             "supported (expected null)", path);
+    }
     if (qwen3) {
         c->qk_norm = FFN_QK_NORM_HEAD;
         c->head_dim = 128; /* Qwen3Config's default */

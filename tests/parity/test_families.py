@@ -19,7 +19,11 @@ modeling_rope_utils.py and each family's modeling file):
                 head_dim (256 when absent), tied head;
   phi3          fused self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj
                 (gate rows, then up), partial_rotary_factor; exported fused
-                again.
+                again;
+  olmoe         q_norm / k_norm RMSNorm over the whole q (H·Dh) and k (G·Dh)
+                projections before RoPE, 64 experts of intermediate_size, top 8
+                of a softmax over all experts, not renormalised
+                (norm_topk_prob false; one case true).
 
 For each case: a small random checkpoint in the family's exact tensor
 names, shapes and dtype (F32, F16, BF16; one sharded with
@@ -150,9 +154,18 @@ def tensor_names(cfg):
         if mt == "qwen3":
             names[p + "self_attn.q_norm.weight"] = (Dh,)
             names[p + "self_attn.k_norm.weight"] = (Dh,)
+        if mt == "olmoe":
+            names[p + "self_attn.q_norm.weight"] = (H * Dh,)
+            names[p + "self_attn.k_norm.weight"] = (G * Dh,)
         names[p + "post_attention_layernorm.weight"] = (D,)
         if mt == "phi3":
             names[p + "mlp.gate_up_proj.weight"] = (2 * F, D)
+        elif mt == "olmoe":
+            names[p + "mlp.gate.weight"] = (cfg["num_experts"], D)
+            for e in range(cfg["num_experts"]):
+                for k, shape in (("gate", (F, D)), ("up", (F, D)), ("down", (D, F))):
+                    names[p + f"mlp.experts.{e}.{k}_proj.weight"] = shape
+            continue
         else:
             names[p + "mlp.gate_proj.weight"] = (F, D)
             names[p + "mlp.up_proj.weight"] = (F, D)
@@ -236,6 +249,9 @@ def forward(cfg, W, tokens):
             q = h @ W[p + "self_attn.q_proj.weight"].T
             k = h @ W[p + "self_attn.k_proj.weight"].T
             v = h @ W[p + "self_attn.v_proj.weight"].T
+        if mt == "olmoe":
+            q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
+            k = rmsnorm(k, W[p + "self_attn.k_norm.weight"], eps)
         q, k, v = q.reshape(T, H, Dh), k.reshape(T, G, Dh), v.reshape(T, G, Dh)
         if mt == "qwen3":
             q = rmsnorm(q, W[p + "self_attn.q_norm.weight"], eps)
@@ -246,6 +262,19 @@ def forward(cfg, W, tokens):
         x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh) @ W[p + "self_attn.o_proj.weight"].T
         h = norm(x, W[p + "post_attention_layernorm.weight"])
         act = gelu_tanh if gemma else torch.nn.functional.silu
+        if mt == "olmoe":
+            probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
+            top, idx = torch.topk(probs, cfg["num_experts_per_tok"], dim=-1)
+            if cfg.get("norm_topk_prob", False):
+                top = top / top.sum(-1, keepdim=True)
+            y = torch.zeros_like(h)
+            for t in range(T):
+                for j in range(idx.shape[1]):
+                    q_ = p + f"mlp.experts.{int(idx[t, j])}."
+                    y[t] += top[t, j] * tc.swiglu(h[t:t + 1], W[q_ + "gate_proj.weight"],
+                                                  W[q_ + "up_proj.weight"], W[q_ + "down_proj.weight"])[0]
+            x = x + y
+            continue
         if mt == "phi3":
             gu = h @ W[p + "mlp.gate_up_proj.weight"].T
             gate, up = gu.chunk(2, dim=-1)
@@ -341,6 +370,12 @@ CASES = [
                                            num_attention_heads=4, num_key_value_heads=2,
                                            rope_scaling={"rope_type": "linear", "factor": 2.0}),
      "BF16", 2, True),
+    ("olmoe_64x8_bf16", dict(model_type="olmoe", num_experts=64, num_experts_per_tok=8, intermediate_size=8,
+                             hidden_size=16, num_attention_heads=4, num_key_value_heads=4,
+                             router_aux_loss_coef=0.01, norm_topk_prob=False, clip_qkv=None), "BF16", 1, True),
+    ("olmoe_norm_topk_f32_sharded", dict(model_type="olmoe", num_experts=6, num_experts_per_tok=2,
+                                         intermediate_size=10, num_key_value_heads=2, norm_topk_prob=True),
+     "F32", 2, True),
     ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
                                     num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
 ]
