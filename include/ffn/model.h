@@ -28,13 +28,17 @@
  *
  * Tensor names (W[out][in], y = x·Wᵀ + b, as in torch.nn.Linear):
  *   model.embed_tokens.weight                          (V, D)
- *   model.layers.{i}.input_layernorm.weight            (D)
+ *   model.embed_positions.weight                       (max_position_embeddings, D)
+ *                                                      (learned_positions only)
+ *   model.layers.{i}.input_layernorm.weight            (D)        (+ .bias with norm LAYER,
+ *                                                      as every norm below)
  *   model.layers.{i}.self_attn.q_proj.weight           (H·Dh, D)   (+ .bias (H·Dh) with attention_bias)
  *   model.layers.{i}.self_attn.k_proj.weight           (G·Dh, D)   (+ .bias)
  *   model.layers.{i}.self_attn.v_proj.weight           (G·Dh, D)   (+ .bias)
  *   model.layers.{i}.self_attn.q_norm.weight           (Dh) qk_norm HEAD, (H·Dh) FULL
  *   model.layers.{i}.self_attn.k_norm.weight           (Dh) qk_norm HEAD, (G·Dh) FULL
- *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)
+ *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)  (+ .bias (D) with
+ *                                                      attention_out_bias)
  *   model.layers.{i}.post_attention_layernorm.weight   (D)        (absent with mlp_type NONE)
  *   model.layers.{i}.mlp.gate_proj.weight              (F, D)     (gated only)   (+ .bias with mlp_bias)
  *   model.layers.{i}.mlp.up_proj.weight                (F, D)                    (+ .bias)
@@ -168,6 +172,12 @@ typedef enum ffn_qk_norm {
     FFN_QK_NORM_FULL   /* RMSNorm over the whole projection, weights (H·Dh) / (G·Dh) (olmoe) */
 } ffn_qk_norm;
 
+/* The block and final norms. */
+typedef enum ffn_norm_type {
+    FFN_NORM_RMS = 0,  /* RMSNorm, weight only (Llama and most) */
+    FFN_NORM_LAYER     /* LayerNorm with weight and bias (GPT-2) */
+} ffn_norm_type;
+
 /* Hugging Face Llama names where one exists.  Fill with
  * ffn_model_config_default() then change fields. */
 typedef struct ffn_model_config {
@@ -208,6 +218,10 @@ typedef struct ffn_model_config {
     double norm_weight_offset;       /* RMSNorm weight is (offset + w): Gemma 1, else 0 */
     double embed_scale;              /* embeddings times this (Gemma: sqrt(D) rounded to
                                         float, as HF rounds it to the compute dtype); 0 = 1 */
+    ffn_norm_type norm_type;         /* LAYER: every norm has a .bias (norm eps: rms_norm_eps) */
+    int learned_positions;           /* 1: a learned position embedding (max_position_embeddings,
+                                        D) is added to the token's, and there is no RoPE (GPT-2) */
+    int attention_out_bias;          /* o_proj has a bias (GPT-2) */
 } ffn_model_config;
 
 /* Defaults: a small model that trains in minutes on a CPU.
@@ -244,7 +258,13 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *t
  * when absent; gemma implies norm_weight_offset 1, embed_scale
  * (float)sqrt(D), gated with the act of hidden_activation (absent:
  * gelu_pytorch_tanh), head_dim 256 and a tied head when absent.  ffn's
- * keys "ffn_norm_weight_offset", "ffn_embed_scale" carry the same.
+ * keys "ffn_norm_weight_offset", "ffn_embed_scale" carry the same; olmoe
+ * implies qk_norm FULL and experts of intermediate_size; gpt2 is read from
+ * its own keys (n_embd, n_layer, n_head, n_positions, n_inner,
+ * activation_function, layer_norm_epsilon) as norm LAYER, learned
+ * positions, q/k/v and o biases, a dense MLP with biases and a tied head
+ * ("ffn_norm_type", "ffn_learned_positions", "ffn_attention_out_bias" are
+ * ffn's keys for these).
  * Unknown keys are ignored; the result is validated and errors name the
  * file and the field.
  * Save: writes every field above (so a load gives the config back), with

@@ -116,7 +116,7 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "gemma", "phi3", "olmoe"};
+                                     "gemma", "phi3", "olmoe", "gpt2"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -135,7 +135,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe or olmoe)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, olmoe or gpt2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -402,37 +402,9 @@ static void file_name_of(const char *model_name, const char *model_type, char *o
     }
 }
 
-/* Phi-3 keeps q|k|v as one self_attn.qkv_proj (C, D) and gate|up as one
- * mlp.gate_up_proj (2F, D), gate rows first.  The model's table has q, k,
- * v (and gate, up) adjacent in the flat block, so the fused tensor is read
- * into (and written from) the first one's offset with its rows multiplied.
- * Returns FUSED_HEAD with *out the fused name and *rows its rows,
- * FUSED_COVERED for k/v/up (no tensor of their own in the file), else
- * FUSED_NO. */
-enum { FUSED_NO, FUSED_HEAD, FUSED_COVERED };
-static int fused_of(const ffn_model_tensor *t, const char *model_type, const ffn_model_config *c,
-                    char *out, size_t cap, int64_t *rows) {
-    if (strcmp(model_type, "phi3") || t->layer < 0 || t->expert >= 0) return FUSED_NO;
-    static const char *const parts[5] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                         "self_attn.v_proj.weight", "mlp.gate_proj.weight",
-                                         "mlp.up_proj.weight"};
-    char want[64];
-    for (int i = 0; i < 5; i++) {
-        snprintf(want, sizeof want, "model.layers.%lld.%s", (long long)t->layer, parts[i]);
-        if (strcmp(t->name, want)) continue;
-        if (i != 0 && i != 3) return FUSED_COVERED;
-        const int64_t Dh = ffn_cfg_head_dim(c);
-        *rows = i == 0 ? (c->num_attention_heads + 2 * c->num_key_value_heads) * Dh
-                       : 2 * c->intermediate_size;
-        snprintf(out, cap, "model.layers.%lld.%s", (long long)t->layer,
-                 i == 0 ? "self_attn.qkv_proj.weight" : "mlp.gate_up_proj.weight");
-        return FUSED_HEAD;
-    }
-    return FUSED_NO;
-}
-
 /* Tensors a file may hold that the model does not use. */
 static int ignorable(const char *name, const ffn_model_config *cfg) {
+    if (cfg->learned_positions && hf_family_ignorable(name, "gpt2")) return 1;
     size_t n = strlen(name);
     const char *inv = "rotary_emb.inv_freq";
     size_t ni = strlen(inv);
@@ -443,7 +415,8 @@ static int ignorable(const char *name, const ffn_model_config *cfg) {
 typedef struct wanted {
     char *file_name;   /* the name in the file */
     int64_t tensor;    /* index in the model's table */
-    int64_t rows;      /* > 0: a fused tensor of this many rows (see fused_of) */
+    int64_t rows;      /* > 0: a fused tensor of this many rows (see hf_family_tensor) */
+    int transpose;     /* stored [in, out] (GPT-2 Conv1D) */
     int64_t shard;     /* which weight file */
     int done;
 } wanted;
@@ -453,7 +426,7 @@ static int by_file_name(const void *a, const void *b) {
 }
 
 static wanted *find_wanted(wanted *w, int64_t n, const char *name) {
-    wanted key = {(char *)name, 0, 0, 0, 0};
+    wanted key = {(char *)name, 0, 0, 0, 0, 0};
     return bsearch(&key, w, (size_t)n, sizeof *w, by_file_name);
 }
 
@@ -485,6 +458,28 @@ static void convert_chunked(float *dst, const ffn_st_tensor *t) {
     }
 }
 
+/* The same for a matrix stored [in, out] (t->shape): dst gets it (out, in). */
+static void convert_transposed(float *dst, const ffn_st_tensor *t) {
+    const unsigned char *src = t->data;
+    const size_t esize = ffn_dtype_size(t->dtype);
+    const int64_t in = t->shape[0], out = t->shape[1];
+    for (int64_t i = 0; i < in; i++) {
+        const unsigned char *row = src + (size_t)(i * out) * esize;
+        for (int64_t o = 0; o < out; o++) {
+            float v;
+            if (t->dtype == FFN_DTYPE_F32) {
+                memcpy(&v, row + 4 * o, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, row + 2 * o, 2);
+                v = t->dtype == FFN_DTYPE_F16 ? ffn_f16_to_f32(h) : ffn_bf16_to_f32(h);
+            }
+            dst[o * in + i] = v;
+        }
+        ckpt_drop_pages(row, (size_t)out * esize);
+    }
+}
+
 static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkpoint_info *info) {
     const int64_t nt = ffn_model_num_tensors(m);
     float *params = ffn_model_params(m, NULL);
@@ -506,15 +501,17 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
     for (int64_t i = 0; i < nt; i++) {
         char fn[256];
         int64_t rows = 0;
+        int transpose = 0;
         const ffn_model_tensor *mt = ffn_model_tensor_at(m, i);
-        int fused = fused_of(mt, s->extra.model_type, &s->cfg, fn, sizeof fn, &rows);
-        if (fused == FUSED_COVERED) continue;
-        if (fused == FUSED_NO) file_name_of(mt->name, s->extra.model_type, fn, sizeof fn);
+        int map = hf_family_tensor(mt, s->extra.model_type, &s->cfg, fn, sizeof fn, &rows, &transpose);
+        if (map == HF_MAP_COVERED) continue;
+        if (map == HF_MAP_SAME) file_name_of(mt->name, s->extra.model_type, fn, sizeof fn);
         if (!(w[nw].file_name = strdup(fn))) {
             st = ffn_error(FFN_ERR_NOMEM, "out of memory");
             goto done;
         }
         w[nw].tensor = i;
+        w[nw].transpose = transpose;
         w[nw++].rows = rows;
     }
     qsort(w, (size_t)nw, sizeof *w, by_file_name);
@@ -603,17 +600,25 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             const ffn_model_tensor *mt = ffn_model_tensor_at(m, w[i].tensor);
             ffn_st_tensor t;
             if ((st = ffn_st_find(sf, w[i].file_name, &t))) break;
-            if (w[i].rows > 0) { /* fused: the rows must split as config.json says */
-                const int64_t want[2] = {w[i].rows, mt->shape[1]};
-                if (t.ndim != 2 || t.shape[0] != want[0] || t.shape[1] != want[1]) {
+            if (w[i].rows > 0 || w[i].transpose) { /* the family's own layout */
+                const int64_t rows = w[i].rows > 0 ? w[i].rows : mt->shape[0];
+                const int nd = mt->ndim;
+                const int64_t want[2] = {w[i].transpose ? mt->shape[1] : rows,
+                                         w[i].transpose ? rows : mt->shape[1]};
+                if (t.ndim != nd || t.shape[0] != want[0] || (nd == 2 && t.shape[1] != want[1])) {
                     const ffn_model_config *c = &s->cfg;
-                    const int qkv = strstr(w[i].file_name, "qkv_proj") != NULL;
+                    const int qkv = strstr(w[i].file_name, "qkv_proj") != NULL ||
+                                    strstr(w[i].file_name, "c_attn") != NULL;
                     const int64_t Dh = ffn_cfg_head_dim(c);
                     char found[64] = "";
                     for (int d = 0; d < t.ndim && d < 4; d++)
                         snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
                                  d ? ", " : "", (long long)t.shape[d]);
-                    if (qkv)
+                    if (w[i].rows == 0)
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s], expected [%lld, "
+                                       "%lld] (Conv1D weights are stored [in, out]) for config.json",
+                                       path, t.name, found, (long long)want[0], (long long)want[1]);
+                    else if (qkv)
                         st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s] does not split into "
                                        "q, k, v as config.json says: expected [%lld, %lld] = q %lld "
                                        "(num_attention_heads %lld x head_dim %lld) + k %lld + v %lld "
@@ -641,7 +646,8 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
                 break;
             }
             float *dst = params + mt->offset;
-            convert_chunked(dst, &t);
+            if (w[i].transpose) convert_transposed(dst, &t);
+            else convert_chunked(dst, &t);
             for (int64_t e = 0; e < t.numel; e++)
                 if (!isfinite(dst[e])) {
                     st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)",
@@ -895,6 +901,7 @@ static ffn_status copy_file(const char *from, const char *to) {
 /* The model_type a model is written as, or NULL with *why set. */
 static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     *why = NULL;
+    if (hf_family_is_gpt2(c)) return "gpt2";
     if (c->mlp_type == FFN_MODEL_MLP_NONE) *why = "blocks without an FFN";
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
@@ -916,6 +923,11 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
             !c->attention_bias && c->hidden_act == FFN_ACT_SILU)
             return "mixtral";
         return "qwen2_moe";
+    }
+    if (hf_family_is_gpt2(c)) return "gpt2";
+    if (c->norm_type != FFN_NORM_RMS || c->learned_positions || c->attention_out_bias) {
+        *why = "LayerNorm, learned positions or an o_proj bias outside GPT-2's architecture";
+        return NULL;
     }
     if (c->rope_style == FFN_ROPE_INTERLEAVED && ffn_cfg_rotary_dim(c) != ffn_cfg_head_dim(c)) {
         *why = "interleaved RoPE on part of each head";
@@ -956,6 +968,12 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     if (context_cap > 0 && context_cap < ctx_len) ctx_len = context_cap;
     FILE *f = fopen(path, "w");
     if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    if (!strcmp(type, "gpt2")) {
+        ffn_status gs = hf_write_gpt2_config(c, dtype, ctx_len, f);
+        if (fclose(f) != 0 && gs == FFN_OK)
+            gs = ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return gs ? ffn_error_prefix(gs, "%s", path) : FFN_OK;
+    }
     const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
     const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
@@ -1094,11 +1112,25 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
         const ffn_model_tensor *t = ffn_model_tensor_at(model, i);
         char fn[256];
         int64_t fused_rows = 0;
-        const int fused = fused_of(t, type, c, fn, sizeof fn, &fused_rows);
-        if (fused == FUSED_COVERED) continue;
-        if (fused == FUSED_HEAD) { /* q|k|v or gate|up: adjacent in the flat block */
-            const int64_t shape[2] = {fused_rows, t->shape[1]};
-            st = ffn_st_writer_add_f32(w, fn, dtype, 2, shape, params + t->offset);
+        int transpose = 0;
+        const int map = hf_family_tensor(t, type, c, fn, sizeof fn, &fused_rows, &transpose);
+        if (map == HF_MAP_COVERED) continue;
+        if (map == HF_MAP_FUSED || map == HF_MAP_RENAMED) { /* fused: adjacent in the flat block */
+            const int64_t rows = fused_rows > 0 ? fused_rows : t->shape[0], cols = t->shape[1];
+            const float *data = params + t->offset;
+            if (transpose) { /* (rows, cols) -> [cols, rows] */
+                free(buf);
+                buf = malloc((size_t)(rows * cols) * sizeof(float));
+                if (!buf) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t k = 0; k < cols; k++) buf[k * rows + r] = data[r * cols + k];
+                data = buf;
+            }
+            const int64_t shape[2] = {transpose ? cols : rows, transpose ? rows : cols};
+            st = ffn_st_writer_add_f32(w, fn, dtype, t->ndim, shape, data);
             continue;
         }
         file_name_of(t->name, type, fn, sizeof fn);

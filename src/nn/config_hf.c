@@ -75,6 +75,50 @@ static ffn_status parse_rope_object(const json_value *o, const char *path, const
     return FFN_OK;
 }
 
+/* GPT-2's config.json (n_embd, n_layer, n_head, n_positions, n_inner,
+ * activation_function, layer_norm_epsilon): LayerNorm with biases, learned
+ * positions, q/k/v and o biases, a dense MLP with biases, a tied head. */
+ffn_status ffn_config_hf_gpt2(const json_value *root, const char *path, ffn_model_config *c) {
+    ffn_status st;
+    int64_t inner = 0;
+    if ((st = json_get_i64(root, "vocab_size", 1, path, &c->vocab_size)) ||
+        (st = json_get_i64(root, "n_embd", 1, path, &c->hidden_size)) ||
+        (st = json_get_i64(root, "n_layer", 1, path, &c->num_hidden_layers)) ||
+        (st = json_get_i64(root, "n_head", 1, path, &c->num_attention_heads)))
+        return st;
+    c->max_position_embeddings = 1024;
+    c->rms_norm_eps = 1e-5;
+    c->tie_word_embeddings = 1;
+    if ((st = json_get_i64(root, "n_positions", 0, path, &c->max_position_embeddings)) ||
+        (st = json_get_i64(root, "n_inner", 0, path, &inner)) ||
+        (st = json_get_f64(root, "layer_norm_epsilon", 0, path, &c->rms_norm_eps)) ||
+        (st = json_get_bool(root, "tie_word_embeddings", 0, path, &c->tie_word_embeddings)))
+        return st;
+    c->num_key_value_heads = c->num_attention_heads;
+    c->intermediate_size = inner > 0 ? inner : 4 * c->hidden_size;
+    const char *act = "gelu_new";
+    if ((st = json_get_str(root, "activation_function", 0, path, &act))) return st;
+    ffn_mlp_type implied;
+    if ((st = ffn_act_parse(act, &c->hidden_act, &implied)))
+        return ffn_error_prefix(st, "%s: activation_function", path);
+    static const char *const refused[3][2] = {
+        {"scale_attn_by_inverse_layer_idx", "true"}, {"add_cross_attention", "true"},
+        {"scale_attn_weights", "false"}};
+    for (int i = 0; i < 3; i++) {
+        const json_value *v = json_get(root, refused[i][0]);
+        if (v && v->type == (refused[i][1][0] == 't' ? JSON_TRUE : JSON_FALSE))
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s: %s is not supported", path,
+                             refused[i][0], refused[i][1]);
+    }
+    c->mlp_type = FFN_MODEL_MLP_DENSE;
+    c->mlp_bias = 1;
+    c->attention_bias = 1;
+    c->attention_out_bias = 1;
+    c->norm_type = FFN_NORM_LAYER;
+    c->learned_positions = 1;
+    return FFN_OK;
+}
+
 ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const char *model_type,
                                 ffn_model_config *c) {
     ffn_status st;
@@ -124,8 +168,19 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
     }
     /* ffn's own keys, so that a saved config gives its model back */
     if ((st = json_get_f64(root, "ffn_norm_weight_offset", 0, path, &c->norm_weight_offset)) ||
-        (st = json_get_f64(root, "ffn_embed_scale", 0, path, &c->embed_scale)))
+        (st = json_get_f64(root, "ffn_embed_scale", 0, path, &c->embed_scale)) ||
+        (st = json_get_bool(root, "ffn_learned_positions", 0, path, &c->learned_positions)) ||
+        (st = json_get_bool(root, "ffn_attention_out_bias", 0, path, &c->attention_out_bias)))
         return st;
+    const char *nt = NULL;
+    if ((st = json_get_str(root, "ffn_norm_type", 0, path, &nt))) return st;
+    if (nt) {
+        if (!strcmp(nt, "rms")) c->norm_type = FFN_NORM_RMS;
+        else if (!strcmp(nt, "layer")) c->norm_type = FFN_NORM_LAYER;
+        else
+            return ffn_error(FFN_ERR_CONFIG, "%s: ffn_norm_type: unknown value '%.40s' (expected "
+                             "rms or layer)", path, nt);
+    }
     const char *s = NULL;
     if ((st = json_get_str(root, "ffn_qk_norm", 0, path, &s))) return st;
     if (s) {
@@ -167,6 +222,9 @@ void ffn_config_hf_write_extras(FILE *f, const ffn_model_config *c, int ffn_keys
         fprintf(f, "  \"ffn_norm_weight_offset\": %.17g,\n", c->norm_weight_offset);
     if (ffn_keys && c->embed_scale != 0.0)
         fprintf(f, "  \"ffn_embed_scale\": %.17g,\n", c->embed_scale);
+    if (ffn_keys && c->norm_type == FFN_NORM_LAYER) fprintf(f, "  \"ffn_norm_type\": \"layer\",\n");
+    if (ffn_keys && c->learned_positions) fprintf(f, "  \"ffn_learned_positions\": true,\n");
+    if (ffn_keys && c->attention_out_bias) fprintf(f, "  \"ffn_attention_out_bias\": true,\n");
     if (ffn_keys && c->qk_norm != FFN_QK_NORM_NONE)
         fprintf(f, "  \"ffn_qk_norm\": \"%s\",\n", c->qk_norm == FFN_QK_NORM_HEAD ? "head" : "full");
 }

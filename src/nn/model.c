@@ -86,7 +86,7 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     if (!(c->partial_rotary_factor >= 0.0) || !(c->partial_rotary_factor <= 1.0))
         return CFG_ERR("partial_rotary_factor: expected 0 < factor <= 1, got %g",
                        c->partial_rotary_factor);
-    if (ffn_cfg_rotary_dim(c) < 2 || ffn_cfg_rotary_dim(c) % 2)
+    if (!c->learned_positions && (ffn_cfg_rotary_dim(c) < 2 || ffn_cfg_rotary_dim(c) % 2))
         return CFG_ERR("partial_rotary_factor: %g of head dim %lld gives rotary dim %lld, "
                        "expected an even number >= 2", c->partial_rotary_factor,
                        (long long)ffn_cfg_head_dim(c), (long long)ffn_cfg_rotary_dim(c));
@@ -98,6 +98,12 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
         return CFG_ERR("norm_weight_offset: expected -4..4 (Gemma: 1), got %g", c->norm_weight_offset);
     if (!(c->embed_scale >= 0.0 && c->embed_scale <= 1e6))
         return CFG_ERR("embed_scale: expected 0 (none) or a positive number, got %g", c->embed_scale);
+    if ((int)c->norm_type < FFN_NORM_RMS || (int)c->norm_type > FFN_NORM_LAYER)
+        return CFG_ERR("norm_type: unknown value %d (expected rms or layer)", (int)c->norm_type);
+    if (c->norm_type == FFN_NORM_LAYER && c->norm_weight_offset != 0.0)
+        return CFG_ERR("norm_weight_offset: %g is for RMSNorm; LayerNorm has none", c->norm_weight_offset);
+    if (c->learned_positions && c->rope_scaling.type != FFN_ROPE_SCALING_NONE)
+        return CFG_ERR("rope_scaling: learned position embeddings have no RoPE to scale");
     if (c->num_key_value_heads > c->num_attention_heads ||
         c->num_attention_heads % c->num_key_value_heads)
         return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
@@ -168,16 +174,19 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *c, int64_t *tot
     const int64_t qkn = c->qk_norm == FFN_QK_NORM_HEAD ? 2 * Dh
                         : c->qk_norm == FFN_QK_NORM_FULL ? C - c->num_key_value_heads * Dh : 0;
     const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
-    int64_t n = V * D + D + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
+    const int ln = c->norm_type == FFN_NORM_LAYER;
+    int64_t n = V * D + D * (ln ? 2 : 1) + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
+    if (c->learned_positions) n += c->max_position_embeddings * D;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        n += D + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh + qkn;
+        n += D * (ln ? 2 : 1) + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh +
+             qkn + (c->attention_out_bias ? D : 0);
         if (ffn_model_config_layer_is_moe(c, l)) {
             const int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
             const int64_t per = ffn_params(gated, c->mlp_bias, moe_width(c), D);
-            n += D + E * D + E * per + (Fs > 0 ? ffn_params(gated, c->mlp_bias, Fs, D) + D : 0);
+            n += D * (ln ? 2 : 1) + E * D + E * per + (Fs > 0 ? ffn_params(gated, c->mlp_bias, Fs, D) + D : 0);
             idle += (E - c->num_experts_per_tok) * per;
         } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
-            n += D + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
+            n += D * (ln ? 2 : 1) + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
         }
     }
     if (total) *total = n;
@@ -201,6 +210,11 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     const char *model_type = "llama";
     if ((st = json_get_str(root, "model_type", 0, path, &model_type))) goto done;
     int qwen = strncmp(model_type, "qwen2", 5) == 0, mixtral = strcmp(model_type, "mixtral") == 0;
+    if (!strcmp(model_type, "gpt2")) { /* keys of its own (n_embd, ...) */
+        c.router_aux_loss_coef = c.router_z_loss_coef = 0.0;
+        if ((st = ffn_config_hf_gpt2(root, path, &c))) goto done;
+        goto extras;
+    }
     /* Absent fields take the Hugging Face LlamaConfig defaults. */
     c.tie_word_embeddings = 0;
     c.rms_norm_eps = 1e-6;
@@ -281,6 +295,7 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     }
     if (c.num_experts > 0 && c.moe_intermediate_size == 0 && mixtral)
         c.moe_intermediate_size = c.intermediate_size;
+extras:
     if ((st = ffn_config_hf_extras(root, path, model_type, &c))) goto done;
     if ((st = ffn_model_config_validate(&c))) {
         st = ffn_error_prefix(st, "%s", path);
@@ -347,6 +362,8 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
 /* Pointers of one block's tensors into one flat block (params or grads). */
 typedef struct block_tensors {
     float *attn_norm;          /* (D) */
+    float *attn_norm_b, *mlp_norm_b; /* (D) each with norm LAYER, else NULL */
+    float *bo;                 /* (D) with attention_out_bias, else NULL */
     float *wqkv;               /* (C, D): q rows, then k rows, then v rows */
     float *bqkv;               /* (C) or NULL */
     float *q_norm, *k_norm;    /* (Dh) each with qk_norm HEAD, (H·Dh) / (G·Dh) FULL, else NULL */
@@ -390,6 +407,8 @@ struct ffn_model {
     ffn_layer_params *experts_p, *experts_g; /* (L, E) */
     float *embed, *final_norm, *head; /* params */
     float *g_embed, *g_final_norm, *g_head;
+    float *embed_pos, *g_embed_pos;   /* (max_position_embeddings, D) learned positions, or NULL */
+    float *final_norm_b, *g_final_norm_b; /* (D) norm LAYER, or NULL */
     ffn_layer **mlp; /* (L), NULL where none or MoE */
     ffn_moe **moe;   /* (L), NULL where not MoE */
     /* activations, one block */
@@ -522,6 +541,10 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
     int64_t off = 0;
     m->n_tensors = 0;
     ADD(&m->embed, &m->g_embed, FFN_TENSOR_EMBEDDING, -1, -1, V, D, "model.embed_tokens.weight");
+    const int layer_norm = c->norm_type == FFN_NORM_LAYER;
+    if (c->learned_positions)
+        ADD(&m->embed_pos, &m->g_embed_pos, FFN_TENSOR_EMBEDDING, -1, -1, c->max_position_embeddings,
+            D, "model.embed_positions.weight");
     for (int64_t l = 0; l < m->L; l++) {
         block_tensors *p = &m->bp[l], *g = &m->bg[l];
         memset(p, 0, sizeof *p);
@@ -530,6 +553,9 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         snprintf(pre, sizeof pre, "model.layers.%lld", (long long)l);
         ADD(&p->attn_norm, &g->attn_norm, FFN_TENSOR_NORM, l, -1, D, 1,
             "%s.input_layernorm.weight", pre);
+        if (layer_norm)
+            ADD(&p->attn_norm_b, &g->attn_norm_b, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.input_layernorm.bias", pre);
         /* q, k, v adjacent: one (C, D) matrix */
         ADD(&p->wqkv, &g->wqkv, FFN_TENSOR_ATTN_WEIGHT, l, -1, HD, D,
             "%s.self_attn.q_proj.weight", pre);
@@ -550,10 +576,15 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         }
         ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
             pre);
+        if (c->attention_out_bias)
+            ADD(&p->bo, &g->bo, FFN_TENSOR_ATTN_BIAS, l, -1, D, 1, "%s.self_attn.o_proj.bias", pre);
         const int moe = ffn_model_config_layer_is_moe(c, l);
         if (!moe && c->mlp_type == FFN_MODEL_MLP_NONE) continue;
         ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
             "%s.post_attention_layernorm.weight", pre);
+        if (layer_norm)
+            ADD(&p->mlp_norm_b, &g->mlp_norm_b, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_attention_layernorm.bias", pre);
         char sp[128];
         ffn_status st;
         if (!moe) {
@@ -582,6 +613,8 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         }
     }
     ADD(&m->final_norm, &m->g_final_norm, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.weight");
+    if (layer_norm)
+        ADD(&m->final_norm_b, &m->g_final_norm_b, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.bias");
     if (c->tie_word_embeddings) {
         m->head = m->embed;
         m->g_head = m->g_embed;
@@ -774,7 +807,7 @@ static ffn_status alloc_acts(ffn_model *m) {
     memset(m->acts, 0, cv.total);
     cv = (carve){m->acts, 0, 0};
     carve_acts(m, &cv, saved_max);
-    ffn_rope_fill(&m->cfg, m->max_seq, 0, m->max_seq, m->rope_cos, m->rope_sin);
+    if (m->R > 0) ffn_rope_fill(&m->cfg, m->max_seq, 0, m->max_seq, m->rope_cos, m->rope_sin);
     return FFN_OK;
 }
 
@@ -806,7 +839,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->H = cfg->num_attention_heads;
     m->G = cfg->num_key_value_heads;
     m->Dh = ffn_cfg_head_dim(cfg);
-    m->R = ffn_cfg_rotary_dim(cfg);
+    m->R = cfg->learned_positions ? 0 : ffn_cfg_rotary_dim(cfg);
     m->C = (m->H + 2 * m->G) * m->Dh;
     m->V = cfg->vocab_size;
     m->L = cfg->num_hidden_layers;
@@ -934,9 +967,11 @@ ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];
         float *w = m->params + t->offset;
-        if (t->kind == FFN_TENSOR_NORM) { /* effective weight 1 */
+        if (t->kind == FFN_TENSOR_NORM) { /* effective weight 1, LayerNorm biases 0 */
             const int blk = !strstr(t->name, "q_norm") && !strstr(t->name, "k_norm");
-            const float one = 1.0f - (blk ? (float)m->cfg.norm_weight_offset : 0.0f);
+            const size_t nl = strlen(t->name);
+            const int bias = nl > 5 && !strcmp(t->name + nl - 5, ".bias");
+            const float one = bias ? 0.0f : 1.0f - (blk ? (float)m->cfg.norm_weight_offset : 0.0f);
             for (int64_t j = 0; j < t->numel; j++) w[j] = one;
             continue;
         }
@@ -987,6 +1022,25 @@ static void add_rows(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+/* The model's norm: RMSNorm (weight offset + w) or LayerNorm with bias b. */
+static void norm_forward(const ffn_model *m, float *y, float *rstd, const float *x, const float *w,
+                         const float *b, int64_t N) {
+    const float eps = (float)m->cfg.rms_norm_eps;
+    if (m->cfg.norm_type == FFN_NORM_LAYER)
+        ffn_layernorm_forward(y, rstd, x, w, b, N, m->D, eps);
+    else
+        ffn_rmsnorm_forward_offset(y, rstd, x, w, (float)m->cfg.norm_weight_offset, N, m->D, eps);
+}
+
+static void norm_backward(const ffn_model *m, float *dx, float *dw, float *db, const float *dy,
+                          const float *x, const float *w, const float *rstd, int64_t N) {
+    if (m->cfg.norm_type == FFN_NORM_LAYER)
+        ffn_layernorm_backward_accumulate(dx, dw, db, dy, x, w, rstd, N, m->D);
+    else
+        ffn_rmsnorm_backward_offset(dx, dw, dy, x, w, (float)m->cfg.norm_weight_offset, rstd, N,
+                                    m->D);
+}
+
 /* The blocks: tokens (B, T) at positions pos0.. -> the residual stream after
  * the last block, returned in *x_out.  Sums the MoE losses into aux, z. */
 static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
@@ -994,7 +1048,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh, pos0 = mode == MODE_CACHE ? m->pos : 0;
-    const float eps = (float)m->cfg.rms_norm_eps, w_off = (float)m->cfg.norm_weight_offset;
+    const float eps = (float)m->cfg.rms_norm_eps;
     const int save = mode == MODE_TRAIN;
     ffn_status st;
     float *x = m->ba[0].res;
@@ -1004,8 +1058,13 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         const float es = (float)m->cfg.embed_scale;
         for (int64_t i = 0; i < N * D; i++) x[i] *= es;
     }
+    if (m->embed_pos) /* GPT-2: row (b, t) at position pos0 + t */
+        for (int64_t n = 0; n < N; n++) {
+            const float *pe = m->embed_pos + (pos0 + n % T) * D;
+            for (int64_t i = 0; i < D; i++) x[n * D + i] += pe[i];
+        }
     *aux = *z = 0.0;
-    if (ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
+    if (m->R > 0 && ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
         ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
     ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
@@ -1015,7 +1074,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
-        ffn_rmsnorm_forward_offset(a->xn1, a->rstd1, x, p->attn_norm, w_off, N, D, eps);
+        norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
         if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
             return st;
         if (p->bqkv)
@@ -1030,10 +1089,12 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
                                       rs ? rs + N * H : NULL, N, head ? G : 1, head ? Dh : GD,
                                       p->k_norm, eps);
         }
-        ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
-                            m->rope_sin, 0);
-        ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style,
-                            m->rope_cos, m->rope_sin, 0);
+        if (m->R > 0) {
+            ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                                m->rope_sin, 0);
+            ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style,
+                                m->rope_cos, m->rope_sin, 0);
+        }
         const float *k = a->qkv + HD, *v = a->qkv + HD + GD;
         int64_t ldk = C;
         if (mode == MODE_CACHE) {
@@ -1052,6 +1113,9 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (tp && probs) ffn_taps_probs_done(tp, l);
         if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
             return st;
+        if (p->bo)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < D; j++) m->tmp[n * D + j] += p->bo[j];
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_MID, a->mid);
@@ -1059,7 +1123,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (!m->mlp[l] && !m->moe[l]) {
             memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
         } else {
-            ffn_rmsnorm_forward_offset(a->xn2, a->rstd2, a->mid, p->mlp_norm, w_off, N, D, eps);
+            norm_forward(m, a->xn2, a->rstd2, a->mid, p->mlp_norm, p->mlp_norm_b, N);
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_IN, a->xn2);
             const ffn_neuron_hook *hook = tp ? ffn_taps_hook(tp, l) : NULL;
             if (m->mlp[l]) {
@@ -1101,8 +1165,7 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                             int64_t *n_targets) {
     const int64_t D = m->D, V = m->V;
     ffn_status st;
-    ffn_rmsnorm_forward_offset(m->xnf, m->rstdf, x, m->final_norm, (float)m->cfg.norm_weight_offset,
-                               N, D, (float)m->cfg.rms_norm_eps);
+    norm_forward(m, m->xnf, m->rstdf, x, m->final_norm, m->final_norm_b, N);
     int64_t count = 0;
     if (targets)
         for (int64_t n = 0; n < N; n++) count += targets[n] != FFN_IGNORE_INDEX;
@@ -1175,9 +1238,8 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     ffn_status st;
     float *d_res = m->d_res;
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
-    const float w_off = (float)m->cfg.norm_weight_offset;
-    ffn_rmsnorm_backward_offset(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, w_off, m->rstdf,
-                         N, D);
+    norm_backward(m, d_res, m->g_final_norm, m->g_final_norm_b, m->d_xn, m->res_final, m->final_norm,
+                  m->rstdf, N);
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
@@ -1190,9 +1252,12 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
-            ffn_rmsnorm_backward_offset(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, w_off, a->rstd2, N, D);
+            norm_backward(m, d_res, g->mlp_norm, g->mlp_norm_b, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N);
         }
-        /* attention output projection: mid = x + att · Woᵀ */
+        /* attention output projection: mid = x + att · Woᵀ (+ bo) */
+        if (g->bo)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < D; j++) g->bo[j] += d_res[n * D + j];
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
             (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
@@ -1200,10 +1265,12 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
                                m->scratch, &dims);
-        ffn_rope_apply_dims(m->d_qkv, C, N, T, 0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
-                            m->rope_sin, 1);
-        ffn_rope_apply_dims(m->d_qkv + HD, C, N, T, 0, G, Dh, m->R, m->cfg.rope_style,
-                            m->rope_cos, m->rope_sin, 1);
+        if (m->R > 0) {
+            ffn_rope_apply_dims(m->d_qkv, C, N, T, 0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                                m->rope_sin, 1);
+            ffn_rope_apply_dims(m->d_qkv + HD, C, N, T, 0, G, Dh, m->R, m->cfg.rope_style,
+                                m->rope_cos, m->rope_sin, 1);
+        }
         if (p->q_norm) {
             const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
             ffn_group_rmsnorm_backward(m->d_qkv, C, a->qk_pre, HD + GD, a->qk_rstd, N,
@@ -1218,7 +1285,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
-        ffn_rmsnorm_backward_offset(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, w_off, a->rstd1, N, D);
+        norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
     const float es = m->cfg.embed_scale > 0.0 ? (float)m->cfg.embed_scale : 1.0f;
@@ -1227,6 +1294,11 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         const float *dr = d_res + n * D;
         for (int64_t i = 0; i < D; i++) ge[i] += dr[i] * es;
     }
+    if (m->g_embed_pos) /* positions in row order: position t sums over the batch in order */
+        for (int64_t n = 0; n < N; n++) {
+            float *gp = m->g_embed_pos + (n % T) * D;
+            for (int64_t i = 0; i < D; i++) gp[i] += d_res[n * D + i];
+        }
     return FFN_OK;
 }
 

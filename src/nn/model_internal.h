@@ -36,6 +36,16 @@ void ffn_rmsnorm_backward_offset(float *dx, float *dw, const float *dy, const fl
                                  const float *w, float offset, const float *rstd, int64_t n,
                                  int64_t d);
 
+/* ---- LayerNorm with bias (src/nn/layernorm.c) -----------------------------
+ * y = (x − mean)·rstd·w + b per row; rstd (N) saved (may be NULL in
+ * inference).  Backward accumulates into dx, dw and db (dw, db may be
+ * NULL), the mean recomputed from x. */
+void ffn_layernorm_forward(float *y, float *rstd, const float *x, const float *w, const float *b,
+                           int64_t n, int64_t d, float eps);
+void ffn_layernorm_backward_accumulate(float *dx, float *dw, float *db, const float *dy,
+                                       const float *x, const float *w, const float *rstd,
+                                       int64_t n, int64_t d);
+
 /* ---- RoPE (src/nn/attention.c) --------------------------------------------
  * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),
  * computed in double. */
@@ -83,6 +93,9 @@ struct json_value;
 ffn_status ffn_config_hf_extras(const struct json_value *root, const char *path,
                                 const char *model_type, struct ffn_model_config *c);
 void ffn_config_hf_write_extras(FILE *f, const struct ffn_model_config *c, int ffn_keys);
+/* model_type gpt2: its own keys (n_embd, n_layer, ...) into c. */
+ffn_status ffn_config_hf_gpt2(const struct json_value *root, const char *path,
+                              struct ffn_model_config *c);
 
 /* ---- RMSNorm of q / k groups inside strided rows (src/nn/qknorm.c) --------
  * Row r at x + r·ld holds `groups` groups of w features, each normalised

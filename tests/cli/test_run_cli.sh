@@ -131,7 +131,7 @@ def with_config(name, **change):
     for k, v in list(cfg.items()):
         if v == "DELETE": del cfg[k]
     json.dump(cfg, open(f"{p}/config.json", "w"))
-with_config("gpt2", model_type="gpt2")
+with_config("gpt2", model_type="gpt_neox")
 with_config("no_type", model_type="DELETE")
 with_config("rope_scaling", rope_scaling={"type": "longrope", "factor": 2.0})
 with_config("head_dim", head_dim=16)
@@ -161,7 +161,7 @@ expect_fail 1 "index_traversal/model.safetensors.index.json: .*is not a plain fi
 expect_fail 1 "tensor model.norm.weight is not in the weight_map" "$FFN" run "$tmp/index_missing_tensor" --ids 1
 expect_fail 1 "tensor model.layers.9.mlp.up_proj.weight is not part of the model that config.json describes" \
     "$FFN" run "$tmp/index_extra_tensor" --ids 1
-expect_fail 1 "gpt2/config.json: model_type 'gpt2' is not supported" "$FFN" run "$tmp/gpt2" --ids 1
+expect_fail 1 "gpt2/config.json: model_type 'gpt_neox' is not supported" "$FFN" run "$tmp/gpt2" --ids 1
 expect_fail 1 "no_type/config.json.*model_type" "$FFN" run "$tmp/no_type" --ids 1
 expect_fail 1 "rope_scaling/config.json: rope_scaling.rope_type: 'longrope' is not supported" "$FFN" run "$tmp/rope_scaling" --ids 1
 expect_fail 1 "head_dim/model.safetensors: model.layers.0.self_attn.k_proj.weight: expected shape" "$FFN" run "$tmp/head_dim" --ids 1

@@ -23,7 +23,11 @@ modeling_rope_utils.py and each family's modeling file):
   olmoe         q_norm / k_norm RMSNorm over the whole q (H·Dh) and k (G·Dh)
                 projections before RoPE, 64 experts of intermediate_size, top 8
                 of a softmax over all experts, not renormalised
-                (norm_topk_prob false; one case true).
+                (norm_topk_prob false; one case true);
+  gpt2          transformer.* names, LayerNorm with biases, learned positions
+                (wpe), fused c_attn, Conv1D weights stored [in, out], dense
+                gelu_new MLP (c_fc, c_proj) with biases, tied head; its own
+                config keys (n_embd, n_layer, n_head, n_positions, n_inner).
 
 For each case: a small random checkpoint in the family's exact tensor
 names, shapes and dtype (F32, F16, BF16; one sharded with
@@ -136,7 +140,47 @@ def inv_freq(cfg, seq_len):
 
 # ---- the family's tensors ------------------------------------------------------------
 
+def gpt2_names(cfg):
+    D, V, P = cfg["n_embd"], cfg["vocab_size"], cfg["n_positions"]
+    F = cfg.get("n_inner") or 4 * D
+    names = {"transformer.wte.weight": (V, D), "transformer.wpe.weight": (P, D)}
+    for l in range(cfg["n_layer"]):
+        p = f"transformer.h.{l}."
+        names.update({p + "ln_1.weight": (D,), p + "ln_1.bias": (D,),
+                      p + "attn.c_attn.weight": (D, 3 * D), p + "attn.c_attn.bias": (3 * D,),
+                      p + "attn.c_proj.weight": (D, D), p + "attn.c_proj.bias": (D,),
+                      p + "ln_2.weight": (D,), p + "ln_2.bias": (D,),
+                      p + "mlp.c_fc.weight": (D, F), p + "mlp.c_fc.bias": (F,),
+                      p + "mlp.c_proj.weight": (F, D), p + "mlp.c_proj.bias": (D,)})
+    names.update({"transformer.ln_f.weight": (D,), "transformer.ln_f.bias": (D,)})
+    return names
+
+
+def gpt2_forward(cfg, W, tokens):
+    D, H, T = cfg["n_embd"], cfg["n_head"], len(tokens)
+    Dh, eps = D // H, cfg.get("layer_norm_epsilon", 1e-5)
+
+    def ln(x, pre):
+        return torch.nn.functional.layer_norm(x, (D,), W[pre + ".weight"], W[pre + ".bias"], eps)
+    x = W["transformer.wte.weight"][torch.tensor(tokens)] + W["transformer.wpe.weight"][:T]
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    for l in range(cfg["n_layer"]):
+        p = f"transformer.h.{l}."
+        h = ln(x, p + "ln_1")
+        qkv = h @ W[p + "attn.c_attn.weight"] + W[p + "attn.c_attn.bias"]  # Conv1D: x·W + b
+        q, k, v = (t.reshape(T, H, Dh) for t in qkv.split(D, dim=-1))
+        a = torch.softmax(torch.einsum("thd,shd->hts", q, k) / Dh ** 0.5 + mask, dim=-1)
+        x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, D) @ W[p + "attn.c_proj.weight"] + \
+            W[p + "attn.c_proj.bias"]
+        h = ln(x, p + "ln_2")
+        x = x + gelu_tanh(h @ W[p + "mlp.c_fc.weight"] + W[p + "mlp.c_fc.bias"]) @ W[p + "mlp.c_proj.weight"] + \
+            W[p + "mlp.c_proj.bias"]
+    return ln(x, "transformer.ln_f") @ W["transformer.wte.weight"].T
+
+
 def tensor_names(cfg):
+    if cfg["model_type"] == "gpt2":
+        return gpt2_names(cfg)
     mt, D, V = cfg["model_type"], cfg["hidden_size"], cfg["vocab_size"]
     H = cfg["num_attention_heads"]
     G = cfg.get("num_key_value_heads", H)
@@ -181,8 +225,10 @@ def make_checkpoint(d, cfg, dtype, shards, rng):
     json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
     weights, blobs = {}, {}
     for name, shape in tensor_names(cfg).items():
-        if name.endswith("norm.weight"):
+        if name.endswith("norm.weight") or ".ln_" in name and name.endswith(".weight"):
             a = (0.0 if cfg["model_type"] == "gemma" else 1.0) + 0.1 * rng.standard_normal(shape)
+        elif ".ln_" in name or name.endswith(".bias"):
+            a = 0.1 * rng.standard_normal(shape)
         else:
             a = rng.standard_normal(shape) * (0.5 if "embed" in name else 0.3)
         raw, stored = tc.to_dtype(a, dtype)
@@ -222,6 +268,8 @@ def gelu_tanh(x):
 
 
 def forward(cfg, W, tokens):
+    if cfg["model_type"] == "gpt2":
+        return gpt2_forward(cfg, W, tokens)
     mt, D = cfg["model_type"], cfg["hidden_size"]
     gemma = mt == "gemma"
 
@@ -333,6 +381,10 @@ BASE = dict(vocab_size=37, hidden_size=24, num_hidden_layers=2, num_attention_he
             num_key_value_heads=2, intermediate_size=38, max_position_embeddings=64,
             rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False)
 
+GPT2_BASE = dict(vocab_size=41, n_embd=24, n_layer=2, n_head=4, n_positions=48, n_inner=None,
+                 activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True,
+                 scale_attn_weights=True)
+
 CASES = [
     # name, config changes, dtype, shards, greedy
     ("linear_type_key_f32", dict(model_type="llama", rope_scaling={"type": "linear", "factor": 2.0}),
@@ -376,6 +428,8 @@ CASES = [
     ("olmoe_norm_topk_f32_sharded", dict(model_type="olmoe", num_experts=6, num_experts_per_tok=2,
                                          intermediate_size=10, num_key_value_heads=2, norm_topk_prob=True),
      "F32", 2, True),
+    ("gpt2_f32", dict(model_type="gpt2"), "F32", 1, True),
+    ("gpt2_inner_bf16_sharded", dict(model_type="gpt2", n_inner=30, n_head=3, n_embd=18), "BF16", 3, True),
     ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
                                     num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
 ]
@@ -441,19 +495,25 @@ def main():
     driver = build_rope_driver(tmp)
     prompt = [3, 17, 5, 29, 11]
     for name, change, dtype, shards, do_greedy in CASES:
-        cfg = dict(BASE)
+        cfg = dict(GPT2_BASE if change.get("model_type") == "gpt2" else BASE)
         cfg.update(change)
         cfg = {k: v for k, v in cfg.items() if v is not None}
         d = os.path.join(tmp, name)
         W = make_checkpoint(d, cfg, dtype, shards, rng)
         T = 20 if "dynamic" in name else 9  # dynamic: beyond its original context (8)
         tokens = [int(t) for t in rng.integers(0, cfg["vocab_size"], T)]
-        # 1. inverse frequencies
+        # 1. inverse frequencies (gpt2: learned positions, no RoPE)
         got, got_af = ffn_freqs(driver, d, T)
-        want, want_af = inv_freq(cfg, T)
+        if cfg["model_type"] == "gpt2":
+            cfg_r = dict(cfg, hidden_size=cfg["n_embd"], num_attention_heads=cfg["n_head"],
+                         max_position_embeddings=cfg["n_positions"])
+        else:
+            cfg_r = cfg
+        want, want_af = inv_freq(cfg_r, T)
         ok = got is not None and got.shape == want.shape and \
             float(((got - want).abs() / want.abs()).max()) <= TOL_FREQ and abs(got_af - want_af) <= 1e-12 * want_af
-        check(ok, f"{name}: inverse frequencies ({len(want)}) and attention factor {want_af:.6g} match")
+        if cfg["model_type"] != "gpt2":
+            check(ok, f"{name}: inverse frequencies ({len(want)}) and attention factor {want_af:.6g} match")
         # 2. logits
         got = tc.ffn_logits(d, tokens, tmp, name)
         ref = forward(cfg, W, tokens).numpy()

@@ -4,7 +4,9 @@ features of the model (include/ffn/model.h) against PyTorch autograd in
 float64: head_dim != D/H, partial rotary dims, RoPE scaling (linear,
 dynamic, llama3, yarn with its attention factor), q/k RMSNorm per head
 (qwen3) and over the whole projection (olmoe), Gemma's RMSNorm weight
-(1 + w), embedding scale and GeGLU (gelu_pytorch_tanh).
+(1 + w), embedding scale and GeGLU (gelu_pytorch_tanh), and GPT-2
+(LayerNorm with biases, learned position embeddings, q/k/v and o_proj
+biases, dense gelu_new MLP with biases, tied head).
 
 The C side is tests/parity/model_driver.c (the driver of test_model.py):
 a config.json goes through ffn_model_config_load, random parameters are
@@ -55,7 +57,36 @@ def rope(x, cos, sin, R):
     return torch.cat((xr * cos + rot * sin, xp), dim=-1)
 
 
+def gpt2_reference(P, cfg, tokens, targets):
+    """GPT-2 on the model's table names: LayerNorm with biases, learned
+    positions, q/k/v and o biases, dense gelu_new MLP with biases, tied."""
+    D, H, L, V = cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["vocab_size"]
+    Dh, eps = D // H, cfg["layer_norm_epsilon"]
+    B, T = tokens.shape
+
+    def ln(x, pre):
+        return torch.nn.functional.layer_norm(x, (D,), P[pre + ".weight"], P[pre + ".bias"], eps)
+
+    def lin(x, pre):
+        return x @ P[pre + ".weight"].T + P[pre + ".bias"]
+    x = P["model.embed_tokens.weight"][tokens] + P["model.embed_positions.weight"][:T]
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    for l in range(L):
+        pre = f"model.layers.{l}"
+        h = ln(x, f"{pre}.input_layernorm")
+        q, k, v = (lin(h, f"{pre}.self_attn.{n}_proj").view(B, T, H, Dh).transpose(1, 2) for n in "qkv")
+        att = torch.softmax(q @ k.transpose(-1, -2) / Dh ** 0.5 + mask, -1) @ v
+        x = x + lin(att.transpose(1, 2).reshape(B, T, D), f"{pre}.self_attn.o_proj")
+        h2 = ln(x, f"{pre}.post_attention_layernorm")
+        g = torch.nn.functional.gelu(lin(h2, f"{pre}.mlp.up_proj"), approximate="tanh")
+        x = x + lin(g, f"{pre}.mlp.down_proj")
+    logits = ln(x, "model.norm") @ P["model.embed_tokens.weight"].T
+    return logits, torch.nn.functional.cross_entropy(logits.view(-1, V), targets.view(-1), ignore_index=-1)
+
+
 def reference(P, cfg, tokens, targets):
+    if cfg.get("model_type") == "gpt2":
+        return gpt2_reference(P, cfg, tokens, targets)
     D, H, G = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     Dh, R, L, V = tf.head_dim(cfg), tf.rotary_dim(cfg), cfg["num_hidden_layers"], cfg["vocab_size"]
     eps, qkn = cfg["rms_norm_eps"], cfg.get("ffn_qk_norm", "none")
@@ -100,9 +131,13 @@ def reference(P, cfg, tokens, targets):
 
 
 def run_case(exe, tmp, name, cfg, B, T, seed):
-    print(f"== {name}: B={B} T={T} D={cfg['hidden_size']} H={cfg['num_attention_heads']} "
-          f"G={cfg['num_key_value_heads']} Dh={tf.head_dim(cfg)} R={tf.rotary_dim(cfg)} "
-          f"rope={tf.rope_params(cfg)[1]} qk_norm={cfg.get('ffn_qk_norm', 'none')}")
+    if cfg["model_type"] == "gpt2":
+        print(f"== {name}: B={B} T={T} D={cfg['n_embd']} H={cfg['n_head']} L={cfg['n_layer']} "
+              f"LayerNorm, learned positions, biases")
+    else:
+        print(f"== {name}: B={B} T={T} D={cfg['hidden_size']} H={cfg['num_attention_heads']} "
+              f"G={cfg['num_key_value_heads']} Dh={tf.head_dim(cfg)} R={tf.rotary_dim(cfg)} "
+              f"rope={tf.rope_params(cfg)[1]} qk_norm={cfg.get('ffn_qk_norm', 'none')}")
     d = os.path.join(tmp, name)
     os.makedirs(d, exist_ok=True)
     cpath = os.path.join(d, "config.json")
@@ -120,6 +155,8 @@ def run_case(exe, tmp, name, cfg, B, T, seed):
             nm == "model.norm.weight" else 1.0
         flat[off:off + numel] = (one + 0.2 * rng.standard_normal(numel)) if nm.endswith("norm.weight") \
             else 0.2 * rng.standard_normal(numel)
+        if nm == "model.embed_positions.weight":
+            flat[off:off + numel] *= 2.0
     V = cfg["vocab_size"]
     tokens = rng.integers(0, V, size=(B, T)).astype(np.int32)
     targets = rng.integers(0, V, size=(B, T)).astype(np.int32)
@@ -157,7 +194,7 @@ def run_case(exe, tmp, name, cfg, B, T, seed):
         if e / tol > worst[0]:
             worst = (e / tol, f"{nm} err {e:.3e} tol {tol:.3e}")
     print(f"  grads    {len(entries)} tensors, worst err/tol {worst[0]:.3f} ({worst[1]})")
-    if tf.rope_params(cfg)[1] != "dynamic":
+    if cfg["model_type"] == "gpt2" or tf.rope_params(cfg)[1] != "dynamic":
         steps = np.fromfile(os.path.join(d, "steps.f32"), dtype=np.float32).reshape(T, V)
         e3 = np.abs(steps - logits.detach().numpy()[0]).max()
         print(f"  KV cache steps vs torch {e3:.3e} (tol {TOL_CACHE:.0e})")
@@ -189,12 +226,17 @@ CASES = [
 ]
 
 
+GPT2 = dict(model_type="gpt2", vocab_size=31, n_embd=18, n_layer=2, n_head=3, n_positions=16, n_inner=22,
+            activation_function="gelu_new", layer_norm_epsilon=1e-5)
+CASES.append(("gpt2_layernorm_positions", dict(GPT2), 3, 7))
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ffn_famtrain_")
     exe = build_driver(tmp)
     bad = 0
     for i, (name, change, B, T) in enumerate(CASES):
-        cfg = dict(BASE)
+        cfg = dict(GPT2 if change.get("model_type") == "gpt2" else BASE)
         cfg.update(change)
         bad += not run_case(exe, tmp, name, cfg, B, T, 100 + i)
     print(f"{bad} failed case(s)")
