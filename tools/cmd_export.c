@@ -101,7 +101,8 @@ int cmd_export(int argc, char **argv) {
             st = ffn_checkpoint_save_llama2c(m, out);
         } else {
             ffn_hf_save_options o = {dtype, info.tokenizer_path[0] ? info.tokenizer_path : NULL,
-                                     info.tokenizer_is_llama2c, info.context_cap};
+                                     info.tokenizer_is_llama2c, info.context_cap,
+                                     info.model_type};
             st = ffn_checkpoint_save_hf(m, out, &o);
         }
     }

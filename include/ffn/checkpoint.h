@@ -147,6 +147,9 @@ typedef struct ffn_hf_save_options {
     int tokenizer_is_llama2c;   /* it is a tokenizer.bin (else ffn's tokenizer.txt) */
     int64_t context_cap;        /* > 0: write max_position_embeddings = min(the model's, this)
                                    (a source's sliding window: full attention is exact up to it) */
+    const char *model_type;     /* the source's model_type (ffn_checkpoint_info), or NULL: a
+                                   layout the config cannot tell apart ("phi3": fused qkv_proj
+                                   and gate_up_proj) is written back as its source had it */
 } ffn_hf_save_options;
 
 /* Write `model` as a Hugging Face directory `dir` (see the overview);

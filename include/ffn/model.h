@@ -9,7 +9,8 @@
  * Part of the public API; include <ffn.h>, not this file.
  *
  * Letters:  B batch, T sequence (positions), N = B·T tokens, D hidden_size,
- *           H attention heads, G key/value heads, Dh = D/H head dim,
+ *           H attention heads, G key/value heads, Dh head dim (head_dim,
+ *           by default D/H),
  *           F intermediate_size, E experts, K experts per token, V vocab,
  *           L layers.
  *
@@ -27,11 +28,17 @@
  *
  * Tensor names (W[out][in], y = x·Wᵀ + b, as in torch.nn.Linear):
  *   model.embed_tokens.weight                          (V, D)
- *   model.layers.{i}.input_layernorm.weight            (D)
+ *   model.embed_positions.weight                       (max_position_embeddings, D)
+ *                                                      (learned_positions only)
+ *   model.layers.{i}.input_layernorm.weight            (D)        (+ .bias with norm LAYER,
+ *                                                      as every norm below)
  *   model.layers.{i}.self_attn.q_proj.weight           (H·Dh, D)   (+ .bias (H·Dh) with attention_bias)
  *   model.layers.{i}.self_attn.k_proj.weight           (G·Dh, D)   (+ .bias)
  *   model.layers.{i}.self_attn.v_proj.weight           (G·Dh, D)   (+ .bias)
- *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)
+ *   model.layers.{i}.self_attn.q_norm.weight           (Dh) qk_norm HEAD, (H·Dh) FULL
+ *   model.layers.{i}.self_attn.k_norm.weight           (Dh) qk_norm HEAD, (G·Dh) FULL
+ *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)  (+ .bias (D) with
+ *                                                      attention_out_bias)
  *   model.layers.{i}.post_attention_layernorm.weight   (D)        (absent with mlp_type NONE)
  *   model.layers.{i}.mlp.gate_proj.weight              (F, D)     (gated only)   (+ .bias with mlp_bias)
  *   model.layers.{i}.mlp.up_proj.weight                (F, D)                    (+ .bias)
@@ -56,7 +63,10 @@
  *                         the default, used by ffn's own checkpoints and by
  *                         every HF safetensors checkpoint;
  *   FFN_ROPE_INTERLEAVED  llama2.c / Meta originals: pairs (2j, 2j+1).
- * Both use frequency theta^(-2j/Dh) for pair j and angle pos·freq.  A weight
+ * Both use frequency theta^(-2j/R) for pair j (R = Dh, or the rotary dim of
+ * partial_rotary_factor: then only a head's first R features rotate, pairs
+ * within them, the rest pass through), scaled as rope_scaling says, and
+ * angle pos·freq.  A weight
  * file written for one convention runs under the other only after permuting
  * the rows of q_proj/k_proj (the loader's job, not the model's).
  *
@@ -117,6 +127,57 @@ typedef enum ffn_model_mlp {
     FFN_MODEL_MLP_GATED     /* y = down(act(gate(x)) ⊙ up(x)) (GLU family) */
 } ffn_model_mlp;
 
+/* RoPE frequency scaling (Hugging Face `rope_scaling` / `rope_parameters`,
+ * formulas of transformers' modeling_rope_utils.py).  With rotary dim R
+ * (see partial_rotary_factor), base inverse frequencies
+ * f_j = theta^(-2j/R), j < R/2, and O = original_max_position_embeddings
+ * (0: max_position_embeddings):
+ *   LINEAR   f_j / factor
+ *   DYNAMIC  NTK: theta' = theta·(factor·S/O − (factor − 1))^(R/(R−2)) with
+ *            S = max(O, the sequence length of the call): a batched forward
+ *            uses its T, a KV-cache step its position + 1 (keys already in
+ *            the cache keep the rotation they were written with, as in HF)
+ *   LLAMA3   wavelength w = 2π/f_j: w < O/high_freq_factor kept,
+ *            w > O/low_freq_factor divided by factor, in between
+ *            (1 − s)·f/factor + s·f with s = (O/w − low)/(high − low)
+ *   YARN     ramp between f/factor (interpolation) and f (extrapolation)
+ *            over the dims [floor(d(beta_fast)), ceil(d(beta_slow))],
+ *            d(r) = R·ln(O/(2πr))/(2 ln theta); cos and sin are multiplied
+ *            by attention_factor (0: mscale rule: 0.1·ln(factor) + 1, or
+ *            get_mscale(factor, mscale)/get_mscale(factor, mscale_all_dim)
+ *            when both are set). */
+typedef enum ffn_rope_scaling_type {
+    FFN_ROPE_SCALING_NONE = 0, /* "default" */
+    FFN_ROPE_SCALING_LINEAR,
+    FFN_ROPE_SCALING_DYNAMIC,
+    FFN_ROPE_SCALING_LLAMA3,
+    FFN_ROPE_SCALING_YARN
+} ffn_rope_scaling_type;
+
+typedef struct ffn_rope_scaling {
+    ffn_rope_scaling_type type;
+    double factor;                    /* >= 1 (all types) */
+    double low_freq_factor;           /* llama3 */
+    double high_freq_factor;          /* llama3 (> low_freq_factor) */
+    int64_t original_max_position_embeddings; /* O; 0: max_position_embeddings */
+    double beta_fast, beta_slow;      /* yarn; 0: 32 and 1 */
+    double attention_factor;          /* yarn; 0: from factor (and mscale) */
+    double mscale, mscale_all_dim;    /* yarn; 0: unset */
+} ffn_rope_scaling;
+
+/* Normalisation of q and k before RoPE (Qwen3, OLMoE / OLMo-2). */
+typedef enum ffn_qk_norm {
+    FFN_QK_NORM_NONE = 0,
+    FFN_QK_NORM_HEAD,  /* RMSNorm over each head's Dh features, weights (Dh) (qwen3) */
+    FFN_QK_NORM_FULL   /* RMSNorm over the whole projection, weights (H·Dh) / (G·Dh) (olmoe) */
+} ffn_qk_norm;
+
+/* The block and final norms. */
+typedef enum ffn_norm_type {
+    FFN_NORM_RMS = 0,  /* RMSNorm, weight only (Llama and most) */
+    FFN_NORM_LAYER     /* LayerNorm with weight and bias (GPT-2) */
+} ffn_norm_type;
+
 /* Hugging Face Llama names where one exists.  Fill with
  * ffn_model_config_default() then change fields. */
 typedef struct ffn_model_config {
@@ -148,6 +209,19 @@ typedef struct ffn_model_config {
     double router_aux_loss_coef;     /* load-balancing loss weight (0.01) */
     double router_z_loss_coef;       /* router z-loss weight (0.001) */
     int64_t shared_expert_intermediate_size; /* 0: no shared expert (needs moe.h support) */
+    /* Beyond Llama (all 0 = Llama). */
+    int64_t head_dim;                /* Dh; 0: hidden_size / num_attention_heads */
+    double partial_rotary_factor;    /* RoPE rotates the first R = int(Dh·this) features of a
+                                        head (R even); 0 means 1 */
+    ffn_rope_scaling rope_scaling;   /* type NONE: plain RoPE */
+    ffn_qk_norm qk_norm;             /* RMSNorm on q and k after the projection, before RoPE */
+    double norm_weight_offset;       /* RMSNorm weight is (offset + w): Gemma 1, else 0 */
+    double embed_scale;              /* embeddings times this (Gemma: sqrt(D) rounded to
+                                        float, as HF rounds it to the compute dtype); 0 = 1 */
+    ffn_norm_type norm_type;         /* LAYER: every norm has a .bias (norm eps: rms_norm_eps) */
+    int learned_positions;           /* 1: a learned position embedding (max_position_embeddings,
+                                        D) is added to the token's, and there is no RoPE (GPT-2) */
+    int attention_out_bias;          /* o_proj has a bias (GPT-2) */
 } ffn_model_config;
 
 /* Defaults: a small model that trains in minutes on a CPU.
@@ -176,7 +250,21 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *t
  * intermediate_size).  Aliases: num_local_experts, n_routed_experts ->
  * num_experts; decoder_sparse_step -> moe_layer_freq.  ffn's own keys:
  * "mlp_type": "none"|"dense"|"gated", "rope_style": "half"|"interleaved"
- * (absent: half).  A family name in hidden_act ("swiglu") implies gated.
+ * (absent: half), "ffn_qk_norm": "none"|"head"|"full".  A family name in
+ * hidden_act ("swiglu") implies gated.  Also read: head_dim,
+ * partial_rotary_factor, rope_scaling or rope_parameters (rope_type or
+ * type: default, linear, dynamic, llama3, yarn; any other type is an error
+ * naming the field); model_type qwen3 implies qk_norm HEAD and head_dim 128
+ * when absent; gemma implies norm_weight_offset 1, embed_scale
+ * (float)sqrt(D), gated with the act of hidden_activation (absent:
+ * gelu_pytorch_tanh), head_dim 256 and a tied head when absent.  ffn's
+ * keys "ffn_norm_weight_offset", "ffn_embed_scale" carry the same; olmoe
+ * implies qk_norm FULL and experts of intermediate_size; gpt2 is read from
+ * its own keys (n_embd, n_layer, n_head, n_positions, n_inner,
+ * activation_function, layer_norm_epsilon) as norm LAYER, learned
+ * positions, q/k/v and o biases, a dense MLP with biases and a tied head
+ * ("ffn_norm_type", "ffn_learned_positions", "ffn_attention_out_bias" are
+ * ffn's keys for these).
  * Unknown keys are ignored; the result is validated and errors name the
  * file and the field.
  * Save: writes every field above (so a load gives the config back), with

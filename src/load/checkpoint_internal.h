@@ -9,6 +9,8 @@
 #define FFN_CHECKPOINT_INTERNAL_H
 
 #include "ffn/model.h"
+
+#include <stdio.h>
 #include "base/common.h"
 #include "base/dirswap.h"
 #include "ffn/checkpoint.h"
@@ -74,5 +76,23 @@ typedef struct hf_index {
 
 ffn_status hf_index_parse(const char *text, size_t len, const char *name, hf_index *out);
 void hf_index_free(hf_index *index);
+
+/* Families whose files do not hold the model's table names one to one
+ * (src/load/hf_families.c).  hf_family_tensor gives the file's name of
+ * table tensor t in *out: HF_MAP_SAME (the table's name, Mixtral's renames
+ * aside), HF_MAP_RENAMED, HF_MAP_FUSED (one file tensor of *rows rows also
+ * fills the adjacent tensors that follow t in the flat block: phi3
+ * qkv_proj / gate_up_proj, gpt2 c_attn) or HF_MAP_COVERED (no tensor of
+ * its own: a fused one holds it).  *transpose: the file stores the matrix
+ * [in, out] (GPT-2 Conv1D).  hf_family_ignorable: buffers such files carry
+ * that are no parameters.  hf_family_is_gpt2: the config is GPT-2's
+ * architecture.  hf_write_gpt2_config: its config.json keys. */
+enum { HF_MAP_SAME, HF_MAP_RENAMED, HF_MAP_FUSED, HF_MAP_COVERED };
+int hf_family_tensor(const ffn_model_tensor *t, const char *model_type, const ffn_model_config *c,
+                     char *out, size_t cap, int64_t *rows, int *transpose);
+int hf_family_ignorable(const char *name, const char *model_type);
+int hf_family_is_gpt2(const ffn_model_config *c);
+ffn_status hf_write_gpt2_config(const ffn_model_config *c, const char *dtype, int64_t ctx_len,
+                                FILE *f);
 
 #endif /* FFN_CHECKPOINT_INTERNAL_H */

@@ -26,6 +26,7 @@
 #include "format/json.h"
 #include "ffn/safetensors.h"
 #include "base/dirswap.h"
+#include "nn/model_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -114,7 +115,8 @@ static int plain_file_name(const char *s, size_t n) {
 
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
-static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
+static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
+                                     "gemma", "phi3", "olmoe", "gpt2"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -133,7 +135,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, mixtral or qwen2_moe)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, olmoe or gpt2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -145,24 +147,8 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
             snprintf(extra->experts_key, sizeof extra->experts_key, "%s", expert_keys[i]);
     }
     extra->is_ffn = json_get(root, "ffn_tokenizer") != NULL || json_get(root, "rope_style") != NULL;
-    const json_value *v = json_get(root, "rope_scaling");
-    if (v && v->type != JSON_NULL) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: rope_scaling is set; scaled RoPE (linear, "
-                       "dynamic, yarn, llama3) is not supported", name);
-        goto done;
-    }
-    int64_t hidden = 0, heads = 0, head_dim = 0;
-    if ((st = json_get_i64(root, "hidden_size", 0, name, &hidden)) ||
-        (st = json_get_i64(root, "num_attention_heads", 0, name, &heads)) ||
-        (st = json_get_i64(root, "head_dim", 0, name, &head_dim)))
-        goto done;
-    if (head_dim != 0 && (heads <= 0 || head_dim * heads != hidden || hidden / heads != head_dim)) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: head_dim %lld differs from hidden_size / "
-                       "num_attention_heads (%lld / %lld); not supported", name,
-                       (long long)head_dim, (long long)hidden, (long long)heads);
-        goto done;
-    }
-    v = json_get(root, "mlp_only_layers");
+    /* rope_scaling, rope_parameters and head_dim: ffn_model_config_load */
+    const json_value *v = json_get(root, "mlp_only_layers");
     if (v && v->type != JSON_NULL && !(v->type == JSON_ARRAY && v->length == 0)) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: mlp_only_layers: only an empty list is "
                        "supported (use decoder_sparse_step for regular patterns)", name);
@@ -170,12 +156,13 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     }
     int attention_bias = 0;
     if ((st = json_get_bool(root, "attention_bias", 0, name, &attention_bias))) goto done;
-    if (attention_bias && !extra->is_ffn && !strcmp(type, "llama")) {
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: attention_bias true for model_type llama also "
-                       "puts a bias on o_proj, which ffn's attention does not have", name);
+    if (attention_bias && !extra->is_ffn && (!strcmp(type, "llama") || !strcmp(type, "qwen3"))) {
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: attention_bias true for model_type %s also "
+                       "puts a bias on o_proj, which ffn's attention does not have", name, type);
         goto done;
     }
-    int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0;
+    int use_window = strcmp(type, "mistral") == 0 || strcmp(type, "mixtral") == 0 ||
+                     strcmp(type, "phi3") == 0;
     if ((st = json_get_bool(root, "use_sliding_window", 0, name, &use_window))) goto done;
     if (use_window) {
         int64_t w = 0;
@@ -417,6 +404,7 @@ static void file_name_of(const char *model_name, const char *model_type, char *o
 
 /* Tensors a file may hold that the model does not use. */
 static int ignorable(const char *name, const ffn_model_config *cfg) {
+    if (cfg->learned_positions && hf_family_ignorable(name, "gpt2")) return 1;
     size_t n = strlen(name);
     const char *inv = "rotary_emb.inv_freq";
     size_t ni = strlen(inv);
@@ -427,6 +415,8 @@ static int ignorable(const char *name, const ffn_model_config *cfg) {
 typedef struct wanted {
     char *file_name;   /* the name in the file */
     int64_t tensor;    /* index in the model's table */
+    int64_t rows;      /* > 0: a fused tensor of this many rows (see hf_family_tensor) */
+    int transpose;     /* stored [in, out] (GPT-2 Conv1D) */
     int64_t shard;     /* which weight file */
     int done;
 } wanted;
@@ -436,7 +426,7 @@ static int by_file_name(const void *a, const void *b) {
 }
 
 static wanted *find_wanted(wanted *w, int64_t n, const char *name) {
-    wanted key = {(char *)name, 0, 0, 0};
+    wanted key = {(char *)name, 0, 0, 0, 0, 0};
     return bsearch(&key, w, (size_t)n, sizeof *w, by_file_name);
 }
 
@@ -468,6 +458,28 @@ static void convert_chunked(float *dst, const ffn_st_tensor *t) {
     }
 }
 
+/* The same for a matrix stored [in, out] (t->shape): dst gets it (out, in). */
+static void convert_transposed(float *dst, const ffn_st_tensor *t) {
+    const unsigned char *src = t->data;
+    const size_t esize = ffn_dtype_size(t->dtype);
+    const int64_t in = t->shape[0], out = t->shape[1];
+    for (int64_t i = 0; i < in; i++) {
+        const unsigned char *row = src + (size_t)(i * out) * esize;
+        for (int64_t o = 0; o < out; o++) {
+            float v;
+            if (t->dtype == FFN_DTYPE_F32) {
+                memcpy(&v, row + 4 * o, 4);
+            } else {
+                uint16_t h;
+                memcpy(&h, row + 2 * o, 2);
+                v = t->dtype == FFN_DTYPE_F16 ? ffn_f16_to_f32(h) : ffn_bf16_to_f32(h);
+            }
+            dst[o * in + i] = v;
+        }
+        ckpt_drop_pages(row, (size_t)out * esize);
+    }
+}
+
 static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkpoint_info *info) {
     const int64_t nt = ffn_model_num_tensors(m);
     float *params = ffn_model_params(m, NULL);
@@ -485,16 +497,24 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         st = ffn_error(FFN_ERR_NOMEM, "out of memory");
         goto done;
     }
+    int64_t nw = 0; /* the tensors the files hold: nt less those a fused one covers */
     for (int64_t i = 0; i < nt; i++) {
         char fn[256];
-        file_name_of(ffn_model_tensor_at(m, i)->name, s->extra.model_type, fn, sizeof fn);
-        if (!(w[i].file_name = strdup(fn))) {
+        int64_t rows = 0;
+        int transpose = 0;
+        const ffn_model_tensor *mt = ffn_model_tensor_at(m, i);
+        int map = hf_family_tensor(mt, s->extra.model_type, &s->cfg, fn, sizeof fn, &rows, &transpose);
+        if (map == HF_MAP_COVERED) continue;
+        if (map == HF_MAP_SAME) file_name_of(mt->name, s->extra.model_type, fn, sizeof fn);
+        if (!(w[nw].file_name = strdup(fn))) {
             st = ffn_error(FFN_ERR_NOMEM, "out of memory");
             goto done;
         }
-        w[i].tensor = i;
+        w[nw].tensor = i;
+        w[nw].transpose = transpose;
+        w[nw++].rows = rows;
     }
-    qsort(w, (size_t)nt, sizeof *w, by_file_name);
+    qsort(w, (size_t)nw, sizeof *w, by_file_name);
     int sharded = !path_is_file(single);
     if (sharded) {
         if (!path_is_file(index_path)) {
@@ -523,7 +543,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             char **at = bsearch(&ix.names[k], sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix, by_cstr);
             sorted_ix_id[at - sorted_ix] = k;
         }
-        for (int64_t i = 0; i < nt; i++) {
+        for (int64_t i = 0; i < nw; i++) {
             char **hit = bsearch(&w[i].file_name, sorted_ix, (size_t)ix.n_tensors, sizeof *sorted_ix,
                                  by_cstr);
             if (!hit) {
@@ -535,7 +555,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             w[i].shard = ix.file_of[sorted_ix_id[hit - sorted_ix]];
         }
         for (int64_t i = 0; i < ix.n_tensors; i++)
-            if (!find_wanted(w, nt, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
+            if (!find_wanted(w, nw, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is not part of the model that "
                                "config.json describes (%lld layers, model_type %s)", index_path,
                                ix.names[i], (long long)s->cfg.num_hidden_layers, s->extra.model_type);
@@ -567,7 +587,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         for (size_t k = 0; k < cnt && st == FFN_OK; k++) {
             ffn_st_tensor t;
             if ((st = ffn_st_get(sf, k, &t))) break;
-            wanted *hit = find_wanted(w, nt, t.name);
+            wanted *hit = find_wanted(w, nw, t.name);
             if ((!hit || hit->shard != f) && !ignorable(t.name, &s->cfg))
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is %s (config.json: %lld layers, "
                                "model_type %s)", path, t.name,
@@ -575,20 +595,60 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
                                    : "not part of the model that config.json describes",
                                (long long)s->cfg.num_hidden_layers, s->extra.model_type);
         }
-        for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+        for (int64_t i = 0; i < nw && st == FFN_OK; i++) {
             if (w[i].shard != f) continue;
             const ffn_model_tensor *mt = ffn_model_tensor_at(m, w[i].tensor);
             ffn_st_tensor t;
             if ((st = ffn_st_find(sf, w[i].file_name, &t))) break;
-            if ((st = ffn_st_check_shape(sf, &t, mt->ndim, mt->shape))) break;
+            if (w[i].rows > 0 || w[i].transpose) { /* the family's own layout */
+                const int64_t rows = w[i].rows > 0 ? w[i].rows : mt->shape[0];
+                const int nd = mt->ndim;
+                const int64_t want[2] = {w[i].transpose ? mt->shape[1] : rows,
+                                         w[i].transpose ? rows : mt->shape[1]};
+                if (t.ndim != nd || t.shape[0] != want[0] || (nd == 2 && t.shape[1] != want[1])) {
+                    const ffn_model_config *c = &s->cfg;
+                    const int qkv = strstr(w[i].file_name, "qkv_proj") != NULL ||
+                                    strstr(w[i].file_name, "c_attn") != NULL;
+                    const int64_t Dh = ffn_cfg_head_dim(c);
+                    char found[64] = "";
+                    for (int d = 0; d < t.ndim && d < 4; d++)
+                        snprintf(found + strlen(found), sizeof found - strlen(found), "%s%lld",
+                                 d ? ", " : "", (long long)t.shape[d]);
+                    if (w[i].rows == 0)
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s], expected [%lld, "
+                                       "%lld] (Conv1D weights are stored [in, out]) for config.json",
+                                       path, t.name, found, (long long)want[0], (long long)want[1]);
+                    else if (qkv)
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s] does not split into "
+                                       "q, k, v as config.json says: expected [%lld, %lld] = q %lld "
+                                       "(num_attention_heads %lld x head_dim %lld) + k %lld + v %lld "
+                                       "(num_key_value_heads %lld) rows of hidden_size %lld", path,
+                                       t.name, found, (long long)want[0], (long long)want[1],
+                                       (long long)(c->num_attention_heads * Dh),
+                                       (long long)c->num_attention_heads, (long long)Dh,
+                                       (long long)(c->num_key_value_heads * Dh),
+                                       (long long)(c->num_key_value_heads * Dh),
+                                       (long long)c->num_key_value_heads, (long long)want[1]);
+                    else
+                        st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: shape [%s] does not split into "
+                                       "gate and up as config.json says: expected [%lld, %lld] = 2 x "
+                                       "intermediate_size %lld rows of hidden_size %lld", path, t.name,
+                                       found, (long long)want[0], (long long)want[1],
+                                       (long long)c->intermediate_size, (long long)want[1]);
+                    break;
+                }
+            } else if ((st = ffn_st_check_shape(sf, &t, mt->ndim, mt->shape))) {
+                break;
+            }
             if (t.dtype != FFN_DTYPE_F32 && t.dtype != FFN_DTYPE_F16 && t.dtype != FFN_DTYPE_BF16) {
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: dtype %s, expected F32, F16 or BF16",
                                path, t.name, ffn_dtype_name(t.dtype));
                 break;
             }
             float *dst = params + mt->offset;
-            convert_chunked(dst, &t);
-            for (int64_t e = 0; e < mt->numel; e++)
+            if (w[i].transpose) convert_transposed(dst, &t);
+            else convert_chunked(dst, &t);
+            for (int64_t e = 0; e < t.numel; e++)
                 if (!isfinite(dst[e])) {
                     st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)",
                                    path, t.name, (long long)e, (double)dst[e]);
@@ -603,7 +663,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
     }
 done:
     if (w)
-        for (int64_t i = 0; i < nt; i++) free(w[i].file_name);
+        for (int64_t i = 0; i < nt; i++) free(w[i].file_name); /* calloc'd: past nw are NULL */
     free(w);
     free(sorted_ix);
     free(sorted_ix_id);
@@ -648,7 +708,8 @@ static int64_t sat_add(int64_t a, int64_t b) {
 static int64_t config_params(const ffn_model_config *c, const char *experts_key,
                              config_part parts[5], int64_t *n_tensors) {
     const int64_t D = c->hidden_size, V = c->vocab_size, L = c->num_hidden_layers;
-    const int64_t Dh = D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
+    const int64_t Dh = c->head_dim > 0 ? c->head_dim
+                       : D / (c->num_attention_heads > 0 ? c->num_attention_heads : 1);
     const int64_t HD = sat_mul(c->num_attention_heads, Dh);
     const int64_t C = sat_add(HD, sat_mul(2 * Dh, c->num_key_value_heads));
     const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
@@ -840,10 +901,20 @@ static ffn_status copy_file(const char *from, const char *to) {
 /* The model_type a model is written as, or NULL with *why set. */
 static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     *why = NULL;
+    if (hf_family_is_gpt2(c)) return "gpt2";
     if (c->mlp_type == FFN_MODEL_MLP_NONE) *why = "blocks without an FFN";
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
     if (c->num_experts > 0) {
+        if (c->qk_norm == FFN_QK_NORM_FULL && c->shared_expert_intermediate_size == 0 &&
+            c->moe_layer_freq == 1 && !c->attention_bias && !c->mlp_bias &&
+            c->norm_weight_offset == 0.0 && c->embed_scale == 0.0)
+            return "olmoe";
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            *why = "q/k norms in a MoE model other than OLMoE's (whole-projection norms, "
+                   "no shared expert, every layer MoE, no biases)";
+            return NULL;
+        }
         if (c->mlp_bias) {
             *why = "biases in MoE experts";
             return NULL;
@@ -852,6 +923,34 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
             !c->attention_bias && c->hidden_act == FFN_ACT_SILU)
             return "mixtral";
         return "qwen2_moe";
+    }
+    if (hf_family_is_gpt2(c)) return "gpt2";
+    if (c->norm_type != FFN_NORM_RMS || c->learned_positions || c->attention_out_bias) {
+        *why = "LayerNorm, learned positions or an o_proj bias outside GPT-2's architecture";
+        return NULL;
+    }
+    if (c->rope_style == FFN_ROPE_INTERLEAVED && ffn_cfg_rotary_dim(c) != ffn_cfg_head_dim(c)) {
+        *why = "interleaved RoPE on part of each head";
+        return NULL;
+    }
+    if (c->qk_norm == FFN_QK_NORM_FULL) {
+        *why = "a q/k norm over the whole projection in a dense model";
+        return NULL;
+    }
+    if (c->norm_weight_offset != 0.0 || c->embed_scale != 0.0) {
+        if (c->norm_weight_offset != 1.0 || c->embed_scale != (double)(float)sqrt((double)c->hidden_size) ||
+            c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias || c->mlp_bias) {
+            *why = "norm weight offset / embedding scale other than Gemma's (1 and sqrt(hidden_size))";
+            return NULL;
+        }
+        return "gemma";
+    }
+    if (c->qk_norm == FFN_QK_NORM_HEAD) {
+        if (c->attention_bias || c->mlp_bias) {
+            *why = "biases together with per-head q/k norms (qwen3 has none)";
+            return NULL;
+        }
+        return "qwen3";
     }
     if (c->attention_bias) {
         if (c->mlp_bias) {
@@ -869,24 +968,55 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     if (context_cap > 0 && context_cap < ctx_len) ctx_len = context_cap;
     FILE *f = fopen(path, "w");
     if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    if (!strcmp(type, "gpt2")) {
+        ffn_status gs = hf_write_gpt2_config(c, dtype, ctx_len, f);
+        if (fclose(f) != 0 && gs == FFN_OK)
+            gs = ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return gs ? ffn_error_prefix(gs, "%s", path) : FFN_OK;
+    }
     const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
     const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
-                       : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
+                       : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
+                       : !strcmp(type, "gemma") ? "GemmaForCausalLM"
+                       : !strcmp(type, "phi3") ? "Phi3ForCausalLM"
+                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
             (long long)c->vocab_size, (long long)c->hidden_size,
-            (long long)(mixtral ? Fe : c->intermediate_size));
+            (long long)(mixtral || !strcmp(type, "olmoe") ? Fe : c->intermediate_size));
     fprintf(f, "  \"num_hidden_layers\": %lld,\n  \"num_attention_heads\": %lld,\n"
             "  \"num_key_value_heads\": %lld,\n  \"max_position_embeddings\": %lld,\n",
             (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
             (long long)c->num_key_value_heads, (long long)ctx_len);
-    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n  \"rope_scaling\": null,\n",
-            c->rope_theta, c->rms_norm_eps);
+    fprintf(f, "  \"rope_theta\": %.17g,\n  \"rms_norm_eps\": %.17g,\n", c->rope_theta,
+            c->rms_norm_eps);
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_NONE) fprintf(f, "  \"rope_scaling\": null,\n");
+    ffn_config_hf_write_extras(f, c, 0);
+    if (!strcmp(type, "gemma")) { /* the MLP reads hidden_activation; head_dim absent is 256 */
+        if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
+        fprintf(f, "  \"hidden_activation\": ");
+        json_write_string(f, ffn_act_name(c->hidden_act));
+        fprintf(f, ",\n  \"attention_bias\": false,\n");
+    }
+    if (!strcmp(type, "qwen3")) { /* head_dim absent means 128 there: always written */
+        if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
+        fprintf(f, "  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
+                "  \"sliding_window\": null,\n");
+    }
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"hidden_act\": ",
             c->tie_word_embeddings ? "true" : "false");
     json_write_string(f, ffn_act_name(c->hidden_act));
     fprintf(f, ",\n");
+    if (!strcmp(type, "phi3"))
+        fprintf(f, "  \"sliding_window\": null,\n");
+    if (!strcmp(type, "olmoe")) /* experts are intermediate_size wide there */
+        fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
+                "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"
+                "  \"attention_bias\": false,\n  \"clip_qkv\": null,\n",
+                (long long)c->num_experts, (long long)c->num_experts_per_tok,
+                c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef);
     if (!strcmp(type, "llama"))
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
     if (!strcmp(type, "qwen2") || qmoe)
@@ -936,6 +1066,10 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     if (!model || !dir) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_checkpoint_save_hf: NULL argument");
     const ffn_model_config *c = ffn_model_get_config(model);
     const char *why, *type = hf_type_for(c, &why);
+    /* a llama-shaped model from a phi3 checkpoint goes back to phi3's fused layout */
+    if (type && !strcmp(type, "llama") && opts && opts->model_type &&
+        !strcmp(opts->model_type, "phi3") && c->rope_style == FFN_ROPE_HALF && !c->mlp_bias)
+        type = "phi3";
     if (!type)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: a Hugging Face Llama-family layout cannot "
                          "express this model: %s", dir, why);
@@ -957,7 +1091,7 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
         return st;
     }
     const int perm = c->rope_style == FFN_ROPE_INTERLEAVED;
-    const int64_t Dh = c->hidden_size / c->num_attention_heads;
+    const int64_t Dh = ffn_cfg_head_dim(c);
     const float *params = ffn_model_params(model, NULL);
     const char *tok_name = NULL;
     if (opts && opts->tokenizer_path)
@@ -977,6 +1111,28 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(model, i);
         char fn[256];
+        int64_t fused_rows = 0;
+        int transpose = 0;
+        const int map = hf_family_tensor(t, type, c, fn, sizeof fn, &fused_rows, &transpose);
+        if (map == HF_MAP_COVERED) continue;
+        if (map == HF_MAP_FUSED || map == HF_MAP_RENAMED) { /* fused: adjacent in the flat block */
+            const int64_t rows = fused_rows > 0 ? fused_rows : t->shape[0], cols = t->shape[1];
+            const float *data = params + t->offset;
+            if (transpose) { /* (rows, cols) -> [cols, rows] */
+                free(buf);
+                buf = malloc((size_t)(rows * cols) * sizeof(float));
+                if (!buf) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                for (int64_t r = 0; r < rows; r++)
+                    for (int64_t k = 0; k < cols; k++) buf[k * rows + r] = data[r * cols + k];
+                data = buf;
+            }
+            const int64_t shape[2] = {transpose ? cols : rows, transpose ? rows : cols};
+            st = ffn_st_writer_add_f32(w, fn, dtype, t->ndim, shape, data);
+            continue;
+        }
         file_name_of(t->name, type, fn, sizeof fn);
         const float *src = params + t->offset;
         int64_t heads = perm ? rope_heads_of(t, c) : 0;

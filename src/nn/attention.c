@@ -53,11 +53,19 @@ void ffn_rope_tables(float *cos_t, float *sin_t, int64_t max_pos, int64_t head_d
     }
 }
 
-/* (x1, x2) -> (x1 c − x2 s, x2 c + x1 s); the inverse uses −s. */
 void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, int64_t n_heads,
                     int64_t head_dim, int style, const float *cos_t, const float *sin_t,
                     int inverse) {
-    int64_t half = head_dim / 2;
+    ffn_rope_apply_dims(x, ld, n, T, pos0, n_heads, head_dim, head_dim, style, cos_t, sin_t,
+                        inverse);
+}
+
+/* (x1, x2) -> (x1 c − x2 s, x2 c + x1 s); the inverse uses −s.  Only the
+ * first rot_dim features of a head take part. */
+void ffn_rope_apply_dims(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0,
+                         int64_t n_heads, int64_t head_dim, int64_t rot_dim, int style,
+                         const float *cos_t, const float *sin_t, int inverse) {
+    int64_t half = rot_dim / 2;
     float sign = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for schedule(static) if (n * n_heads * head_dim > 32768)
     for (int64_t r = 0; r < n; r++) {

@@ -74,12 +74,36 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
         if (pos[i].v < 1 || pos[i].v > lim)
             return CFG_ERR("%s: expected 1..%lld, got %lld", pos[i].name, (long long)lim,
                            (long long)pos[i].v);
-    if (c->hidden_size % c->num_attention_heads)
+    if (c->head_dim < 0 || c->head_dim > 65536)
+        return CFG_ERR("head_dim: expected 0 (hidden_size / num_attention_heads) or 1..65536, "
+                       "got %lld", (long long)c->head_dim);
+    if (c->head_dim == 0 && c->hidden_size % c->num_attention_heads)
         return CFG_ERR("num_attention_heads: %lld does not divide hidden_size %lld",
                        (long long)c->num_attention_heads, (long long)c->hidden_size);
-    if ((c->hidden_size / c->num_attention_heads) % 2)
-        return CFG_ERR("hidden_size / num_attention_heads: head dim %lld must be even (RoPE pairs)",
-                       (long long)(c->hidden_size / c->num_attention_heads));
+    if (ffn_cfg_head_dim(c) % 2)
+        return CFG_ERR("head_dim: head dim %lld must be even (RoPE pairs)",
+                       (long long)ffn_cfg_head_dim(c));
+    if (!(c->partial_rotary_factor >= 0.0) || !(c->partial_rotary_factor <= 1.0))
+        return CFG_ERR("partial_rotary_factor: expected 0 < factor <= 1, got %g",
+                       c->partial_rotary_factor);
+    if (!c->learned_positions && (ffn_cfg_rotary_dim(c) < 2 || ffn_cfg_rotary_dim(c) % 2))
+        return CFG_ERR("partial_rotary_factor: %g of head dim %lld gives rotary dim %lld, "
+                       "expected an even number >= 2", c->partial_rotary_factor,
+                       (long long)ffn_cfg_head_dim(c), (long long)ffn_cfg_rotary_dim(c));
+    if ((int)c->qk_norm < FFN_QK_NORM_NONE || (int)c->qk_norm > FFN_QK_NORM_FULL)
+        return CFG_ERR("qk_norm: unknown value %d", (int)c->qk_norm);
+    ffn_status rs = ffn_rope_scaling_validate(c);
+    if (rs) return rs;
+    if (!(c->norm_weight_offset >= -4.0 && c->norm_weight_offset <= 4.0))
+        return CFG_ERR("norm_weight_offset: expected -4..4 (Gemma: 1), got %g", c->norm_weight_offset);
+    if (!(c->embed_scale >= 0.0 && c->embed_scale <= 1e6))
+        return CFG_ERR("embed_scale: expected 0 (none) or a positive number, got %g", c->embed_scale);
+    if ((int)c->norm_type < FFN_NORM_RMS || (int)c->norm_type > FFN_NORM_LAYER)
+        return CFG_ERR("norm_type: unknown value %d (expected rms or layer)", (int)c->norm_type);
+    if (c->norm_type == FFN_NORM_LAYER && c->norm_weight_offset != 0.0)
+        return CFG_ERR("norm_weight_offset: %g is for RMSNorm; LayerNorm has none", c->norm_weight_offset);
+    if (c->learned_positions && c->rope_scaling.type != FFN_ROPE_SCALING_NONE)
+        return CFG_ERR("rope_scaling: learned position embeddings have no RoPE to scale");
     if (c->num_key_value_heads > c->num_attention_heads ||
         c->num_attention_heads % c->num_key_value_heads)
         return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
@@ -127,7 +151,9 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     }
     /* Every tensor must be addressable: V·D, F·D, E·Fe·D, (H+2G)·Dh·D. */
     int64_t t;
-    if (ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||
+    if (ffn_mul_i64(c->num_attention_heads + 2 * c->num_key_value_heads, ffn_cfg_head_dim(c), &t) ||
+        ffn_mul_i64(t, c->hidden_size, &t) || t > ((int64_t)1 << 40) ||
+        ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||
         ffn_mul_i64(c->intermediate_size > 0 ? c->intermediate_size : 1, c->hidden_size * 3, &t) ||
         ffn_mul_i64(c->num_experts > 0 ? c->num_experts : 1, c->hidden_size, &t) ||
         ffn_mul_i64(t, moe_width(c) > 0 ? moe_width(c) * 3 : 1, &t) ||
@@ -143,19 +169,24 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *c, int64_t *tot
                                          int64_t *active) {
     ffn_status st = ffn_model_config_validate(c);
     if (st) return st;
-    const int64_t D = c->hidden_size, V = c->vocab_size, Dh = D / c->num_attention_heads;
+    const int64_t D = c->hidden_size, V = c->vocab_size, Dh = ffn_cfg_head_dim(c);
     const int64_t C = (c->num_attention_heads + 2 * c->num_key_value_heads) * Dh;
+    const int64_t qkn = c->qk_norm == FFN_QK_NORM_HEAD ? 2 * Dh
+                        : c->qk_norm == FFN_QK_NORM_FULL ? C - c->num_key_value_heads * Dh : 0;
     const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
-    int64_t n = V * D + D + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
+    const int ln = c->norm_type == FFN_NORM_LAYER;
+    int64_t n = V * D + D * (ln ? 2 : 1) + (c->tie_word_embeddings ? 0 : V * D), idle = 0;
+    if (c->learned_positions) n += c->max_position_embeddings * D;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
-        n += D + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh;
+        n += D * (ln ? 2 : 1) + C * D + (c->attention_bias ? C : 0) + D * c->num_attention_heads * Dh +
+             qkn + (c->attention_out_bias ? D : 0);
         if (ffn_model_config_layer_is_moe(c, l)) {
             const int64_t E = c->num_experts, Fs = c->shared_expert_intermediate_size;
             const int64_t per = ffn_params(gated, c->mlp_bias, moe_width(c), D);
-            n += D + E * D + E * per + (Fs > 0 ? ffn_params(gated, c->mlp_bias, Fs, D) + D : 0);
+            n += D * (ln ? 2 : 1) + E * D + E * per + (Fs > 0 ? ffn_params(gated, c->mlp_bias, Fs, D) + D : 0);
             idle += (E - c->num_experts_per_tok) * per;
         } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
-            n += D + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
+            n += D * (ln ? 2 : 1) + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
         }
     }
     if (total) *total = n;
@@ -179,6 +210,11 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     const char *model_type = "llama";
     if ((st = json_get_str(root, "model_type", 0, path, &model_type))) goto done;
     int qwen = strncmp(model_type, "qwen2", 5) == 0, mixtral = strcmp(model_type, "mixtral") == 0;
+    if (!strcmp(model_type, "gpt2")) { /* keys of its own (n_embd, ...) */
+        c.router_aux_loss_coef = c.router_z_loss_coef = 0.0;
+        if ((st = ffn_config_hf_gpt2(root, path, &c))) goto done;
+        goto extras;
+    }
     /* Absent fields take the Hugging Face LlamaConfig defaults. */
     c.tie_word_embeddings = 0;
     c.rms_norm_eps = 1e-6;
@@ -259,6 +295,8 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     }
     if (c.num_experts > 0 && c.moe_intermediate_size == 0 && mixtral)
         c.moe_intermediate_size = c.intermediate_size;
+extras:
+    if ((st = ffn_config_hf_extras(root, path, model_type, &c))) goto done;
     if ((st = ffn_model_config_validate(&c))) {
         st = ffn_error_prefix(st, "%s", path);
         goto done;
@@ -313,6 +351,7 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
             (long long)moe_width(c), (long long)c->moe_layer_freq,
             c->norm_topk_prob ? "true" : "false", shortest(b1, c->router_aux_loss_coef),
             shortest(b2, c->router_z_loss_coef), (long long)c->shared_expert_intermediate_size);
+    ffn_config_hf_write_extras(f, c, 1);
     fprintf(f, "  \"torch_dtype\": \"float32\"\n}\n");
     if (ferror(f) | fclose(f)) return ffn_error(FFN_ERR_IO, "%s: write failed", path);
     return FFN_OK;
@@ -323,8 +362,11 @@ ffn_status ffn_model_config_save(const ffn_model_config *c, const char *path) {
 /* Pointers of one block's tensors into one flat block (params or grads). */
 typedef struct block_tensors {
     float *attn_norm;          /* (D) */
+    float *attn_norm_b, *mlp_norm_b; /* (D) each with norm LAYER, else NULL */
+    float *bo;                 /* (D) with attention_out_bias, else NULL */
     float *wqkv;               /* (C, D): q rows, then k rows, then v rows */
     float *bqkv;               /* (C) or NULL */
+    float *q_norm, *k_norm;    /* (Dh) each with qk_norm HEAD, (H·Dh) / (G·Dh) FULL, else NULL */
     float *wo;                 /* (D, H·Dh) */
     float *mlp_norm;           /* (D) or NULL (mlp none) */
     ffn_layer_params mlp;      /* dense / gated block */
@@ -337,6 +379,8 @@ typedef struct block_acts {
     float *rstd1;  /* (N) */
     float *xn1;    /* (N, D) */
     float *qkv;    /* (N, C) after RoPE */
+    float *qk_pre; /* (N, H·Dh + G·Dh) q|k before their norm, training with qk_norm only */
+    float *qk_rstd; /* (N, H + G) training with qk_norm only */
     float *probs;  /* (B, H, T, T) training only */
     float *att;    /* (N, H·Dh) */
     float *mid;    /* (N, D) x + attention */
@@ -349,6 +393,7 @@ struct ffn_model {
     ffn_ctx *ctx;
     ffn_model_config cfg;
     int64_t D, H, G, Dh, C, V, L, F;
+    int64_t R;                      /* rotary dim (<= Dh) */
     int64_t max_batch, max_seq, max_n;
     int training;
     ffn_save_mode save; /* of the FFN / MoE layers */
@@ -362,6 +407,8 @@ struct ffn_model {
     ffn_layer_params *experts_p, *experts_g; /* (L, E) */
     float *embed, *final_norm, *head; /* params */
     float *g_embed, *g_final_norm, *g_head;
+    float *embed_pos, *g_embed_pos;   /* (max_position_embeddings, D) learned positions, or NULL */
+    float *final_norm_b, *g_final_norm_b; /* (D) norm LAYER, or NULL */
     ffn_layer **mlp; /* (L), NULL where none or MoE */
     ffn_moe **moe;   /* (L), NULL where not MoE */
     /* activations, one block */
@@ -376,7 +423,7 @@ struct ffn_model {
     float *scratch;                 /* attention, per thread (see attention.c) */
     void *ws;                       /* the FFN / MoE layers' workspace */
     size_t ws_bytes;
-    float *rope_cos, *rope_sin;     /* (max_seq, Dh/2) */
+    float *rope_cos, *rope_sin;     /* (max_seq, R/2) */
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
@@ -494,6 +541,10 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
     int64_t off = 0;
     m->n_tensors = 0;
     ADD(&m->embed, &m->g_embed, FFN_TENSOR_EMBEDDING, -1, -1, V, D, "model.embed_tokens.weight");
+    const int layer_norm = c->norm_type == FFN_NORM_LAYER;
+    if (c->learned_positions)
+        ADD(&m->embed_pos, &m->g_embed_pos, FFN_TENSOR_EMBEDDING, -1, -1, c->max_position_embeddings,
+            D, "model.embed_positions.weight");
     for (int64_t l = 0; l < m->L; l++) {
         block_tensors *p = &m->bp[l], *g = &m->bg[l];
         memset(p, 0, sizeof *p);
@@ -502,6 +553,9 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         snprintf(pre, sizeof pre, "model.layers.%lld", (long long)l);
         ADD(&p->attn_norm, &g->attn_norm, FFN_TENSOR_NORM, l, -1, D, 1,
             "%s.input_layernorm.weight", pre);
+        if (layer_norm)
+            ADD(&p->attn_norm_b, &g->attn_norm_b, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.input_layernorm.bias", pre);
         /* q, k, v adjacent: one (C, D) matrix */
         ADD(&p->wqkv, &g->wqkv, FFN_TENSOR_ATTN_WEIGHT, l, -1, HD, D,
             "%s.self_attn.q_proj.weight", pre);
@@ -513,12 +567,24 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
             ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.k_proj.bias", pre);
             ADD(NULL, NULL, FFN_TENSOR_ATTN_BIAS, l, -1, GD, 1, "%s.self_attn.v_proj.bias", pre);
         }
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            const int head = c->qk_norm == FFN_QK_NORM_HEAD;
+            ADD(&p->q_norm, &g->q_norm, FFN_TENSOR_NORM, l, -1, head ? m->Dh : HD, 1,
+                "%s.self_attn.q_norm.weight", pre);
+            ADD(&p->k_norm, &g->k_norm, FFN_TENSOR_NORM, l, -1, head ? m->Dh : GD, 1,
+                "%s.self_attn.k_norm.weight", pre);
+        }
         ADD(&p->wo, &g->wo, FFN_TENSOR_ATTN_WEIGHT, l, -1, D, HD, "%s.self_attn.o_proj.weight",
             pre);
+        if (c->attention_out_bias)
+            ADD(&p->bo, &g->bo, FFN_TENSOR_ATTN_BIAS, l, -1, D, 1, "%s.self_attn.o_proj.bias", pre);
         const int moe = ffn_model_config_layer_is_moe(c, l);
         if (!moe && c->mlp_type == FFN_MODEL_MLP_NONE) continue;
         ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
             "%s.post_attention_layernorm.weight", pre);
+        if (layer_norm)
+            ADD(&p->mlp_norm_b, &g->mlp_norm_b, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_attention_layernorm.bias", pre);
         char sp[128];
         ffn_status st;
         if (!moe) {
@@ -547,6 +613,8 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
         }
     }
     ADD(&m->final_norm, &m->g_final_norm, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.weight");
+    if (layer_norm)
+        ADD(&m->final_norm_b, &m->g_final_norm_b, FFN_TENSOR_NORM, -1, -1, D, 1, "model.norm.bias");
     if (c->tie_word_embeddings) {
         m->head = m->embed;
         m->g_head = m->g_embed;
@@ -670,6 +738,9 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
         a->rstd1 = carve_take(cv, fl(cv, N, 1));
         a->xn1 = carve_take(cv, fl(cv, N, D));
         a->qkv = carve_take(cv, fl(cv, N, C));
+        const int qkn = m->training && m->cfg.qk_norm != FFN_QK_NORM_NONE;
+        a->qk_pre = qkn ? carve_take(cv, fl(cv, N, HD + GD)) : NULL;
+        a->qk_rstd = qkn ? carve_take(cv, fl(cv, N, m->H + m->G)) : NULL;
         a->probs = m->training ? carve_take(cv, fl(cv, N * m->H, m->max_seq)) : NULL;
         a->att = carve_take(cv, fl(cv, N, HD));
         a->mid = carve_take(cv, fl(cv, N, D));
@@ -692,7 +763,7 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     m->scratch = carve_take(
         cv, fl(cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
     m->ws = carve_take(cv, m->ws_bytes);
-    int64_t half = m->Dh / 2;
+    int64_t half = m->R / 2;
     m->rope_cos = carve_take(cv, fl(cv, m->max_seq, half));
     m->rope_sin = carve_take(cv, fl(cv, m->max_seq, half));
     m->kcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
@@ -736,7 +807,7 @@ static ffn_status alloc_acts(ffn_model *m) {
     memset(m->acts, 0, cv.total);
     cv = (carve){m->acts, 0, 0};
     carve_acts(m, &cv, saved_max);
-    ffn_rope_tables(m->rope_cos, m->rope_sin, m->max_seq, m->Dh, m->cfg.rope_theta);
+    if (m->R > 0) ffn_rope_fill(&m->cfg, m->max_seq, 0, m->max_seq, m->rope_cos, m->rope_sin);
     return FFN_OK;
 }
 
@@ -767,7 +838,8 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->D = cfg->hidden_size;
     m->H = cfg->num_attention_heads;
     m->G = cfg->num_key_value_heads;
-    m->Dh = m->D / m->H;
+    m->Dh = ffn_cfg_head_dim(cfg);
+    m->R = cfg->learned_positions ? 0 : ffn_cfg_rotary_dim(cfg);
     m->C = (m->H + 2 * m->G) * m->Dh;
     m->V = cfg->vocab_size;
     m->L = cfg->num_hidden_layers;
@@ -895,8 +967,12 @@ ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];
         float *w = m->params + t->offset;
-        if (t->kind == FFN_TENSOR_NORM) {
-            for (int64_t j = 0; j < t->numel; j++) w[j] = 1.0f;
+        if (t->kind == FFN_TENSOR_NORM) { /* effective weight 1, LayerNorm biases 0 */
+            const int blk = !strstr(t->name, "q_norm") && !strstr(t->name, "k_norm");
+            const size_t nl = strlen(t->name);
+            const int bias = nl > 5 && !strcmp(t->name + nl - 5, ".bias");
+            const float one = bias ? 0.0f : 1.0f - (blk ? (float)m->cfg.norm_weight_offset : 0.0f);
+            for (int64_t j = 0; j < t->numel; j++) w[j] = one;
             continue;
         }
         if (t->kind == FFN_TENSOR_ATTN_BIAS || t->kind == FFN_TENSOR_MLP_BIAS) {
@@ -946,6 +1022,25 @@ static void add_rows(float *y, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
 }
 
+/* The model's norm: RMSNorm (weight offset + w) or LayerNorm with bias b. */
+static void norm_forward(const ffn_model *m, float *y, float *rstd, const float *x, const float *w,
+                         const float *b, int64_t N) {
+    const float eps = (float)m->cfg.rms_norm_eps;
+    if (m->cfg.norm_type == FFN_NORM_LAYER)
+        ffn_layernorm_forward(y, rstd, x, w, b, N, m->D, eps);
+    else
+        ffn_rmsnorm_forward_offset(y, rstd, x, w, (float)m->cfg.norm_weight_offset, N, m->D, eps);
+}
+
+static void norm_backward(const ffn_model *m, float *dx, float *dw, float *db, const float *dy,
+                          const float *x, const float *w, const float *rstd, int64_t N) {
+    if (m->cfg.norm_type == FFN_NORM_LAYER)
+        ffn_layernorm_backward_accumulate(dx, dw, db, dy, x, w, rstd, N, m->D);
+    else
+        ffn_rmsnorm_backward_offset(dx, dw, dy, x, w, (float)m->cfg.norm_weight_offset, rstd, N,
+                                    m->D);
+}
+
 /* The blocks: tokens (B, T) at positions pos0.. -> the residual stream after
  * the last block, returned in *x_out.  Sums the MoE losses into aux, z. */
 static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
@@ -959,7 +1054,18 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     float *x = m->ba[0].res;
     for (int64_t n = 0; n < N; n++)
         memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
+    if (m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
+        const float es = (float)m->cfg.embed_scale;
+        for (int64_t i = 0; i < N * D; i++) x[i] *= es;
+    }
+    if (m->embed_pos) /* GPT-2: row (b, t) at position pos0 + t */
+        for (int64_t n = 0; n < N; n++) {
+            const float *pe = m->embed_pos + (pos0 + n % T) * D;
+            for (int64_t i = 0; i < D; i++) x[n * D + i] += pe[i];
+        }
     *aux = *z = 0.0;
+    if (m->R > 0 && ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
+        ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
     ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
     for (int64_t l = 0; l < m->L; l++) {
@@ -968,15 +1074,27 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
-        ffn_rmsnorm_forward(a->xn1, a->rstd1, x, p->attn_norm, N, D, eps);
+        norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
         if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
             return st;
         if (p->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) a->qkv[n * C + j] += p->bqkv[j];
-        ffn_rope_apply(a->qkv, C, N, T, pos0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 0);
-        ffn_rope_apply(a->qkv + HD, C, N, T, pos0, G, Dh, m->cfg.rope_style, m->rope_cos,
-                       m->rope_sin, 0);
+        if (p->q_norm) { /* qwen3 per head, olmoe over the whole projection */
+            const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
+            float *sv = save ? a->qk_pre : NULL, *rs = save ? a->qk_rstd : NULL;
+            ffn_group_rmsnorm_forward(a->qkv, C, sv, HD + GD, rs, N, head ? H : 1, head ? Dh : HD,
+                                      p->q_norm, eps);
+            ffn_group_rmsnorm_forward(a->qkv + HD, C, sv ? sv + HD : NULL, HD + GD,
+                                      rs ? rs + N * H : NULL, N, head ? G : 1, head ? Dh : GD,
+                                      p->k_norm, eps);
+        }
+        if (m->R > 0) {
+            ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                                m->rope_sin, 0);
+            ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style,
+                                m->rope_cos, m->rope_sin, 0);
+        }
         const float *k = a->qkv + HD, *v = a->qkv + HD + GD;
         int64_t ldk = C;
         if (mode == MODE_CACHE) {
@@ -995,6 +1113,9 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (tp && probs) ffn_taps_probs_done(tp, l);
         if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
             return st;
+        if (p->bo)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < D; j++) m->tmp[n * D + j] += p->bo[j];
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_MID, a->mid);
@@ -1002,7 +1123,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (!m->mlp[l] && !m->moe[l]) {
             memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
         } else {
-            ffn_rmsnorm_forward(a->xn2, a->rstd2, a->mid, p->mlp_norm, N, D, eps);
+            norm_forward(m, a->xn2, a->rstd2, a->mid, p->mlp_norm, p->mlp_norm_b, N);
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_IN, a->xn2);
             const ffn_neuron_hook *hook = tp ? ffn_taps_hook(tp, l) : NULL;
             if (m->mlp[l]) {
@@ -1044,7 +1165,7 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                             int64_t *n_targets) {
     const int64_t D = m->D, V = m->V;
     ffn_status st;
-    ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
+    norm_forward(m, m->xnf, m->rstdf, x, m->final_norm, m->final_norm_b, N);
     int64_t count = 0;
     if (targets)
         for (int64_t n = 0; n < N; n++) count += targets[n] != FFN_IGNORE_INDEX;
@@ -1113,12 +1234,12 @@ static void fill_loss(const ffn_model *m, ffn_model_loss *loss, double ce, doubl
 static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T) {
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
-    const int64_t HD = H * Dh;
+    const int64_t HD = H * Dh, GD = G * Dh;
     ffn_status st;
     float *d_res = m->d_res;
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
-    ffn_rmsnorm_backward_accumulate(d_res, m->g_final_norm, m->d_xn, m->res_final, m->final_norm, m->rstdf,
-                         N, D);
+    norm_backward(m, d_res, m->g_final_norm, m->g_final_norm_b, m->d_xn, m->res_final, m->final_norm,
+                  m->rstdf, N);
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
@@ -1131,9 +1252,12 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
-            ffn_rmsnorm_backward_accumulate(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
+            norm_backward(m, d_res, g->mlp_norm, g->mlp_norm_b, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N);
         }
-        /* attention output projection: mid = x + att · Woᵀ */
+        /* attention output projection: mid = x + att · Woᵀ (+ bo) */
+        if (g->bo)
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < D; j++) g->bo[j] += d_res[n * D + j];
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
             (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
@@ -1141,23 +1265,40 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
                                m->scratch, &dims);
-        ffn_rope_apply(m->d_qkv, C, N, T, 0, H, Dh, m->cfg.rope_style, m->rope_cos, m->rope_sin, 1);
-        ffn_rope_apply(m->d_qkv + HD, C, N, T, 0, G, Dh, m->cfg.rope_style, m->rope_cos,
-                       m->rope_sin, 1);
+        if (m->R > 0) {
+            ffn_rope_apply_dims(m->d_qkv, C, N, T, 0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
+                                m->rope_sin, 1);
+            ffn_rope_apply_dims(m->d_qkv + HD, C, N, T, 0, G, Dh, m->R, m->cfg.rope_style,
+                                m->rope_cos, m->rope_sin, 1);
+        }
+        if (p->q_norm) {
+            const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
+            ffn_group_rmsnorm_backward(m->d_qkv, C, a->qk_pre, HD + GD, a->qk_rstd, N,
+                                       head ? H : 1, head ? Dh : HD, p->q_norm, g->q_norm);
+            ffn_group_rmsnorm_backward(m->d_qkv + HD, C, a->qk_pre + HD, HD + GD,
+                                       a->qk_rstd + N * H, N, head ? G : 1, head ? Dh : GD,
+                                       p->k_norm, g->k_norm);
+        }
         if (g->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) g->bqkv[j] += m->d_qkv[n * C + j];
         if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
-        ffn_rmsnorm_backward_accumulate(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
+        norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
+    const float es = m->cfg.embed_scale > 0.0 ? (float)m->cfg.embed_scale : 1.0f;
     for (int64_t n = 0; n < N; n++) {
         float *ge = m->g_embed + (int64_t)tokens[n] * D;
         const float *dr = d_res + n * D;
-        for (int64_t i = 0; i < D; i++) ge[i] += dr[i];
+        for (int64_t i = 0; i < D; i++) ge[i] += dr[i] * es;
     }
+    if (m->g_embed_pos) /* positions in row order: position t sums over the batch in order */
+        for (int64_t n = 0; n < N; n++) {
+            float *gp = m->g_embed_pos + (n % T) * D;
+            for (int64_t i = 0; i < D; i++) gp[i] += d_res[n * D + i];
+        }
     return FFN_OK;
 }
 

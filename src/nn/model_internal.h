@@ -14,6 +14,8 @@
 
 #include "base/common.h"
 
+#include <stdio.h>
+
 /* ---- RMSNorm (src/nn/norm.c) ----------------------------------------------
  * y = x · rstd · w,  rstd = 1 / sqrt(mean(x²) + eps), per row of D.
  * Rows are independent; the loop over rows runs on the calling OpenMP
@@ -27,6 +29,23 @@ void ffn_rmsnorm_forward(float *y, float *rstd, const float *x, const float *w, 
 void ffn_rmsnorm_backward_accumulate(float *dx, float *dw, const float *dy, const float *x,
                                      const float *w, const float *rstd, int64_t n, int64_t d);
 
+/* The same with the weight (offset + w) (Gemma: offset 1). */
+void ffn_rmsnorm_forward_offset(float *y, float *rstd, const float *x, const float *w,
+                                float offset, int64_t n, int64_t d, float eps);
+void ffn_rmsnorm_backward_offset(float *dx, float *dw, const float *dy, const float *x,
+                                 const float *w, float offset, const float *rstd, int64_t n,
+                                 int64_t d);
+
+/* ---- LayerNorm with bias (src/nn/layernorm.c) -----------------------------
+ * y = (x − mean)·rstd·w + b per row; rstd (N) saved (may be NULL in
+ * inference).  Backward accumulates into dx, dw and db (dw, db may be
+ * NULL), the mean recomputed from x. */
+void ffn_layernorm_forward(float *y, float *rstd, const float *x, const float *w, const float *b,
+                           int64_t n, int64_t d, float eps);
+void ffn_layernorm_backward_accumulate(float *dx, float *dw, float *db, const float *dy,
+                                       const float *x, const float *w, const float *rstd,
+                                       int64_t n, int64_t d);
+
 /* ---- RoPE (src/nn/attention.c) --------------------------------------------
  * Tables cos/sin (max_pos, Dh/2): angle(pos, j) = pos · theta^(-2j/Dh),
  * computed in double. */
@@ -39,6 +58,56 @@ void ffn_rope_tables(float *cos_t, float *sin_t, int64_t max_pos, int64_t head_d
 void ffn_rope_apply(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0, int64_t n_heads,
                     int64_t head_dim, int style, const float *cos_t, const float *sin_t,
                     int inverse);
+
+/* The same with a rotary dim R <= head_dim (partial RoPE): the first R
+ * features of each head rotate (pairs within them), the rest pass through;
+ * tables are (max_pos, R/2). */
+void ffn_rope_apply_dims(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos0,
+                         int64_t n_heads, int64_t head_dim, int64_t rot_dim, int style,
+                         const float *cos_t, const float *sin_t, int inverse);
+
+/* ---- RoPE of every family (src/nn/rope.c) ---------------------------------
+ * The head dim (head_dim, or D/H) and rotary dim (int(Dh ·
+ * partial_rotary_factor)) of a config; rope_scaling checked (the error
+ * names the field); inverse frequency j of the config's scheme for a call
+ * over seq_len positions (seq_len matters for DYNAMIC only); yarn's
+ * attention factor (1 otherwise); and the tables rows [p0, p1) for
+ * seq_len, cos and sin multiplied by the attention factor.  A DYNAMIC
+ * model refills its rows every call (ffn_rope_is_dynamic). */
+struct ffn_model_config;
+int64_t ffn_cfg_head_dim(const struct ffn_model_config *c);
+int64_t ffn_cfg_rotary_dim(const struct ffn_model_config *c);
+ffn_status ffn_rope_scaling_validate(const struct ffn_model_config *c);
+int ffn_rope_is_dynamic(const struct ffn_model_config *c);
+double ffn_rope_attention_factor(const struct ffn_model_config *c);
+double ffn_rope_inv_freq(const struct ffn_model_config *c, int64_t j, int64_t seq_len);
+void ffn_rope_fill(const struct ffn_model_config *c, int64_t seq_len, int64_t p0, int64_t p1,
+                   float *cos_t, float *sin_t);
+
+/* ---- config.json beyond Llama (src/nn/config_hf.c) ------------------------
+ * head_dim, partial_rotary_factor, rope_scaling / rope_parameters and the
+ * family defaults of model_type, into c (called by ffn_model_config_load
+ * before validation); and the same keys written back (lines ending in
+ * ",\n"; ffn_keys: also ffn's own "ffn_qk_norm"). */
+struct json_value;
+ffn_status ffn_config_hf_extras(const struct json_value *root, const char *path,
+                                const char *model_type, struct ffn_model_config *c);
+void ffn_config_hf_write_extras(FILE *f, const struct ffn_model_config *c, int ffn_keys);
+/* model_type gpt2: its own keys (n_embd, n_layer, ...) into c. */
+ffn_status ffn_config_hf_gpt2(const struct json_value *root, const char *path,
+                              struct ffn_model_config *c);
+
+/* ---- RMSNorm of q / k groups inside strided rows (src/nn/qknorm.c) --------
+ * Row r at x + r·ld holds `groups` groups of w features, each normalised
+ * with weight (w); forward in place, copying the input rows to saved (row
+ * stride ld_saved) and rstd (N, groups) when not NULL; backward turns dy
+ * (in dx) into dx in place and accumulates dweight (may be NULL). */
+void ffn_group_rmsnorm_forward(float *x, int64_t ld, float *saved, int64_t ld_saved, float *rstd,
+                               int64_t n, int64_t groups, int64_t w, const float *weight,
+                               float eps);
+void ffn_group_rmsnorm_backward(float *dx, int64_t ld, const float *saved, int64_t ld_saved,
+                                const float *rstd, int64_t n, int64_t groups, int64_t w,
+                                const float *weight, float *dweight);
 
 /* ---- causal attention with grouped KV heads ---------------------------- */
 typedef struct ffn_attn_dims {

@@ -131,9 +131,9 @@ def with_config(name, **change):
     for k, v in list(cfg.items()):
         if v == "DELETE": del cfg[k]
     json.dump(cfg, open(f"{p}/config.json", "w"))
-with_config("gpt2", model_type="gpt2")
+with_config("gpt2", model_type="gpt_neox")
 with_config("no_type", model_type="DELETE")
-with_config("rope_scaling", rope_scaling={"type": "linear", "factor": 2.0})
+with_config("rope_scaling", rope_scaling={"type": "longrope", "factor": 2.0})
 with_config("head_dim", head_dim=16)
 with_config("too_many_layers", num_hidden_layers=6)
 with_config("fewer_layers", num_hidden_layers=4)
@@ -161,10 +161,10 @@ expect_fail 1 "index_traversal/model.safetensors.index.json: .*is not a plain fi
 expect_fail 1 "tensor model.norm.weight is not in the weight_map" "$FFN" run "$tmp/index_missing_tensor" --ids 1
 expect_fail 1 "tensor model.layers.9.mlp.up_proj.weight is not part of the model that config.json describes" \
     "$FFN" run "$tmp/index_extra_tensor" --ids 1
-expect_fail 1 "gpt2/config.json: model_type 'gpt2' is not supported" "$FFN" run "$tmp/gpt2" --ids 1
+expect_fail 1 "gpt2/config.json: model_type 'gpt_neox' is not supported" "$FFN" run "$tmp/gpt2" --ids 1
 expect_fail 1 "no_type/config.json.*model_type" "$FFN" run "$tmp/no_type" --ids 1
-expect_fail 1 "rope_scaling/config.json: rope_scaling is set" "$FFN" run "$tmp/rope_scaling" --ids 1
-expect_fail 1 "head_dim/config.json: head_dim 16 differs" "$FFN" run "$tmp/head_dim" --ids 1
+expect_fail 1 "rope_scaling/config.json: rope_scaling.rope_type: 'longrope' is not supported" "$FFN" run "$tmp/rope_scaling" --ids 1
+expect_fail 1 "head_dim/model.safetensors: model.layers.0.self_attn.k_proj.weight: expected shape" "$FFN" run "$tmp/head_dim" --ids 1
 expect_fail 1 "too_many_layers/model.safetensors.*model.layers.5.*(missing|not found|absent)" "$FFN" run "$tmp/too_many_layers" --ids 1
 expect_fail 1 "fewer_layers/model.safetensors: tensor model.layers.4.* is not part of the model" "$FFN" run "$tmp/fewer_layers" --ids 1
 expect_fail 1 "wrong_ffn/model.safetensors: .*expected shape \[(100, 64|64, 100)\], found \[(172, 64|64, 172)\]" "$FFN" run "$tmp/wrong_ffn" --ids 1

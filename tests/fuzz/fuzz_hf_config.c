@@ -31,9 +31,11 @@ static int memfd = -1;
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     hf_config_extra extra;
     if (hf_config_parse((const char *)data, size, "config.json", &extra) == FFN_OK) {
-        static const char *types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe"};
+        static const char *types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe",
+                                      "qwen3", "gemma", "phi3", "olmoe", "gpt2"};
         int known = 0;
-        for (int i = 0; i < 5; i++) known |= !strcmp(extra.model_type, types[i]);
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+            known |= !strcmp(extra.model_type, types[i]);
         REQUIRE(known);
         REQUIRE(extra.sliding_window >= 0);
         REQUIRE(!strchr(extra.tokenizer_file, '/'));
