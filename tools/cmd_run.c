@@ -3,6 +3,7 @@
  * with the KV cache, and optionally dump the logits of every position to a
  * safetensors file (for comparisons against reference implementations). */
 #include "cli.h"
+#include "ffn/dist.h"
 #include "ffn/checkpoint.h"
 #include "ffn/safetensors.h"
 
@@ -95,6 +96,8 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
     double temperature = gd.temperature, top_p = gd.top_p;
     int no_bos = 0, show_info = 0, emit_choice = -1;
+    int64_t tp_ranks = 1;
+    int write_dump = 1;
     const cli_opt opts[] = {
         {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
          .group = "input (one of)",
@@ -127,6 +130,9 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_THREADS(&threads),
         {.name = "--info", .type = CLI_FLAG, .dst = &show_info,
          .help = "print what was loaded and the prompt's ids on stderr"},
+        {CLI_INT_FIELDS("--tp", &tp_ranks, "T", 1, 65536,
+                        "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of "
+                        "the heads and FFN units (see include/ffn/dist.h); rank 0 prints")},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
                             .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
@@ -229,11 +235,30 @@ int cmd_run(int argc, char **argv) {
     int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
     ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt};
     ffn_model *m = NULL;
-    st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    ffn_dist *dist = NULL;
+    if (tp_ranks > 1 || ffn_dist_launched()) { /* several processes: MPI first, then load */
+        ffn_dist_layout lay = {.tp = tp_ranks};
+        st = ffn_dist_init(NULL, NULL, &lay, &dist);
+        if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0)
+            st = freopen("/dev/null", "w", stdout) ? FFN_OK
+                 : ffn_set_error(FFN_ERR_IO, "cannot silence stdout on rank %d",
+                                 ffn_dist_rank(dist, FFN_DIST_WORLD));
+        /* every rank runs the same forwards (they meet in the all-reduces); rank 0 writes */
+        if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) write_dump = 0;
+    }
+    if (st == FFN_OK) st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    if (dist) { /* every rank loaded the model, or all stop; then each keeps its share */
+        st = ffn_dist_agree(dist, st);
+        ffn_model *share = NULL;
+        if (st == FFN_OK) st = ffn_dist_agree(dist, ffn_dist_tp_model_create(dist, ctx, m, &opt, &share));
+        ffn_model_free(m);
+        m = share;
+    }
     if (st) {
         free(ids);
         ffn_vocab_free(voc);
         ffn_ctx_free(ctx);
+        ffn_dist_free(dist);
         return cli_fail(CMD, st);
     }
     if (show_info) {
@@ -290,7 +315,7 @@ int cmd_run(int argc, char **argv) {
         if (st == FFN_OK)
             st = ffn_st_writer_set_metadata(w, "rows", "row t: logits after token t; the prompt, "
                                             "then the generated tokens fed back (not the last)");
-        if (st == FFN_OK) st = ffn_st_writer_save(w, dump);
+        if (st == FFN_OK && write_dump) st = ffn_st_writer_save(w, dump);
         ffn_st_writer_free(w);
     }
     free(all);
@@ -299,6 +324,8 @@ int cmd_run(int argc, char **argv) {
     ffn_model_free(m);
     ffn_vocab_free(voc);
     ffn_ctx_free(ctx);
+    if (dist) st = ffn_dist_agree(dist, st);
+    ffn_dist_free(dist);
     if (st) return cli_fail(CMD, st);
     return 0;
 }

@@ -38,6 +38,7 @@
 
 #include "core.h"
 #include "layer.h"
+#include "model.h"
 #include "moe.h"
 #include "train.h"
 
@@ -127,6 +128,35 @@ ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
                                       const ffn_layer_params *grads, const float *dy,
                                       const float *x, int64_t n, const float *saved, void *ws,
                                       size_t ws_bytes);
+
+/* ---- the tensor-parallel model (Megatron layout) -----------------------------
+ * A rank's model is an ordinary ffn_model of the same depth: its attention
+ * keeps H/P query heads and G/P key/value heads (head_dim that of the full
+ * model; tp must divide both, so a GQA group stays on one rank: q/k/v by
+ * rows, o_proj by columns), its FFNs F/P units (gate/up by rows, down by
+ * columns; the first F % P ranks one more).  Embeddings (token and
+ * position), every norm (and per-head q/k norms) and the LM head are
+ * replicated (the head is not vocabulary-parallel: each rank computes the
+ * whole logits).  The o_proj and down_proj biases, added after the sum,
+ * live on tp rank 0 (zero elsewhere).  The model's reducer sums the
+ * attention and FFN outputs in forward and the norms' output gradients in
+ * backward: two all-reduces of (N, D) each way per layer.  Not with MoE
+ * layers (use --ep) nor with a q/k norm over the whole projection. */
+/* The rank's config from the full one; errors name --tp and the numbers. */
+ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
+                                    ffn_model_config *out);
+/* The rank's model with its slices of `full`'s weights, the reducer set. */
+ffn_status ffn_dist_tp_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
+                                    const ffn_model_options *opt, ffn_model **out);
+/* After backward, before the optimizer: sum the per-head q/k norm weights'
+ * gradients over the group (each rank has its heads' part) and zero the
+ * rank-0-only biases' gradients elsewhere (so they stay zero). */
+ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *rank_model);
+/* Put the ranks' slices back together into `full` (its parameters, or with
+ * grads = 1 its gradients), on every rank of the group: one all-reduce of
+ * the whole model.  Replicated tensors come from tp rank 0. */
+ffn_status ffn_dist_tp_model_gather(ffn_dist *d, ffn_model *rank_model, ffn_model *full,
+                                    int grads);
 
 /* ---- the expert-parallel MoE layer --------------------------------------------
  * The E routed experts spread over the EP group: rank k of P holds experts

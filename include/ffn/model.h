@@ -354,6 +354,18 @@ ffn_status ffn_model_init_weights(ffn_model *model, uint64_t seed);
  * reset.  Allocates inside the layers (not a hot path). */
 ffn_status ffn_model_params_changed(ffn_model *model);
 
+/* Tensor parallelism (libffn_dist, include/ffn/dist.h): a model that holds
+ * a rank's share of the heads and FFN units calls `sum` to add up its
+ * ranks' partial results in place: in forward the attention output (after
+ * o_proj and its bias) and the FFN's output, each (N, D); in backward the
+ * gradients of the two norms' outputs, each (N, D), before the norms'
+ * backward.  NULL (the default): a whole model, nothing summed. */
+typedef struct ffn_model_reducer {
+    ffn_status (*sum)(void *user, float *buf, int64_t n);
+    void *user;
+} ffn_model_reducer;
+ffn_status ffn_model_set_reducer(ffn_model *model, const ffn_model_reducer *reducer);
+
 /* ---- training and evaluation --------------------------------------------- */
 
 typedef struct ffn_model_loss {

@@ -392,6 +392,7 @@ typedef struct block_acts {
 struct ffn_model {
     ffn_ctx *ctx;
     ffn_model_config cfg;
+    ffn_model_reducer reducer;      /* tensor parallel: sums partial results (or .sum NULL) */
     int64_t D, H, G, Dh, C, V, L, F;
     int64_t R;                      /* rotary dim (<= Dh) */
     int64_t max_batch, max_seq, max_n;
@@ -937,6 +938,12 @@ void ffn_model_zero_grads(ffn_model *m) {
 
 /* ---- weights ------------------------------------------------------------------ */
 
+ffn_status ffn_model_set_reducer(ffn_model *m, const ffn_model_reducer *r) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_set_reducer: model is NULL");
+    m->reducer = r ? *r : (ffn_model_reducer){0};
+    return FFN_OK;
+}
+
 ffn_status ffn_model_params_changed(ffn_model *m) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
     for (int64_t l = 0; l < m->L; l++) {
@@ -1116,6 +1123,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (p->bo)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < D; j++) m->tmp[n * D + j] += p->bo[j];
+        if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_MID, a->mid);
@@ -1145,6 +1153,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
                 *z += mo.z_loss;
             }
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_OUT, m->tmp);
             add_rows(x_next, a->mid, m->tmp, N * D);
         }
@@ -1252,6 +1261,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
             norm_backward(m, d_res, g->mlp_norm, g->mlp_norm_b, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N);
         }
         /* attention output projection: mid = x + att · Woᵀ (+ bo) */
@@ -1285,6 +1295,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
+        if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
         norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */

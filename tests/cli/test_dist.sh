@@ -9,6 +9,11 @@
 #     the ranks, K = 1 and 3, capacity drops, empty experts), and dispatch
 #     + combine with identity experts is the identity, bitwise:
 #     build/tests/dist_test_ep_moe;
+#   - the tensor-parallel model (attention heads and FFN units split, two
+#     all-reduces a layer each way) equals the whole model: logits, loss,
+#     every gradient, the KV-cache path (build/tests/dist_test_tp_model), and
+#     `ffn run --tp 2 / 4` on stories260K gives the same 64 greedy tokens and
+#     logits within 1e-5;
 #   - data-parallel training: P ranks with batch B give the loss of one
 #     process with batch P*B at every step (1e-6 relative) and the same
 #     held-out loss; two runs of the same layout are bitwise identical; a
@@ -41,7 +46,7 @@ MPIRUN=(mpirun --oversubscribe)
 command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
 
 # ---- the tensor-parallel layer, the expert-parallel MoE, the reductions ----
-for bin in "$TPBIN" "$ROOT/build/tests/dist_test_ep_moe"; do
+for bin in "$TPBIN" "$ROOT/build/tests/dist_test_tp_model" "$ROOT/build/tests/dist_test_ep_moe"; do
     for p in 2 4; do
         if [[ ! -x "$bin" ]]; then bad "$bin missing (make unit)"; break; fi
         if timeout 120 "${MPIRUN[@]}" -np $p "$bin" $p >"$tmp/out$p" 2>&1 && grep -q "^PASS" "$tmp/out$p"; then
@@ -49,6 +54,31 @@ for bin in "$TPBIN" "$ROOT/build/tests/dist_test_ep_moe"; do
         else bad "$(basename "$bin") -np $p: $(tail -5 "$tmp/out$p")"; fi
     done
 done
+
+# ---- ffn run --tp: the same tokens and logits as one process ----
+SHARED="${FFN_SHARED:-$ROOT/../shared}"
+M260="$SHARED/models/stories260K.bin"
+if [[ -f "$M260" ]]; then
+    "$FFN" run "$M260" --ids "1 2 3" --steps 64 --emit ids --threads 1 --dump-logits "$tmp/l1.safetensors" >"$tmp/r1" 2>/dev/null || bad "run one process"
+    for p in 2 4; do
+        timeout 120 "${MPIRUN[@]}" -np $p "$FFN" run "$M260" --tp $p --ids "1 2 3" --steps 64 --emit ids --threads 1 \
+            --dump-logits "$tmp/l$p.safetensors" >"$tmp/r$p" 2>"$tmp/er" || bad "run --tp $p: $(tail -3 "$tmp/er")"
+        if cmp -s "$tmp/r1" "$tmp/r$p" && /usr/bin/python3 - "$tmp/l1.safetensors" "$tmp/l$p.safetensors" <<'PY'
+import json, struct, sys
+def read(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    s, e = h["logits"]["data_offsets"]; d = b[8 + n + s:8 + n + e]
+    return struct.unpack("<%df" % (len(d) // 4), d)
+a, b = read(sys.argv[1]), read(sys.argv[2])
+m = max(abs(x) for x in a); e = max(abs(x - y) for x, y in zip(a, b)) / m
+assert len(a) == len(b) and e <= 1e-5, e
+PY
+        then ok "run --tp $p (stories260K): 64 greedy ids identical, logits within 1e-5"
+        else bad "run --tp $p differs from one process"; fi
+    done
+    expect_tp=$(timeout 60 "${MPIRUN[@]}" -np 3 "$FFN" run "$M260" --tp 3 --ids "1" --steps 2 --threads 1 2>&1 >/dev/null)
+    grep -q -- "--tp 3 does not divide the 8 attention heads" <<<"$expect_tp" && ok "run --tp 3 on 8 heads: refused, naming both" || bad "run --tp 3: $expect_tp"
+else bad "$M260 missing (FFN_SHARED)"; fi
 
 # ---- data-parallel training equals one process with the whole batch ----
 cd "$tmp" || exit 1

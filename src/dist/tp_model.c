@@ -1,0 +1,191 @@
+/* tp_model.c -- the tensor-parallel model (see include/ffn/dist.h): a
+ * rank's model is an ordinary ffn_model of the rank's heads and units,
+ * sliced from the full model by the tensor table, whose attention and FFN
+ * outputs (forward) and input gradients (backward) are summed over the tp
+ * group by the model's reducer hook. */
+#include "ffn/dist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void split(int64_t n, int64_t P, int64_t k, int64_t *first, int64_t *count) {
+    int64_t base = n / P, extra = n % P;
+    *first = k * base + (k < extra ? k : extra);
+    *count = base + (k < extra);
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* Biases added after the sum: tp rank 0 holds them, the others zeros. */
+static int after_sum_bias(const char *name) {
+    return ends_with(name, "self_attn.o_proj.bias") || ends_with(name, "down_proj.bias");
+}
+
+ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
+                                    ffn_model_config *out) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
+    ffn_model_config c = *full;
+    if (full->num_attention_heads % P)
+        return ffn_set_error(FFN_ERR_CONFIG, "--tp %lld does not divide the %lld attention heads",
+                             (long long)P, (long long)full->num_attention_heads);
+    if (full->num_key_value_heads % P)
+        return ffn_set_error(FFN_ERR_CONFIG,
+                             "--tp %lld does not divide the %lld key/value heads (a GQA group "
+                             "stays on one rank)", (long long)P,
+                             (long long)full->num_key_value_heads);
+    if (full->num_experts > 0 && P > 1)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED,
+                             "--tp %lld: MoE layers are spread over ranks by expert (--ep), not "
+                             "split by units; not with --tp in this build", (long long)P);
+    if (full->qk_norm == FFN_QK_NORM_FULL && P > 1)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED,
+                             "--tp %lld: a q/k norm over the whole projection (olmoe) needs the "
+                             "sum of squares of every rank's heads; not in this build", (long long)P);
+    int64_t dh = full->head_dim ? full->head_dim : full->hidden_size / full->num_attention_heads;
+    c.num_attention_heads /= P;
+    c.num_key_value_heads /= P;
+    c.head_dim = dh;
+    int64_t f0;
+    struct { const char *name; int64_t *v; } w[] = {
+        {"intermediate_size", &c.intermediate_size},
+        {"moe_intermediate_size", &c.moe_intermediate_size},
+        {"shared_expert_intermediate_size", &c.shared_expert_intermediate_size}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
+        if (*w[i].v == 0) continue;
+        if (*w[i].v < P)
+            return ffn_set_error(FFN_ERR_CONFIG, "--tp %lld is larger than %s %lld", (long long)P,
+                                 w[i].name, (long long)*w[i].v);
+        split(*w[i].v, P, k, &f0, w[i].v);
+    }
+    if (!full->moe_intermediate_size && full->num_experts > 0) { /* experts of intermediate_size */
+        int64_t cnt;
+        split(full->intermediate_size, P, k, &f0, &cnt);
+        c.moe_intermediate_size = cnt;
+    }
+    *out = c;
+    return FFN_OK;
+}
+
+/* Copy tensor t of the rank's model out of the full model's f. */
+static ffn_status slice_one(const ffn_model_tensor *t, const float *src, const ffn_model_tensor *f,
+                            float *dst, int64_t P, int64_t k) {
+    if (t->shape[0] == f->shape[0] && t->shape[1] == f->shape[1]) {
+        if (after_sum_bias(t->name) && k != 0) memset(dst, 0, (size_t)t->numel * sizeof *dst);
+        else memcpy(dst, src, (size_t)t->numel * sizeof *dst);
+        return FFN_OK;
+    }
+    int64_t first, count;
+    if (t->shape[1] == f->shape[1]) { /* rows: q/k/v, gate/up (+ their biases) */
+        split(f->shape[0], P, k, &first, &count);
+        if (count != t->shape[0]) goto bad;
+        memcpy(dst, src + first * f->shape[1], (size_t)t->numel * sizeof *dst);
+        return FFN_OK;
+    }
+    if (t->shape[0] == f->shape[0]) { /* columns: o_proj, down_proj */
+        split(f->shape[1], P, k, &first, &count);
+        if (count != t->shape[1]) goto bad;
+        for (int64_t r = 0; r < t->shape[0]; r++)
+            memcpy(dst + r * count, src + r * f->shape[1] + first, (size_t)count * sizeof *dst);
+        return FFN_OK;
+    }
+bad:
+    return ffn_set_error(FFN_ERR_SHAPE, "tensor parallel: %s is (%lld, %lld) on this rank and "
+                         "(%lld, %lld) in the full model: no slice of %lld ranks fits",
+                         t->name, (long long)t->shape[0], (long long)t->shape[1],
+                         (long long)f->shape[0], (long long)f->shape[1], (long long)P);
+}
+
+static ffn_status reduce_hook(void *u, float *buf, int64_t n) {
+    return ffn_dist_allreduce_f32(u, FFN_DIST_TP, buf, n);
+}
+
+ffn_status ffn_dist_tp_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
+                                    const ffn_model_options *opt, ffn_model **out) {
+    if (!d || !ctx || !full || !out)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_tp_model_create: NULL argument");
+    *out = NULL;
+    ffn_model_config c;
+    ffn_status st = ffn_dist_tp_model_config(d, ffn_model_get_config(full), &c);
+    if (st != FFN_OK) return st;
+    ffn_model *m = NULL;
+    st = ffn_model_create(ctx, &c, opt, &m);
+    if (st != FFN_OK) return st;
+    const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
+    float *dst = ffn_model_params(m, NULL);
+    const float *src = ffn_model_params(full, NULL);
+    for (int64_t i = 0; i < ffn_model_num_tensors(m) && st == FFN_OK; i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(m, i), *f = ffn_model_find_tensor(full, t->name);
+        st = f ? slice_one(t, src + f->offset, f, dst + t->offset, P, k)
+               : ffn_set_error(FFN_ERR_INTERNAL, "tensor parallel: %s is not in the full model", t->name);
+    }
+    ffn_model_reducer r = {reduce_hook, d};
+    if (st == FFN_OK) st = ffn_model_set_reducer(m, &r);
+    if (st == FFN_OK) st = ffn_model_params_changed(m);
+    if (st != FFN_OK) {
+        ffn_model_free(m);
+        return st;
+    }
+    *out = m;
+    return FFN_OK;
+}
+
+/* The inverse of slice_one, into a zeroed full-size tensor (replicated
+ * tensors from tp rank 0 only), so that a sum over the group rebuilds it. */
+static void unslice_one(const ffn_model_tensor *t, const float *src, const ffn_model_tensor *f,
+                        float *dst, int64_t P, int64_t k) {
+    int64_t first, count;
+    if (t->shape[0] == f->shape[0] && t->shape[1] == f->shape[1]) {
+        if (k == 0) memcpy(dst, src, (size_t)t->numel * sizeof *dst);
+    } else if (t->shape[1] == f->shape[1]) {
+        split(f->shape[0], P, k, &first, &count);
+        memcpy(dst + first * f->shape[1], src, (size_t)t->numel * sizeof *dst);
+    } else {
+        split(f->shape[1], P, k, &first, &count);
+        for (int64_t r = 0; r < t->shape[0]; r++)
+            memcpy(dst + r * f->shape[1] + first, src + r * count, (size_t)count * sizeof *dst);
+    }
+}
+
+/* Replicated weights whose gradient is a sum over heads: each rank holds
+ * the part from its own heads. */
+static int summed_over_heads(const char *name) {
+    return ends_with(name, "self_attn.q_norm.weight") || ends_with(name, "self_attn.k_norm.weight");
+}
+
+ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *m) {
+    const int64_t k = ffn_dist_rank(d, FFN_DIST_TP);
+    float *g = ffn_model_grads(m, NULL);
+    if (!g) return ffn_set_error(FFN_ERR_INVALID_ARG, "tensor parallel: the model has no gradients");
+    for (int64_t i = 0; i < ffn_model_num_tensors(m); i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
+        if (summed_over_heads(t->name)) {
+            ffn_status st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, g + t->offset, t->numel);
+            if (st != FFN_OK) return st;
+        } else if (after_sum_bias(t->name) && k != 0) {
+            memset(g + t->offset, 0, (size_t)t->numel * sizeof *g); /* stays zero here */
+        }
+    }
+    return FFN_OK;
+}
+
+ffn_status ffn_dist_tp_model_gather(ffn_dist *d, ffn_model *rank_model, ffn_model *full,
+                                    int grads) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
+    int64_t n;
+    float *dst = grads ? ffn_model_grads(full, &n) : ffn_model_params(full, &n);
+    const float *src = grads ? ffn_model_grads(rank_model, NULL) : ffn_model_params(rank_model, NULL);
+    if (!dst || !src) return ffn_set_error(FFN_ERR_INVALID_ARG, "tensor parallel: no gradients to gather");
+    memset(dst, 0, (size_t)n * sizeof *dst);
+    for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i), *f = ffn_model_find_tensor(full, t->name);
+        if (!f) return ffn_set_error(FFN_ERR_INTERNAL, "tensor parallel: %s is not in the full model", t->name);
+        unslice_one(t, src + t->offset, f, dst + f->offset, P, k);
+    }
+    ffn_status st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, dst, n);
+    if (st == FFN_OK && !grads) st = ffn_model_params_changed(full);
+    return st;
+}
