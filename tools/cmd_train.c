@@ -275,10 +275,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                  "then new ones appended)"},
         CLI_OPT_JSON(&c->json, "print the final summary as JSON on stdout"),
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
+        CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
-        {CLI_INT_FIELDS("--tp", &c->tp, "T", 1, 65536,
-                        "tensor-parallel ranks (training accepts 1 in this build: split the data "
-                        "with --dp)")},
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -388,11 +386,6 @@ int cmd_train(int argc, char **argv) {
      * --dp, each rank takes its share of it. */
     ffn_dist *dist = NULL;
     ffn_train_dist hooks;
-    if (c.tp > 1) {
-        cli_error(CMD, "--tp %lld: tensor-parallel training is not in this build (the layer is: "
-                  "ffn bench layer --tp); split the data with --dp", (long long)c.tp);
-        return CLI_EXIT_USAGE;
-    }
     if (c.dp > 1 || ffn_dist_launched()) {
         ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
@@ -407,8 +400,7 @@ int cmd_train(int argc, char **argv) {
             }
             o.batch_size /= c.dp;
         }
-        ffn_dist_train_hooks(dist, &hooks);
-        o.dist = &hooks;
+        o.dist = &hooks; /* filled once the context exists */
         if (ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) c.quiet = 1, c.json = -1;
         if (c.threads == 0) { /* the cores of this host, shared by its ranks */
             const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
@@ -422,6 +414,7 @@ int cmd_train(int argc, char **argv) {
         ffn_dist_free(dist);
         return CLI_EXIT_FAIL;
     }
+    if (dist) ffn_dist_train_hooks(dist, ctx, &hooks);
     progress p = {.tty = cli_progress_tty(), .quiet = c.quiet, .last_val = NAN};
     int64_t end = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
     p.every = end >= 20 ? end / 10 : 1;

@@ -94,10 +94,12 @@ ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st);
  * that differs from rank 0. */
 ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes, size_t n);
 
-/* Fill the trainer's data-parallel hooks (include/ffn/train.h) for this
- * rank: dp rank and size, the fixed-order gradient sum, the writer (world
- * rank 0), the agreement.  `t` stays valid while d lives. */
-void ffn_dist_train_hooks(ffn_dist *d, ffn_train_dist *t);
+/* Fill the trainer's hooks (include/ffn/train.h) for this rank: dp rank
+ * and size, the fixed-order gradient sum over the dp group, the writer
+ * (world rank 0), the agreement, the same-bytes check; with tp > 1 also the
+ * tensor-parallel model (made in ctx) and its slicing, gathering, gradient
+ * sync and norm.  `t` stays valid while d lives. */
+void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t);
 
 /* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
  * gate and up split by rows (output units), down by columns, over the tp
@@ -148,6 +150,17 @@ ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
 /* The rank's model with its slices of `full`'s weights, the reducer set. */
 ffn_status ffn_dist_tp_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
                                     const ffn_model_options *opt, ffn_model **out);
+/* Any array laid out like the parameters (gradients, Adam's moments):
+ * the rank's slices out of the full layout, and back (collective: one
+ * all-reduce of the full size over the group). */
+ffn_status ffn_dist_tp_slice_flat(ffn_dist *d, const ffn_model *full, const float *src,
+                                  const ffn_model *rank_model, float *dst);
+ffn_status ffn_dist_tp_gather_flat(ffn_dist *d, const ffn_model *rank_model, const float *src,
+                                   const ffn_model *full, float *dst);
+/* The squared L2 norm of the whole model's gradient from the ranks' g
+ * (collective): sliced tensors summed over the group, replicated ones once. */
+ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                               const float *g, double *sq);
 /* After backward, before the optimizer: sum the per-head q/k norm weights'
  * gradients over the group (each rank has its heads' part) and zero the
  * rank-0-only biases' gradients elsewhere (so they stay zero). */

@@ -208,6 +208,23 @@ typedef struct ffn_train_dist {
     /* collective: fail on every rank unless all passed the same bytes (the
      * starting weights and the data's fingerprint are checked; may be NULL) */
     ffn_status (*check_same)(void *user, const char *what, const void *bytes, size_t n);
+    /* Tensor parallelism (all NULL: none).  The trainer builds the whole
+     * model as one process would (the seed, --init or the checkpoint), then
+     * trains the rank's share `shard` makes of it with Adam's moments sliced
+     * alike; `sync_grads` runs after every backward, `grad_sq` gives the
+     * whole model's squared gradient norm for clipping; a checkpoint is
+     * written whole: parameters and moments put back together by
+     * `gather_flat` (collective) before the writer saves, so a run resumes
+     * under any layout. */
+    ffn_status (*shard)(void *user, ffn_model *full, const ffn_model_options *opt,
+                        ffn_model **rank_model);
+    ffn_status (*slice_flat)(void *user, const ffn_model *full, const float *src,
+                             const ffn_model *rank_model, float *dst);
+    ffn_status (*gather_flat)(void *user, const ffn_model *rank_model, const float *src,
+                              const ffn_model *full, float *dst);
+    ffn_status (*sync_grads)(void *user, ffn_model *rank_model);
+    ffn_status (*grad_sq)(void *user, const ffn_model *rank_model, const ffn_model *full,
+                          const float *grads, double *sq);
     void *user;
 } ffn_train_dist;
 

@@ -15,6 +15,7 @@ struct ffn_dist {
     MPI_Comm comm[5]; /* by ffn_dist_group */
     int grank[5], gsize[5];
     int finalize;     /* MPI_Init was ours */
+    ffn_ctx *ctx;     /* the trainer's tensor-parallel models are made in it */
     void *scratch;    /* the reductions' receive buffer */
     size_t scratch_bytes;
     ffn_train_dist train;
@@ -248,8 +249,35 @@ static ffn_status hook_same(void *u, const char *what, const void *b, size_t n) 
     return ffn_dist_check_same(u, what, b, n);
 }
 
-void ffn_dist_train_hooks(ffn_dist *d, ffn_train_dist *t) {
+static ffn_status hook_shard(void *u, ffn_model *full, const ffn_model_options *opt,
+                             ffn_model **out) {
+    ffn_dist *d = u;
+    return ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
+}
+static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
+                             float *dst) {
+    return ffn_dist_tp_slice_flat(u, full, src, r, dst);
+}
+static ffn_status hook_gather(void *u, const ffn_model *r, const float *src, const ffn_model *full,
+                              float *dst) {
+    return ffn_dist_tp_gather_flat(u, r, src, full, dst);
+}
+static ffn_status hook_sync(void *u, ffn_model *r) { return ffn_dist_tp_model_sync_grads(u, r); }
+static ffn_status hook_sq(void *u, const ffn_model *r, const ffn_model *full, const float *g,
+                          double *sq) {
+    return ffn_dist_tp_grad_sq(u, r, full, g, sq);
+}
+
+void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     memset(t, 0, sizeof *t);
+    d->ctx = ctx;
+    if (d->gsize[FFN_DIST_TP] > 1) {
+        t->shard = hook_shard;
+        t->slice_flat = hook_slice;
+        t->gather_flat = hook_gather;
+        t->sync_grads = hook_sync;
+        t->grad_sq = hook_sq;
+    }
     t->rank = d->grank[FFN_DIST_DP];
     t->size = d->gsize[FFN_DIST_DP];
     t->writer = d->rank == 0;

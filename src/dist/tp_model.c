@@ -99,6 +99,20 @@ bad:
                          (long long)f->shape[0], (long long)f->shape[1], (long long)P);
 }
 
+ffn_status ffn_dist_tp_slice_flat(ffn_dist *d, const ffn_model *full, const float *src,
+                                  const ffn_model *rank_model, float *dst) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
+    for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
+                               *f = ffn_model_find_tensor(full, t->name);
+        ffn_status st = f ? slice_one(t, src + f->offset, f, dst + t->offset, P, k)
+                          : ffn_set_error(FFN_ERR_INTERNAL,
+                                          "tensor parallel: %s is not in the full model", t->name);
+        if (st != FFN_OK) return st;
+    }
+    return FFN_OK;
+}
+
 static ffn_status reduce_hook(void *u, float *buf, int64_t n) {
     return ffn_dist_allreduce_f32(u, FFN_DIST_TP, buf, n);
 }
@@ -114,14 +128,7 @@ ffn_status ffn_dist_tp_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
     ffn_model *m = NULL;
     st = ffn_model_create(ctx, &c, opt, &m);
     if (st != FFN_OK) return st;
-    const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
-    float *dst = ffn_model_params(m, NULL);
-    const float *src = ffn_model_params(full, NULL);
-    for (int64_t i = 0; i < ffn_model_num_tensors(m) && st == FFN_OK; i++) {
-        const ffn_model_tensor *t = ffn_model_tensor_at(m, i), *f = ffn_model_find_tensor(full, t->name);
-        st = f ? slice_one(t, src + f->offset, f, dst + t->offset, P, k)
-               : ffn_set_error(FFN_ERR_INTERNAL, "tensor parallel: %s is not in the full model", t->name);
-    }
+    st = ffn_dist_tp_slice_flat(d, full, ffn_model_params(full, NULL), m, ffn_model_params(m, NULL));
     ffn_model_reducer r = {reduce_hook, d};
     if (st == FFN_OK) st = ffn_model_set_reducer(m, &r);
     if (st == FFN_OK) st = ffn_model_params_changed(m);
@@ -172,20 +179,44 @@ ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *m) {
     return FFN_OK;
 }
 
-ffn_status ffn_dist_tp_model_gather(ffn_dist *d, ffn_model *rank_model, ffn_model *full,
-                                    int grads) {
+ffn_status ffn_dist_tp_gather_flat(ffn_dist *d, const ffn_model *rank_model, const float *src,
+                                   const ffn_model *full, float *dst) {
     const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
-    int64_t n;
-    float *dst = grads ? ffn_model_grads(full, &n) : ffn_model_params(full, &n);
-    const float *src = grads ? ffn_model_grads(rank_model, NULL) : ffn_model_params(rank_model, NULL);
-    if (!dst || !src) return ffn_set_error(FFN_ERR_INVALID_ARG, "tensor parallel: no gradients to gather");
+    int64_t n = ffn_model_num_params(full);
     memset(dst, 0, (size_t)n * sizeof *dst);
     for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
-        const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i), *f = ffn_model_find_tensor(full, t->name);
+        const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
+                               *f = ffn_model_find_tensor(full, t->name);
         if (!f) return ffn_set_error(FFN_ERR_INTERNAL, "tensor parallel: %s is not in the full model", t->name);
         unslice_one(t, src + t->offset, f, dst + f->offset, P, k);
     }
-    ffn_status st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, dst, n);
+    return ffn_dist_allreduce_f32(d, FFN_DIST_TP, dst, n);
+}
+
+ffn_status ffn_dist_tp_model_gather(ffn_dist *d, ffn_model *rank_model, ffn_model *full,
+                                    int grads) {
+    float *dst = grads ? ffn_model_grads(full, NULL) : ffn_model_params(full, NULL);
+    const float *src = grads ? ffn_model_grads(rank_model, NULL) : ffn_model_params(rank_model, NULL);
+    if (!dst || !src) return ffn_set_error(FFN_ERR_INVALID_ARG, "tensor parallel: no gradients to gather");
+    ffn_status st = ffn_dist_tp_gather_flat(d, rank_model, src, full, dst);
     if (st == FFN_OK && !grads) st = ffn_model_params_changed(full);
+    return st;
+}
+
+ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                               const float *g, double *sq) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_TP);
+    double s = 0;
+    for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
+                               *f = ffn_model_find_tensor(full, t->name);
+        double part = 0;
+        for (int64_t j = 0; j < t->numel; j++) part += (double)g[t->offset + j] * g[t->offset + j];
+        /* a tensor every rank holds whole counts once: 1/P of it on each */
+        int replicated = f && f->numel == t->numel && !after_sum_bias(t->name);
+        s += replicated ? part / (double)P : part;
+    }
+    ffn_status st = ffn_dist_allreduce_f64(d, FFN_DIST_TP, &s, 1);
+    *sq = s;
     return st;
 }

@@ -279,8 +279,13 @@ typedef struct trainer {
     int32_t *ids;             /* (n_tokens): train [0, n_train), val after */
     int64_t n_tokens, n_train, n_val;
 
-    /* model and optimizer */
+    /* model and optimizer (tensor parallel: the rank's share; the whole
+     * model, its optimizer and moments kept in full* for the checkpoints) */
     ffn_model *model;
+    ffn_model *full;
+    ffn_adamw *full_opt;
+    float *full_moments;
+    int64_t full_np;
     ffn_adamw *opt;
     float *moments;           /* (2, P): the optimizer's block */
     int64_t n_params;
@@ -337,6 +342,8 @@ static void trainer_free(trainer *t) {
     free(t->ids);
     ffn_model_free(t->model);
     ffn_adamw_free(t->opt);
+    ffn_model_free(t->full);
+    ffn_adamw_free(t->full_opt);
     free(t->batch_tokens);
     free(t->batch_targets);
     free(t->loss_hist);
@@ -596,6 +603,8 @@ struct ffn_adamw {
     double lr, min_lr, weight_decay, beta1, beta2, eps, clip;
     int64_t warmup, steps;
     unsigned char *frozen;  /* (tensors): 1 = never updated; NULL when all are trained */
+    const ffn_train_dist *tp; /* tensor parallel: the whole model's norm (grad_sq) */
+    const ffn_model *tp_full;
 };
 
 static int decays(ffn_tensor_kind kind) {
@@ -682,7 +691,14 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
         if (a->frozen[i]) memset(a->grads + ten->offset, 0, (size_t)ten->numel * sizeof(float));
     }
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
-    double norm = sqrt(train_sum_squares(a->grads, a->n_params, a->norm_partials));
+    double sq;
+    if (a->tp && a->tp->grad_sq) {
+        ffn_status st = a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
+        if (st != FFN_OK) return st;
+    } else {
+        sq = train_sum_squares(a->grads, a->n_params, a->norm_partials);
+    }
+    double norm = sqrt(sq);
     float scale = 1.0f;
     if (a->clip > 0) {
         double coef = a->clip / (norm + 1e-6);
@@ -761,6 +777,7 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         float *g = ffn_model_grads(t->model, &n);
         double l[2] = {ce, total};
         ffn_status st = t->o.dist->allreduce_f32(t->o.dist->user, g, n);
+        if (st == FFN_OK && t->o.dist->sync_grads) st = t->o.dist->sync_grads(t->o.dist->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
         ce = l[0] / (double)P;
@@ -800,9 +817,12 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     ffn_status st = ffn_st_writer_create(&w);
     if (st != FFN_OK) return st;
     char key[128], val[1100];
-    int64_t shape[1] = {t->n_params};
-    st = ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, t->moments);
-    if (st == FFN_OK) st = ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, t->moments + t->n_params);
+    /* tensor parallel: the whole model's moments, put together before the save */
+    const float *mom = t->full ? t->full_moments : t->moments;
+    const int64_t np = t->full ? t->full_np : t->n_params;
+    int64_t shape[1] = {np};
+    st = ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, mom);
+    if (st == FFN_OK) st = ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, mom + np);
     shape[0] = t->step;
     if (st == FFN_OK && t->step > 0)
         st = ffn_st_writer_add(w, "loss_history", FFN_DTYPE_F64, 1, shape, t->loss_hist);
@@ -823,7 +843,7 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     META("data_source", "%s", t->data_source);
     META("data_bytes", "%zu", t->text_len);
     META("data_fingerprint", "%016llx", (unsigned long long)t->fingerprint);
-    META("n_params", "%lld", (long long)t->n_params);
+    META("n_params", "%lld", (long long)np);
     if (t->init_source[0]) META("init", "%s", t->init_source);
     if (t->vocab_file) META("vocab_file", "%s", FFN_LLAMA2C_TOKENIZER_FILENAME);
 #undef META
@@ -845,7 +865,8 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     if (st != FFN_OK) return st;
 #define FILE_IN(name) (free(path), path = ffn_path_join(tmp, "/", name))
     if (!FILE_IN(FFN_CONFIG_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(t->model), path);
+    ffn_model *whole = t->full ? t->full : t->model; /* tensor parallel: put together before */
+    if (st == FFN_OK) st = ffn_model_config_save(ffn_model_get_config(whole), path);
     const char *vocab_name = t->vocab_file ? FFN_LLAMA2C_TOKENIZER_FILENAME : FFN_TOKENIZER_FILENAME;
     if (st == FFN_OK)
         st = run_dir_config_add_tokenizer(path, ffn_vocab_kind_name(ffn_vocab_get_kind(t->vocab)),
@@ -875,7 +896,7 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     }
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = run_dir_save_weights(t->model, path);
+    if (st == FFN_OK) st = run_dir_save_weights(whole, path);
 #undef FILE_IN
     free(path);
     if (st == FFN_OK) st = ffn_dirswap_commit(out_dir, tmp);
@@ -1184,8 +1205,8 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
     r->final_val_loss = t->n_evals > 0 ? t->eval_loss[t->n_evals - 1] : NAN;
     r->tokens_per_s = t->train_seconds > 0 ? (double)(t->tokens_seen) / t->train_seconds : 0.0;
     r->seconds = seconds;
-    r->n_params = ffn_model_num_params(t->model);
-    r->active_params = ffn_model_active_params(t->model);
+    r->n_params = ffn_model_num_params(t->full ? t->full : t->model);
+    r->active_params = ffn_model_active_params(t->full ? t->full : t->model);
     r->loss = malloc((size_t)(t->step > 0 ? t->step : 1) * sizeof(double));
     r->eval_step = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(int64_t));
     r->eval_loss = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(double));
@@ -1207,6 +1228,46 @@ void ffn_train_result_free(ffn_train_result *r) {
     if (!r) return;
     FFN_FREE_ALL(r->loss, r->eval_step, r->eval_loss, r->checkpoint_dir);
     memset(r, 0, sizeof *r);
+}
+
+/* Tensor parallel: keep the whole model (and its optimizer) for the
+ * checkpoints and train the rank's share, moments sliced alike. */
+static ffn_status tp_shard(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    if (!d->slice_flat || !d->gather_flat)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: shard without slice_flat/gather_flat");
+    ffn_model_options mopt = {.max_batch = t->o.batch_size, .max_seq = t->o.seq_len, .training = 1};
+    ffn_model *rank = NULL;
+    ffn_adamw *ra = NULL;
+    ffn_status st = d->shard(d->user, t->model, &mopt, &rank);
+    if (st == FFN_OK) st = ffn_adamw_create(rank, &t->o, &ra);
+    int64_t rnp = 0;
+    float *rm = st == FFN_OK ? ffn_adamw_moments(ra, &rnp) : NULL;
+    if (st == FFN_OK) st = d->slice_flat(d->user, t->model, t->moments, rank, rm);
+    if (st == FFN_OK) st = d->slice_flat(d->user, t->model, t->moments + t->n_params, rank, rm + rnp);
+    if (st != FFN_OK) {
+        ffn_adamw_free(ra);
+        ffn_model_free(rank);
+        return st;
+    }
+    ra->tp = d;
+    ra->tp_full = t->model;
+    t->full = t->model, t->full_opt = t->opt, t->full_moments = t->moments, t->full_np = t->n_params;
+    t->model = rank, t->opt = ra, t->moments = rm, t->n_params = rnp;
+    return FFN_OK;
+}
+
+/* Tensor parallel, before a save (every rank): the whole model's parameters
+ * and moments from the ranks' shares. */
+static ffn_status tp_gather(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    ffn_status st = d->gather_flat(d->user, t->model, ffn_model_params(t->model, NULL), t->full,
+                                   ffn_model_params(t->full, NULL));
+    if (st == FFN_OK) st = d->gather_flat(d->user, t->model, t->moments, t->full, t->full_moments);
+    if (st == FFN_OK)
+        st = d->gather_flat(d->user, t->model, t->moments + t->n_params, t->full,
+                            t->full_moments + t->full_np);
+    return st;
 }
 
 static ffn_status run(trainer *t, ffn_train_result *result) {
@@ -1300,6 +1361,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     }
     ffn_st_close(state);
     state = NULL;
+    if (st == FFN_OK && o->dist && o->dist->shard) st = tp_shard(t);
     if (st != FFN_OK) goto done;
 
     /* Outputs: check the checkpoint directory and open the log first, so a
@@ -1345,7 +1407,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     st = dp_agree(t, FFN_OK);
     if (st == FFN_OK && o->dist && o->dist->check_same) {
         int64_t np;
-        const float *w = ffn_model_params(t->model, &np);
+        const float *w = ffn_model_params(t->full ? t->full : t->model, &np);
         st = o->dist->check_same(o->dist->user, "the training data (its fingerprint)",
                                  &t->fingerprint, sizeof t->fingerprint);
         if (st == FFN_OK)
@@ -1386,6 +1448,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
+        if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
