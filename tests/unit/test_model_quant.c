@@ -16,13 +16,19 @@
  *   - rows of 172 stay f16 (q4_K: rows of 288 fall back to q8_0);
  *   - a quantized tensor's floats read 0; attached bytes (borrowed or
  *     copied) give the same logits as quantizing in memory, bit for bit;
- *     bad sizes are errors naming the tensor. */
+ *     bad sizes are errors naming the tensor;
+ *   - one decoded token reads only its routed experts' bytes and its own
+ *     embedding row: every other expert's bytes and the other pages of the
+ *     (untied) embedding are made unreadable (PROT_NONE) and the step
+ *     still runs, with the same logits. */
 #include "check.h"
 
 #include <ffn.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 enum { T = 7, MAX_T = 8 };
 static const int32_t toks[T] = {3, 17, 60, 1, 42, 5, 33};
@@ -333,6 +339,79 @@ static void test_attach(ffn_ctx *ctx) {
     ffn_model_free(a);
 }
 
+/* Borrowed bytes in their own pages, so that they can be made unreadable. */
+typedef struct paged {
+    uint8_t *p;
+    size_t bytes, mapped;
+} paged;
+
+static paged paged_quantize(const float *w, int64_t rows, int64_t cols, ffn_ggml_type ty) {
+    paged g = {0};
+    size_t rb, pg = (size_t)sysconf(_SC_PAGESIZE);
+    ffn_ggml_row_size(ty, cols, &rb);
+    g.bytes = rb * (size_t)rows;
+    g.mapped = (g.bytes + pg - 1) / pg * pg;
+    g.p = mmap(NULL, g.mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    for (int64_t r = 0; r < rows; r++) ffn_ggml_quantize_row(ty, w + r * cols, g.p + r * rb, cols);
+    return g;
+}
+
+static void test_reads_only_routed(ffn_ctx *ctx) {
+    ffn_model_config c;
+    cfg_moe(&c);
+    c.tie_word_embeddings = 0;
+    const int64_t V = c.vocab_size, D = c.hidden_size, E = c.num_experts;
+    const ffn_ggml_type ty = FFN_GGML_TYPE_Q8_0;
+    ffn_model *m = make(ctx, &c, 0, 9);
+    if (!m) return;
+    const float *p = ffn_model_params(m, NULL);
+    static const char *kinds[3] = {"gate_proj", "up_proj", "down_proj"};
+    paged ex[4][3], emb;
+    char name[128];
+    for (int64_t e = 0; e < E; e++)
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "model.layers.1.mlp.experts.%lld.%s.weight", (long long)e,
+                     kinds[k]);
+            const ffn_model_tensor *t = ffn_model_find_tensor(m, name);
+            ex[e][k] = paged_quantize(p + t->offset, t->shape[0], t->shape[1], ty);
+            CHECK(ffn_model_set_tensor_data(m, name, ty, ex[e][k].p, ex[e][k].bytes, 1) == FFN_OK,
+                  "attach %s: %s", name, ffn_last_error());
+        }
+    const ffn_model_tensor *te = ffn_model_find_tensor(m, "model.embed_tokens.weight");
+    emb = paged_quantize(p + te->offset, V, D, ty);
+    CHECK(ffn_model_set_tensor_data(m, te->name, ty, emb.p, emb.bytes, 1) == FFN_OK, "embed: %s",
+          ffn_last_error());
+    ffn_model_tap_select(m, "layers.1.expert_ids");
+    float *l1 = malloc(sizeof(float) * V), *l2 = malloc(sizeof(float) * V);
+    const int32_t tok = 42;
+    CHECK(ffn_model_step(m, tok, l1) == FFN_OK, "step: %s", ffn_last_error());
+    ffn_tap_view v;
+    int routed[4] = {0};
+    CHECK(ffn_model_tap_read(m, "layers.1.expert_ids", &v) == FFN_OK && v.rows == 1, "ids");
+    for (int64_t j = 0; j < v.cols; j++) routed[((const int32_t *)v.data)[j]] = 1;
+    int hidden = 0;
+    for (int64_t e = 0; e < E; e++)
+        if (!routed[e])
+            for (int k = 0; k < 3; k++) hidden += !mprotect(ex[e][k].p, ex[e][k].mapped, PROT_NONE);
+    size_t rb, pg = (size_t)sysconf(_SC_PAGESIZE);
+    ffn_ggml_row_size(ty, D, &rb);
+    uintptr_t r0 = (uintptr_t)(emb.p + tok * rb) & ~(uintptr_t)(pg - 1);
+    uintptr_t r1 = ((uintptr_t)(emb.p + (tok + 1) * rb) + pg - 1) & ~(uintptr_t)(pg - 1);
+    if (r0 > (uintptr_t)emb.p) mprotect(emb.p, r0 - (uintptr_t)emb.p, PROT_NONE);
+    if (r1 < (uintptr_t)emb.p + emb.mapped)
+        mprotect((void *)r1, (uintptr_t)emb.p + emb.mapped - r1, PROT_NONE);
+    CHECK(hidden == 3 * (int)(E - c.num_experts_per_tok), "experts hidden: %d", hidden);
+    ffn_model_reset(m);
+    CHECK(ffn_model_step(m, tok, l2) == FFN_OK, "step with the other experts unreadable: %s",
+          ffn_last_error());
+    CHECK(memcmp(l1, l2, sizeof(float) * V) == 0, "the step changed");
+    ffn_model_free(m);
+    for (int64_t e = 0; e < E; e++)
+        for (int k = 0; k < 3; k++) munmap(ex[e][k].p, ex[e][k].mapped);
+    munmap(emb.p, emb.mapped);
+    free(l1), free(l2);
+}
+
 int main(void) {
     ffn_ctx *ctx = NULL;
     if (ffn_ctx_create(2, &ctx)) return 1;
@@ -341,6 +420,7 @@ int main(void) {
             check_case(ctx, &cases[i], types[j]);
     test_types_and_training(ctx);
     test_attach(ctx);
+    test_reads_only_routed(ctx);
     ffn_ctx_free(ctx);
     return check_done("test_model_quant");
 }
