@@ -20,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <unistd.h>
 
 typedef struct model_qtensor {
@@ -426,6 +429,11 @@ ffn_status ffn_model_quantize(ffn_model *m, ffn_ggml_type type, const ffn_quanti
     char msg[512];
     if (st) snprintf(msg, sizeof msg, "%s", ffn_last_error());
     ffn_status st2 = q->dirty ? ffn_model_params_changed(m) : FFN_OK;
+#ifdef __GLIBC__
+    /* the layers' packed fp32 copies were freed inside the heap: give
+     * their pages back, or the process keeps them resident */
+    malloc_trim(0);
+#endif
     if (st) return ffn_error(st, "ffn_model_quantize: %s", msg);
     return st2;
 }
