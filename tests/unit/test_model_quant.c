@@ -17,6 +17,8 @@
  *   - a quantized tensor's floats read 0; attached bytes (borrowed or
  *     copied) give the same logits as quantizing in memory, bit for bit;
  *     bad sizes are errors naming the tensor;
+ *   - mixed types inside one product: only k_proj of the fused q|k|v and
+ *     only up_proj of an FFN (the rest fp32) match the reference too;
  *   - one decoded token reads only its routed experts' bytes and its own
  *     embedding row: every other expert's bytes and the other pages of the
  *     (untied) embedding are made unreadable (PROT_NONE) and the step
@@ -431,6 +433,41 @@ static long vm_rss_kb(void) {
     return v;
 }
 
+/* Attach one tensor's q8_0 bytes; 0 on failure. */
+static int attach_one(ffn_model *m, const char *name, ffn_ggml_type ty) {
+    const ffn_model_tensor *t = ffn_model_find_tensor(m, name);
+    size_t rb;
+    if (!t || ffn_ggml_row_size(ty, t->shape[1], &rb)) return 0;
+    uint8_t *b = malloc(rb * (size_t)t->shape[0]);
+    const float *p = ffn_model_params(m, NULL) + t->offset;
+    for (int64_t r = 0; r < t->shape[0]; r++)
+        ffn_ggml_quantize_row(ty, p + r * t->shape[1], b + r * rb, t->shape[1]);
+    ffn_status st = ffn_model_set_tensor_data(m, name, ty, b, rb * (size_t)t->shape[0], 0);
+    free(b);
+    return st == FFN_OK;
+}
+
+static void test_mixed(ffn_ctx *ctx) {
+    ffn_model_config c;
+    cfg_moe(&c);
+    const int64_t V = c.vocab_size;
+    ffn_model *q = make(ctx, &c, 0, 21), *ref = make(ctx, &c, 0, 21);
+    if (!q || !ref) return;
+    CHECK(attach_one(q, "model.layers.0.self_attn.k_proj.weight", FFN_GGML_TYPE_Q4_0) &&
+              attach_one(q, "model.layers.0.mlp.up_proj.weight", FFN_GGML_TYPE_Q4_0) &&
+              attach_one(q, "model.layers.1.mlp.experts.2.down_proj.weight", FFN_GGML_TYPE_Q4_0),
+          "attach: %s", ffn_last_error());
+    CHECK(round_trip_weights(ref, q), "reference");
+    float *a = malloc(sizeof(float) * T * V), *b = malloc(sizeof(float) * T * V);
+    CHECK(ffn_model_logits(q, a, toks, 1, T) == FFN_OK && ffn_model_logits(ref, b, toks, 1, T) == FFN_OK,
+          "logits: %s", ffn_last_error());
+    double d = rel_diff(a, b, T * V);
+    printf("  mixed (k_proj, up_proj, one expert's down_proj q4_0): vs reference %.2e\n", d);
+    CHECK(d <= 2e-2, "mixed types: %.3e", d);
+    free(a), free(b);
+    ffn_model_free(q), ffn_model_free(ref);
+}
+
 static void test_resident_memory(ffn_ctx *ctx) {
 #if defined(__SANITIZE_ADDRESS__)
     (void)ctx;
@@ -513,6 +550,7 @@ int main(void) {
             check_case(ctx, &cases[i], types[j]);
     test_types_and_training(ctx);
     test_attach(ctx);
+    test_mixed(ctx);
     test_reads_only_routed(ctx);
     test_resident_memory(ctx);
     ffn_ctx_free(ctx);
