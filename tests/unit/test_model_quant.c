@@ -423,6 +423,7 @@ static void test_reads_only_routed(ffn_ctx *ctx) {
     free(l1), free(l2);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 static long vm_rss_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -432,6 +433,7 @@ static long vm_rss_kb(void) {
     if (f) fclose(f);
     return v;
 }
+#endif
 
 /* Attach one tensor's q8_0 bytes; 0 on failure. */
 static int attach_one(ffn_model *m, const char *name, ffn_ggml_type ty) {
