@@ -33,7 +33,8 @@
  * flat block is allocated untouched: a model whose matrices are all attached
  * with ffn_model_set_tensor_data never makes their fp32 pages resident.)
  * Whoever reads a tensor's floats (an exporter, an analysis) asks
- * ffn_model_tensor_type first.
+ * ffn_model_tensor_type first.  ffn_model_init_weights makes every tensor
+ * fp32 again.
  *
  * Example (a q4_0 model, embeddings and head kept at q8_0):
  *     ffn_quantize_options o;

@@ -895,6 +895,8 @@ static int is_residual_out(const ffn_model_tensor *t) {
 
 ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_init_weights: model is NULL");
+    model_q_free(m->q); /* every tensor fp32 again */
+    m->q = NULL;
     const double std = 0.02, std_res = 0.02 / sqrt(2.0 * (double)m->L);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];

@@ -266,6 +266,12 @@ static void test_types_and_training(ffn_ctx *ctx) {
     CHECK(st == FFN_ERR_UNSUPPORTED && strstr(ffn_last_error(), "model.embed_tokens.weight") &&
               strstr(ffn_last_error(), "low-precision"),
           "training a quantized model: %d %s", (int)st, ffn_last_error());
+    /* init_weights: a fresh fp32 model again, which trains */
+    CHECK(ffn_model_init_weights(m, 3) == FFN_OK &&
+              ffn_model_tensor_type(m, "model.layers.0.mlp.up_proj.weight") == FFN_GGML_TYPE_F32 &&
+              ffn_model_weight_bytes(m) == before &&
+              ffn_model_forward_backward(m, toks, tgts, 1, T, 1.0f, &loss) == FFN_OK,
+          "init_weights after quantize: %s", ffn_last_error());
     ffn_model_free(m);
 
     /* q4_K: rows of 288 (a multiple of 32, not of 256) fall back to q8_0,
