@@ -156,11 +156,11 @@ int cmd_run(int argc, char **argv) {
          .help = "print what was loaded and the prompt's ids on stderr"},
         {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = quant_names,
          .values = quant_values, .group = "low-precision weights (inference in memory)",
-         .def = "none: the weights as loaded (fp32)",
+         .def = "none, the weights as loaded",
          .help = "convert every matrix (embedding, attention, FFN, experts, router, head) to "
-                 "this ggml type after loading; norms and biases stay fp32.  A matrix whose "
-                 "rows are no whole blocks takes q8_0 (for q4_K, q6_K) or f16 instead.  The "
-                 "fp32 copies are given back (see `ffn run MODEL --info --quantize T`)"},
+                 "this ggml type after loading, in memory; norms and biases stay fp32.  A "
+                 "matrix whose rows are no whole blocks takes q8_0 (for q4_K, q6_K) or f16 "
+                 "instead.  The fp32 copies are given back; --info prints the bytes and types"},
         {.name = "--quantize-embed", .type = CLI_ENUM, .dst = &quant_embed, .names = quant_names,
          .values = quant_values, .def = "the --quantize type",
          .help = "the type of the token embedding and the LM head (e.g. keep them at q8_0 "
