@@ -16,6 +16,7 @@
  *   json.h         the strict JSON reader
  *   collapse.h     merging a linear FFN into one matrix, and the check
  *   gguf.h         GGUF files and the ggml tensor types (f16, q8_0, q4_K, ...)
+ *   quant.h        low-precision weights inside a model (quantize, attach bytes)
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -72,6 +73,9 @@
 #endif
 #if __has_include("ffn/plan.h")
 #include "ffn/plan.h"
+#endif
+#if __has_include("ffn/quant.h")
+#include "ffn/quant.h"
 #endif
 
 #endif /* FFN_H */

@@ -47,6 +47,33 @@ static const char epilog[] =
 "  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n";
 
 static const char *const emit_names[] = {"ids", "text", NULL};
+static const char *const quant_names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K",
+                                          NULL};
+static const int quant_values[] = {FFN_GGML_TYPE_F32,  FFN_GGML_TYPE_F16,  FFN_GGML_TYPE_BF16,
+                                   FFN_GGML_TYPE_Q8_0, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_K,
+                                   FFN_GGML_TYPE_Q6_K};
+
+/* --quantize / --quantize-embed after loading; with --info, what it gave. */
+static ffn_status quantize_loaded(ffn_model *m, int type, int embed_type, int show_info) {
+    if (type < 0 && embed_type < 0) return FFN_OK;
+    size_t before = ffn_model_weight_bytes(m);
+    ffn_quantize_options o;
+    ffn_quantize_options_default(&o);
+    if (embed_type >= 0) o.embedding = o.head = embed_type;
+    ffn_status st = ffn_model_quantize(m, type >= 0 ? (ffn_ggml_type)type : FFN_GGML_TYPE_F32, &o);
+    if (st || !show_info) return st;
+    int count[FFN_GGML_TYPE_COUNT] = {0};
+    for (int64_t i = 0; i < ffn_model_num_tensors(m); i++) {
+        int t = ffn_model_tensor_type(m, ffn_model_tensor_at(m, i)->name);
+        if (t >= 0 && t < FFN_GGML_TYPE_COUNT) count[t]++;
+    }
+    fprintf(stderr, "ffn run: quantized in memory: weights %zu bytes (were %zu); tensors", 
+            ffn_model_weight_bytes(m), before);
+    for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++)
+        if (count[t]) fprintf(stderr, " %s %d", ffn_ggml_type_name((ffn_ggml_type)t), count[t]);
+    fprintf(stderr, "\n");
+    return FFN_OK;
+}
 
 /* ---- the vocabulary -------------------------------------------------------------- */
 
@@ -95,7 +122,7 @@ int cmd_run(int argc, char **argv) {
     ffn_generate_options_default(&gd); /* the sampling defaults of ffn generate */
     int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
     double temperature = gd.temperature, top_p = gd.top_p;
-    int no_bos = 0, show_info = 0, emit_choice = -1;
+    int no_bos = 0, show_info = 0, emit_choice = -1, quant = -1, quant_embed = -1;
     int64_t tp_ranks = 1;
     int write_dump = 1;
     const cli_opt opts[] = {
@@ -133,6 +160,17 @@ int cmd_run(int argc, char **argv) {
         {CLI_INT_FIELDS("--tp", &tp_ranks, "T", 1, 65536,
                         "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of "
                         "the heads and FFN units (see include/ffn/dist.h); rank 0 prints")},
+        {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = quant_names,
+         .values = quant_values, .group = "low-precision weights (inference in memory)",
+         .def = "none, the weights as loaded",
+         .help = "convert every matrix (embedding, attention, FFN, experts, router, head) to "
+                 "this ggml type after loading, in memory; norms and biases stay fp32.  A "
+                 "matrix whose rows are no whole blocks takes q8_0 (for q4_K, q6_K) or f16 "
+                 "instead.  The fp32 copies are given back; --info prints the bytes and types"},
+        {.name = "--quantize-embed", .type = CLI_ENUM, .dst = &quant_embed, .names = quant_names,
+         .values = quant_values, .def = "the --quantize type",
+         .help = "the type of the token embedding and the LM head (e.g. keep them at q8_0 "
+                 "under --quantize q4_0)"},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
                             .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
@@ -274,6 +312,13 @@ int cmd_run(int argc, char **argv) {
                 (long long)ffn_model_num_params(m), (long long)info.n_files,
                 (long long)info.file_bytes, dtypes,
                 ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
+    }
+    if ((st = quantize_loaded(m, quant, quant_embed, show_info))) {
+        free(ids);
+        ffn_vocab_free(voc);
+        ffn_model_free(m);
+        ffn_ctx_free(ctx);
+        return cli_fail(CMD, st);
     }
 
     size_t rows_bytes = 0;

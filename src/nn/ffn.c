@@ -69,6 +69,7 @@
 #include "base/common.h"
 #include "kernels/kernels.h"
 #include "nn/ffn_hook.h"
+#include "nn/ffn_quant.h"
 
 #include <string.h>
 #ifdef _OPENMP
@@ -108,6 +109,7 @@ struct ffn_layer {
     mm_slot slots[CACHE_SLOTS];
     uint64_t use_clock;
     size_t scratch_reserve; /* bytes of scratchpad workspace_size() adds */
+    ffn_qlayer *q; /* low-precision weights (ffn_quant.c), or NULL */
 };
 
 /* Calls below this many multiply-adds run on one thread: waking the others
@@ -337,6 +339,7 @@ ffn_status ffn_layer_create(ffn_ctx *ctx, const ffn_layer_config *cfg, ffn_layer
 void ffn_layer_free(ffn_layer *l) {
     if (!l) return;
     drop_engine(l);
+    ffn_qlayer_free(l->q);
     ffn_free_aligned(l->b_in_owned);
     free(l);
 }
@@ -357,6 +360,8 @@ ffn_status ffn_layer_set_weights(ffn_layer *l, const ffn_layer_params *w) {
         return ffn_error(FFN_ERR_MISSING, "ffn_layer_set_weights: %s is NULL (%s layer%s)",
                          missing, l->gated ? "gated" : "dense", l->cfg.bias ? " with bias" : "");
     l->have_weights = 0;
+    ffn_qlayer_free(l->q);
+    l->q = NULL;
     int64_t F = l->F;
     l->w_gate = l->gated ? w->gate_w : NULL;
     l->w_up = w->up_w;
@@ -604,7 +609,9 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
     if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
     float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
     const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
-    if (!writer && n <= FFN_DECODE_MAX_N) {
+    if (l->q) {
+        st = ffn_qlayer_forward(l->q, l->ctx, y, gu, c.h, x, n, writer, rows);
+    } else if (!writer && n <= FFN_DECODE_MAX_N) {
         ffn_decode_weights w = decode_weights(l);
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
     } else {
@@ -642,6 +649,9 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
                            void *workspace, size_t workspace_bytes) {
     ffn_status st;
     if (!dy || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_backward: dy or x is NULL");
+    if (l->q)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_layer_backward: the layer holds low-precision "
+                         "weights (inference only)");
     if (l->cfg.save == FFN_SAVE_ACTIVATIONS && !saved)
         return ffn_error(FFN_ERR_INVALID_ARG,
                          "ffn_layer_backward: saved is NULL but the layer's save mode is "
@@ -707,3 +717,20 @@ ffn_status ffn_layer_backward(ffn_layer *l, float *dx, const ffn_layer_params *g
     if (!begin_call(l, "ffn_layer_backward", n, &st, &threads)) return st;
     return end_call(threads, backward(l, dx, grads, dy, x, n, saved, workspace, workspace_bytes));
 }
+
+/* ---- low-precision weights (the forward is in ffn_quant.c) ---------------- */
+
+ffn_status ffn_layer_set_qweights(ffn_layer *l, const ffn_layer_qweights *w) {
+    if (!l || !w) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_set_qweights: NULL argument");
+    ffn_qlayer *q = NULL;
+    ffn_status st = ffn_qlayer_create(&l->cfg, w, &q);
+    if (st) return st;
+    drop_engine(l); /* no fp32 copy stays behind */
+    ffn_qlayer_free(l->q);
+    l->q = q;
+    l->w_gate = l->w_up = l->w_down = l->b_in = l->b_down = NULL;
+    l->have_weights = 1;
+    return FFN_OK;
+}
+
+int ffn_layer_is_quantized(const ffn_layer *l) { return l && l->q; }

@@ -17,6 +17,7 @@
 #include "ffn/layer.h"
 #include "ffn/model.h"
 #include "ffn/moe.h"
+#include "ffn/quant.h"
 #include "nn/model_internal.h"
 #include "nn/ffn_hook.h"
 #include "nn/tap_internal.h"
@@ -428,6 +429,7 @@ struct ffn_model {
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
+    model_qstate *q;                /* low-precision weights (model_qweights.c), or NULL */
 };
 
 /* ---- the tensor table ------------------------------------------------------ */
@@ -654,7 +656,8 @@ void ffn_model_free(ffn_model *m) {
     if (m->moe)
         for (int64_t l = 0; l < m->L; l++) ffn_moe_free(m->moe[l]);
     FFN_FREE_ALL(m->mlp, m->moe, m->bp, m->bg, m->experts_p, m->experts_g, m->ba);
-    ffn_free_aligned(m->params);
+    model_params_free(m->params, (size_t)m->n_params * sizeof(float));
+    model_q_free(m->q);
     ffn_free_aligned(m->grads);
     ffn_free_aligned(m->acts);
     ffn_taps_free(m->taps);
@@ -875,14 +878,13 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
         goto fail;
     }
     m->n_params = total;
-    m->params = ffn_malloc_aligned(bytes);
+    m->params = model_params_alloc(bytes); /* zero, untouched */
     if (m->training) m->grads = ffn_malloc_aligned(bytes);
     if (!m->params || (m->training && !m->grads)) {
         st = ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (%zu bytes of parameters)",
                        bytes);
         goto fail;
     }
-    memset(m->params, 0, bytes);
     if (m->grads) memset(m->grads, 0, bytes);
     if ((st = build_table(m, &total))) goto fail;
     if ((st = index_names(m))) goto fail;
@@ -948,10 +950,12 @@ ffn_status ffn_model_params_changed(ffn_model *m) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
     for (int64_t l = 0; l < m->L; l++) {
         ffn_status st = FFN_OK;
-        if (m->mlp[l]) st = ffn_layer_set_weights(m->mlp[l], &m->bp[l].mlp);
-        else if (m->moe[l]) st = ffn_moe_set_weights(m->moe[l], &m->bp[l].moe);
+        if (m->mlp[l]) st = model_q_set_ffn(m->q, m->mlp[l], m->params, &m->bp[l].mlp);
+        else if (m->moe[l])
+            st = model_q_set_moe(m->q, m->moe[l], m->params, &m->bp[l].moe, m->cfg.num_experts);
         if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
     }
+    model_q_synced(m->q);
     m->pos = 0;
     return FFN_OK;
 }
@@ -970,6 +974,8 @@ static int is_residual_out(const ffn_model_tensor *t) {
 
 ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_init_weights: model is NULL");
+    model_q_free(m->q); /* every tensor fp32 again */
+    m->q = NULL;
     const double std = 0.02, std_res = 0.02 / sqrt(2.0 * (double)m->L);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];
@@ -1059,8 +1065,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     const int save = mode == MODE_TRAIN;
     ffn_status st;
     float *x = m->ba[0].res;
-    for (int64_t n = 0; n < N; n++)
-        memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
+    model_embed_rows(m->q, m->params, m->embed, tokens, N, D, x);
     if (m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
         const float es = (float)m->cfg.embed_scale;
         for (int64_t i = 0; i < N * D; i++) x[i] *= es;
@@ -1082,7 +1087,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
         norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
-        if ((st = ffn_gemm(ctx, 0, 1, N, C, D, 1.0f, a->xn1, D, p->wqkv, D, 0.0f, a->qkv, C)))
+        if ((st = model_proj(ctx, m->q, m->params, p->wqkv, C, D, a->xn1, D, N, a->qkv, C)))
             return st;
         if (p->bqkv)
             for (int64_t n = 0; n < N; n++)
@@ -1118,7 +1123,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *probs = save ? a->probs : tp ? ffn_taps_probs(tp, l) : NULL;
         ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
         if (tp && probs) ffn_taps_probs_done(tp, l);
-        if ((st = ffn_gemm(ctx, 0, 1, N, D, HD, 1.0f, a->att, HD, p->wo, HD, 0.0f, m->tmp, D)))
+        if ((st = model_proj(ctx, m->q, m->params, p->wo, D, HD, a->att, HD, N, m->tmp, D)))
             return st;
         if (p->bo)
             for (int64_t n = 0; n < N; n++)
@@ -1182,8 +1187,8 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         float *lg = logits_out ? logits_out + r0 * V : m->logits;
-        if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
-                           lg, V)))
+        if ((st = model_proj(m->ctx, m->q, m->params, m->head, V, D, m->xnf + r0 * D, D, rows,
+                             lg, V)))
             return st;
         if (!targets) continue;
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
@@ -1334,7 +1339,8 @@ static ffn_status batch_forward(ffn_model *m, const int32_t *tokens, const int32
                                 int64_t B, int64_t T, int mode, float grad_scale, float *logits,
                                 const char *fn, ffn_model_loss *loss) {
     ffn_status st;
-    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)))
+    if ((st = check_shape(m, B, T, fn)) || (st = check_tokens(m, tokens, targets, B * T, fn)) ||
+        (st = model_q_sync(m)))
         return st;
     if (mode == MODE_TRAIN && !isfinite(grad_scale))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
@@ -1360,6 +1366,12 @@ ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const
     if (!m->training)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training "
                          "(ffn_model_options.training = 0)", fn);
+    if (model_q_first(m->q))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s holds low-precision weights (%s): "
+                         "training needs fp32 weights (this model runs inference only)", fn,
+                         model_q_first(m->q),
+                         ffn_ggml_type_name((ffn_ggml_type)ffn_model_tensor_type(
+                             m, model_q_first(m->q))));
     ffn_model_loss parts;
     ffn_status st = batch_forward(m, tokens, targets, B, T, MODE_TRAIN, grad_scale, NULL, fn,
                                   &parts);
@@ -1400,12 +1412,13 @@ ffn_status ffn_model_prefill(ffn_model *m, const int32_t *tokens, int64_t n, flo
     static const char *fn = "ffn_model_prefill";
     if (!m || (!tokens && n > 0))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: model and tokens must not be NULL", fn);
+    ffn_status st = model_q_sync(m);
+    if (st) return st;
     if (n < 0 || m->pos + n > m->max_seq)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: %lld tokens after %lld cached exceed max_seq "
                          "(%lld)", fn, (long long)n, (long long)m->pos, (long long)m->max_seq);
     if (n == 0) return FFN_OK;
-    ffn_status st = check_tokens(m, tokens, NULL, n, fn);
-    if (st) return st;
+    if ((st = check_tokens(m, tokens, NULL, n, fn))) return st;
     ffn_ctx_enter(m->ctx);
     /* The prompt goes through in chunks that fit the activation rows. */
     for (int64_t i = 0; i < n; i += m->max_n) {
@@ -1478,6 +1491,8 @@ ffn_status ffn_model_reserve(ffn_model *m, int64_t max_batch, int64_t max_seq) {
 /* ---- for the taps and the analysis floor (src/nn/tap_internal.h) ----------------- */
 
 ffn_taps **ffn_model_taps_ref(ffn_model *m) { return &m->taps; }
+
+model_qstate **ffn_model_q_ref(ffn_model *m) { return &m->q; }
 
 void ffn_model_rows(const ffn_model *m, int64_t *max_n, int64_t *max_seq) {
     *max_n = m->max_n;

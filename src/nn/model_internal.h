@@ -13,6 +13,9 @@
 #define FFN_MODEL_INTERNAL_H
 
 #include "base/common.h"
+#include "ffn/layer.h"
+#include "ffn/model.h"
+#include "ffn/moe.h"
 
 #include <stdio.h>
 
@@ -136,5 +139,45 @@ void ffn_attention_backward(float *dq, float *dk, float *dv, const float *dout, 
                             const float *probs, const float *q, int64_t ldq, const float *k,
                             int64_t ldk, const float *v, int64_t ldv, float *scratch,
                             const ffn_attn_dims *dims);
+
+/* ---- low-precision weights (src/nn/model_qweights.c) ---------------------
+ * The model's side of include/ffn/quant.h: which tensors hold which type,
+ * and the one helper every matrix product of model.c goes through.  NULL
+ * state (a model never quantized) means every tensor is fp32, and then
+ * each helper makes exactly the call model.c made before. */
+typedef struct model_qstate model_qstate;
+
+/* The flat parameter block: anonymous pages, zero and untouched until
+ * written (so tensors that are only ever attached cost no resident memory). */
+float *model_params_alloc(size_t bytes);
+void model_params_free(float *params, size_t bytes);
+void model_q_free(model_qstate *q);
+
+/* y (n, rows) row stride ldy = x (n, cols) row stride ldx · Wᵀ, W (rows,
+ * cols) the params at w: one tensor, or adjacent tensors of `cols` columns
+ * (the fused q|k|v), each on ffn_qgemm when it is low precision and on
+ * ffn_gemm otherwise (one ffn_gemm when all are fp32). */
+ffn_status model_proj(const ffn_ctx *ctx, const model_qstate *q, const float *params,
+                      const float *w, int64_t rows, int64_t cols, const float *x, int64_t ldx,
+                      int64_t n, float *y, int64_t ldy);
+/* x (n, D) = rows tokens[i] of the table at `table` (the embedding),
+ * decoding only those rows when it is low precision. */
+void model_embed_rows(const model_qstate *q, const float *params, const float *table,
+                      const int32_t *tokens, int64_t n, int64_t D, float *x);
+/* Point an FFN / MoE layer at its weights: the fp32 ones (ffn_layer_set_weights,
+ * ffn_moe_set_weights) unless some of its tensors are low precision. */
+ffn_status model_q_set_ffn(const model_qstate *q, ffn_layer *layer, const float *params,
+                           const ffn_layer_params *p);
+ffn_status model_q_set_moe(const model_qstate *q, ffn_moe *moe, const float *params,
+                           const ffn_moe_params *p, int64_t E);
+/* The name of the first tensor in a type other than f32, or NULL. */
+const char *model_q_first(const model_qstate *q);
+/* Before a forward: tensors attached since the last ffn_model_params_changed
+ * make the layers pick them up now.  After params_changed: clean. */
+ffn_status model_q_sync(ffn_model *m);
+void model_q_synced(model_qstate *q);
+
+/* Provided by model.c: the model's state slot (NULL until first needed). */
+model_qstate **ffn_model_q_ref(ffn_model *m);
 
 #endif /* FFN_MODEL_INTERNAL_H */

@@ -17,6 +17,7 @@
 #include "format/json.h"
 #include "kernels/kernels.h"
 #include "nn/ffn_hook.h"
+#include "nn/ffn_quant.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -297,6 +298,7 @@ struct ffn_moe {
     int threads;               /* the context's thread count */
     int weights_set;
     ffn_moe_runner runner;     /* the routed experts run elsewhere when .forward is set */
+    ffn_qweight router_q, shared_gate_q; /* low precision when .data (ffn_moe_set_qweights) */
 };
 
 ffn_status ffn_moe_create(ffn_ctx *ctx, const ffn_moe_config *cfg, ffn_moe **out) {
@@ -375,6 +377,10 @@ static const char *missing_tensor(const ffn_layer_params *p, const ffn_moe_confi
 }
 
 ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
+    return ffn_moe_set_qweights(m, w, NULL);
+}
+
+ffn_status ffn_moe_set_qweights(ffn_moe *m, const ffn_moe_params *w, const ffn_moe_qweights *q) {
     if (!m || !w) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_weights: NULL argument");
     const ffn_moe_config *c = &m->cfg;
     const char *t;
@@ -385,7 +391,9 @@ ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
     for (int64_t e = 0; w->experts && e < c->num_experts; e++) {
         if ((t = missing_tensor(&w->experts[e], c)))
             return ffn_error(FFN_ERR_MISSING, "experts.%lld.%s: missing", (long long)e, t);
-        ffn_status st = ffn_layer_set_weights(m->experts[e], &w->experts[e]);
+        const ffn_layer_qweights *qe = q && q->experts ? q->experts[e] : NULL;
+        ffn_status st = qe ? ffn_layer_set_qweights(m->experts[e], qe)
+                           : ffn_layer_set_weights(m->experts[e], &w->experts[e]);
         if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
     }
     if (m->shared) {
@@ -393,7 +401,8 @@ ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
             return ffn_error(FFN_ERR_MISSING, "shared_expert.%s: missing", t);
         if (!w->shared_gate_w)
             return ffn_error(FFN_ERR_MISSING, "shared_expert_gate.weight: missing");
-        ffn_status st = ffn_layer_set_weights(m->shared, &w->shared);
+        ffn_status st = q && q->shared ? ffn_layer_set_qweights(m->shared, q->shared)
+                                       : ffn_layer_set_weights(m->shared, &w->shared);
         if (st) return ffn_error_prefix(st, "shared_expert");
     }
     if (m->shared_experts) {
@@ -404,6 +413,10 @@ ffn_status ffn_moe_set_weights(ffn_moe *m, const ffn_moe_params *w) {
     }
     m->router_w = w->router_w;
     m->shared_gate_w = w->shared_gate_w;
+    memset(&m->router_q, 0, sizeof m->router_q);
+    memset(&m->shared_gate_q, 0, sizeof m->shared_gate_q);
+    if (q && q->router) m->router_q = *q->router;
+    if (q && q->shared_gate) m->shared_gate_q = *q->shared_gate;
     m->weights_set = 1;
     return FFN_OK;
 }
@@ -870,7 +883,10 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
 #pragma omp parallel for schedule(dynamic, 1) if (n_blocks > 1)
     for (int64_t b = 0; b < n_blocks; b++) {
         const int64_t t0 = b * ROUTER_BLOCK, t1 = t0 + ROUTER_BLOCK < n ? t0 + ROUTER_BLOCK : n;
-        ffn_gemv(logits + t0 * E, E, m->router_w, D, x + t0 * D, D, t1 - t0, E);
+        if (m->router_q.data) /* (the arguments are checked: it cannot fail) */
+            (void)ffn_qgemm(m->ctx, &m->router_q, x + t0 * D, D, t1 - t0, logits + t0 * E, E, 0);
+        else
+            ffn_gemv(logits + t0 * E, E, m->router_w, D, x + t0 * D, D, t1 - t0, E);
         for (int64_t t = t0; t < t1; t++) {
             float *l = logits + t * E, *p = probs + t * E;
             lse[t] = score_row(p, l, E, c->scoring);
@@ -948,7 +964,10 @@ ffn_status ffn_moe_forward_hooked(ffn_moe *m, ffn_moe_outputs *out, const float 
         float *yt = y + t * D;
         add_slot_rows(yt, eo, slot_row + t * K, wts + t * K, K, D);
         if (sh_out) {
-            ffn_gemv(&sh_gate[t], 1, m->shared_gate_w, D, x + t * D, D, 1, 1);
+            if (m->shared_gate_q.data)
+                (void)ffn_qgemm(m->ctx, &m->shared_gate_q, x + t * D, D, 1, &sh_gate[t], 1, 0);
+            else
+                ffn_gemv(&sh_gate[t], 1, m->shared_gate_w, D, x + t * D, D, 1, 1);
             const float g = sigmoidf_(sh_gate[t]), *o = sh_out + t * D;
             for (int64_t d = 0; d < D; d++) yt[d] += g * o[d];
         }
@@ -1020,6 +1039,9 @@ ffn_status ffn_moe_backward(ffn_moe *m, float *dx, const ffn_moe_params *grads,
     if (!m || (n > 0 && (!dy || !x || !saved)))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_backward: NULL argument (dy, x and saved are required)");
     if (n == 0) return check_ready(m, "ffn_moe_backward", 0);
+    if (m->router_q.data || m->shared_gate_q.data)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_moe_backward: the router holds low-precision "
+                         "weights (inference only)");
     ws_layout W;
     moe_layout L;
     ffn_status st = plan_call(m, "ffn_moe_backward", n, workspace, workspace_bytes, &W, &L);
