@@ -99,9 +99,10 @@ void ffn_trace_result_free(ffn_trace_result *result); /* NULL is a no-op */
 /* Tokens of a prompt and where its subject is: tokens = encode(prompt),
  * the subject's tokens are those of the first occurrence of `subject` in
  * the prompt (the tokens of the prompt's bytes up to the subject's end
- * minus those up to its start; both must be prefixes of the prompt's
- * tokens, else an error saying the subject does not fall on token
- * boundaries).  target (may be NULL: *target_id = -1) is the answer as a
+ * minus those up to its start, spaces before it going with the subject
+ * when the vocabulary attaches them to the next word; both must be
+ * prefixes of the prompt's tokens, else an error saying the subject does
+ * not fall on token boundaries).  target (may be NULL: *target_id = -1) is the answer as a
  * word: its first token after the prompt, as in the text "prompt target"
  * (a space-only token of a char or byte vocabulary is appended to the
  * prompt and the next token taken).  *tokens is malloc'd (free() it).

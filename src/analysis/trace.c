@@ -246,6 +246,14 @@ ffn_status ffn_trace_prepare(const ffn_vocab *v, const char *prompt, const char 
     if (!st && subject) {
         const size_t off = (size_t)(at - prompt), end = off + strlen(subject);
         st = encode_n(v, prompt, off, &a, &na);
+        /* a word vocabulary reads "knows, " as "knows" "," " " but "knows,
+         * Mira" as "knows" "," " Mira": the space goes with the subject */
+        size_t trimmed = off;
+        while (!st && !is_prefix(a, na, ids, n) && trimmed > 0 && prompt[trimmed - 1] == ' ') {
+            free(a);
+            a = NULL;
+            st = encode_n(v, prompt, --trimmed, &a, &na);
+        }
         if (!st) st = encode_n(v, prompt, end, &b, &nb);
         if (!st && (!is_prefix(a, na, ids, n) || !is_prefix(b, nb, ids, n) || nb <= na))
             st = ffn_error(FFN_ERR_INVALID_ARG,
