@@ -5,6 +5,7 @@
  * experiment is in the library (include/ffn/trace.h); this file loads the
  * model and its vocabulary, parses flags and prints. */
 #include "cli.h"
+#include "trace_report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -394,101 +395,48 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
 
 static int trace_facts(loaded *ld, const ffn_facts *fs, int64_t n, const ffn_trace_options *o,
                        int json, const char *svg, int force) {
-    ffn_trace_result **rs = calloc((size_t)n, sizeof *rs);
-    if (!rs) return out_of_memory();
-    int64_t n_known = 0, n_all = 0;
-    int rc = 0;
-    const int tty = cli_progress_tty();
-    /* known facts first; the unknown ones after them (used when none is known) */
-    ffn_trace_result **unknown = calloc((size_t)n, sizeof *unknown);
-    int64_t n_unknown = 0;
-    for (int64_t i = 0; i < n && !rc && unknown; i++) {
-        const ffn_fact *f = &fs->facts[i];
-        int32_t *ids = NULL, tid = -1, best = -1;
-        int64_t T = 0, b = 0, e = 0;
-        ffn_status st = ffn_trace_prepare(ld->vocab, f->prompt, f->subject, f->object, &ids, &T, &b, &e, &tid);
-        if (st) {
-            rc = cli_fail(CMD, st);
-            break;
-        }
-        if ((rc = top1(ld, ids, T, &best))) {
-            free(ids);
-            break;
-        }
-        ffn_trace_result *r = NULL;
-        st = ffn_trace_run(ld->ctx, ld->model, ids, T, b, e, tid, o, &r);
-        free(ids);
-        if (st) {
-            rc = cli_fail(CMD, st);
-            break;
-        }
-        if (best == tid) rs[n_known++] = r;
-        else unknown[n_unknown++] = r;
-        n_all++;
-        if (tty) fprintf(stderr, "\rffn trace: %lld/%lld facts", (long long)(i + 1), (long long)n);
-    }
-    if (tty) fputc('\n', stderr);
-    if (!unknown && !rc) rc = out_of_memory();
-    const int used_all = n_known == 0;
-    ffn_trace_result **use = used_all ? unknown : rs;
-    const int64_t n_use = used_all ? n_unknown : n_known;
     ffn_trace_summary *sm = calloc(1, sizeof *sm);
-    if (!rc && !sm) rc = out_of_memory();
-    if (!rc) {
-        ffn_status st = ffn_trace_summarize((const ffn_trace_result *const *)use, n_use, sm);
-        if (st) rc = cli_fail(CMD, st);
+    if (!sm) return out_of_memory();
+    int64_t n_recalled = 0;
+    if (cli_progress_tty()) fprintf(stderr, "ffn trace: tracing %lld facts ...", (long long)n);
+    ffn_status st = ffn_trace_facts(ld->ctx, ld->model, ld->vocab, fs, n, o, sm, &n_recalled);
+    if (cli_progress_tty()) fputc('\n', stderr);
+    if (st) {
+        free(sm);
+        return cli_fail(CMD, st);
     }
-    if (!rc) {
-        const int64_t L = sm->n_layers, C = FFN_TRACE_N_CLASSES;
-        if (used_all)
-            fprintf(stderr, "ffn trace: warning: the model recalls none of the %lld facts; averaging "
-                    "over all of them\n", (long long)n_all);
-        if (json) {
-            printf("{\"facts\": %lld, \"recalled\": %lld, \"averaged\": %lld, \"samples\": %lld, "
-                   "\"noise\": %.6g, \"p_clean\": %.6g, \"p_corrupt\": %.6g, \"classes\": [",
-                   (long long)n_all, (long long)n_known, (long long)n_use, (long long)o->samples,
-                   o->noise, sm->p_clean, sm->p_corrupt);
-            for (int c = 0; c < C; c++) printf("%s\"%s\"", c ? ", " : "", ffn_trace_class_name(c));
-            printf("], \"n_class\": [");
-            for (int c = 0; c < C; c++) printf("%s%lld", c ? ", " : "", (long long)sm->n_class[c]);
-            printf("]");
-            for (int k = 0; k < FFN_TRACE_N_KINDS; k++) {
-                printf(", \"%s\": ", ffn_trace_kind_name((ffn_trace_kind)k));
-                json_matrix(sm->effect[k], L, C);
-            }
-            printf(", \"mlp_peak\": {\"layer\": %lld, \"class\": \"%s\", \"effect\": %.6g}, "
-                   "\"mlp_peak_last_subject\": {\"layer\": %lld, \"effect\": %.6g}, "
-                   "\"mlp_peak_last\": {\"layer\": %lld, \"effect\": %.6g}, \"mlp_layer_share\": %.4f}\n",
-                   (long long)sm->mlp_peak_layer, ffn_trace_class_name(sm->mlp_peak_class), sm->mlp_peak,
-                   (long long)sm->mlp_peak_layer_subject, sm->mlp_peak_subject,
-                   (long long)sm->mlp_peak_layer_last, sm->mlp_peak_last, sm->mlp_layer_share);
-        } else {
-            printf("causal trace averaged over %lld of %lld facts (%s), %lld samples, noise %.3g x sd\n",
-                   (long long)n_use, (long long)n_all, used_all ? "none recalled: all" : "those recalled",
-                   (long long)o->samples, o->noise);
-            printf("mean p_clean %.4f, p_corrupt %.4f\n", sm->p_clean, sm->p_corrupt);
-            for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
-                print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, C, NULL);
-            printf("\nMLP effect: peak %.4f at layer %lld, %s\n", sm->mlp_peak, (long long)sm->mlp_peak_layer,
-                   ffn_trace_class_name(sm->mlp_peak_class));
-            printf("  at the last subject token: peak %.4f at layer %lld; at the last token: peak %.4f at "
-                   "layer %lld\n", sm->mlp_peak_subject, (long long)sm->mlp_peak_layer_subject,
-                   sm->mlp_peak_last, (long long)sm->mlp_peak_layer_last);
-            printf("  layer %lld holds %.0f%% of the (positive) MLP effect at the last subject token\n",
-                   (long long)sm->mlp_peak_layer_subject, 100 * sm->mlp_layer_share);
-        }
-        if (svg) {
-            char title[256];
-            snprintf(title, sizeof title, "causal trace over %lld facts (mean p_clean %.3f, p_corrupt %.3f)",
-                     (long long)n_use, sm->p_clean, sm->p_corrupt);
-            const double *const eff[3] = {sm->effect[0], sm->effect[1], sm->effect[2]};
-            rc = write_svg(svg, force, title, eff, L, C, NULL);
-        }
+    const int64_t L = sm->n_layers, C = FFN_TRACE_N_CLASSES;
+    if (n_recalled == 0)
+        fprintf(stderr, "ffn trace: warning: the model recalls none of the %lld facts; averaging "
+                "over all of them\n", (long long)n);
+    if (json) {
+        putchar('{');
+        trace_summary_json(stdout, sm, n, n_recalled, o);
+        printf("}\n");
+    } else {
+        printf("causal trace averaged over %lld of %lld facts (%s), %lld samples, noise %.3g x sd\n",
+               (long long)sm->n_results, (long long)n, n_recalled ? "those recalled" : "none recalled: all",
+               (long long)o->samples, o->noise);
+        printf("mean p_clean %.4f, p_corrupt %.4f; facts per position class:", sm->p_clean, sm->p_corrupt);
+        for (int c = 0; c < C; c++) printf(" %s %lld%s", ffn_trace_class_name(c), (long long)sm->n_class[c], c + 1 < C ? "," : "\n");
+        for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
+            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, C, NULL);
+        printf("\nMLP effect: peak %.4f at layer %lld, %s\n", sm->mlp_peak, (long long)sm->mlp_peak_layer,
+               ffn_trace_class_name(sm->mlp_peak_class));
+        printf("  at the last subject token: peak %.4f at layer %lld; at the last token: peak %.4f at "
+               "layer %lld\n", sm->mlp_peak_subject, (long long)sm->mlp_peak_layer_subject,
+               sm->mlp_peak_last, (long long)sm->mlp_peak_layer_last);
+        printf("  layer %lld holds %.0f%% of the (positive) MLP effect at the last subject token\n",
+               (long long)sm->mlp_peak_layer_subject, 100 * sm->mlp_layer_share);
     }
-    for (int64_t i = 0; i < n_known; i++) ffn_trace_result_free(rs[i]);
-    for (int64_t i = 0; i < n_unknown; i++) ffn_trace_result_free(unknown[i]);
-    free(rs);
-    free(unknown);
+    int rc = 0;
+    if (svg) {
+        char title[256];
+        snprintf(title, sizeof title, "causal trace over %lld facts (mean p_clean %.3f, p_corrupt %.3f)",
+                 (long long)sm->n_results, sm->p_clean, sm->p_corrupt);
+        const double *const eff[3] = {sm->effect[0], sm->effect[1], sm->effect[2]};
+        rc = write_svg(svg, force, title, eff, L, C, NULL);
+    }
     free(sm);
     return rc;
 }

@@ -52,6 +52,7 @@
 
 #include "core.h"
 #include "model.h"
+#include "data.h"
 #include "vocab.h"
 
 #ifdef __cplusplus
@@ -85,6 +86,7 @@ typedef struct ffn_trace_result {
     double p_clean;                     /* P(target) without noise */
     double p_corrupt;                   /* mean over draws with noise */
     double p_restore_input;             /* noise, then layers.0.resid_pre restored everywhere */
+    int32_t clean_top;                  /* the clean run's most probable token (lowest id on ties) */
     double *effect[FFN_TRACE_N_KINDS];  /* (L, T) p_restored − p_corrupt, layer-major */
 } ffn_trace_result;
 
@@ -145,6 +147,16 @@ typedef struct ffn_trace_summary {
  * layers). */
 ffn_status ffn_trace_summarize(const ffn_trace_result *const *results, int64_t n,
                                ffn_trace_summary *out);
+
+/* Trace facts [0, n) of a set (n <= facts->n_facts; the prompt, subject and
+ * object of each, through ffn_trace_prepare and ffn_trace_run) and average
+ * the facts the model recalls (clean top token = the object's first token),
+ * as ROME does; when it recalls none, all of them.  *n_recalled (may be
+ * NULL) receives how many it recalls; out->n_results how many were
+ * averaged.  Costs n traces. */
+ffn_status ffn_trace_facts(ffn_ctx *ctx, ffn_model *model, const ffn_vocab *vocab,
+                           const ffn_facts *facts, int64_t n, const ffn_trace_options *opts,
+                           ffn_trace_summary *out, int64_t *n_recalled);
 
 #ifdef __cplusplus
 }

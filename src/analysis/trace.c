@@ -132,6 +132,13 @@ ffn_status ffn_trace_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int6
             if (ffn_model_tap_lookup(m, name, NULL, NULL, NULL) == FFN_OK) st = ffn_model_tap_select(m, name);
         }
     if (!st) st = prob(m, tokens, T, target, logits, &r->p_clean);
+    if (!st) {
+        const float *z = logits + (T - 1) * V;
+        int32_t best = 0;
+        for (int32_t v = 1; v < V; v++)
+            if (z[v] > z[best]) best = v;
+        r->clean_top = best;
+    }
     for (int64_t l = 0; l < L && !st; l++)
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++) {
             float *dst = clean + ((int64_t)k * L + l) * T * D;
@@ -380,4 +387,36 @@ ffn_status ffn_trace_summarize(const ffn_trace_result *const *rs, int64_t n, ffn
     }
     out->mlp_layer_share = sum > 0 ? best / sum : 0;
     return FFN_OK;
+}
+
+ffn_status ffn_trace_facts(ffn_ctx *ctx, ffn_model *m, const ffn_vocab *vocab,
+                           const ffn_facts *facts, int64_t n, const ffn_trace_options *opts,
+                           ffn_trace_summary *out, int64_t *n_recalled) {
+    if (!m || !vocab || !facts || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_trace_facts: NULL argument");
+    if (n < 1 || n > facts->n_facts)
+        return ffn_error(FFN_ERR_INVALID_ARG, "trace: %lld facts asked of a set of %lld", (long long)n,
+                         (long long)facts->n_facts);
+    ffn_trace_result **rs = calloc((size_t)n, sizeof *rs);
+    const ffn_trace_result **use = calloc((size_t)n, sizeof *use);
+    ffn_status st = rs && use ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "trace: %lld facts", (long long)n);
+    for (int64_t i = 0; i < n && !st; i++) {
+        const ffn_fact *f = &facts->facts[i];
+        int32_t *ids = NULL, target = -1;
+        int64_t T = 0, b = 0, e = 0;
+        st = ffn_trace_prepare(vocab, f->prompt, f->subject, f->object, &ids, &T, &b, &e, &target);
+        if (!st) st = ffn_trace_run(ctx, m, ids, T, b, e, target, opts, &rs[i]);
+        free(ids);
+        if (st) st = ffn_error_prefix(st, "fact %lld (\"%.80s\"): ", (long long)f->id, f->prompt);
+    }
+    int64_t k = 0;
+    for (int64_t i = 0; i < n && !st; i++)
+        if (rs[i]->clean_top == rs[i]->target) use[k++] = rs[i];
+    if (n_recalled) *n_recalled = k;
+    if (!st && k == 0)
+        for (int64_t i = 0; i < n; i++) use[k++] = rs[i];
+    if (!st) st = ffn_trace_summarize(use, k, out);
+    for (int64_t i = 0; rs && i < n; i++) ffn_trace_result_free(rs[i]);
+    free(rs);
+    free(use);
+    return st;
 }
