@@ -41,7 +41,10 @@ static const char about[] =
 "\n"
 "--recall measures instead how many facts the model knows: top-1 of the\n"
 "object's first token after the trained prompt, after each held-out\n"
-"paraphrase (never trained on) and after each neighbour's prompt.\n";
+"paraphrase (never trained on) and after each neighbour's prompt.  The\n"
+"training text states each fact on a line of its own; --line-start reads\n"
+"the prompts so (after a newline) instead of as the first tokens of the\n"
+"context.\n";
 
 static const char epilog[] =
 "output: the tables (or --json: one object) on stdout; --svg FILE writes the\n"
@@ -56,7 +59,7 @@ static const char epilog[] =
 static const char synopsis[] =
 "MODEL --prompt TEXT --subject S [--target T] [options]\n"
 "       ffn trace MODEL --facts [--n-facts N | --facts-file F.jsonl] [options]\n"
-"       ffn trace MODEL --recall [--n-facts N | --facts-file F.jsonl] [--json]";
+"       ffn trace MODEL --recall [--n-facts N | --facts-file F.jsonl] [--line-start] [--json]";
 
 /* ---- the model and its vocabulary ------------------------------------------------ */
 
@@ -230,11 +233,23 @@ static int top1(loaded *ld, const int32_t *ids, int64_t T, int32_t *out) {
     return st ? cli_fail(CMD, st) : 0;
 }
 
+/* Read prompts as the start of a line (--line-start). */
+static int line_start = 0;
+
 /* Is the model's top-1 token after prompt the object's first token? */
 static int recall_one(loaded *ld, const char *prompt, const char *object, int *hit) {
     int32_t *ids = NULL, target = -1, best = -1;
     int64_t T = 0;
+    char *lined = NULL;
+    if (line_start) {
+        size_t n = strlen(prompt);
+        if (!(lined = malloc(n + 2))) return out_of_memory();
+        lined[0] = '\n';
+        memcpy(lined + 1, prompt, n + 1);
+        prompt = lined;
+    }
     ffn_status st = ffn_trace_prepare(ld->vocab, prompt, NULL, object, &ids, &T, NULL, NULL, &target);
+    free(lined);
     if (st) return cli_fail(CMD, st);
     int rc = top1(ld, ids, T, &best);
     *hit = best == target;
@@ -467,6 +482,9 @@ int cmd_trace(int argc, char **argv) {
         {.name = "--recall", .type = CLI_FLAG, .dst = &recall,
          .help = "measure recall instead: top-1 of the object on trained prompts, held-out "
                  "paraphrases and neighbours"},
+        {.name = "--line-start", .type = CLI_FLAG, .dst = &line_start,
+         .help = "with --recall: read each prompt after a newline, as the training text states "
+                 "its facts (a prompt alone starts the model's context without one)"},
         {.name = "--samples", .type = CLI_INT, .dst = &o.samples, .metavar = "S", .imin = 1, .imax = 100000,
          .group = "noise", .help = "noise draws averaged"},
         {.name = "--noise", .type = CLI_FLOAT, .dst = &o.noise, .metavar = "X", .fmin = 0, .fmax = 1000,
@@ -498,6 +516,7 @@ int cmd_trace(int argc, char **argv) {
     if (!many && (!prompt || !subject))
         return cli_usage_error(CMD, "give --prompt TEXT and --subject S (or --facts, or --recall)");
     if (recall && svg) return cli_usage_error(CMD, "--svg draws a trace; --recall has none");
+    if (line_start && !recall) return cli_usage_error(CMD, "--line-start needs --recall");
     if (svg && !force) {
         FILE *probe = fopen(svg, "r");
         if (probe) {

@@ -75,6 +75,10 @@ grep -q "share\|holds" "$tmp/avg.txt"
 grep -q "last subject" "$tmp/avg.svg"
 "$FFN" trace "$tmp/m" --recall --json --threads 1 > "$tmp/recall.json"
 "$FFN" trace "$tmp/m" --recall --facts-file "$tmp/facts.jsonl" --json --threads 1 > "$tmp/recall6.json"
+"$FFN" trace "$tmp/m" --recall --line-start --n-facts 8 --json --threads 1 | "$py" -c '
+import json, sys
+r = json.load(sys.stdin)
+assert r["facts"] == 8 and r["trained"]["of"] == 8, r'
 "$py" - "$tmp/avg.json" "$tmp/recall.json" "$tmp/recall6.json" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))
@@ -105,6 +109,7 @@ expect 2 "--subject" "$FFN" trace "$tmp/m" --prompt "$prompt"
 expect 2 "give one" "$FFN" trace "$tmp/m" --facts --recall
 expect 2 "drop --prompt" "$FFN" trace "$tmp/m" --facts --prompt "$prompt"
 expect 2 "need --facts or --recall" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --n-facts 3
+expect 2 "--line-start needs --recall" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --line-start
 expect 2 "--samples" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --samples 0
 expect 2 "--noise" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --noise -1
 expect 1 "" "$FFN" trace "$tmp/none" --prompt "$prompt" --subject "$subject"
