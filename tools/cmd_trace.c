@@ -376,6 +376,8 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
             printf("%s", t ? ", " : "");
             json_piece(ld, t ? ids[t - 1] : -1, ids[t]);
         }
+        printf("], \"token_ids\": [");
+        for (int64_t t = 0; t < T; t++) printf("%s%d", t ? ", " : "", ids[t]);
         printf("], \"subject_begin\": %lld, \"subject_end\": %lld, \"samples\": %lld, "
                "\"noise_std\": %.6g, \"p_clean\": %.6g, \"p_corrupt\": %.6g, \"p_restore_input\": %.6g",
                (long long)b, (long long)e, (long long)r->samples, r->noise_std, r->p_clean,
