@@ -122,8 +122,9 @@ static void label(const loaded *ld, int32_t prev, int32_t id, char *out, size_t 
 
 /* ---- tables ------------------------------------------------------------------------ */
 
+/* n_class (cols, may be NULL): columns whose count is 0 print as "-". */
 static void print_table(const char *title, const double *e, int64_t L, int64_t cols,
-                        char labels[][24]) {
+                        char labels[][24], const int64_t *n_class) {
     printf("\n%s: p_restored - p_corrupt (rows: layers, columns: %s)\n", title,
            labels ? "positions" : "position classes");
     printf("%-6s", "layer");
@@ -131,7 +132,10 @@ static void print_table(const char *title, const double *e, int64_t L, int64_t c
     putchar('\n');
     for (int64_t l = 0; l < L; l++) {
         printf("%-6lld", (long long)l);
-        for (int64_t t = 0; t < cols; t++) printf(" %9.4f", e[l * cols + t]);
+        for (int64_t t = 0; t < cols; t++) {
+            if (n_class && !n_class[t]) printf(" %9s", "-");
+            else printf(" %9.4f", e[l * cols + t]);
+        }
         putchar('\n');
     }
 }
@@ -393,7 +397,7 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
         printf("p_clean %.4f, p_corrupt %.4f (noise sd %.4g, %lld samples), restore input %.4f\n",
                r->p_clean, r->p_corrupt, r->noise_std, (long long)r->samples, r->p_restore_input);
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
-            print_table(ffn_trace_kind_name((ffn_trace_kind)k), r->effect[k], L, T, labels);
+            print_table(ffn_trace_kind_name((ffn_trace_kind)k), r->effect[k], L, T, labels, NULL);
     }
     if (svg && labels) {
         char title[512];
@@ -437,7 +441,7 @@ static int trace_facts(loaded *ld, const ffn_facts *fs, int64_t n, const ffn_tra
         printf("mean p_clean %.4f, p_corrupt %.4f; facts per position class:", sm->p_clean, sm->p_corrupt);
         for (int c = 0; c < C; c++) printf(" %s %lld%s", ffn_trace_class_name(c), (long long)sm->n_class[c], c + 1 < C ? "," : "\n");
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
-            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, C, NULL);
+            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, C, NULL, sm->n_class);
         printf("\nMLP effect: peak %.4f at layer %lld, %s\n", sm->mlp_peak, (long long)sm->mlp_peak_layer,
                ffn_trace_class_name(sm->mlp_peak_class));
         printf("  at the last subject token: peak %.4f at layer %lld; at the last token: peak %.4f at "
