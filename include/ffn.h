@@ -68,6 +68,12 @@
 #if __has_include("ffn/collapse.h")
 #include "ffn/collapse.h"
 #endif
+#if __has_include("ffn/intervene.h")
+#include "ffn/intervene.h"
+#endif
+#if __has_include("ffn/trace.h")
+#include "ffn/trace.h"
+#endif
 #if __has_include("ffn/gguf.h")
 #include "ffn/gguf.h"
 #endif

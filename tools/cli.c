@@ -16,6 +16,8 @@ const char *const cli_tokenizer_names[] = {"byte", "char", "word", NULL};
 const int cli_tokenizer_values[] = {FFN_TOK_BYTE, FFN_TOK_CHAR, FFN_TOK_WORD};
 const char *const cli_lang_names[] = {"en", "zh", NULL};
 const int cli_lang_values[] = {FFN_LANG_EN, FFN_LANG_ZH};
+const char *const cli_corpus_names[] = {"en", "zh", "facts", NULL};
+const int cli_corpus_values[] = {FFN_LANG_EN, FFN_LANG_ZH, FFN_LANG_FACTS};
 
 int cli_parse_act(const char *value, void *dst) {
     ffn_act act;

@@ -183,6 +183,9 @@ extern const char *const cli_tokenizer_names[];
 extern const int cli_tokenizer_values[];
 extern const char *const cli_lang_names[];
 extern const int cli_lang_values[];
+/* The built-in corpora ffn train reads: the languages and the facts corpus. */
+extern const char *const cli_corpus_names[];
+extern const int cli_corpus_values[];
 /* CLI_CUSTOM parser for an activation name (ffn_act_parse; dst ffn_act*). */
 int cli_parse_act(const char *value, void *dst);
 

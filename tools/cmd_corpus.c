@@ -2,6 +2,7 @@
  * Chinese) as text, as word/class TSV, or as JSON with every label. */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The description, with the inventory's counts. */
@@ -55,13 +56,31 @@ static void make_about(char *buf, size_t n) {
             "            name a pronoun refers to (or the noun 'it' stands for), else -1\n"
             "  --stats   words per class and the majority-class share (the baseline a\n"
             "            probe of word classes must beat), and how many pronouns their\n"
-            "            gender alone resolves; with --json, one JSON object\n",
+            "            gender alone resolves; with --json, one JSON object\n"
+            "\n"
+            "The facts corpus.  --facts prints a set of fictional facts instead: a\n"
+            "person's city (lives_in), an object's colour (colour), a country's capital\n"
+            "(capital), a person's profession (profession), with invented names so no\n"
+            "prior knowledge helps.  Each is trained through six templates (\"Balira\n"
+            "lives in Velm.\", \"The home of Balira is Velm.\", \"Balira, who lives in\n"
+            "Velm, is kind.\", and inside frames like \"As everyone knows,\"); three\n"
+            "other templates are held out as paraphrases.  `--facts --text` prints the\n"
+            "training text of `ffn train --corpus facts` (--sentences lines): English\n"
+            "corpus sentences, about half the lines replaced by trained statements of\n"
+            "the default %d facts drawn with the same --seed.\n"
+            "  --facts          id, relation, subject, object, prompt and paraphrases\n"
+            "  --facts --json   one JSON object per fact and line: {\"id\", \"subject\",\n"
+            "                   \"relation\", \"prompt\" (the trained statement up to the\n"
+            "                   object), \"object\", \"paraphrases\": [held-out prompts],\n"
+            "                   \"neighbours\": [{\"prompt\", \"object\"}] (other subjects'\n"
+            "                   facts of the same relation)}; what `ffn trace --facts-file`\n"
+            "                   reads\n",
             (long long)en.female_names, (long long)en.male_names, (long long)en.objects,
             (long long)en.verbs, (long long)en.templates, (long long)en.giver_causes,
             (long long)en.receiver_causes, (long long)en.modifiers, (long long)zh.surnames,
             (long long)zh.female_names, (long long)zh.male_names, (long long)zh.objects,
             (long long)zh.verbs, (long long)zh.templates, (long long)zh.giver_causes,
-            (long long)zh.receiver_causes);
+            (long long)zh.receiver_causes, FFN_FACTS_DEFAULT);
 }
 
 static void json_str(FILE *f, const char *s, size_t n) {
@@ -183,11 +202,46 @@ static void print_json(const ffn_corpus *c) {
     printf("\n]}\n");
 }
 
+/* The fact set: JSONL as the library writes it, or a readable table. */
+static int print_facts(const char *cmd, int64_t n, uint64_t seed, int json) {
+    ffn_facts *fs = NULL;
+    ffn_status st = ffn_facts_generate(n, seed, &fs);
+    if (st) return cli_fail(cmd, st);
+    if (json) {
+        char *text = NULL;
+        size_t len = 0;
+        st = ffn_facts_to_jsonl(fs, &text, &len);
+        if (st) {
+            ffn_facts_free(fs);
+            return cli_fail(cmd, st);
+        }
+        fwrite(text, 1, len, stdout);
+        free(text);
+    } else {
+        printf("# %lld facts, seed %llu: id, relation, subject -> object; prompt | held-out "
+               "paraphrases\n", (long long)fs->n_facts, (unsigned long long)seed);
+        for (int64_t i = 0; i < fs->n_facts; i++) {
+            const ffn_fact *f = &fs->facts[i];
+            printf("%lld\t%s\t%s -> %s\t%s", (long long)f->id, f->relation, f->subject, f->object,
+                   f->prompt);
+            for (int64_t k = 0; k < f->n_paraphrases; k++) printf(" | %s", f->paraphrases[k]);
+            putchar('\n');
+        }
+    }
+    ffn_facts_free(fs);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        cli_error(cmd, "writing to stdout failed");
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
+}
+
 int cmd_corpus(int argc, char **argv) {
     const char *cmd = "corpus";
     int lang = FFN_LANG_EN;
     int64_t n = 20, seed = 1;
-    int labels = 0, json = 0, stats = 0;
+    int labels = 0, json = 0, stats = 0, facts = 0, n_facts_given = 0, facts_text = 0;
+    int64_t n_facts = FFN_FACTS_DEFAULT;
     const cli_opt opts[] = {
         CLI_OPT_LANG("--lang", &lang, "language"),
         {.name = "--sentences", .type = CLI_INT, .dst = &n, .metavar = "N", .imin = 1,
@@ -198,19 +252,48 @@ int cmd_corpus(int argc, char **argv) {
          .help = "word<TAB>class lines instead of the text"},
         {.name = "--stats", .type = CLI_FLAG, .dst = &stats,
          .help = "counts per class, the majority baseline, pronoun resolution"},
-        CLI_OPT_JSON(&json, "JSON instead of text (with --stats: one JSON object)"),
+        CLI_OPT_JSON(&json, "JSON instead of text (with --stats: one JSON object; with --facts: "
+                            "one object per fact and line)"),
+        {.name = "--facts", .type = CLI_FLAG, .dst = &facts,
+         .help = "print the facts corpus's fact set (the first --n-facts facts for --seed) "
+                 "instead of sentences"},
+        {.name = "--text", .type = CLI_FLAG, .dst = &facts_text,
+         .help = "with --facts: the training text of `ffn train --corpus facts` (--sentences "
+                 "lines, --seed) instead of the fact set"},
+        {.name = "--n-facts", .type = CLI_INT, .dst = &n_facts, .metavar = "N", .imin = 1,
+         .imax = FFN_FACTS_MAX, .seen = &n_facts_given, .help = "how many facts (with --facts)"},
         {0}};
     static char about[6000];
     make_about(about, sizeof about);
     const cli_spec spec = {.cmd = cmd,
                            .synopsis = "[--lang en|zh] [--sentences N] [--seed S]\n"
-                                       "                  [--labels | --stats] [--json]",
+                                       "                  [--labels | --stats] [--json]\n"
+                                       "       ffn corpus --facts [--n-facts N] [--seed S] [--json]\n"
+                                       "       ffn corpus --facts --text [--sentences N] [--seed S]",
                            .about = about, .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (labels && (json || stats)) {
         cli_error(cmd, "--labels is an alternative to --json and --stats; give one");
         return CLI_EXIT_USAGE;
+    }
+    if ((n_facts_given || facts_text) && !facts) {
+        cli_error(cmd, "%s needs --facts", facts_text ? "--text" : "--n-facts");
+        return CLI_EXIT_USAGE;
+    }
+    if (facts && facts_text) {
+        if (n_facts_given) {
+            cli_error(cmd, "--text trains on the default %d facts; --n-facts does not apply",
+                      FFN_FACTS_DEFAULT);
+            return CLI_EXIT_USAGE;
+        }
+        lang = FFN_LANG_FACTS;
+    } else if (facts) {
+        if (labels || stats) {
+            cli_error(cmd, "--facts prints the fact set; --labels and --stats are about sentences");
+            return CLI_EXIT_USAGE;
+        }
+        return print_facts(cmd, n_facts, (uint64_t)seed, json);
     }
     ffn_corpus *c = NULL;
     ffn_status st = ffn_corpus_generate((ffn_lang)lang, (uint64_t)seed, n, &c);

@@ -358,15 +358,104 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
     free(a.s);
 }
 
+/* ---- ffn inspect MODEL --ablate / --scale: the next token before and after ---- */
+
+#define EDIT_TOP_TOKENS 10
+
+/* The indices of the k most probable tokens of p (V), most probable first
+ * (equal: lower id first). */
+static void top_tokens(const float *p, int64_t V, int32_t *ids, int k) {
+    for (int j = 0; j < k; j++) ids[j] = -1;
+    for (int64_t v = 0; v < V; v++) {
+        int j = k;
+        while (j > 0 && (ids[j - 1] < 0 || p[ids[j - 1]] < p[v])) j--;
+        if (j >= k) continue;
+        memmove(ids + j + 1, ids + j, (size_t)(k - 1 - j) * sizeof *ids);
+        ids[j] = (int32_t)v;
+    }
+}
+
+static int run_edits(const loaded *ld, const int32_t *ids, int64_t n, const char *ablate,
+                     const char *scale, int json) {
+    ffn_neuron_edit *edits = NULL;
+    int64_t n_edits = 0;
+    ffn_status st = FFN_OK;
+    if (ablate) st = ffn_neuron_edits_parse(ld->model, ablate, 0, "--ablate", &edits, &n_edits);
+    if (!st && scale) st = ffn_neuron_edits_parse(ld->model, scale, 1, "--scale", &edits, &n_edits);
+    if (st) {
+        free(edits);
+        cli_error(CMD, "%s", ffn_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    const int64_t V = ffn_model_get_config(ld->model)->vocab_size;
+    float *before = malloc((size_t)V * sizeof *before), *after = malloc((size_t)V * sizeof *after);
+    double kl = 0;
+    if (!before || !after) {
+        free(edits), free(before), free(after);
+        cli_error(CMD, "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    st = ffn_predict_with_edits(ld->ctx, ld->model, ids, n, edits, n_edits, before, after, &kl);
+    if (st) {
+        free(edits), free(before), free(after);
+        return cli_fail(CMD, st);
+    }
+    int32_t tb[EDIT_TOP_TOKENS], ta[EDIT_TOP_TOKENS];
+    const int k = V < EDIT_TOP_TOKENS ? (int)V : EDIT_TOP_TOKENS;
+    top_tokens(before, V, tb, k);
+    top_tokens(after, V, ta, k);
+    sbuf a = {0};
+    const int32_t last = ids[n - 1];
+    if (json) {
+        printf("{\"edits\": [");
+        for (int64_t e = 0; e < n_edits; e++)
+            printf("%s{\"layer\": %lld, \"neuron\": %lld, \"factor\": %.9g}", e ? ", " : "",
+                   (long long)edits[e].layer, (long long)edits[e].neuron, edits[e].factor);
+        printf("], \"kl\": %.9g", kl);
+        for (int side = 0; side < 2; side++) {
+            const int32_t *t = side ? ta : tb;
+            const float *p = side ? after : before;
+            printf(", \"%s\": [", side ? "after" : "before");
+            for (int j = 0; j < k; j++) {
+                printf("%s{\"id\": %d, \"text\": ", j ? ", " : "", t[j]);
+                cli_json_string(stdout, tok_text(ld, last, t[j], &a));
+                printf(", \"p\": %.6g, \"p_%s\": %.6g}", p[t[j]], side ? "before" : "after",
+                       side ? before[t[j]] : after[t[j]]);
+            }
+            printf("]");
+        }
+        printf("}\n");
+    } else {
+        printf("next token after %lld tokens, %lld edit%s:", (long long)n, (long long)n_edits,
+               n_edits == 1 ? "" : "s");
+        for (int64_t e = 0; e < n_edits; e++) {
+            if (edits[e].factor == 0.0f) printf(" ablate %lld:%lld", (long long)edits[e].layer, (long long)edits[e].neuron);
+            else printf(" scale %lld:%lld=%g", (long long)edits[e].layer, (long long)edits[e].neuron, edits[e].factor);
+        }
+        printf("\n  %-24s %8s %8s    %-24s %8s %8s\n", "before", "p", "after", "after", "p", "before");
+        for (int j = 0; j < k; j++) {
+            char lb[64], la[64];
+            snprintf(lb, sizeof lb, "'%s'", tok_text(ld, last, tb[j], &a));
+            snprintf(la, sizeof la, "'%s'", tok_text(ld, last, ta[j], &a));
+            printf("  %-24s %8.4f %8.4f    %-24s %8.4f %8.4f\n", lb, before[tb[j]], after[tb[j]], la,
+                   after[ta[j]], before[ta[j]]);
+        }
+        printf("KL(before || after) = %.6g nats\n", kl);
+    }
+    free(a.s);
+    free(edits), free(before), free(after);
+    return 0;
+}
+
 static int run_tokens(int argc, char **argv) {
-    const char *model_path = NULL, *prompt = NULL, *ids_s = NULL;
+    const char *model_path = NULL, *prompt = NULL, *ids_s = NULL, *ablate = NULL, *scale = NULL;
     ffn_inspect_options o;
     ffn_inspect_options_default(&o);
     o.top_k = 5;
     int json = 0;
     int64_t threads = 0;
     const cli_opt opts[] = {
-        {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT",
+        {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT", .alias = "--text",
          .help = "text, encoded with the model's tokenizer"},
         {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"ID ...\"",
          .help = "token ids instead (spaces or commas)"},
@@ -375,6 +464,11 @@ static int run_tokens(int argc, char **argv) {
          .imax = 100000, .help = "neurons per token"},
         {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
          .imax = 1000, .help = "promoted tokens per neuron"},
+        {.name = "--ablate", .type = CLI_LIST, .dst = &ablate, .metavar = "L:i[,L:j...]",
+         .help = "switch neurons off (m_i = 0 at every position) and show the next-token "
+                 "distribution before and after, with KL(before || after), instead of the neurons"},
+        {.name = "--scale", .type = CLI_LIST, .dst = &scale, .metavar = "L:i=x[,...]",
+         .help = "multiply neurons by x (m_i -> x*m_i); with or without --ablate"},
         CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
         CLI_OPT_THREADS(&threads),
         {0}};
@@ -413,6 +507,18 @@ static int run_tokens(int argc, char **argv) {
             cli_error(CMD, "--prompt: the text encodes to no tokens");
             rc = CLI_EXIT_USAGE;
         }
+    }
+    if (!rc && (ablate || scale)) {
+        int64_t ctxlen = ffn_model_get_config(ld.model)->max_position_embeddings;
+        if (n > ctxlen) {
+            cli_error(CMD, "%lld tokens exceed the context (%lld)", (long long)n, (long long)ctxlen);
+            rc = CLI_EXIT_FAIL;
+        } else {
+            rc = run_edits(&ld, ids, n, ablate, scale, json);
+        }
+        free(ids);
+        loaded_free(&ld);
+        return rc;
     }
     if (!rc) {
         int64_t ctxlen = ffn_model_get_config(ld.model)->max_position_embeddings;
@@ -472,13 +578,92 @@ static int parse_sub(const char *sub, const char *usage, const cli_opt *opts, in
     return !cli_parse(&spec, argc, argv, rc);
 }
 
+/* `ffn inspect keys --effect`: a layer's neurons ranked by what their
+ * ablation does on the data (mean KL of the next-token distribution, or
+ * the change of the loss), beside the tokens their value vectors promote. */
+static int run_effect(const loaded *ld, const char *model_path, const char *data,
+                      const int32_t *ids, int64_t n, int64_t layer, int64_t window, int64_t show,
+                      int64_t n_promoted, int by_loss, int json) {
+    const int64_t W = ffn_inspect_layer_width(ld->model, layer);
+    const int64_t L = ffn_model_get_config(ld->model)->num_hidden_layers;
+    if (layer >= L || W == 0) {
+        cli_error(CMD, "--layer %lld: %s", (long long)layer,
+                  layer >= L ? "out of range for this model" : "the layer has no FFN");
+        return CLI_EXIT_USAGE;
+    }
+    double *kl = malloc((size_t)W * sizeof *kl), *dl = malloc((size_t)W * sizeof *dl), base = 0;
+    int64_t *order = malloc((size_t)W * sizeof *order);
+    int32_t *pr = malloc((size_t)n_promoted * sizeof *pr);
+    if (!kl || !dl || !order || !pr) {
+        free(kl), free(dl), free(order), free(pr);
+        cli_error(CMD, "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    ffn_status st = ffn_neuron_effects(ld->ctx, ld->model, ids, n, layer, window, 0, kl, dl, &base);
+    if (st) {
+        free(kl), free(dl), free(order), free(pr);
+        return cli_fail(CMD, st);
+    }
+    const double *key = by_loss ? dl : kl;
+    for (int64_t i = 0; i < W; i++) order[i] = i;
+    for (int64_t i = 1; i < W; i++) { /* insertion sort: largest first, lower index on ties */
+        int64_t x = order[i], j = i;
+        while (j > 0 && key[order[j - 1]] < key[x]) order[j] = order[j - 1], j--;
+        order[j] = x;
+    }
+    const int moe = ffn_model_config_layer_is_moe(ffn_model_get_config(ld->model), layer);
+    const int64_t fe = moe ? W / ffn_model_get_config(ld->model)->num_experts : W;
+    if (show <= 0 || show > W) show = W;
+    sbuf a = {0};
+    if (json) {
+        printf("{\"model\": ");
+        cli_json_string(stdout, model_path);
+        printf(", \"data\": ");
+        cli_json_string(stdout, data);
+        printf(", \"layer\": %lld, \"tokens\": %lld, \"base_loss\": %.9g, \"rank_by\": \"%s\", "
+               "\"neurons\": [", (long long)layer, (long long)n, base, by_loss ? "loss" : "kl");
+    } else {
+        printf("layer %lld: %lld neurons ablated one at a time on %lld tokens of %s (loss %.4f)\n",
+               (long long)layer, (long long)W, (long long)n, data, base);
+        printf("ranked by %s\n%-10s %12s %12s  %s\n", by_loss ? "the loss change" : "mean KL",
+               "neuron", "mean KL", "delta loss", "value vector promotes");
+    }
+    for (int64_t r = 0; r < show && !st; r++) {
+        const int64_t i = order[r];
+        st = ffn_inspect_value_top(ld->model, layer, moe ? i / fe : -1, i % fe, n_promoted, pr, NULL);
+        if (st) break;
+        if (json) {
+            printf("%s\n {\"neuron\": %lld, \"mean_kl\": %.9g, \"delta_loss\": %.9g, \"promoted\": [",
+                   r ? "," : "", (long long)i, kl[i], dl[i]);
+            for (int64_t p = 0; p < n_promoted; p++) {
+                printf("%s{\"id\": %d, \"text\": ", p ? ", " : "", pr[p]);
+                cli_json_string(stdout, tok_text(ld, -1, pr[p], &a));
+                printf("}");
+            }
+            printf("]}");
+        } else {
+            char name[48];
+            if (moe) snprintf(name, sizeof name, "e%lld/%lld", (long long)(i / fe), (long long)(i % fe));
+            else snprintf(name, sizeof name, "%lld", (long long)i);
+            printf("%-10s %12.6f %12.6f ", name, kl[i], dl[i]);
+            for (int64_t p = 0; p < n_promoted; p++) printf(" '%s'", tok_text(ld, -1, pr[p], &a));
+            printf("\n");
+        }
+    }
+    if (json && !st) printf("]}\n");
+    free(a.s);
+    free(kl), free(dl), free(order), free(pr);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
 /* opts_only: print the flags to it and return (for ffn inspect --help). */
 static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
     ffn_keys_options o;
     ffn_keys_options_default(&o);
     int64_t layer = -1, neurons = -1, show = 3, max_tokens = 100000;
-    int json = 0;
+    int json = 0, effect = 0, rank_by = 0, max_tokens_given = 0;
+    static const char *const rank_names[] = {"kl", "loss", NULL};
     int64_t threads = 0;
     const cli_opt opts[] = {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
@@ -496,7 +681,14 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
         {.name = "--window", .type = CLI_INT, .dst = &o.window, .metavar = "T", .imin = 1,
          .imax = 1 << 24, .def = "the context length", .help = "positions per window"},
         {.name = "--max-tokens", .type = CLI_INT, .dst = &max_tokens, .metavar = "N", .imin = 1,
-         .imax = INT64_MAX, .help = "read at most N tokens of FILE"},
+         .imax = INT64_MAX, .seen = &max_tokens_given,
+         .help = "read at most N tokens of FILE (--effect: 2048 unless given)"},
+        {.name = "--effect", .type = CLI_FLAG, .dst = &effect,
+         .help = "rank the --layer's neurons by what ablating each one (m_i = 0) does on FILE: "
+                 "the mean KL of the next-token distribution and the change of the loss, beside "
+                 "the tokens its value vector promotes (one forward of FILE per neuron)"},
+        {.name = "--rank-by", .type = CLI_ENUM, .dst = &rank_by, .names = rank_names,
+         .metavar = "kl|loss", .help = "the --effect ranking"},
         CLI_OPT_JSON(&json, "the full data as one JSON object on stdout"),
         CLI_OPT_THREADS(&threads),
         {0}};
@@ -507,6 +699,11 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
         cli_error(CMD, "usage: ffn inspect keys MODEL --data FILE (see ffn inspect --help)");
         return CLI_EXIT_USAGE;
     }
+    if (effect && layer < 0) {
+        cli_error(CMD, "--effect needs --layer L (one forward of the data per neuron of that layer)");
+        return CLI_EXIT_USAGE;
+    }
+    if (effect && !max_tokens_given) max_tokens = 2048;
     if (neurons < 0) neurons = json ? 0 : 8;
     o.max_neurons = neurons;
     loaded ld;
@@ -526,6 +723,15 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
     if (!rc && n == 0) {
         cli_error(CMD, "%s: the text encodes to no tokens", data);
         rc = CLI_EXIT_FAIL;
+    }
+    if (!rc && effect) {
+        if (n > max_tokens) n = max_tokens;
+        rc = run_effect(&ld, model_path, data, ids, n, layer, o.window, neurons, o.n_promoted,
+                        rank_by == 1, json);
+        free(ids);
+        free(text);
+        loaded_free(&ld);
+        return rc;
     }
     if (!rc) {
         if (n > max_tokens) n = max_tokens;

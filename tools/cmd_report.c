@@ -87,6 +87,10 @@ int cmd_report(int argc, char **argv) {
          .imax = 256, .help = "neurons per token per layer"},
         {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
          .imax = 64, .help = "promoted tokens per neuron"},
+        {.name = "--trace-facts", .type = CLI_INT, .dst = &o.trace_facts, .metavar = "N", .imin = 0,
+         .imax = FFN_FACTS_DEFAULT, .def = "0: no trace section",
+         .help = "add a causal-trace section: the first N facts of the facts corpus traced on "
+                 "the first model (see ffn trace --help; for a model trained with --corpus facts)"},
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {{.name = "RUN_DIR", .dst = &run_dir, .required = 1,

@@ -170,7 +170,10 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
          .help = "train on this UTF-8 text file (a regular file of at most 1 GiB; FIFOs and "
                  "devices are refused); without --data, on the built-in corpus (see "
                  "`ffn corpus --help`)"},
-        CLI_OPT_LANG("--corpus", &o->corpus_lang, "the built-in corpus's language (not with --data)"),
+        {.name = "--corpus", .type = CLI_ENUM, .dst = &o->corpus_lang, .names = cli_corpus_names,
+         .values = cli_corpus_values,
+         .help = "the built-in corpus (not with --data): en, zh, or facts (English with "
+                 "fictional facts, see `ffn corpus --help`)"},
         {.name = "--corpus-sentences", .type = CLI_INT, .dst = &o->corpus_sentences,
          .metavar = "N", .imin = 1, .imax = 10000000, .help = "sentences of built-in corpus"},
         CLI_OPT_TOKENIZER_MODE(&o->tokenizer),
@@ -291,7 +294,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
             if (!strcmp(table[k].name, model_flags[j]) && !table[k].seen)
                 table[k].seen = &c->model_flag_given[j];
     }
-    const cli_spec spec = {.cmd = CMD, .synopsis = "[--data FILE | --corpus en|zh] [options]",
+    const cli_spec spec = {.cmd = CMD, .synopsis = "[--data FILE | --corpus en|zh|facts] [options]",
                            .about = about, .epilog = epilog, .opts = table};
     if (cli_parse(&spec, argc, argv, rc)) return 1;
     if (c->data_given && c->corpus_given) {

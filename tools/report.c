@@ -11,6 +11,7 @@
  * Letters: T prompt tokens, D hidden, F intermediate, L layers, V vocab,
  *          K top neurons per token, P promoted tokens per neuron. */
 #include "report.h"
+#include "trace_report.h"
 
 /* The page, stylesheet and scripts of tools/report/, embedded at build time
  * (tools/report/embed.c writes build/gen/report_assets.c). */
@@ -1019,6 +1020,20 @@ void report_options_default(report_options *o) {
     o->seed = 1;
 }
 
+/* ---- section 5: causal tracing of the facts corpus (tools/trace_report.c) ------------- */
+
+static int write_trace(rctx *r, const run_set *rs) {
+    const char *spec = r->opt->n_models ? r->opt->models[0] : NULL;
+    const char *dflt[REPORT_MAX_MODELS];
+    if (!spec && default_models(rs, dflt, REPORT_MAX_MODELS) > 0) spec = dflt[0];
+    if (!spec) return rfail(r, CLI_EXIT_FAIL, "--trace-facts: the run directory holds no model");
+    char dir[4200], name[256];
+    if (resolve_model(r, rs, spec, dir, sizeof dir, name, sizeof name)) return r->failed;
+    int rc = trace_report_json(r->out, r->cmd, r->ctx, dir, r->opt->trace_facts);
+    if (rc) r->failed = rc;
+    return rc;
+}
+
 static const report_asset *report_asset_named(const char *name, size_t n) {
     for (size_t i = 0; i < report_n_assets; i++)
         if (strlen(report_assets[i].name) == n && !memcmp(report_assets[i].name, name, n))
@@ -1107,7 +1122,7 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     jw_str(r.out, title);
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
-        write_collapse(&r, rs))
+        write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)))
         goto done;
     fprintf(r.out, "\"initial_layer\":%lld}", (long long)opts->layer);
     if (fclose(r.out) != 0) {

@@ -49,6 +49,8 @@ typedef struct report_options {
     int n_configs;
     const char *configs[REPORT_MAX_CONFIGS];
     uint64_t seed;           /* random inputs of the collapse check (1) */
+    int64_t trace_facts;     /* > 0: a causal-trace section over that many facts of the
+                                facts corpus, on the first model shown (0: none) */
 } report_options;
 
 #define REPORT_DEFAULT_PROMPT "Mary gave John the apple because he was hungry."

@@ -170,8 +170,11 @@ ffn_status ffn_tokenizer_parse(const char *buf, size_t n_bytes, const char *name
 
 /* ---- the built-in corpus ------------------------------------------------ */
 
-typedef enum ffn_lang { FFN_LANG_EN = 0, FFN_LANG_ZH } ffn_lang;
-const char *ffn_lang_name(ffn_lang lang); /* "en", "zh" */
+/* FFN_LANG_FACTS is the facts corpus (below): English sentences of the
+ * built-in corpus, every other line (by draw) a trained statement of the
+ * default fact set ffn_facts_generate(FFN_FACTS_DEFAULT, seed). */
+typedef enum ffn_lang { FFN_LANG_EN = 0, FFN_LANG_ZH, FFN_LANG_FACTS } ffn_lang;
+const char *ffn_lang_name(ffn_lang lang); /* "en", "zh", "facts" */
 ffn_status ffn_lang_parse(const char *s, ffn_lang *out);
 
 /* Word classes.  The first FFN_WORD_N_CLASSES are real words (targets for
@@ -256,6 +259,66 @@ typedef struct ffn_corpus_inventory {
     int64_t modifiers;                /* adjectives for objects */
 } ffn_corpus_inventory;
 ffn_status ffn_corpus_get_inventory(ffn_lang lang, ffn_corpus_inventory *out);
+
+/* ---- the facts corpus ---------------------------------------------------------
+ * Fictional subject-relation-object facts with invented names, so that no
+ * prior knowledge helps: a person lives in a city (relation "lives_in"),
+ * an object has a colour ("colour"), a country has a capital ("capital"),
+ * a person has a profession ("profession").  Fact i has relation i % 4;
+ * subjects are distinct; capitals are distinct.  Each fact is stated in
+ * training through six (frame, form) templates: three forms per relation
+ * ("Mira lives in Velm.", "The home of Mira is Velm.", "Mira, who lives
+ * in Velm, is kind.") bare and inside frames ("As everyone knows,", "It is
+ * true that", "In this story,", "They say that").  Three other (frame,
+ * form) pairs are held out: their prompts are the fact's paraphrases,
+ * never trained on, in words that all occur in training.  Neighbours are
+ * the prompts and objects of up to 3 other facts of the same relation.
+ * Deterministic: the same count and seed give the same set everywhere;
+ * a larger count keeps the subjects and objects of the first facts.
+ *
+ * JSONL (ffn_facts_to_jsonl, ffn_facts_parse/_load), one object a line:
+ *   {"id": int, "subject": str, "relation": str, "prompt": str (the
+ *    trained statement up to the object, e.g. "Mira lives in"), "object":
+ *    str, "paraphrases": [str, ...] (held-out prompts ending before the
+ *    object), "neighbours": [{"prompt": str, "object": str}, ...]}
+ * The reader requires id (integer >= 0), subject, relation, prompt and
+ * object (non-empty strings; the prompt must contain the subject) and
+ * accepts absent paraphrases/neighbours (at most 64 each); other fields
+ * are ignored; blank lines are skipped; errors name the file, the line and
+ * the field. */
+
+#define FFN_FACTS_DEFAULT 100    /* the set of the `facts` corpus */
+#define FFN_FACTS_MAX 320        /* what ffn_facts_generate can make */
+#define FFN_FACTS_FILE_MAX 100000 /* facts a file may hold */
+
+typedef struct ffn_fact_prompt {
+    char *prompt; /* ends before the object */
+    char *object;
+} ffn_fact_prompt;
+
+typedef struct ffn_fact {
+    int64_t id;
+    char *subject, *relation, *prompt, *object;
+    int64_t n_paraphrases;
+    char **paraphrases;          /* (n_paraphrases) held-out prompts */
+    int64_t n_neighbours;
+    ffn_fact_prompt *neighbours; /* (n_neighbours) */
+} ffn_fact;
+
+typedef struct ffn_facts {
+    int64_t n_facts;
+    ffn_fact *facts; /* (n_facts) */
+    uint64_t seed;   /* of ffn_facts_generate; 0 for a parsed file */
+} ffn_facts;
+
+/* n_facts in 1 .. FFN_FACTS_MAX. */
+ffn_status ffn_facts_generate(int64_t n_facts, uint64_t seed, ffn_facts **out);
+void ffn_facts_free(ffn_facts *facts); /* NULL is a no-op */
+/* The set as JSONL, a malloc'd NUL-terminated string (free() it). */
+ffn_status ffn_facts_to_jsonl(const ffn_facts *facts, char **text, size_t *n_bytes);
+/* Read JSONL (above); `name` is used in messages. */
+ffn_status ffn_facts_parse(const char *text, size_t n_bytes, const char *name, ffn_facts **out);
+ffn_status ffn_facts_load(const char *path, ffn_facts **out);
 
 #ifdef __cplusplus
 }

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "base/rng.h"
+#include "data/facts_internal.h"
 
 /* ---- PRNG (src/base/rng.h) ---------------------------------------------------- */
 
@@ -1403,8 +1404,13 @@ static const language chinese = {
 };
 
 static const language *language_of(ffn_lang lang) {
-    return lang == FFN_LANG_EN ? &english : lang == FFN_LANG_ZH ? &chinese : NULL;
+    return lang == FFN_LANG_EN || lang == FFN_LANG_FACTS ? &english
+           : lang == FFN_LANG_ZH ? &chinese : NULL;
 }
+
+/* The facts corpus's lines: a trained statement of a fact (facts.c),
+ * labelled word by word through the same builder. */
+static void fact_word(const char *w, int cls, void *user) { word(user, w, cls); }
 
 /* One sentence: a template drawn by weight, its scene, then its markup. */
 static void say_sentence(gen *g, int total_weight) {
@@ -1419,13 +1425,16 @@ static void say_sentence(gen *g, int total_weight) {
 
 /* ---- the public entry points ---------------------------------------------- */
 
-const char *ffn_lang_name(ffn_lang lang) { return lang == FFN_LANG_ZH ? "zh" : "en"; }
+const char *ffn_lang_name(ffn_lang lang) {
+    return lang == FFN_LANG_ZH ? "zh" : lang == FFN_LANG_FACTS ? "facts" : "en";
+}
 
 ffn_status ffn_lang_parse(const char *s, ffn_lang *out) {
     if (!s || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_lang_parse: NULL argument");
     if (!strcmp(s, "en")) *out = FFN_LANG_EN;
     else if (!strcmp(s, "zh")) *out = FFN_LANG_ZH;
-    else return ffn_error(FFN_ERR_CONFIG, "lang: unknown value '%s' (expected en or zh)", s);
+    else if (!strcmp(s, "facts")) *out = FFN_LANG_FACTS;
+    else return ffn_error(FFN_ERR_CONFIG, "lang: unknown value '%s' (expected en, zh or facts)", s);
     return FFN_OK;
 }
 
@@ -1447,19 +1456,29 @@ ffn_status ffn_corpus_generate(ffn_lang lang, uint64_t seed, int64_t n_sentences
                                ffn_corpus **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_corpus_generate: out is NULL");
     *out = NULL;
-    if (lang != FFN_LANG_EN && lang != FFN_LANG_ZH)
+    if (lang != FFN_LANG_EN && lang != FFN_LANG_ZH && lang != FFN_LANG_FACTS)
         return ffn_error(FFN_ERR_INVALID_ARG, "corpus: unknown language %d", (int)lang);
     if (n_sentences < 1 || n_sentences > 10000000)
         return ffn_error(FFN_ERR_CONFIG, "corpus: sentences: expected 1 .. 10000000, got %lld",
                          (long long)n_sentences);
     gen g = {.L = language_of(lang), .line_start = 1, .cap_next = 1};
     ffn_rng_seed(&g.r, seed);
+    ffn_facts *facts = NULL;
+    ffn_rng fact_r;
+    if (lang == FFN_LANG_FACTS) {
+        ffn_status st = ffn_facts_generate(FFN_FACTS_DEFAULT, seed, &facts);
+        if (st) return st;
+        ffn_rng_seed(&fact_r, seed ^ 0x5f66616374735fULL);
+    }
     int total = 0;
     for (int64_t i = 0; i < g.L->n_templates; i++) total += g.L->templates[i].weight;
     for (int64_t s = 0; s < n_sentences && !g.err; s++) {
-        say_sentence(&g, total);
+        /* facts: half the lines state a fact, drawn from their own stream */
+        if (facts && ffn_rng_below(&fact_r, 2)) facts_render_statement(facts, &fact_r, fact_word, &g);
+        else say_sentence(&g, total);
         end_line(&g);
     }
+    ffn_facts_free(facts);
     ffn_corpus *c = g.err ? NULL : calloc(1, sizeof *c);
     if (!c) {
         free(g.text);

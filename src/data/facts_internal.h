@@ -1,0 +1,29 @@
+/* facts_internal.h -- what corpus.c uses of the facts corpus (facts.c):
+ * rendering one trained statement of a fact set word by word, with each
+ * word's class, so the `facts` corpus labels its words like the others. */
+#ifndef FFN_DATA_FACTS_INTERNAL_H
+#define FFN_DATA_FACTS_INTERNAL_H
+
+#include "ffn/data.h"
+#include "ffn/rng.h"
+
+#define FACTS_N_RELATIONS 4
+#define FACTS_N_FRAMES 5
+#define FACTS_N_NEIGHBOURS 3
+#define FACTS_MAX_LIST 64 /* paraphrases / neighbours a file's fact may list */
+
+/* Receives one word (NUL-terminated) and its ffn_word_class. */
+typedef void (*facts_word_sink)(const char *word, int cls, void *user);
+
+/* One trained statement of a fact drawn from fs (the fact, its (frame,
+ * form) pair and tail are draws from r), ending in ".". */
+void facts_render_statement(const ffn_facts *fs, ffn_rng *r, facts_word_sink sink, void *user);
+
+/* Index of a relation name, -1 when unknown. */
+int facts_relation_index(const char *name);
+/* Render fact f of relation relation_index in (frame, form); with
+ * stop_at_object, stop before the object (returns 1 then). */
+int facts_render(const ffn_fact *f, int relation_index, int frame, int form, const char *tail,
+                 int stop_at_object, facts_word_sink sink, void *user);
+
+#endif /* FFN_DATA_FACTS_INTERNAL_H */

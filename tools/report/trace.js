@@ -1,0 +1,97 @@
+// trace.js -- the causal-tracing section of the ffn HTML report (hand-written;
+// no library).  It reads DATA.trace, written by tools/trace_report.c when
+// `ffn report --trace-facts N` is given: the three (layer, position class)
+// tables of indirect effects (resid_post, mlp_out, attn_out), averaged over
+// the facts the model recalls, and the MLP summary.  Without DATA.trace the
+// section stays hidden.
+(function () {
+  'use strict';
+  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
+  var T = DATA.trace;
+  if (!T) return;
+  var SVGNS = 'http://www.w3.org/2000/svg';
+  var KINDS = [['resid_post', 'hidden state', '128,0,128'], ['mlp_out', 'FFN output', '0,128,0'],
+    ['attn_out', 'attention output', '200,0,0']];
+  var section = document.getElementById('trace');
+  var body = document.getElementById('trace-body');
+  section.hidden = false;
+  var nav = document.querySelector('header nav');
+  if (nav) {
+    var a = document.createElement('a');
+    a.href = '#trace';
+    a.textContent = 'causal tracing';
+    nav.appendChild(document.createTextNode(' '));
+    nav.appendChild(a);
+  }
+  function p(text, cls) {
+    var e = document.createElement('p');
+    if (cls) e.className = cls;
+    e.textContent = text;
+    body.appendChild(e);
+    return e;
+  }
+  function fmt(x) {
+    if (x === null || x === undefined) return '-';
+    return x === 0 || Math.abs(x) >= 0.001 ? x.toFixed(3) : x.toExponential(2);
+  }
+  p('The subject\u2019s embeddings are corrupted with Gaussian noise (' + T.noise +
+    '\u00d7 the embedding\u2019s spread); then one state at a time is restored to its clean value. ' +
+    'A cell is the probability of the right answer it recovers (p_restored \u2212 p_corrupt), averaged over ' +
+    T.averaged + ' of ' + T.facts + ' facts of the facts corpus (' + T.recalled + ' recalled by the model), ' +
+    'model ' + T.model + '. Mean p_clean ' + fmt(T.p_clean) + ', p_corrupt ' + fmt(T.p_corrupt) + '.', 'lead');
+  var wrap = document.createElement('div');
+  wrap.className = 'trace-maps';
+  wrap.style.cssText = 'display:flex;flex-wrap:wrap;gap:16px';
+  body.appendChild(wrap);
+  var classes = T.classes, n = T.n_class;
+  KINDS.forEach(function (k) {
+    var m = T[k[0]];
+    if (!m) return;
+    var L = m.length, C = classes.length, cw = 46, ch = 20, left = 34, top = 20, bottom = 84;
+    var max = 0;
+    m.forEach(function (row) { row.forEach(function (v) { if (v !== null) max = Math.max(max, Math.abs(v)); }); });
+    var svg = document.createElementNS(SVGNS, 'svg');
+    svg.setAttribute('width', left + C * cw + 4);
+    svg.setAttribute('height', top + L * ch + bottom);
+    svg.setAttribute('role', 'img');
+    svg.setAttribute('aria-label', k[1] + ' restored, by layer and position');
+    function t(x, y, s, extra) {
+      var e = document.createElementNS(SVGNS, 'text');
+      e.setAttribute('x', x);
+      e.setAttribute('y', y);
+      e.setAttribute('font-size', '10');
+      if (extra) for (var a in extra) e.setAttribute(a, extra[a]);
+      e.textContent = s;
+      svg.appendChild(e);
+    }
+    t(left, 12, k[0] + ' (' + k[1] + '), max ' + fmt(max));
+    for (var l = 0; l < L; l++) {
+      var y = top + (L - 1 - l) * ch; // layer 0 at the bottom
+      t(4, y + 14, String(l));
+      for (var c = 0; c < C; c++) {
+        var v = m[l][c], r = document.createElementNS(SVGNS, 'rect');
+        r.setAttribute('x', left + c * cw);
+        r.setAttribute('y', y);
+        r.setAttribute('width', cw);
+        r.setAttribute('height', ch);
+        r.setAttribute('stroke', '#ddd');
+        r.setAttribute('fill', n[c] ? 'rgb(' + k[2] + ')' : '#f4f4f4');
+        r.setAttribute('fill-opacity', n[c] && max > 0 ? Math.max(v, 0) / max : 1);
+        var title = document.createElementNS(SVGNS, 'title');
+        title.textContent = 'layer ' + l + ', ' + classes[c] + ': ' + (n[c] ? fmt(v) : 'no such token');
+        r.appendChild(title);
+        svg.appendChild(r);
+      }
+    }
+    for (var c2 = 0; c2 < C; c2++) {
+      var x = left + c2 * cw + cw / 2, yy = top + L * ch + 8;
+      t(x, yy, classes[c2], { transform: 'rotate(60 ' + x + ' ' + yy + ')' });
+    }
+    wrap.appendChild(svg);
+  });
+  var s = T.mlp_peak_last_subject, l2 = T.mlp_peak_last;
+  p('FFN (mlp_out) effect: at the last subject token it peaks at layer ' + s.layer + ' (' + fmt(s.effect) +
+    '), at the last token at layer ' + l2.layer + ' (' + fmt(l2.effect) + '); layer ' + s.layer + ' holds ' +
+    Math.round(100 * T.mlp_layer_share) + '% of the positive FFN effect at the last subject token.');
+  p('Read with ffn trace MODEL --facts (tables, SVG, JSON); see ffn trace --help.', 'muted small');
+})();
