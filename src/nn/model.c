@@ -961,7 +961,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         memcpy(x + n * D, m->embed + (int64_t)tokens[n] * D, (size_t)D * sizeof *x);
     *aux = *z = 0.0;
     /* taps (tap.c): only when something is selected or patched */
-    ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
+    ffn_taps *tp = m->taps && ffn_taps_begin(m->taps, B, T, pos0, save) ? m->taps : NULL;
     for (int64_t l = 0; l < m->L; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
@@ -1122,6 +1122,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_POST, d_res);
         /* feed-forward: d_res is d(x_next) = d(mid) + through the mlp */
         if (m->mlp[l] || m->moe[l]) {
             if (m->mlp[l])
@@ -1131,8 +1132,10 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_MLP_IN, m->d_xn);
             ffn_rmsnorm_backward_accumulate(d_res, g->mlp_norm, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N, D);
         }
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_MID, d_res);
         /* attention output projection: mid = x + att · Woᵀ */
         if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
             (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
@@ -1151,6 +1154,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
         ffn_rmsnorm_backward_accumulate(d_res, g->attn_norm, m->d_xn, a->res, p->attn_norm, a->rstd1, N, D);
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_PRE, d_res);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
     for (int64_t n = 0; n < N; n++) {
@@ -1374,4 +1378,37 @@ ffn_status ffn_model_ffn_neurons(ffn_model *m, int64_t l, int64_t expert, const 
         if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
     }
     return FFN_OK;
+}
+
+/* ---- a loss of the caller's (src/nn/tap_internal.h; model_grad.c checks the taps) ---- */
+
+ffn_status ffn_model_backward_from_logits(ffn_model *m, const int32_t *tokens, int64_t B,
+                                          int64_t T, ffn_logits_grad_fn fn, void *user,
+                                          double *loss) {
+    static const char *name = "ffn_model_forward_backward_taps";
+    ffn_status st;
+    if ((st = check_shape(m, B, T, name)) || (st = check_tokens(m, tokens, NULL, B * T, name)))
+        return st;
+    ffn_ctx_enter(m->ctx);
+    const int64_t N = B * T, D = m->D, V = m->V;
+    float *x;
+    double aux, z, sum = 0.0;
+    if ((st = forward_blocks(m, tokens, B, T, MODE_TRAIN, &x, &aux, &z))) return st;
+    ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
+    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+        const int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
+                           m->logits, V)) ||
+            (st = fn(user, r0, rows, V, m->logits, &sum)) ||
+            (st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, m->logits, V, m->xnf + r0 * D, D,
+                           1.0f, m->g_head, D)) ||
+            (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, m->logits, V, m->head, D, 0.0f,
+                           m->d_xn + r0 * D, D)))
+            return st;
+    }
+    moe_scale_coefs(m, 0.0f);
+    st = backward_blocks(m, tokens, B, T);
+    moe_scale_coefs(m, 1.0f);
+    if (st == FFN_OK && loss) *loss = sum;
+    return st;
 }
