@@ -70,5 +70,8 @@
 #if __has_include("ffn/gguf.h")
 #include "ffn/gguf.h"
 #endif
+#if __has_include("ffn/edit.h")
+#include "ffn/edit.h"
+#endif
 
 #endif /* FFN_H */
