@@ -170,7 +170,8 @@ void ffn_model_taps_clear(ffn_model *model);
  *     FFN_ERR_INVALID_ARG naming it, because backward would not see it;
  *   - the head's logits go to `fn` in chunks of rows (r0, rows), (rows, V)
  *     row-major in (b, t) order; fn overwrites them, in place, with
- *     d loss / d logits and adds the chunk's loss to *loss;
+ *     d loss / d logits, adds the chunk's loss to *loss and returns 0
+ *     (non-zero stops the call: FFN_ERR_INVALID_ARG naming the value);
  *   - backward accumulates (+=) d loss / d param into ffn_model_grads() (MoE
  *     load-balancing and z losses are not part of this loss) and writes the
  *     gradient of every point selected with ffn_model_tap_select_grad.
@@ -182,8 +183,8 @@ void ffn_model_taps_clear(ffn_model *model);
  * share their gradient).  The model must be a training model; gradients
  * are (N, D) floats, allocated when selected.  Every sequence starts at
  * position 0 (as in ffn_model_forward_backward). */
-typedef ffn_status (*ffn_logits_grad_fn)(void *user, int64_t r0, int64_t rows, int64_t V,
-                                         float *logits, double *loss);
+typedef int (*ffn_logits_grad_fn)(void *user, int64_t r0, int64_t rows, int64_t V,
+                                  float *logits, double *loss);
 
 ffn_status ffn_model_forward_backward_taps(ffn_model *model, const int32_t *tokens, int64_t B,
                                            int64_t T, ffn_logits_grad_fn fn, void *user,

@@ -838,7 +838,7 @@ typedef struct target_loss {
 } target_loss;
 
 /* mean over the target's tokens of -log p, scaled; other rows get 0 */
-static ffn_status target_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg,
+static int target_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg,
                             double *loss) {
     const target_loss *tl = user;
     const prompt_set *ps = tl->ps;
@@ -869,7 +869,7 @@ typedef struct kl_loss {
 } kl_loss;
 
 /* weight · KL(p0 ‖ p) at one row */
-static ffn_status kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, double *loss) {
+static int kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, double *loss) {
     const kl_loss *kl = user;
     for (int64_t r = 0; r < rows; r++) {
         float *z = lg + r * V;
@@ -887,7 +887,7 @@ static ffn_status kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *
         }
         *loss += kl->weight * l;
     }
-    return FFN_OK;
+    return 0;
 }
 
 /* One forward and backward with δ added at (out_tap, pos): the loss and

@@ -1399,7 +1399,9 @@ ffn_status ffn_model_backward_from_logits(ffn_model *m, const int32_t *tokens, i
         const int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
                            m->logits, V)) ||
-            (st = fn(user, r0, rows, V, m->logits, &sum)) ||
+            (fn(user, r0, rows, V, m->logits, &sum) &&
+             (st = ffn_error(FFN_ERR_INVALID_ARG, "%s: the loss callback failed on rows "
+                             "%lld..%lld", name, (long long)r0, (long long)(r0 + rows - 1)))) ||
             (st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, m->logits, V, m->xnf + r0 * D, D,
                            1.0f, m->g_head, D)) ||
             (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, m->logits, V, m->head, D, 0.0f,

@@ -69,7 +69,7 @@ static double soft_loss_row(const float *z, const float *q) {
     return l;
 }
 
-static ffn_status soft_fn(void *user, int64_t r0, int64_t rows, int64_t nv, float *lg,
+static int soft_fn(void *user, int64_t r0, int64_t rows, int64_t nv, float *lg,
                           double *loss) {
     const soft *sf = user;
     for (int64_t r = 0; r < rows; r++) {
@@ -157,7 +157,7 @@ static void check_point(ffn_model *mt, ffn_model *mi, const char *point, int64_t
     ffn_model_taps_clear(mt);
 }
 
-static ffn_status onehot_fn(void *user, int64_t r0, int64_t rows, int64_t nv, float *lg,
+static int onehot_fn(void *user, int64_t r0, int64_t rows, int64_t nv, float *lg,
                             double *loss) {
     const int32_t *y = user;
     const int64_t N = B * T;
