@@ -1046,30 +1046,51 @@ static ffn_status fine_tune(ffn_model *m, const layer_view *lv, const prompt_set
 
 /* ---- one edit ------------------------------------------------------------------- */
 
-/* The model's most likely next token after the prompt, as text (trimmed). */
+/* The model's next word after the prompt, greedily: tokens until a word
+ * has begun and a piece starts with whitespace or is punctuation (a word
+ * of a word-level vocabulary is one token; char and byte vocabularies take
+ * several).  An empty word is an error asking for the old object. */
 static ffn_status top_next(ffn_model *m, const ffn_vocab *vocab, const char *prompt, char *out,
                            size_t cap) {
     ids p;
     ffn_status st = encode_prompt(vocab, prompt, NULL, &p, NULL);
     if (st) return st;
     const int64_t V = ffn_vocab_size(vocab);
-    float *lg = malloc((size_t)(p.n * V) * sizeof *lg);
+    int64_t max_n, max_seq;
+    ffn_model_rows(m, &max_n, &max_seq);
+    float *lg = malloc((size_t)(max_seq * V) * sizeof *lg);
     if (!lg) st = ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
-    if (!st) st = ffn_model_logits(m, lg, p.v, 1, p.n);
-    if (!st) {
+    size_t at = 0;
+    out[0] = 0;
+    for (int k = 0; !st && k < 24 && p.n < max_seq && at + 1 < cap; k++) {
+        if ((st = ffn_model_logits(m, lg, p.v, 1, p.n))) break;
         const float *z = lg + (p.n - 1) * V;
         const int32_t unk = ffn_vocab_specials(vocab).unk;
         int32_t best = -1;
-        for (int32_t k = 0; k < V; k++)
-            if (k != unk && (best < 0 || z[k] > z[best])) best = k;
+        for (int32_t t = 0; t < V; t++)
+            if (t != unk && (best < 0 || z[t] > z[best])) best = t;
         const char *bytes;
         size_t len;
         char bb[1];
-        if (!(st = ffn_vocab_piece(vocab, p.v[p.n - 1], best, bb, &bytes, &len))) {
-            while (len && (*bytes == ' ' || *bytes == '\n')) bytes++, len--;
-            snprintf(out, cap, "%.*s", (int)len, bytes);
+        if ((st = ffn_vocab_piece(vocab, p.v[p.n - 1], best, bb, &bytes, &len))) break;
+        if (at == 0)
+            while (len && (*bytes == ' ' || *bytes == '\n' || *bytes == '\t')) bytes++, len--;
+        else if (len && (*bytes == ' ' || *bytes == '\n' || *bytes == '\t'))
+            break;
+        if (len && strchr(".,;:!?\"'()", *bytes)) {
+            if (at > 0) break;
+            len = 0;
         }
+        if (at + len >= cap) break;
+        memcpy(out + at, bytes, len);
+        at += len;
+        out[at] = 0;
+        if ((st = ids_append(&p, &best, 1))) break;
+        if (ffn_vocab_get_kind(vocab) == FFN_VOCAB_WORD && at > 0) break;
     }
+    if (!st && at == 0)
+        st = ffn_error(FFN_ERR_INVALID_ARG, "prompt '%s': the model predicts no word after it "
+                       "to compare the target with; give the old object", prompt);
     free(lg);
     ids_free(&p);
     return st;
