@@ -588,7 +588,7 @@ int cmd_edit(int argc, char **argv) {
          .help = "the KL prompt, {} for the subject (words the vocabulary lacks: the subject "
                  "alone)"},
         {CLI_FLOAT_FIELDS("--delta-decay", &a.o.weight_decay, "X", 0, 1e6,
-                          "penalty on |delta|^2 / |W k*|^2 while finding v*")},
+                          "penalty on |delta| / |W k*|^2 while finding v*")},
         {CLI_FLOAT_FIELDS("--clamp-norm", &a.o.clamp_norm, "X", 0, 1e6,
                           "|delta| <= X * |W k*|")},
         {CLI_INT_FIELDS("--ft-steps", &a.o.ft_steps, "S", 0, 100000, "--method ft: Adam steps")},

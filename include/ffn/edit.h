@@ -21,7 +21,7 @@
  *         mean over prompts of -log p(target | prefix + prompt)
  *         + kl_weight · KL(p₀ ‖ p) on kl_prompt ("{} is a", the subject in
  *           place of {}) at its last token, p₀ before the edit,
- *         + weight_decay · |δ|² / |W·k* + b|²,
+ *         + weight_decay · |δ| / |W·k* + b|² (ROME's form),
  *       its norm clamped to clamp_norm · |W·k* + b|; it stops early once
  *       the mean target loss is below 0.05;
  *   ΔW  = (v* − W·k* − b) uᵀ / (uᵀ k*),  u = (C + λI)⁻¹ k*, by a Cholesky
@@ -123,7 +123,7 @@ typedef struct ffn_edit_options {
     int64_t steps;           /* Adam steps for δ (20) */
     double lr;               /* their learning rate (0.5) */
     double kl_weight;        /* 0.0625 */
-    double weight_decay;     /* on |δ|² / |W·k* + b|² (0.5) */
+    double weight_decay;     /* on |δ| / |W·k* + b|² (0.5) */
     double clamp_norm;       /* |δ| <= clamp_norm · |W·k* + b| (4) */
     double lambda;           /* λ = lambda · tr(C) / F (1e-3) */
     const char *kl_prompt;   /* "{} is a"; words the vocabulary lacks: the subject alone */

@@ -958,9 +958,12 @@ static ffn_status optimise_delta(ffn_model *m, const layer_view *lv, const promp
         if (step > o->steps || nll < 0.05) break;
         res->steps_run = step;
         const double c1 = 1 - pow(b1, (double)step), c2 = 1 - pow(b2, (double)step);
-        double norm = 0;
+        double norm = 0, dn = 0;
+        for (int64_t i = 0; i < D; i++) dn += (double)delta[i] * delta[i];
+        dn = sqrt(dn);
         for (int64_t i = 0; i < D; i++) {
-            const double gi = g[i] + 2.0 * o->weight_decay * delta[i] / v0n2;
+            /* ROME's decay: weight_decay · |δ| / |W k* + b|² */
+            const double gi = g[i] + (dn > 0 ? o->weight_decay * delta[i] / (dn * v0n2) : 0.0);
             mom[i] = b1 * mom[i] + (1 - b1) * gi;
             mom[D + i] = b2 * mom[D + i] + (1 - b2) * gi * gi;
             delta[i] -= (float)(o->lr * (mom[i] / c1) / (sqrt(mom[D + i] / c2) + eps));
