@@ -19,7 +19,8 @@
 #      efficacy (generalisation and specificity are null);
 #   5. bad input: a subject not in the prompt, a layer out of range, a
 #      target the vocabulary lacks, an unknown fact id, a malformed facts
-#      file, --fact without --facts: each a clear message and a non-zero exit.
+#      file, --fact without --facts: each a clear message and a non-zero exit;
+#   6. a Hugging Face directory as MODEL (--data required) gives one as --out.
 set -euo pipefail
 FFN_BIN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
@@ -55,7 +56,11 @@ for rep in range(60):
 rng.shuffle(lines)
 open(sys.argv[2], "w").write("\n".join(lines) + "\n")
 PY
-"$FFN_BIN" train --data "$tmp/text.txt" --tokenizer word --hidden-size 64 --intermediate-size 128 \
+# The fixture is trained by the plain build when there is one: the rerun
+# under ASan (asan-cli/test_edit) sanitizes `ffn edit`, not the trainer.
+train_bin="$FFN_BIN"
+[[ -x "${FFN_ROOT:-.}/build/ffn" ]] && train_bin="${FFN_ROOT:-.}/build/ffn"
+"$train_bin" train --data "$tmp/text.txt" --tokenizer word --hidden-size 64 --intermediate-size 128 \
     --num-hidden-layers 4 --num-attention-heads 4 --num-key-value-heads 4 --seq-len 32 \
     --batch-size 16 --steps 1000 --lr 5e-3 --eval-every 500 --out "$tmp/m" > "$tmp/train.log" 2>&1 ||
     { cat "$tmp/train.log"; fail "training the facts model"; }
@@ -169,5 +174,14 @@ bad "line 1: the subject 'Ada' is not in the prompt" "$tmp/m" --facts "$tmp/bad.
 printf '{"id": 1, "subject": "Ada", "prompt": "Ada is", "object": "X", "paraphrases": [], "neighbours": []}\n' > "$tmp/bad2.jsonl"
 bad "line 1: \"relation\"" "$tmp/m" --facts "$tmp/bad2.jsonl" --fact 1 --target Varn --out "$tmp/x"
 [[ ! -e "$tmp/x" ]] || fail "a failed edit left $tmp/x"
+
+# 6. a Hugging Face directory in, one out (its text must be given)
+"$FFN_BIN" export "$tmp/m" --out "$tmp/hf" --format hf > /dev/null
+bad "give --data FILE" "$tmp/hf" "${F[@]}" --fact 0 --target Varn --layer 1 --out "$tmp/x"
+"$FFN_BIN" edit "$tmp/hf" "${F[@]}" --fact 0 --target Varn --layer 1 --data "$tmp/text.txt" \
+    --out "$tmp/ehf" > /dev/null
+for f in config.json model.safetensors tokenizer.txt; do [[ -s "$tmp/ehf/$f" ]] || fail "ehf/$f missing"; done
+"$FFN_BIN" run "$tmp/ehf" --prompt "Mira lives in" --steps 2 --temperature 0 > "$tmp/gen" 2>&1 ||
+    { cat "$tmp/gen"; fail "the edited Hugging Face directory does not load"; }
 sums "$tmp/m" | cmp -s - "$tmp/m.sums" || fail "the input model changed"
 echo "test_edit: ok"
