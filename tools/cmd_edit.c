@@ -395,8 +395,11 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
 static int run_sweep(args *a, session *s, const ffn_edit_request *req) {
     const ffn_model_config *c = ffn_model_get_config(s->model);
     const int64_t L = c->num_hidden_layers;
-    if (a->json) printf("{\"target\": \"%s\", \"rows\": [", req->target);
-    else
+    if (a->json) {
+        printf("{\"target\": ");
+        cli_json_string(stdout, req->target);
+        printf(", \"rows\": [");
+    } else
         printf("%-6s %-6s %-10s %-15s %-12s %-10s %-9s\n", "layer", "method", "efficacy",
                "generalisation", "specificity", "log p(new)", "d loss");
     double hb;
@@ -432,13 +435,11 @@ static int run_sweep(args *a, session *s, const ffn_edit_request *req) {
                 json_num(stdout, ha - hb);
                 printf("}");
             } else {
-                char e[32], g[32], sp[32];
-                frac(e, sizeof e, sc.efficacy, sc.n_edits);
+                char g[32], sp[32];
                 frac(g, sizeof g, sc.generalisation, sc.n_paraphrases);
                 frac(sp, sizeof sp, sc.specificity, sc.n_neighbours);
                 printf("%-6lld %-6s %-10.3f %-15s %-12s %-10.4f %+.4f\n", (long long)l,
                        ffn_edit_method_name(o.method), sc.efficacy, g, sp, sc.logp_new, ha - hb);
-                (void)e;
             }
             first = 0;
         }
