@@ -83,5 +83,8 @@
 #if __has_include("ffn/quant.h")
 #include "ffn/quant.h"
 #endif
+#if __has_include("ffn/edit.h")
+#include "ffn/edit.h"
+#endif
 
 #endif /* FFN_H */

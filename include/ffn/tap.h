@@ -64,8 +64,9 @@
  * patch, epilogue, patch, down projection), and a decode-sized call
  * (N <= 4) then computes its down projection with the general matrix
  * product: equal to the untapped forward to float rounding.
- * ffn_model_forward_backward does not run taps.  ffn_model_reserve drops
- * the captured rows (the buffers grow with the model).
+ * ffn_model_forward_backward does not run taps (ffn_model_forward_backward_taps
+ * below does).  ffn_model_reserve drops the captured rows (the buffers grow
+ * with the model).
  *
  * ---- Errors -----------------------------------------------------------------
  * A bad name, a layer out of range, a point the layer does not have, an
@@ -158,6 +159,42 @@ ffn_status ffn_model_tap_patch_vector(ffn_model *model, const char *name, int64_
 /* Forget every selection and patch (frees their memory).  Afterwards the
  * forward is the untapped one again. */
 void ffn_model_taps_clear(ffn_model *model);
+
+/* ---- Gradients at a point -----------------------------------------------------
+ * ffn_model_forward_backward_taps is the training forward with the taps
+ * honoured, a loss of the caller's, and backward:
+ *   - the forward runs the ADD patches (one index or a whole row) of the
+ *     residual-width points resid_pre, attn_out, resid_mid, mlp_in,
+ *     mlp_out, resid_post, and captures those points; any other selection
+ *     or patch (SET, SCALE, a neuron point, routing, attn_probs) is
+ *     FFN_ERR_INVALID_ARG naming it, because backward would not see it;
+ *   - the head's logits go to `fn` in chunks of rows (r0, rows), (rows, V)
+ *     row-major in (b, t) order; fn overwrites them, in place, with
+ *     d loss / d logits, adds the chunk's loss to *loss and returns 0
+ *     (non-zero stops the call: FFN_ERR_INVALID_ARG naming the value);
+ *   - backward accumulates (+=) d loss / d param into ffn_model_grads() (MoE
+ *     load-balancing and z losses are not part of this loss) and writes the
+ *     gradient of every point selected with ffn_model_tap_select_grad.
+ * Because an ADD patch leaves the Jacobian unchanged, the gradient at a
+ * point is d loss / d (the vector added there): row (b, t) of
+ * layers.l.mlp_out is d loss / d delta for a delta added at position t of
+ * sequence b (summed over b when the patch applies to every sequence).
+ * d mlp_out = d resid_post and d attn_out = d resid_mid (a sum's two terms
+ * share their gradient).  The model must be a training model; gradients
+ * are (N, D) floats, allocated when selected.  Every sequence starts at
+ * position 0 (as in ffn_model_forward_backward). */
+typedef int (*ffn_logits_grad_fn)(void *user, int64_t r0, int64_t rows, int64_t V,
+                                  float *logits, double *loss);
+
+ffn_status ffn_model_forward_backward_taps(ffn_model *model, const int32_t *tokens, int64_t B,
+                                           int64_t T, ffn_logits_grad_fn fn, void *user,
+                                           double *loss);
+
+/* Keep d loss / d point from the next ffn_model_forward_backward_taps on
+ * (the six residual-width points above). */
+ffn_status ffn_model_tap_select_grad(ffn_model *model, const char *name);
+/* The gradient rows (N, D) of the last ffn_model_forward_backward_taps. */
+ffn_status ffn_model_tap_read_grad(const ffn_model *model, const char *name, ffn_tap_view *out);
 
 #ifdef __cplusplus
 }

@@ -1079,7 +1079,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     if (m->R > 0 && ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
         ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
-    ffn_taps *tp = !save && m->taps && ffn_taps_begin(m->taps, B, T, pos0) ? m->taps : NULL;
+    ffn_taps *tp = m->taps && ffn_taps_begin(m->taps, B, T, pos0, save) ? m->taps : NULL;
     for (int64_t l = 0; l < m->L; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
@@ -1257,6 +1257,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_POST, d_res);
         /* feed-forward: d_res is d(x_next) = d(mid) + through the mlp */
         if (m->mlp[l] || m->moe[l]) {
             if (m->mlp[l])
@@ -1267,8 +1268,10 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
             if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
+            if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_MLP_IN, m->d_xn);
             norm_backward(m, d_res, g->mlp_norm, g->mlp_norm_b, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N);
         }
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_MID, d_res);
         /* attention output projection: mid = x + att · Woᵀ (+ bo) */
         if (g->bo)
             for (int64_t n = 0; n < N; n++)
@@ -1302,6 +1305,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             return st;
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
         norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
+        if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_PRE, d_res);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
     const float es = m->cfg.embed_scale > 0.0 ? (float)m->cfg.embed_scale : 1.0f;
@@ -1541,4 +1545,39 @@ ffn_status ffn_model_ffn_neurons(ffn_model *m, int64_t l, int64_t expert, const 
         if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
     }
     return FFN_OK;
+}
+
+/* ---- a loss of the caller's (src/nn/tap_internal.h; model_grad.c checks the taps) ---- */
+
+ffn_status ffn_model_backward_from_logits(ffn_model *m, const int32_t *tokens, int64_t B,
+                                          int64_t T, ffn_logits_grad_fn fn, void *user,
+                                          double *loss) {
+    static const char *name = "ffn_model_forward_backward_taps";
+    ffn_status st;
+    if ((st = check_shape(m, B, T, name)) || (st = check_tokens(m, tokens, NULL, B * T, name)))
+        return st;
+    ffn_ctx_enter(m->ctx);
+    const int64_t N = B * T, D = m->D, V = m->V;
+    float *x;
+    double aux, z, sum = 0.0;
+    if ((st = forward_blocks(m, tokens, B, T, MODE_TRAIN, &x, &aux, &z))) return st;
+    ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
+    for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
+        const int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
+        if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
+                           m->logits, V)) ||
+            (fn(user, r0, rows, V, m->logits, &sum) &&
+             (st = ffn_error(FFN_ERR_INVALID_ARG, "%s: the loss callback failed on rows "
+                             "%lld..%lld", name, (long long)r0, (long long)(r0 + rows - 1)))) ||
+            (st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, m->logits, V, m->xnf + r0 * D, D,
+                           1.0f, m->g_head, D)) ||
+            (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, m->logits, V, m->head, D, 0.0f,
+                           m->d_xn + r0 * D, D)))
+            return st;
+    }
+    moe_scale_coefs(m, 0.0f);
+    st = backward_blocks(m, tokens, B, T);
+    moe_scale_coefs(m, 1.0f);
+    if (st == FFN_OK && loss) *loss = sum;
+    return st;
 }

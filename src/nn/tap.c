@@ -66,6 +66,11 @@ struct ffn_taps {
     layer_ref *refs;     /* (L) */
     /* the call under way */
     int64_t B, T, pos0, S;
+    /* gradients (ffn_model_forward_backward_taps) */
+    float **grad;        /* (L, FFN_TAP_N_POINTS): (max_n, D) each, or NULL */
+    int *grad_filled;    /* (L, FFN_TAP_N_POINTS) */
+    int train;           /* inside ffn_taps_train_begin/_end */
+    int64_t gB, gT;      /* of the training call */
 };
 
 static tap_slot *slot(const ffn_taps *t, int64_t l, int p) {
@@ -108,6 +113,9 @@ void ffn_taps_free(ffn_taps *t) {
     for (int64_t i = 0; t->slots && i < t->L * FFN_TAP_N_POINTS; i++) slot_release(&t->slots[i]);
     for (int64_t i = 0; i < t->n_patches; i++) free(t->patches[i].vec);
     free(t->patches);
+    for (int64_t i = 0; t->grad && i < t->L * FFN_TAP_N_POINTS; i++) ffn_free_aligned(t->grad[i]);
+    free(t->grad);
+    free(t->grad_filled);
     free(t->slots);
     free(t->kind);
     free(t->refs);
@@ -173,6 +181,35 @@ static ffn_status slot_alloc(const ffn_taps *t, int64_t l, int p, tap_slot *s) {
     return FFN_OK;
 }
 
+static float *grad_alloc(const ffn_taps *t) {
+    int64_t n;
+    size_t bytes;
+    if (ffn_mul_i64(t->max_n, t->D, &n) || ffn_mul_size((size_t)n, 4, &bytes)) return NULL;
+    return ffn_malloc_aligned(bytes ? bytes : 64);
+}
+
+/* The gradient buffers for t->max_n rows, all or nothing. */
+static ffn_status grad_resize(ffn_taps *t) {
+    if (!t->grad) return FFN_OK;
+    const int64_t n = t->L * FFN_TAP_N_POINTS;
+    float **fresh = calloc((size_t)n, sizeof *fresh);
+    int ok = fresh != NULL;
+    for (int64_t i = 0; ok && i < n; i++)
+        if (t->grad[i] && !(fresh[i] = grad_alloc(t))) ok = 0;
+    if (!ok) {
+        for (int64_t i = 0; fresh && i < n; i++) ffn_free_aligned(fresh[i]);
+        free(fresh);
+        return ffn_error(FFN_ERR_NOMEM, "taps: out of memory (gradient buffers)");
+    }
+    for (int64_t i = 0; i < n; i++) {
+        ffn_free_aligned(t->grad[i]);
+        t->grad_filled[i] = 0;
+    }
+    free(t->grad);
+    t->grad = fresh;
+    return FFN_OK;
+}
+
 ffn_status ffn_taps_resize(ffn_taps *t, int64_t max_n, int64_t max_seq) {
     if (!t) return FFN_OK;
     tap_slot *fresh = calloc((size_t)(t->L * FFN_TAP_N_POINTS), sizeof *fresh);
@@ -188,6 +225,13 @@ ffn_status ffn_taps_resize(ffn_taps *t, int64_t max_n, int64_t max_seq) {
             st = slot_alloc(t, i / FFN_TAP_N_POINTS, (int)(i % FFN_TAP_N_POINTS), &fresh[i]);
     }
     if (st) {
+        for (int64_t i = 0; i < t->L * FFN_TAP_N_POINTS; i++) slot_release(&fresh[i]);
+        free(fresh);
+        t->max_n = old_n;
+        t->max_seq = old_seq;
+        return st;
+    }
+    if ((st = grad_resize(t))) {
         for (int64_t i = 0; i < t->L * FFN_TAP_N_POINTS; i++) slot_release(&fresh[i]);
         free(fresh);
         t->max_n = old_n;
@@ -429,8 +473,8 @@ void ffn_model_taps_restore(ffn_model *m, ffn_taps *stash) {
 
 /* ---- during the forward -------------------------------------------------------------- */
 
-int ffn_taps_begin(ffn_taps *t, int64_t B, int64_t T, int64_t pos0) {
-    if (!t || (t->n_selected == 0 && t->n_patches == 0)) return 0;
+int ffn_taps_begin(ffn_taps *t, int64_t B, int64_t T, int64_t pos0, int training) {
+    if (!t || (training && !t->train) || (t->n_selected == 0 && t->n_patches == 0)) return 0;
     t->B = B;
     t->T = T;
     t->pos0 = pos0;
@@ -546,4 +590,114 @@ static void neuron_hook(void *user, int stage, float *buf, int64_t n, const ffn_
                 memcpy((float *)sm->buf + tok * W + c0, h, (size_t)Fw * sizeof(float));
         }
     }
+}
+
+/* ---- gradients at a point (ffn_model_forward_backward_taps) ---------------------------- */
+
+static int grad_point(int p) {
+    return p == FFN_TAP_RESID_PRE || p == FFN_TAP_ATTN_OUT || p == FFN_TAP_RESID_MID ||
+           p == FFN_TAP_MLP_IN || p == FFN_TAP_MLP_OUT || p == FFN_TAP_RESID_POST;
+}
+
+#define GRAD_POINTS "resid_pre, attn_out, resid_mid, mlp_in, mlp_out, resid_post"
+
+ffn_status ffn_model_tap_select_grad(ffn_model *m, const char *name) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_tap_select_grad: model is NULL");
+    int64_t l;
+    int p;
+    ffn_status st = lookup(m, name, &l, &p);
+    if (st) return st;
+    if (!grad_point(p))
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': no gradient is kept at %s (points with "
+                         "a gradient: " GRAD_POINTS ")", name, point_names[p]);
+    ffn_taps *t;
+    if ((st = get_taps(m, &t))) return st;
+    const int64_t n = t->L * FFN_TAP_N_POINTS, i = l * FFN_TAP_N_POINTS + p;
+    if (!t->grad) {
+        t->grad = calloc((size_t)n, sizeof *t->grad);
+        t->grad_filled = calloc((size_t)n, sizeof *t->grad_filled);
+        if (!t->grad || !t->grad_filled) {
+            free(t->grad);
+            free(t->grad_filled);
+            t->grad = NULL;
+            t->grad_filled = NULL;
+            return ffn_error(FFN_ERR_NOMEM, "taps: out of memory (gradients)");
+        }
+    }
+    if (t->grad[i]) return FFN_OK;
+    if (!(t->grad[i] = grad_alloc(t)))
+        return ffn_error(FFN_ERR_NOMEM, "taps: out of memory (the gradient of %s)", name);
+    t->grad_filled[i] = 0;
+    return FFN_OK;
+}
+
+ffn_status ffn_model_tap_read_grad(const ffn_model *m, const char *name, ffn_tap_view *out) {
+    if (!m || !out)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_tap_read_grad: NULL argument");
+    int64_t l;
+    int p;
+    ffn_status st = lookup(m, name, &l, &p);
+    if (st) return st;
+    const ffn_taps *t = *ffn_model_taps_ref((ffn_model *)m);
+    const int64_t i = l * FFN_TAP_N_POINTS + p;
+    if (!t || !t->grad || !t->grad[i])
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': its gradient is not selected (call "
+                         "ffn_model_tap_select_grad before ffn_model_forward_backward_taps)", name);
+    if (!t->grad_filled[i])
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': no ffn_model_forward_backward_taps has "
+                         "run since its gradient was selected", name);
+    memset(out, 0, sizeof *out);
+    out->data = t->grad[i];
+    out->rows = t->gB * t->gT;
+    out->cols = t->D;
+    out->B = t->gB;
+    out->T = t->gT;
+    out->layer = l;
+    out->point = (ffn_tap_point)p;
+    return FFN_OK;
+}
+
+ffn_status ffn_taps_train_begin(ffn_taps *t, int64_t B, int64_t T, const char *fn) {
+    char name[64];
+    for (int64_t l = 0; l < t->L; l++)
+        for (int p = 0; p < FFN_TAP_N_POINTS; p++)
+            if (slot(t, l, p)->selected && !grad_point(p))
+                return ffn_error(FFN_ERR_INVALID_ARG, "%s: tap '%s' is selected, but a training "
+                                 "forward captures only " GRAD_POINTS, fn,
+                                 ffn_tap_name(name, sizeof name, l, (ffn_tap_point)p));
+    for (int64_t k = 0; k < t->n_patches; k++) {
+        const tap_patch *pa = &t->patches[k];
+        if (!grad_point(pa->point) || pa->op != FFN_TAP_OP_ADD)
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: tap '%s' has a %s patch, but a training "
+                             "forward runs only ADD patches of " GRAD_POINTS " (backward "
+                             "would not see it)", fn,
+                             ffn_tap_name(name, sizeof name, pa->layer, (ffn_tap_point)pa->point),
+                             pa->op == FFN_TAP_OP_SET ? "SET" : pa->op == FFN_TAP_OP_SCALE
+                             ? "SCALE" : "ADD");
+    }
+    t->train = 1;
+    t->gB = B;
+    t->gT = T;
+    for (int64_t i = 0; t->grad && i < t->L * FFN_TAP_N_POINTS; i++) t->grad_filled[i] = 0;
+    return FFN_OK;
+}
+
+void ffn_taps_train_end(ffn_taps *t, int ok) {
+    t->train = 0;
+    if (!ok && t->grad)
+        for (int64_t i = 0; i < t->L * FFN_TAP_N_POINTS; i++) t->grad_filled[i] = 0;
+}
+
+static void grad_copy(ffn_taps *t, int64_t l, int p, const float *d) {
+    const int64_t i = l * FFN_TAP_N_POINTS + p;
+    if (!t->grad[i]) return;
+    memcpy(t->grad[i], d, (size_t)(t->gB * t->gT * t->D) * sizeof(float));
+    t->grad_filled[i] = 1;
+}
+
+void ffn_taps_grad(ffn_taps *t, int64_t l, int p, const float *d) {
+    if (!t->train || !t->grad) return;
+    grad_copy(t, l, p, d);
+    if (p == FFN_TAP_RESID_POST && t->kind[l]) grad_copy(t, l, FFN_TAP_MLP_OUT, d);
+    if (p == FFN_TAP_RESID_MID) grad_copy(t, l, FFN_TAP_ATTN_OUT, d);
 }

@@ -31,12 +31,20 @@ void ffn_model_rows(const ffn_model *model, int64_t *max_n, int64_t *max_seq);
 ffn_status ffn_model_ffn_neurons(ffn_model *model, int64_t layer, int64_t expert,
                                  const float *x, int64_t n, float *gu, float *h);
 
+/* The body of ffn_model_forward_backward_taps (src/nn/model_grad.c checks
+ * the taps first): the training forward, the head in chunks handed to fn,
+ * backward without the MoE loss terms. */
+ffn_status ffn_model_backward_from_logits(ffn_model *model, const int32_t *tokens, int64_t B,
+                                          int64_t T, ffn_logits_grad_fn fn, void *user,
+                                          double *loss);
+
 /* ---- provided by tap.c, called from the forward --------------------------
  * With t NULL or nothing selected or patched the forward calls none of
  * these (ffn_taps_begin returns 0). */
 void ffn_taps_free(ffn_taps *t);
-/* Start a forward of B·T rows at pos0; returns 1 when the taps take part. */
-int ffn_taps_begin(ffn_taps *t, int64_t B, int64_t T, int64_t pos0);
+/* Start a forward of B·T rows at pos0; returns 1 when the taps take part
+ * (a training forward: only inside ffn_taps_train_begin/_end). */
+int ffn_taps_begin(ffn_taps *t, int64_t B, int64_t T, int64_t pos0, int training);
 /* Patch, then capture, the (N, W) rows x of point p of layer l. */
 void ffn_taps_point(ffn_taps *t, int64_t l, int p, float *x);
 /* The capture buffer of a point the forward writes itself (router_logits,
@@ -50,6 +58,15 @@ void ffn_taps_probs_done(ffn_taps *t, int64_t l);
 const ffn_neuron_hook *ffn_taps_hook(ffn_taps *t, int64_t l);
 /* The forward finished: the captures become readable. */
 void ffn_taps_end(ffn_taps *t);
+/* A training forward and backward with taps (ffn_model_forward_backward_taps):
+ * begin checks that every selection and patch is one backward honours
+ * (the error names the first that is not, with fn) and lets the taps run;
+ * end stops them, making the gradients readable when ok. */
+ffn_status ffn_taps_train_begin(ffn_taps *t, int64_t B, int64_t T, const char *fn);
+void ffn_taps_train_end(ffn_taps *t, int ok);
+/* Backward: d (N, D) is d loss / d point p of layer l (resid_pre, mlp_in,
+ * resid_mid, resid_post; mlp_out and attn_out share the last two). */
+void ffn_taps_grad(ffn_taps *t, int64_t l, int p, const float *d);
 /* The model's rows changed (ffn_model_reserve): reallocate the buffers. */
 ffn_status ffn_taps_resize(ffn_taps *t, int64_t max_n, int64_t max_seq);
 

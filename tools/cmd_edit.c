@@ -1,0 +1,713 @@
+/* cmd_edit.c -- `ffn edit`: change one fact a model knows (ROME, or the
+ * fine-tuning baseline), score the edit, write the edited model; sweep the
+ * layers; apply a list of edits one after another.  The work is in the
+ * library (include/ffn/edit.h); this file loads the model, its vocabulary
+ * and its text, parses flags and prints tables or JSON. */
+#include "cli.h"
+#include "ffn/checkpoint.h"
+#include "ffn/edit.h"
+#include "ffn/safetensors.h"
+#include "ffn/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const CMD = "edit";
+
+static const char about[] =
+"Edits one fact in a trained model and measures the edit.  ROME (Meng et al.,\n"
+"2022) reads an FFN as a key-value memory: down_proj maps a key k (m, the\n"
+"input of down_proj) to a value.  It takes k* = the mean key at the subject's\n"
+"last token (over the prompt and the prompt after a few short texts the model\n"
+"generates), finds a value v* that makes the target likely (Adam on a vector\n"
+"added at that layer's FFN output, with a KL term on '{subject} is a' that\n"
+"keeps the rest), and writes it with a rank-one update\n"
+"  W += (v* - W k*) (C^-1 k*)^T / ((C^-1 k*)^T k*),  C = E[k k^T]\n"
+"over the model's text (C + lambda I, by Cholesky), so that down_proj(k*) = v*\n"
+"and other keys move little.  --method ft fine-tunes the same down_proj on\n"
+"the fact with no constraint (the baseline).\n"
+"\n"
+"Scores (before and after): efficacy = p(new) > p(old) on the prompt;\n"
+"generalisation = the same on paraphrases; specificity = neighbour prompts\n"
+"still prefer their own object to the new one; and the held-out loss on\n"
+"--data or the model's own training text.  With --facts F --fact ID the\n"
+"prompt, subject, old object, paraphrases and neighbours come from a facts\n"
+"file (JSON lines: id, subject, relation, prompt, object, paraphrases,\n"
+"neighbours); with --prompt/--subject, efficacy against the model's own\n"
+"prediction (plus --paraphrase / --neighbour when given).\n"
+"\n"
+"--sweep-layers edits at every layer with both methods and prints a table;\n"
+"--batch FILE applies the edits of FILE (JSON lines: {\"fact\": ID, \"target\":\n"
+"T} or {\"prompt\", \"subject\", \"target\", ...}) one after another and reports\n"
+"the scores after 1, 2, 4, ... edits.  MODEL is an ffn run directory or a\n"
+"Hugging Face directory with its vocabulary; the edited model goes to --out\n"
+"in the same layout (never MODEL itself).";
+
+static const char epilog[] =
+"output: a table on stdout (--json: one JSON object); exit 1 on failure, 2 on\n"
+"bad usage.\n"
+"examples:\n"
+"  ffn edit m --facts facts.jsonl --fact 3 --target Osk --layer 1 --out m-edited\n"
+"  ffn edit m --prompt 'Mira lives in' --subject Mira --target Osk --out m2\n"
+"  ffn edit m --facts facts.jsonl --fact 3 --target Osk --sweep-layers --json\n"
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n";
+
+static const char synopsis[] =
+"MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
+"       ffn edit MODEL ... --sweep-layers\n"
+"       ffn edit MODEL --batch FILE [--facts F] [--out DIR]";
+
+#define MAX_LIST 64
+
+typedef struct args {
+    const char *model, *prompt, *subject, *target, *old, *facts, *batch, *out, *data, *cache;
+    const char *dump, *kl_prompt;
+    const char *paraphrases[MAX_LIST], *neighbours[MAX_LIST];
+    int n_paraphrases, n_neighbours;
+    int64_t fact, layer, samples, windows, threads, seed;
+    int fact_seen, json, force, sweep, method;
+    ffn_edit_options o;
+} args;
+
+static const char *const method_names[] = {"rome", "ft", NULL};
+
+/* ---- the model's text ------------------------------------------------------------ */
+
+/* --data, else the source recorded in MODEL/train_state.safetensors
+ * ("file:PATH" or "corpus:LANG:SENTENCES:SEED"). */
+static int load_text(const args *a, char **text, size_t *n, char *what, size_t cap) {
+    if (a->data) {
+        snprintf(what, cap, "%s", a->data);
+        ffn_status st = ffn_text_read(a->data, text, n);
+        return st ? cli_fail(CMD, st) : 0;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/train_state.safetensors", a->model);
+    ffn_st_file *f = NULL;
+    const char *src = NULL;
+    if (ffn_st_open(path, &f) == FFN_OK) src = ffn_st_metadata(f, "data_source");
+    int rc = 0;
+    char lang[8];
+    long long sentences;
+    unsigned long long seed;
+    if (src && !strncmp(src, "file:", 5)) {
+        snprintf(what, cap, "%s", src + 5);
+        ffn_status st = ffn_text_read(src + 5, text, n);
+        if (st) rc = cli_fail(CMD, st);
+    } else if (src && sscanf(src, "corpus:%7[a-z]:%lld:%llu", lang, &sentences, &seed) == 3) {
+        ffn_lang l;
+        ffn_corpus *c = NULL;
+        ffn_status st = ffn_lang_parse(lang, &l);
+        if (!st) st = ffn_corpus_generate(l, seed, sentences, &c);
+        if (st) {
+            rc = cli_fail(CMD, st);
+        } else {
+            *text = c->text;
+            *n = (size_t)c->n_bytes;
+            c->text = NULL;
+            ffn_corpus_free(c);
+            snprintf(what, cap, "the built-in %s corpus (%lld sentences, seed %llu)", lang,
+                     sentences, seed);
+        }
+    } else {
+        cli_error(CMD, "%s: the model's training text is not recorded there; give --data FILE "
+                  "(text for the keys' statistics and the held-out loss)", a->model);
+        rc = CLI_EXIT_USAGE;
+    }
+    ffn_st_close(f);
+    return rc;
+}
+
+/* ---- printing ------------------------------------------------------------------------ */
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, "%.6g", v);
+    else fputs("null", f);
+}
+
+static void json_scores(FILE *f, const ffn_edit_scores *s, double heldout) {
+    fputs("{\"efficacy\": ", f);
+    json_num(f, s->efficacy);
+    fputs(", \"generalisation\": ", f);
+    json_num(f, s->generalisation);
+    fputs(", \"specificity\": ", f);
+    json_num(f, s->specificity);
+    fputs(", \"logp_new\": ", f);
+    json_num(f, s->logp_new);
+    fputs(", \"logp_old\": ", f);
+    json_num(f, s->logp_old);
+    fprintf(f, ", \"n_edits\": %lld, \"n_paraphrases\": %lld, \"n_neighbours\": %lld",
+            (long long)s->n_edits, (long long)s->n_paraphrases, (long long)s->n_neighbours);
+    fputs(", \"heldout_loss\": ", f);
+    json_num(f, heldout);
+    fputc('}', f);
+}
+
+static void frac(char *buf, size_t cap, double v, int64_t n) {
+    if (!isfinite(v)) snprintf(buf, cap, "-");
+    else snprintf(buf, cap, "%.3f (%lld/%lld)", v, (long long)llround(v * (double)n),
+                  (long long)n);
+}
+
+/* ---- the session: model, vocabulary, text ---------------------------------------- */
+
+typedef struct session {
+    ffn_ctx *ctx;
+    ffn_model *model;
+    ffn_vocab *vocab;
+    ffn_checkpoint_info info;
+    int32_t *tokens;
+    int64_t n_tokens, n_train;
+    char text_what[4200];
+    float *original; /* the weights as loaded */
+    int64_t n_params;
+} session;
+
+static void session_free(session *s) {
+    ffn_model_free(s->model);
+    ffn_vocab_free(s->vocab);
+    ffn_ctx_free(s->ctx);
+    free(s->tokens);
+    free(s->original);
+}
+
+static int session_open(const args *a, session *s) {
+    memset(s, 0, sizeof *s);
+    if (cli_make_ctx(CMD, a->threads, &s->ctx)) return CLI_EXIT_FAIL;
+    ffn_model_options mo = {1, 0, 1};
+    ffn_status st = ffn_checkpoint_load_model(s->ctx, a->model, &mo, &s->model, &s->info);
+    if (st) return cli_fail(CMD, st);
+    if (!s->info.tokenizer_path[0]) {
+        cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); "
+                  "editing needs text prompts", a->model);
+        return CLI_EXIT_FAIL;
+    }
+    st = ffn_vocab_load(s->info.tokenizer_path, ffn_model_get_config(s->model)->vocab_size,
+                        &s->vocab);
+    if (st) return cli_fail(CMD, st);
+    char *text = NULL;
+    size_t n = 0;
+    int rc = load_text(a, &text, &n, s->text_what, sizeof s->text_what);
+    if (rc) return rc;
+    st = ffn_vocab_encode(s->vocab, text, n, 0, &s->tokens, &s->n_tokens);
+    free(text);
+    int64_t n_val = 0;
+    if (!st) st = ffn_tokens_split(s->n_tokens, 0.1, &s->n_train, &n_val);
+    if (st) return cli_fail(CMD, st);
+    float *p = ffn_model_params(s->model, &s->n_params);
+    s->original = malloc((size_t)s->n_params * sizeof *p);
+    if (!s->original) {
+        cli_error(CMD, "out of memory (a copy of the weights)");
+        return CLI_EXIT_FAIL;
+    }
+    memcpy(s->original, p, (size_t)s->n_params * sizeof *p);
+    return 0;
+}
+
+static ffn_status session_restore(session *s) {
+    memcpy(ffn_model_params(s->model, NULL), s->original, (size_t)s->n_params * sizeof(float));
+    return ffn_model_params_changed(s->model);
+}
+
+static ffn_status heldout(session *s, const args *a, double *loss) {
+    return ffn_edit_heldout_loss(s->model, s->tokens + s->n_train, s->n_tokens - s->n_train,
+                                 a->windows, loss);
+}
+
+/* C for one layer of the unedited model (cached beside the model, or in
+ * --cache); 0, or the exit status after printing the error. */
+static int covariance(session *s, const args *a, int64_t layer, double **C, int64_t *rows,
+                      int *cached) {
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj.weight", (long long)layer);
+    const ffn_model_tensor *t = ffn_model_find_tensor(s->model, name);
+    if (!t) {
+        cli_error(CMD, "layer %lld has no dense or gated FFN (no %s); editing needs one",
+                  (long long)layer, name);
+        return CLI_EXIT_FAIL;
+    }
+    const int64_t F = t->shape[1];
+    *C = malloc((size_t)(F * F) * sizeof **C);
+    if (!*C) {
+        cli_error(CMD, "out of memory (C: %lld x %lld)", (long long)F, (long long)F);
+        return CLI_EXIT_FAIL;
+    }
+    char dir[4200];
+    const char *cache = a->cache;
+    if (!cache) { /* beside the model */
+        snprintf(dir, sizeof dir, "%s", a->model);
+        size_t k = strlen(dir);
+        while (k > 1 && dir[k - 1] == '/') dir[--k] = 0;
+        char *slash = strrchr(dir, '/');
+        if (!slash) snprintf(dir, sizeof dir, ".");
+        else if (slash == dir) dir[1] = 0;
+        else *slash = 0;
+        cache = dir;
+    }
+    ffn_status st = ffn_edit_covariance_cached(s->model, layer, s->tokens, s->n_train, a->samples,
+                                               cache, *C, rows, cached);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+/* ---- one edit ----------------------------------------------------------------------- */
+
+static int dump_edit(const char *path, const ffn_edit_result *r, const double *C,
+                     const float *W_before, const float *W_after, const float *bias) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    int64_t sF[1] = {r->F}, sD[1] = {r->D}, sFF[2] = {r->F, r->F}, sDF[2] = {r->D, r->F};
+    int64_t s1[1] = {1};
+    double lam = r->lambda;
+    if (!st) st = ffn_st_writer_add(w, "k_star", FFN_DTYPE_F32, 1, sF, r->k_star);
+    if (!st) st = ffn_st_writer_add(w, "v_star", FFN_DTYPE_F32, 1, sD, r->v_star);
+    if (!st) st = ffn_st_writer_add(w, "v_old", FFN_DTYPE_F32, 1, sD, r->v_old);
+    if (!st && C) st = ffn_st_writer_add(w, "C", FFN_DTYPE_F64, 2, sFF, C);
+    if (!st) st = ffn_st_writer_add(w, "W_before", FFN_DTYPE_F32, 2, sDF, W_before);
+    if (!st) st = ffn_st_writer_add(w, "W_after", FFN_DTYPE_F32, 2, sDF, W_after);
+    if (!st && bias) st = ffn_st_writer_add(w, "bias", FFN_DTYPE_F32, 1, sD, bias);
+    if (!st) st = ffn_st_writer_add(w, "lambda", FFN_DTYPE_F64, 1, s1, &lam);
+    if (!st) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+static int run_single(args *a, session *s, const ffn_edit_request *req) {
+    ffn_status st;
+    double *C = NULL;
+    int64_t rows = 0;
+    int cached = 0;
+    if (a->o.method == FFN_EDIT_ROME && covariance(s, a, a->o.layer, &C, &rows, &cached)) {
+        free(C);
+        return CLI_EXIT_FAIL;
+    }
+    ffn_edit_scores before, after;
+    double hb = NAN, ha = NAN;
+    if ((st = ffn_edit_score(s->model, s->vocab, req, 1, NULL, &before)) ||
+        (st = heldout(s, a, &hb))) {
+        free(C);
+        return cli_fail(CMD, st);
+    }
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj", (long long)a->o.layer);
+    char wname[128], bname[128];
+    snprintf(wname, sizeof wname, "%s.weight", name);
+    snprintf(bname, sizeof bname, "%s.bias", name);
+    ffn_edit_result r;
+    if ((st = ffn_edit_apply(s->model, s->vocab, req, &a->o, C, &r))) {
+        free(C);
+        return cli_fail(CMD, st);
+    }
+    const char *olds[1] = {r.old_object};
+    int rc = 0;
+    if ((st = ffn_edit_score(s->model, s->vocab, req, 1, olds, &after)) ||
+        (st = heldout(s, a, &ha)))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->dump) {
+        const ffn_model_tensor *t = ffn_model_find_tensor(s->model, wname);
+        const ffn_model_tensor *tb = ffn_model_find_tensor(s->model, bname);
+        const float *p = ffn_model_params(s->model, NULL);
+        rc = dump_edit(a->dump, &r, C, s->original + t->offset, p + t->offset,
+                       tb ? p + tb->offset : NULL);
+    }
+    if (!rc && a->out &&
+        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
+                            s->info.tokenizer_is_llama2c, a->out, a->force)))
+        rc = cli_fail(CMD, st);
+    if (!rc) {
+        /* down_proj(k*) after the edit, against v* */
+        const ffn_model_tensor *t = ffn_model_find_tensor(s->model, wname);
+        const ffn_model_tensor *tb = ffn_model_find_tensor(s->model, bname);
+        const float *p = ffn_model_params(s->model, NULL);
+        double err = 0, vn = 0;
+        for (int64_t d = 0; d < r.D; d++) {
+            double y = tb ? p[tb->offset + d] : 0;
+            for (int64_t f = 0; f < r.F; f++)
+                y += (double)p[t->offset + d * r.F + f] * r.k_star[f];
+            err = fmax(err, fabs(y - r.v_star[d]));
+            vn = fmax(vn, fabs(r.v_star[d]));
+        }
+        const char *method = ffn_edit_method_name(a->o.method);
+        if (a->json) {
+            printf("{\"method\": \"%s\", \"layer\": %lld, \"target\": ", method,
+                   (long long)a->o.layer);
+            cli_json_string(stdout, req->target);
+            printf(", \"old\": ");
+            cli_json_string(stdout, r.old_object);
+            printf(", \"steps\": %lld, \"loss_first\": ", (long long)r.steps_run);
+            json_num(stdout, r.loss_first);
+            printf(", \"loss_last\": ");
+            json_num(stdout, r.loss_last);
+            printf(", \"kl_last\": ");
+            json_num(stdout, r.kl_last);
+            printf(", \"kl_subject_only\": %s", r.kl_subject_only ? "true" : "false");
+            printf(", \"lambda\": ");
+            json_num(stdout, r.lambda);
+            printf(", \"cov_samples\": %lld, \"cov_cached\": %s", (long long)rows,
+                   cached ? "true" : "false");
+            printf(", \"max_abs_down_kstar_minus_vstar\": ");
+            json_num(stdout, err);
+            printf(", \"before\": ");
+            json_scores(stdout, &before, hb);
+            printf(", \"after\": ");
+            json_scores(stdout, &after, ha);
+            printf(", \"out\": ");
+            if (a->out) cli_json_string(stdout, a->out);
+            else fputs("null", stdout);
+            printf("}\n");
+        } else {
+            printf("edit '%s' -> '%s' (old '%s') with %s at layer %lld\n", req->prompt,
+                   req->target, r.old_object, method, (long long)a->o.layer);
+            if (a->o.method == FFN_EDIT_ROME)
+                printf("  C from %lld keys of %s%s, lambda %.3g; v*: %lld Adam steps, target "
+                       "loss %.4f -> %.4f, KL %.4f%s\n",
+                       (long long)rows, s->text_what, cached ? " (cached)" : "", r.lambda,
+                       (long long)r.steps_run, r.loss_first, r.loss_last, r.kl_last,
+                       r.kl_subject_only ? " (KL prompt: the subject alone)" : "");
+            else
+                printf("  fine-tuning down_proj: %lld Adam steps, target loss %.4f -> %.4f\n",
+                       (long long)r.steps_run, r.loss_first, r.loss_last);
+            printf("  max |down_proj(k*) - v*| = %.3g (|v*| up to %.3g)\n", err, vn);
+            char b1[48], b2[48];
+            printf("  %-16s %-18s %s\n", "", "before", "after");
+            frac(b1, sizeof b1, before.efficacy, before.n_edits);
+            frac(b2, sizeof b2, after.efficacy, after.n_edits);
+            printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
+            frac(b1, sizeof b1, before.generalisation, before.n_paraphrases);
+            frac(b2, sizeof b2, after.generalisation, after.n_paraphrases);
+            printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
+            frac(b1, sizeof b1, before.specificity, before.n_neighbours);
+            frac(b2, sizeof b2, after.specificity, after.n_neighbours);
+            printf("  %-16s %-18s %s\n", "specificity", b1, b2);
+            printf("  %-16s %-18.4f %.4f\n", "log p(new)", before.logp_new, after.logp_new);
+            printf("  %-16s %-18.4f %.4f\n", "log p(old)", before.logp_old, after.logp_old);
+            printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
+            if (a->out) printf("wrote %s\n", a->out);
+        }
+    }
+    ffn_edit_result_free(&r);
+    free(C);
+    return rc;
+}
+
+/* ---- every layer, both methods ------------------------------------------------------ */
+
+static int run_sweep(args *a, session *s, const ffn_edit_request *req) {
+    const ffn_model_config *c = ffn_model_get_config(s->model);
+    const int64_t L = c->num_hidden_layers;
+    if (a->json) {
+        printf("{\"target\": ");
+        cli_json_string(stdout, req->target);
+        printf(", \"rows\": [");
+    } else
+        printf("%-6s %-6s %-10s %-15s %-12s %-10s %-9s\n", "layer", "method", "efficacy",
+               "generalisation", "specificity", "log p(new)", "d loss");
+    double hb;
+    ffn_status st = heldout(s, a, &hb);
+    if (st) return cli_fail(CMD, st);
+    int first = 1;
+    for (int64_t l = 0; l < L; l++) {
+        if (ffn_model_config_layer_is_moe(c, l) || c->mlp_type == FFN_MODEL_MLP_NONE) continue;
+        double *C = NULL;
+        if (covariance(s, a, l, &C, NULL, NULL)) {
+            free(C);
+            return CLI_EXIT_FAIL;
+        }
+        for (int m = 0; m < 2; m++) {
+            ffn_edit_options o = a->o;
+            o.layer = l;
+            o.method = (ffn_edit_method)m;
+            ffn_edit_result r;
+            ffn_edit_scores sc;
+            double ha = NAN;
+            if ((st = ffn_edit_apply(s->model, s->vocab, req, &o, C, &r))) break;
+            const char *olds[1] = {r.old_object};
+            st = ffn_edit_score(s->model, s->vocab, req, 1, olds, &sc);
+            if (!st) st = heldout(s, a, &ha);
+            ffn_edit_result_free(&r);
+            if (!st) st = session_restore(s);
+            if (st) break;
+            if (a->json) {
+                printf("%s{\"layer\": %lld, \"method\": \"%s\", \"scores\": ", first ? "" : ", ",
+                       (long long)l, ffn_edit_method_name(o.method));
+                json_scores(stdout, &sc, ha);
+                printf(", \"heldout_delta\": ");
+                json_num(stdout, ha - hb);
+                printf("}");
+            } else {
+                char g[32], sp[32];
+                frac(g, sizeof g, sc.generalisation, sc.n_paraphrases);
+                frac(sp, sizeof sp, sc.specificity, sc.n_neighbours);
+                printf("%-6lld %-6s %-10.3f %-15s %-12s %-10.4f %+.4f\n", (long long)l,
+                       ffn_edit_method_name(o.method), sc.efficacy, g, sp, sc.logp_new, ha - hb);
+            }
+            first = 0;
+        }
+        free(C);
+        if (st) return cli_fail(CMD, st);
+    }
+    if (a->json) printf("], \"heldout_before\": %.6g}\n", hb);
+    return 0;
+}
+
+/* ---- many edits one after another --------------------------------------------------- */
+
+static int run_batch(args *a, session *s, const ffn_facts *facts) {
+    ffn_edit_list *el = NULL;
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
+    if (st) return cli_fail(CMD, st);
+    const int64_t n = ffn_edit_list_count(el);
+    double *C = NULL;
+    int rc = 0;
+    if (a->o.method == FFN_EDIT_ROME && covariance(s, a, a->o.layer, &C, NULL, NULL)) {
+        free(C);
+        ffn_edit_list_free(el);
+        return CLI_EXIT_FAIL;
+    }
+    ffn_edit_request *reqs = calloc((size_t)n, sizeof *reqs);
+    char(*olds)[64] = calloc((size_t)n, sizeof *olds);
+    const char **oldp = calloc((size_t)n, sizeof *oldp);
+    double hb = NAN;
+    if (!reqs || !olds || !oldp) {
+        cli_error(CMD, "out of memory");
+        free(reqs);
+        free(olds);
+        free(oldp);
+        free(C);
+        ffn_edit_list_free(el);
+        return CLI_EXIT_FAIL;
+    }
+    st = heldout(s, a, &hb);
+    if (a->json) printf("{\"method\": \"%s\", \"layer\": %lld, \"heldout_before\": %.6g, \"rows\": [",
+                        ffn_edit_method_name(a->o.method), (long long)a->o.layer, hb);
+    else if (!st)
+        printf("%-6s %-10s %-15s %-12s %-10s\n", "edits", "efficacy", "generalisation",
+               "specificity", "held-out");
+    int64_t next = 1;
+    for (int64_t i = 0; i < n && !st; i++) {
+        reqs[i] = *ffn_edit_list_at(el, i);
+        ffn_edit_result r;
+        if ((st = ffn_edit_apply(s->model, s->vocab, &reqs[i], &a->o, C, &r))) break;
+        snprintf(olds[i], sizeof olds[i], "%s", r.old_object);
+        oldp[i] = olds[i];
+        ffn_edit_result_free(&r);
+        if (i + 1 == next || i + 1 == n) {
+            ffn_edit_scores sc;
+            double ha;
+            if ((st = ffn_edit_score(s->model, s->vocab, reqs, i + 1, oldp, &sc)) ||
+                (st = heldout(s, a, &ha)))
+                break;
+            if (a->json) {
+                printf("%s{\"edits\": %lld, \"scores\": ", i ? ", " : "", (long long)(i + 1));
+                json_scores(stdout, &sc, ha);
+                printf("}");
+            } else {
+                char g[32], sp[32];
+                frac(g, sizeof g, sc.generalisation, sc.n_paraphrases);
+                frac(sp, sizeof sp, sc.specificity, sc.n_neighbours);
+                printf("%-6lld %-10.3f %-15s %-12s %.4f\n", (long long)(i + 1), sc.efficacy, g, sp,
+                       ha);
+            }
+            while (next <= i + 1) next *= 2;
+        }
+    }
+    if (a->json) printf("]}\n");
+    if (st) rc = cli_fail(CMD, st);
+    if (!rc && a->out &&
+        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
+                            s->info.tokenizer_is_llama2c, a->out, a->force)))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->out && !a->json) printf("wrote %s\n", a->out);
+    free(reqs);
+    free(olds);
+    free(oldp);
+    free(C);
+    ffn_edit_list_free(el);
+    return rc;
+}
+
+/* ---- the command ---------------------------------------------------------------------- */
+
+int cmd_edit(int argc, char **argv) {
+    args a;
+    memset(&a, 0, sizeof a);
+    ffn_edit_options_default(&a.o);
+    a.layer = 0;
+    a.samples = 2000;
+    a.windows = 8;
+    a.seed = (int64_t)a.o.seed;
+    a.kl_prompt = a.o.kl_prompt;
+    int layer_seen = 0;
+    const cli_opt opts[] = {
+        {.name = "--prompt", .type = CLI_STR, .dst = &a.prompt, .metavar = "TEXT",
+         .help = "the prompt whose continuation changes ('Mira lives in')", .group = "the fact"},
+        {.name = "--subject", .type = CLI_STR, .dst = &a.subject, .metavar = "S",
+         .help = "the subject, a part of the prompt; the edit reads its last token"},
+        {.name = "--target", .type = CLI_STR, .dst = &a.target, .metavar = "T",
+         .help = "the new object (word-level vocabularies: a word they have)"},
+        {.name = "--old", .type = CLI_STR, .dst = &a.old, .metavar = "O", .def = "the model's "
+         "prediction", .help = "the old object that efficacy compares against"},
+        {.name = "--paraphrase", .type = CLI_STR, .dst = a.paraphrases, .metavar = "TEXT",
+         .max_count = MAX_LIST, .count = &a.n_paraphrases, .def = "",
+         .help = "a held-out paraphrase of the prompt (repeatable)"},
+        {.name = "--neighbour", .type = CLI_STR, .dst = a.neighbours, .metavar = "PROMPT|OBJECT",
+         .max_count = MAX_LIST, .count = &a.n_neighbours, .def = "",
+         .help = "a neighbour fact that must keep its object, prompt and object joined by '|' "
+                 "(repeatable)"},
+        {.name = "--facts", .type = CLI_PATH, .dst = &a.facts, .metavar = "FILE",
+         .help = "a facts file (JSON lines, as `ffn corpus --facts --json` prints)"},
+        {.name = "--fact", .type = CLI_INT, .dst = &a.fact, .metavar = "ID", .imin = INT64_MIN,
+         .imax = INT64_MAX, .seen = &a.fact_seen, .def = "",
+         .help = "the fact of --facts to edit: its prompt, subject, object, paraphrases and "
+                 "neighbours"},
+        {.name = "--batch", .type = CLI_PATH, .dst = &a.batch, .metavar = "FILE",
+         .help = "apply the edits of FILE one after another and report the scores after 1, 2, "
+                 "4, ... edits"},
+        {.name = "--layer", .type = CLI_INT, .dst = &a.layer, .metavar = "L", .imin = 0,
+         .imax = 1 << 20, .seen = &layer_seen, .group = "the edit",
+         .help = "the layer whose down_proj changes (" CLI_LAYER_HELP ")"},
+        {.name = "--method", .type = CLI_ENUM, .dst = &a.method, .names = method_names,
+         .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline)"},
+        {.name = "--sweep-layers", .type = CLI_FLAG, .dst = &a.sweep,
+         .help = "edit at every layer with both methods (from the same weights each time) and "
+                 "print the scores per layer and method"},
+        {.name = "--prefixes", .type = CLI_INT, .dst = &a.o.n_prefixes, .metavar = "N", .imin = 1,
+         .imax = 100, .help = "prompts for k* and v*: the prompt alone and after N-1 generated "
+                              "prefixes"},
+        {.name = "--prefix-len", .type = CLI_INT, .dst = &a.o.prefix_len, .metavar = "N",
+         .imin = 0, .imax = 64, .help = "tokens of each generated prefix"},
+        {.name = "--samples", .type = CLI_INT, .dst = &a.samples, .metavar = "N", .imin = 1,
+         .imax = 100000000, .help = "keys (token positions of the text) for C = E[k k^T]"},
+        {CLI_FLOAT_FIELDS("--lambda", &a.o.lambda, "X", 0, 1e6,
+                          "C + lambda * tr(C)/F * I before solving (Cholesky)")},
+        {CLI_INT_FIELDS("--steps", &a.o.steps, "S", 0, 100000,
+                        "Adam steps for v* (ROME) -- optimizer steps, as in training")},
+        {CLI_FLOAT_FIELDS("--lr", &a.o.lr, "X", 0, 100, "learning rate of those steps")},
+        {CLI_FLOAT_FIELDS("--kl-weight", &a.o.kl_weight, "X", 0, 1e6,
+                          "weight of KL(before || after) on the KL prompt")},
+        {.name = "--kl-prompt", .type = CLI_STR, .dst = &a.kl_prompt, .metavar = "TEXT",
+         .help = "the KL prompt, {} for the subject (words the vocabulary lacks: the subject "
+                 "alone)"},
+        {CLI_FLOAT_FIELDS("--delta-decay", &a.o.weight_decay, "X", 0, 1e6,
+                          "penalty on |delta| / |W k*|^2 while finding v*")},
+        {CLI_FLOAT_FIELDS("--clamp-norm", &a.o.clamp_norm, "X", 0, 1e6,
+                          "|delta| <= X * |W k*|")},
+        {CLI_INT_FIELDS("--ft-steps", &a.o.ft_steps, "S", 0, 100000, "--method ft: Adam steps")},
+        {CLI_FLOAT_FIELDS("--ft-lr", &a.o.ft_lr, "X", 0, 100, "--method ft: learning rate")},
+        CLI_OPT_SEED(&a.seed, "seed of the generated prefixes"),
+        {.name = "--data", .type = CLI_PATH, .dst = &a.data, .metavar = "FILE", .group = "text",
+         .def = "the model's training text",
+         .help = "text for C (its first 90%) and the held-out loss (its last 10%)"},
+        {.name = "--eval-windows", .type = CLI_INT, .dst = &a.windows, .metavar = "N", .imin = 1,
+         .imax = 100000, .help = "context-length windows of the held-out loss"},
+        {.name = "--cache", .type = CLI_PATH, .dst = &a.cache, .metavar = "DIR",
+         .def = "beside MODEL", .help = "where C is cached (named by layer, samples and the "
+                                        "weights' hash)"},
+        CLI_OPT_OUT(&a.out, "DIR", "write the edited model here (the layout of MODEL)"),
+        CLI_OPT_FORCE(&a.force, "replace an existing --out"),
+        CLI_OPT_JSON(&a.json, "one JSON object on stdout"),
+        {.name = "--dump", .type = CLI_PATH, .dst = &a.dump, .metavar = "FILE",
+         .help = "write k*, v*, the old value, C, lambda and down_proj before and after as "
+                 "safetensors (for checking the update)"},
+        CLI_OPT_THREADS(&a.threads),
+        {0}};
+    const cli_pos pos[] = {{"MODEL", &a.model, "a run directory or Hugging Face directory", 1,
+                            NULL},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD, .synopsis = synopsis, .about = about, .epilog = epilog,
+                           .opts = opts, .pos = pos};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
+    a.o.layer = a.layer;
+    a.o.method = (ffn_edit_method)a.method;
+    a.o.seed = (uint64_t)a.seed;
+    a.o.kl_prompt = a.kl_prompt;
+    if (a.fact_seen && !a.facts) return cli_usage_error(CMD, "--fact needs --facts FILE");
+    if (a.batch && (a.prompt || a.fact_seen || a.sweep))
+        return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt, --fact "
+                               "and --sweep-layers");
+    if (!a.batch) {
+        if (!a.fact_seen && !(a.prompt && a.subject))
+            return cli_usage_error(CMD, "give --prompt and --subject, or --facts FILE --fact ID");
+        if (a.fact_seen && (a.prompt || a.subject))
+            return cli_usage_error(CMD, "--fact gives the prompt and subject; drop --prompt and "
+                                   "--subject");
+        if (!a.target) return cli_usage_error(CMD, "--target missing (the new object)");
+        if (!a.sweep && !a.out)
+            return cli_usage_error(CMD, "--out DIR missing (where the edited model goes)");
+    }
+    if (a.sweep && a.out)
+        return cli_usage_error(CMD, "--sweep-layers writes no model; drop --out");
+    if (a.sweep && layer_seen)
+        return cli_usage_error(CMD, "--sweep-layers edits every layer; drop --layer");
+    for (int i = 0; i < a.n_neighbours; i++)
+        if (!strchr(a.neighbours[i], '|'))
+            return cli_usage_error(CMD, "--neighbour '%s': expected PROMPT|OBJECT",
+                                   a.neighbours[i]);
+
+    ffn_facts *facts = NULL;
+    ffn_status st;
+    if (a.facts && (st = ffn_facts_load(a.facts, &facts))) return cli_fail(CMD, st);
+    ffn_edit_request req;
+    memset(&req, 0, sizeof req);
+    char *nb_buf[MAX_LIST] = {0};
+    ffn_fact_prompt nb[MAX_LIST];
+    int rc = 0;
+    if (!a.batch && a.fact_seen) {
+        const ffn_fact *f = NULL;
+        for (int64_t i = 0; facts && i < facts->n_facts && !f; i++)
+            if (facts->facts[i].id == a.fact) f = &facts->facts[i];
+        if (!f) {
+            cli_error(CMD, "%s: no fact has id %lld (the file has %lld facts)", a.facts,
+                      (long long)a.fact, (long long)(facts ? facts->n_facts : 0));
+            ffn_facts_free(facts);
+            return CLI_EXIT_FAIL;
+        }
+        req = ffn_edit_request_from_fact(f, a.target);
+        if (a.old) req.old_object = a.old;
+    } else if (!a.batch) {
+        req.prompt = a.prompt;
+        req.subject = a.subject;
+        req.target = a.target;
+        req.old_object = a.old;
+        req.paraphrases = a.paraphrases;
+        req.n_paraphrases = a.n_paraphrases;
+        for (int i = 0; i < a.n_neighbours; i++) {
+            nb_buf[i] = strdup(a.neighbours[i]);
+            if (!nb_buf[i]) {
+                cli_error(CMD, "out of memory");
+                return CLI_EXIT_FAIL;
+            }
+            char *bar = strchr(nb_buf[i], '|');
+            *bar = 0;
+            nb[i].prompt = nb_buf[i];
+            nb[i].object = bar + 1;
+        }
+        req.neighbours = nb;
+        req.n_neighbours = a.n_neighbours;
+        if (!strstr(a.prompt, a.subject)) {
+            cli_error(CMD, "--subject '%s' is not in --prompt '%s'", a.subject, a.prompt);
+            rc = CLI_EXIT_USAGE;
+        }
+    }
+    session s;
+    memset(&s, 0, sizeof s);
+    if (!rc) rc = session_open(&a, &s);
+    if (!rc) {
+        const int64_t L = ffn_model_get_config(s.model)->num_hidden_layers;
+        if (a.layer >= L) {
+            cli_error(CMD, "--layer %lld out of range: the model has %lld layers (0..%lld)",
+                      (long long)a.layer, (long long)L, (long long)L - 1);
+            rc = CLI_EXIT_USAGE;
+        }
+    }
+    if (!rc) {
+        if (a.batch) rc = run_batch(&a, &s, facts);
+        else if (a.sweep) rc = run_sweep(&a, &s, &req);
+        else rc = run_single(&a, &s, &req);
+    }
+    session_free(&s);
+    for (int i = 0; i < MAX_LIST; i++) free(nb_buf[i]);
+    ffn_facts_free(facts);
+    return rc;
+}
