@@ -1,8 +1,28 @@
-/* qgemm.c -- matrix products with low-precision weights: the entry point
- * and the scalar oracle (see qgemm.h). */
-#include "kernels/qgemm.h"
+/* qgemm.c -- matrix products with low-precision weights: the entry point,
+ * the activation preparation every kernel shares, the scalar level, the
+ * scalar oracle and the run-time choice of kernel (see qgemm.h).
+ *
+ * One call: the tokens go through in tiles of at most QG_TILE; for each
+ * tile the activations are prepared once (qgemm_impl.h: int8 blocks for
+ * the integer formats, bf16 for bf16 weights), then the weight rows are
+ * split across the context's threads in blocks of QG_ROW_BLOCK and every
+ * row is streamed once for all the tile's tokens (the per-level kernels:
+ * qgemm_avx512.c, qgemm_avx2.c, and ffn_qg_rows_scalar below).  At decode
+ * sizes (n <= QG_TILE) every weight byte is read from memory once per call.
+ * No output is split across threads, so results do not depend on the
+ * thread count.
+ *
+ * Large n.  Two ways were measured on 2048×8192 weights at n = 512 (see
+ * the table at qg_tile_for): (a) the weight dequantized to bf16 and a
+ * oneDNN bf16 matmul with fp32 accumulation, (b) the int8 kernels here,
+ * the weight re-streamed once per tile of tokens.  The kernels here are
+ * used at every n; the table records why. */
+#include "kernels/qgemm_impl.h"
+#include "kernels/kernels.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int qgemm_type_ok(ffn_ggml_type t) {
     switch (t) {
@@ -38,6 +58,8 @@ void ffn_qweight_release(ffn_qweight *w) {
 
 size_t ffn_qweight_bytes(const ffn_qweight *w) { return (size_t)w->rows * w->row_bytes; }
 
+/* ---- the scalar oracle ------------------------------------------------------ */
+
 void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
                    int64_t ldy, int accumulate) {
     float *row = malloc((size_t)(w->cols ? w->cols : 1) * sizeof *row);
@@ -55,11 +77,300 @@ void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n,
     free(row);
 }
 
+/* ---- CPU features beyond the level ------------------------------------------- */
+
+int ffn_qg_have_vnni(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
+    }
+    return cached;
+}
+
+int ffn_qg_have_bf16(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        /* __builtin_cpu_supports("avx512bf16") is missing from older
+         * compilers: CPUID leaf 7 subleaf 1, EAX bit 5, and the OS must
+         * save the zmm state (already implied by the AVX-512 level). */
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+        cached = (a >> 5) & 1;
+    }
+    return cached;
+}
+
+int ffn_qg_act_kind(ffn_ggml_type type, int level) {
+    if (level == FFN_SIMD_SCALAR) return QG_ACT_NONE;
+    switch (type) {
+    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_Q4_0: return QG_ACT_Q32;
+    case FFN_GGML_TYPE_Q4_K: case FFN_GGML_TYPE_Q6_K: return QG_ACT_Q256;
+    case FFN_GGML_TYPE_BF16:
+        return level == FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? QG_ACT_BF16 : QG_ACT_NONE;
+    default: return QG_ACT_NONE;
+    }
+}
+
+/* ---- activation preparation --------------------------------------------------- */
+
+/* Round to nearest, ties to even, for |v| <= 2^22 (the magic-number add). */
+static inline int32_t qg_nearest(float v) {
+    float s = v + 12582912.0f;
+    int32_t bits;
+    memcpy(&bits, &s, 4);
+    return (bits & 0x007FFFFF) - 0x00400000;
+}
+
+/* One block of len values: q = round(x / d), d = amax / 127; returns d. */
+static float qg_quant_block(const float *x, int len, int8_t *q) {
+    float amax = 0.0f;
+    for (int j = 0; j < len; j++) {
+        float a = x[j] < 0 ? -x[j] : x[j];
+        amax = amax > a ? amax : a;
+    }
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int j = 0; j < len; j++) {
+        int32_t v = qg_nearest(x[j] * id);
+        q[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+    return d;
+}
+
+/* Per-token array lengths of each layout (in elements). */
+static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q32 ? cols / 32 : cols / 256; }
+
+size_t ffn_qgemm_token_bytes(int kind, int64_t cols) {
+    switch (kind) {
+    case QG_ACT_Q32: return (size_t)cols + (size_t)(cols / 32) * 4 + (size_t)(cols / 4) * 4 + 64;
+    case QG_ACT_Q256: return (size_t)cols + (size_t)(cols / 256) * 4 + (size_t)(cols / 16) * 2 + 64;
+    case QG_ACT_BF16: return (size_t)cols * 2 + 64;
+    default: return 0;
+    }
+}
+
+/* Carve the arrays of a tile of n tokens out of ws (64-byte aligned parts). */
+static void qg_carve(qg_acts *a, int kind, int64_t n, int64_t cols, void *ws) {
+    uint8_t *p = ws;
+#define QG_TAKE(ptr, bytes) (ptr = (void *)p, p += (((size_t)(bytes) + 63) & ~(size_t)63))
+    if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
+        QG_TAKE(a->q, n * cols);
+        QG_TAKE(a->d, n * qg_blocks(kind, cols) * 4);
+        if (kind == QG_ACT_Q32) QG_TAKE(a->c, n * (cols / 4) * 4);
+        else QG_TAKE(a->bs, n * (cols / 16) * 2);
+    } else if (kind == QG_ACT_BF16) {
+        QG_TAKE(a->xb, n * cols * 2);
+    }
+#undef QG_TAKE
+}
+
+/* Prepare token t of the tile (x row xt). */
+static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int64_t t,
+                             const float *xt) {
+    int64_t cols = a->cols;
+    if (kind == QG_ACT_BF16) {
+        uint16_t *xb = a->xb + t * cols;
+        for (int64_t k = 0; k < cols; k++) xb[k] = ffn_f32_to_bf16(xt[k]);
+        return;
+    }
+    if (kind == QG_ACT_NONE) return;
+    int bl = kind == QG_ACT_Q32 ? 32 : 256;
+    int8_t *q = a->q + t * cols;
+    float *d = a->d + t * qg_blocks(kind, cols);
+    for (int64_t b = 0; b < cols / bl; b++) d[b] = qg_quant_block(xt + b * bl, bl, q + b * bl);
+    if (kind == QG_ACT_Q32) {
+        int32_t k = type == FFN_GGML_TYPE_Q8_0 ? 128 : 8, *c = a->c + t * (cols / 4);
+        for (int64_t i = 0; i < cols / 4; i++)
+            c[i] = -k * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+    } else {
+        int16_t *bs = a->bs + t * (cols / 16);
+        for (int64_t i = 0; i < cols / 16; i++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += q[16 * i + j];
+            bs[i] = (int16_t)s;
+        }
+    }
+}
+
+/* ---- the scalar level ---------------------------------------------------------- */
+
+/* Rows decoded 256 values at a time (a multiple of every block size) with
+ * ggml's formulas, dot products in float, 16 tokens per pass over a row. */
+void ffn_qg_rows_scalar(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                        int64_t ldy, int accumulate) {
+    enum { CHUNK = 256, TOK = 16 };
+    float buf[CHUNK];
+    int64_t cols = w->cols;
+    size_t bytes_per_chunk = 0;
+    (void)ffn_ggml_row_size(w->type, CHUNK, &bytes_per_chunk);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = w->data + (size_t)r * w->row_bytes;
+        for (int64_t t0 = 0; t0 < a->n; t0 += TOK) {
+            int T = a->n - t0 < TOK ? (int)(a->n - t0) : TOK;
+            float acc[TOK] = {0};
+            for (int64_t k = 0; k < cols; k += CHUNK) {
+                int len = cols - k < CHUNK ? (int)(cols - k) : CHUNK;
+                (void)ffn_ggml_dequantize_row(w->type, row + (size_t)(k / CHUNK) * bytes_per_chunk,
+                                              buf, len);
+                for (int t = 0; t < T; t++) {
+                    const float *xt = a->x + (t0 + t) * a->ldx + k;
+                    float s = 0;
+                    for (int j = 0; j < len; j++) s += buf[j] * xt[j];
+                    acc[t] += s;
+                }
+            }
+            for (int t = 0; t < T; t++) {
+                float *o = y + (t0 + t) * ldy + r;
+                *o = accumulate ? *o + acc[t] : acc[t];
+            }
+        }
+    }
+}
+
+/* ---- workspace ------------------------------------------------------------------ */
+
+/* Tokens prepared at once.  The prepared activations of a tile (about
+ * 2.1 bytes per value for int8, 2 for bf16) stay in L2 while the rows
+ * stream; 64 tokens of 8192 columns are ~1.1 MB.  Past one tile the
+ * weights are read once per tile. */
+enum { QG_TILE = 64, QG_ROW_BLOCK = 16 };
+/* Below this many multiply-adds one thread beats a parallel region. */
+#define QG_PAR_MIN_MACS (INT64_C(1) << 18)
+
+static size_t qg_ws_bytes(const ffn_qweight *w, int level, int64_t n) {
+    int kind = ffn_qg_act_kind(w->type, level);
+    int64_t tile = n < QG_TILE ? n : QG_TILE;
+    return kind == QG_ACT_NONE || tile <= 0 ? 0 : (size_t)tile * ffn_qgemm_token_bytes(kind, w->cols) + 256;
+}
+
+size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n) {
+    return w ? qg_ws_bytes(w, ffn_simd(), n) : 0;
+}
+
+/* The calling thread's own workspace for ffn_qgemm: grown when a call needs
+ * more, kept for the next call (so steady-state calls never allocate),
+ * freed when the thread exits. */
+static pthread_key_t qg_key;
+static pthread_once_t qg_once = PTHREAD_ONCE_INIT;
+typedef struct qg_tls {
+    void *p;
+    size_t cap;
+} qg_tls;
+static void qg_tls_free(void *v) {
+    qg_tls *t = v;
+    if (t) ffn_free_aligned(t->p);
+    free(t);
+}
+static void qg_key_make(void) { (void)pthread_key_create(&qg_key, qg_tls_free); }
+
+static void *qg_thread_ws(size_t bytes) {
+    if (pthread_once(&qg_once, qg_key_make)) return NULL;
+    qg_tls *t = pthread_getspecific(qg_key);
+    if (!t) {
+        if (!(t = calloc(1, sizeof *t))) return NULL;
+        if (pthread_setspecific(qg_key, t)) {
+            free(t);
+            return NULL;
+        }
+    }
+    if (t->cap < bytes) {
+        void *p = ffn_malloc_aligned(bytes);
+        if (!p) return NULL;
+        ffn_free_aligned(t->p);
+        t->p = p;
+        t->cap = bytes;
+    }
+    return t->p;
+}
+
+/* ---- the entry points -------------------------------------------------------------- */
+
+static qg_rows_fn qg_rows_for(int level) {
+    switch (level) {
+    case FFN_SIMD_AVX512: return ffn_qg_rows_avx512;
+    case FFN_SIMD_AVX2: return ffn_qg_rows_avx2;
+    default: return ffn_qg_rows_scalar;
+    }
+}
+
+static ffn_status qg_check(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n,
+                           const float *y, int64_t ldy) {
+    if (!w || n < 0 || (n && (!x || !y)))
+        return ffn_error(FFN_ERR_INVALID_ARG, "qgemm: NULL weight, x or y");
+    if (n > 1 && ldx < w->cols)
+        return ffn_error(FFN_ERR_INVALID_ARG, "qgemm: ldx %lld is below cols %lld",
+                         (long long)ldx, (long long)w->cols);
+    if (n > 1 && ldy < w->rows)
+        return ffn_error(FFN_ERR_INVALID_ARG, "qgemm: ldy %lld is below rows %lld",
+                         (long long)ldy, (long long)w->rows);
+    if (!qgemm_type_ok(w->type) || (w->rows && w->cols && !w->data))
+        return ffn_error(FFN_ERR_INVALID_ARG, "qgemm: weight not set up by ffn_qweight_init");
+    return FFN_OK;
+}
+
+static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, const float *x,
+                         int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate, void *ws,
+                         size_t ws_bytes) {
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) { /* an empty sum */
+        if (!accumulate)
+            for (int64_t t = 0; t < n; t++) memset(y + t * ldy, 0, (size_t)w->rows * sizeof *y);
+        return FFN_OK;
+    }
+    size_t need = qg_ws_bytes(w, level, n);
+    if (!ws && need) {
+        if (!(ws = qg_thread_ws(need)))
+            return ffn_error(FFN_ERR_NOMEM, "qgemm: out of memory (%zu bytes of activations)", need);
+        ws_bytes = need;
+    }
+    if (ws_bytes < need)
+        return ffn_error(FFN_ERR_WORKSPACE, "qgemm: workspace of %zu bytes, %zu needed", ws_bytes,
+                         need);
+    int kind = ffn_qg_act_kind(w->type, level);
+    qg_rows_fn rows_fn = qg_rows_for(level);
+    ffn_ctx_enter(ctx);
+    int64_t nb = (w->rows + QG_ROW_BLOCK - 1) / QG_ROW_BLOCK;
+    for (int64_t t0 = 0; t0 < n; t0 += QG_TILE) {
+        int64_t T = n - t0 < QG_TILE ? n - t0 : QG_TILE;
+        qg_acts a = {.n = T, .cols = w->cols, .x = x + t0 * ldx, .ldx = ldx};
+        if (kind != QG_ACT_NONE) qg_carve(&a, kind, T, w->cols, ws);
+        float *yt = y + t0 * ldy;
+        int par = T * w->rows * w->cols >= QG_PAR_MIN_MACS && nb > 1;
+#pragma omp parallel if (par)
+        {
+            if (kind != QG_ACT_NONE) {
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < T; t++) qg_prepare_token(&a, kind, w->type, t, a.x + t * ldx);
+            }
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t r0 = b * QG_ROW_BLOCK, r1 = r0 + QG_ROW_BLOCK < w->rows ? r0 + QG_ROW_BLOCK : w->rows;
+                rows_fn(w, &a, r0, r1, yt, ldy, accumulate);
+            }
+        }
+    }
+    return FFN_OK;
+}
+
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                      int64_t n, float *y, int64_t ldy, int accumulate) {
-    (void)ctx;
-    if (!w || !x || !y || n < 0 || ldx < w->cols || ldy < w->rows)
-        return ffn_error(FFN_ERR_INVALID_ARG, "qgemm: bad arguments");
-    ffn_qgemm_ref(w, x, ldx, n, y, ldy, accumulate);
-    return FFN_OK;
+    return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+}
+
+ffn_status ffn_qgemm_ws(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                        int64_t n, float *y, int64_t ldy, int accumulate, void *ws,
+                        size_t ws_bytes) {
+    if (!ws && ffn_qgemm_workspace_size(w, n))
+        return ffn_error(FFN_ERR_WORKSPACE, "qgemm: no workspace given");
+    return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, ws, ws_bytes);
+}
+
+ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *w, const float *x,
+                              int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate) {
+    if (level < FFN_SIMD_SCALAR || level > ffn_simd())
+        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm: SIMD level %d is above this CPU's %s",
+                         level, ffn_simd_level());
+    return qg_run(ctx, level, w, x, ldx, n, y, ldy, accumulate, NULL, 0);
 }

@@ -44,4 +44,22 @@ ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, i
 void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
                    int64_t ldy, int accumulate);
 
+/* ---- additions: caller workspace, a chosen level ----------------------------
+ * ffn_qgemm prepares the activations (qgemm_impl.h) in a buffer of the
+ * calling thread, grown on the first call that needs more and reused after,
+ * so steady-state calls do not allocate.  ffn_qgemm_ws takes the caller's
+ * buffer instead: ffn_qgemm_workspace_size(w, n) bytes (0 for f32/f16 and
+ * at the scalar level; the size stops growing past n = 64, the token tile).
+ * ffn_qgemm_at_level runs the kernels of one SIMD level (FFN_SIMD_SCALAR,
+ * _AVX2, _AVX512 of kernels.h), no higher than ffn_simd(): for the tests
+ * and `ffn bench qgemm`.  The AVX-512 level uses VNNI for the integer
+ * formats and AVX512_BF16 for bf16 when the CPU has them, else the AVX2
+ * kernel of that format. */
+size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n);
+ffn_status ffn_qgemm_ws(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                        int64_t n, float *y, int64_t ldy, int accumulate, void *ws,
+                        size_t ws_bytes);
+ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *w, const float *x,
+                              int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate);
+
 #endif /* FFN_QGEMM_H */
