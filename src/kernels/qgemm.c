@@ -137,29 +137,49 @@ static float qg_quant_block(const float *x, int len, int8_t *q) {
     return d;
 }
 
-/* Per-token array lengths of each layout (in elements). */
+/* Blocks per token of an int8 layout. */
 static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q32 ? cols / 32 : cols / 256; }
+
+/* Bytes per token of an array of `bytes`: whole 64-byte lines, an odd count. */
+static size_t qg_line_stride(size_t bytes) {
+    size_t lines = (bytes + 63) / 64;
+    return (lines | 1) * 64;
+}
 
 size_t ffn_qgemm_token_bytes(int kind, int64_t cols) {
     switch (kind) {
-    case QG_ACT_Q32: return (size_t)cols + (size_t)(cols / 32) * 4 + (size_t)(cols / 4) * 4 + 64;
-    case QG_ACT_Q256: return (size_t)cols + (size_t)(cols / 256) * 4 + (size_t)(cols / 16) * 2 + 64;
-    case QG_ACT_BF16: return (size_t)cols * 2 + 64;
+    case QG_ACT_Q32:
+        return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 32) * 4) +
+               2 * qg_line_stride((size_t)(cols / 4) * 4);
+    case QG_ACT_Q256:
+        return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 256) * 4) +
+               qg_line_stride((size_t)(cols / 16) * 2);
+    case QG_ACT_BF16: return qg_line_stride((size_t)cols * 2);
     default: return 0;
     }
 }
 
-/* Carve the arrays of a tile of n tokens out of ws (64-byte aligned parts). */
+/* Carve the arrays of a tile of n tokens out of ws (64-byte aligned). */
 static void qg_carve(qg_acts *a, int kind, int64_t n, int64_t cols, void *ws) {
-    uint8_t *p = ws;
-#define QG_TAKE(ptr, bytes) (ptr = (void *)p, p += (((size_t)(bytes) + 63) & ~(size_t)63))
+    uint8_t *p = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
+#define QG_TAKE(ptr, stride, elem_bytes, len)                                                 \
+    do {                                                                                       \
+        size_t sb_ = qg_line_stride((size_t)(len) * (elem_bytes));                             \
+        ptr = (void *)p;                                                                       \
+        stride = (int64_t)(sb_ / (elem_bytes));                                                \
+        p += sb_ * (size_t)n;                                                                  \
+    } while (0)
     if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
-        QG_TAKE(a->q, n * cols);
-        QG_TAKE(a->d, n * qg_blocks(kind, cols) * 4);
-        if (kind == QG_ACT_Q32) QG_TAKE(a->c, n * (cols / 4) * 4);
-        else QG_TAKE(a->bs, n * (cols / 16) * 2);
+        QG_TAKE(a->q, a->qs, 1, cols);
+        QG_TAKE(a->d, a->ds, 4, qg_blocks(kind, cols));
+        if (kind == QG_ACT_Q32) {
+            QG_TAKE(a->c, a->cs, 4, cols / 4);
+            QG_TAKE(a->dl, a->cs, 4, cols / 4);
+        } else {
+            QG_TAKE(a->bs, a->bss, 2, cols / 16);
+        }
     } else if (kind == QG_ACT_BF16) {
-        QG_TAKE(a->xb, n * cols * 2);
+        QG_TAKE(a->xb, a->xbs, 2, cols);
     }
 #undef QG_TAKE
 }
@@ -169,21 +189,24 @@ static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int
                              const float *xt) {
     int64_t cols = a->cols;
     if (kind == QG_ACT_BF16) {
-        uint16_t *xb = a->xb + t * cols;
+        uint16_t *xb = a->xb + t * a->xbs;
         for (int64_t k = 0; k < cols; k++) xb[k] = ffn_f32_to_bf16(xt[k]);
         return;
     }
     if (kind == QG_ACT_NONE) return;
     int bl = kind == QG_ACT_Q32 ? 32 : 256;
-    int8_t *q = a->q + t * cols;
-    float *d = a->d + t * qg_blocks(kind, cols);
+    int8_t *q = a->q + t * a->qs;
+    float *d = a->d + t * a->ds;
     for (int64_t b = 0; b < cols / bl; b++) d[b] = qg_quant_block(xt + b * bl, bl, q + b * bl);
     if (kind == QG_ACT_Q32) {
-        int32_t k = type == FFN_GGML_TYPE_Q8_0 ? 128 : 8, *c = a->c + t * (cols / 4);
-        for (int64_t i = 0; i < cols / 4; i++)
+        int32_t k = type == FFN_GGML_TYPE_Q8_0 ? 128 : 8, *c = a->c + t * a->cs;
+        float *dl = a->dl + t * a->cs;
+        for (int64_t i = 0; i < cols / 4; i++) {
             c[i] = -k * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+            dl[i] = d[i / 8];
+        }
     } else {
-        int16_t *bs = a->bs + t * (cols / 16);
+        int16_t *bs = a->bs + t * a->bss;
         for (int64_t i = 0; i < cols / 16; i++) {
             int s = 0;
             for (int j = 0; j < 16; j++) s += q[16 * i + j];
@@ -240,7 +263,7 @@ enum { QG_TILE = 64, QG_ROW_BLOCK = 16 };
 static size_t qg_ws_bytes(const ffn_qweight *w, int level, int64_t n) {
     int kind = ffn_qg_act_kind(w->type, level);
     int64_t tile = n < QG_TILE ? n : QG_TILE;
-    return kind == QG_ACT_NONE || tile <= 0 ? 0 : (size_t)tile * ffn_qgemm_token_bytes(kind, w->cols) + 256;
+    return kind == QG_ACT_NONE || tile <= 0 ? 0 : (size_t)tile * ffn_qgemm_token_bytes(kind, w->cols) + 64;
 }
 
 size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n) {
@@ -373,4 +396,12 @@ ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *
         return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm: SIMD level %d is above this CPU's %s",
                          level, ffn_simd_level());
     return qg_run(ctx, level, w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+}
+
+ffn_status ffn_ggml_matmul(const ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t cols,
+                           const void *w, const float *x, int64_t n, float *y) {
+    ffn_qweight q;
+    ffn_status st = ffn_qweight_init(&q, type, rows, cols, w);
+    if (st) return st;
+    return ffn_qgemm(ctx, &q, x, cols, n, y, rows, 0);
 }

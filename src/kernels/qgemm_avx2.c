@@ -60,15 +60,15 @@ QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, i
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             int64_t tt = t0 + t;
-            __m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + tt * cols + b * 32));
+            __m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + tt * a->qs + b * 32));
             __m256i s;
             if (q8) {
                 s = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq, w)), ones);
             } else {
                 s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, xq), ones),
-                                     _mm256_loadu_si256((const __m256i *)(a->c + tt * (cols / 4) + b * 8)));
+                                     _mm256_loadu_si256((const __m256i *)(a->c + tt * a->cs + b * 8)));
             }
-            acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wd * a->d[tt * nblk + b]),
+            acc[j][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wd * a->d[tt * a->ds + b]),
                                         acc[j][t]);
         }
     }
@@ -112,7 +112,7 @@ QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
             __m256i sc0 = _mm256_set1_epi16(sm[2 * i]), sc1 = _mm256_set1_epi16(sm[2 * i + 1]);
 #pragma GCC unroll 4
             for (int t = 0; t < T; t++) {
-                const int8_t *xq = a->q + (t0 + t) * cols + blk * 256 + 64 * i;
+                const int8_t *xq = a->q + (t0 + t) * a->qs + blk * 256 + 64 * i;
                 __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq)), sc0);
                 __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 32))), sc1);
                 s[t] = _mm256_add_epi32(s[t], _mm256_add_epi32(p0, p1));
@@ -121,10 +121,10 @@ QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             int64_t tt = t0 + t;
-            const int16_t *bs = a->bs + tt * (cols / 16) + blk * 16;
+            const int16_t *bs = a->bs + tt * a->bss + blk * 16;
             int32_t mins = 0;
             for (int j = 0; j < 8; j++) mins += sm[8 + j] * (bs[2 * j] + bs[2 * j + 1]);
-            const float dx = a->d[tt * nblk + blk];
+            const float dx = a->d[tt * a->ds + blk];
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * dx), acc[t]);
             accm[t] += dmin * dx * (float)mins;
         }
@@ -162,7 +162,7 @@ QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
                 __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
 #pragma GCC unroll 4
                 for (int t = 0; t < T; t++) {
-                    const int8_t *xq = a->q + (t0 + t) * cols + blk * 256 + 128 * h + 32 * c;
+                    const int8_t *xq = a->q + (t0 + t) * a->qs + blk * 256 + 128 * h + 32 * c;
                     s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)xq)), scv));
                 }
             }
@@ -171,9 +171,9 @@ QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             int64_t tt = t0 + t;
-            __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * (cols / 16) + blk * 16)), sc_all);
+            __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), sc_all);
             __m256i v = _mm256_sub_epi32(s[t], _mm256_slli_epi32(corr, 5));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * a->d[tt * nblk + blk]), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * a->d[tt * a->ds + blk]), acc[t]);
         }
     }
 #pragma GCC unroll 4

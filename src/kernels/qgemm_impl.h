@@ -3,14 +3,18 @@
  * integer formats, rounded to bf16 for bf16 weights), and the per-level
  * row kernels qgemm.c dispatches to.  Internal to src/kernels/qgemm*.c.
  *
- * Activation layouts (n tokens, cols columns, row t of each array at
- * t · its per-token length):
+ * Activation layouts (n tokens, cols columns; token t of an array starts
+ * t · its stride in, a stride padded to an odd number of 64-byte lines so
+ * that the tokens' rows fall into different L1 sets -- with strides of a
+ * multiple of 4 KiB, 8 tokens' streams would share one set and evict each
+ * other):
  *   q8_0, q4_0  blocks of 32: q int8 (cols), d float (cols/32) with
  *               x ≈ d·q, and c int32 (cols/4): lane i holds −K·Σ q[4i..4i+3]
  *               with K = 128 (q8_0: weights are offset to unsigned by +128)
  *               or 8 (q4_0: nibbles are q + 8).  A kernel starts each
  *               4-element dot product from c, so the offset cancels exactly
- *               in integers.
+ *               in integers.  dl float (cols/4): lane i holds d of its
+ *               block (d[i/8]), so a vector of lanes loads its scales.
  *   q4_K, q6_K  blocks of 256 (ggml's q8_K): q int8, d float (cols/256),
  *               bs int16 (cols/16): the sum of each 16 q.
  *   bf16        xb (cols) the activations rounded to bf16 (AVX-512 BF16).
@@ -30,8 +34,10 @@ typedef struct qg_acts {
     int8_t *q;
     float *d;
     int32_t *c;
+    float *dl;
     int16_t *bs;
     uint16_t *xb;
+    int64_t qs, ds, cs, bss, xbs; /* per-token strides in elements: q; d; c and dl; bs; xb */
 } qg_acts;
 
 /* y[t·ldy + r] (+)= W[r] · x[t] for r0 <= r < r1, t < a->n.  One function
