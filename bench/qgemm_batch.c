@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
         float *y1 = malloc((size_t)(n * R) * sizeof *y1), *y2 = malloc((size_t)(n * R) * sizeof *y2);
         for (int64_t i = 0; i < n * C; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
         ffn_qgemm_bf16mm *mm = NULL;
-        if (ffn_qgemm_bf16mm_create(&qw, n, &mm)) {
+        if (ffn_qgemm_bf16mm_create(&qw, &mm)) {
             fprintf(stderr, "%s\n", ffn_last_error());
             return 1;
         }
@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
             double spent = 0;
             for (int rep = 0; rep < 3 || spent < 0.2; rep++) {
                 double t0 = now_s();
-                ffn_status st = method ? ffn_qgemm_bf16mm_run(mm, ctx, x, y2)
+                ffn_status st = method ? ffn_qgemm_bf16mm_run(mm, ctx, x, C, n, y2, R, 0)
                                        : ffn_qgemm(ctx, &qw, x, C, n, y1, R, 0);
                 double t = now_s() - t0;
                 if (st) {

@@ -12,12 +12,14 @@
  * No output is split across threads, so results do not depend on the
  * thread count.
  *
- * Large n.  Two ways were measured on 2048×8192 weights at n = 512 (see
- * the table at qg_tile_for): (a) the weight dequantized to bf16 and a
- * oneDNN bf16 matmul with fp32 accumulation, (b) the int8 kernels here,
- * the weight re-streamed once per tile of tokens.  The kernels here are
- * used at every n; the table records why. */
+ * Large n.  Two ways were measured on 2048×8192 weights up to n = 512
+ * (the table at qg_batch_table): (a) the weight decoded to bf16 and
+ * oneDNN's bf16 matmul with fp32 accumulation (qgemm_batch.c), (b) the
+ * kernels here, the weight re-streamed once per tile of 64 tokens.  (a)
+ * wins from n = 8; it needs a bf16 copy of the weight, made by
+ * ffn_qweight_pack_batch, so an unpacked weight stays on (b). */
 #include "kernels/qgemm_impl.h"
+#include "kernels/qgemm_batch.h"
 #include "kernels/kernels.h"
 
 #include <pthread.h>
@@ -52,8 +54,54 @@ ffn_status ffn_qweight_init(ffn_qweight *w, ffn_ggml_type type, int64_t rows, in
 
 void ffn_qweight_release(ffn_qweight *w) {
     if (!w) return;
-    free(w->packed);
+    ffn_qgemm_bf16mm_free(w->packed);
     w->packed = NULL;
+}
+
+/* ---- large n: the crossover ---------------------------------------------------
+ * From this many rows of x on, ffn_qgemm hands a packed weight to the bf16
+ * copy and oneDNN's bf16 matmul (qgemm_batch.c) instead of the int8 /
+ * streaming kernels.  Measured with bench/qgemm_batch.sh (W 2048 × 8192,
+ * 1 thread, best of >= 3 runs, on a 2-core machine shared with other jobs,
+ * load average 12-20, so each figure is rough):
+ *
+ *   n        q4_0 kernels / bf16 matmul (ms)    q8_0 kernels / bf16 matmul (ms)
+ *   1          0.69 /   2.39                      1.75 /   2.38
+ *   4          2.51 /   2.72  (2.99 / 3.33)       3.59 /   2.82
+ *   8         13.5  /   3.38  (6.77 / 3.58)      17.9  /   3.36
+ *   64       176    /  44.8                     180    /  46.0
+ *   512     1434    / 412   (12 vs 42 GFLOP/s)  1398    / 381   (12 vs 45 GFLOP/s)
+ *
+ * The bf16 matmul wins from n = 8 for both (q8_0 ties at 4), at n = 512 by
+ * 3.5×: its register-blocked brgemm reuses each decoded weight across many
+ * tokens, where the kernels here redo the weight decode per 8 tokens.  The
+ * other types are put at the same n (f16 and bf16 convert no cheaper);
+ * f32 weights stay on the kernels (the layer has its own fp32 engine). */
+static const struct {
+    ffn_ggml_type type;
+    int64_t min_n;
+} qg_batch_table[] = {
+    {FFN_GGML_TYPE_Q8_0, 8}, {FFN_GGML_TYPE_Q4_0, 8}, {FFN_GGML_TYPE_Q4_K, 8},
+    {FFN_GGML_TYPE_Q6_K, 8}, {FFN_GGML_TYPE_BF16, 8}, {FFN_GGML_TYPE_F16, 8},
+};
+
+int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type) {
+    for (size_t i = 0; i < sizeof qg_batch_table / sizeof qg_batch_table[0]; i++)
+        if (qg_batch_table[i].type == type) return qg_batch_table[i].min_n;
+    return INT64_MAX;
+}
+
+ffn_status ffn_qweight_pack_batch(ffn_qweight *w) {
+    if (!w || !qgemm_type_ok(w->type))
+        return ffn_error(FFN_ERR_INVALID_ARG, "qweight pack: weight not set up by ffn_qweight_init");
+    if (w->packed || ffn_qgemm_batch_min_n(w->type) == INT64_MAX || !w->rows || !w->cols ||
+        ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16())
+        return FFN_OK;
+    ffn_qgemm_bf16mm *m = NULL;
+    ffn_status st = ffn_qgemm_bf16mm_create(w, &m);
+    if (st) return st;
+    w->packed = m;
+    return FFN_OK;
 }
 
 size_t ffn_qweight_bytes(const ffn_qweight *w) { return (size_t)w->rows * w->row_bytes; }
@@ -379,6 +427,10 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
 
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                      int64_t n, float *y, int64_t ldy, int accumulate) {
+    if (w && w->packed && n >= ffn_qgemm_batch_min_n(w->type)) {
+        ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+        return st ? st : ffn_qgemm_bf16mm_run(w->packed, ctx, x, ldx, n, y, ldy, accumulate);
+    }
     return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
 }
 

@@ -62,4 +62,16 @@ ffn_status ffn_qgemm_ws(const ffn_ctx *ctx, const ffn_qweight *w, const float *x
 ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *w, const float *x,
                               int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate);
 
+
+/* Large n: a bf16 copy of the weight (rows · cols · 2 bytes, plus two
+ * tiles of x and y) and oneDNN's bf16 matmul, kept in w->packed and freed
+ * by ffn_qweight_release.  ffn_qgemm then uses it from
+ * ffn_qgemm_batch_min_n(w->type) rows of x on (a measured crossover; x and
+ * W are rounded to bf16 there, accumulation in fp32).  Does nothing (and
+ * succeeds) where it would not pay: f32 weights, a CPU without AVX512_BF16
+ * or FFN_SIMD below avx512, or a weight already packed.  Allocates; the
+ * runs do not. */
+ffn_status ffn_qweight_pack_batch(ffn_qweight *w);
+int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
+
 #endif /* FFN_QGEMM_H */

@@ -284,7 +284,12 @@ QK void qk_part_float(const uint8_t *row, int64_t k0, int64_t k1, int f16, const
  * and were re-read from L2 for every row (measured: n = 8 cost 10× n = 1
  * on an L2-resident q4_0 weight before the chunking).  A multiple of 256,
  * so chunk edges never split a block or change a summation sequence. */
-enum { QK_CHUNK = 1024, QK_RB = 16 };
+enum { QK_CHUNK = 1024, QK_RB = 8 };
+/* Up to this many tokens a row is done whole before the next: one
+ * sequential weight stream, which the prefetchers follow (chunks over 8
+ * rows made n = 1 on a streamed 2048 × 8192 q4_0 weight 1.6× slower); the
+ * activations of 2 tokens fit in L1 anyway. */
+enum { QK_WHOLE_ROW_T = 2 };
 
 /* Columns [k0, k1) of one row into the state of T tokens (T a constant in
  * every case of the switch in QK_ROWS). */
@@ -318,8 +323,9 @@ QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, 
                 int T = a->n - t0 < QK_T ? (int)(a->n - t0) : QK_T;                             \
                 for (int r = 0; r < R; r++)                                                     \
                     for (int t = 0; t < T; t++) st0[r][t] = st1[r][t] = _mm512_setzero_ps();    \
-                for (int64_t k0 = 0; k0 < w->cols; k0 += QK_CHUNK) {                            \
-                    int64_t k1 = w->cols - k0 < QK_CHUNK ? w->cols : k0 + QK_CHUNK;             \
+                int64_t chunk = T <= QK_WHOLE_ROW_T ? w->cols : QK_CHUNK;                        \
+                for (int64_t k0 = 0; k0 < w->cols; k0 += chunk) {                               \
+                    int64_t k1 = w->cols - k0 < chunk ? w->cols : k0 + chunk;                   \
                     for (int r = 0; r < R; r++) {                                               \
                         const uint8_t *row = w->data + (size_t)(rb + r) * w->row_bytes;         \
                         switch (T) {                                                            \

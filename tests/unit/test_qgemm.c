@@ -17,14 +17,16 @@
  *              in blocks of 256) use x rounded to d·q with d = amax/127 of
  *              the block, |x − d·q| <= d/2, so A = Σ_i |w_i| · d_b(i)/2.
  *              The bf16 kernel with AVX512_BF16 uses x rounded to bf16
- *              (8 significant bits, relative error <= 2^-9), so
- *              A = Σ_i |w_i x_i| · 2^-9 · (1 + 2^-8).  Otherwise A = 0.
+ *              (8 significant bits: unit roundoff u = 2^-8), so
+ *              A = Σ_i |w_i x_i| · 2^-8.  Otherwise A = 0.
  *   Exactly representable activations (values k·2^e with |k| <= 127 and a
  *   ±127 in every 32-block, so the int8 and bf16 roundings are exact): A = 0
  *   for every kernel, only the summation order differs.
  * Beyond the tolerances: a token's output at n = 1 equals, bit for bit, the
  * same token's output in any larger call, and 1 and 2 threads agree bit for
- * bit; outputs outside the rows × n region (the ldy padding) stay intact. */
+ * bit; outputs outside the rows × n region (the ldy padding) stay intact.
+ * The packed large-n path (ffn_qweight_pack_batch) has its own bound (see
+ * test_packed). */
 #include "check.h"
 #include "kernels/kernels.h"
 #include "kernels/qgemm.h"
@@ -110,7 +112,7 @@ static void make_tol(double *tol, const float *wf, const float *x, int64_t ldx, 
                     A += sw * (amax / 127.0) / 2.0 * (1 + 1e-6);
                 }
             } else if (bf) {
-                A = S * ldexp(1.0, -9) * (1 + ldexp(1.0, -8));
+                A = S * ldexp(1.0, -8);
             }
             tol[t * rows + r] = A + (m + 8) * ldexp(1.0, -24) * (S + A);
         }
@@ -207,6 +209,67 @@ static void run_case(ffn_ctx *ctx1, ffn_ctx *ctx2, const tcase *tc) {
     free(wsrc); free(wf); free(wq); free(x); free(ref); free(y); free(y0); free(yfull); free(tol);
 }
 
+/* The packed large-n path (bf16 copy + oneDNN bf16 matmul) at the n
+ * around its crossover and its 8- and 64-row runs.  Both x and W are
+ * rounded to bf16 (u = 2^-8 each), so per product |Δ| <= |w x| ·
+ * (2^-7 + 2^-16); oneDNN's summation order is its own: m = cols + 64. */
+static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t cols) {
+    size_t rb;
+    (void)ffn_ggml_row_size(type, cols, &rb);
+    const int64_t ldx = cols + 1, ldy = rows + 2, N = 150;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    float *wf = malloc((size_t)(rows * cols) * sizeof *wf);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *ref = malloc((size_t)(N * ldy) * sizeof *ref), *y = malloc((size_t)(N * ldy) * sizeof *y);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(type, src, wq + (size_t)r * rb, cols);
+        (void)ffn_ggml_dequantize_row(type, wq + (size_t)r * rb, wf + r * cols, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    ffn_qweight w;
+    CHECK(ffn_qweight_init(&w, type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
+    CHECK(ffn_qweight_pack_batch(&w) == FFN_OK, "%s", ffn_last_error());
+    if (!w.packed) {
+        printf("  packed path: not used on this CPU / level (%s)\n", ffn_ggml_type_name(type));
+        ffn_qweight_release(&w);
+        free(src); free(x); free(wf); free(wq); free(ref); free(y);
+        return;
+    }
+    ffn_qgemm_ref(&w, x, ldx, N, ref, ldy, 0);
+    const int64_t ns[] = {1, 7, 8, 9, 63, 64, 65, 72, 150};
+    double worst = 0;
+    int ok = 1;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        int acc = (int)(i % 2);
+        for (int64_t k = 0; k < N * ldy; k++) y[k] = acc ? 1.0f : -5.0f;
+        CHECK(ffn_qgemm(ctx, &w, x, ldx, n, y, ldy, acc) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldy; r++) {
+                float v = y[t * ldy + r];
+                if (t >= n || r >= rows) {
+                    ok &= v == (acc ? 1.0f : -5.0f);
+                    continue;
+                }
+                double S = 0;
+                for (int64_t c = 0; c < cols; c++) S += fabs((double)wf[r * cols + c] * x[t * ldx + c]);
+                double A = S * (ldexp(1.0, -7) + ldexp(1.0, -16));
+                double tol = A + ((double)cols + 64) * ldexp(1.0, -24) * (S + A) + (acc ? ldexp(1.0, -23) : 0);
+                double e = fabs(v - ((acc ? 1.0 : 0.0) + ref[t * ldy + r]));
+                if (e / tol > worst) worst = e / tol;
+                ok &= e <= tol;
+            }
+    }
+    CHECK(ok, "packed %s: worst error/tol %.3g (or wrote outside the output)",
+          ffn_ggml_type_name(type), worst);
+    printf("  packed %-5s rows %3lld cols %4lld  n 1..150 worst error/tol %.3f\n",
+           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
+    ffn_qweight_release(&w);
+    CHECK(w.packed == NULL, "release frees the packed copy");
+    free(src); free(x); free(wf); free(wq); free(ref); free(y);
+}
+
 static void test_errors(ffn_ctx *ctx) {
     ffn_qweight w;
     uint8_t buf[34 * 4] = {0};
@@ -245,6 +308,12 @@ int main(void) {
         {FFN_GGML_TYPE_F32, 37, 37},   {FFN_GGML_TYPE_F32, 19, 200},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx1, ctx2, &cases[i]);
+    test_packed(ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
+    test_packed(ctx2, FFN_GGML_TYPE_Q8_0, 19, 96);
+    test_packed(ctx1, FFN_GGML_TYPE_Q4_K, 21, 512);
+    test_packed(ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
+    test_packed(ctx1, FFN_GGML_TYPE_BF16, 33, 77);
+    test_packed(ctx2, FFN_GGML_TYPE_F16, 17, 130);
     test_errors(ctx1);
     ffn_ctx_free(ctx1);
     ffn_ctx_free(ctx2);
