@@ -613,7 +613,7 @@ static int bench_qgemm(int argc, char **argv) {
     if (json) {
         printf("{\"bench\": \"qgemm\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
                "\"n\": %lld, \"threads\": %d, \"simd\": \"%s\", \"repeats\": %lld, "
-               "\"copies\": %zu, \"weight_bytes\": %zu, \"min_ms\": %.4f, \"median_ms\": %.4f, "
+               "\"copies\": %zu, \"weight_bytes\": %zu, \"min_ms\": %.6f, \"median_ms\": %.6f, "
                "\"weight_gbps\": %.2f, \"gflops\": %.2f, \"bandwidth_gbps\": %.2f, "
                "\"peak_name\": \"%s\", \"peak_gflops\": %.2f, \"pct_bandwidth\": %.1f, "
                "\"pct_peak\": %.1f}\n",
