@@ -471,3 +471,76 @@ ffn_status ffn_ggml_matmul(const ffn_ctx *ctx, ffn_ggml_type type, int64_t rows,
     if (st) return st;
     return ffn_qgemm(ctx, &q, x, cols, n, y, rows, 0);
 }
+
+/* ---- the fused gated projection ------------------------------------------------
+ * Both weights' activations are prepared once per tile (one set when the
+ * types agree), then each block of 16 rows computes its gate and up
+ * outputs for the tile's tokens into a small stack buffer and applies the
+ * GLU epilogue while they are in cache. */
+enum { QG_GLU_MAX_TILE = 64 };
+
+ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
+                         const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
+                         int64_t ldh, float *g_out, float *u_out) {
+    ffn_status st = qg_check(gate, x, ldx, n, h, ldh);
+    if (!st) st = qg_check(up, x, ldx, n, h, ldh);
+    if (st) return st;
+    if (gate->rows != up->rows || gate->cols != up->cols)
+        return ffn_error(FFN_ERR_SHAPE, "qgemm glu: gate (%lld, %lld) and up (%lld, %lld) differ",
+                         (long long)gate->rows, (long long)gate->cols, (long long)up->rows,
+                         (long long)up->cols);
+    if (!n || !gate->rows) return FFN_OK;
+    const int level = ffn_simd();
+    const int64_t rows = gate->rows, cols = gate->cols;
+    const int same = gate->type == up->type;
+    int kg = ffn_qg_act_kind(gate->type, level), ku = ffn_qg_act_kind(up->type, level);
+    int64_t tile = qg_tile(kg, cols), tu = qg_tile(ku, cols);
+    if (tu < tile) tile = tu;
+    if (tile > QG_GLU_MAX_TILE) tile = QG_GLU_MAX_TILE;
+    size_t need_g = kg == QG_ACT_NONE ? 0 : (size_t)tile * ffn_qgemm_token_bytes(kg, cols) + 64;
+    size_t need_u = same || ku == QG_ACT_NONE ? 0 : (size_t)tile * ffn_qgemm_token_bytes(ku, cols) + 64;
+    uint8_t *ws = NULL;
+    if (need_g + need_u && !(ws = qg_thread_ws(need_g + need_u)))
+        return ffn_error(FFN_ERR_NOMEM, "qgemm glu: out of memory (%zu bytes of activations)",
+                         need_g + need_u);
+    qg_rows_fn rows_fn = qg_rows_for(level);
+    ffn_ctx_enter(ctx);
+    int64_t nb = (rows + QG_ROW_BLOCK - 1) / QG_ROW_BLOCK;
+    for (int64_t t0 = 0; t0 < n; t0 += tile) {
+        int64_t T = n - t0 < tile ? n - t0 : tile;
+        qg_acts ag = {.n = T, .cols = cols, .x = x + t0 * ldx, .ldx = ldx}, au = ag;
+        if (kg != QG_ACT_NONE) qg_carve(&ag, kg, T, cols, ws);
+        if (same) au = ag;
+        else if (ku != QG_ACT_NONE) qg_carve(&au, ku, T, cols, ws + need_g);
+        int par = 2 * T * rows * cols >= QG_PAR_MIN_MACS && nb > 1;
+#pragma omp parallel if (par)
+        {
+            if (kg != QG_ACT_NONE || (!same && ku != QG_ACT_NONE)) {
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < T; t++) {
+                    if (kg != QG_ACT_NONE) qg_prepare_token(&ag, kg, gate->type, t, ag.x + t * ldx);
+                    if (!same && ku != QG_ACT_NONE) qg_prepare_token(&au, ku, up->type, t, au.x + t * ldx);
+                }
+            }
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++) {
+                float g[QG_GLU_MAX_TILE * QG_ROW_BLOCK], u[QG_GLU_MAX_TILE * QG_ROW_BLOCK];
+                int64_t r0 = b * QG_ROW_BLOCK, r1 = r0 + QG_ROW_BLOCK < rows ? r0 + QG_ROW_BLOCK : rows;
+                /* rows r0..r1 as weights of their own: outputs at g[t·QG_ROW_BLOCK + r − r0] */
+                ffn_qweight gb = *gate, ub = *up;
+                gb.data += (size_t)r0 * gate->row_bytes, gb.rows = r1 - r0;
+                ub.data += (size_t)r0 * up->row_bytes, ub.rows = r1 - r0;
+                rows_fn(&gb, &ag, 0, r1 - r0, g, QG_ROW_BLOCK, 0);
+                rows_fn(&ub, &au, 0, r1 - r0, u, QG_ROW_BLOCK, 0);
+                for (int64_t t = 0; t < T; t++) {
+                    const float *gt = g + t * QG_ROW_BLOCK, *ut = u + t * QG_ROW_BLOCK;
+                    int64_t o = (t0 + t) * ldh + r0, len = r1 - r0;
+                    if (g_out) memcpy(g_out + o, gt, (size_t)len * sizeof *gt);
+                    if (u_out) memcpy(u_out + o, ut, (size_t)len * sizeof *ut);
+                    ffn_glu_fwd(act, h + o, gt, ut, len);
+                }
+            }
+        }
+    }
+    return FFN_OK;
+}

@@ -74,4 +74,17 @@ ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *
 ffn_status ffn_qweight_pack_batch(ffn_qweight *w);
 int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
 
+/* The gated input projection of the decode path in one pass:
+ *   g = x·W_gateᵀ, u = x·W_upᵀ (n, rows),  h = act(g) ⊙ u  (row stride ldh)
+ * The activations are prepared once for both weights, and each block of
+ * rows applies the epilogue while its g and u are in cache.  g_out and
+ * u_out (row stride ldh) receive the pre-activations when not NULL (what
+ * the taps read).  gate and up must have the same shape; their types may
+ * differ.  Each output equals what ffn_qgemm gives for it (the same
+ * kernels; the packed large-n path is not used here). */
+#include "ffn/layer.h" /* ffn_act */
+ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
+                         const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
+                         int64_t ldh, float *g_out, float *u_out);
+
 #endif /* FFN_QGEMM_H */

@@ -26,7 +26,8 @@
  * same token's output in any larger call, and 1 and 2 threads agree bit for
  * bit; outputs outside the rows × n region (the ldy padding) stay intact.
  * The packed large-n path (ffn_qweight_pack_batch) has its own bound (see
- * test_packed). */
+ * test_packed); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
+ * for bit (test_glu). */
 #include "check.h"
 #include "kernels/kernels.h"
 #include "kernels/qgemm.h"
@@ -270,6 +271,61 @@ static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t 
     free(src); free(x); free(wf); free(wq); free(ref); free(y);
 }
 
+/* ffn_qgemm_glu: g and u bitwise equal to ffn_qgemm of each weight (the
+ * same kernels), h = act(g) ⊙ u equal to ffn_glu_fwd on them, for gate and
+ * up of the same type and of different types, n across the tile. */
+static void test_glu(ffn_ctx *ctx, ffn_ggml_type tg, ffn_ggml_type tu, int64_t rows, int64_t cols) {
+    size_t rbg, rbu;
+    (void)ffn_ggml_row_size(tg, cols, &rbg);
+    (void)ffn_ggml_row_size(tu, cols, &rbu);
+    const int64_t N = 70, ldx = cols + 2, ldh = rows + 3;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    uint8_t *wg = malloc((size_t)rows * rbg), *wu = malloc((size_t)rows * rbu);
+    size_t ny = (size_t)(N * ldh);
+    float *h = malloc(ny * 4), *g = malloc(ny * 4), *u = malloc(ny * 4);
+    float *g2 = malloc(ny * 4), *u2 = malloc(ny * 4), *h2 = malloc(ny * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(tg, src, wg + (size_t)r * rbg, cols);
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(tu, src, wu + (size_t)r * rbu, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    ffn_qweight G, U;
+    CHECK(ffn_qweight_init(&G, tg, rows, cols, wg) == FFN_OK && ffn_qweight_init(&U, tu, rows, cols, wu) == FFN_OK,
+          "%s", ffn_last_error());
+    int ok = 1;
+    const int64_t ns[] = {1, 3, 8, 9, 33, 70};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        for (size_t k = 0; k < ny; k++) h[k] = g[k] = u[k] = h2[k] = -3.0f;
+        CHECK(ffn_qgemm_glu(ctx, FFN_ACT_SILU, &G, &U, x, ldx, n, h, ldh, g, u) == FFN_OK, "%s",
+              ffn_last_error());
+        CHECK(ffn_qgemm(ctx, &G, x, ldx, n, g2, ldh, 0) == FFN_OK, "%s", ffn_last_error());
+        CHECK(ffn_qgemm(ctx, &U, x, ldx, n, u2, ldh, 0) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < n; t++) ffn_glu_fwd(FFN_ACT_SILU, h2 + t * ldh, g2 + t * ldh, u2 + t * ldh, rows);
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldh; r++) {
+                size_t k = (size_t)(t * ldh + r);
+                if (t >= n || r >= rows) {
+                    ok &= h[k] == -3.0f && g[k] == -3.0f && u[k] == -3.0f;
+                    continue;
+                }
+                ok &= !memcmp(&g[k], &g2[k], 4) && !memcmp(&u[k], &u2[k], 4) && !memcmp(&h[k], &h2[k], 4);
+            }
+    }
+    CHECK(ok, "ffn_qgemm_glu %s/%s differs from ffn_qgemm + ffn_glu_fwd (or wrote outside)",
+          ffn_ggml_type_name(tg), ffn_ggml_type_name(tu));
+    /* without the pre-activations, h alone */
+    CHECK(ffn_qgemm_glu(ctx, FFN_ACT_GELU, &G, &U, x, ldx, 5, h, ldh, NULL, NULL) == FFN_OK, "%s",
+          ffn_last_error());
+    ffn_qweight bad = U;
+    bad.rows = rows - 1;
+    CHECK(ffn_qgemm_glu(ctx, FFN_ACT_SILU, &G, &bad, x, ldx, 1, h, ldh, NULL, NULL) == FFN_ERR_SHAPE,
+          "gate and up of different shapes");
+    free(src); free(x); free(wg); free(wu); free(h); free(g); free(u); free(g2); free(u2); free(h2);
+}
+
 static void test_errors(ffn_ctx *ctx) {
     ffn_qweight w;
     uint8_t buf[34 * 4] = {0};
@@ -314,6 +370,9 @@ int main(void) {
     test_packed(ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
     test_packed(ctx1, FFN_GGML_TYPE_BF16, 33, 77);
     test_packed(ctx2, FFN_GGML_TYPE_F16, 17, 130);
+    test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
+    test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
+    test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
     test_errors(ctx1);
     ffn_ctx_free(ctx1);
     ffn_ctx_free(ctx2);
