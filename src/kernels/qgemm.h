@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "ffn/gguf.h"
+#include "ffn/layer.h" /* ffn_act */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -82,7 +83,6 @@ int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
  * the taps read).  gate and up must have the same shape; their types may
  * differ.  Each output equals what ffn_qgemm gives for it (the same
  * kernels; the packed large-n path is not used here). */
-#include "ffn/layer.h" /* ffn_act */
 ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
                          const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
                          int64_t ldh, float *g_out, float *u_out);
