@@ -1,8 +1,9 @@
 /* cmd_bench.c -- `ffn bench`: timings for the benchmark scripts (bench/).
  *   ffn bench layer      forward and forward+backward of one FFN layer
- *   ffn bench peak       measured fp32 FMA peak (all threads)
+ *   ffn bench peak       measured fp32 FMA, bf16 and int8 dot-product peaks (all threads)
  *   ffn bench bandwidth  measured memory read bandwidth (all threads)
  *   ffn bench moe        (tools/cmd_bench_moe.c)
+ *   ffn bench qgemm      y = x·Wᵀ with low-precision weights (ffn_ggml_matmul)
  * Speed is only ever measured here, never asserted in tests.  The peak and
  * bandwidth loops need SIMD; they are compiled with target attributes and
  * chosen from ffn_simd_level() at run time. */
@@ -240,6 +241,38 @@ __attribute__((target("avx2"))) static inline float hsum_avx2(__m256 s) {
 FMA_LOOP(fma_loop_avx512, "avx512f", __m512, _mm512, _mm512_reduce_add_ps)
 FMA_LOOP(fma_loop_avx2, "avx2,fma", __m256, _mm256, hsum_avx2)
 
+/* The dot-product instructions of the low-precision kernels, 12 chains
+ * each: vdpbf16ps (32 bf16 pairs into 16 floats: 64 FLOPs) and vpdpbusd
+ * (64 u8×s8 products into 16 int32: 128 ops).  Only with AVX-512 and the
+ * CPU feature (see dot_peaks). */
+__attribute__((target("avx512f,avx512bf16"), noinline)) static float bf16_loop(int64_t iters) {
+    __m512bh m = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3380);
+    __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f),
+           a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f),
+           a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f),
+           a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
+    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbf16_ps, m, c);
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    return _mm512_reduce_add_ps(s);
+}
+
+__attribute__((target("avx512f,avx512vnni"), noinline)) static float int8_loop(int64_t iters) {
+    /* bytes +1, −1, +1, −1 against ones: every dot product is 0, so the
+     * sums stay put (no int32 overflow however long the loop) */
+    __m512i m = _mm512_set1_epi8(1), c = _mm512_set1_epi32(0x01FF01FF);
+    __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2),
+            a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5),
+            a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8),
+            a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
+    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbusd_epi32, m, c);
+    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                                 _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
+    return (float)_mm512_reduce_add_epi32(s);
+}
+
 /* The start of peak and bandwidth: --threads, --json and (bandwidth) --mb,
  * the context, and the floats per vector (16 with AVX-512, 8 with AVX2).
  * Returns 1 when the command goes on, else 0 with *rc its exit status. */
@@ -296,11 +329,45 @@ static double best_of_5(int nt, float (*work)(int t, const void *arg), const voi
 static const char peak_about[] =
     "Measures the fp32 FMA peak: every thread runs 12 independent chains of\n"
     "AVX-512 (else AVX2) fused multiply-adds on registers; prints GFLOP/s over\n"
-    "all threads (best of 5 runs, 2 FLOPs per lane per FMA).\n";
+    "all threads (best of 5 runs, 2 FLOPs per lane per FMA).  With AVX-512 and\n"
+    "the CPU features, also the bf16 dot-product peak (vdpbf16ps, 64 FLOPs per\n"
+    "instruction) and the int8 one (vpdpbusd, 128 ops per instruction): the\n"
+    "instructions of the low-precision kernels (ffn bench qgemm).\n";
 
 static float peak_work(int t, const void *arg) {
     (void)t;
     return *(const int *)arg == 16 ? fma_loop_avx512(PEAK_ITERS) : fma_loop_avx2(PEAK_ITERS);
+}
+static float bf16_work(int t, const void *arg) {
+    (void)t, (void)arg;
+    return bf16_loop(PEAK_ITERS);
+}
+static float int8_work(int t, const void *arg) {
+    (void)t, (void)arg;
+    return int8_loop(PEAK_ITERS);
+}
+
+/* The three peaks on nt threads; a dot-product peak is 0 when the CPU (or
+ * the SIMD level in use) lacks its instruction. */
+typedef struct peaks {
+    double fma_gflops, bf16_gflops, int8_gops;
+} peaks;
+
+static peaks measure_peaks(int nt, int lanes) {
+    peaks p = {0, 0, 0};
+    p.fma_gflops = best_of_5(nt, peak_work, &lanes, (double)nt * PEAK_ITERS * 12.0 * lanes * 2.0 * 1e-9);
+    __builtin_cpu_init();
+    if (lanes == 16 && __builtin_cpu_supports("avx512bf16"))
+        p.bf16_gflops = best_of_5(nt, bf16_work, NULL, (double)nt * PEAK_ITERS * 12.0 * 64.0 * 1e-9);
+    if (lanes == 16 && __builtin_cpu_supports("avx512vnni"))
+        p.int8_gops = best_of_5(nt, int8_work, NULL, (double)nt * PEAK_ITERS * 12.0 * 128.0 * 1e-9);
+    return p;
+}
+
+/* A JSON number, or null for a figure that was not measured. */
+static void json_num(char *buf, size_t cap, double v) {
+    if (v > 0) snprintf(buf, cap, "%.2f", v);
+    else snprintf(buf, cap, "null");
 }
 
 static int bench_peak(int argc, char **argv) {
@@ -310,13 +377,19 @@ static int bench_peak(int argc, char **argv) {
     if (!bench_start(cmd, peak_about, argc, argv, &json, NULL, &ctx, &lanes, &rc)) return rc;
     int nt = ffn_ctx_threads(ctx);
     const char *simd = ffn_simd_level();
-    double best = best_of_5(nt, peak_work, &lanes,
-                            (double)nt * PEAK_ITERS * 12.0 * lanes * 2.0 * 1e-9);
-    if (json)
-        printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %.2f}\n", nt,
-               simd, best);
-    else
-        printf("fp32 FMA peak: %.1f GFLOP/s (%d threads, %s)\n", best, nt, simd);
+    peaks p = measure_peaks(nt, lanes);
+    if (json) {
+        char b[32], i[32];
+        json_num(b, sizeof b, p.bf16_gflops);
+        json_num(i, sizeof i, p.int8_gops);
+        printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %.2f, "
+               "\"bf16_gflops\": %s, \"int8_gops\": %s}\n",
+               nt, simd, p.fma_gflops, b, i);
+    } else {
+        printf("fp32 FMA peak: %.1f GFLOP/s (%d threads, %s)\n", p.fma_gflops, nt, simd);
+        if (p.bf16_gflops > 0) printf("bf16 dot-product peak (vdpbf16ps): %.1f GFLOP/s\n", p.bf16_gflops);
+        if (p.int8_gops > 0) printf("int8 dot-product peak (vpdpbusd): %.1f GOP/s\n", p.int8_gops);
+    }
     ffn_ctx_free(ctx);
     return 0;
 }
@@ -360,20 +433,12 @@ static float bandwidth_work(int t, const void *arg) {
     return sl->lanes == 16 ? sum_avx512(p, sl->chunk) : sum_avx2(p, sl->chunk);
 }
 
-static int bench_bandwidth(int argc, char **argv) {
-    const char *cmd = "bench bandwidth";
-    int64_t mb = 1024;
-    int json = 0, lanes = 0, rc;
-    ffn_ctx *ctx = NULL;
-    if (!bench_start(cmd, bandwidth_about, argc, argv, &json, &mb, &ctx, &lanes, &rc)) return rc;
-    int nt = ffn_ctx_threads(ctx);
+/* GB/s reading an mb MiB buffer on nt threads (best of 5); −1 when the
+ * buffer cannot be allocated. */
+static double measure_bandwidth(int nt, int64_t mb, int lanes) {
     size_t bytes = (size_t)mb << 20, n = bytes / sizeof(float);
     float *buf = NULL;
-    if (posix_memalign((void **)&buf, 64, bytes)) {
-        cli_error(cmd, "cannot allocate %lld MiB", (long long)mb);
-        ffn_ctx_free(ctx);
-        return CLI_EXIT_FAIL;
-    }
+    if (posix_memalign((void **)&buf, 64, bytes)) return -1;
     /* first touch by the threads that will read (pages near their core) */
     size_t chunk = (n / (size_t)nt) & ~(size_t)63;
 #pragma omp parallel num_threads(nt)
@@ -384,13 +449,202 @@ static int bench_bandwidth(int argc, char **argv) {
     const slices sl = {buf, chunk, lanes};
     double best = best_of_5(nt, bandwidth_work, &sl,
                             (double)chunk * (size_t)nt * sizeof(float) * 1e-9);
+    free(buf);
+    return best;
+}
+
+static int bench_bandwidth(int argc, char **argv) {
+    const char *cmd = "bench bandwidth";
+    int64_t mb = 1024;
+    int json = 0, lanes = 0, rc;
+    ffn_ctx *ctx = NULL;
+    if (!bench_start(cmd, bandwidth_about, argc, argv, &json, &mb, &ctx, &lanes, &rc)) return rc;
+    int nt = ffn_ctx_threads(ctx);
+    double best = measure_bandwidth(nt, mb, lanes);
+    if (best < 0) {
+        cli_error(cmd, "cannot allocate %lld MiB", (long long)mb);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_FAIL;
+    }
     if (json)
         printf("{\"bench\": \"bandwidth\", \"threads\": %d, \"mib\": %lld, \"gbps\": %.2f}\n", nt,
                (long long)mb, best);
     else
         printf("memory read bandwidth: %.1f GB/s (%d threads, %lld MiB buffer)\n", best, nt,
                (long long)mb);
-    free(buf);
+    ffn_ctx_free(ctx);
+    return 0;
+}
+
+/* ---- ffn bench qgemm -------------------------------------------------------
+ * The products with low-precision weights (ffn_ggml_matmul, the kernels of
+ * src/kernels/qgemm*.c) against this run's own roofline: the read
+ * bandwidth and the peak of the instruction the kernel is built on. */
+
+static const char qgemm_about[] =
+    "Times y = x·Wᵀ for a random weight W (R rows, C columns) stored as ggml\n"
+    "type T and N rows of x: the kernels the model uses for low-precision\n"
+    "weights (ffn_ggml_matmul).  Prints the minimum and median time over the\n"
+    "repeats (after one warm-up call), the weight bytes read per second at the\n"
+    "minimum (GB/s) and GFLOP/s, each also as a percentage of this run's\n"
+    "measured read bandwidth and of the peak of the kernel's instruction (as\n"
+    "ffn bench peak).  The bandwidth is measured the way the kernel is: the\n"
+    "same copies of W summed by the loop of ffn bench bandwidth, one copy per\n"
+    "timed pass, the best of as many passes as the kernel had.\n";
+
+static const char qgemm_epilog[] =
+    "FLOPs are 2·N·R·C per call.  The peak is the int8 dot product (vpdpbusd)\n"
+    "for q8_0, q4_0, q4_K and q6_K, the bf16 one (vdpbf16ps) for bf16, and the\n"
+    "fp32 FMA for f16 and f32 (or the FMA peak where the CPU lacks the\n"
+    "instruction).  Weight bytes count each byte once per call; calls with N\n"
+    "above 64 read the weights once per 64 rows of x.  Unless --hot, the calls\n"
+    "cycle through copies of W totalling at least 256 MiB, so that each call\n"
+    "reads its weights from memory rather than from the caches.\n";
+
+static int bench_qgemm(int argc, char **argv) {
+    const char *cmd = "bench qgemm";
+    const char *type_name = "q4_0";
+    int64_t R = 2048, C = 8192, N = 1, threads = 0, repeats = 0;
+    int json = 0, hot = 0;
+    const cli_opt opts[] = {
+        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
+         .help = "the weight's ggml type: f32, f16, bf16, q8_0, q4_0, q4_K or q6_K"},
+        {.name = "--rows", .type = CLI_INT, .dst = &R, .metavar = "R", .imin = 1,
+         .imax = INT64_C(1) << 20, .help = "rows of W (outputs)"},
+        {.name = "--cols", .type = CLI_INT, .dst = &C, .metavar = "C", .imin = 1,
+         .imax = INT64_C(1) << 20, .help = "columns of W (inputs); a multiple of the type's block"},
+        {.name = "--n", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 1,
+         .imax = INT64_C(1) << 16, .help = "rows of x (tokens) per call"},
+        CLI_OPT_THREADS(&threads),
+        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
+         .imax = 100000, .def = "enough for about 0.5 s, 3..200", .help = "timed calls"},
+        {.name = "--hot", .type = CLI_FLAG, .dst = &hot,
+         .help = "one copy of W, read from the caches when it fits"},
+        CLI_OPT_JSON(&json, "one JSON object on stdout"),
+        {0}};
+    const cli_spec spec = {.cmd = cmd, .about = qgemm_about, .epilog = qgemm_epilog, .opts = opts};
+    int prc;
+    if (cli_parse(&spec, argc, argv, &prc)) return prc;
+    ffn_ggml_type type;
+    if (!ffn_ggml_type_parse(type_name, &type)) {
+        cli_error(cmd, "--type: unknown ggml type '%s' (expected f32, f16, bf16, q8_0, q4_0, q4_K "
+                       "or q6_K)", type_name);
+        return CLI_EXIT_USAGE;
+    }
+    int64_t bs = ffn_ggml_block_size(type);
+    if (bs > 0 && C % bs) {
+        cli_error(cmd, "--cols: %lld is not a multiple of %s's block of %lld", (long long)C,
+                  ffn_ggml_type_name(type), (long long)bs);
+        return CLI_EXIT_USAGE;
+    }
+    size_t row_bytes;
+    ffn_status st = ffn_ggml_row_size(type, C, &row_bytes);
+    if (st) return cli_fail(cmd, st);
+    const char *simd = ffn_simd_level();
+    int lanes = !strcmp(simd, "avx512") ? 16 : !strcmp(simd, "avx2") ? 8 : 0;
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
+    int nt = ffn_ctx_threads(ctx);
+    size_t wbytes = (size_t)R * row_bytes;
+    size_t copies = hot ? 1 : ((size_t)256 << 20) / (wbytes ? wbytes : 1) + 1;
+    if (copies > 1 && copies * wbytes > ((size_t)512 << 20)) copies = ((size_t)512 << 20) / wbytes;
+    if (copies < 1) copies = 1;
+    size_t stride = (wbytes + 63) & ~(size_t)63; /* copies 64-byte aligned for the read loop */
+    uint8_t *w = NULL;
+    if (posix_memalign((void **)&w, 64, copies * stride > 0 ? copies * stride : 64)) w = NULL;
+    float *row = malloc((size_t)C * sizeof *row);
+    float *x = malloc((size_t)(N * C) * sizeof *x), *y = malloc((size_t)(N * R) * sizeof *y);
+    if (!w || !row || !x || !y) {
+        cli_error(cmd, "out of memory (%zu bytes of weights)", wbytes);
+        free(w); free(row); free(x); free(y);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_FAIL;
+    }
+    ffn_rng rng;
+    ffn_rng_seed(&rng, 1);
+    for (int64_t r = 0; r < R && !st; r++) {
+        for (int64_t c = 0; c < C; c++) row[c] = 2.0f * ffn_rng_float(&rng) - 1.0f;
+        st = ffn_ggml_quantize_row(type, row, w + (size_t)r * row_bytes, C);
+    }
+    for (size_t k = 1; k < copies; k++) memcpy(w + k * stride, w, wbytes);
+    for (int64_t i = 0; i < N * C; i++) x[i] = 2.0f * ffn_rng_float(&rng) - 1.0f;
+    double t0 = now_s();
+    if (!st) st = ffn_ggml_matmul(ctx, type, R, C, w, x, N, y);
+    double t_one = now_s() - t0;
+    if (st) {
+        free(w); free(row); free(x); free(y);
+        ffn_ctx_free(ctx);
+        return cli_fail(cmd, st);
+    }
+    if (!repeats) {
+        repeats = t_one > 0 ? (int64_t)ceil(0.5 / t_one) : 200;
+        if (repeats < 3) repeats = 3;
+        if (repeats > 200) repeats = 200;
+    }
+    double *tv = malloc((size_t)repeats * sizeof *tv);
+    for (int64_t r = 0; r < repeats && tv && !st; r++) {
+        const uint8_t *wk = w + (size_t)(r + 1) % copies * stride;
+        t0 = now_s();
+        st = ffn_ggml_matmul(ctx, type, R, C, wk, x, N, y);
+        tv[r] = now_s() - t0;
+    }
+    if (!tv || st) {
+        free(w); free(row); free(x); free(y); free(tv);
+        ffn_ctx_free(ctx);
+        return tv ? cli_fail(cmd, st) : CLI_EXIT_FAIL;
+    }
+    timing tm = summarize(tv, (int)repeats);
+    /* the roofline of this run, measured after the kernel's timing: the
+     * same bytes read the same way (split across the threads) */
+    double bw = 0;
+    size_t per_thread = (wbytes / sizeof(float) / (size_t)nt) & ~(size_t)63;
+    for (int64_t r = 0; lanes && per_thread && r < repeats; r++) {
+        const float *wk = (const float *)(w + (size_t)(r + 1) % copies * stride);
+        const slices sl = {wk, per_thread, lanes};
+        volatile float sink = 0;
+        t0 = now_s();
+#pragma omp parallel num_threads(nt)
+        {
+            float v = bandwidth_work(thread_num(), &sl);
+#pragma omp atomic
+            sink += v;
+        }
+        double rate = (double)(per_thread * (size_t)nt * sizeof(float)) / (now_s() - t0) * 1e-9;
+        if (rate > bw) bw = rate;
+        (void)sink;
+    }
+    peaks pk = lanes ? measure_peaks(nt, lanes) : (peaks){0, 0, 0};
+    int int8 = type == FFN_GGML_TYPE_Q8_0 || type == FFN_GGML_TYPE_Q4_0 ||
+               type == FFN_GGML_TYPE_Q4_K || type == FFN_GGML_TYPE_Q6_K;
+    const char *peak_name = "fp32 FMA";
+    double peak = pk.fma_gflops;
+    if (int8 && pk.int8_gops > 0) peak = pk.int8_gops, peak_name = "int8 vpdpbusd";
+    if (type == FFN_GGML_TYPE_BF16 && pk.bf16_gflops > 0) peak = pk.bf16_gflops, peak_name = "bf16 vdpbf16ps";
+    double flops = 2.0 * (double)N * (double)R * (double)C;
+    double gbps = tm.min_s > 0 ? (double)wbytes / tm.min_s * 1e-9 : 0;
+    double gflops = tm.min_s > 0 ? flops / tm.min_s * 1e-9 : 0;
+    double pct_bw = bw > 0 ? 100.0 * gbps / bw : 0, pct_peak = peak > 0 ? 100.0 * gflops / peak : 0;
+    if (json) {
+        printf("{\"bench\": \"qgemm\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
+               "\"n\": %lld, \"threads\": %d, \"simd\": \"%s\", \"repeats\": %lld, "
+               "\"copies\": %zu, \"weight_bytes\": %zu, \"min_ms\": %.6f, \"median_ms\": %.6f, "
+               "\"weight_gbps\": %.2f, \"gflops\": %.2f, \"bandwidth_gbps\": %.2f, "
+               "\"peak_name\": \"%s\", \"peak_gflops\": %.2f, \"pct_bandwidth\": %.1f, "
+               "\"pct_peak\": %.1f}\n",
+               ffn_ggml_type_name(type), (long long)R, (long long)C, (long long)N, nt, simd,
+               (long long)repeats, copies, wbytes, tm.min_s * 1e3, tm.median_s * 1e3, gbps, gflops, bw,
+               peak_name, peak, pct_bw, pct_peak);
+    } else {
+        printf("qgemm %s W (%lld, %lld), n = %lld, %d threads, simd %s, %lld repeats, "
+               "%zu cop%s of W\n", ffn_ggml_type_name(type), (long long)R, (long long)C,
+               (long long)N, nt, simd, (long long)repeats, copies, copies == 1 ? "y" : "ies");
+        printf("  time     min %10.4f ms  median %10.4f ms\n", tm.min_s * 1e3, tm.median_s * 1e3);
+        printf("  weights  %8.2f GB/s  (%zu bytes; %.0f%% of the %.1f GB/s read bandwidth)\n",
+               gbps, wbytes, pct_bw, bw);
+        printf("  compute  %8.2f GFLOP/s  (%.1f%% of the %.1f G/s %s peak)\n", gflops, pct_peak,
+               peak, peak_name);
+    }
+    free(w); free(row); free(x); free(y); free(tv);
     ffn_ctx_free(ctx);
     return 0;
 }
@@ -398,11 +652,13 @@ static int bench_bandwidth(int argc, char **argv) {
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth> [options]   (--help on each)\n\n"
+    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm> [options]   (--help on each)\n\n"
                "  layer      forward and forward+backward time of one FFN layer, GFLOP/s\n"
                "  moe        the same for a Mixture-of-Experts layer\n"
                "  peak       measured fp32 FMA peak GFLOP/s on all threads\n"
-               "  bandwidth  measured memory read bandwidth GB/s on all threads\n\n"
+               "  bandwidth  measured memory read bandwidth GB/s on all threads\n"
+               "  qgemm      y = x·Wᵀ with low-precision weights: GB/s, GFLOP/s, and their\n"
+               "             share of the measured bandwidth and peak\n\n"
                "bench/run.sh (make bench) compares these against PyTorch and the roofline.\n");
 }
 
@@ -423,6 +679,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(sub, "layer")) return bench_layer(argc - 1, argv + 1);
     if (!strcmp(sub, "peak")) return bench_peak(argc - 1, argv + 1);
     if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);
+    if (!strcmp(sub, "qgemm")) return bench_qgemm(argc - 1, argv + 1);
     if (!strcmp(sub, "moe")) {
         if (!cmd_bench_moe) {
             cli_error("bench", "moe: not built into this binary");
@@ -430,6 +687,6 @@ int cmd_bench(int argc, char **argv) {
         }
         return cmd_bench_moe(argc - 1, argv + 1);
     }
-    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak or bandwidth)", sub);
+    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth or qgemm)", sub);
     return CLI_EXIT_USAGE;
 }

@@ -145,6 +145,16 @@ ffn_status ffn_ggml_dequantize_row(ffn_ggml_type type, const void *src, float *d
  * exceeds fp16's range gets an infinite scale), and f16 rounds overflow
  * to infinity. */
 ffn_status ffn_ggml_quantize_row(ffn_ggml_type type, const float *src, void *dst, int64_t n);
+/* y (n, rows) = x (n, cols) · Wᵀ for W (rows, cols) stored as rows of
+ * `type` (ffn_ggml_row_size(type, cols) bytes each, back to back, any
+ * alignment: a GGUF tensor's bytes as they are), on the context's threads
+ * with the fastest kernels the CPU has (FFN_SIMD caps them).  Types f32,
+ * f16, bf16, q8_0, q4_0, q4_K, q6_K (else FFN_ERR_UNSUPPORTED).  The
+ * integer formats round x to int8 blocks (32 values; 256 for the K-quants)
+ * and bf16 weights may round x to bf16, as ggml does.  A thread's first
+ * call at a size allocates the scratch for x, later ones do not. */
+ffn_status ffn_ggml_matmul(const ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t cols,
+                           const void *w, const float *x, int64_t n, float *y);
 
 /* ---- GGUF metadata values ------------------------------------------- */
 

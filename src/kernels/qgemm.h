@@ -17,6 +17,7 @@
 
 #include "base/common.h"
 #include "ffn/gguf.h"
+#include "ffn/layer.h" /* ffn_act */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -43,5 +44,47 @@ ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, i
                      int64_t n, float *y, int64_t ldy, int accumulate);
 void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
                    int64_t ldy, int accumulate);
+
+/* ---- additions: caller workspace, a chosen level ----------------------------
+ * ffn_qgemm prepares the activations (qgemm_impl.h) in a buffer of the
+ * calling thread, grown on the first call that needs more and reused after,
+ * so steady-state calls do not allocate.  ffn_qgemm_ws takes the caller's
+ * buffer instead: ffn_qgemm_workspace_size(w, n) bytes (0 for f32/f16 and
+ * at the scalar level; the size stops growing past n = 64, the token tile).
+ * ffn_qgemm_at_level runs the kernels of one SIMD level (FFN_SIMD_SCALAR,
+ * _AVX2, _AVX512 of kernels.h), no higher than ffn_simd(): for the tests
+ * and `ffn bench qgemm`.  The AVX-512 level uses VNNI for the integer
+ * formats and AVX512_BF16 for bf16 when the CPU has them, else the AVX2
+ * kernel of that format. */
+size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n);
+ffn_status ffn_qgemm_ws(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                        int64_t n, float *y, int64_t ldy, int accumulate, void *ws,
+                        size_t ws_bytes);
+ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *w, const float *x,
+                              int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate);
+
+
+/* Large n: a bf16 copy of the weight (rows · cols · 2 bytes, plus two
+ * tiles of x and y) and oneDNN's bf16 matmul, kept in w->packed and freed
+ * by ffn_qweight_release.  ffn_qgemm then uses it from
+ * ffn_qgemm_batch_min_n(w->type) rows of x on (a measured crossover; x and
+ * W are rounded to bf16 there, accumulation in fp32).  Does nothing (and
+ * succeeds) where it would not pay: f32 weights, a CPU without AVX512_BF16
+ * or FFN_SIMD below avx512, or a weight already packed.  Allocates; the
+ * runs do not. */
+ffn_status ffn_qweight_pack_batch(ffn_qweight *w);
+int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
+
+/* The gated input projection of the decode path in one pass:
+ *   g = x·W_gateᵀ, u = x·W_upᵀ (n, rows),  h = act(g) ⊙ u  (row stride ldh)
+ * The activations are prepared once for both weights, and each block of
+ * rows applies the epilogue while its g and u are in cache.  g_out and
+ * u_out (row stride ldh) receive the pre-activations when not NULL (what
+ * the taps read).  gate and up must have the same shape; their types may
+ * differ.  Each output equals what ffn_qgemm gives for it (the same
+ * kernels; the packed large-n path is not used here). */
+ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
+                         const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
+                         int64_t ldh, float *g_out, float *u_out);
 
 #endif /* FFN_QGEMM_H */

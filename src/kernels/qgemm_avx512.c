@@ -1,0 +1,370 @@
+/* qgemm_avx512.c -- the AVX-512 kernels of ffn_qgemm (contract in
+ * qgemm_impl.h): one weight row at a time against up to 8 tokens, each
+ * weight byte decoded once for all of them.
+ *
+ *   q8_0, q4_0  two 32-blocks per 64-byte vector; vpdpbusd multiplies the
+ *               unsigned weight bytes (q8_0 offset by +128, q4_0 nibbles
+ *               0..15) by the int8 activations, starting from the lane
+ *               corrections that cancel the offset; per block pair one
+ *               convert and one FMA by weight scale × activation scale.
+ *   q4_K, q6_K  a 256-block as four 64-byte vectors of unsigned codes;
+ *               vpmaddubsw (codes × int8 activations, pairs to int16) then
+ *               VNNI vpdpwssd by the sub-block scales, all in int32 for the
+ *               block; mins (q4_K) and the −32 offset (q6_K) from the
+ *               activations' 16-sums; one FMA per block.
+ *   bf16        vdpbf16ps on the activations rounded to bf16.
+ *   f16, f32    F16C conversion (f16) and FMA on the fp32 activations.
+ * Integer sums are exact; every float accumulator sequence depends only on
+ * cols (two accumulators per token, alternating steps), so a token's
+ * result is the same whatever n or the thread split.  Without VNNI or
+ * AVX512_BF16 on the CPU the format goes to the AVX2 kernel.  The VNNI and
+ * BF16 instructions are enabled per function (the file is built for the
+ * base AVX-512 set). */
+#include "kernels/qgemm_impl.h"
+#include "kernels/kernels.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define QK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
+#define QK static inline __attribute__((always_inline)) QK_TARGET
+enum { QK_T = 8 }; /* tokens per pass over a row */
+
+static inline float qk_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return ffn_f16_to_f32(h);
+}
+
+/* [v0 ×8, v1 ×8] from two floats in the low lanes of v. */
+QK __m512 qk_pair(__m128 v) {
+    const __m512i idx = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(idx, _mm512_castps128_ps512(v));
+}
+
+/* ---- q8_0 / q4_0 ------------------------------------------------------------ */
+
+/* 64 unsigned weight bytes of blocks p0, p1 (q8: +128; q4: the nibbles,
+ * each block's 16 bytes broadcast to two 128-bit lanes, the second lane
+ * shifted by 4: low nibbles then high ones, as the block orders them). */
+QK __m512i qk_w32(const uint8_t *p0, const uint8_t *p1, int q8) {
+    if (q8) {
+        __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
+                                       _mm256_loadu_si256((const __m256i *)(p1 + 2)), 1);
+        return _mm512_xor_si512(v, _mm512_set1_epi8((char)0x80));
+    }
+    __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p0 + 2)));
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p1 + 2)));
+    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+    const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    return _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(0x0F));
+}
+
+/* acc[t] += the products of blocks b, b + 1 with token t0 + t. */
+QK void qk_q32_pair(const uint8_t *row, int bsz, int q8, const qg_acts *a, int64_t t0,
+                    const int T, int64_t b, __m512 *acc) {
+    const uint8_t *p0 = row + b * bsz, *p1 = p0 + bsz;
+    __m512i wv = qk_w32(p0, p1, q8);
+    uint16_t h0, h1;
+    memcpy(&h0, p0, 2);
+    memcpy(&h1, p1, 2);
+    __m512 wd = qk_pair(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16))));
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) {
+        int64_t tt = t0 + t;
+        __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(a->c + tt * a->cs + b * 8), wv,
+                                        _mm512_loadu_si512(a->q + tt * a->qs + b * 32));
+        __m512 xd = _mm512_loadu_ps(a->dl + tt * a->cs + b * 8);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd), acc[t]);
+    }
+}
+
+/* Blocks [k0/32, k1/32) of a row into acc0/acc1 of T tokens: pairs of
+ * blocks alternate between the two, an odd pair or block at the row's end
+ * goes to acc0 (k0 is a multiple of 128, so the sequence depends on cols
+ * alone). */
+QK void qk_part_q32(const uint8_t *row, int64_t k0, int64_t k1, int q8, const qg_acts *a,
+                    int64_t t0, const int T, __m512 *acc0, __m512 *acc1) {
+    const int bsz = q8 ? 34 : 18;
+    const int64_t nblk = k1 / 32;
+    int64_t b = k0 / 32;
+    for (; b + 4 <= nblk; b += 4) {
+        qk_q32_pair(row, bsz, q8, a, t0, T, b, acc0);
+        qk_q32_pair(row, bsz, q8, a, t0, T, b + 2, acc1);
+    }
+    if (b + 2 <= nblk) {
+        qk_q32_pair(row, bsz, q8, a, t0, T, b, acc0);
+        b += 2;
+    }
+    if (b < nblk) { /* the last block of an odd count: lanes 0..7 */
+        const uint8_t *p0 = row + b * bsz;
+        __m512i wv = qk_w32(p0, p0, q8);
+        float wd = qk_f16(p0);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            int64_t tt = t0 + t;
+            __m512i s = _mm512_maskz_dpbusd_epi32(
+                0x00FF, _mm512_maskz_loadu_epi32(0x00FF, a->c + tt * a->cs + b * 8), wv,
+                _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a->q + tt * a->qs + b * 32));
+            acc0[t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(wd * a->d[tt * a->ds + b]),
+                                            acc0[t], 0x00FF);
+        }
+    }
+}
+
+/* ---- q4_K ---------------------------------------------------------------------- */
+
+/* The 8 six-bit scales (bytes 0..7) and mins (8..15) of a q4_K block. */
+QK __m128i qk_scales_k4(const uint8_t *s12) {
+    uint32_t u[4];
+    memcpy(u, s12, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7 */
+    uint32_t mins03 = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= m6; /* scales 0..3 */
+    return _mm_loadu_si128((const __m128i *)u);
+}
+
+/* 32 int16 lanes: 16 × byte i0 of v, then 16 × byte i1. */
+QK __m512i qk_bcast16(__m128i v, int i0, int i1) {
+    __m256i b = _mm256_broadcastsi128_si256(v);
+    __m256i idx = _mm256_set_m128i(_mm_set1_epi8((char)i1), _mm_set1_epi8((char)i0));
+    return _mm512_cvtepu8_epi16(_mm256_shuffle_epi8(b, idx));
+}
+
+/* Blocks [k0/256, k1/256): the scaled sums into acc, minus the mins' part
+ * into accm (lanes 0..7). */
+QK void qk_part_q4K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
+                    const int T, __m512 *acc, __m512 *accm) {
+    const __m128i mins_idx = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
+    for (int64_t blk = k0 / 256; blk < k1 / 256; blk++) {
+        const uint8_t *p = row + blk * 144;
+        const float d = qk_f16(p), dmin = qk_f16(p + 2);
+        __m128i sm = qk_scales_k4(p + 4);
+        __m512i wv[4], sc[4];
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * i));
+            wv[i] = _mm512_and_si512(_mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1),
+                                     _mm512_set1_epi8(0x0F));
+            sc[i] = qk_bcast16(sm, 2 * i, 2 * i + 1);
+        }
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, mins_idx));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            int64_t tt = t0 + t;
+            const int8_t *xq = a->q + tt * a->qs + blk * 256;
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                             _mm512_maddubs_epi16(wv[0], _mm512_loadu_si512(xq)), sc[0]);
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                             _mm512_maddubs_epi16(wv[2], _mm512_loadu_si512(xq + 128)), sc[2]);
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wv[1], _mm512_loadu_si512(xq + 64)), sc[1]);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wv[3], _mm512_loadu_si512(xq + 192)), sc[3]);
+            const float dx = a->d[tt * a->ds + blk];
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(d * dx), acc[t]);
+            __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), m16);
+            accm[t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(mm)),
+                                       _mm512_set1_ps(dmin * dx), accm[t]);
+        }
+    }
+}
+
+/* ---- q6_K ------------------------------------------------------------------------ */
+
+/* 32 int16 lanes: 8 × each of bytes 4i..4i+3 of v (signed). */
+QK __m512i qk_bcast8(__m128i v, int i) {
+    __m256i b = _mm256_broadcastsi128_si256(v);
+    __m256i idx = _mm256_set_m128i(
+        _mm_set_epi8(4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3, 4 * i + 3,
+                     4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2, 4 * i + 2),
+        _mm_set_epi8(4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1, 4 * i + 1,
+                     4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i, 4 * i));
+    return _mm512_cvtepi8_epi16(_mm256_shuffle_epi8(b, idx));
+}
+
+QK void qk_part_q6K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
+                    const int T, __m512 *acc) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
+    for (int64_t blk = k0 / 256; blk < k1 / 256; blk++) {
+        const uint8_t *p = row + blk * 210;
+        const float d = qk_f16(p + 208);
+        __m128i scv = _mm_loadu_si128((const __m128i *)(p + 192));
+        __m512i wv[4], sc[4];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m512i L = _mm512_loadu_si512(p + 64 * h);
+            __m256i H = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+            __m512i Hz = _mm512_inserti64x4(_mm512_castsi256_si512(H), _mm256_srli_epi16(H, 2), 1);
+            wv[2 * h] = _mm512_or_si512(_mm512_and_si512(L, lo4),
+                                        _mm512_slli_epi16(_mm512_and_si512(Hz, lo2), 4));
+            wv[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(L, 4), lo4),
+                                            _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(Hz, 4), lo2), 4));
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) sc[i] = qk_bcast8(scv, i);
+        __m256i sc_all = _mm256_cvtepi8_epi16(scv);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            int64_t tt = t0 + t;
+            const int8_t *xq = a->q + tt * a->qs + blk * 256;
+            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                             _mm512_maddubs_epi16(wv[0], _mm512_loadu_si512(xq)), sc[0]);
+            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
+                                             _mm512_maddubs_epi16(wv[2], _mm512_loadu_si512(xq + 128)), sc[2]);
+            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wv[1], _mm512_loadu_si512(xq + 64)), sc[1]);
+            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wv[3], _mm512_loadu_si512(xq + 192)), sc[3]);
+            /* the codes are q + 32: subtract 32 · Σ_k scale_k · (16-sum k) */
+            __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), sc_all);
+            __m512i s = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * a->d[tt * a->ds + blk]), acc[t]);
+        }
+    }
+}
+
+/* ---- bf16, f16, f32 ------------------------------------------------------------- */
+
+/* Columns [k0, k1): steps of 64 alternate 32-column halves between acc0
+ * and acc1; the tail (at the row's end) in steps of 32 into acc0. */
+QK void qk_part_bf16(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
+                     const int T, __m512 *acc0, __m512 *acc1) {
+    int64_t k = k0;
+    for (; k + 64 <= k1; k += 64) {
+        __m512i w0 = _mm512_loadu_si512(row + 2 * k), w1 = _mm512_loadu_si512(row + 2 * k + 64);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const uint16_t *xb = a->xb + (t0 + t) * a->xbs + k;
+            acc0[t] = _mm512_dpbf16_ps(acc0[t], (__m512bh)w0, (__m512bh)_mm512_loadu_si512(xb));
+            acc1[t] = _mm512_dpbf16_ps(acc1[t], (__m512bh)w1, (__m512bh)_mm512_loadu_si512(xb + 32));
+        }
+    }
+    for (; k < k1; k += 32) {
+        __mmask32 m = k1 - k >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << (k1 - k)) - 1u);
+        __m512i w0 = _mm512_maskz_loadu_epi16(m, row + 2 * k);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc0[t] = _mm512_dpbf16_ps(acc0[t], (__m512bh)w0,
+                                       (__m512bh)_mm512_maskz_loadu_epi16(m, a->xb + (t0 + t) * a->xbs + k));
+    }
+}
+
+/* 16 weights from k as floats (f16: converted; f32: loaded), lanes outside m zero. */
+QK __m512 qk_wf(const uint8_t *row, int64_t k, int f16, __mmask16 m) {
+    if (f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, row + 2 * k));
+    return _mm512_maskz_loadu_ps(m, row + 4 * k);
+}
+
+QK void qk_part_float(const uint8_t *row, int64_t k0, int64_t k1, int f16, const qg_acts *a,
+                      int64_t t0, const int T, __m512 *acc0, __m512 *acc1) {
+    int64_t k = k0;
+    for (; k + 32 <= k1; k += 32) {
+        __m512 w0 = qk_wf(row, k, f16, 0xFFFF), w1 = qk_wf(row, k + 16, f16, 0xFFFF);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++) {
+            const float *x = a->x + (t0 + t) * a->ldx + k;
+            acc0[t] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), acc0[t]);
+            acc1[t] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), acc1[t]);
+        }
+    }
+    for (; k < k1; k += 16) {
+        __mmask16 m = k1 - k >= 16 ? 0xFFFF : (__mmask16)((1u << (k1 - k)) - 1u);
+        __m512 w0 = qk_wf(row, k, f16, m);
+#pragma GCC unroll 8
+        for (int t = 0; t < T; t++)
+            acc0[t] = _mm512_fmadd_ps(w0, _mm512_maskz_loadu_ps(m, a->x + (t0 + t) * a->ldx + k), acc0[t]);
+    }
+}
+
+/* ---- rows ---------------------------------------------------------------------------- */
+
+/* Columns per pass over a block of rows: the chunk's activations of 8
+ * tokens (int8 layouts ~3 bytes per value, f32 4) stay in L1 while the
+ * rows go by; whole activations of 8 tokens × thousands of columns do not,
+ * and were re-read from L2 for every row (measured: n = 8 cost 10× n = 1
+ * on an L2-resident q4_0 weight before the chunking).  A multiple of 256,
+ * so chunk edges never split a block or change a summation sequence. */
+enum { QK_CHUNK = 1024, QK_RB = 8 };
+/* Up to this many tokens a row is done whole before the next: one
+ * sequential weight stream, which the prefetchers follow (chunks over 8
+ * rows made n = 1 on a streamed 2048 × 8192 q4_0 weight 1.6× slower); the
+ * activations of 2 tokens fit in L1 anyway. */
+enum { QK_WHOLE_ROW_T = 2 };
+
+/* Columns [k0, k1) of one row into the state of T tokens (T a constant in
+ * every case of the switch in QK_ROWS). */
+QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a,
+                int64_t t0, const int T, __m512 *s0, __m512 *s1) {
+    __m512 acc0[QK_T], acc1[QK_T];
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) acc0[t] = s0[t], acc1[t] = s1[t];
+    switch (type) {
+    case FFN_GGML_TYPE_Q8_0: qk_part_q32(row, k0, k1, 1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q4_0: qk_part_q32(row, k0, k1, 0, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q4_K: qk_part_q4K(row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q6_K: qk_part_q6K(row, k0, k1, a, t0, T, acc0); break;
+    case FFN_GGML_TYPE_BF16: qk_part_bf16(row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_F16: qk_part_float(row, k0, k1, 1, a, t0, T, acc0, acc1); break;
+    default: qk_part_float(row, k0, k1, 0, a, t0, T, acc0, acc1); break;
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < T; t++) s0[t] = acc0[t], s1[t] = acc1[t];
+}
+
+#define QK_CASE(TYPE, n) \
+    case n: qk_part(TYPE, row, k0, k1, a, t0, n, st0[r], st1[r]); break;
+#define QK_ROWS(name, TYPE)                                                                     \
+    QK_TARGET static void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,  \
+                               float *y, int64_t ldy, int accumulate) {                         \
+        __m512 st0[QK_RB][QK_T], st1[QK_RB][QK_T];                                              \
+        for (int64_t rb = r0; rb < r1; rb += QK_RB) {                                           \
+            int R = r1 - rb < QK_RB ? (int)(r1 - rb) : QK_RB;                                   \
+            for (int64_t t0 = 0; t0 < a->n; t0 += QK_T) {                                       \
+                int T = a->n - t0 < QK_T ? (int)(a->n - t0) : QK_T;                             \
+                for (int r = 0; r < R; r++)                                                     \
+                    for (int t = 0; t < T; t++) st0[r][t] = st1[r][t] = _mm512_setzero_ps();    \
+                int64_t chunk = T <= QK_WHOLE_ROW_T ? w->cols : QK_CHUNK;                        \
+                for (int64_t k0 = 0; k0 < w->cols; k0 += chunk) {                               \
+                    int64_t k1 = w->cols - k0 < chunk ? w->cols : k0 + chunk;                   \
+                    for (int r = 0; r < R; r++) {                                               \
+                        const uint8_t *row = w->data + (size_t)(rb + r) * w->row_bytes;         \
+                        switch (T) {                                                            \
+                            QK_CASE(TYPE, 1) QK_CASE(TYPE, 2) QK_CASE(TYPE, 3)                  \
+                            QK_CASE(TYPE, 4) QK_CASE(TYPE, 5) QK_CASE(TYPE, 6)                  \
+                            QK_CASE(TYPE, 7) default: QK_CASE(TYPE, 8)                          \
+                        }                                                                       \
+                    }                                                                           \
+                }                                                                               \
+                for (int r = 0; r < R; r++)                                                     \
+                    for (int t = 0; t < T; t++) {                                               \
+                        float v = _mm512_reduce_add_ps(_mm512_add_ps(st0[r][t], st1[r][t]));    \
+                        float *o = y + (t0 + t) * ldy + rb + r;                                 \
+                        *o = accumulate ? *o + v : v;                                           \
+                    }                                                                           \
+            }                                                                                   \
+        }                                                                                       \
+    }
+QK_ROWS(qk_rows_q8_0, FFN_GGML_TYPE_Q8_0)
+QK_ROWS(qk_rows_q4_0, FFN_GGML_TYPE_Q4_0)
+QK_ROWS(qk_rows_q4_K, FFN_GGML_TYPE_Q4_K)
+QK_ROWS(qk_rows_q6_K, FFN_GGML_TYPE_Q6_K)
+QK_ROWS(qk_rows_bf16, FFN_GGML_TYPE_BF16)
+QK_ROWS(qk_rows_f16, FFN_GGML_TYPE_F16)
+QK_ROWS(qk_rows_f32, FFN_GGML_TYPE_F32)
+
+void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                        int64_t ldy, int accumulate) {
+    int vnni = ffn_qg_have_vnni();
+    switch (w->type) {
+    case FFN_GGML_TYPE_Q8_0: if (vnni) { qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate); return; } break;
+    case FFN_GGML_TYPE_Q4_0: if (vnni) { qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate); return; } break;
+    case FFN_GGML_TYPE_Q4_K: if (vnni) { qk_rows_q4_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
+    case FFN_GGML_TYPE_Q6_K: if (vnni) { qk_rows_q6_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
+    case FFN_GGML_TYPE_BF16:
+        if (ffn_qg_have_bf16()) { qk_rows_bf16(w, a, r0, r1, y, ldy, accumulate); return; }
+        break;
+    case FFN_GGML_TYPE_F16: qk_rows_f16(w, a, r0, r1, y, ldy, accumulate); return;
+    default: qk_rows_f32(w, a, r0, r1, y, ldy, accumulate); return;
+    }
+    ffn_qg_rows_avx2(w, a, r0, r1, y, ldy, accumulate);
+}

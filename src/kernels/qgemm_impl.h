@@ -1,0 +1,67 @@
+/* qgemm_impl.h -- what the qgemm kernels share: the activations of one
+ * call, prepared once for the weight type (quantized to int8 for the
+ * integer formats, rounded to bf16 for bf16 weights), and the per-level
+ * row kernels qgemm.c dispatches to.  Internal to src/kernels/qgemm*.c.
+ *
+ * Activation layouts (n tokens, cols columns; token t of an array starts
+ * t · its stride in, a stride padded to an odd number of 64-byte lines so
+ * that the tokens' rows fall into different L1 sets -- with strides of a
+ * multiple of 4 KiB, 8 tokens' streams would share one set and evict each
+ * other):
+ *   q8_0, q4_0  blocks of 32: q int8 (cols), d float (cols/32) with
+ *               x ≈ d·q, and c int32 (cols/4): lane i holds −K·Σ q[4i..4i+3]
+ *               with K = 128 (q8_0: weights are offset to unsigned by +128)
+ *               or 8 (q4_0: nibbles are q + 8).  A kernel starts each
+ *               4-element dot product from c, so the offset cancels exactly
+ *               in integers.  dl float (cols/4): lane i holds d of its
+ *               block (d[i/8]), so a vector of lanes loads its scales.
+ *   q4_K, q6_K  blocks of 256 (ggml's q8_K): q int8, d float (cols/256),
+ *               bs int16 (cols/16): the sum of each 16 q.
+ *   bf16        xb (cols) the activations rounded to bf16 (AVX-512 BF16).
+ *   f32, f16    nothing: the kernels read x itself.
+ * Activation quantization: d = amax/127 per block, q = round(x / d) to
+ * nearest, ties to even, so |x − d·q| <= d/2 per element. */
+#ifndef FFN_QGEMM_IMPL_H
+#define FFN_QGEMM_IMPL_H
+
+#include "kernels/qgemm.h"
+#include "ffn/safetensors.h" /* fp16 / bf16 conversions */
+
+typedef struct qg_acts {
+    int64_t n, cols;
+    const float *x; /* the caller's activations, row stride ldx */
+    int64_t ldx;
+    int8_t *q;
+    float *d;
+    int32_t *c;
+    float *dl;
+    int16_t *bs;
+    uint16_t *xb;
+    int64_t qs, ds, cs, bss, xbs; /* per-token strides in elements: q; d; c and dl; bs; xb */
+} qg_acts;
+
+/* y[t·ldy + r] (+)= W[r] · x[t] for r0 <= r < r1, t < a->n.  One function
+ * per SIMD level; each handles every type ffn computes with (a level
+ * without the instruction a format wants uses the next lower kernel).
+ * Each output is one dot product in a fixed order that depends only on
+ * cols and the level, never on n, r0 or the thread count. */
+typedef void (*qg_rows_fn)(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
+                           float *y, int64_t ldy, int accumulate);
+void ffn_qg_rows_scalar(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                        int64_t ldy, int accumulate);
+void ffn_qg_rows_avx2(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                      int64_t ldy, int accumulate);
+void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                        int64_t ldy, int accumulate);
+
+/* Which activation layout the kernels of `level` want for `type`. */
+enum { QG_ACT_NONE = 0, QG_ACT_Q32 = 1, QG_ACT_Q256 = 2, QG_ACT_BF16 = 3 };
+int ffn_qg_act_kind(ffn_ggml_type type, int level);
+/* Bytes of prepared activations per token for a layout (QG_ACT_*). */
+size_t ffn_qgemm_token_bytes(int kind, int64_t cols);
+
+/* 1 when this CPU has AVX-512 VNNI (the int8 kernels) / AVX-512 BF16. */
+int ffn_qg_have_vnni(void);
+int ffn_qg_have_bf16(void);
+
+#endif /* FFN_QGEMM_IMPL_H */

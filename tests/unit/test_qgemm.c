@@ -1,0 +1,380 @@
+/* test_qgemm.c -- ffn_qgemm's kernels against the scalar oracle
+ * ffn_qgemm_ref (ggml's decoders, double accumulation), for every weight
+ * type ffn computes with × every SIMD level this CPU has (and FFN_SIMD
+ * allows) × n = 1..70 (every split of the 8- and 4-token passes and of the
+ * 64-token tile) × odd row counts (thread splits of 16-row blocks) × cols of
+ * 1, 3, 5, 9 blocks of 32 and 1, 3 blocks of 256 (float types also cols
+ * that are no multiple of a vector), with padded ldx/ldy, accumulate = 1,
+ * and 1 vs 2 threads.
+ *
+ * Tolerances, per output y = Σ_i w_i x_i, with S = Σ |w_i x_i|:
+ *   summation  (m + 8) · 2^-24 · (S + A): a float sum of products with at
+ *              most m roundings in a chain (m = cols/16 + 16 for the vector
+ *              levels: lane accumulators, pairs of them, the horizontal sum
+ *              and the block scale; m = 256 + cols/256 for the scalar
+ *              level's chunked sums).  The worst case, so it cannot flake.
+ *   activation A: the int8 kernels (q8_0, q4_0 in blocks of 32; q4_K, q6_K
+ *              in blocks of 256) use x rounded to d·q with d = amax/127 of
+ *              the block, |x − d·q| <= d/2, so A = Σ_i |w_i| · d_b(i)/2.
+ *              The bf16 kernel with AVX512_BF16 uses x rounded to bf16
+ *              (8 significant bits: unit roundoff u = 2^-8), so
+ *              A = Σ_i |w_i x_i| · 2^-8.  Otherwise A = 0.
+ *   Exactly representable activations (values k·2^e with |k| <= 127 and a
+ *   ±127 in every 32-block, so the int8 and bf16 roundings are exact): A = 0
+ *   for every kernel, only the summation order differs.
+ * Beyond the tolerances: a token's output at n = 1 equals, bit for bit, the
+ * same token's output in any larger call, and 1 and 2 threads agree bit for
+ * bit; outputs outside the rows × n region (the ldy padding) stay intact.
+ * The packed large-n path (ffn_qweight_pack_batch) has its own bound (see
+ * test_packed); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
+ * for bit (test_glu). */
+#include "check.h"
+#include "kernels/kernels.h"
+#include "kernels/qgemm.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+static float frand(void) { return (float)((rnd() >> 40) * (1.0 / 8388608.0)) - 1.0f; }
+
+static const char *level_name[] = {"scalar", "avx2", "avx512"};
+
+enum { NMAX = 70 };
+
+typedef struct tcase {
+    ffn_ggml_type type;
+    int64_t rows, cols;
+} tcase;
+
+/* The activation block a kernel of `level` quantizes to int8, 0 if none. */
+static int act_block(ffn_ggml_type t, int level) {
+    if (level == FFN_SIMD_SCALAR) return 0;
+    if (t == FFN_GGML_TYPE_Q8_0 || t == FFN_GGML_TYPE_Q4_0) return 32;
+    if (t == FFN_GGML_TYPE_Q4_K || t == FFN_GGML_TYPE_Q6_K) return 256;
+    return 0;
+}
+static int bf16_acts(ffn_ggml_type t, int level) {
+    if (t != FFN_GGML_TYPE_BF16 || level != FFN_SIMD_AVX512) return 0;
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+    return (a >> 5) & 1;
+}
+
+/* Activations of n tokens (row stride ldx): random with a different scale
+ * per 32-block, or exactly representable (see the top of the file). */
+static void make_x(float *x, int64_t n, int64_t cols, int64_t ldx, int exact) {
+    for (int64_t t = 0; t < n; t++) {
+        float *xt = x + t * ldx;
+        for (int64_t k0 = 0; k0 < cols; k0 += 256) {
+            int e = (int)(rnd() % 12) - 8;
+            float s = ldexpf(1.0f, e);
+            for (int64_t k = k0; k < cols && k < k0 + 256; k++) {
+                if (exact) {
+                    int q = (int)(rnd() % 255) - 127;
+                    if (k % 32 == 7) q = rnd() & 1 ? 127 : -127;
+                    xt[k] = (float)q * s;
+                } else {
+                    float blk = ldexpf(1.0f, (int)((k / 32) % 5) - 2);
+                    xt[k] = frand() * blk * s * 64.0f;
+                }
+            }
+        }
+        for (int64_t k = cols; k < ldx; k++) xt[k] = NAN; /* padding: never read */
+    }
+}
+
+/* tol[t·rows + r] for weights wf (rows, cols) dequantized and x. */
+static void make_tol(double *tol, const float *wf, const float *x, int64_t ldx, int64_t n,
+                     int64_t rows, int64_t cols, ffn_ggml_type type, int level, int exact) {
+    int ab = exact ? 0 : act_block(type, level), bf = exact ? 0 : bf16_acts(type, level);
+    double m = level == FFN_SIMD_SCALAR ? 256.0 + (double)cols / 256 : (double)cols / 16 + 16;
+    for (int64_t t = 0; t < n; t++) {
+        const float *xt = x + t * ldx;
+        for (int64_t r = 0; r < rows; r++) {
+            const float *w = wf + r * cols;
+            double S = 0, A = 0;
+            for (int64_t k = 0; k < cols; k++) S += fabs((double)w[k] * xt[k]);
+            if (ab) {
+                for (int64_t b = 0; b < cols / ab; b++) {
+                    double amax = 0, sw = 0;
+                    for (int j = 0; j < ab; j++) {
+                        amax = fmax(amax, fabs(xt[b * ab + j]));
+                        sw += fabs(w[b * ab + j]);
+                    }
+                    A += sw * (amax / 127.0) / 2.0 * (1 + 1e-6);
+                }
+            } else if (bf) {
+                A = S * ldexp(1.0, -8);
+            }
+            tol[t * rows + r] = A + (m + 8) * ldexp(1.0, -24) * (S + A);
+        }
+    }
+}
+
+static void run_case(ffn_ctx *ctx1, ffn_ctx *ctx2, const tcase *tc) {
+    const int64_t rows = tc->rows, cols = tc->cols, ldx = cols + 3, ldy = rows + 5;
+    size_t rb;
+    if (ffn_ggml_row_size(tc->type, cols, &rb)) {
+        CHECK(0, "row size of %s × %lld", ffn_ggml_type_name(tc->type), (long long)cols);
+        return;
+    }
+    float *wsrc = malloc((size_t)(rows * cols) * sizeof *wsrc);
+    float *wf = malloc((size_t)(rows * cols) * sizeof *wf);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *x = malloc((size_t)(NMAX * ldx) * sizeof *x);
+    float *ref = malloc((size_t)(NMAX * ldy) * sizeof *ref);
+    float *y = malloc((size_t)(NMAX * ldy) * sizeof *y);
+    float *y0 = malloc((size_t)(NMAX * ldy) * sizeof *y0);
+    float *yfull = malloc((size_t)(NMAX * ldy) * sizeof *yfull);
+    double *tol = malloc((size_t)(NMAX * rows) * sizeof *tol);
+    for (int64_t i = 0; i < rows * cols; i++) wsrc[i] = frand() * (1.0f + (float)(i % 7));
+    for (int64_t r = 0; r < rows; r++) {
+        (void)ffn_ggml_quantize_row(tc->type, wsrc + r * cols, wq + (size_t)r * rb, cols);
+        (void)ffn_ggml_dequantize_row(tc->type, wq + (size_t)r * rb, wf + r * cols, cols);
+    }
+    ffn_qweight w;
+    CHECK(ffn_qweight_init(&w, tc->type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
+    for (int exact = 0; exact < 2; exact++) {
+        make_x(x, NMAX, cols, ldx, exact);
+        ffn_qgemm_ref(&w, x, ldx, NMAX, ref, ldy, 0);
+        for (int level = 0; level <= ffn_simd(); level++) {
+            make_tol(tol, wf, x, ldx, NMAX, rows, cols, tc->type, level, exact);
+            double worst = 0; /* max |err| / tol */
+            int bad_n = -1, bitwise_ok = 1, pad_ok = 1;
+            /* the reference for the bitwise check: all 70 tokens at once */
+            CHECK(ffn_qgemm_at_level(ctx1, level, &w, x, ldx, NMAX, yfull, ldy, 0) == FFN_OK, "%s",
+                  ffn_last_error());
+            for (int64_t n = 1; n <= NMAX; n++) {
+                for (int64_t i = 0; i < NMAX * ldy; i++) y[i] = -777.0f;
+                ffn_status st = ffn_qgemm_at_level(n % 2 ? ctx1 : ctx2, level, &w, x, ldx, n, y, ldy, 0);
+                CHECK(st == FFN_OK, "%s", ffn_last_error());
+                for (int64_t t = 0; t < n; t++) {
+                    for (int64_t r = 0; r < rows; r++) {
+                        double e = fabs((double)y[t * ldy + r] - ref[t * ldy + r]);
+                        double q = e / tol[t * rows + r];
+                        if (!(q <= 1.0) && bad_n < 0) bad_n = (int)n;
+                        if (q > worst || q != q) worst = q;
+                        if (memcmp(&y[t * ldy + r], &yfull[t * ldy + r], 4)) bitwise_ok = 0;
+                    }
+                    for (int64_t r = rows; r < ldy; r++) pad_ok &= y[t * ldy + r] == -777.0f;
+                }
+                for (int64_t t = n; t < NMAX; t++) pad_ok &= y[t * ldy] == -777.0f;
+            }
+            CHECK(bad_n < 0, "%s %s rows %lld cols %lld %s: error/tol %.3g first over at n = %d",
+                  ffn_ggml_type_name(tc->type), level_name[level], (long long)rows, (long long)cols,
+                  exact ? "exact x" : "random x", worst, bad_n);
+            CHECK(bitwise_ok, "%s %s cols %lld: a token's result depends on n or the threads",
+                  ffn_ggml_type_name(tc->type), level_name[level], (long long)cols);
+            CHECK(pad_ok, "%s %s: wrote outside the output", ffn_ggml_type_name(tc->type),
+                  level_name[level]);
+            /* accumulate = 1: y = y0 + x·Wᵀ */
+            for (int64_t i = 0; i < NMAX * ldy; i++) y[i] = y0[i] = frand() * 10.0f;
+            int64_t n = 1 + (int64_t)(rnd() % NMAX);
+            CHECK(ffn_qgemm_at_level(ctx2, level, &w, x, ldx, n, y, ldy, 1) == FFN_OK, "%s",
+                  ffn_last_error());
+            int acc_ok = 1;
+            for (int64_t t = 0; t < NMAX; t++)
+                for (int64_t r = 0; r < ldy; r++) {
+                    size_t i = (size_t)(t * ldy + r);
+                    if (t >= n || r >= rows) {
+                        acc_ok &= y[i] == y0[i];
+                        continue;
+                    }
+                    double want = (double)y0[i] + ref[i];
+                    acc_ok &= fabs(y[i] - want) <= tol[t * rows + r] + ldexp(1.0, -23) * (fabs(y0[i]) + fabs(ref[i]));
+                }
+            CHECK(acc_ok, "%s %s cols %lld: accumulate = 1 at n = %lld", ffn_ggml_type_name(tc->type),
+                  level_name[level], (long long)cols, (long long)n);
+            printf("  %-5s %-6s rows %3lld cols %4lld %-8s worst error/tol %.3f\n",
+                   ffn_ggml_type_name(tc->type), level_name[level], (long long)rows, (long long)cols,
+                   exact ? "exact" : "random", worst);
+        }
+    }
+    /* the entry point agrees with its level */
+    CHECK(ffn_qgemm(ctx2, &w, x, ldx, 5, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+    CHECK(ffn_qgemm_at_level(ctx1, ffn_simd(), &w, x, ldx, 5, yfull, ldy, 0) == FFN_OK, "%s",
+          ffn_last_error());
+    int same = 1;
+    for (int64_t t = 0; t < 5; t++) same &= !memcmp(y + t * ldy, yfull + t * ldy, (size_t)rows * 4);
+    CHECK(same, "ffn_qgemm differs from its own level");
+    ffn_qweight_release(&w);
+    free(wsrc); free(wf); free(wq); free(x); free(ref); free(y); free(y0); free(yfull); free(tol);
+}
+
+/* The packed large-n path (bf16 copy + oneDNN bf16 matmul) at the n
+ * around its crossover and its 8- and 64-row runs.  Both x and W are
+ * rounded to bf16 (u = 2^-8 each), so per product |Δ| <= |w x| ·
+ * (2^-7 + 2^-16); oneDNN's summation order is its own: m = cols + 64. */
+static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t cols) {
+    size_t rb;
+    (void)ffn_ggml_row_size(type, cols, &rb);
+    const int64_t ldx = cols + 1, ldy = rows + 2, N = 150;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    float *wf = malloc((size_t)(rows * cols) * sizeof *wf);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    float *ref = malloc((size_t)(N * ldy) * sizeof *ref), *y = malloc((size_t)(N * ldy) * sizeof *y);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(type, src, wq + (size_t)r * rb, cols);
+        (void)ffn_ggml_dequantize_row(type, wq + (size_t)r * rb, wf + r * cols, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    ffn_qweight w;
+    CHECK(ffn_qweight_init(&w, type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
+    CHECK(ffn_qweight_pack_batch(&w) == FFN_OK, "%s", ffn_last_error());
+    if (!w.packed) {
+        printf("  packed path: not used on this CPU / level (%s)\n", ffn_ggml_type_name(type));
+        ffn_qweight_release(&w);
+        free(src); free(x); free(wf); free(wq); free(ref); free(y);
+        return;
+    }
+    ffn_qgemm_ref(&w, x, ldx, N, ref, ldy, 0);
+    const int64_t ns[] = {1, 7, 8, 9, 63, 64, 65, 72, 150};
+    double worst = 0;
+    int ok = 1;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        int acc = (int)(i % 2);
+        for (int64_t k = 0; k < N * ldy; k++) y[k] = acc ? 1.0f : -5.0f;
+        CHECK(ffn_qgemm(ctx, &w, x, ldx, n, y, ldy, acc) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldy; r++) {
+                float v = y[t * ldy + r];
+                if (t >= n || r >= rows) {
+                    ok &= v == (acc ? 1.0f : -5.0f);
+                    continue;
+                }
+                double S = 0;
+                for (int64_t c = 0; c < cols; c++) S += fabs((double)wf[r * cols + c] * x[t * ldx + c]);
+                double A = S * (ldexp(1.0, -7) + ldexp(1.0, -16));
+                double tol = A + ((double)cols + 64) * ldexp(1.0, -24) * (S + A) + (acc ? ldexp(1.0, -23) : 0);
+                double e = fabs(v - ((acc ? 1.0 : 0.0) + ref[t * ldy + r]));
+                if (e / tol > worst) worst = e / tol;
+                ok &= e <= tol;
+            }
+    }
+    CHECK(ok, "packed %s: worst error/tol %.3g (or wrote outside the output)",
+          ffn_ggml_type_name(type), worst);
+    printf("  packed %-5s rows %3lld cols %4lld  n 1..150 worst error/tol %.3f\n",
+           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
+    ffn_qweight_release(&w);
+    CHECK(w.packed == NULL, "release frees the packed copy");
+    free(src); free(x); free(wf); free(wq); free(ref); free(y);
+}
+
+/* ffn_qgemm_glu: g and u bitwise equal to ffn_qgemm of each weight (the
+ * same kernels), h = act(g) ⊙ u equal to ffn_glu_fwd on them, for gate and
+ * up of the same type and of different types, n across the tile. */
+static void test_glu(ffn_ctx *ctx, ffn_ggml_type tg, ffn_ggml_type tu, int64_t rows, int64_t cols) {
+    size_t rbg, rbu;
+    (void)ffn_ggml_row_size(tg, cols, &rbg);
+    (void)ffn_ggml_row_size(tu, cols, &rbu);
+    const int64_t N = 70, ldx = cols + 2, ldh = rows + 3;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    uint8_t *wg = malloc((size_t)rows * rbg), *wu = malloc((size_t)rows * rbu);
+    size_t ny = (size_t)(N * ldh);
+    float *h = malloc(ny * 4), *g = malloc(ny * 4), *u = malloc(ny * 4);
+    float *g2 = malloc(ny * 4), *u2 = malloc(ny * 4), *h2 = malloc(ny * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(tg, src, wg + (size_t)r * rbg, cols);
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(tu, src, wu + (size_t)r * rbu, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    ffn_qweight G, U;
+    CHECK(ffn_qweight_init(&G, tg, rows, cols, wg) == FFN_OK && ffn_qweight_init(&U, tu, rows, cols, wu) == FFN_OK,
+          "%s", ffn_last_error());
+    int ok = 1;
+    const int64_t ns[] = {1, 3, 8, 9, 33, 70};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        for (size_t k = 0; k < ny; k++) h[k] = g[k] = u[k] = h2[k] = -3.0f;
+        CHECK(ffn_qgemm_glu(ctx, FFN_ACT_SILU, &G, &U, x, ldx, n, h, ldh, g, u) == FFN_OK, "%s",
+              ffn_last_error());
+        CHECK(ffn_qgemm(ctx, &G, x, ldx, n, g2, ldh, 0) == FFN_OK, "%s", ffn_last_error());
+        CHECK(ffn_qgemm(ctx, &U, x, ldx, n, u2, ldh, 0) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < n; t++) ffn_glu_fwd(FFN_ACT_SILU, h2 + t * ldh, g2 + t * ldh, u2 + t * ldh, rows);
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldh; r++) {
+                size_t k = (size_t)(t * ldh + r);
+                if (t >= n || r >= rows) {
+                    ok &= h[k] == -3.0f && g[k] == -3.0f && u[k] == -3.0f;
+                    continue;
+                }
+                ok &= !memcmp(&g[k], &g2[k], 4) && !memcmp(&u[k], &u2[k], 4) && !memcmp(&h[k], &h2[k], 4);
+            }
+    }
+    CHECK(ok, "ffn_qgemm_glu %s/%s differs from ffn_qgemm + ffn_glu_fwd (or wrote outside)",
+          ffn_ggml_type_name(tg), ffn_ggml_type_name(tu));
+    /* without the pre-activations, h alone */
+    CHECK(ffn_qgemm_glu(ctx, FFN_ACT_GELU, &G, &U, x, ldx, 5, h, ldh, NULL, NULL) == FFN_OK, "%s",
+          ffn_last_error());
+    ffn_qweight bad = U;
+    bad.rows = rows - 1;
+    CHECK(ffn_qgemm_glu(ctx, FFN_ACT_SILU, &G, &bad, x, ldx, 1, h, ldh, NULL, NULL) == FFN_ERR_SHAPE,
+          "gate and up of different shapes");
+    free(src); free(x); free(wg); free(wu); free(h); free(g); free(u); free(g2); free(u2); free(h2);
+}
+
+static void test_errors(ffn_ctx *ctx) {
+    ffn_qweight w;
+    uint8_t buf[34 * 4] = {0};
+    CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q8_0, 2, 48, buf) != FFN_OK, "cols 48 is no q8_0 row");
+    CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q5_K, 1, 256, buf) == FFN_ERR_UNSUPPORTED, "q5_K");
+    CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q8_0, 2, 64, buf) == FFN_OK, "%s", ffn_last_error());
+    float x[64] = {0}, y[2];
+    CHECK(ffn_qgemm(ctx, &w, NULL, 64, 1, y, 2, 0) == FFN_ERR_INVALID_ARG, "NULL x");
+    CHECK(ffn_qgemm(ctx, &w, x, 10, 2, y, 2, 0) == FFN_ERR_INVALID_ARG, "ldx below cols");
+    CHECK(strstr(ffn_last_error(), "ldx") != NULL, "message names ldx: %s", ffn_last_error());
+    if (ffn_simd() > FFN_SIMD_SCALAR) {
+        size_t need = ffn_qgemm_workspace_size(&w, 1);
+        CHECK(need > 0, "q8_0 needs activation workspace");
+        static unsigned char ws[4096] __attribute__((aligned(64)));
+        CHECK(need <= sizeof ws, "workspace %zu", need);
+        CHECK(ffn_qgemm_ws(ctx, &w, x, 64, 1, y, 2, 0, ws, need - 1) == FFN_ERR_WORKSPACE, "small ws");
+        CHECK(ffn_qgemm_ws(ctx, &w, x, 64, 1, y, 2, 0, ws, need) == FFN_OK, "%s", ffn_last_error());
+        CHECK(y[0] == 0.0f && y[1] == 0.0f, "zero weights give zero");
+        CHECK(ffn_qgemm_workspace_size(&w, 1000) == ffn_qgemm_workspace_size(&w, 64),
+              "workspace stops growing at the tile");
+    }
+    CHECK(ffn_qgemm_at_level(ctx, 3, &w, x, 64, 1, y, 2, 0) == FFN_ERR_UNSUPPORTED, "level 3");
+}
+
+int main(void) {
+    ffn_ctx *ctx1 = NULL, *ctx2 = NULL;
+    if (ffn_ctx_create(1, &ctx1) || ffn_ctx_create(2, &ctx2)) return 1;
+    printf("simd level: %s\n", ffn_simd_level());
+    const tcase cases[] = {
+        {FFN_GGML_TYPE_Q8_0, 37, 32},  {FFN_GGML_TYPE_Q8_0, 37, 96},  {FFN_GGML_TYPE_Q8_0, 5, 160},
+        {FFN_GGML_TYPE_Q8_0, 19, 288}, {FFN_GGML_TYPE_Q4_0, 37, 32},  {FFN_GGML_TYPE_Q4_0, 37, 96},
+        {FFN_GGML_TYPE_Q4_0, 5, 160},  {FFN_GGML_TYPE_Q4_0, 19, 288}, {FFN_GGML_TYPE_Q4_K, 37, 256},
+        {FFN_GGML_TYPE_Q4_K, 19, 768}, {FFN_GGML_TYPE_Q6_K, 37, 256}, {FFN_GGML_TYPE_Q6_K, 19, 768},
+        {FFN_GGML_TYPE_BF16, 37, 37},  {FFN_GGML_TYPE_BF16, 19, 96},  {FFN_GGML_TYPE_BF16, 5, 777},
+        {FFN_GGML_TYPE_F16, 37, 37},   {FFN_GGML_TYPE_F16, 19, 96},   {FFN_GGML_TYPE_F16, 5, 777},
+        {FFN_GGML_TYPE_F32, 37, 37},   {FFN_GGML_TYPE_F32, 19, 200},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx1, ctx2, &cases[i]);
+    test_packed(ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
+    test_packed(ctx2, FFN_GGML_TYPE_Q8_0, 19, 96);
+    test_packed(ctx1, FFN_GGML_TYPE_Q4_K, 21, 512);
+    test_packed(ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
+    test_packed(ctx1, FFN_GGML_TYPE_BF16, 33, 77);
+    test_packed(ctx2, FFN_GGML_TYPE_F16, 17, 130);
+    test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
+    test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
+    test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
+    test_errors(ctx1);
+    ffn_ctx_free(ctx1);
+    ffn_ctx_free(ctx2);
+    return check_done("test_qgemm");
+}
