@@ -9,17 +9,8 @@
 #include "serve.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-
-int serve_err(serve_reply *r, int status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->err, sizeof r->err, fmt, ap);
-    va_end(ap);
-    return status;
-}
 
 static const char *mlp_name(const ffn_model_config *c, int64_t layer) {
     if (ffn_model_config_layer_is_moe(c, layer)) return "moe";
