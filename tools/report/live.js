@@ -22,6 +22,7 @@
     if (attrs) for (var k in attrs) {
       if (k === 'text') e.textContent = attrs[k];
       else if (k === 'cls') e.className = attrs[k];
+      else if (k === 'style') e.style.cssText = attrs[k]; // CSSOM: allowed by the page's CSP
       else e.setAttribute(k, attrs[k]);
     }
     (kids || []).forEach(function (c) { if (c !== null && c !== undefined) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
