@@ -5,7 +5,9 @@
  *   serve_http.c     libmicrohttpd glue: routing, body limits, the
  *                    embedded static assets, JSON error replies
  *   serve_request.c  a request body (JSON) -> serve_req, every field checked
- *                    (no libmicrohttpd here: the fuzz target links it alone)
+ *   serve_json.c     the JSON text and number writers, a handler's error
+ *                    (these two use libc and the JSON reader only: the fuzz
+ *                    target tests/fuzz/fuzz_serve_request.c links them alone)
  *   serve_model.c    what is computed on the model: tokens, the prediction
  *                    with edits (the one intervention function), a token's
  *                    neurons, the gate-probe labels
@@ -124,7 +126,7 @@ extern const serve_endpoint serve_endpoints[];
 extern const size_t serve_n_endpoints;
 
 /* JSON text of n bytes: valid UTF-8 is copied (escaped as JSON needs), a
- * byte that is not part of valid UTF-8 is written as "<0xXX>". */
+ * byte that is not part of valid UTF-8, and NUL, is written as "<0xXX>". */
 void serve_json_bytes(FILE *f, const char *s, size_t n);
 void serve_json_str(FILE *f, const char *s);
 /* A float as JSON (null when not finite), with 9 significant digits. */

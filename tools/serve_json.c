@@ -43,7 +43,7 @@ void serve_json_bytes(FILE *f, const char *str, size_t n) {
     fputc('"', f);
     for (size_t i = 0; i < n;) {
         size_t len = utf8_len(s + i, n - i);
-        if (!len) {
+        if (!len || s[i] == 0) { /* NUL too: JSON readers (ours included) refuse \u0000 */
             fprintf(f, "<0x%02X>", s[i]);
             i++;
             continue;

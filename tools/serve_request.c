@@ -109,13 +109,13 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
     memset(req, 0, sizeof *req);
     req->position = -1;
     req->layer = -1;
-    if (!body || len == 0) return 1; /* no body: every field absent */
     ffn_json *doc = NULL;
-    if (ffn_json_parse(body, len, "request body", &doc) != FFN_OK)
+    /* no body: every field absent (then the required ones are missing) */
+    if (body && len > 0 && ffn_json_parse(body, len, "request body", &doc) != FFN_OK)
         return bad(err, n, "%s", ffn_last_error());
     const ffn_json_value *root = ffn_json_root(doc);
     int ok = 1;
-    if (ffn_json_type_of(root) != FFN_JSON_OBJECT) {
+    if (doc && ffn_json_type_of(root) != FFN_JSON_OBJECT) {
         ok = bad(err, n, "request body: expected a JSON object, got %s", type_word(root));
         goto done;
     }
