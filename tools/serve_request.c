@@ -62,6 +62,9 @@ static const char *type_word(const ffn_json_value *v) {
 static int get_int(const ffn_json_value *v, const char *what, int64_t lo, int64_t hi, int64_t *out,
                    char *err, size_t n) {
     int64_t x;
+    if (ffn_json_type_of(v) == FFN_JSON_NUMBER && !ffn_json_integer(v, &x))
+        return bad(err, n, "\"%s\": expected an integer in [%lld, %lld], got %.17g", what,
+                   (long long)lo, (long long)hi, ffn_json_number(v));
     if (!ffn_json_integer(v, &x))
         return bad(err, n, "\"%s\": expected an integer in [%lld, %lld], got %s", what,
                    (long long)lo, (long long)hi, v ? type_word(v) : "nothing");
