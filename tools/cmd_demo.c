@@ -103,7 +103,7 @@ int cmd_demo(int argc, char **argv) {
                    argv, &lang_given, &rc))
         return rc;
     plan.seeds = (int)seeds;
-    if (explain_from) return exp_explain_file(cmd, explain_from);
+    if (explain_from) return exp_explain_file(cmd, explain_from, plan.train.corpus_lang);
     if (!exp_plan_finish(&plan) || !exp_parse_variants(&plan, "none,linear,gelu,swiglu,moe"))
         return CLI_EXIT_USAGE;
 
