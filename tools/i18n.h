@@ -8,7 +8,7 @@
  * (printf formats: the English and the Chinese text of a key take the same
  * conversions in the same order).  A page receives its language's "page.",
  * "live." or "report." entries as one JSON object and applies them with
- * tools/report/i18n.js. */
+ * applyMessages (tools/report/format.js) to its elements' data-i18n keys. */
 #ifndef FFN_I18N_H
 #define FFN_I18N_H
 

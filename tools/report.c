@@ -11,6 +11,7 @@
  * Letters: T prompt tokens, D hidden, F intermediate, L layers, V vocab,
  *          K top neurons per token, P promoted tokens per neuron. */
 #include "report.h"
+#include "i18n.h"
 
 /* The page, stylesheet and scripts of tools/report/, embedded at build time
  * (tools/report/embed.c writes build/gen/report_assets.c). */
@@ -1105,6 +1106,12 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     snprintf(title, sizeof title, "ffn report: %s", base_name(abs_dir ? abs_dir : run_dir));
     free(abs_dir);
     jw_str(r.out, title);
+    /* the page's words: English is the page's own text, other languages
+     * come from the catalogue */
+    static const char *const msg_prefixes[] = {"page.", "report.", NULL};
+    fprintf(r.out, ",\"lang\":\"%s\",\"messages\":", ffn_lang_name(opts->lang));
+    if (opts->lang == FFN_LANG_EN) fputs("{}", r.out);
+    else i18n_json(r.out, opts->lang, msg_prefixes);
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs))

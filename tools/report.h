@@ -49,6 +49,7 @@ typedef struct report_options {
     int n_configs;
     const char *configs[REPORT_MAX_CONFIGS];
     uint64_t seed;           /* random inputs of the collapse check (1) */
+    ffn_lang lang;           /* the page's language (EN; ZH: the catalogue's Chinese, tools/i18n.c) */
 } report_options;
 
 #define REPORT_DEFAULT_PROMPT "Mary gave John the apple because he was hungry."

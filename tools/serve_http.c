@@ -28,7 +28,6 @@ static const struct {
     {"/live.css", "live.css", "text/css; charset=utf-8"},
     {"/report.css", "report.css", "text/css; charset=utf-8"},
     {"/format.js", "format.js", "text/javascript; charset=utf-8"},
-    {"/i18n.js", "i18n.js", "text/javascript; charset=utf-8"},
 };
 
 /* Nothing loads from elsewhere, and the page talks only to this server. */

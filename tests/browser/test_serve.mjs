@@ -11,7 +11,8 @@
 // public tap API in its own process).  Every request is intercepted: one
 // that does not go to the server fails the test (and is aborted); so does
 // any console or page error.  Then the page of `ffn serve --lang zh` shows
-// the Chinese labels of the catalogue.  Screenshots are kept in
+// the Chinese labels of the catalogue, and so does `ffn report --lang zh`
+// of the same run directory (opened offline).  Screenshots are kept in
 // build/test-artifacts/.
 //
 // Needs what tests/browser/test_report.mjs needs (node >= 20, chromium,
@@ -215,6 +216,32 @@ try {
   ok(/[\u4e00-\u9fff]/.test(await zpage.locator('#labels-info').textContent()), '--lang zh: "no labels" said in Chinese');
   await zpage.screenshot({ path: path.join(artifacts, 'serve-zh.png'), fullPage: true });
   await zpage.close();
+
+  // the static report of the same run directory, --lang zh: the words from
+  // the same catalogue, offline (the file is the only request)
+  const zhReport = path.join(tmp, 'report-zh.html');
+  run(ffn, ['report', model, '--lang', 'zh', '--threads', '2', '--out', zhReport]);
+  const rpage = await context.newPage();
+  const fileUrl = 'file://' + zhReport;
+  await rpage.route('**/*', (route) => {
+    if (route.request().url() === fileUrl || route.request().url().startsWith('data:')) return route.continue();
+    problems.push(`the report made a request: ${route.request().url()}`);
+    return route.abort();
+  });
+  rpage.on('console', (m) => { if (m.type() === 'error') problems.push(`report console error: ${m.text()}`); });
+  rpage.on('pageerror', (e) => problems.push(`report page error: ${e.message}`));
+  await rpage.goto(fileUrl, { waitUntil: 'load' });
+  await rpage.waitForSelector('body[data-ready="1"]', { timeout: 15000 });
+  const rmsg = await rpage.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent).messages);
+  const rh2 = await rpage.locator('#neurons h2').textContent();
+  const nav = await rpage.locator('nav').textContent();
+  ok(rh2 === rmsg['page.neurons_title'] && /[\u4e00-\u9fff]/.test(rh2) && /验证损失/.test(nav),
+    `ffn report --lang zh: headings and navigation in Chinese (${rh2})`);
+  await rpage.locator('#tokens .tok').nth(2).click();
+  const rheads = await rpage.$$eval('#neuron-panel th', (ths) => ths.map((t) => t.textContent));
+  ok(rheads.includes('神经元') && rheads.includes('乘积 m'), 'ffn report --lang zh: the neuron table has Chinese headings', rheads.join(' | '));
+  await rpage.screenshot({ path: path.join(artifacts, 'report-zh.png'), fullPage: true });
+  await rpage.close();
 } catch (e) {
   ok(false, 'browser session', e.stack || e.message);
 } finally {

@@ -209,7 +209,7 @@
       S.info = r.json;
       S.messages = r.json.messages || {};
       document.documentElement.lang = r.json.lang === 'zh' ? 'zh' : 'en';
-      applyMessages(S.messages);
+      applyMessages(S.messages, document);
       document.title = T('live.title', document.title);
       var c = r.json.config;
       $('subtitle').textContent = r.json.model + ' \u00b7 ' + r.json.format + ' \u00b7 ' + c.num_hidden_layers + ' layers, D ' + c.hidden_size +
