@@ -99,24 +99,25 @@ static int is_loopback(const struct sockaddr_storage *ss) {
     return 0;
 }
 
-static int load(serve_state *s, const char *path) {
+static int load(serve_state *s, const char *path, const char *tokenizer) {
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
     ffn_status st = ffn_checkpoint_load_model(s->ctx, path, NULL, &s->model, &info);
     if (st) return cli_fail(CMD, st);
     snprintf(s->format, sizeof s->format, "%s", ffn_checkpoint_format_name(info.format));
-    if (!info.tokenizer_path[0]) {
+    if (!tokenizer && !info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); the "
-                  "page needs one to turn text into tokens", path);
+                  "page needs one to turn text into tokens (--tokenizer FILE)", path);
         return CLI_EXIT_FAIL;
     }
-    st = ffn_vocab_load(info.tokenizer_path, ffn_model_get_config(s->model)->vocab_size, &s->vocab);
+    st = ffn_vocab_load(tokenizer ? tokenizer : info.tokenizer_path,
+                        ffn_model_get_config(s->model)->vocab_size, &s->vocab);
     if (st) return cli_fail(CMD, st);
     return 0;
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *model_path = NULL, *host = "127.0.0.1";
+    const char *model_path = NULL, *host = "127.0.0.1", *tokenizer = NULL;
     int64_t port = 8080, threads = 0, pool = 4;
     int lang = FFN_LANG_EN, no_labels = 0;
     const cli_opt opts[] = {
@@ -127,6 +128,10 @@ int cmd_serve(int argc, char **argv) {
                  "the page to the network, without authentication (a warning says so)"},
         CLI_OPT_LANG("--lang", &lang, "the language of the page and of the lesson's words (en, "
                      "zh); the gate probes run on the built-in corpus of this language first"),
+        {.name = "--tokenizer", .type = CLI_PATH, .dst = &tokenizer, .metavar = "FILE",
+         .def = "ffn_tokenizer_file or tokenizer.txt in a checkpoint directory, tokenizer.bin "
+                "beside the model",
+         .help = "the vocabulary (as in ffn run)"},
         {.name = "--no-labels", .type = CLI_FLAG, .dst = &no_labels,
          .help = "skip the gate probes at the start (neurons are shown without labels)"},
         {CLI_INT_FIELDS("--workers", &pool, "N", 1, 64, "threads that accept and answer "
@@ -154,7 +159,7 @@ int cmd_serve(int argc, char **argv) {
     s.lang = (ffn_lang)lang;
     pthread_mutex_init(&s.lock, NULL);
     rc = cli_make_ctx(CMD, threads, &s.ctx);
-    if (!rc) rc = load(&s, model_path);
+    if (!rc) rc = load(&s, model_path, tokenizer);
     if (!rc && !no_labels) {
         fprintf(stderr, "ffn serve: labelling neurons with the gate probes (--no-labels skips "
                         "this)...\n");

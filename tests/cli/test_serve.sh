@@ -194,6 +194,31 @@ expect_exit 1 "cannot listen" "a port in use: exit 1" serve "$m" --port "$port" 
 stop_server TERM
 check "SIGTERM: a clean stop, exit 0" test "$stop_rc" -eq 0
 
+# ---- a llama2.c model (stories260K) with a tokenizer.bin: bos, no labels ---------------------
+stories="${FFN_SHARED:-/work/shared}/models/stories260K.bin"
+if [[ -f "$stories" ]]; then
+    # a byte-level tokenizer.bin of the model's 512 tokens: <unk> <s> </s>, the 256 <0xXX>, filler
+    "$PY" - "$tmp/tok512.bin" <<'EOF'
+import struct, sys
+pieces = [b"<unk>", b"<s>", b"</s>"] + [b"<0x%02X>" % i for i in range(256)]
+pieces += [b"<f%d>" % i for i in range(512 - len(pieces))]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<i", max(map(len, pieces))))
+    for p in pieces:
+        f.write(struct.pack("<fi", 0.0, len(p)) + p)
+EOF
+    expect_exit 1 "--tokenizer FILE" "a llama2.c model without its tokenizer: exit 1 saying so" serve "$stories" --port 0
+    start_server l2c "$stories" --tokenizer "$tmp/tok512.bin" --port 0 --threads 2
+    curl -s -S "${url}api/info" >"$tmp/info_l2c.json"
+    jcheck "$tmp/info_l2c.json" "d['format'] == 'llama2c' and d['vocab']['kind'] == 'llama2c' and d['vocab']['bos'] == 1 and not d['labels']['available'] and 'llama2c' in d['labels']['reason']" \
+        "stories260K: a llama2c vocabulary with bos; no labels, and why"
+    post /api/predict '{"text":"Once upon","edits":[{"layer":4,"neuron":100,"scale":0}],"k":3}' >"$tmp/p_l2c.json"
+    jcheck "$tmp/p_l2c.json" "d['tokens'][0]['id'] == 1 and len(d['after']) == 3 and d['kl'] >= 0" "stories260K: predict with an edit (bos first)"
+    stop_server TERM
+else
+    fail "stories260K.bin not found under \$FFN_SHARED/models"
+fi
+
 # ---- a non-loopback address warns loudly ------------------------------------------------------
 start_server wide "$m" --port 0 --host 0.0.0.0 --no-labels --threads 1
 stop_server TERM
