@@ -149,9 +149,10 @@ void serve_json_piece(FILE *f, const serve_state *s, int32_t prev, int32_t id);
 ffn_status serve_predict_probs(serve_state *s, const int32_t *ids, int64_t T,
                                const serve_edit *edits, int64_t n_edits, double *probs);
 
-/* The gate-probe labels (ffn_inspect_gates_corpus), computed once at the
- * start; labels->available = 0 with a reason when the vocabulary is not
- * one of ffn's own or the probe fails. */
+/* The gate-probe labels, computed once at the start: ffn_inspect_gates_corpus
+ * for ffn's own vocabularies, ffn_inspect_probe on the corpus encoded here
+ * for the others (llama2.c); labels->available = 0 with a reason when the
+ * probe fails. */
 void serve_labels_compute(serve_state *s);
 void serve_labels_free(serve_labels *labels);
 

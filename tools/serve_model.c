@@ -130,16 +130,71 @@ static ffn_status labels_from_probe(serve_labels *lb, const ffn_model *model,
     return FFN_OK;
 }
 
+/* The probe for a vocabulary ffn_inspect_gates_corpus does not take (a
+ * llama2.c tokenizer.bin), on the public API: the built-in corpus encoded
+ * one sentence at a time with the model's vocabulary (bos first when it has
+ * one), each token located in its sentence by its piece (the pieces after
+ * bos concatenate to the text), labelled with the class of the word it
+ * overlaps (ffn_corpus_word_at), the later sentences held out, each
+ * sentence a window start; then ffn_inspect_probe. */
+static ffn_status probe_any_vocab(serve_state *s, const ffn_probe_options *o,
+                                  ffn_probe_result **out) {
+    ffn_corpus *cp = NULL;
+    ffn_status st = ffn_corpus_generate(o->lang, o->corpus_seed, o->sentences, &cp);
+    if (st) return st;
+    const int32_t bos = ffn_vocab_specials(s->vocab).bos;
+    const int64_t first_test = (int64_t)ceil((1.0 - o->heldout_fraction) * (double)cp->n_sentences);
+    int64_t n = 0, cap = 0, sentence = 0;
+    int32_t *ids = NULL;
+    int8_t *labels = NULL, *split = NULL;
+    uint8_t *bound = NULL;
+    for (int64_t a = 0; !st && a < cp->n_bytes; sentence++) {
+        int64_t b = a;
+        while (b < cp->n_bytes && cp->text[b] != '\n') b++;
+        int32_t *sid = NULL;
+        int64_t sn = 0;
+        st = ffn_vocab_encode(s->vocab, cp->text + a, (size_t)(b - a), 1, &sid, &sn);
+        if (!st && n + sn > cap) {
+            cap = 2 * (n + sn) + 1024;
+            int32_t *ni = realloc(ids, (size_t)cap * sizeof *ids);
+            if (ni) ids = ni;
+            int8_t *nl = realloc(labels, (size_t)cap), *ns = realloc(split, (size_t)cap);
+            if (nl) labels = nl;
+            if (ns) split = ns;
+            uint8_t *nb = realloc(bound, (size_t)cap);
+            if (nb) bound = nb;
+            if (!ni || !nl || !ns || !nb) st = FFN_ERR_NOMEM;
+        }
+        int64_t pos = a;
+        for (int64_t k = 0; !st && k < sn; k++, n++) {
+            char byte_buf[1];
+            const char *piece = NULL;
+            size_t len = 0;
+            ids[n] = sid[k];
+            bound[n] = k == 0;
+            split[n] = sentence >= first_test;
+            labels[n] = -1;
+            if (sid[k] == bos) continue;
+            if ((st = ffn_vocab_piece(s->vocab, k ? sid[k - 1] : -1, sid[k], byte_buf, &piece, &len)))
+                break;
+            if (len == 0 || pos + (int64_t)len > b || memcmp(cp->text + pos, piece, len)) continue;
+            int64_t w = ffn_corpus_word_at(cp, pos, (int64_t)len);
+            if (w >= 0) labels[n] = cp->words[w].cls;
+            pos += (int64_t)len;
+        }
+        free(sid);
+        a = b + 1;
+    }
+    if (!st) st = ffn_inspect_probe(s->ctx, s->model, ids, labels, split, bound, n, o, out);
+    free(ids), free(labels), free(split), free(bound);
+    ffn_corpus_free(cp);
+    return st;
+}
+
 void serve_labels_compute(serve_state *s) {
     serve_labels *lb = &s->labels;
     memset(lb, 0, sizeof *lb);
-    const ffn_tokenizer *tok = ffn_vocab_tokenizer(s->vocab);
-    if (!tok) {
-        snprintf(lb->reason, sizeof lb->reason, "the gate probes label the built-in corpus's "
-                 "words, which needs one of ffn's own vocabularies (byte, char, word); this "
-                 "model's is %s", ffn_vocab_kind_name(ffn_vocab_get_kind(s->vocab)));
-        return;
-    }
+    const ffn_tokenizer *tok = ffn_vocab_tokenizer(s->vocab); /* NULL: llama2.c */
     const ffn_model_config *c = ffn_model_get_config(s->model);
     int64_t widest = 0;
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
@@ -163,8 +218,10 @@ void serve_labels_compute(serve_state *s) {
         o.lang = langs[a];
         o.top_selective = widest;
         o.epochs = 0; /* the labels need the selectivity only, not the fitted probe */
+        if (!tok) o.sentences = 200; /* other vocabularies: longer encodings, slower forwards */
         ffn_probe_result *pr = NULL;
-        st = ffn_inspect_gates_corpus(s->ctx, s->model, tok, &o, &pr);
+        st = tok ? ffn_inspect_gates_corpus(s->ctx, s->model, tok, &o, &pr)
+                 : probe_any_vocab(s, &o, &pr);
         if (st == FFN_OK) st = labels_from_probe(lb, s->model, pr);
         ffn_probe_result_free(pr);
         if (st == FFN_OK) {

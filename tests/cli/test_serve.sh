@@ -194,7 +194,7 @@ expect_exit 1 "cannot listen" "a port in use: exit 1" serve "$m" --port "$port" 
 stop_server TERM
 check "SIGTERM: a clean stop, exit 0" test "$stop_rc" -eq 0
 
-# ---- a llama2.c model (stories260K) with a tokenizer.bin: bos, no labels ---------------------
+# ---- a llama2.c model (stories260K) with a tokenizer.bin: bos, labels -----------------------
 stories="${FFN_SHARED:-/work/shared}/models/stories260K.bin"
 if [[ -f "$stories" ]]; then
     # a byte-level tokenizer.bin of the model's 512 tokens: <unk> <s> </s>, the 256 <0xXX>, filler
@@ -210,8 +210,11 @@ EOF
     expect_exit 1 "--tokenizer FILE" "a llama2.c model without its tokenizer: exit 1 saying so" serve "$stories" --port 0
     start_server l2c "$stories" --tokenizer "$tmp/tok512.bin" --port 0 --threads 2
     curl -s -S "${url}api/info" >"$tmp/info_l2c.json"
-    jcheck "$tmp/info_l2c.json" "d['format'] == 'llama2c' and d['vocab']['kind'] == 'llama2c' and d['vocab']['bos'] == 1 and not d['labels']['available'] and 'llama2c' in d['labels']['reason']" \
-        "stories260K: a llama2c vocabulary with bos; no labels, and why"
+    jcheck "$tmp/info_l2c.json" "d['format'] == 'llama2c' and d['vocab']['kind'] == 'llama2c' and d['vocab']['bos'] == 1 and d['labels']['available'] and d['labels']['corpus'] == 'en'" \
+        "stories260K: a llama2c vocabulary with bos; labels from the English corpus"
+    post /api/neurons '{"text":"Once upon a time","position":3,"layer":2,"k":3}' >"$tmp/n_l2c.json"
+    jcheck "$tmp/n_l2c.json" "len(d['layers'][0]['neurons']) == 3 and all(n['label']['class'] in ('name','pronoun','object','verb','function','modifier','punct') for n in d['layers'][0]['neurons'])" \
+        "stories260K: neurons with word-class labels"
     post /api/predict '{"text":"Once upon","edits":[{"layer":4,"neuron":100,"scale":0}],"k":3}' >"$tmp/p_l2c.json"
     jcheck "$tmp/p_l2c.json" "d['tokens'][0]['id'] == 1 and len(d['after']) == 3 and d['kl'] >= 0" "stories260K: predict with an edit (bos first)"
     stop_server TERM
