@@ -5,13 +5,14 @@
 # `test`: also PyTorch (the reference, and the peer in `make bench`) with
 # OpenBLAS under it (without it Debian's torch runs on the reference BLAS,
 # ~100x slower, and the benchmark ratios would mean nothing), clang
-# (sanitizers, libFuzzer), Chromium and Node.js (the browser test), and GNU
+# (sanitizers, libFuzzer), Chromium, a Chinese font and Node.js (the browser
+# tests; the font only makes the --lang zh screenshots legible), and GNU
 # time (max RSS).  Installs only what is missing.
 set -euo pipefail
 what="${1:-build}"
 pkgs=(build-essential make pkg-config libdnnl-dev libmicrohttpd-dev)
 if [[ "$what" == test ]]; then
-    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium nodejs npm time)
+    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium fonts-wqy-microhei nodejs npm time)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -63,6 +63,7 @@ static const i18n_msg catalogue[] = {
     {"live.position", "position", "位置"},
     {"live.probability", "probability", "概率"},
     {"live.token", "token", "词元"},
+    {"live.n_tokens", "{n} tokens", "{n} 个词元"},
     {"live.before", "before", "编辑前"},
     {"live.after", "after", "编辑后"},
     {"live.error", "error", "错误"},

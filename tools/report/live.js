@@ -56,7 +56,7 @@
       b.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); select(i); } });
       box.appendChild(b);
     });
-    $('token-note').textContent = S.tokens.length ? S.tokens.length + ' ' + T('live.token', 'token') + (S.tokens.length > 1 ? 's' : '') : T('live.empty', 'Type some text to begin.');
+    $('token-note').textContent = S.tokens.length ? T('live.n_tokens', '{n} tokens').replace('{n}', S.tokens.length) : T('live.empty', 'Type some text to begin.');
   }
   function select(i) {
     S.position = i;
