@@ -95,11 +95,17 @@ $(B)/asan/libffn.a: $(ASAN_LIB_OBJ)
 	@rm -f $@.tmp
 	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
+# `ffn serve` links libmicrohttpd (Debian's libmicrohttpd-dev, found by
+# pkg-config): only the ffn command does, never libffn.
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+$(B)/obj/tools/%.o $(B)/asan/obj/tools/%.o: CFLAGS += $(MHD_CFLAGS)
+
 $(B)/ffn: $(TOOL_OBJ) $(B)/libffn_dist.a $(B)/libffn.a
-	$(CC) -o $@.tmp $(TOOL_OBJ) $(B)/libffn_dist.a $(B)/libffn.a $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
+	$(CC) -o $@.tmp $(TOOL_OBJ) $(B)/libffn_dist.a $(B)/libffn.a $(MHD_LIBS) $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
 
 $(B)/asan/ffn: $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a
-	$(CC) $(SAN) -o $@.tmp $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
+	$(CC) $(SAN) -o $@.tmp $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a $(MHD_LIBS) $(LDLIBS) $(MPI_LIBS) && mv -f $@.tmp $@
 
 $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # scripts/setup.sh [build|test] -- install what ffn needs on Debian 12 (as
-# root; uses sudo when not root).  `build`: the compiler and oneDNN.
+# root; uses sudo when not root).  `build`: the compiler, oneDNN and
+# libmicrohttpd (the HTTP server of `ffn serve`).
 # `test`: also PyTorch (the reference, and the peer in `make bench`) with
 # OpenBLAS under it (without it Debian's torch runs on the reference BLAS,
 # ~100x slower, and the benchmark ratios would mean nothing), clang
-# (sanitizers, libFuzzer), Chromium and Node.js (the browser test), and GNU
+# (sanitizers, libFuzzer), Chromium, a Chinese font and Node.js (the browser
+# tests; the font only makes the --lang zh screenshots legible), and GNU
 # time (max RSS).  Installs only what is missing.
 set -euo pipefail
 what="${1:-build}"
-pkgs=(build-essential make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin)
+pkgs=(build-essential make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev)
 if [[ "$what" == test ]]; then
-    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium nodejs npm time)
+    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium fonts-wqy-microhei nodejs npm time)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -103,7 +103,7 @@ int cmd_demo(int argc, char **argv) {
                    argv, &lang_given, &rc))
         return rc;
     plan.seeds = (int)seeds;
-    if (explain_from) return exp_explain_file(cmd, explain_from);
+    if (explain_from) return exp_explain_file(cmd, explain_from, plan.train.corpus_lang);
     if (!exp_plan_finish(&plan) || !exp_parse_variants(&plan, "none,linear,gelu,swiglu,moe"))
         return CLI_EXIT_USAGE;
 
@@ -139,6 +139,7 @@ int cmd_demo(int argc, char **argv) {
         report_options ro;
         report_options_default(&ro);
         ro.cmd = cmd;
+        ro.lang = plan.train.corpus_lang; /* the lesson's language */
         if (plan.train.corpus_lang == FFN_LANG_ZH) ro.prompt = "王芳把苹果递给了小明，因为他饿了。";
         rc = report_write(ctx, plan.out_dir, &ro, NULL);
         if (rc == 0 && !plan.json) {

@@ -41,7 +41,7 @@ static const char about[] =
 static const char synopsis[] =
     "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
     "                  [--model VARIANT|DIR]... [--config config.json]... [--top K]\n"
-    "                  [--promoted P] [--threads N]";
+    "                  [--promoted P] [--lang en|zh] [--threads N]";
 
 static const char epilog[] =
     "Prints the written file's path on stdout.  Exit status: 0 written, 1 failed\n"
@@ -59,6 +59,7 @@ int cmd_report(int argc, char **argv) {
     o.cmd = cmd;
     const char *run_dir = NULL, *out = NULL;
     int64_t threads = 0;
+    int lang = FFN_LANG_EN;
     const cli_opt opts[] = {
         {.name = "--out", .type = CLI_PATH, .dst = &out, .metavar = "FILE.html",
          .def = "RUN_DIR/report.html",
@@ -91,6 +92,7 @@ int cmd_report(int argc, char **argv) {
          .imax = FFN_FACTS_DEFAULT, .def = "0: no trace section",
          .help = "add a causal-trace section: the first N facts of the facts corpus traced on "
                  "the first model (see ffn trace --help; for a model trained with --corpus facts)"},
+        CLI_OPT_LANG("--lang", &lang, "the language of the page's words (en, zh)"),
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {{.name = "RUN_DIR", .dst = &run_dir, .required = 1,
@@ -101,6 +103,7 @@ int cmd_report(int argc, char **argv) {
                            .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    o.lang = (ffn_lang)lang;
     ffn_ctx *ctx = NULL;
     rc = cli_make_ctx(cmd, threads, &ctx);
     if (rc) return rc;

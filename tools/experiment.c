@@ -1,6 +1,7 @@
 /* experiment.c -- train FFN variants at equal parameters and compare them
  * (the engine of `ffn compare` and `ffn demo`; see experiment.h). */
 #include "experiment.h"
+#include "i18n.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -802,36 +803,34 @@ exp_diff exp_compare(const exp_variant *a, const exp_variant *b) {
 }
 
 /* "(better, beyond the noise of ±0.012)" */
-static void verdict_words(const exp_diff *d, char *buf, size_t n) {
-    const char *w = d->verdict == EXP_BETTER ? "better" : d->verdict == EXP_WORSE ? "worse"
-                                                                                : "no different";
-    if (d->verdict == EXP_SAME) snprintf(buf, n, "%s: within the noise of ±%.3f", w, d->noise);
-    else snprintf(buf, n, "%s, beyond the noise of ±%.3f", w, d->noise);
+static void verdict_words(const exp_diff *d, ffn_lang lang, char *buf, size_t n) {
+    const char *w = i18n(lang, d->verdict == EXP_BETTER ? "demo.better"
+                               : d->verdict == EXP_WORSE ? "demo.worse" : "demo.same");
+    snprintf(buf, n, i18n(lang, d->verdict == EXP_SAME ? "demo.within" : "demo.beyond"), w,
+             d->noise);
 }
 
 /* Why a result can go against the expected direction. */
 static void why_short(FILE *f, const exp_plan *p) {
-    if (p->train.steps < 1500)
-        fprintf(f, " At %lld steps the runs are short, and early in training the variants "
-                   "can rank differently than at the end (ffn demo trains 1500 steps by "
-                   "default).",
-                (long long)p->train.steps);
-    else
-        fprintf(f, " At this size and length the difference is real for these runs; more "
-                   "seeds (--seeds) tell whether it holds.");
+    const ffn_lang lang = p->train.corpus_lang;
+    if (p->train.steps < 1500) fprintf(f, i18n(lang, "demo.short"), (long long)p->train.steps);
+    else fputs(i18n(lang, "demo.long"), f);
 }
 
 /* One row of the explanation: a against b (`vs AGAINST`), EXTRA, then what
- * the verdict means: better, same or worse.  A reading that ends without a
+ * the verdict means: the catalogue's KEY_better, KEY_same or KEY_worse (in
+ * the corpus language, tools/i18n.c).  A reading that ends without a
  * newline is one the runs may be too short to trust: why_short follows it. */
 static void explain_row(FILE *f, const exp_plan *p, const exp_variant *a, const exp_variant *b,
-                        const char *against, const char *extra, const char *better,
-                        const char *same, const char *worse) {
+                        const char *against, const char *extra, const char *key) {
+    const ffn_lang lang = p->train.corpus_lang;
     exp_diff d = exp_compare(a, b);
-    char w[96];
-    verdict_words(&d, w, sizeof w);
-    fprintf(f, "  %-7s %+.3f vs %s (%s): %s", a->name, d.delta, against, w, extra);
-    const char *text = d.verdict == EXP_BETTER ? better : d.verdict == EXP_SAME ? same : worse;
+    char w[160], k[64];
+    verdict_words(&d, lang, w, sizeof w);
+    fprintf(f, "  %-7s %+.3f vs %s (%s): %s", a->name, d.delta, i18n(lang, against), w, extra);
+    snprintf(k, sizeof k, "%s_%s", key, d.verdict == EXP_BETTER ? "better"
+                                        : d.verdict == EXP_SAME ? "same" : "worse");
+    const char *text = i18n(lang, k);
     fputs(text, f);
     if (text[strlen(text) - 1] != '\n') {
         why_short(f, p);
@@ -840,62 +839,54 @@ static void explain_row(FILE *f, const exp_plan *p, const exp_variant *a, const 
 }
 
 static void explain_rows(FILE *f, const exp_plan *p) {
+    const ffn_lang lang = p->train.corpus_lang;
     const exp_variant *none = find_variant(p, "none"), *lin = find_variant(p, "linear"),
                       *gelu = find_variant(p, "gelu"), *swi = find_variant(p, "swiglu"),
                       *moe = find_variant(p, "moe");
-    fprintf(f, "\nwhat the rows show (validation loss; lower is better):\n");
+    fputs(i18n(lang, "demo.rows"), f);
     if (p->seeds > 1 || (none && none->n_runs > 1))
-        fprintf(f, "  noise: two standard errors of a difference over %d seeds\n", p->seeds);
+        fprintf(f, i18n(lang, "demo.noise_seeds"), p->seeds);
     else
-        fprintf(f, "  noise: one seed per variant, so two runs are taken to differ by chance up "
-                   "to ±%.3f (a seed-to-seed spread of %.2f; --seeds N measures it)\n",
-                2.0 * sqrt(2.0) * EXP_ONE_SEED_SPREAD, EXP_ONE_SEED_SPREAD);
-    if (none)
-        fprintf(f, "  none    %.3f: attention alone; context arrives, but nothing transforms "
-                   "each token after it.\n",
-                none->val_mean);
-    if (lin && none)
-        explain_row(f, p, lin, none, "none", "",
-                    "more than the lesson expects of one D x D matrix in disguise (ffn "
-                    "collapse): in a block the FFN reads RMSNorm(x), which is not linear, "
-                    "and the extra matrix adds capacity a short run can use.  The lesson's "
-                    "test is the nonlinearity: gelu against linear, below.\n",
-                    "as expected: without a nonlinearity the FFN is one D x D matrix in "
-                    "disguise (ffn collapse).\n",
-                    "against the expected direction: a linear FFN is one D x D matrix in "
-                    "disguise (ffn collapse), so it should match none, not lose to it.");
-    if (gelu && lin)
-        explain_row(f, p, gelu, lin, "linear at the same size", "",
-                    "the nonlinearity is what makes the FFN's parameters pay.\n",
-                    "no gain from the nonlinearity can be claimed from these runs.",
-                    "against the expected direction: the nonlinearity should help.");
-    if (swi && gelu)
-        explain_row(f, p, swi, gelu, "gelu at equal parameters", "",
-                    "the input-dependent gate helps, as in Shazeer (2020).\n",
-                    "no gain from the gate can be claimed at this scale and length.\n",
-                    "against the direction of Shazeer (2020), where the gate helps.");
+        fprintf(f, i18n(lang, "demo.noise_one"), 2.0 * sqrt(2.0) * EXP_ONE_SEED_SPREAD,
+                EXP_ONE_SEED_SPREAD);
+    if (none) fprintf(f, i18n(lang, "demo.none"), none->val_mean);
+    if (lin && none) explain_row(f, p, lin, none, "demo.vs_none", "", "demo.linear");
+    if (gelu && lin) explain_row(f, p, gelu, lin, "demo.vs_linear", "", "demo.gelu");
+    if (swi && gelu) explain_row(f, p, swi, gelu, "demo.vs_gelu", "", "demo.swiglu");
     if (moe && swi) {
-        char used[96];
-        snprintf(used, sizeof used, "%lld of %lld parameters used per token; ",
-                 (long long)moe->active_params, (long long)moe->total_params);
-        explain_row(f, p, moe, swi, "swiglu at equal active parameters", used,
-                    "the extra experts' capacity pays at the same per-token compute.\n",
-                    "the extra capacity does not show in these runs.\n",
-                    "against the expected direction: the router must be learned too, and each "
-                    "expert sees only part of the tokens.");
+        char used[160];
+        snprintf(used, sizeof used, i18n(lang, "demo.moe_used"), (long long)moe->active_params,
+                 (long long)moe->total_params);
+        explain_row(f, p, moe, swi, "demo.vs_swiglu", used, "demo.moe");
     }
 }
 
+/* A wide character (CJK, fullwidth punctuation): 3-byte UTF-8 from U+2E80;
+ * it takes two columns and a line may break before it. */
+static int wide_at(const char *p) {
+    const unsigned char c0 = (unsigned char)p[0], c1 = (unsigned char)p[1];
+    return c0 >= 0xE3 || (c0 == 0xE2 && c1 >= 0xBA);
+}
+
 /* One line wrapped at 80 columns, continuation lines indented by `indent`;
- * runs of spaces inside the line are kept. */
+ * runs of spaces inside the line are kept.  Words break at spaces, and
+ * Chinese text (no spaces) between any two wide characters. */
 static void put_wrapped(FILE *f, const char *line, int indent) {
     int col = 0;
     for (const char *p = line; *p;) {
         size_t gap = strspn(p, " ");
         const char *word = p + gap;
-        size_t len = strcspn(word, " ");
+        size_t len = 0;
         int width = 0; /* columns: UTF-8 continuation bytes take none */
-        for (size_t k = 0; k < len; k++) width += ((unsigned char)word[k] & 0xC0) != 0x80;
+        if ((unsigned char)word[0] >= 0xE0 && wide_at(word) && word[1] && word[2]) {
+            len = 3, width = 2; /* one wide character is a word of its own */
+        } else {
+            while (word[len] && word[len] != ' ' &&
+                   !(len > 0 && (unsigned char)word[len] >= 0xE0 && wide_at(word + len))) {
+                width += ((unsigned char)word[len] & 0xC0) != 0x80;
+                len++;
+            }
+        }
         if (col > indent && col + (int)gap + width > 80) {
             fprintf(f, "\n%*s", indent, "");
             col = indent;
@@ -928,7 +919,7 @@ void exp_explain(FILE *f, const exp_plan *p) {
     free(buf);
 }
 
-int exp_explain_file(const char *cmd, const char *path) {
+int exp_explain_file(const char *cmd, const char *path, ffn_lang lang) {
     ffn_json *doc = NULL;
     ffn_status st = ffn_json_parse_file(path, &doc);
     if (st != FFN_OK) return cli_fail(cmd, st);
@@ -946,6 +937,7 @@ int exp_explain_file(const char *cmd, const char *path) {
     }
     plan.train.steps = (int64_t)steps;
     plan.seeds = (int)seeds;
+    plan.train.corpus_lang = lang;
     for (size_t i = 0; i < ffn_json_length(vs) && plan.n_variants < EXP_MAX_VARIANTS; i++) {
         const ffn_json_value *v = ffn_json_at(vs, i);
         const char *name = ffn_json_string(ffn_json_get(v, "variant"));

@@ -115,6 +115,6 @@ exp_diff exp_compare(const exp_variant *a, const exp_variant *b);
  * sentence follows from the numbers and the noise. */
 void exp_explain(FILE *f, const exp_plan *plan);
 /* The same from a compare.json (settings.steps, settings.seeds, variants). */
-int exp_explain_file(const char *cmd, const char *path);
+int exp_explain_file(const char *cmd, const char *path, ffn_lang lang);
 
 #endif

@@ -12,6 +12,7 @@
  *          K top neurons per token, P promoted tokens per neuron. */
 #include "report.h"
 #include "trace_report.h"
+#include "i18n.h"
 
 /* The page, stylesheet and scripts of tools/report/, embedded at build time
  * (tools/report/embed.c writes build/gen/report_assets.c). */
@@ -1120,6 +1121,12 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     snprintf(title, sizeof title, "ffn report: %s", base_name(abs_dir ? abs_dir : run_dir));
     free(abs_dir);
     jw_str(r.out, title);
+    /* the page's words: English is the page's own text, other languages
+     * come from the catalogue */
+    static const char *const msg_prefixes[] = {"page.", "report.", NULL};
+    fprintf(r.out, ",\"lang\":\"%s\",\"messages\":", ffn_lang_name(opts->lang));
+    if (opts->lang == FFN_LANG_EN) fputs("{}", r.out);
+    else i18n_json(r.out, opts->lang, msg_prefixes);
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)))

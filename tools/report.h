@@ -51,6 +51,7 @@ typedef struct report_options {
     uint64_t seed;           /* random inputs of the collapse check (1) */
     int64_t trace_facts;     /* > 0: a causal-trace section over that many facts of the
                                 facts corpus, on the first model shown (0: none) */
+    ffn_lang lang;           /* the page's language (EN; ZH: the catalogue's Chinese, tools/i18n.c) */
 } report_options;
 
 #define REPORT_DEFAULT_PROMPT "Mary gave John the apple because he was hungry."

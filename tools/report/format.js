@@ -1,6 +1,7 @@
-// format.js -- how the report shows numbers and tokens: pure functions with
-// no page state, loaded by the page before report.js and loaded as they are
-// by tests/browser/test_report.mjs, which checks the panel against them.
+// format.js -- how the report shows numbers, tokens and words: functions
+// with no page state, loaded by the page before report.js (and by the live
+// page of `ffn serve` before live.js) and loaded as they are by
+// tests/browser/test_report.mjs, which checks the panel against them.
 'use strict';
 
 function fmtCount(n) {
@@ -36,4 +37,20 @@ function showToken(s) {
     .replace(/[\u0000-\u001f\u007f]/g, function (c) { return '\\x' + (c.charCodeAt(0) < 16 ? '0' : '') + c.charCodeAt(0).toString(16).toUpperCase(); });
   if (/^ +$/.test(t)) return t.length === 1 ? '\u2423' : '\u2423\u00d7' + t.length;
   return t;
+}
+/* the page's words in the chosen language: every element under root with
+   data-i18n="key" gets messages[key] (the catalogue of tools/i18n.c, sent
+   by the server or embedded by the report); a key the messages lack keeps
+   the page's own (English) text */
+function applyMessages(messages, root) {
+  if (!messages) return;
+  var nodes = root.querySelectorAll('[data-i18n]');
+  for (var i = 0; i < nodes.length; i++) {
+    var key = nodes[i].getAttribute('data-i18n');
+    if (Object.prototype.hasOwnProperty.call(messages, key)) nodes[i].textContent = messages[key];
+  }
+}
+/* the text of key, or the fallback when the messages lack it */
+function msg(messages, key, fallback) {
+  return messages && Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : fallback;
 }

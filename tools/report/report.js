@@ -11,6 +11,11 @@
 (function () {
   'use strict';
   var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
+  // the page's words in the report's language (ffn report --lang; applyMessages in format.js)
+  var MSG = DATA.messages || {};
+  function T(key, fallback) { return msg(MSG, key, fallback); }
+  if (DATA.lang) document.documentElement.lang = DATA.lang;
+  applyMessages(MSG, document);
   var SVGNS = 'http://www.w3.org/2000/svg';
   var PALETTE = ['#2f6fdf', '#d9822b', '#2e9e5b', '#c2413b', '#8456c9', '#7a5a3a',
     '#d45fa8', '#6b7280', '#9aa322', '#1fa5b8', '#244a8f', '#b8860b'];
@@ -421,7 +426,7 @@
     panel.textContent = '';
     var t = state.token;
     if (t < 0 || t >= mod.ids.length) {
-      panel.appendChild(el('p', { cls: 'muted', text: 'Click a token above.' }));
+      panel.appendChild(el('p', { cls: 'muted', text: T('page.click_token', 'Click a token above.') }));
       return;
     }
     var li = state.layer, layer = mod.layers[li];
@@ -459,7 +464,8 @@
       maxG = Math.max(maxG, Math.abs(n[3])); maxU = Math.max(maxU, Math.abs(n[4]));
       maxM = Math.max(maxM, Math.abs(n[5])); maxC = Math.max(maxC, Math.abs(n[7]));
     });
-    var cols = ['', 'neuron', dense ? 'act(up)' : 'gate act(g\u00b7x)', 'up (u\u00b7x)', 'product m', isMoe ? 'w\u00b7m' : null, 'promotes (logit lens of v\u1d62)'];
+    var cols = ['', T('page.neuron', 'neuron'), dense ? 'act(up)' : T('page.gate', 'gate act(g\u00b7x)'), T('page.up', 'up (u\u00b7x)'),
+      T('page.product', 'product m'), isMoe ? 'w\u00b7m' : null, T('page.promotes', 'promotes (logit lens of v\u1d62)')];
     var thead = el('tr', null, cols.filter(function (c) { return c !== null; }).map(function (c) { return el('th', { text: c }); }));
     var rows = e.n.map(function (n, j) {
       var promo = el('td', { cls: 'promo' });

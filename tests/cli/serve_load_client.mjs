@@ -1,0 +1,59 @@
+// serve_load_client.mjs -- a load client for `ffn serve` (tests/cli/test_serve_load.sh):
+//   node serve_load_client.mjs URL N CLIENTS
+// N requests from CLIENTS concurrent clients over loopback (each client
+// one keep-alive connection, requests one after another), cycling through
+// GET /api/info, POST /api/tokenize, /api/predict (with and without an
+// edit) and /api/neurons.  Prints one JSON line: {"requests", "errors",
+// "seconds", "p50_ms", "p90_ms", "p99_ms", "max_ms"}; exit 1 on any error
+// (a status other than 200, a reply that is not JSON, a dropped connection).
+import http from 'node:http';
+
+const [url, nArg, cArg] = process.argv.slice(2);
+const N = +nArg, C = +cArg;
+const base = new URL(url);
+const text = 'Mary gave John the apple because';
+const bodies = [
+  ['GET', '/api/info', null],
+  ['POST', '/api/tokenize', { text }],
+  ['POST', '/api/predict', { text, k: 5 }],
+  ['POST', '/api/predict', { text, edits: [{ layer: 1, neuron: 3, scale: 0 }], k: 5 }],
+  ['POST', '/api/neurons', { text, position: 5, layer: 1, k: 4 }],
+];
+function one(agent, k) {
+  const [method, path, body] = bodies[k % bodies.length];
+  const data = body ? JSON.stringify(body) : null;
+  return new Promise((resolve) => {
+    const t = process.hrtime.bigint();
+    const req = http.request({ host: base.hostname, port: base.port, path, method, agent,
+      headers: data ? { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(data) } : {} }, (res) => {
+      let s = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { s += c; });
+      res.on('end', () => {
+        let okJson = true;
+        try { JSON.parse(s); } catch { okJson = false; }
+        resolve({ ms: Number(process.hrtime.bigint() - t) / 1e6, ok: res.statusCode === 200 && okJson, why: `${path}: ${res.statusCode} ${s.slice(0, 200)}` });
+      });
+    });
+    req.on('error', (e) => resolve({ ms: 0, ok: false, why: `${path}: ${e.message}` }));
+    if (data) req.write(data);
+    req.end();
+  });
+}
+let next = 0;
+const lat = [], errors = [];
+const t0 = Date.now();
+await Promise.all(Array.from({ length: C }, async () => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  for (let k; (k = next++) < N;) {
+    const r = await one(agent, k);
+    lat.push(r.ms);
+    if (!r.ok) errors.push(r.why);
+  }
+  agent.destroy();
+}));
+lat.sort((a, b) => a - b);
+const q = (p) => lat[Math.min(lat.length - 1, Math.floor(p * lat.length))];
+console.log(JSON.stringify({ requests: lat.length, clients: C, errors: errors.length, seconds: (Date.now() - t0) / 1000,
+  p50_ms: +q(0.5).toFixed(2), p90_ms: +q(0.9).toFixed(2), p99_ms: +q(0.99).toFixed(2), max_ms: +lat[lat.length - 1].toFixed(2) }));
+if (errors.length) { console.error(errors.slice(0, 5).join('\n')); process.exit(1); }

@@ -1,0 +1,114 @@
+/* fuzz_serve_request.c -- libFuzzer target for the request bodies of `ffn
+ * serve` (tools/serve_request.c: JSON -> serve_req, every field checked)
+ * and for its JSON text writer (tools/serve_json.c: serve_json_bytes).
+ *
+ * The first input byte picks the endpoint (which fields are accepted), the
+ * rest is the body.  Beyond "does not crash" it traps when an accepted
+ * request breaks what the handlers rely on:
+ *   - "text" present iff given, NUL-free, its length recorded and within
+ *     SERVE_MAX_TEXT_BYTES; "ids" within SERVE_MAX_TOKENIZE, each >= 0;
+ *   - at most SERVE_MAX_EDITS edits, layer and neuron >= 0, scale finite in
+ *     [-100, 100], position >= -1; position and layer >= -1; k 0 or in
+ *     [1, SERVE_MAX_K]; where text and ids are both accepted exactly one;
+ *   - a refused body leaves a non-empty message and nothing allocated;
+ *   - serve_json_bytes of the body's bytes is one JSON string that the
+ *     project's reader parses, into valid UTF-8.
+ * Built by `make fuzz`; with -DFFN_FUZZ_REPLAY it gets a main() that
+ * replays files (tests/cli/test_fuzz_regress.sh). */
+#include "../../tools/serve_request.c"
+#include "../../tools/serve_json.c"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define REQUIRE(cond)                                                                          \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "fuzz_serve_request: invariant failed: %s (line %d)\n", #cond,     \
+                    __LINE__);                                                                 \
+            abort();                                                                           \
+        }                                                                                      \
+    } while (0)
+
+static const unsigned endpoint_fields[4] = {
+    SERVE_F_TEXT,                                                             /* tokenize */
+    SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_EDITS | SERVE_F_K,                   /* predict */
+    SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_POSITION | SERVE_F_LAYER | SERVE_F_K, /* neurons */
+    0};                                                                       /* info */
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    const unsigned allowed = endpoint_fields[data[0] % 4];
+    const char *body = (const char *)data + 1;
+    const size_t n = size - 1;
+    serve_req req;
+    char err[1024] = "";
+    if (serve_req_parse(body, n, allowed, &req, err, sizeof err)) {
+        REQUIRE((req.given & ~allowed) == 0);
+        REQUIRE(!!req.text == !!(req.given & SERVE_F_TEXT));
+        if (req.text) {
+            REQUIRE(strlen(req.text) == req.text_len);
+            REQUIRE(req.text_len <= SERVE_MAX_TEXT_BYTES);
+        }
+        REQUIRE(req.n_ids >= 0 && req.n_ids <= SERVE_MAX_TOKENIZE);
+        REQUIRE(req.n_ids == 0 || req.ids);
+        for (int64_t i = 0; i < req.n_ids; i++) REQUIRE(req.ids[i] >= 0);
+        REQUIRE(req.n_edits >= 0 && req.n_edits <= SERVE_MAX_EDITS);
+        for (int64_t e = 0; e < req.n_edits; e++) {
+            REQUIRE(req.edits[e].layer >= 0 && req.edits[e].neuron >= 0);
+            REQUIRE(isfinite(req.edits[e].scale));
+            REQUIRE(req.edits[e].scale >= -100.0 && req.edits[e].scale <= 100.0);
+            REQUIRE(req.edits[e].position >= -1);
+        }
+        REQUIRE(req.position >= -1 && req.layer >= -1);
+        REQUIRE(req.k == 0 || (req.k >= 1 && req.k <= SERVE_MAX_K));
+        if ((allowed & SERVE_F_TEXT) && (allowed & SERVE_F_IDS))
+            REQUIRE(!!(req.given & SERVE_F_TEXT) + !!(req.given & SERVE_F_IDS) == 1);
+        else if (allowed & SERVE_F_TEXT)
+            REQUIRE(req.given & SERVE_F_TEXT);
+        serve_req_free(&req);
+    } else {
+        REQUIRE(err[0] != '\0');
+        REQUIRE(req.text == NULL && req.ids == NULL);
+    }
+    /* the writer: any bytes become one JSON string of valid UTF-8 */
+    char *out = NULL;
+    size_t out_len = 0;
+    FILE *f = open_memstream(&out, &out_len);
+    REQUIRE(f != NULL);
+    serve_json_bytes(f, body, n);
+    fclose(f);
+    ffn_json *doc = NULL;
+    REQUIRE(ffn_json_parse(out, out_len, "fuzz", &doc) == FFN_OK);
+    REQUIRE(ffn_json_type_of(ffn_json_root(doc)) == FFN_JSON_STRING);
+    ffn_json_free(doc);
+    free(out);
+    return 0;
+}
+
+#ifdef FFN_FUZZ_REPLAY
+/* Replay files through the target: argv are files; exit 0 when none crash. */
+int main(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        FILE *f = fopen(argv[i], "rb");
+        if (!f) {
+            perror(argv[i]);
+            return 1;
+        }
+        size_t cap = 1 << 16, n = 0;
+        unsigned char *buf = malloc(cap);
+        size_t r;
+        while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
+            n += r;
+            if (n == cap) buf = realloc(buf, cap *= 2);
+        }
+        fclose(f);
+        if (!buf) return 1;
+        LLVMFuzzerTestOneInput(buf, n);
+        free(buf);
+    }
+    printf("fuzz_serve_request: replayed %d inputs\n", argc - 1);
+    return 0;
+}
+#endif

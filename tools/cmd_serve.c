@@ -1,0 +1,223 @@
+/* cmd_serve.c -- `ffn serve MODEL`: explore a model live in the browser.
+ * Loads the model and its vocabulary, labels its neurons with the gate
+ * probes, starts libmicrohttpd on 127.0.0.1 (the HTTP side is
+ * serve_http.c, the API serve_api.c), prints the URL and serves until
+ * SIGINT or SIGTERM, then stops the daemon (finishing the requests in
+ * flight) and frees everything. */
+#include "serve.h"
+#include "ffn/checkpoint.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+enum MHD_Result serve_on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls);
+void serve_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                        enum MHD_RequestTerminationCode toe);
+
+static const char *const CMD = "serve";
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+static const char about[] =
+"Serves a page for exploring MODEL live: type a text and see its tokens, click\n"
+"a token to see its strongest FFN neurons per layer (gate pre-activation, up,\n"
+"product m_i, the tokens the neuron's value vector promotes, and a label: the\n"
+"word class its gate is most selective for on the built-in corpus, from the\n"
+"gate probes of `ffn inspect gates`), then switch neurons off or scale them and\n"
+"watch the next-token prediction change (before/after bars and the KL).  Edits\n"
+"are patches on the tap layers.L.m (the input of down_proj) for one forward;\n"
+"the model on disk is never changed.\n"
+"\n"
+"MODEL is what `ffn inspect` reads: a run directory of `ffn train`, a Hugging\n"
+"Face directory, or a llama2.c .bin with its tokenizer.bin beside it (or\n"
+"--tokenizer FILE).  Labels come from the built-in corpus of --lang, or of\n"
+"the other language when the model's vocabulary does not cover it.\n"
+"\n"
+"The server binds 127.0.0.1 unless --host says otherwise (then it warns: the\n"
+"page has no authentication).  Everything it serves is built into the binary;\n"
+"it never opens a path a client sends.  One model, one lock: requests that run\n"
+"the model are served one at a time, in the order they arrive.  Limits: a\n"
+"request body of at most 1 MiB (413 above), a text of at most "
+STR(SERVE_MAX_TEXT_BYTES) " bytes,\n"
+"at most " STR(SERVE_MAX_TOKENIZE) " tokens for /api/tokenize and at most the model's context for\n"
+"/api/predict and /api/neurons, at most " STR(SERVE_MAX_EDITS) " edits.  A bad request gets a 4xx\n"
+"with {\"error\": message naming the field}; the server keeps serving.\n"
+"\n"
+"The JSON API (the page uses it; so can curl):\n"
+"  GET  /api/info       config, layers and widths, vocabulary, labels, limits\n"
+"  POST /api/tokenize   {\"text\"} -> tokens with their pieces\n"
+"  POST /api/predict    {\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\",\"scale\"}]}\n"
+"                       -> next-token top-k before and after (scale 0 = off), KL\n"
+"  POST /api/neurons    {\"text\"|\"ids\", \"position\", \"layer\"?, \"k\"} -> a token's\n"
+"                       strongest neurons per layer with promoted tokens, labels\n";
+
+static const char epilog[] =
+"Prints the URL on stdout once it serves; stops on Ctrl-C (SIGINT) or SIGTERM,\n"
+"exit 0.  Exit status 1 when the model cannot be loaded or the port cannot be\n"
+"bound, 2 on bad usage.\n"
+"\n"
+"example:\n"
+"  ffn train --steps 300 --out m\n"
+"  ffn serve m --port 8080          # then open http://127.0.0.1:8080/\n"
+"  curl -s localhost:8080/api/predict -d '{\"text\":\"Mary gave\",\"edits\":\n"
+"      [{\"layer\":1,\"neuron\":7,\"scale\":0}]}'\n";
+
+/* The address to bind: host (numeric or a name) and port. */
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
+                   int *ipv6) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc) {
+        cli_error(CMD, "--host %s: cannot resolve it (%s)", host, gai_strerror(rc));
+        return 0;
+    }
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    *ipv6 = res->ai_family == AF_INET6;
+    freeaddrinfo(res);
+    return 1;
+}
+
+static int is_loopback(const struct sockaddr_storage *ss) {
+    if (ss->ss_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a);
+    }
+    return 0;
+}
+
+static int load(serve_state *s, const char *path, const char *tokenizer) {
+    ffn_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    ffn_status st = ffn_checkpoint_load_model(s->ctx, path, NULL, &s->model, &info);
+    if (st) return cli_fail(CMD, st);
+    snprintf(s->format, sizeof s->format, "%s", ffn_checkpoint_format_name(info.format));
+    if (!tokenizer && !info.tokenizer_path[0]) {
+        cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); the "
+                  "page needs one to turn text into tokens (--tokenizer FILE)", path);
+        return CLI_EXIT_FAIL;
+    }
+    st = ffn_vocab_load(tokenizer ? tokenizer : info.tokenizer_path,
+                        ffn_model_get_config(s->model)->vocab_size, &s->vocab);
+    if (st) return cli_fail(CMD, st);
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *model_path = NULL, *host = "127.0.0.1", *tokenizer = NULL;
+    int64_t port = 8080, threads = 0, pool = 4;
+    int lang = FFN_LANG_EN, no_labels = 0;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--port", &port, "P", 0, 65535, "the TCP port (0 = any free port; the "
+                        "URL printed says which)")},
+        {.name = "--host", .type = CLI_STR, .dst = &host, .metavar = "ADDR",
+         .help = "the address to bind; anything but a loopback address exposes the model and "
+                 "the page to the network, without authentication (a warning says so)"},
+        CLI_OPT_LANG("--lang", &lang, "the language of the page and of the lesson's words (en, "
+                     "zh); the gate probes run on the built-in corpus of this language first"),
+        {.name = "--tokenizer", .type = CLI_PATH, .dst = &tokenizer, .metavar = "FILE",
+         .def = "ffn_tokenizer_file or tokenizer.txt in a checkpoint directory, tokenizer.bin "
+                "beside the model",
+         .help = "the vocabulary (as in ffn run)"},
+        {.name = "--no-labels", .type = CLI_FLAG, .dst = &no_labels,
+         .help = "skip the gate probes at the start (neurons are shown without labels)"},
+        {CLI_INT_FIELDS("--workers", &pool, "N", 1, 64, "threads that accept and answer "
+                        "connections (the model itself runs one request at a time)")},
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
+                            .help = "a run directory, a Hugging Face directory or a llama2.c .bin",
+                            .missing = "missing MODEL: the model to serve"},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL [--port P] [--host 127.0.0.1] [--lang en|zh] "
+                                                   "[--threads N]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+
+    struct sockaddr_storage addr;
+    socklen_t addr_len = 0;
+    int ipv6 = 0;
+    if (!resolve(host, (int)port, &addr, &addr_len, &ipv6)) return CLI_EXIT_USAGE;
+
+    serve_state s;
+    memset(&s, 0, sizeof s);
+    s.model_path = model_path;
+    s.lang = (ffn_lang)lang;
+    pthread_mutex_init(&s.lock, NULL);
+    rc = cli_make_ctx(CMD, threads, &s.ctx);
+    if (!rc) rc = load(&s, model_path, tokenizer);
+    if (!rc && !no_labels) {
+        fprintf(stderr, "ffn serve: labelling neurons with the gate probes (--no-labels skips "
+                        "this)...\n");
+        serve_labels_compute(&s);
+        if (s.labels.available)
+            fprintf(stderr, "ffn serve: labels from the %s corpus in %.1f s\n",
+                    ffn_lang_name(s.labels.lang), s.labels.seconds);
+        else fprintf(stderr, "ffn serve: no labels: %s\n", s.labels.reason);
+    } else if (!rc) {
+        snprintf(s.labels.reason, sizeof s.labels.reason, "--no-labels was given");
+    }
+    struct MHD_Daemon *d = NULL;
+    if (!rc) {
+        /* the signals are taken by sigwait below; every thread the daemon
+         * starts inherits the mask, so none of them is interrupted */
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &set, NULL);
+        unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
+                         (ipv6 ? MHD_USE_IPv6 : 0);
+        d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, serve_on_request, &s,
+                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                             MHD_OPTION_THREAD_POOL_SIZE, (unsigned)pool,
+                             MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                             MHD_OPTION_CONNECTION_LIMIT, 256u,
+                             MHD_OPTION_NOTIFY_COMPLETED, serve_on_completed, NULL,
+                             MHD_OPTION_END);
+        if (!d) {
+            cli_error(CMD, "cannot listen on %s port %lld (in use, or not an address of this "
+                      "machine)", host, (long long)port);
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    if (!rc) {
+        const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+        unsigned bound = info ? info->port : (unsigned)port;
+        if (!is_loopback(&addr))
+            fprintf(stderr, "ffn serve: WARNING: listening on %s, not a loopback address: anyone "
+                            "who can reach this machine on port %u can use the model and the "
+                            "page; there is no authentication\n", host, bound);
+        printf(ipv6 ? "http://[%s]:%u/\n" : "http://%s:%u/\n", host, bound);
+        fflush(stdout);
+        fprintf(stderr, "ffn serve: serving %s; Ctrl-C stops\n", model_path);
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGINT);
+        sigaddset(&set, SIGTERM);
+        int sig = 0;
+        sigwait(&set, &sig);
+        fprintf(stderr, "ffn serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        MHD_stop_daemon(d);
+    }
+    serve_labels_free(&s.labels);
+    ffn_vocab_free(s.vocab);
+    ffn_model_free(s.model);
+    ffn_ctx_free(s.ctx);
+    pthread_mutex_destroy(&s.lock);
+    return rc;
+}

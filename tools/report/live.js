@@ -1,0 +1,230 @@
+// live.js -- the page of `ffn serve`: type a text, see its tokens, click one
+// to see its strongest FFN neurons, switch neurons off or scale them and
+// watch the next-token prediction change.  Everything comes from the
+// server's JSON API (GET /api/info, POST /api/tokenize, /api/predict,
+// /api/neurons); nothing is computed here but the drawing.
+//
+// A new panel is one function that calls its endpoint and draws into its
+// own section; refresh() calls the panels that depend on the text.
+(function () {
+  'use strict';
+  var $ = function (id) { return document.getElementById(id); };
+  var S = {
+    info: null, messages: {}, tokens: [], position: -1, layer: -1,
+    edits: [],           // [{layer, neuron, scale}] in the order made
+    lastPredict: null, lastNeurons: null, busy: 0, seq: 0
+  };
+  window.ffnLive = S;    // the browser test reads the page's state here
+
+  function T(key, fallback) { return msg(S.messages, key, fallback); }
+  function el(tag, attrs, kids) {
+    var e = document.createElement(tag);
+    if (attrs) for (var k in attrs) {
+      if (k === 'text') e.textContent = attrs[k];
+      else if (k === 'cls') e.className = attrs[k];
+      else if (k === 'style') e.style.cssText = attrs[k]; // CSSOM: allowed by the page's CSP
+      else e.setAttribute(k, attrs[k]);
+    }
+    (kids || []).forEach(function (c) { if (c !== null && c !== undefined) e.appendChild(typeof c === 'string' ? document.createTextNode(c) : c); });
+    return e;
+  }
+  function setBusy(d) {
+    S.busy += d;
+    document.body.setAttribute('data-busy', String(S.busy));
+  }
+  function api(method, path, body) {
+    setBusy(1);
+    var init = { method: method, headers: {} };
+    if (body !== undefined) { init.body = JSON.stringify(body); init.headers['Content-Type'] = 'application/json'; }
+    return fetch(path, init).then(function (r) {
+      return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; });
+    }).finally(function () { setBusy(-1); });
+  }
+  function showError(e) { $('error').textContent = e ? T('live.error', 'error') + ': ' + e : ''; }
+  function input() {
+    return { text: $('text').value };
+  }
+
+  /* ---- tokens ------------------------------------------------------------ */
+  function drawTokens() {
+    var box = $('tokens');
+    box.textContent = '';
+    S.tokens.forEach(function (t, i) {
+      var b = el('span', { cls: 'tok' + (i === S.position ? ' sel' : ''), role: 'option', tabindex: '0',
+        'data-pos': String(i), 'data-id': String(t.id), title: 'id ' + t.id, text: showToken(t.piece) });
+      b.addEventListener('click', function () { select(i); });
+      b.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); select(i); } });
+      box.appendChild(b);
+    });
+    $('token-note').textContent = S.tokens.length ? T('live.n_tokens', '{n} tokens').replace('{n}', S.tokens.length) : T('live.empty', 'Type some text to begin.');
+  }
+  function select(i) {
+    S.position = i;
+    drawTokens();
+    loadNeurons();
+  }
+
+  /* ---- the prediction: before and after the edits ------------------------- */
+  function predictBody() {
+    var b = input();
+    b.edits = S.edits.map(function (e) { return { layer: e.layer, neuron: e.neuron, scale: e.scale }; });
+    return b;
+  }
+  function loadPredict() {
+    var seq = ++S.seq;
+    var body = predictBody();
+    return api('POST', '/api/predict', body).then(function (r) {
+      if (seq !== S.seq) return;      // a newer request is on its way
+      if (!r.ok) { showError(r.json.error); return; }
+      showError('');
+      S.lastPredict = { request: body, reply: r.json };
+      drawPredict(r.json);
+    });
+  }
+  function drawPredict(p) {
+    var box = $('bars');
+    box.textContent = '';
+    var seen = {}, rows = [];
+    p.before.concat(p.after).forEach(function (e) { if (!seen[e.id]) { seen[e.id] = 1; rows.push(e); } });
+    rows.sort(function (a, b) { return b.p_after - a.p_after || a.id - b.id; });
+    var top = 0;
+    rows.forEach(function (e) { top = Math.max(top, e.p_before, e.p_after); });
+    rows.forEach(function (e) {
+      var bars = el('div', { cls: 'qbars' }, [
+        el('i', { cls: 'b', style: 'width:' + (100 * e.p_before / (top || 1)).toFixed(2) + '%' }),
+        el('i', { cls: 'a', style: 'width:' + (100 * e.p_after / (top || 1)).toFixed(2) + '%' })]);
+      box.appendChild(el('div', { cls: 'qrow', 'data-id': String(e.id), 'data-p-before': String(e.p_before),
+        'data-p-after': String(e.p_after), title: T('live.before', 'before') + ' ' + fmtNum(e.p_before, 4) + ', ' + T('live.after', 'after') + ' ' + fmtNum(e.p_after, 4) },
+      [el('span', { cls: 'qtok', text: showToken(e.piece) }), bars, el('span', { cls: 'qp', text: fmtNum(e.p_after, 3) })]));
+    });
+    $('kl').textContent = fmtNum(p.kl, 4);
+    $('kl').setAttribute('data-kl', String(p.kl));
+    drawEdits();
+  }
+  function drawEdits() {
+    var box = $('edits');
+    box.textContent = '';
+    if (!S.edits.length) { box.appendChild(el('p', { cls: 'muted small', text: T('live.no_edits', 'No edits: before and after are the same.') })); return; }
+    var p = el('p', { cls: 'small' }, [T('live.edits', 'edits') + ': ']);
+    S.edits.forEach(function (e, k) {
+      var rm = el('button', { type: 'button', title: 'remove', text: '\u00d7' });
+      rm.addEventListener('click', function () { S.edits.splice(k, 1); changed(); });
+      p.appendChild(el('span', { cls: 'chip edit', 'data-edit': e.layer + ':' + e.neuron },
+        ['L' + e.layer + ' #' + e.neuron + ' \u00d7' + e.scale + ' ', rm]));
+    });
+    var clear = el('button', { type: 'button', id: 'clear-edits', text: T('live.clear_edits', 'clear all edits') });
+    clear.addEventListener('click', function () { S.edits = []; changed(); });
+    p.appendChild(clear);
+    box.appendChild(p);
+  }
+  function findEdit(layer, neuron) {
+    for (var k = 0; k < S.edits.length; k++) if (S.edits[k].layer === layer && S.edits[k].neuron === neuron) return k;
+    return -1;
+  }
+  function setEdit(layer, neuron, scale) {
+    var k = findEdit(layer, neuron);
+    if (scale === null || scale === 1) { if (k >= 0) S.edits.splice(k, 1); }
+    else if (k >= 0) S.edits[k].scale = scale;
+    else S.edits.push({ layer: layer, neuron: neuron, scale: scale });
+    changed();
+  }
+  function changed() {
+    loadPredict();
+    if (S.lastNeurons) drawNeurons(S.lastNeurons);
+  }
+
+  /* ---- a token's neurons ---------------------------------------------------- */
+  function loadNeurons() {
+    if (S.position < 0 || S.position >= S.tokens.length) { $('neuron-panel').textContent = T('page.click_token', 'Click a token above.'); return Promise.resolve(); }
+    var body = input();
+    body.position = S.position;
+    if (S.layer >= 0) body.layer = S.layer;
+    body.k = 8;
+    var want = S.position;
+    return api('POST', '/api/neurons', body).then(function (r) {
+      if (want !== S.position) return;
+      if (!r.ok) { showError(r.json.error); return; }
+      S.lastNeurons = r.json;
+      drawNeurons(r.json);
+    });
+  }
+  function bar(v, scale) {
+    var w = Math.min(50, 50 * Math.abs(v) / (scale || 1));
+    return el('span', null, [el('span', { cls: 'bar' }, [el('b'),
+      el('i', { style: (v >= 0 ? 'left:50%;' : 'left:' + (50 - w).toFixed(2) + '%;') + 'width:' + w.toFixed(2) + '%;background:var(' + (v >= 0 ? '--pos' : '--neg') + ')' })]),
+      el('span', { text: fmtNum(v, 3) })]);
+  }
+  function drawNeurons(n) {
+    var panel = $('neuron-panel');
+    panel.textContent = '';
+    panel.appendChild(el('p', { cls: 'big' }, [T('live.neurons_of', 'Strongest neurons of token') + ' ',
+      el('span', { cls: 'chip', text: showToken(n.token.piece) }), ' (' + T('live.position', 'position') + ' ' + n.position + ')']));
+    n.layers.forEach(function (L) {
+      var mx = { g: 0, u: 0, m: 0 };
+      L.neurons.forEach(function (u) { mx.g = Math.max(mx.g, Math.abs(u.gate)); mx.u = Math.max(mx.u, Math.abs(u.up)); mx.m = Math.max(mx.m, Math.abs(u.product)); });
+      var head = el('tr', null, [T('page.neuron', 'neuron'), 'gate_pre', T('page.gate', 'gate act(g\u00b7x)'), T('page.up', 'up (u\u00b7x)'),
+        T('page.product', 'product m'), T('page.promotes', 'promotes'), T('live.label', 'label (gate probe)'), T('live.scale', 'scale')].map(function (h) { return el('th', { text: h }); }));
+      var rows = L.neurons.map(function (u) {
+        var name = u.expert >= 0 ? 'E' + u.expert + '/' + u.index : u.expert === -2 ? 'shared #' + u.index : '#' + u.index;
+        var k = u.neuron >= 0 ? findEdit(L.layer, u.neuron) : -1;
+        var promo = el('td', { cls: 'promo' }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
+        var label = u.label ? el('span', { cls: 'label', title: 'd = ' + fmtNum(u.label.d, 2) },
+          [T('live.class.' + u.label.class, u.label.class) + ' ', el('span', { cls: 'muted', text: 'd ' + fmtNum(u.label.d, 2) })]) : el('span', { cls: 'muted', text: '-' });
+        var ctl = el('td');
+        if (u.neuron >= 0) {
+          var off = el('button', { type: 'button', cls: 'off', 'data-layer': String(L.layer), 'data-neuron': String(u.neuron),
+            text: k >= 0 && S.edits[k].scale === 0 ? '\u2713 ' + T('live.off', 'off') : T('live.off', 'off') });
+          off.addEventListener('click', function () { setEdit(L.layer, u.neuron, k >= 0 && S.edits[k].scale === 0 ? null : 0); });
+          var sc = el('input', { type: 'number', step: '0.1', min: '-100', max: '100', cls: 'scale', value: k >= 0 ? String(S.edits[k].scale) : '1',
+            'aria-label': T('live.scale', 'scale') + ' L' + L.layer + ' #' + u.neuron });
+          sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setEdit(L.layer, u.neuron, v); });
+          ctl.appendChild(off); ctl.appendChild(document.createTextNode(' ')); ctl.appendChild(sc);
+        }
+        return el('tr', { cls: 'nrow' + (k >= 0 ? ' edited' : ''), 'data-layer': String(L.layer), 'data-neuron': String(u.neuron) },
+          [el('td', { text: name }), el('td', { text: fmtNum(u.gate_pre, 3) }), el('td', null, [bar(u.gate, mx.g)]), el('td', null, [bar(u.up, mx.u)]),
+            el('td', null, [bar(u.product, mx.m)]), promo, el('td', null, [label]), ctl]);
+      });
+      panel.appendChild(el('h3', { cls: 'small', text: T('page.layer', 'layer') + ' ' + L.layer + ' (' + L.mlp + ', d_ff ' + L.d_ff + ')' }));
+      panel.appendChild(el('div', { cls: 'table-wrap' }, [el('table', { cls: 'ntable', 'data-layer': String(L.layer) }, [el('thead', null, [head]), el('tbody', null, rows)])]));
+    });
+    if (S.info && S.info.labels.available) panel.appendChild(el('p', { cls: 'muted small', text: T('live.label_note', '') }));
+  }
+
+  /* ---- the text ------------------------------------------------------------------ */
+  var timer = null;
+  function refresh() {
+    var text = $('text').value;
+    if (!text) { S.tokens = []; S.position = -1; drawTokens(); $('bars').textContent = ''; return Promise.resolve(); }
+    return api('POST', '/api/tokenize', { text: text }).then(function (r) {
+      if (!r.ok) { showError(r.json.error); return; }
+      showError('');
+      S.tokens = r.json.tokens;
+      if (S.position >= S.tokens.length) S.position = -1;
+      drawTokens();
+      return Promise.all([loadPredict(), loadNeurons()]);
+    });
+  }
+  function start() {
+    api('GET', '/api/info').then(function (r) {
+      S.info = r.json;
+      S.messages = r.json.messages || {};
+      document.documentElement.lang = r.json.lang === 'zh' ? 'zh' : 'en';
+      applyMessages(S.messages, document);
+      document.title = T('live.title', document.title);
+      var c = r.json.config;
+      $('subtitle').textContent = r.json.model + ' \u00b7 ' + r.json.format + ' \u00b7 ' + c.num_hidden_layers + ' layers, D ' + c.hidden_size +
+        ', vocab ' + r.json.vocab.kind + ' (' + r.json.vocab.size + '), context ' + c.max_position_embeddings;
+      var sel = $('layer-select');
+      sel.appendChild(el('option', { value: '-1', text: T('live.all_layers', 'every layer') }));
+      r.json.layers.forEach(function (L) { if (L.d_ff > 0) sel.appendChild(el('option', { value: String(L.layer), text: String(L.layer) + ' (' + L.mlp + ')' })); });
+      sel.addEventListener('change', function () { S.layer = +sel.value; loadNeurons(); });
+      $('labels-info').textContent = r.json.labels.available ? '' : T('live.label_none', 'no labels: ') + r.json.labels.reason;
+      $('text').addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(refresh, 200); });
+      $('neuron-panel').textContent = T('page.click_token', 'Click a token above.');
+      drawEdits();
+      if ($('text').value) refresh(); else drawTokens();
+      document.body.setAttribute('data-ready', '1');
+    });
+  }
+  start();
+})();

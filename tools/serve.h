@@ -1,0 +1,159 @@
+/* serve.h -- what the files of `ffn serve` share: the loaded model and its
+ * lock, a parsed API request, the endpoint table and the JSON writer.
+ *
+ *   cmd_serve.c      flags, loading, the daemon's start and clean stop
+ *   serve_http.c     libmicrohttpd glue: routing, body limits, the
+ *                    embedded static assets, JSON error replies
+ *   serve_request.c  a request body (JSON) -> serve_req, every field checked
+ *   serve_json.c     the JSON text and number writers, a handler's error
+ *                    (these two use libc and the JSON reader only: the fuzz
+ *                    target tests/fuzz/fuzz_serve_request.c links them alone)
+ *   serve_model.c    what is computed on the model: tokens, the prediction
+ *                    with edits (the one intervention function), a token's
+ *                    neurons, the gate-probe labels
+ *   serve_api.c      one handler per endpoint and the table of them
+ *
+ * Concurrency: one model, serialised by serve_state.lock (every handler
+ * that runs the model holds it); the vocabulary is read-only and shared.
+ * Letters: T tokens, V vocab, W a layer's neuron width, C word classes. */
+#ifndef FFN_SERVE_H
+#define FFN_SERVE_H
+
+#include "cli.h"
+#include "i18n.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* ---- limits (stated in --help and in GET /api/info) ---------------------------- */
+
+#define SERVE_MAX_BODY (1 << 20)      /* bytes of a request body: 1 MiB */
+#define SERVE_MAX_TEXT_BYTES 8192     /* bytes of "text" (checked before tokenizing) */
+#define SERVE_MAX_TOKENIZE 4096       /* tokens /api/tokenize returns */
+#define SERVE_MAX_EDITS 64            /* edits of one request */
+#define SERVE_MAX_K 50                /* top-k of a prediction / neurons per layer */
+#define SERVE_PROMOTED 5              /* promoted tokens per neuron */
+
+/* ---- the loaded model ----------------------------------------------------------- */
+
+typedef struct serve_labels {
+    int available;
+    char reason[512];     /* why not, when not */
+    ffn_lang lang;        /* the corpus the probe ran on */
+    int64_t n_layers;
+    /* per layer (L), per neuron (W): the class with the largest selectivity
+     * d, and d; -1 / 0 when the layer has no FFN */
+    int8_t **cls;
+    float **d;
+    double seconds;       /* time the probe took */
+} serve_labels;
+
+typedef struct serve_state {
+    ffn_ctx *ctx;
+    ffn_model *model;
+    ffn_vocab *vocab;
+    const char *model_path;
+    char format[16];      /* ffn_checkpoint_format_name */
+    ffn_lang lang;        /* the page's language (--lang) */
+    pthread_mutex_t lock; /* serialises every use of model */
+    serve_labels labels;
+} serve_state;
+
+/* ---- a request ------------------------------------------------------------------ */
+
+typedef struct serve_edit {
+    int64_t layer, neuron;
+    double scale;         /* m_i := scale · m_i; 0 switches the neuron off */
+    int64_t position;     /* -1: every position */
+} serve_edit;
+
+/* Fields each endpoint accepts (a bit set; anything else is refused). */
+enum {
+    SERVE_F_TEXT = 1 << 0,
+    SERVE_F_IDS = 1 << 1,
+    SERVE_F_EDITS = 1 << 2,
+    SERVE_F_POSITION = 1 << 3,
+    SERVE_F_LAYER = 1 << 4,
+    SERVE_F_K = 1 << 5
+};
+
+typedef struct serve_req {
+    unsigned given;       /* SERVE_F_* present in the body */
+    char *text;           /* "text" (malloc'd, NUL-terminated; UTF-8) */
+    size_t text_len;
+    int32_t *ids;         /* "ids" (malloc'd) */
+    int64_t n_ids;
+    serve_edit edits[SERVE_MAX_EDITS];
+    int64_t n_edits;
+    int64_t position;     /* -1 when absent: the last token */
+    int64_t layer;        /* -1 when absent: every layer */
+    int64_t k;            /* 0 when absent: the endpoint's default */
+} serve_req;
+
+/* Parse body (n bytes, may be NULL/0 for an empty object) accepting the
+ * fields in `allowed`.  Bounds that need the model (ids < V, layer < L,
+ * neuron < W) are checked later by the handler.  On failure returns 0 and
+ * writes a message for the client (one sentence naming the field, what was
+ * expected and what was found) into err. */
+int serve_req_parse(const char *body, size_t n, unsigned allowed, serve_req *req, char *err,
+                    size_t err_size);
+void serve_req_free(serve_req *req);
+
+/* ---- replies ---------------------------------------------------------------------- */
+
+/* A handler writes its JSON reply to out and returns the HTTP status; on
+ * an error it returns 4xx/5xx after serve_err() (the reply is then
+ * {"error": message, "status": code}). */
+typedef struct serve_reply {
+    FILE *out;
+    char err[1024];
+} serve_reply;
+
+int serve_err(serve_reply *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+typedef int (*serve_handler)(serve_state *s, const serve_req *req, serve_reply *r);
+
+typedef struct serve_endpoint {
+    const char *method;   /* "GET" or "POST" */
+    const char *path;     /* "/api/predict" */
+    unsigned fields;      /* SERVE_F_* the body may hold */
+    serve_handler fn;
+    const char *summary;  /* one line for GET /api/info and --help */
+} serve_endpoint;
+
+extern const serve_endpoint serve_endpoints[];
+extern const size_t serve_n_endpoints;
+
+/* JSON text of n bytes: valid UTF-8 is copied (escaped as JSON needs), a
+ * byte that is not part of valid UTF-8, and NUL, is written as "<0xXX>". */
+void serve_json_bytes(FILE *f, const char *s, size_t n);
+void serve_json_str(FILE *f, const char *s);
+/* A float as JSON (null when not finite), with 9 significant digits. */
+void serve_json_num(FILE *f, double v);
+
+/* ---- the model's side (serve_model.c) ---------------------------------------------- */
+
+/* Token ids of the request: its "ids" (checked against V), or its "text"
+ * encoded (with bos when the vocabulary has one).  max_tokens bounds T. */
+int serve_req_tokens(serve_state *s, const serve_req *req, int64_t max_tokens, int32_t **ids,
+                     int64_t *n, serve_reply *r);
+/* The text of token id after prev, as JSON. */
+void serve_json_piece(FILE *f, const serve_state *s, int32_t prev, int32_t id);
+
+/* The one intervention: run ids (T) with every edit applied as a SCALE
+ * patch on layers.L.m, and write the last position's next-token
+ * probabilities (V, double) into probs.  The patches are cleared
+ * afterwards: the model is left as it was (nothing is written to disk).
+ * Caller holds s->lock. */
+ffn_status serve_predict_probs(serve_state *s, const int32_t *ids, int64_t T,
+                               const serve_edit *edits, int64_t n_edits, double *probs);
+
+/* The gate-probe labels, computed once at the start: ffn_inspect_gates_corpus
+ * for ffn's own vocabularies, ffn_inspect_probe on the corpus encoded here
+ * for the others (llama2.c); labels->available = 0 with a reason when the
+ * probe fails. */
+void serve_labels_compute(serve_state *s);
+void serve_labels_free(serve_labels *labels);
+
+#endif

@@ -1,0 +1,330 @@
+/* serve_api.c -- the JSON API of `ffn serve`: one handler per endpoint and
+ * the table that routes to them (serve_http.c reads it).  Adding an
+ * endpoint is one handler here and one line in serve_endpoints[] (and a
+ * panel in tools/report/live.js that calls it); the table is also listed
+ * by GET /api/info.  Handlers write their reply to r->out; on bad input
+ * they return serve_err(r, 4xx, ...) naming the field, and the server
+ * keeps serving.
+ * Letters: T tokens, V vocab, W a layer's neuron width, K top-k. */
+#include "serve.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *mlp_name(const ffn_model_config *c, int64_t layer) {
+    if (ffn_model_config_layer_is_moe(c, layer)) return "moe";
+    return c->mlp_type == FFN_MODEL_MLP_GATED ? "gated"
+           : c->mlp_type == FFN_MODEL_MLP_DENSE ? "dense" : "none";
+}
+
+/* layer, neuron and position of every edit against the model and T. */
+static int check_edits(serve_state *s, const serve_req *req, int64_t T, serve_reply *r) {
+    const int64_t L = ffn_model_get_config(s->model)->num_hidden_layers;
+    for (int64_t e = 0; e < req->n_edits; e++) {
+        const serve_edit *ed = &req->edits[e];
+        if (ed->layer >= L)
+            return serve_err(r, 400, "\"edits\"[%lld]: layer %lld out of range (the model has %lld "
+                             "layers: 0..%lld)", (long long)e, (long long)ed->layer, (long long)L,
+                             (long long)(L - 1));
+        int64_t W = ffn_inspect_layer_width(s->model, ed->layer);
+        if (W <= 0)
+            return serve_err(r, 400, "\"edits\"[%lld]: layer %lld has no FFN", (long long)e,
+                             (long long)ed->layer);
+        if (ed->neuron >= W)
+            return serve_err(r, 400, "\"edits\"[%lld]: neuron %lld out of range (layer %lld has "
+                             "%lld neurons: 0..%lld)", (long long)e, (long long)ed->neuron,
+                             (long long)ed->layer, (long long)W, (long long)(W - 1));
+        if (ed->position >= T)
+            return serve_err(r, 400, "\"edits\"[%lld]: position %lld out of range (the input has "
+                             "%lld tokens: 0..%lld, or -1 for every position)", (long long)e,
+                             (long long)ed->position, (long long)T, (long long)(T - 1));
+    }
+    return 0;
+}
+
+/* ---- GET /api/info ---------------------------------------------------------------------- */
+
+static int api_info(serve_state *s, const serve_req *req, serve_reply *r) {
+    (void)req;
+    FILE *f = r->out;
+    const ffn_model_config *c = ffn_model_get_config(s->model);
+    fputs("{\"version\":", f);
+    serve_json_str(f, ffn_version());
+    fputs(",\"model\":", f);
+    serve_json_str(f, s->model_path);
+    fputs(",\"format\":", f);
+    serve_json_str(f, s->format);
+    fprintf(f, ",\"config\":{\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,"
+               "\"num_hidden_layers\":%lld,\"num_attention_heads\":%lld,"
+               "\"num_key_value_heads\":%lld,\"max_position_embeddings\":%lld,"
+               "\"num_experts\":%lld,\"num_experts_per_tok\":%lld,\"hidden_act\":",
+            (long long)c->vocab_size, (long long)c->hidden_size, (long long)c->intermediate_size,
+            (long long)c->num_hidden_layers, (long long)c->num_attention_heads,
+            (long long)c->num_key_value_heads, (long long)c->max_position_embeddings,
+            (long long)c->num_experts, (long long)c->num_experts_per_tok);
+    serve_json_str(f, ffn_act_name(c->hidden_act));
+    fprintf(f, ",\"tie_word_embeddings\":%s},\"layers\":[", c->tie_word_embeddings ? "true" : "false");
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        fprintf(f, "%s{\"layer\":%lld,\"mlp\":\"%s\",\"d_ff\":%lld}", l ? "," : "", (long long)l,
+                mlp_name(c, l), (long long)ffn_inspect_layer_width(s->model, l));
+    }
+    ffn_vocab_special sp = ffn_vocab_specials(s->vocab);
+    fprintf(f, "],\"vocab\":{\"kind\":\"%s\",\"size\":%lld,\"bos\":%d,\"eos\":%d},",
+            ffn_vocab_kind_name(ffn_vocab_get_kind(s->vocab)), (long long)ffn_vocab_size(s->vocab),
+            sp.bos, sp.eos);
+    fputs("\"labels\":{\"available\":", f);
+    fputs(s->labels.available ? "true" : "false", f);
+    if (s->labels.available) {
+        fprintf(f, ",\"corpus\":\"%s\",\"seconds\":", ffn_lang_name(s->labels.lang));
+        serve_json_num(f, s->labels.seconds);
+    } else {
+        fputs(",\"reason\":", f);
+        serve_json_str(f, s->labels.reason);
+    }
+    fputs(",\"classes\":[", f);
+    for (int k = 0; k < FFN_WORD_N_CLASSES; k++)
+        fprintf(f, "%s\"%s\"", k ? "," : "", ffn_word_class_name((ffn_word_class)k));
+    fprintf(f, "]},\"limits\":{\"body_bytes\":%d,\"text_bytes\":%d,\"tokenize_tokens\":%d,"
+               "\"run_tokens\":%lld,\"edits\":%d,\"k\":%d},",
+            SERVE_MAX_BODY, SERVE_MAX_TEXT_BYTES, SERVE_MAX_TOKENIZE,
+            (long long)c->max_position_embeddings, SERVE_MAX_EDITS, SERVE_MAX_K);
+    fprintf(f, "\"lang\":\"%s\",\"messages\":", ffn_lang_name(s->lang));
+    static const char *const prefixes[] = {"page.", "live.", NULL};
+    i18n_json(f, s->lang, prefixes);
+    fputs(",\"endpoints\":[", f);
+    for (size_t i = 0; i < serve_n_endpoints; i++) {
+        fprintf(f, "%s{\"method\":\"%s\",\"path\":\"%s\",\"summary\":", i ? "," : "",
+                serve_endpoints[i].method, serve_endpoints[i].path);
+        serve_json_str(f, serve_endpoints[i].summary);
+        fputc('}', f);
+    }
+    fputs("]}\n", f);
+    return 200;
+}
+
+/* ---- POST /api/tokenize ------------------------------------------------------------------- */
+
+static void write_tokens(FILE *f, const serve_state *s, const int32_t *ids, int64_t n) {
+    fputs("[", f);
+    for (int64_t i = 0; i < n; i++) {
+        fprintf(f, "%s{\"id\":%d,\"piece\":", i ? "," : "", ids[i]);
+        serve_json_piece(f, s, i ? ids[i - 1] : -1, ids[i]);
+        fputc('}', f);
+    }
+    fputs("]", f);
+}
+
+static int api_tokenize(serve_state *s, const serve_req *req, serve_reply *r) {
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    int rc = serve_req_tokens(s, req, SERVE_MAX_TOKENIZE, &ids, &n, r);
+    if (rc) return rc;
+    fprintf(r->out, "{\"n_tokens\":%lld,\"tokens\":", (long long)n);
+    write_tokens(r->out, s, ids, n);
+    fputs("}\n", r->out);
+    free(ids);
+    return 200;
+}
+
+/* ---- POST /api/predict ---------------------------------------------------------------------- */
+
+/* The K largest entries of p (V), ties by lower id. */
+static void top_k(const double *p, int64_t V, int64_t K, int32_t *out) {
+    for (int64_t j = 0; j < K; j++) out[j] = -1;
+    for (int64_t v = 0; v < V; v++) {
+        int64_t j = K;
+        while (j > 0 && (out[j - 1] < 0 || p[v] > p[out[j - 1]])) j--;
+        if (j >= K) continue;
+        memmove(out + j + 1, out + j, (size_t)(K - 1 - j) * sizeof *out);
+        out[j] = (int32_t)v;
+    }
+}
+
+static void write_ranked(FILE *f, const serve_state *s, const int32_t *top, int64_t K,
+                         const double *before, const double *after, int32_t prev) {
+    fputc('[', f);
+    for (int64_t j = 0; j < K; j++) {
+        fprintf(f, "%s{\"id\":%d,\"piece\":", j ? "," : "", top[j]);
+        serve_json_piece(f, s, prev, top[j]);
+        fputs(",\"p_before\":", f);
+        serve_json_num(f, before[top[j]]);
+        fputs(",\"p_after\":", f);
+        serve_json_num(f, after[top[j]]);
+        fputc('}', f);
+    }
+    fputc(']', f);
+}
+
+static int api_predict(serve_state *s, const serve_req *req, serve_reply *r) {
+    const int64_t ctx_len = ffn_model_get_config(s->model)->max_position_embeddings;
+    const int64_t V = ffn_vocab_size(s->vocab);
+    int32_t *ids = NULL;
+    int64_t T = 0;
+    int rc = serve_req_tokens(s, req, ctx_len, &ids, &T, r);
+    if (rc) return rc;
+    if ((rc = check_edits(s, req, T, r))) {
+        free(ids);
+        return rc;
+    }
+    const int64_t K = req->k ? (req->k < V ? req->k : V) : (V < 10 ? V : 10);
+    double *before = malloc((size_t)V * sizeof *before), *after = malloc((size_t)V * sizeof *after);
+    int32_t *top_b = malloc((size_t)K * sizeof *top_b), *top_a = malloc((size_t)K * sizeof *top_a);
+    if (!before || !after || !top_b || !top_a) {
+        rc = serve_err(r, 500, "out of memory");
+        goto done;
+    }
+    pthread_mutex_lock(&s->lock);
+    ffn_status st = serve_predict_probs(s, ids, T, NULL, 0, before);
+    if (!st && req->n_edits) st = serve_predict_probs(s, ids, T, req->edits, req->n_edits, after);
+    pthread_mutex_unlock(&s->lock);
+    if (st) {
+        rc = serve_err(r, 500, "%s", st == FFN_ERR_NOMEM ? "out of memory" : ffn_last_error());
+        goto done;
+    }
+    if (!req->n_edits) memcpy(after, before, (size_t)V * sizeof *after);
+    double kl = 0.0; /* KL(before || after), natural log */
+    for (int64_t v = 0; v < V; v++)
+        if (before[v] > 0) kl += before[v] * (log(before[v]) - log(after[v] > 1e-300 ? after[v] : 1e-300));
+    top_k(before, V, K, top_b);
+    top_k(after, V, K, top_a);
+    FILE *f = r->out;
+    fprintf(f, "{\"n_tokens\":%lld,\"tokens\":", (long long)T);
+    write_tokens(f, s, ids, T);
+    fprintf(f, ",\"position\":%lld,\"edits\":[", (long long)(T - 1));
+    for (int64_t e = 0; e < req->n_edits; e++) {
+        fprintf(f, "%s{\"layer\":%lld,\"neuron\":%lld,\"scale\":", e ? "," : "",
+                (long long)req->edits[e].layer, (long long)req->edits[e].neuron);
+        serve_json_num(f, req->edits[e].scale);
+        fprintf(f, ",\"position\":%lld}", (long long)req->edits[e].position);
+    }
+    fputs("],\"before\":", f);
+    write_ranked(f, s, top_b, K, before, after, ids[T - 1]);
+    fputs(",\"after\":", f);
+    write_ranked(f, s, top_a, K, before, after, ids[T - 1]);
+    fputs(",\"kl\":", f);
+    serve_json_num(f, kl);
+    fputs("}\n", f);
+    rc = 200;
+done:
+    free(ids), free(before), free(after), free(top_b), free(top_a);
+    return rc;
+}
+
+/* ---- POST /api/neurons ------------------------------------------------------------------------ */
+
+static void write_label(FILE *f, const serve_state *s, int64_t layer, int64_t flat) {
+    const serve_labels *lb = &s->labels;
+    if (!lb->available || layer >= lb->n_layers || !lb->cls[layer] || lb->cls[layer][flat] < 0) {
+        fputs("null", f);
+        return;
+    }
+    fprintf(f, "{\"class\":\"%s\",\"d\":", ffn_word_class_name((ffn_word_class)lb->cls[layer][flat]));
+    serve_json_num(f, lb->d[layer][flat]);
+    fputc('}', f);
+}
+
+static int api_neurons(serve_state *s, const serve_req *req, serve_reply *r) {
+    const ffn_model_config *c = ffn_model_get_config(s->model);
+    int32_t *ids = NULL;
+    int64_t T = 0;
+    int rc = serve_req_tokens(s, req, c->max_position_embeddings, &ids, &T, r);
+    if (rc) return rc;
+    int64_t t = req->position < 0 ? T - 1 : req->position;
+    if (t >= T) {
+        free(ids);
+        return serve_err(r, 400, "\"position\": %lld out of range (the input has %lld tokens: "
+                         "0..%lld, or -1 for the last)", (long long)req->position, (long long)T,
+                         (long long)(T - 1));
+    }
+    if (req->layer >= c->num_hidden_layers || (req->layer >= 0 && ffn_inspect_layer_width(s->model, req->layer) <= 0)) {
+        free(ids);
+        if (req->layer >= c->num_hidden_layers)
+            return serve_err(r, 400, "\"layer\": %lld out of range (the model has %lld layers: "
+                             "0..%lld, or -1 for every layer)", (long long)req->layer,
+                             (long long)c->num_hidden_layers, (long long)(c->num_hidden_layers - 1));
+        return serve_err(r, 400, "\"layer\": layer %lld has no FFN", (long long)req->layer);
+    }
+    ffn_inspect_options o;
+    ffn_inspect_options_default(&o);
+    o.layer = req->layer;
+    o.top_k = req->k ? req->k : 8;
+    o.n_promoted = SERVE_PROMOTED;
+    ffn_inspect_result *res = NULL;
+    pthread_mutex_lock(&s->lock);
+    ffn_status st = ffn_inspect_run(s->ctx, s->model, ids, T, &o, &res);
+    pthread_mutex_unlock(&s->lock);
+    if (st) {
+        free(ids);
+        return serve_err(r, 500, "%s", ffn_last_error());
+    }
+    FILE *f = r->out;
+    fprintf(f, "{\"position\":%lld,\"token\":{\"id\":%d,\"piece\":", (long long)t, ids[t]);
+    serve_json_piece(f, s, t ? ids[t - 1] : -1, ids[t]);
+    fputs("},\"layers\":[", f);
+    for (int64_t li = 0; li < res->n_layers; li++) {
+        const ffn_inspect_token *tk = ffn_inspect_token_at(res, li, t);
+        const int64_t l = res->layers[li];
+        const int64_t W = ffn_inspect_layer_width(s->model, l);
+        const int64_t E = res->layer_is_moe[li] ? c->num_experts : 1;
+        const int64_t fe = E > 0 ? W / E : W;
+        fprintf(f, "%s{\"layer\":%lld,\"mlp\":\"%s\",\"d_ff\":%lld,\"explained\":", li ? "," : "",
+                (long long)l, mlp_name(c, l), (long long)W);
+        serve_json_num(f, tk->explained);
+        fputs(",\"cosine\":", f);
+        serve_json_num(f, tk->cosine);
+        fputs(",\"neurons\":[", f);
+        for (int64_t j = 0; j < tk->n_top; j++) {
+            const ffn_inspect_neuron *nu = &tk->top[j];
+            /* the tap's numbering: expert e's neuron i is e·Fe + i; the shared
+             * expert is not tapped and cannot be edited */
+            const int64_t flat = nu->expert >= 0 ? nu->expert * fe + nu->index
+                                 : nu->expert == -1 ? nu->index : -1;
+            fprintf(f, "%s{\"neuron\":%lld,\"expert\":%lld,\"index\":%lld,\"gate_pre\":",
+                    j ? "," : "", (long long)flat, (long long)nu->expert, (long long)nu->index);
+            serve_json_num(f, nu->gate_pre);
+            fputs(",\"gate\":", f);
+            serve_json_num(f, nu->gate);
+            fputs(",\"up\":", f);
+            serve_json_num(f, nu->up);
+            fputs(",\"product\":", f);
+            serve_json_num(f, nu->product);
+            fputs(",\"contribution\":", f);
+            serve_json_num(f, nu->contribution);
+            fputs(",\"promoted\":[", f);
+            for (int64_t p = 0; p < res->n_promoted; p++) {
+                fprintf(f, "%s{\"id\":%d,\"piece\":", p ? "," : "", nu->promoted[p]);
+                serve_json_piece(f, s, -1, nu->promoted[p]);
+                fputs(",\"logit\":", f);
+                serve_json_num(f, nu->promoted_logit[p]);
+                fputc('}', f);
+            }
+            fputs("],\"label\":", f);
+            if (flat >= 0) write_label(f, s, l, flat);
+            else fputs("null", f);
+            fputc('}', f);
+        }
+        fputs("]}", f);
+    }
+    fputs("]}\n", f);
+    ffn_inspect_result_free(res);
+    free(ids);
+    return 200;
+}
+
+/* ---- the table ---------------------------------------------------------------------------------- */
+
+const serve_endpoint serve_endpoints[] = {
+    {"GET", "/api/info", 0, api_info,
+     "the model's config, layers and widths, vocabulary, labels, limits, page messages"},
+    {"POST", "/api/tokenize", SERVE_F_TEXT, api_tokenize,
+     "{\"text\"} -> its tokens with their pieces"},
+    {"POST", "/api/predict", SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_EDITS | SERVE_F_K, api_predict,
+     "{\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\",\"scale\"}], \"k\"} -> next-token "
+     "top-k before and after the edits, and KL(before || after)"},
+    {"POST", "/api/neurons",
+     SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_POSITION | SERVE_F_LAYER | SERVE_F_K, api_neurons,
+     "{\"text\"|\"ids\", \"position\", \"layer\", \"k\"} -> a token's strongest FFN neurons per "
+     "layer: gate, up, product, promoted tokens, gate-probe label"},
+};
+const size_t serve_n_endpoints = sizeof serve_endpoints / sizeof serve_endpoints[0];
