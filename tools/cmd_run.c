@@ -35,6 +35,10 @@ static const char about[] =
 "                               F16 or BF16; RoPE rotate_half (pairs (i, i+Dh/2))\n"
 "  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout and\n"
 "                               tokenizer.txt)\n"
+"  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
+"                               qwen2 or qwen2moe; f32, f16, bf16, q8_0, q4_0,\n"
+"                               q4_K, q6_K (dequantized to fp32 at load); its\n"
+"                               vocabulary is not read yet: use --ids\n"
 "Weights are memory-mapped and converted straight into the model (no second\n"
 "copy of the file in memory).  Every bad file gets an error naming it.\n";
 
@@ -129,7 +133,7 @@ int cmd_run(int argc, char **argv) {
          .help = "print what was loaded and the prompt's ids on stderr"},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
                            {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
@@ -144,7 +148,7 @@ int cmd_run(int argc, char **argv) {
 
     ffn_model_config cfg;
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_read_config(model_path, &cfg, &info);
+    ffn_status st = ffn_checkpoint_read_config_any(model_path, &cfg, &info);
     if (st) return cli_fail(CMD, st);
     const int64_t V = cfg.vocab_size;
     int64_t ctx_len = cfg.max_position_embeddings;
@@ -229,7 +233,7 @@ int cmd_run(int argc, char **argv) {
     int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
     ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt};
     ffn_model *m = NULL;
-    st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
     if (st) {
         free(ids);
         ffn_vocab_free(voc);
