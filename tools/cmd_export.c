@@ -87,7 +87,7 @@ int cmd_export(int argc, char **argv) {
                             .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
                            {0}};
     const cli_spec spec = {.cmd = CMD,
-                           .synopsis = "MODEL --out PATH [--format hf|llama2c|gguf] [--dtype T] [--force]",
+                           .synopsis = "MODEL --out PATH [--format F] [--dtype T] [--force]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;

@@ -27,6 +27,7 @@
 #include "base/common.h"
 #include "base/open.h"
 #include "load/checkpoint_internal.h"
+#include "load/gguf_model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -226,6 +227,10 @@ static int has_tensor(const gg_source *s, const char *name) {
     return ffn_gguf_find(s->f, name, &t) == FFN_OK;
 }
 
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 /* general.architecture and the {arch}.* keys -> s->cfg, then the plan. */
 static ffn_status read_config(gg_source *s) {
     const char *arch = NULL;
@@ -333,6 +338,11 @@ static ffn_status read_config(gg_source *s) {
         c->shared_expert_intermediate_size = 0;
     }
     if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
+    /* Every layer has tensors: a block_count beyond the file's tensors is
+     * named before a plan of that many layers is built. */
+    if ((uint64_t)L > ffn_gguf_count(s->f))
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
+                         "tensors", s->path, s->arch, (long long)L, ffn_gguf_count(s->f));
     /* The plan, checked against the file before anything is allocated. */
     if ((st = plan_build(c, s->arch, &s->plan))) return st;
     for (int64_t i = 0; i < s->plan.n; i++) {
@@ -362,21 +372,24 @@ static ffn_status read_config(gg_source *s) {
                              e->gguf, ffn_ggml_type_name(t.type));
         e->used = 1;
     }
-    /* Every tensor of the file must be one the plan explains. */
+    /* Every tensor of the file must be one the plan explains (names in the
+     * file are unique and every planned one was found: counts decide). */
     const size_t nt = ffn_gguf_count(s->f);
-    if ((int64_t)nt != s->plan.n) {
-        for (size_t i = 0; i < nt; i++) {
-            ffn_gguf_tensor t;
-            if ((st = ffn_gguf_get_tensor(s->f, i, &t))) return st;
-            int64_t j = 0;
-            while (j < s->plan.n && strcmp(s->plan.e[j].gguf, t.name)) j++;
-            if (j == s->plan.n)
-                return ffn_error(FFN_ERR_FORMAT, "%s: tensor %.64s is not part of the model the "
-                                 "metadata describes (%s, %lld layers, expert_count %lld)", s->path,
-                                 t.name, s->arch, (long long)L, (long long)E);
-        }
+    if ((int64_t)nt == s->plan.n) return FFN_OK;
+    const char **names = malloc((size_t)s->plan.n * sizeof *names);
+    if (!names) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < s->plan.n; i++) names[i] = s->plan.e[i].gguf;
+    qsort(names, (size_t)s->plan.n, sizeof *names, by_name);
+    for (size_t i = 0; i < nt && st == FFN_OK; i++) {
+        ffn_gguf_tensor t;
+        if ((st = ffn_gguf_get_tensor(s->f, i, &t))) break;
+        if (!bsearch(&t.name, names, (size_t)s->plan.n, sizeof *names, by_name))
+            st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.64s is not part of the model the metadata "
+                           "describes (%s, %lld layers, expert_count %lld)", s->path, t.name,
+                           s->arch, (long long)L, (long long)E);
     }
-    return FFN_OK;
+    free(names);
+    return st;
 }
 
 static void source_close(gg_source *s) {
@@ -385,10 +398,12 @@ static void source_close(gg_source *s) {
     s->f = NULL;
 }
 
-static ffn_status source_open(const char *path, gg_source *s) {
+/* data == NULL: map the file `path`; else read size bytes at data (named
+ * `path` in messages). */
+static ffn_status source_open(const char *path, const void *data, size_t size, gg_source *s) {
     memset(s, 0, sizeof *s);
     s->path = path;
-    ffn_status st = ffn_gguf_open(path, &s->f);
+    ffn_status st = data ? ffn_gguf_open_buffer(data, size, path, &s->f) : ffn_gguf_open(path, &s->f);
     if (st == FFN_OK) st = read_config(s);
     if (st) source_close(s);
     return st;
@@ -480,7 +495,7 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s) {
 ffn_status ffn_gguf_read_config(const char *path, ffn_model_config *cfg, ffn_checkpoint_info *info) {
     if (!path || !cfg) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_read_config: NULL argument");
     gg_source s;
-    ffn_status st = source_open(path, &s);
+    ffn_status st = source_open(path, NULL, 0, &s);
     if (st) return st;
     *cfg = s.cfg;
     if (info) fill_info(&s, info);
@@ -488,13 +503,12 @@ ffn_status ffn_gguf_read_config(const char *path, ffn_model_config *cfg, ffn_che
     return FFN_OK;
 }
 
-ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
-                               ffn_model **model, ffn_checkpoint_info *info) {
-    if (!ctx || !path || !model)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_load_model: NULL argument");
+static ffn_status load_model(ffn_ctx *ctx, const char *path, const void *data, size_t size,
+                             const ffn_model_options *opt, ffn_model **model,
+                             ffn_checkpoint_info *info) {
     *model = NULL;
     gg_source s;
-    ffn_status st = source_open(path, &s);
+    ffn_status st = source_open(path, data, size, &s);
     if (st) return st;
     ffn_model_options o = {.max_batch = 1};
     if (opt) o = *opt;
@@ -514,6 +528,28 @@ ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_o
     }
     *model = m;
     return FFN_OK;
+}
+
+ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
+                               ffn_model **model, ffn_checkpoint_info *info) {
+    if (!ctx || !path || !model)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_load_model: NULL argument");
+    return load_model(ctx, path, NULL, 0, opt, model, info);
+}
+
+ffn_status gguf_model_config_buffer(const void *data, size_t size, const char *name,
+                                    ffn_model_config *cfg) {
+    gg_source s;
+    ffn_status st = source_open(name, data, size, &s);
+    if (st) return st;
+    *cfg = s.cfg;
+    source_close(&s);
+    return FFN_OK;
+}
+
+ffn_status gguf_model_load_buffer(ffn_ctx *ctx, const void *data, size_t size, const char *name,
+                                  const ffn_model_options *opt, ffn_model **model) {
+    return load_model(ctx, name, data, size, opt, model, NULL);
 }
 
 /* ---- any MODEL path -------------------------------------------------------- */

@@ -52,14 +52,18 @@ KL_SRC = {"f32": 1e-6, "f16": 5e-5, "bf16": 2e-3, "q8_0": 7e-2, "q4_0": 2.7, "q4
 SRC_TOP1 = {"f32", "f16", "bf16"}
 
 V, D, H, G, L, T_CTX = 259, 256, 8, 2, 2, 64
+globals_dims = (V, D, H, G, L, T_CTX)
 IDS = [int(x) for x in np.random.default_rng(7).integers(3, 256, size=60)]
 
 
-def make_model(path, arch, seed):
-    """A Hugging Face directory of random weights for `arch`."""
+def make_model(path, arch, seed, small=False):
+    """A Hugging Face directory of random weights for `arch` (small: tiny
+    dimensions, for seed files)."""
     rng = np.random.default_rng(seed)
+    V, D, H, G, L, T_CTX = (40, 32, 2, 1, 1, 16) if small else globals_dims
     Dh = D // H
-    F = 320
+    F = 32 if small else 320
+    Fe, Fs = (32, 32) if small else (192, 256)
     cfg = dict(vocab_size=V, hidden_size=D, intermediate_size=F, num_hidden_layers=L,
                num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=T_CTX,
                rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu",
@@ -73,7 +77,7 @@ def make_model(path, arch, seed):
         cfg.update(model_type="mixtral", num_local_experts=4, num_experts_per_tok=2)
     elif arch == "qwen2moe":
         cfg.update(model_type="qwen2_moe", num_experts=4, num_experts_per_tok=2,
-                   moe_intermediate_size=192, shared_expert_intermediate_size=256,
+                   moe_intermediate_size=Fe, shared_expert_intermediate_size=Fs,
                    norm_topk_prob=False, decoder_sparse_step=1, tie_word_embeddings=False)
     w = {}
 
@@ -110,12 +114,12 @@ def make_model(path, arch, seed):
             w[p + "mlp.gate.weight"] = mat(4, D, 0.3)
             for e in range(4):
                 q = p + "mlp.experts.%d." % e
-                w[q + "gate_proj.weight"] = mat(192, D)
-                w[q + "up_proj.weight"] = mat(192, D)
-                w[q + "down_proj.weight"] = mat(D, 192)
-            w[p + "mlp.shared_expert.gate_proj.weight"] = mat(256, D)
-            w[p + "mlp.shared_expert.up_proj.weight"] = mat(256, D)
-            w[p + "mlp.shared_expert.down_proj.weight"] = mat(D, 256)
+                w[q + "gate_proj.weight"] = mat(Fe, D)
+                w[q + "up_proj.weight"] = mat(Fe, D)
+                w[q + "down_proj.weight"] = mat(D, Fe)
+            w[p + "mlp.shared_expert.gate_proj.weight"] = mat(Fs, D)
+            w[p + "mlp.shared_expert.up_proj.weight"] = mat(Fs, D)
+            w[p + "mlp.shared_expert.down_proj.weight"] = mat(D, Fs)
             w[p + "mlp.shared_expert_gate.weight"] = mat(1, D, 0.1)
     w["model.norm.weight"] = norm(D)
     if not cfg["tie_word_embeddings"]:
