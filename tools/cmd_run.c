@@ -245,8 +245,9 @@ int cmd_run(int argc, char **argv) {
         if (info.format == FFN_CHECKPOINT_LLAMA2C) /* one fp32 block, no tensor table */
             snprintf(dtypes, sizeof dtypes, "weights fp32 (the llama2.c format)");
         else
-            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d", info.n_dtypes[0],
-                     info.n_dtypes[1], info.n_dtypes[2]);
+            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info.n_dtypes[0],
+                     info.n_dtypes[1], info.n_dtypes[2],
+                     info.n_dtypes[3] > 0 ? ", quantized (dequantized to fp32)" : "");
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
                 "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,
