@@ -17,6 +17,7 @@
  *   collapse.h     merging a linear FFN into one matrix, and the check
  *   gguf.h         GGUF files and the ggml tensor types (f16, q8_0, q4_K, ...)
  *   quant.h        low-precision weights inside a model (quantize, attach bytes)
+ *   eval.h         perplexity, and KL / top-1 against a reference model
  *
  * Conventions, stated once for every section: weights are W[out][in] and a
  * projection is y = x · Wᵀ + b; tensors are row-major fp32; every fallible
@@ -85,6 +86,9 @@
 #endif
 #if __has_include("ffn/edit.h")
 #include "ffn/edit.h"
+#endif
+#if __has_include("ffn/eval.h")
+#include "ffn/eval.h"
 #endif
 
 #endif /* FFN_H */

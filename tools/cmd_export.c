@@ -1,8 +1,11 @@
 /* cmd_export.c -- `ffn export`: write any model ffn loads (an ffn
- * checkpoint, a Hugging Face directory, a llama2.c .bin) as a Hugging Face
- * Llama-layout directory or as a llama2.c checkpoint. */
+ * checkpoint, a Hugging Face directory, a llama2.c .bin, a GGUF file) as a
+ * Hugging Face Llama-layout directory, a llama2.c checkpoint or a GGUF
+ * file (tools/cmd_quantize.c writes it). */
 #include "cli.h"
+#include "gguf_out.h"
 #include "ffn/checkpoint.h"
+#include "ffn/gguf.h"
 
 #include <string.h>
 #include <sys/stat.h>
@@ -33,14 +36,16 @@ static int refuse_out(const char *model, const char *out, int force) {
 
 static const char about[] =
 "Loads MODEL (anything `ffn run` loads: a llama2.c .bin, a Hugging Face\n"
-"directory, an ffn checkpoint directory) and writes it in another layout.\n";
+"directory, an ffn checkpoint directory, a GGUF file) and writes it in\n"
+"another layout.\n";
 
 static const char epilog[] =
 "examples:\n"
 "  ffn export stories260K.bin --out stories-hf\n"
-"  ffn export my-ffn-run --out my-model.bin --format llama2c\n";
+"  ffn export my-ffn-run --out my-model.bin --format llama2c\n"
+"  ffn export my-ffn-run --out my-model.gguf --format gguf --dtype F16\n";
 
-static const char *const format_names[] = {"hf", "llama2c", NULL};
+static const char *const format_names[] = {"hf", "llama2c", "gguf", NULL};
 static const char *const dtype_names[] = {"F32", "F16", "BF16", NULL};
 
 int cmd_export(int argc, char **argv) {
@@ -67,25 +72,30 @@ int cmd_export(int argc, char **argv) {
                  "permuted back to consecutive pairs).  Only gated-SiLU models without biases "
                  "or experts, with RMSNorm eps 1e-5 and RoPE theta 10000, fit the format.  "
                  "Written to a new PATH.tmp-XXXXXX, fsynced, renamed; an existing PATH is replaced "
-                 "only with --force."},
+                 "only with --force.\n"
+                 "gguf: a GGUF file PATH llama.cpp runs (architecture llama, qwen2 or qwen2moe; "
+                 "llama's q/k rows in llama.cpp's order; the vocabulary beside MODEL, else byte "
+                 "tokens), the matrices in --dtype, norms f32; for quantized types see `ffn "
+                 "quantize`.  Written atomically; an existing PATH is replaced only with --force."},
         {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,
-         .help = "weight dtype for --format hf: F32 (exact), F16 or BF16 (rounded to nearest "
-                 "even)"},
+         .help = "weight dtype for --format hf and gguf: F32 (exact), F16 or BF16 (rounded to "
+                 "nearest even)"},
         CLI_OPT_FORCE(&force, "replace an existing PATH (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
                            {0}};
     const cli_spec spec = {.cmd = CMD,
-                           .synopsis = "MODEL --out PATH [--format hf|llama2c] [--dtype T] [--force]",
+                           .synopsis = "MODEL --out PATH [--format F] [--dtype T] [--force]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (!out) return cli_usage_error(CMD, "--out PATH is required");
     const char *dtype = dtype_names[dtype_k];
-    int l2c = format_k == 1;
-    if (refuse_out(model_path, out, force)) return CLI_EXIT_FAIL;
+    int l2c = format_k == 1, gguf = format_k == 2;
+    if (gguf ? gguf_out_refuse(CMD, model_path, out, force) : refuse_out(model_path, out, force))
+        return CLI_EXIT_FAIL;
     if (l2c && strcmp(dtype, "F32")) {
         cli_error(CMD, "--dtype: the llama2.c format holds fp32 only");
         return CLI_EXIT_USAGE;
@@ -95,7 +105,14 @@ int cmd_export(int argc, char **argv) {
     ffn_model *m = NULL;
     ffn_checkpoint_info info;
     ffn_model_options opt = {.max_batch = 1, .max_seq = 1}; /* weights only: the smallest activations */
-    ffn_status st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    ffn_status st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
+    if (st == FFN_OK && gguf) {
+        const ffn_ggml_type types[] = {FFN_GGML_TYPE_F32, FFN_GGML_TYPE_F16, FFN_GGML_TYPE_BF16};
+        int rc = gguf_out_write(CMD, m, model_path, &info, out, types[dtype_k]);
+        ffn_model_free(m);
+        ffn_ctx_free(ctx);
+        return rc;
+    }
     if (st == FFN_OK) {
         if (l2c) {
             st = ffn_checkpoint_save_llama2c(m, out);

@@ -27,7 +27,8 @@ static const char about[] =
 "from 0 (--layer 0 is the first block).\n"
 "\n"
 "MODEL is a checkpoint directory written by `ffn train` (or, where supported,\n"
-"a Hugging Face directory or llama2.c .bin with its tokenizer beside it).\n"
+"a Hugging Face directory or llama2.c .bin with its tokenizer beside it, or a\n"
+"GGUF file, given --ids: GGUF vocabularies are not read yet).\n"
 "\n"
 "ffn inspect MODEL --prompt TEXT   for every token and layer, the top-K neurons\n"
 "  by |m_i| with their gate act(gate_i.x), up value up_i.x and product m_i, and\n"
@@ -109,7 +110,7 @@ static int load(const char *path, int threads, loaded *ld) {
 #ifdef HAVE_CHECKPOINT_H
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
-    st = ffn_checkpoint_load_model(ld->ctx, path, NULL, &ld->model, &info);
+    st = ffn_checkpoint_load_any(ld->ctx, path, NULL, &ld->model, &info);
     if (!st && info.tokenizer_path[0]) {
         int64_t V = ffn_model_get_config(ld->model)->vocab_size;
         st = info.tokenizer_is_llama2c ? ffn_llama2c_tokenizer_load(info.tokenizer_path, V, &ld->l2tok)

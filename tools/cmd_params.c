@@ -4,9 +4,11 @@
  * rule.  The counting lives in the library (ffn_params_from_config); this
  * file prints. */
 #include "cli.h"
+#include "ffn/checkpoint.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -352,6 +354,42 @@ static int suggest(int64_t d, int64_t multiple_of, double mult, int json) {
     return 0;
 }
 
+/* ---- a GGUF file ------------------------------------------------------------- */
+
+/* The Hugging Face config.json a GGUF file's metadata amounts to, in a
+ * malloc'd string: the counting then stays the library's one. */
+static char *gguf_as_config_json(const char *path, ffn_status *st) {
+    ffn_model_config c;
+    ffn_checkpoint_info info;
+    if ((*st = ffn_gguf_read_config(path, &c, &info))) return NULL;
+    const int moe = c.num_experts > 0;
+    const char *type = !strcmp(info.model_type, "qwen2moe") ? "qwen2_moe"
+                       : !strcmp(info.model_type, "qwen2") ? "qwen2" : moe ? "mixtral" : "llama";
+    const int64_t Fe = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) {
+        *st = FFN_ERR_NOMEM;
+        return NULL;
+    }
+    fprintf(f, "{\"model_type\": \"%s\", \"vocab_size\": %" PRId64 ", \"hidden_size\": %" PRId64
+            ", \"intermediate_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
+            ", \"num_attention_heads\": %" PRId64 ", \"num_key_value_heads\": %" PRId64
+            ", \"max_position_embeddings\": %" PRId64 ", \"tie_word_embeddings\": %s",
+            type, c.vocab_size, c.hidden_size, !strcmp(type, "mixtral") ? Fe : c.intermediate_size,
+            c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
+            c.max_position_embeddings, c.tie_word_embeddings ? "true" : "false");
+    if (moe)
+        fprintf(f, ", \"%s\": %" PRId64 ", \"num_experts_per_tok\": %" PRId64
+                ", \"moe_intermediate_size\": %" PRId64 ", \"shared_expert_intermediate_size\": %"
+                PRId64, !strcmp(type, "mixtral") ? "num_local_experts" : "num_experts",
+                c.num_experts, c.num_experts_per_tok, Fe, c.shared_expert_intermediate_size);
+    fprintf(f, "}");
+    fclose(f);
+    return text;
+}
+
 /* ---- entry ------------------------------------------------------------------ */
 
 int cmd_params(int argc, char **argv) {
@@ -381,7 +419,7 @@ int cmd_params(int argc, char **argv) {
          .fmin = 1e-6, .fmax = 1e6, .def = "none", .help = "scale F by X before rounding"},
         {0}};
     const cli_pos pos[] = {{.name = "CONFIG.json", .dst = &config,
-                            .help = "a Hugging Face config.json"},
+                            .help = "a Hugging Face config.json, or a GGUF file (its metadata)"},
                            {0}};
     static char epilog[8192];
     {
@@ -422,7 +460,14 @@ int cmd_params(int argc, char **argv) {
     }
     ffn_params_options opt = {.seq_len = seq_len};
     ffn_params_report *r = NULL;
-    ffn_status st = ffn_params_from_config(config, &opt, &r);
+    ffn_status st;
+    if (ffn_checkpoint_is_gguf(config)) {
+        char *text = gguf_as_config_json(config, &st);
+        if (text) st = ffn_params_from_json(text, strlen(text), config, &opt, &r);
+        free(text);
+    } else {
+        st = ffn_params_from_config(config, &opt, &r);
+    }
     if (st != FFN_OK) return cli_fail(CMD, st);
     if (json) print_json(config, r);
     else print_report(config, r, per_layer);

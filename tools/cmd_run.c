@@ -36,6 +36,10 @@ static const char about[] =
 "                               F16 or BF16; RoPE rotate_half (pairs (i, i+Dh/2))\n"
 "  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout and\n"
 "                               tokenizer.txt)\n"
+"  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
+"                               qwen2 or qwen2moe; f32, f16, bf16, q8_0, q4_0,\n"
+"                               q4_K, q6_K (dequantized to fp32 at load); its\n"
+"                               vocabulary is not read yet: use --ids\n"
 "Weights are memory-mapped and converted straight into the model (no second\n"
 "copy of the file in memory).  Every bad file gets an error naming it.\n";
 
@@ -173,7 +177,7 @@ int cmd_run(int argc, char **argv) {
                  "under --quantize q4_0)"},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory"},
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
                            {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
@@ -188,7 +192,7 @@ int cmd_run(int argc, char **argv) {
 
     ffn_model_config cfg;
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_read_config(model_path, &cfg, &info);
+    ffn_status st = ffn_checkpoint_read_config_any(model_path, &cfg, &info);
     if (st) return cli_fail(CMD, st);
     const int64_t V = cfg.vocab_size;
     int64_t ctx_len = cfg.max_position_embeddings;
@@ -284,7 +288,7 @@ int cmd_run(int argc, char **argv) {
         /* every rank runs the same forwards (they meet in the all-reduces); rank 0 writes */
         if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) write_dump = 0;
     }
-    if (st == FFN_OK) st = ffn_checkpoint_load_model(ctx, model_path, &opt, &m, &info);
+    if (st == FFN_OK) st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
     if (dist) { /* every rank loaded the model, or all stop; then each keeps its share */
         st = ffn_dist_agree(dist, st);
         ffn_model *share = NULL;
@@ -304,8 +308,9 @@ int cmd_run(int argc, char **argv) {
         if (info.format == FFN_CHECKPOINT_LLAMA2C) /* one fp32 block, no tensor table */
             snprintf(dtypes, sizeof dtypes, "weights fp32 (the llama2.c format)");
         else
-            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d", info.n_dtypes[0],
-                     info.n_dtypes[1], info.n_dtypes[2]);
+            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info.n_dtypes[0],
+                     info.n_dtypes[1], info.n_dtypes[2],
+                     info.n_dtypes[3] > 0 ? ", quantized (dequantized to fp32)" : "");
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
                 "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,

@@ -87,10 +87,11 @@ extern "C" {
 typedef enum ffn_checkpoint_format {
     FFN_CHECKPOINT_LLAMA2C = 0, /* a llama2.c .bin file */
     FFN_CHECKPOINT_HF,          /* a Hugging Face safetensors directory */
-    FFN_CHECKPOINT_FFN          /* an ffn checkpoint directory (HF layout + ffn keys) */
+    FFN_CHECKPOINT_FFN,         /* an ffn checkpoint directory (HF layout + ffn keys) */
+    FFN_CHECKPOINT_GGUF         /* a GGUF file (llama, qwen2, qwen2moe) */
 } ffn_checkpoint_format;
 
-/* "llama2c", "hf", "ffn". */
+/* "llama2c", "hf", "ffn", "gguf". */
 const char *ffn_checkpoint_format_name(ffn_checkpoint_format format);
 
 #define FFN_CHECKPOINT_PATH_MAX 4096
@@ -158,6 +159,87 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
                                   const ffn_hf_save_options *opts);
 /* Write `model` as a llama2.c .bin at `path`. */
 ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path);
+
+
+/* ---- GGUF files (src/load/gguf_model.c) ------------------------------------
+ * Architectures (general.architecture): llama (Llama, Mistral; Mixtral is
+ * llama with llama.expert_count > 0), qwen2 (q/k/v biases), qwen2moe
+ * (experts and a shared expert gated by sigmoid(ffn_gate_inp_shexp · x)).
+ * Metadata read: {arch}.embedding_length D, .block_count L,
+ * .feed_forward_length F (Mixtral: the experts' size), .context_length,
+ * .attention.head_count H, .attention.head_count_kv G (default H),
+ * .attention.layer_norm_rms_epsilon, .rope.freq_base (default 1e4),
+ * .rope.dimension_count (must be D/H), .expert_count E, .expert_used_count
+ * K, .expert_feed_forward_length Fe, .expert_shared_feed_forward_length Fs
+ * (or the shape of ffn_up_shexp); V is the length of tokenizer.ggml.tokens
+ * (else token_embd's).  Tensors (ne fastest first, W[out][in] is {in, out}):
+ * token_embd {D, V}; blk.N.attn_norm, attn_q/k/v/output (+ attn_q/k/v.bias),
+ * ffn_norm, ffn_gate/up/down, or ffn_gate_inp {D, E} and ffn_{gate,up}_exps
+ * {D, Fe, E} / ffn_down_exps {Fe, D, E}, ffn_{gate,up,down}_shexp and
+ * ffn_gate_inp_shexp {D}; output_norm; output {D, V} (absent: tied).
+ * Routing follows llama.cpp: softmax, top K, renormalised for llama
+ * (norm_topk_prob 1), not for qwen2moe (0).  Any type ffn decodes (f32,
+ * f16, bf16, q8_0, q4_0, q4_K, q6_K) is dequantized to fp32 at load.
+ * RoPE: a llama file's q/k rows are in the order llama.cpp's converter
+ * gives them (consecutive pairs rotate); they are permuted back to
+ * rotate_half on load, so every loaded model is FFN_ROPE_HALF; qwen2* rows
+ * are used as stored.  The file is checked against its metadata before
+ * the model is allocated: every failure names the file, the key or tensor,
+ * the expected and the found (unknown architecture, a missing key or
+ * tensor, a shape the metadata disagrees with, a type ffn cannot decode, a
+ * tensor the model has no place for).  info->format is FFN_CHECKPOINT_GGUF,
+ * model_type the architecture, n_dtypes[3] counts quantized tensors; no
+ * vocabulary is read from the file yet (tokenizer_path is ""). */
+ffn_status ffn_gguf_read_config(const char *path, ffn_model_config *cfg, ffn_checkpoint_info *info);
+ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
+                               ffn_model **model, ffn_checkpoint_info *info);
+
+/* 1 when path is a regular file starting with the GGUF magic. */
+int ffn_checkpoint_is_gguf(const char *path);
+/* Any MODEL path: a GGUF file (above) or whatever ffn_checkpoint_read_config
+ * / ffn_checkpoint_load_model read. */
+ffn_status ffn_checkpoint_read_config_any(const char *path, ffn_model_config *cfg,
+                                          ffn_checkpoint_info *info);
+ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
+                                   ffn_model **model, ffn_checkpoint_info *info);
+
+/* Writing a GGUF file llama.cpp loads.  The architecture: llama for a
+ * dense model without attention biases or a Mixtral-style MoE (no shared
+ * expert, renormalised top-k), qwen2 with q/k/v biases, qwen2moe for
+ * experts with a shared expert and top-k weights not renormalised (q/k/v
+ * biases written as zeros when the model has none); the FFN must be gated
+ * SiLU without biases.  Weight types: matrices get `type`; a matrix whose
+ * rows (ne[0]) are not a multiple of the type's block stays f16 (as
+ * llama.cpp's quantizer does; counted in report->n_fallback); norms,
+ * biases, the shared-expert gate and the routers (ffn_gate_inp, as
+ * llama.cpp keeps them) stay f32.  Metadata: general.architecture, .name,
+ * .file_type, .quantization_version, every {arch}.* key the reader above
+ * reads, and a llama (SPM) vocabulary in tokenizer.ggml.*: the given
+ * vocab's tokens (byte tokens of a byte vocabulary as <0xXX>; a llama2.c
+ * vocabulary with its scores), or without one <0x00>..<0xFF> byte tokens
+ * and <unusedN> fillers up to V.  The file is written atomically
+ * (ffn_atomic_*): an existing path is replaced whole (callers refuse it
+ * without --force). */
+typedef struct ffn_gguf_save_options {
+    int type;                 /* ffn_ggml_type of the matrices (gguf.h): f32, f16, bf16,
+                                 q8_0, q4_0, q4_K, q6_K */
+    const ffn_vocab *vocab;   /* may be NULL: byte tokens */
+    int64_t context_cap;      /* > 0: context_length = min(the model's, this) */
+    const char *name;         /* general.name (NULL: "ffn") */
+    void (*progress)(void *user, int64_t done, int64_t total); /* per tensor; may be NULL */
+    void *progress_user;
+} ffn_gguf_save_options;
+
+typedef struct ffn_gguf_save_report {
+    int64_t n_tensors;  /* written */
+    int64_t n_f32;      /* of them kept f32 (vectors, routers) */
+    int64_t n_fallback; /* matrices kept f16: rows not a multiple of the block */
+} ffn_gguf_save_report;
+
+void ffn_gguf_save_options_default(ffn_gguf_save_options *opts); /* f32, no vocab */
+/* opts may be NULL (defaults), report may be NULL. */
+ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_gguf_save_options *opts,
+                               ffn_gguf_save_report *report);
 
 #ifdef __cplusplus
 }

@@ -242,12 +242,15 @@ static ffn_status rd_kv(rd *r, size_t index, gg_kv *kv) {
     snprintf(ctx, sizeof ctx, "metadata entry %zu", index);
     ffn_status s = rd_string(r, ctx, "key", &kv->key);
     if (s != FFN_OK) return s;
-    const char *key = arena_str(r->f, kv->key);
+    const char *full = arena_str(r->f, kv->key);
     if (kv->key.len == 0) return ffn_error(FFN_ERR_FORMAT, "%s: %s: key: expected a non-empty string, found \"\"",
                                            r->f->path, ctx);
-    if (strlen(key) != kv->key.len)
+    if (strlen(full) != kv->key.len)
         return ffn_error(FFN_ERR_FORMAT, "%s: %s: key '%.200s': expected no NUL byte, found one at %zu", r->f->path,
-                         ctx, key, strlen(key));
+                         ctx, full, strlen(full));
+    /* messages below use a copy: reading an array of strings may move the arena */
+    char key[208];
+    snprintf(key, sizeof key, "%s", full);
     if ((s = rd_vtype(r, key, "value type", &kv->type)) != FFN_OK) return s;
     if (kv->type == FFN_GGUF_VTYPE_STRING) return rd_string(r, key, "string value", &kv->str);
     if (kv->type == FFN_GGUF_VTYPE_ARRAY) return rd_array(r, key, 1, &kv->arr);

@@ -43,7 +43,8 @@
 
 const char *ffn_checkpoint_format_name(ffn_checkpoint_format f) {
     static const char *const names[] = {
-        [FFN_CHECKPOINT_LLAMA2C] = "llama2c", [FFN_CHECKPOINT_HF] = "hf", [FFN_CHECKPOINT_FFN] = "ffn"};
+        [FFN_CHECKPOINT_LLAMA2C] = "llama2c", [FFN_CHECKPOINT_HF] = "hf", [FFN_CHECKPOINT_FFN] = "ffn",
+        [FFN_CHECKPOINT_GGUF] = "gguf"};
     return FFN_ENUM_NAME(names, f, "?");
 }
 

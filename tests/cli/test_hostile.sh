@@ -170,7 +170,7 @@ with open(d + "/tokenizer.bin", "wb") as f:
         f.write(struct.pack("<fi", -float(i), len(piece)) + piece)
 EOF
 mkdir -p "$T/gguf_dir" && cp "$T/model.gguf" "$T/gguf_dir/config.json"
-expect_fail "GGUF as a model" "model.gguf is a GGUF file, not a llama2.c checkpoint; ffn does not read GGUF yet" 10 -- \
+expect_fail "GGUF without metadata as a model" "model.gguf: metadata key general.architecture is missing" 10 -- \
     "$FFN" run "$T/model.gguf" --ids "1"
 expect_fail "GGUF as --tokenizer" "model.gguf is a GGUF file, not a llama2.c tokenizer.bin; ffn does not read GGUF yet" 10 -- \
     "$FFN" run "$T/tiny.bin" --tokenizer "$T/model.gguf" --prompt "hi"
@@ -186,7 +186,7 @@ expect_fail "PyTorch zip as a model" "pytorch_model.bin is a zip archive (a PyTo
     "$FFN" run "$T/pytorch_model.bin" --ids "1"
 expect_fail "config.json as a model" "config.json is a JSON file, not a llama2.c checkpoint" 10 -- \
     "$FFN" run "$T/moe65k/config.json" --ids "1"
-expect_fail "GGUF as params config" "model.gguf is a GGUF file, not a JSON file; ffn does not read GGUF yet" 10 -- \
+expect_fail "GGUF without metadata as params" "model.gguf: metadata key general.architecture is missing" 10 -- \
     "$FFN" params "$T/model.gguf"
 expect_fail "safetensors as params config" "lone.safetensors is a safetensors file, not a JSON file" 10 -- \
     "$FFN" params "$T/lone.safetensors"

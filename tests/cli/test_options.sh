@@ -38,7 +38,7 @@ widest() { /usr/bin/python3 -c 'import sys; print(max((len(l.rstrip("\n")) for l
 
 # ---- --help everywhere: exit 0, a usage line, at most 80 columns ----
 helps=("" "version" "params" "layer" "collapse" "bench" "bench layer" "bench moe" "bench peak"
-       "bench bandwidth" "corpus" "train" "generate" "demo" "compare" "run" "export" "inspect"
+       "bench bandwidth" "corpus" "train" "generate" "demo" "compare" "run" "export" "quantize" "eval" "inspect"
        "inspect keys" "inspect gates" "report")
 for c in "${helps[@]}"; do
     # shellcheck disable=SC2086

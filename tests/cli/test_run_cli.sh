@@ -38,7 +38,7 @@ expect_fail() {
 expect_fail 2 "MODEL missing" "$FFN" run --ids 1
 expect_fail 2 "exactly one of --ids and --prompt" "$FFN" run "$MODEL"
 expect_fail 2 "outside the vocabulary" "$FFN" run "$MODEL" --ids "1 512"
-expect_fail 2 "--format: expected hf or llama2c" "$FFN" export "$MODEL" --out "$tmp/x" --format onnx
+expect_fail 2 "--format: expected hf, llama2c or gguf" "$FFN" export "$MODEL" --out "$tmp/x" --format onnx
 
 # ---- sampling: the same seed gives the same tokens ----
 a=$("$FFN" run "$MODEL" --ids 1 --steps 40 --temperature 1 --top-p 0.9 --seed 7)

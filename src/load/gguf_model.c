@@ -1,0 +1,848 @@
+/* gguf_model.c -- GGUF files as ffn models, both ways: the architectures
+ * llama (Llama, Mistral; Mixtral is llama with {arch}.expert_count), qwen2
+ * and qwen2moe, read into an ffn_model and written from one; and the
+ * dispatch that lets a MODEL path be a GGUF file beside everything
+ * ffn_checkpoint_load_model reads.
+ *
+ * One table of names (gg_plan) serves both directions: built from a
+ * configuration, it lists every GGUF tensor the model has, its dims
+ * (fastest first: a W[out][in] is ne = {in, out}; stacked experts are
+ * {in, out, E}) and the model tensor(s) it holds.  Reading checks the
+ * file against the plan before the model is allocated (so metadata
+ * cannot ask for more than the file holds), then places each tensor with
+ * place_tensor; writing walks the same plan over the model.
+ *
+ * RoPE: llama.cpp's converter permutes llama's q/k rows (and biases) so
+ * that its RoPE may rotate consecutive pairs; qwen2 and qwen2moe keep the
+ * Hugging Face (rotate_half) order.  Loaded models are always
+ * FFN_ROPE_HALF: llama's rows are permuted back on load and forth again
+ * on write (row 2j+h of a head <-> row h·Dh/2 + j).
+ *
+ * Letters: V vocab, D hidden, F ffn, Fe expert ffn, Fs shared-expert ffn,
+ * H heads, G kv heads, Dh head dim, E experts, L layers. */
+#include "ffn/checkpoint.h"
+#include "ffn/gguf.h"
+#include "ffn/model.h"
+#include "ffn/vocab.h"
+#include "base/common.h"
+#include "base/open.h"
+#include "load/checkpoint_internal.h"
+#include "load/gguf_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- the plan: GGUF tensors <-> model tensors ---------------------------- */
+
+typedef struct gg_entry {
+    char gguf[FFN_GGUF_MAX_NAME]; /* the name in the file */
+    char hf[96];       /* the model tensor; for stacked experts a pattern with one %lld */
+    int n_dims;        /* in the file */
+    int64_t ne[3];     /* fastest first */
+    int64_t experts;   /* > 0: a stack of this many experts (ne[2]) */
+    int64_t rope_heads; /* > 0: q/k rows (of this many heads) that RoPE rotates */
+    int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER */
+    int required;      /* absent from a file is an error */
+    int used;          /* reading: found in the file */
+} gg_entry;
+
+enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER };
+
+typedef struct gg_plan {
+    gg_entry *e;
+    int64_t n, cap;
+} gg_plan;
+
+static void plan_free(gg_plan *p) {
+    free(p->e);
+    memset(p, 0, sizeof *p);
+}
+
+static ffn_status plan_add(gg_plan *p, int kind, const char *hf, int64_t experts, int64_t rope,
+                           int n_dims, int64_t ne0, int64_t ne1, int64_t ne2, const char *gfmt,
+                           int64_t layer) {
+    gg_entry *e = ffn_grow(p->e, p->n, &p->cap, sizeof *p->e, 64);
+    if (!e) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    p->e = e;
+    gg_entry *x = &p->e[p->n++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->gguf, sizeof x->gguf, gfmt, (long long)layer);
+    snprintf(x->hf, sizeof x->hf, "%s", hf);
+    x->kind = kind;
+    x->experts = experts;
+    x->rope_heads = rope;
+    x->n_dims = n_dims;
+    x->ne[0] = ne0;
+    x->ne[1] = ne1;
+    x->ne[2] = ne2;
+    x->required = 1;
+    return FFN_OK;
+}
+
+/* The tensors of a model of config c written as `arch`; `permute`: llama's
+ * q/k rows are in the interleaved order in the file.  qwen2* files always
+ * have q/k/v biases (llama.cpp requires them). */
+static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_plan *p) {
+    memset(p, 0, sizeof *p);
+    const int qwen = strcmp(arch, "llama") != 0;
+    const int64_t D = c->hidden_size, V = c->vocab_size, H = c->num_attention_heads;
+    const int64_t G = c->num_key_value_heads, Dh = D / H, F = c->intermediate_size;
+    const int64_t E = c->num_experts;
+    const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : F;
+    const int64_t Fs = c->shared_expert_intermediate_size;
+    const int bias = c->attention_bias || qwen;
+    ffn_status st = FFN_OK;
+    char hf[96];
+#define ADD(kind, experts, rope, nd, a, b, cc, gname, layer)                                     \
+    do {                                                                                      \
+        if ((st = plan_add(p, kind, hf, experts, rope, nd, a, b, cc, gname, layer))) goto fail; \
+    } while (0)
+#define HF(...) snprintf(hf, sizeof hf, __VA_ARGS__)
+    HF("model.embed_tokens.weight");
+    ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "token_embd.weight", 0);
+    for (int64_t l = 0; l < c->num_hidden_layers; l++) {
+        const long long L = (long long)l;
+        HF("model.layers.%lld.input_layernorm.weight", L);
+        ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_norm.weight", l);
+        HF("model.layers.%lld.self_attn.q_proj.weight", L);
+        ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
+        HF("model.layers.%lld.self_attn.k_proj.weight", L);
+        ADD(GG_MATRIX, 0, G, 2, D, G * Dh, 1, "blk.%lld.attn_k.weight", l);
+        HF("model.layers.%lld.self_attn.v_proj.weight", L);
+        ADD(GG_MATRIX, 0, 0, 2, D, G * Dh, 1, "blk.%lld.attn_v.weight", l);
+        HF("model.layers.%lld.self_attn.o_proj.weight", L);
+        ADD(GG_MATRIX, 0, 0, 2, H * Dh, D, 1, "blk.%lld.attn_output.weight", l);
+        if (bias) {
+            HF("model.layers.%lld.self_attn.q_proj.bias", L);
+            ADD(GG_VECTOR, 0, H, 1, H * Dh, 1, 1, "blk.%lld.attn_q.bias", l);
+            HF("model.layers.%lld.self_attn.k_proj.bias", L);
+            ADD(GG_VECTOR, 0, G, 1, G * Dh, 1, 1, "blk.%lld.attn_k.bias", l);
+            HF("model.layers.%lld.self_attn.v_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, G * Dh, 1, 1, "blk.%lld.attn_v.bias", l);
+        }
+        HF("model.layers.%lld.post_attention_layernorm.weight", L);
+        ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_norm.weight", l);
+        if (ffn_model_config_layer_is_moe(c, l)) {
+            HF("model.layers.%lld.mlp.gate.weight", L);
+            ADD(GG_ROUTER, 0, 0, 2, D, E, 1, "blk.%lld.ffn_gate_inp.weight", l);
+            HF("model.layers.%lld.mlp.experts.%%lld.gate_proj.weight", L);
+            ADD(GG_MATRIX, E, 0, 3, D, Fe, E, "blk.%lld.ffn_gate_exps.weight", l);
+            HF("model.layers.%lld.mlp.experts.%%lld.up_proj.weight", L);
+            ADD(GG_MATRIX, E, 0, 3, D, Fe, E, "blk.%lld.ffn_up_exps.weight", l);
+            HF("model.layers.%lld.mlp.experts.%%lld.down_proj.weight", L);
+            ADD(GG_MATRIX, E, 0, 3, Fe, D, E, "blk.%lld.ffn_down_exps.weight", l);
+            if (Fs > 0) {
+                HF("model.layers.%lld.mlp.shared_expert_gate.weight", L);
+                ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", l);
+                HF("model.layers.%lld.mlp.shared_expert.gate_proj.weight", L);
+                ADD(GG_MATRIX, 0, 0, 2, D, Fs, 1, "blk.%lld.ffn_gate_shexp.weight", l);
+                HF("model.layers.%lld.mlp.shared_expert.up_proj.weight", L);
+                ADD(GG_MATRIX, 0, 0, 2, D, Fs, 1, "blk.%lld.ffn_up_shexp.weight", l);
+                HF("model.layers.%lld.mlp.shared_expert.down_proj.weight", L);
+                ADD(GG_MATRIX, 0, 0, 2, Fs, D, 1, "blk.%lld.ffn_down_shexp.weight", l);
+            }
+        } else {
+            HF("model.layers.%lld.mlp.gate_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_gate.weight", l);
+            HF("model.layers.%lld.mlp.up_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_up.weight", l);
+            HF("model.layers.%lld.mlp.down_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+        }
+    }
+    HF("model.norm.weight");
+    ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.weight", 0);
+    if (!c->tie_word_embeddings) {
+        HF("lm_head.weight");
+        ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "output.weight", 0);
+    }
+#undef ADD
+#undef HF
+    return FFN_OK;
+fail:
+    plan_free(p);
+    return st;
+}
+
+static void ne_str(char *out, size_t cap, int n_dims, const int64_t *ne) {
+    size_t k = 0;
+    out[0] = '\0';
+    for (int i = 0; i < n_dims && k < cap; i++)
+        k += (size_t)snprintf(out + k, cap - k, "%s%lld", i ? ", " : "", (long long)ne[i]);
+}
+
+/* ---- reading: metadata -> config ----------------------------------------- */
+
+static const char *const known_archs[] = {"llama", "qwen2", "qwen2moe"};
+
+typedef struct gg_source {
+    ffn_gguf_file *f;
+    const char *path;
+    char arch[32];
+    ffn_model_config cfg;
+    gg_plan plan;
+} gg_source;
+
+static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
+                          int64_t *out) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    *out = dflt;
+    if (ffn_gguf_find_key(s->f, key) < 0) {
+        if (!required) return FFN_OK;
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
+                         "architecture %s)", s->path, key, s->arch);
+    }
+    ffn_status st = ffn_gguf_get_int(s->f, key, out);
+    if (st) return st;
+    if (*out < 0 || *out > ((int64_t)1 << 31))
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %lld, expected 0 .. 2^31", s->path,
+                         key, (long long)*out);
+    return FFN_OK;
+}
+
+static ffn_status key_float(const gg_source *s, const char *suffix, int required, double dflt,
+                            double *out) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    *out = dflt;
+    if (ffn_gguf_find_key(s->f, key) < 0) {
+        if (!required) return FFN_OK;
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
+                         "architecture %s)", s->path, key, s->arch);
+    }
+    ffn_status st = ffn_gguf_get_float(s->f, key, out);
+    if (st) return st;
+    if (!isfinite(*out) || *out <= 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %g, expected a positive number",
+                         s->path, key, *out);
+    return FFN_OK;
+}
+
+static int has_tensor(const gg_source *s, const char *name) {
+    ffn_gguf_tensor t;
+    return ffn_gguf_find(s->f, name, &t) == FFN_OK;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* general.architecture and the {arch}.* keys -> s->cfg, then the plan. */
+static ffn_status read_config(gg_source *s) {
+    const char *arch = NULL;
+    size_t alen = 0;
+    if (ffn_gguf_find_key(s->f, "general.architecture") < 0)
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key general.architecture is missing "
+                         "(expected llama, qwen2 or qwen2moe)", s->path);
+    ffn_status st = ffn_gguf_get_str(s->f, "general.architecture", &arch, &alen);
+    if (st) return st;
+    size_t k = 0;
+    while (k < sizeof known_archs / sizeof known_archs[0] && strcmp(arch, known_archs[k])) k++;
+    if (k == sizeof known_archs / sizeof known_archs[0] || alen != strlen(arch))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: general.architecture '%.40s' is not supported "
+                         "(expected llama, qwen2 or qwen2moe)", s->path, arch);
+    snprintf(s->arch, sizeof s->arch, "%s", arch);
+    ffn_model_config *c = &s->cfg;
+    ffn_model_config_default(c);
+    int64_t D, L, F, T, H, G, E, K, Fe, Fs, rope_dims;
+    double eps, theta;
+    if ((st = key_int(s, "embedding_length", 1, 0, &D)) || (st = key_int(s, "block_count", 1, 0, &L)) ||
+        (st = key_int(s, "feed_forward_length", 1, 0, &F)) ||
+        (st = key_int(s, "context_length", 1, 0, &T)) ||
+        (st = key_int(s, "attention.head_count", 1, 0, &H)) ||
+        (st = key_int(s, "attention.head_count_kv", 0, H, &G)) ||
+        (st = key_float(s, "attention.layer_norm_rms_epsilon", 1, 0, &eps)) ||
+        (st = key_float(s, "rope.freq_base", 0, 10000.0, &theta)) ||
+        (st = key_int(s, "expert_count", 0, 0, &E)) ||
+        (st = key_int(s, "expert_used_count", E > 0, 0, &K)) ||
+        (st = key_int(s, "expert_feed_forward_length", 0, F, &Fe)) ||
+        (st = key_int(s, "expert_shared_feed_forward_length", 0, 0, &Fs)))
+        return st;
+    if (!strcmp(s->arch, "qwen2moe") && E == 0)
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key qwen2moe.expert_count is missing "
+                         "(required for architecture qwen2moe)", s->path);
+    if (H <= 0 || D % H != 0 || (D / H) % 2 != 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count %lld must divide %s."
+                         "embedding_length %lld into heads of even size", s->path, s->arch,
+                         (long long)H, s->arch, (long long)D);
+    if ((st = key_int(s, "rope.dimension_count", 0, D / H, &rope_dims))) return st;
+    if (rope_dims != D / H)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count %lld differs from the "
+                         "head size %lld (partial rotary embeddings are not supported)", s->path,
+                         s->arch, (long long)rope_dims, (long long)(D / H));
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
+    if (ffn_gguf_find_key(s->f, key) >= 0) {
+        const char *v = NULL;
+        if ((st = ffn_gguf_get_str(s->f, key, &v, NULL))) return st;
+        if (strcmp(v, "none"))
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; scaled RoPE is not "
+                             "supported", s->path, key, v);
+    }
+    snprintf(key, sizeof key, "%s.attention.key_length", s->arch);
+    int64_t kl = 0;
+    if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_int(s->f, key, &kl)) == FFN_OK &&
+        kl != D / H)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s %lld differs from embedding_length / "
+                         "head_count = %lld; not supported", s->path, key, (long long)kl,
+                         (long long)(D / H));
+    if (st) return st;
+    if (has_tensor(s, "rope_freqs.weight"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight (RoPE with per-pair "
+                         "frequency factors, llama 3.1 style) is not supported", s->path);
+    /* V: the token list, or token_embd */
+    ffn_gguf_tensor te;
+    if ((st = ffn_gguf_find(s->f, "token_embd.weight", &te))) return st;
+    int64_t V = te.n_dims == 2 ? te.ne[1] : 0;
+    if (ffn_gguf_find_key(s->f, "tokenizer.ggml.tokens") >= 0) {
+        ffn_gguf_array a;
+        if ((st = ffn_gguf_get_array(s->f, "tokenizer.ggml.tokens", &a))) return st;
+        V = (int64_t)a.count;
+    }
+    c->vocab_size = V;
+    c->hidden_size = D;
+    c->num_hidden_layers = L;
+    c->num_attention_heads = H;
+    c->num_key_value_heads = G;
+    c->max_position_embeddings = T;
+    c->rms_norm_eps = eps;
+    c->rope_theta = theta;
+    c->rope_style = FFN_ROPE_HALF; /* llama's rows are permuted back on load */
+    c->hidden_act = FFN_ACT_SILU;
+    c->mlp_type = FFN_MODEL_MLP_GATED;
+    c->mlp_bias = 0;
+    c->intermediate_size = F;
+    c->tie_word_embeddings = !has_tensor(s, "output.weight");
+    c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || strcmp(s->arch, "llama") != 0;
+    if (has_tensor(s, "blk.0.attn_output.bias"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_output.bias: ffn's "
+                         "attention has no bias on its output projection", s->path);
+    c->num_experts = E;
+    if (E > 0) {
+        c->num_experts_per_tok = K;
+        c->moe_intermediate_size = Fe;
+        c->moe_layer_freq = 1;
+        /* llama.cpp renormalises the top-k weights for llama (Mixtral), not for qwen2moe */
+        c->norm_topk_prob = !strcmp(s->arch, "llama");
+        if (!strcmp(s->arch, "qwen2moe") && Fs == 0) {
+            ffn_gguf_tensor t;
+            if (ffn_gguf_find(s->f, "blk.0.ffn_up_shexp.weight", &t) == FFN_OK && t.n_dims == 2)
+                Fs = t.ne[1];
+        }
+        c->shared_expert_intermediate_size = Fs;
+    } else {
+        c->shared_expert_intermediate_size = 0;
+    }
+    if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
+    /* Every layer has tensors: a block_count beyond the file's tensors is
+     * named before a plan of that many layers is built. */
+    if ((uint64_t)L > ffn_gguf_count(s->f))
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
+                         "tensors", s->path, s->arch, (long long)L, ffn_gguf_count(s->f));
+    /* The plan, checked against the file before anything is allocated. */
+    if ((st = plan_build(c, s->arch, &s->plan))) return st;
+    for (int64_t i = 0; i < s->plan.n; i++) {
+        gg_entry *e = &s->plan.e[i];
+        ffn_gguf_tensor t;
+        if (ffn_gguf_find(s->f, e->gguf, &t) != FFN_OK)
+            return ffn_error(FFN_ERR_MISSING, "%s: tensor %s is missing (the metadata describes "
+                             "a %s model of %lld layers that needs it)", s->path, e->gguf, s->arch,
+                             (long long)L);
+        int dims_ok = t.n_dims == e->n_dims;
+        if (e->kind == GG_VECTOR && t.n_dims == 2 && t.ne[1] == 1) dims_ok = 1; /* {n, 1} */
+        int same = dims_ok;
+        for (int d = 0; d < e->n_dims && same; d++) same = t.ne[d] == e->ne[d];
+        if (!same) {
+            char got[96], want[96];
+            ne_str(got, sizeof got, t.n_dims, t.ne);
+            ne_str(want, sizeof want, e->n_dims, e->ne);
+            return ffn_error(FFN_ERR_SHAPE, "%s: tensor %s has ne {%s}, expected {%s} from the "
+                             "metadata (%s: embedding_length %lld, feed_forward_length %lld, "
+                             "head_count %lld, head_count_kv %lld, vocab %lld, expert_count %lld)",
+                             s->path, e->gguf, got, want, s->arch, (long long)D, (long long)F,
+                             (long long)H, (long long)G, (long long)V, (long long)E);
+        }
+        if (!ffn_ggml_can_dequantize(t.type))
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which ffn cannot "
+                             "read (it reads f32, f16, bf16, q8_0, q4_0, q4_K and q6_K)", s->path,
+                             e->gguf, ffn_ggml_type_name(t.type));
+        e->used = 1;
+    }
+    /* Every tensor of the file must be one the plan explains (names in the
+     * file are unique and every planned one was found: counts decide). */
+    const size_t nt = ffn_gguf_count(s->f);
+    if ((int64_t)nt == s->plan.n) return FFN_OK;
+    const char **names = malloc((size_t)s->plan.n * sizeof *names);
+    if (!names) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < s->plan.n; i++) names[i] = s->plan.e[i].gguf;
+    qsort(names, (size_t)s->plan.n, sizeof *names, by_name);
+    for (size_t i = 0; i < nt && st == FFN_OK; i++) {
+        ffn_gguf_tensor t;
+        if ((st = ffn_gguf_get_tensor(s->f, i, &t))) break;
+        if (!bsearch(&t.name, names, (size_t)s->plan.n, sizeof *names, by_name))
+            st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.64s is not part of the model the metadata "
+                           "describes (%s, %lld layers, expert_count %lld)", s->path, t.name,
+                           s->arch, (long long)L, (long long)E);
+    }
+    free(names);
+    return st;
+}
+
+static void source_close(gg_source *s) {
+    plan_free(&s->plan);
+    ffn_gguf_close(s->f);
+    s->f = NULL;
+}
+
+/* data == NULL: map the file `path`; else read size bytes at data (named
+ * `path` in messages). */
+static ffn_status source_open(const char *path, const void *data, size_t size, gg_source *s) {
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    ffn_status st = data ? ffn_gguf_open_buffer(data, size, path, &s->f) : ffn_gguf_open(path, &s->f);
+    if (st == FFN_OK) st = read_config(s);
+    if (st) source_close(s);
+    return st;
+}
+
+static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
+    memset(info, 0, sizeof *info);
+    info->format = FFN_CHECKPOINT_GGUF;
+    snprintf(info->model_type, sizeof info->model_type, "%s", s->arch);
+    info->n_files = 1;
+    struct stat sb;
+    if (stat(s->path, &sb) == 0) info->file_bytes = (int64_t)sb.st_size;
+    for (int64_t i = 0; i < s->plan.n; i++) {
+        ffn_gguf_tensor t;
+        if (ffn_gguf_find(s->f, s->plan.e[i].gguf, &t) != FFN_OK) continue;
+        info->n_dtypes[t.type == FFN_GGML_TYPE_F32 ? 0 : t.type == FFN_GGML_TYPE_F16 ? 1
+                       : t.type == FFN_GGML_TYPE_BF16 ? 2 : 3]++;
+    }
+}
+
+/* ---- reading: tensors -> the model ---------------------------------------- */
+
+/* Place rows [row0, row0 + rows) of GGUF tensor t (rows of `cols`
+ * elements) into model tensor `hf`, permuting q/k rows from the
+ * interleaved order when rope_heads > 0.  This is the one place a tensor
+ * of the file becomes model weights: it dequantizes to fp32 today. */
+static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
+                               const ffn_gguf_tensor *t, int64_t row0, int64_t rope_heads) {
+    const ffn_model_tensor *mt = ffn_model_find_tensor(m, hf);
+    if (!mt) return ffn_error(FFN_ERR_INTERNAL, "%s: the model has no tensor %s", path, hf);
+    const int64_t cols = t->ne[0], rows = mt->numel / cols;
+    size_t row_bytes = 0;
+    ffn_status st = ffn_ggml_row_size(t->type, cols, &row_bytes);
+    if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
+    const unsigned char *src = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
+    float *dst = ffn_model_params(m, NULL) + mt->offset;
+    float *tmp = NULL;
+    float *out = dst;
+    if (rope_heads > 0) {
+        if (!(tmp = malloc((size_t)mt->numel * sizeof(float))))
+            return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", path);
+        out = tmp;
+    }
+    if (t->n_dims == 1 || (mt->ndim == 1)) { /* a vector: one row, any block size */
+        st = ffn_ggml_dequantize_row(t->type, src, out, mt->numel);
+    } else {
+        for (int64_t r = 0; r < rows && st == FFN_OK; r++)
+            st = ffn_ggml_dequantize_row(t->type, src + (size_t)r * row_bytes, out + r * cols, cols);
+    }
+    if (st == FFN_OK && rope_heads > 0) {
+        const int64_t Dh = mt->shape[0] / rope_heads;
+        ckpt_permute_rope_rows(dst, tmp, rope_heads, Dh, mt->ndim == 2 ? mt->shape[1] : 1, 1);
+    }
+    free(tmp);
+    if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
+    for (int64_t i = 0; i < mt->numel; i++)
+        if (!isfinite(dst[i]))
+            return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)", path,
+                             t->name, (long long)(row0 * cols + i), (double)dst[i]);
+    return FFN_OK;
+}
+
+static ffn_status load_weights(ffn_model *m, const gg_source *s) {
+    const int llama = !strcmp(s->arch, "llama"); /* q/k rows interleaved in the file */
+    int64_t placed = 0;
+    for (int64_t i = 0; i < s->plan.n; i++) {
+        const gg_entry *e = &s->plan.e[i];
+        ffn_gguf_tensor t;
+        ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
+        if (st) return st;
+        if (e->experts == 0) {
+            if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0))) return st;
+            placed++;
+            continue;
+        }
+        for (int64_t x = 0; x < e->experts; x++) {
+            char hf[128];
+            snprintf(hf, sizeof hf, e->hf, (long long)x);
+            if ((st = place_tensor(m, s->path, hf, &t, x * e->ne[1], 0))) return st;
+            placed++;
+        }
+    }
+    if (placed != ffn_model_num_tensors(m))
+        return ffn_error(FFN_ERR_INTERNAL, "%s: %lld tensors placed, the model has %lld", s->path,
+                         (long long)placed, (long long)ffn_model_num_tensors(m));
+    return FFN_OK;
+}
+
+ffn_status ffn_gguf_read_config(const char *path, ffn_model_config *cfg, ffn_checkpoint_info *info) {
+    if (!path || !cfg) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_read_config: NULL argument");
+    gg_source s;
+    ffn_status st = source_open(path, NULL, 0, &s);
+    if (st) return st;
+    *cfg = s.cfg;
+    if (info) fill_info(&s, info);
+    source_close(&s);
+    return FFN_OK;
+}
+
+static ffn_status load_model(ffn_ctx *ctx, const char *path, const void *data, size_t size,
+                             const ffn_model_options *opt, ffn_model **model,
+                             ffn_checkpoint_info *info) {
+    *model = NULL;
+    gg_source s;
+    ffn_status st = source_open(path, data, size, &s);
+    if (st) return st;
+    ffn_model_options o = {.max_batch = 1};
+    if (opt) o = *opt;
+    if (o.max_batch <= 0) o.max_batch = 1;
+    const int64_t ctx_len = s.cfg.max_position_embeddings;
+    if (o.max_seq <= 0) o.max_seq = ctx_len < CKPT_DEFAULT_MAX_SEQ ? ctx_len : CKPT_DEFAULT_MAX_SEQ;
+    if (o.max_seq > ctx_len) o.max_seq = ctx_len;
+    ffn_model *m = NULL;
+    if ((st = ffn_model_create(ctx, &s.cfg, &o, &m))) st = ffn_error_prefix(st, "%s", path);
+    if (st == FFN_OK) st = load_weights(m, &s);
+    if (st == FFN_OK) st = ffn_model_params_changed(m);
+    if (st == FFN_OK && info) fill_info(&s, info);
+    source_close(&s);
+    if (st) {
+        ffn_model_free(m);
+        return st;
+    }
+    *model = m;
+    return FFN_OK;
+}
+
+ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
+                               ffn_model **model, ffn_checkpoint_info *info) {
+    if (!ctx || !path || !model)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_load_model: NULL argument");
+    return load_model(ctx, path, NULL, 0, opt, model, info);
+}
+
+ffn_status gguf_model_config_buffer(const void *data, size_t size, const char *name,
+                                    ffn_model_config *cfg) {
+    gg_source s;
+    ffn_status st = source_open(name, data, size, &s);
+    if (st) return st;
+    *cfg = s.cfg;
+    source_close(&s);
+    return FFN_OK;
+}
+
+ffn_status gguf_model_load_buffer(ffn_ctx *ctx, const void *data, size_t size, const char *name,
+                                  const ffn_model_options *opt, ffn_model **model) {
+    return load_model(ctx, name, data, size, opt, model, NULL);
+}
+
+/* ---- any MODEL path -------------------------------------------------------- */
+
+int ffn_checkpoint_is_gguf(const char *path) {
+    if (!path) return 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    int fd;
+    if (ffn_open_regular(path, &fd, NULL) != FFN_OK) return 0;
+    char magic[4];
+    ssize_t n = read(fd, magic, 4);
+    close(fd);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+ffn_status ffn_checkpoint_read_config_any(const char *path, ffn_model_config *cfg,
+                                          ffn_checkpoint_info *info) {
+    if (ffn_checkpoint_is_gguf(path)) return ffn_gguf_read_config(path, cfg, info);
+    return ffn_checkpoint_read_config(path, cfg, info);
+}
+
+ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
+                                   ffn_model **model, ffn_checkpoint_info *info) {
+    if (ffn_checkpoint_is_gguf(path)) return ffn_gguf_load_model(ctx, path, opt, model, info);
+    return ffn_checkpoint_load_model(ctx, path, opt, model, info);
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* The architecture a model is written as, or NULL with *why set. */
+static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
+    *why = NULL;
+    if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
+    else if (c->hidden_act != FFN_ACT_SILU) *why = "an activation other than silu";
+    else if (c->mlp_bias) *why = "biases in the FFN";
+    if (*why) return NULL;
+    if (c->num_experts > 0) {
+        if (c->moe_layer_freq != 1) *why = "dense layers between MoE layers (decoder_sparse_step > 1)";
+        else if (c->shared_expert_intermediate_size == 0 && c->norm_topk_prob && !c->attention_bias)
+            return "llama"; /* Mixtral */
+        else if (c->shared_expert_intermediate_size > 0 && !c->norm_topk_prob)
+            return "qwen2moe";
+        else if (c->shared_expert_intermediate_size > 0)
+            *why = "a shared expert with renormalised top-k weights (llama.cpp's qwen2moe does "
+                   "not renormalise)";
+        else if (!c->norm_topk_prob)
+            *why = "experts without renormalised top-k weights and no shared expert";
+        else
+            *why = "experts together with attention biases";
+        return NULL;
+    }
+    return c->attention_bias ? "qwen2" : "llama";
+}
+
+/* llama.cpp's general.file_type (enum llama_ftype) for a weight type. */
+static uint32_t file_type_of(ffn_ggml_type t) {
+    switch (t) {
+    case FFN_GGML_TYPE_F32: return 0;
+    case FFN_GGML_TYPE_F16: return 1;
+    case FFN_GGML_TYPE_Q4_0: return 2;
+    case FFN_GGML_TYPE_Q8_0: return 7;
+    case FFN_GGML_TYPE_Q4_K: return 15; /* Q4_K_M, the usual name */
+    case FFN_GGML_TYPE_Q6_K: return 18;
+    case FFN_GGML_TYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+#define GG_TOKEN_NORMAL 1
+#define GG_TOKEN_UNKNOWN 2
+#define GG_TOKEN_CONTROL 3
+#define GG_TOKEN_UNUSED 5
+#define GG_TOKEN_BYTE 6
+
+/* tokenizer.ggml.*: the model's vocabulary when it has one, else byte
+ * tokens <0x00>..<0xFF> (and unused fillers above 256), as a llama (SPM)
+ * vocabulary llama.cpp accepts. */
+static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t V) {
+    char **tokens = calloc((size_t)V, sizeof *tokens);
+    float *scores = calloc((size_t)V, sizeof *scores);
+    int32_t *types = calloc((size_t)V, sizeof *types);
+    ffn_status st = FFN_OK;
+    if (!tokens || !scores || !types) {
+        st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    ffn_vocab_special sp = {-1, -1, -1, -1};
+    const ffn_llama2c_tokenizer *l2c = voc ? ffn_vocab_llama2c(voc) : NULL;
+    const int bytes = voc && ffn_vocab_get_kind(voc) == FFN_VOCAB_BYTE;
+    if (voc) sp = ffn_vocab_specials(voc);
+    for (int64_t i = 0; i < V && st == FFN_OK; i++) {
+        char buf[64];
+        const char *txt = NULL;
+        size_t len = 0;
+        types[i] = GG_TOKEN_NORMAL;
+        if (l2c) {
+            txt = ffn_llama2c_tokenizer_token(l2c, (int32_t)i, &len, &scores[i]);
+            unsigned hx;
+            if (txt && len == 6 && sscanf(txt, "<0x%2X>", &hx) == 1) types[i] = GG_TOKEN_BYTE;
+        } else if (voc && i < ffn_vocab_size(voc)) {
+            char b1[1];
+            if ((st = ffn_vocab_piece(voc, -1, (int32_t)i, b1, &txt, &len))) break;
+            if (bytes && len == 1 && (int32_t)i != sp.bos && (int32_t)i != sp.eos &&
+                (int32_t)i != sp.unk && (int32_t)i != sp.pad) {
+                snprintf(buf, sizeof buf, "<0x%02X>", (unsigned char)txt[0]);
+                txt = buf;
+                len = strlen(buf);
+                types[i] = GG_TOKEN_BYTE;
+            }
+        } else if (!voc && i < 256) {
+            snprintf(buf, sizeof buf, "<0x%02X>", (unsigned)i);
+            txt = buf;
+            len = strlen(buf);
+            types[i] = GG_TOKEN_BYTE;
+        }
+        if (!txt || len == 0) {
+            snprintf(buf, sizeof buf, "<unused%lld>", (long long)i);
+            txt = buf;
+            len = strlen(buf);
+            types[i] = GG_TOKEN_UNUSED;
+        }
+        if ((int32_t)i == sp.unk) types[i] = GG_TOKEN_UNKNOWN;
+        else if ((int32_t)i == sp.bos || (int32_t)i == sp.eos || (int32_t)i == sp.pad)
+            types[i] = GG_TOKEN_CONTROL;
+        if (!(tokens[i] = strndup(txt, len))) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    }
+    if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+    if (st == FFN_OK)
+        st = ffn_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens,
+                                           (uint64_t)V);
+    if (st == FFN_OK)
+        st = ffn_gguf_writer_set_array(w, "tokenizer.ggml.scores", FFN_GGUF_VTYPE_FLOAT32, scores,
+                                       (uint64_t)V);
+    if (st == FFN_OK)
+        st = ffn_gguf_writer_set_array(w, "tokenizer.ggml.token_type", FFN_GGUF_VTYPE_INT32, types,
+                                       (uint64_t)V);
+    if (st == FFN_OK && sp.bos >= 0) st = ffn_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)sp.bos);
+    if (st == FFN_OK && sp.eos >= 0) st = ffn_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)sp.eos);
+    if (st == FFN_OK && sp.unk >= 0) st = ffn_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)sp.unk);
+    if (st == FFN_OK && sp.pad >= 0) st = ffn_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)sp.pad);
+    if (st == FFN_OK) st = ffn_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", sp.bos >= 0);
+    if (st == FFN_OK) st = ffn_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+done:
+    if (tokens)
+        for (int64_t i = 0; i < V; i++) free(tokens[i]);
+    free(tokens);
+    free(scores);
+    free(types);
+    return st;
+}
+
+static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, const char *arch,
+                                 const ffn_gguf_save_options *o) {
+    char key[96];
+    ffn_status st = FFN_OK;
+    int64_t ctx_len = c->max_position_embeddings;
+    if (o->context_cap > 0 && o->context_cap < ctx_len) ctx_len = o->context_cap;
+    const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
+#define U32(suffix, v)                                                                 \
+    do {                                                                               \
+        snprintf(key, sizeof key, "%s.%s", arch, suffix);                              \
+        if (st == FFN_OK) st = ffn_gguf_writer_set_u32(w, key, (uint32_t)(v));         \
+    } while (0)
+#define F32(suffix, v)                                                                 \
+    do {                                                                               \
+        snprintf(key, sizeof key, "%s.%s", arch, suffix);                              \
+        if (st == FFN_OK) st = ffn_gguf_writer_set_f32(w, key, (float)(v));            \
+    } while (0)
+    st = ffn_gguf_writer_set_str(w, "general.architecture", arch);
+    if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, "general.name", o->name ? o->name : "ffn");
+    if (st == FFN_OK) st = ffn_gguf_writer_set_u32(w, "general.file_type", file_type_of(o->type));
+    if (st == FFN_OK && ffn_ggml_block_size(o->type) > 1)
+        st = ffn_gguf_writer_set_u32(w, "general.quantization_version", 2);
+    U32("context_length", ctx_len);
+    U32("embedding_length", c->hidden_size);
+    U32("block_count", c->num_hidden_layers);
+    /* llama (Mixtral) sizes its experts by feed_forward_length */
+    U32("feed_forward_length", c->num_experts > 0 && !strcmp(arch, "llama") ? Fe : c->intermediate_size);
+    U32("attention.head_count", c->num_attention_heads);
+    U32("attention.head_count_kv", c->num_key_value_heads);
+    F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
+    F32("rope.freq_base", c->rope_theta);
+    U32("rope.dimension_count", c->hidden_size / c->num_attention_heads);
+    U32("vocab_size", c->vocab_size);
+    if (c->num_experts > 0) {
+        U32("expert_count", c->num_experts);
+        U32("expert_used_count", c->num_experts_per_tok);
+        U32("expert_feed_forward_length", Fe);
+        if (c->shared_expert_intermediate_size > 0)
+            U32("expert_shared_feed_forward_length", c->shared_expert_intermediate_size);
+    }
+#undef U32
+#undef F32
+    return st;
+}
+
+void ffn_gguf_save_options_default(ffn_gguf_save_options *o) {
+    memset(o, 0, sizeof *o);
+    o->type = FFN_GGML_TYPE_F32;
+}
+
+ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_gguf_save_options *opts,
+                               ffn_gguf_save_report *report) {
+    if (!model || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_save_model: NULL argument");
+    ffn_gguf_save_options o;
+    if (opts) o = *opts;
+    else ffn_gguf_save_options_default(&o);
+    if (report) memset(report, 0, sizeof *report);
+    const ffn_model_config *c = ffn_model_get_config(model);
+    const char *why = NULL, *arch = gguf_arch_for(c, &why);
+    if (!arch)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
+                         "this model: %s", path, why);
+    if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected f32, f16, bf16, q8_0, "
+                         "q4_0, q4_K or q6_K", path, ffn_ggml_type_name(o.type));
+    if (o.vocab && ffn_vocab_size(o.vocab) != c->vocab_size)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
+                         path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);
+    const int llama = !strcmp(arch, "llama");
+    /* the file's q/k order: interleaved for llama, rotate_half for qwen2* */
+    const int permute = llama ? c->rope_style == FFN_ROPE_HALF : c->rope_style == FFN_ROPE_INTERLEAVED;
+    gg_plan plan;
+    ffn_status st = plan_build(c, arch, &plan);
+    if (st) return st;
+    ffn_gguf_writer *w = NULL;
+    if ((st = ffn_gguf_writer_create(&w))) {
+        plan_free(&plan);
+        return st;
+    }
+    st = write_metadata(w, c, arch, &o);
+    if (st == FFN_OK) st = write_vocab(w, o.vocab, c->vocab_size);
+    const float *params = ffn_model_params(model, NULL);
+    float *buf = NULL;
+    int64_t buf_cap = 0;
+    const int64_t bs = ffn_ggml_block_size(o.type);
+    for (int64_t i = 0; i < plan.n && st == FFN_OK; i++) {
+        const gg_entry *e = &plan.e[i];
+        int64_t numel = e->ne[0] * e->ne[1] * e->ne[2];
+        const float *src = NULL;
+        if (e->experts > 0) {
+            /* the experts of one kind are adjacent in the flat block */
+            char hf[128];
+            snprintf(hf, sizeof hf, e->hf, (long long)0);
+            const ffn_model_tensor *t0 = ffn_model_find_tensor(model, hf);
+            for (int64_t x = 0; t0 && x < e->experts; x++) {
+                snprintf(hf, sizeof hf, e->hf, (long long)x);
+                const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
+                if (!tx || tx->offset != t0->offset + x * t0->numel) t0 = NULL;
+            }
+            if (!t0) {
+                st = ffn_error(FFN_ERR_INTERNAL, "%s: the experts of %s are not adjacent", path, e->gguf);
+                break;
+            }
+            src = params + t0->offset;
+        } else {
+            const ffn_model_tensor *t = ffn_model_find_tensor(model, e->hf);
+            if (t) src = params + t->offset;
+        }
+        if (!src || (e->rope_heads > 0 && permute)) {
+            if (numel > buf_cap) {
+                free(buf);
+                buf_cap = numel;
+                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            }
+            if (!src) /* qwen2* biases a model without attention biases does not have */
+                memset(buf, 0, (size_t)numel * sizeof(float));
+            else /* rotate_half -> interleaved for llama, the inverse for qwen2* */
+                ckpt_permute_rope_rows(buf, src, e->rope_heads, e->ne[1 - (e->n_dims == 1)] /
+                                       e->rope_heads, e->n_dims == 2 ? e->ne[0] : 1, !llama);
+            src = buf;
+        }
+        ffn_ggml_type ty = o.type;
+        if (e->kind != GG_MATRIX) ty = FFN_GGML_TYPE_F32;
+        else if (e->ne[0] % bs != 0) {
+            ty = FFN_GGML_TYPE_F16; /* rows not a multiple of the block, as llama.cpp does */
+            if (report) report->n_fallback++;
+        }
+        if (report) {
+            report->n_tensors++;
+            if (e->kind != GG_MATRIX) report->n_f32++;
+        }
+        st = ffn_gguf_writer_add_f32(w, e->gguf, ty, e->n_dims, e->ne, src);
+        if (st) st = ffn_error_prefix(st, "%s: tensor %s", path, e->gguf);
+        if (st == FFN_OK && o.progress) o.progress(o.progress_user, i + 1, plan.n);
+    }
+    free(buf);
+    if (st == FFN_OK) st = ffn_gguf_writer_save(w, path);
+    ffn_gguf_writer_free(w);
+    plan_free(&plan);
+    return st;
+}

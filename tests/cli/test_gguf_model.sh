@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# test_gguf_model.sh -- GGUF files as models: written by `ffn export
+# --format gguf` and `ffn quantize`, loaded by run, inspect and params.
+#   round trips: llama2.c -> GGUF -> llama2.c is bitwise (q/k rows permuted
+#   to llama.cpp's order and back); GGUF -> GGUF is byte for byte; an ffn
+#   run directory -> GGUF runs with bitwise the same logits and exports
+#   back to bitwise the same tensors; a Hugging Face qwen2 directory (q/k/v
+#   biases, untied head) and a qwen2moe one -> GGUF -> HF give bitwise the
+#   same tensors;
+#   quantize: matrices whose rows are not a multiple of the block stay f16
+#   and are counted; outputs are replaced only with --force, never MODEL;
+#   every bad file of the loader, each with its message naming the file and
+#   the key or tensor: unknown architecture, missing key, shape against the
+#   metadata, unknown tensor type, a type ffn cannot decode, a missing
+#   tensor, heads not dividing the width, partial RoPE, a truncated file.
+set -euo pipefail
+FFN="${FFN_BIN:-build/ffn}"
+ROOT="${FFN_ROOT:-$PWD}"
+SHARED="${FFN_SHARED:-../shared}"
+PY=/usr/bin/python3
+M="$SHARED/models/stories260K.bin"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+
+# expect_fail CODE PATTERN CMD...: exit CODE, stderr matching the ERE PATTERN
+expect_fail() {
+    local code="$1" pat="$2"; shift 2
+    local rc=0
+    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    if [[ $rc -eq $code ]] && grep -Eq -- "$pat" "$tmp/err"; then
+        ok "exit $rc, '$(head -c 200 "$tmp/err" | tr '\n' ' ')'"
+    else
+        bad "expected exit $code and /$pat/ from: $*; got exit $rc: $(cat "$tmp/err")"
+    fi
+}
+
+# ---- help ----
+"$FFN" quantize --help >"$tmp/h" && grep -q "q4_K" "$tmp/h" && grep -q -- "--force" "$tmp/h" &&
+    ok "quantize --help" || bad "quantize --help"
+"$FFN" export --help >"$tmp/h" && grep -q "gguf" "$tmp/h" && ok "export --help names gguf" ||
+    bad "export --help"
+expect_fail 2 "--dtype T is required" "$FFN" quantize "$M" --out "$tmp/x.gguf"
+expect_fail 2 "--dtype: expected bf16, f16, q8_0, q4_0, q4_K or q6_K" "$FFN" quantize "$M" --dtype q5_1 --out "$tmp/x.gguf"
+
+# ---- llama2.c -> GGUF: the same model ----
+"$FFN" export "$M" --format gguf --out "$tmp/s.gguf" 2>"$tmp/err" || bad "export gguf: $(cat "$tmp/err")"
+grep -q "byte tokens" "$tmp/err" && ok "export gguf without a vocabulary writes byte tokens" || bad "export message: $(cat "$tmp/err")"
+ids="1 403 407 300 22 17 99 4 250 300"
+"$FFN" run "$M" --ids "$ids" --steps 0 --dump-logits "$tmp/a.safetensors" >/dev/null
+"$FFN" run "$tmp/s.gguf" --ids "$ids" --steps 0 --dump-logits "$tmp/b.safetensors" --info >/dev/null 2>"$tmp/info"
+grep -q "(gguf, model_type llama).*tensors F32 47.*RoPE rotate_half" "$tmp/info" && ok "run --info on a GGUF" ||
+    bad "run --info: $(cat "$tmp/info")"
+"$PY" - "$tmp/a.safetensors" "$tmp/b.safetensors" <<'PY' && ok "GGUF logits = llama2.c logits (rounding of the RoPE order only)" || bad "GGUF logits differ"
+import sys; sys.path.insert(0, "tests/parity")
+import numpy as np, ffn_testlib as tl
+a = tl.read_safetensors(sys.argv[1])["logits"]; b = tl.read_safetensors(sys.argv[2])["logits"]
+d = float(np.abs(a - b).max()); s = float(np.abs(a).max())
+print("max |dlogit| %.2e of max |logit| %.2f (tolerance 1e-5 relative)" % (d, s))
+sys.exit(0 if d <= 1e-5 * s and (a.argmax(1) == b.argmax(1)).all() else 1)
+PY
+"$FFN" export "$M" --format llama2c --out "$tmp/a.bin" 2>/dev/null
+"$FFN" export "$tmp/s.gguf" --format llama2c --out "$tmp/b.bin" 2>/dev/null
+cmp -s "$tmp/a.bin" "$tmp/b.bin" && ok "llama2.c -> GGUF -> llama2.c bitwise" || bad "llama2.c round trip differs"
+"$FFN" export "$tmp/s.gguf" --format gguf --out "$tmp/s2.gguf" 2>/dev/null
+cmp -s "$tmp/s.gguf" "$tmp/s2.gguf" && ok "GGUF -> GGUF byte for byte" || bad "GGUF -> GGUF differs"
+"$FFN" params "$tmp/s.gguf" --json >"$tmp/p1.json"
+"$FFN" export "$M" --out "$tmp/hf" 2>/dev/null
+"$FFN" params "$tmp/hf/config.json" --json >"$tmp/p2.json"
+"$PY" -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if a["total_params"]==b["total_params"]==260032 and a["active_params"]==b["active_params"] else 1)' \
+    "$tmp/p1.json" "$tmp/p2.json" && ok "params on a GGUF = params on its config.json (260032)" || bad "params differ"
+"$FFN" inspect "$tmp/s.gguf" --ids "1 403 407" --top 2 >"$tmp/ins" 2>&1 && grep -q "== layer 4 ==" "$tmp/ins" &&
+    ok "inspect on a GGUF" || bad "inspect on a GGUF: $(head -5 "$tmp/ins")"
+
+# ---- quantize ----
+"$FFN" quantize "$M" --dtype q8_0 --out "$tmp/q8.gguf" 2>"$tmp/err" || bad "quantize q8_0: $(cat "$tmp/err")"
+grep -q "47 tensors, 11 kept f32 (norms, biases, routers), 5 kept f16 (rows not a multiple of q8_0's block of 32)" "$tmp/err" &&
+    ok "quantize q8_0 reports the f16 fallback of ffn_down (F = 172)" || bad "quantize message: $(cat "$tmp/err")"
+"$FFN" run "$tmp/q8.gguf" --ids "1 403 407" --steps 0 --info >/dev/null 2>"$tmp/info"
+grep -q "tensors F32 11, F16 5, BF16 0" "$tmp/info" && ok "the q8_0 file holds 11 f32, 5 f16, 31 q8_0" || bad "q8_0 file: $(cat "$tmp/info")"
+for t in bf16 f16 q4_0 q4_K q6_K; do
+    "$FFN" quantize "$tmp/s.gguf" --dtype $t --out "$tmp/$t.gguf" 2>/dev/null &&
+        "$FFN" run "$tmp/$t.gguf" --ids "1 403 407" --steps 3 --temperature 0 >/dev/null ||
+        bad "quantize $t from a GGUF"
+done
+ok "quantize from a GGUF to bf16 f16 q4_0 q4_K q6_K, each runs"
+expect_fail 1 "q8.gguf already exists: replace it with --force" "$FFN" quantize "$M" --dtype q4_0 --out "$tmp/q8.gguf"
+cmp -s <("$FFN" run "$tmp/q8.gguf" --ids "1 2" --steps 2 --temperature 0) <("$FFN" run "$tmp/q8.gguf" --ids "1 2" --steps 2 --temperature 0) &&
+    "$FFN" quantize "$M" --dtype q4_0 --out "$tmp/q8.gguf" --force 2>/dev/null &&
+    "$FFN" run "$tmp/q8.gguf" --ids "1" --steps 0 --info 2>&1 >/dev/null | grep -q "tensors F32 11, F16 5" && ok "--force replaces" || bad "--force"
+expect_fail 1 "is MODEL .* itself" "$FFN" quantize "$tmp/s.gguf" --dtype q8_0 --out "$tmp/s.gguf" --force
+expect_fail 1 "is MODEL .* itself" "$FFN" export "$tmp/s.gguf" --format gguf --out "$tmp/s.gguf" --force
+ls "$tmp"/*.tmp-* >/dev/null 2>&1 && bad "temporary files left behind" || ok "no temporary files left"
+
+# ---- an ffn run directory: bitwise both ways ----
+head -c 20000 "$SHARED/data/tinyshakespeare.txt" >"$tmp/data.txt"
+"$FFN" train --data "$tmp/data.txt" --steps 3 --hidden-size 64 --intermediate-size 96 --num-hidden-layers 2 \
+    --num-attention-heads 4 --seq-len 32 --batch-size 2 --out "$tmp/run" --quiet >/dev/null 2>&1 || bad "train"
+"$FFN" export "$tmp/run" --format gguf --out "$tmp/run.gguf" 2>"$tmp/err" || bad "export run: $(cat "$tmp/err")"
+grep -q "vocabulary: .*tokenizer.txt" "$tmp/err" && ok "the run's vocabulary goes into the GGUF" || bad "vocab: $(cat "$tmp/err")"
+"$FFN" run "$tmp/run" --ids "5 6 7 8 9 10" --steps 0 --dump-logits "$tmp/r1.safetensors" >/dev/null
+"$FFN" run "$tmp/run.gguf" --ids "5 6 7 8 9 10" --steps 0 --dump-logits "$tmp/r2.safetensors" >/dev/null
+"$PY" - "$tmp/r1.safetensors" "$tmp/r2.safetensors" <<'PY' && ok "run dir -> GGUF: bitwise the same logits" || bad "run dir logits differ"
+import sys; sys.path.insert(0, "tests/parity")
+import numpy as np, ffn_testlib as tl
+a = tl.read_safetensors(sys.argv[1])["logits"]; b = tl.read_safetensors(sys.argv[2])["logits"]
+sys.exit(0 if np.array_equal(a, b) else 1)
+PY
+"$FFN" export "$tmp/run.gguf" --out "$tmp/run-hf" 2>/dev/null
+# ---- Hugging Face qwen2 / qwen2moe directories -> GGUF -> HF: bitwise ----
+"$PY" - "$tmp" <<'PY' || bad "HF round trips"
+import os, subprocess, sys
+sys.path.insert(0, "tests/parity"); sys.path.insert(0, "tests/llamacpp")
+import numpy as np, ffn_testlib as tl, interop
+t = sys.argv[1]
+pairs = [(os.path.join(t, "run"), os.path.join(t, "run-hf"), "ffn run dir")]
+for arch in ("qwen2", "qwen2moe", "mixtral"):
+    src = os.path.join(t, arch)
+    interop.make_model(src, arch, 5)
+    tl.run_ffn(["export", src, "--format", "gguf", "--out", src + ".gguf"])
+    tl.run_ffn(["export", src + ".gguf", "--out", src + "-back"])
+    pairs.append((src, src + "-back", arch))
+bad = 0
+for a, b, what in pairs:
+    x = tl.read_safetensors(os.path.join(a, "model.safetensors"))
+    y = tl.read_safetensors(os.path.join(b, "model.safetensors"))
+    diff = [k for k in x if k not in y or not np.array_equal(x[k], y[k])]
+    extra = [k for k in y if k not in x]
+    print("%s: %d tensors, %d differ, %d extra" % (what, len(x), len(diff), len(extra)))
+    bad += bool(diff or extra)
+sys.exit(bad)
+PY
+ok "run dir, qwen2, qwen2moe, mixtral -> GGUF -> HF: bitwise the same tensors"
+
+# ---- bad files: each named, with what was expected and what was found ----
+E() { "$PY" tests/cli/gguf_edit.py "$tmp/s.gguf" "$tmp/bad.gguf" "$@"; }
+E arch bloom
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2 or qwen2moe\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported" "$FFN" params "$tmp/bad.gguf"
+E rename-key general.architecture general.architecturX
+expect_fail 1 "bad.gguf: metadata key general.architecture is missing" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-key llama.block_count llama.block_counx
+expect_fail 1 "bad.gguf: metadata key llama.block_count is missing \(required for architecture llama\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-key llama.attention.layer_norm_rms_epsilon llama.attention.layer_norm_rms_epsilom
+expect_fail 1 "bad.gguf: metadata key llama.attention.layer_norm_rms_epsilon is missing" "$FFN" inspect "$tmp/bad.gguf" --ids 1
+E set-u32 llama.feed_forward_length 173
+expect_fail 1 "bad.gguf: tensor blk.0.ffn_gate.weight has ne \{64, 172\}, expected \{64, 173\} from the metadata" "$FFN" run "$tmp/bad.gguf" --ids 1
+E set-u32 llama.attention.head_count_kv 2
+expect_fail 1 "bad.gguf: tensor blk.0.attn_k.weight has ne \{64, 32\}, expected \{64, 16\}" "$FFN" export "$tmp/bad.gguf" --out "$tmp/never"
+[[ ! -e "$tmp/never" ]] && ok "a failed export writes nothing" || bad "a failed export left $tmp/never"
+E set-u32 llama.attention.head_count 7
+expect_fail 1 "bad.gguf: llama.attention.head_count 7 must divide llama.embedding_length 64" "$FFN" run "$tmp/bad.gguf" --ids 1
+E set-u32 llama.rope.dimension_count 4
+expect_fail 1 "bad.gguf: llama.rope.dimension_count 4 differs from the head size 8" "$FFN" run "$tmp/bad.gguf" --ids 1
+E tensor-type blk.0.attn_norm.weight 99
+expect_fail 1 "bad.gguf: blk.0.attn_norm.weight: type 99: expected a known ggml type" "$FFN" run "$tmp/bad.gguf" --ids 1
+E tensor-type token_embd.weight 26
+expect_fail 1 "bad.gguf: tensor token_embd.weight has type i32, which ffn cannot read" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-tensor output_norm.weight output_norX.weight
+expect_fail 1 "bad.gguf: tensor output_norm.weight is missing \(the metadata describes a llama model of 5 layers" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-tensor blk.4.ffn_up.weight blk.4.ffn_uX.weight
+expect_fail 1 "bad.gguf: tensor blk.4.ffn_up.weight is missing" "$FFN" quantize "$tmp/bad.gguf" --dtype q8_0 --out "$tmp/never.gguf"
+head -c 5000 "$tmp/s.gguf" >"$tmp/bad.gguf"
+expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*bytes left in the file" "$FFN" run "$tmp/bad.gguf" --ids 1
+
+echo "test_gguf_model: $fail failure(s)"
+((fail == 0))

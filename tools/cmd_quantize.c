@@ -1,0 +1,132 @@
+/* cmd_quantize.c -- `ffn quantize`: write any model ffn loads as a GGUF
+ * file of one weight type (bf16, f16, q8_0, q4_0, q4_K, q6_K) that
+ * llama.cpp runs; also the GGUF writing behind `ffn export --format gguf`. */
+#include "cli.h"
+#include "gguf_out.h"
+#include "ffn/gguf.h"
+#include "ffn/vocab.h"
+
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const CMD = "quantize";
+
+int gguf_out_refuse(const char *cmd, const char *model, const char *out, int force) {
+    struct stat sm, so;
+    if (stat(out, &so) != 0) return 0;
+    if (stat(model, &sm) == 0 && sm.st_dev == so.st_dev && sm.st_ino == so.st_ino) {
+        cli_error(cmd, "--out %s is MODEL %s itself: write it somewhere else", out, model);
+        return 1;
+    }
+    if (S_ISDIR(so.st_mode)) {
+        cli_error(cmd, "--out %s is a directory: a GGUF output is a file", out);
+        return 1;
+    }
+    if (force) return 0;
+    cli_error(cmd, "%s already exists: replace it with --force, or choose another --out", out);
+    return 1;
+}
+
+typedef struct progress {
+    int tty;
+    const char *out;
+} progress;
+
+static void on_tensor(void *user, int64_t done, int64_t total) {
+    const progress *p = user;
+    if (!p->tty) return;
+    fprintf(stderr, "\rffn: writing %s: tensor %lld of %lld", p->out, (long long)done,
+            (long long)total);
+    if (done == total) fprintf(stderr, "\n");
+}
+
+int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
+                   const ffn_checkpoint_info *info, const char *out, int type) {
+    ffn_vocab *voc = NULL;
+    ffn_status st = FFN_OK;
+    const int64_t V = ffn_model_get_config(m)->vocab_size;
+    if (info->tokenizer_path[0]) st = ffn_vocab_load(info->tokenizer_path, V, &voc);
+    if (st) return cli_fail(cmd, st);
+    progress p = {cli_progress_tty(), out};
+    ffn_gguf_save_options o;
+    ffn_gguf_save_options_default(&o);
+    o.type = type;
+    o.vocab = voc;
+    o.context_cap = info->context_cap;
+    o.progress = on_tensor;
+    o.progress_user = &p;
+    ffn_gguf_save_report r;
+    st = ffn_gguf_save_model(m, out, &o, &r);
+    ffn_vocab_free(voc);
+    if (st) return cli_fail(cmd, st);
+    fprintf(stderr, "ffn %s: %s (%s, %s) -> %s (GGUF, %s): %lld tensors, %lld kept f32 (norms, "
+            "biases, routers)", cmd, model_path, ffn_checkpoint_format_name(info->format),
+            info->model_type, out, ffn_ggml_type_name((ffn_ggml_type)type), (long long)r.n_tensors,
+            (long long)r.n_f32);
+    if (r.n_fallback > 0)
+        fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
+                (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
+                (long long)ffn_ggml_block_size((ffn_ggml_type)type));
+    fprintf(stderr, "; vocabulary: %s\n", info->tokenizer_path[0] ? info->tokenizer_path
+                                                                  : "byte tokens <0x00>..<0xFF>");
+    return 0;
+}
+
+static const char about[] =
+"Loads MODEL (a llama2.c .bin, a Hugging Face directory, an ffn run directory\n"
+"or a GGUF file) and writes it as a GGUF file llama.cpp runs, its matrices of\n"
+"one type: bf16, f16 (rounded to nearest even), q8_0, q4_0 (ggml's reference\n"
+"rounding, the same bytes as llama.cpp's), q4_K, q6_K (ffn's own scale search,\n"
+"ggml's decoding).  A matrix whose rows are not a multiple of the block (32\n"
+"for q8_0/q4_0, 256 for q4_K/q6_K) stays f16, as llama.cpp does, and the count\n"
+"is reported; norms, biases and MoE routers stay f32.  The architecture is\n"
+"llama (Mixtral-style experts too), qwen2 (q/k/v biases) or qwen2moe (experts\n"
+"with a shared expert); llama's q/k rows are written in llama.cpp's order.\n"
+"The vocabulary beside MODEL is written as a llama vocabulary (byte tokens as\n"
+"<0xXX>); without one, byte tokens <0x00>..<0xFF>.  The file is written beside\n"
+"OUT and renamed into place; an existing OUT is replaced only with --force.\n"
+"Measured effect on perplexity: docs/QUANTIZATION.md (ffn eval --reference).\n";
+
+static const char epilog[] =
+"examples:\n"
+"  ffn quantize my-ffn-run --dtype q8_0 --out model-q8_0.gguf\n"
+"  ffn quantize stories260K.bin --dtype q4_K --out stories-q4_K.gguf\n"
+"  ffn eval model-q8_0.gguf --data text.txt --reference my-ffn-run\n";
+
+static const char *const type_names[] = {"bf16", "f16", "q8_0", "q4_0", "q4_K", "q6_K", NULL};
+static const ffn_ggml_type type_values[] = {FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16,
+                                            FFN_GGML_TYPE_Q8_0, FFN_GGML_TYPE_Q4_0,
+                                            FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K};
+
+int cmd_quantize(int argc, char **argv) {
+    const char *model_path = NULL, *out = NULL;
+    int64_t threads = 0;
+    int type_k = -1, force = 0;
+    const cli_opt opts[] = {
+        CLI_OPT_OUT(&out, "FILE", "the GGUF file to write (required)"),
+        {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .names = type_names, .def = "",
+         .help = "the matrices' type (required): bf16, f16, q8_0, q4_0, q4_K or q6_K"},
+        CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
+        CLI_OPT_THREADS(&threads),
+        {0}};
+    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
+                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
+                           {0}};
+    const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL --dtype T --out FILE [--force]",
+                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (!out) return cli_usage_error(CMD, "--out FILE is required");
+    if (type_k < 0) return cli_usage_error(CMD, "--dtype T is required (bf16, f16, q8_0, q4_0, q4_K, q6_K)");
+    if (gguf_out_refuse(CMD, model_path, out, force)) return CLI_EXIT_FAIL;
+    ffn_ctx *ctx = NULL;
+    if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
+    ffn_model *m = NULL;
+    ffn_checkpoint_info info;
+    ffn_model_options opt = {.max_batch = 1, .max_seq = 1}; /* weights only */
+    ffn_status st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
+    rc = st ? cli_fail(CMD, st) : gguf_out_write(CMD, m, model_path, &info, out, type_values[type_k]);
+    ffn_model_free(m);
+    ffn_ctx_free(ctx);
+    return rc;
+}
