@@ -275,7 +275,10 @@ int cmd_run(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
     int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
-    ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt};
+    /* a GGUF's low-precision matrices stay as they are (not with --tp: the
+     * shares are sliced from fp32 parameters) */
+    ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt,
+                             .low_precision = tp_ranks == 1 && !ffn_dist_launched()};
     ffn_model *m = NULL;
     ffn_dist *dist = NULL;
     if (tp_ranks > 1 || ffn_dist_launched()) { /* several processes: MPI first, then load */

@@ -279,6 +279,9 @@ typedef struct ffn_model_options {
     int64_t max_batch; /* largest B of any forward call (0 -> 1) */
     int64_t max_seq;   /* largest T of any forward call (0 -> max_position_embeddings) */
     int training;      /* 1: allocate gradients and the activations backward needs */
+    int low_precision; /* 1: a loader may keep a file's f16/bf16/ggml-block matrices in their
+                          type (include/ffn/quant.h: inference only; their fp32 values are
+                          then not in ffn_model_params, so analysis and export need 0) */
 } ffn_model_options;
 
 typedef struct ffn_model ffn_model;

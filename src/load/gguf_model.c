@@ -22,6 +22,7 @@
  * H heads, G kv heads, Dh head dim, E experts, L layers. */
 #include "ffn/checkpoint.h"
 #include "ffn/gguf.h"
+#include "ffn/quant.h"
 #include "ffn/model.h"
 #include "ffn/vocab.h"
 #include "base/common.h"
@@ -184,6 +185,7 @@ typedef struct gg_source {
     char arch[32];
     ffn_model_config cfg;
     gg_plan plan;
+    int low_precision; /* keep low-precision matrices in their type (ffn_model_options) */
 } gg_source;
 
 static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
@@ -431,7 +433,8 @@ static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
  * interleaved order when rope_heads > 0.  This is the one place a tensor
  * of the file becomes model weights: it dequantizes to fp32 today. */
 static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
-                               const ffn_gguf_tensor *t, int64_t row0, int64_t rope_heads) {
+                               const ffn_gguf_tensor *t, int64_t row0, int64_t rope_heads,
+                               int low_precision) {
     const ffn_model_tensor *mt = ffn_model_find_tensor(m, hf);
     if (!mt) return ffn_error(FFN_ERR_INTERNAL, "%s: the model has no tensor %s", path, hf);
     const int64_t cols = t->ne[0], rows = mt->numel / cols;
@@ -439,6 +442,18 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
     ffn_status st = ffn_ggml_row_size(t->type, cols, &row_bytes);
     if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
     const unsigned char *src = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
+    /* A matrix in a low-precision type the model computes with stays in it
+     * (copied: the model does not outlive the mapping otherwise), so a q4_0
+     * file is not expanded to fp32.  Rows that need llama.cpp's q/k
+     * permutation undone, vectors and f32 are decoded to fp32 below. */
+    if (low_precision && mt->ndim == 2 && t->n_dims >= 2 && rope_heads == 0 &&
+        t->type != FFN_GGML_TYPE_F32 &&
+        (t->type == FFN_GGML_TYPE_F16 || t->type == FFN_GGML_TYPE_BF16 ||
+         t->type == FFN_GGML_TYPE_Q8_0 || t->type == FFN_GGML_TYPE_Q4_0 ||
+         t->type == FFN_GGML_TYPE_Q4_K || t->type == FFN_GGML_TYPE_Q6_K)) {
+        st = ffn_model_set_tensor_data(m, hf, t->type, src, (size_t)rows * row_bytes, 0);
+        return st ? ffn_error_prefix(st, "%s: tensor %s", path, t->name) : FFN_OK;
+    }
     float *dst = ffn_model_params(m, NULL) + mt->offset;
     float *tmp = NULL;
     float *out = dst;
@@ -475,14 +490,14 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s) {
         ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
         if (st) return st;
         if (e->experts == 0) {
-            if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0))) return st;
+            if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision))) return st;
             placed++;
             continue;
         }
         for (int64_t x = 0; x < e->experts; x++) {
             char hf[128];
             snprintf(hf, sizeof hf, e->hf, (long long)x);
-            if ((st = place_tensor(m, s->path, hf, &t, x * e->ne[1], 0))) return st;
+            if ((st = place_tensor(m, s->path, hf, &t, x * e->ne[1], 0, s->low_precision))) return st;
             placed++;
         }
     }
@@ -513,6 +528,7 @@ static ffn_status load_model(ffn_ctx *ctx, const char *path, const void *data, s
     ffn_model_options o = {.max_batch = 1};
     if (opt) o = *opt;
     if (o.max_batch <= 0) o.max_batch = 1;
+    s.low_precision = o.low_precision && !o.training;
     const int64_t ctx_len = s.cfg.max_position_embeddings;
     if (o.max_seq <= 0) o.max_seq = ctx_len < CKPT_DEFAULT_MAX_SEQ ? ctx_len : CKPT_DEFAULT_MAX_SEQ;
     if (o.max_seq > ctx_len) o.max_seq = ctx_len;

@@ -822,7 +822,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     *out = NULL;
     ffn_status st = ffn_model_config_validate(cfg);
     if (st) return st;
-    ffn_model_options o = {1, cfg->max_position_embeddings, 0};
+    ffn_model_options o = {1, cfg->max_position_embeddings, 0, 0};
     if (opt) {
         o = *opt;
         if (o.max_batch == 0) o.max_batch = 1;

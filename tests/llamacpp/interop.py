@@ -37,9 +37,10 @@ import ffn_testlib as tl  # noqa: E402
 TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K"]
 F32_TOL = 1e-4
 # A position counts for top-1 when ffn's top-2 logit gap exceeds GAP[type]:
-# the rounding of the type (and llama.cpp's 8-bit activations) can flip
+# the rounding of the type and the 8-bit activations of the integer formats
+# (llama.cpp's and ffn's kernels each round them their own way) can flip
 # nearer ties.  At least MIN_DECIDED positions must count.
-GAP = {"f32": 0.01, "f16": 0.05, "bf16": 0.1, "q8_0": 0.2, "q4_0": 0.5, "q4_K": 0.5, "q6_K": 0.3}
+GAP = {"f32": 0.01, "f16": 0.05, "bf16": 0.1, "q8_0": 0.3, "q4_0": 0.5, "q4_K": 0.7, "q6_K": 0.3}
 MIN_DECIDED = 20
 # Mean KL bounds in nats, about 3x the largest value measured over the four
 # architectures.  These random models have no redundancy, so 4-bit types
