@@ -96,23 +96,38 @@ typedef enum ffn_vocab_kind {
     FFN_VOCAB_BYTE = 0, /* ffn tokenizer.txt, mode byte */
     FFN_VOCAB_CHAR,     /* ffn tokenizer.txt, mode char */
     FFN_VOCAB_WORD,     /* ffn tokenizer.txt, mode word */
-    FFN_VOCAB_LLAMA2C   /* llama2.c tokenizer.bin */
+    FFN_VOCAB_LLAMA2C,  /* llama2.c tokenizer.bin */
+    FFN_VOCAB_BPE_BYTE, /* tokenizer.json or GGUF "gpt2": byte-level BPE */
+    FFN_VOCAB_BPE_SP    /* tokenizer.json or GGUF "llama": SentencePiece-style BPE */
 } ffn_vocab_kind;
 
-/* "byte", "char", "word", "llama2c". */
+/* "byte", "char", "word", "llama2c", "bpe-byte-level", "bpe-sentencepiece". */
 const char *ffn_vocab_kind_name(ffn_vocab_kind kind);
 
 typedef struct ffn_vocab ffn_vocab;
 
 /* Load a vocabulary file, telling the kinds apart by content: a file whose
- * first line is "ffn-tokenizer ..." is ffn's tokenizer file, anything else
- * is read as a llama2.c tokenizer.bin.  expected_vocab > 0: the size the
+ * first line is "ffn-tokenizer ..." is ffn's tokenizer file, one starting
+ * with "{" a Hugging Face tokenizer.json (a tokenizer_config.json beside it
+ * names bos/eos/pad), one starting with "GGUF" a GGUF file's tokenizer,
+ * anything else is read as a llama2.c tokenizer.bin.  A directory is
+ * searched as by ffn_vocab_find_in_dir.  expected_vocab > 0: the size the
  * model needs (an ffn file must have it; a tokenizer.bin is read to exactly
- * that many tokens); 0: any.  Errors name the file and what is wrong. */
+ * that many tokens; a tokenizer.json or GGUF may have fewer ids, not more);
+ * 0: any.  Errors name the file and what is wrong. */
 ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **out);
+/* The vocabulary file of a model directory, in this order: tokenizer.json,
+ * tokenizer.txt, tokenizer.bin.  *path is malloc'd (free() it);
+ * FFN_ERR_MISSING when there is none. */
+ffn_status ffn_vocab_find_in_dir(const char *dir, char **path);
 /* The same from memory (`name` is used in messages). */
 ffn_status ffn_vocab_parse(const void *buf, size_t n_bytes, const char *name,
                            int64_t expected_vocab, ffn_vocab **out);
+
+/* The tokenizer of an open GGUF file (tokenizer.ggml.*; see the overview). */
+struct ffn_gguf_file;
+ffn_status ffn_vocab_from_gguf(const struct ffn_gguf_file *file, int64_t expected_vocab,
+                               ffn_vocab **out);
 
 /* Wrap an engine already in memory.  The vocab takes ownership of `tok`
  * (freed by ffn_vocab_free, also when wrapping fails). */
@@ -149,6 +164,20 @@ ffn_status ffn_vocab_piece(const ffn_vocab *vocab, int32_t prev, int32_t id, cha
  * error naming its position. */
 ffn_status ffn_vocab_decode(const ffn_vocab *vocab, int32_t prev, const int32_t *ids,
                             int64_t n_tokens, char **text, size_t *n_bytes);
+
+/* ffn_vocab_decode, leaving out special tokens when skip_special (HF's
+ * skip_special_tokens): the first id kept follows `prev`. */
+ffn_status ffn_vocab_decode_ex(const ffn_vocab *vocab, int32_t prev, const int32_t *ids,
+                               int64_t n_tokens, int skip_special, char **text, size_t *n_bytes);
+
+/* 1 when id is a special token (an added token marked special; for the
+ * other engines bos, eos or pad). */
+int ffn_vocab_is_special(const ffn_vocab *vocab, int32_t id);
+
+/* Token id's text as the file stores it (a tokenizer.json's "Ġthe",
+ * "▁the", "<0x0A>"), not NUL-terminated for every engine; NULL when out
+ * of range or a hole in the ids. */
+const char *ffn_vocab_token(const ffn_vocab *vocab, int32_t id, size_t *len);
 
 /* *exact = 1 when decode(encode(text)) == text (without bos), else 0;
  * errors of encode (invalid UTF-8) are returned. */
