@@ -209,7 +209,7 @@ static const char detok_about[] =
     "own.  Byte-level BPE gives back exactly the bytes that were encoded\n"
     "(also bytes that are not UTF-8); SentencePiece-style BPE turns U+2581\n"
     "into spaces and <0xNN> tokens into their bytes, and drops the one space\n"
-    "the encoder put before the text (at the start and after bos).\n"
+    "the encoder put before the text (at the very start only, as the reference).\n"
     "Special tokens (bos, <|im_start|>, ...) are written as their text unless\n"
     "--skip-specials (Hugging Face's skip_special_tokens=True).\n";
 

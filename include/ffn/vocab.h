@@ -8,10 +8,42 @@
  *   byte, char, word  ffn's own tokenizers (data.h), file tokenizer.txt
  *                     (first line "ffn-tokenizer 1");
  *   llama2c           a llama2.c tokenizer.bin (format below), SentencePiece-
- *                     style BPE merges by score with <0xXX> byte fallback.
+ *                     style BPE merges by score with <0xXX> byte fallback;
+ *   bpe-byte-level    a Hugging Face tokenizer.json whose pre-tokenizer is
+ *                     ByteLevel (GPT-2, Llama-3, Qwen), or a GGUF with
+ *                     tokenizer.ggml.model "gpt2";
+ *   bpe-sentencepiece a tokenizer.json with SentencePiece spaces (Metaspace,
+ *                     or Prepend("▁") + Replace(" ", "▁"): Llama-2, Mistral,
+ *                     TinyLlama), or a GGUF with tokenizer.ggml.model "llama".
  * Each engine is a small table of functions (encode, one token's piece,
- * size, free), so another format -- a Hugging Face tokenizer.json -- is
- * one more table.
+ * size, free).
+ *
+ * ---- Hugging Face tokenizer.json and GGUF tokenizers ------------------------
+ * Encoding follows the reference (tokenizers / transformers.js) step by
+ * step: added tokens are found in the raw text first (longest first, also
+ * special ones such as "<|im_start|>"); each stretch between them is
+ * normalised (NFC when the normalizer says so), pre-tokenized (byte-level:
+ * the Split regex of the file run by PCRE2 with Unicode properties, or
+ * GPT-2's when a ByteLevel has use_regex; SentencePiece: spaces to U+2581,
+ * one U+2581 prepended) and merged by rank (ignore_merges: a word that is
+ * a token is taken whole); SentencePiece code points that are no token
+ * become <0xNN> tokens (byte_fallback) or unk (fused with fuse_unk).  A
+ * GGUF "llama" merges by the score of the merged piece, as llama.cpp; its
+ * "gpt2" takes the regex named by tokenizer.ggml.pre ("llama-bpe"/"llama3":
+ * Llama-3's, "qwen2": Qwen's one-digit one, "gpt-2"/absent: GPT-2's).  A
+ * GGUF holds no normalizer: no NFC.
+ * add_bos (ffn_vocab_encode) applies the post-processor's template, as
+ * add_special_tokens=True: TemplateProcessing's specials around the text
+ * (a tokenizer.json without one adds nothing), or bos when the GGUF's
+ * tokenizer.ggml.add_bos_token (default: "llama" yes, "gpt2" no).
+ * bos/eos/pad come from tokenizer_config.json beside the tokenizer.json
+ * (else bos is the template's first special), or tokenizer.ggml.*_token_id.
+ * Bytes that are not UTF-8 are encoded as they are (byte-level: each its
+ * own piece; SentencePiece: <0xNN>), where the references can only see
+ * U+FFFD.  Decoding: byte-level pieces are their bytes; SentencePiece
+ * pieces turn U+2581 into " " and <0xNN> into the byte, and the text's
+ * first space is dropped when the decoder strips it (at the very start
+ * only: "<s>" then "▁Hi" is "<s> Hi", as the reference).
  *
  * Special tokens: bos, eos, unk, pad are ids, or -1 when the vocabulary
  * has none.  byte: unk 256; char and word: unk 0; llama2c: bos 1, eos 2,
@@ -147,13 +179,15 @@ ffn_vocab_special ffn_vocab_specials(const ffn_vocab *vocab);
 int ffn_vocab_byte_fallback(const ffn_vocab *vocab);
 
 /* Encode text into a malloc'd array (free() it; NULL when N = 0).  add_bos
- * prepends bos when the vocabulary has one (and is ignored otherwise).
+ * prepends bos when the vocabulary has one (and is ignored otherwise; the
+ * Hugging Face engines apply their template, see above).
  * Invalid UTF-8 (char, word) is an error naming the offset. */
 ffn_status ffn_vocab_encode(const ffn_vocab *vocab, const char *text, size_t n_bytes, int add_bos,
                             int32_t **ids, int64_t *n_tokens);
 
 /* The text of token `id` when it follows token `prev` (-1: none; llama2c
- * drops a leading space after bos and turns "<0xXX>" into the byte).
+ * drops a leading space after bos and turns "<0xXX>" into the byte;
+ * bpe-sentencepiece drops it when prev is -1).
  * *bytes points into the vocabulary or into byte_buf; not NUL-terminated.
  * An id outside [0, V) is an error. */
 ffn_status ffn_vocab_piece(const ffn_vocab *vocab, int32_t prev, int32_t id, char byte_buf[1],

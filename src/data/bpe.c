@@ -339,9 +339,9 @@ ffn_status bpe_piece(const bpe_tokenizer *t, int32_t prev, int32_t id, const cha
         return ffn_error(FFN_ERR_INVALID_ARG, "vocab: token id %d has no text in the vocabulary", id);
     *bytes = t->dec[id];
     *len = t->dec_len[id];
-    /* the decoder's Strip: the text's first space goes (also after bos) */
-    if (t->sp_strip && (prev < 0 || prev == t->bos) && *len > 0 && (*bytes)[0] == ' ' &&
-        !t->special[id])
+    /* the decoder's Strip: the first space of the text goes -- only at its
+     * very start, as in the reference ("<s>" then "\u2581Hi" is "<s> Hi") */
+    if (t->sp_strip && prev < 0 && *len > 0 && (*bytes)[0] == ' ' && !t->special[id])
         (*bytes)++, (*len)--;
     return FFN_OK;
 }
@@ -369,7 +369,22 @@ typedef struct scratch {
     char *buf;            /* a mapped / normalised word */
     int64_t cap_buf;
     pcre2_match_data *md;
+    /* words seen in this call -> their ids (long texts repeat their words) */
+    struct cache_slot *cache; /* CACHE_SLOTS, or NULL: no cache */
+    int64_t cache_used;
+    char *cache_bytes;
+    int64_t n_cache_bytes, cap_cache_bytes;
+    int32_t *cache_ids;
+    int64_t n_cache_ids, cap_cache_ids;
 } scratch;
+
+typedef struct cache_slot {
+    uint32_t key_off, key_len, ids_off, n_ids; /* key_len 0: empty */
+} cache_slot;
+
+#define CACHE_SLOTS ((int64_t)1 << 16)
+#define CACHE_MAX_WORD 64
+#define CACHE_MIN_TEXT 4096 /* shorter texts do without */
 
 static ffn_status oom(void) { return ffn_error(FFN_ERR_NOMEM, "tokenizer: out of memory while encoding"); }
 
@@ -577,9 +592,49 @@ static ffn_status encode_word(const bpe_tokenizer *t, scratch *s, const char *w,
     return FFN_OK;
 }
 
+/* encode_word through the call's cache of words already merged. */
+static ffn_status encode_word_cached(const bpe_tokenizer *t, scratch *s, const char *w, size_t n) {
+    if (!s->cache || n == 0 || n > CACHE_MAX_WORD) return encode_word(t, s, w, n);
+    uint64_t h = hash_bytes(w, n) & (uint64_t)(CACHE_SLOTS - 1);
+    for (;; h = (h + 1) & (uint64_t)(CACHE_SLOTS - 1)) {
+        const cache_slot *c = &s->cache[h];
+        if (c->key_len == 0) break;
+        if (c->key_len == n && !memcmp(s->cache_bytes + c->key_off, w, n)) {
+            for (uint32_t k = 0; k < c->n_ids; k++) {
+                ffn_status st = emit(s, s->cache_ids[c->ids_off + k]);
+                if (st) return st;
+            }
+            return FFN_OK;
+        }
+    }
+    int64_t before = s->n_ids;
+    ffn_status st = encode_word(t, s, w, n);
+    if (st || s->cache_used >= CACHE_SLOTS / 2) return st;
+    int64_t m = s->n_ids - before;
+    if (s->n_cache_bytes + (int64_t)n > UINT32_MAX / 2 || s->n_cache_ids + m > UINT32_MAX / 2) return FFN_OK;
+    while (s->n_cache_bytes + (int64_t)n > s->cap_cache_bytes) {
+        char *p = ffn_grow(s->cache_bytes, s->cap_cache_bytes, &s->cap_cache_bytes, 1, 1 << 16);
+        if (!p) return FFN_OK; /* no room: the cache just stops growing */
+        s->cache_bytes = p;
+    }
+    while (s->n_cache_ids + m > s->cap_cache_ids) {
+        int32_t *p = ffn_grow(s->cache_ids, s->cap_cache_ids, &s->cap_cache_ids, sizeof *p, 1 << 14);
+        if (!p) return FFN_OK;
+        s->cache_ids = p;
+    }
+    memcpy(s->cache_bytes + s->n_cache_bytes, w, n);
+    memcpy(s->cache_ids + s->n_cache_ids, s->ids + before, (size_t)m * sizeof *s->ids);
+    s->cache[h] = (cache_slot){(uint32_t)s->n_cache_bytes, (uint32_t)n, (uint32_t)s->n_cache_ids,
+                               (uint32_t)m};
+    s->n_cache_bytes += (int64_t)n;
+    s->n_cache_ids += m;
+    s->cache_used++;
+    return FFN_OK;
+}
+
 /* Byte-level: regex split (matches and the gaps between them), each piece a word. */
 static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n) {
-    if (!t->re) return encode_word(t, s, x, n);
+    if (!t->re) return encode_word_cached(t, s, x, n);
     size_t at = 0, last = 0;
     ffn_status st;
     while (at <= n) {
@@ -593,8 +648,8 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
         size_t ms = ov[0], me = ov[1];
-        if (ms > last && (st = encode_word(t, s, x + last, ms - last))) return st;
-        if (me > ms && (st = encode_word(t, s, x + ms, me - ms))) return st;
+        if (ms > last && (st = encode_word_cached(t, s, x + last, ms - last))) return st;
+        if (me > ms && (st = encode_word_cached(t, s, x + ms, me - ms))) return st;
         last = me;
         if (me == ms) { /* an empty match: step one character */
             uint32_t cp;
@@ -604,7 +659,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         }
         at = me;
     }
-    if (last < n) return encode_word(t, s, x + last, n - last);
+    if (last < n) return encode_word_cached(t, s, x + last, n - last);
     return FFN_OK;
 }
 
@@ -657,10 +712,10 @@ static ffn_status encode_segment(const bpe_tokenizer *t, scratch *s, const char 
         size_t start = 0;
         for (size_t i = 3; i + 3 <= at && !st; i++)
             if (!memcmp(w + i, SPACE_MARK, 3)) {
-                st = encode_word(t, s, w + start, i - start);
+                st = encode_word_cached(t, s, w + start, i - start);
                 start = i;
             }
-        if (!st) st = encode_word(t, s, w + start, at - start);
+        if (!st) st = encode_word_cached(t, s, w + start, at - start);
     } else {
         st = encode_word(t, s, w, at);
     }
@@ -678,6 +733,7 @@ ffn_status bpe_encode(const bpe_tokenizer *t, const char *text, size_t n, int sp
     scratch s = {0};
     ffn_status st = FFN_OK;
     if (t->re && !(s.md = pcre2_match_data_create_from_pattern(t->re, NULL))) return oom();
+    if (n >= CACHE_MIN_TEXT) s.cache = calloc((size_t)CACHE_SLOTS, sizeof *s.cache); /* NULL: none */
     if (specials)
         for (int i = 0; i < t->n_pre && !st; i++) st = emit(&s, t->tmpl_pre[i]);
     /* which first bytes can start an added token */
@@ -712,6 +768,9 @@ ffn_status bpe_encode(const bpe_tokenizer *t, const char *text, size_t n, int sp
     if (!st && seg < n) st = encode_segment(t, &s, text + seg, n - seg, n_seg == 0);
     if (specials)
         for (int i = 0; i < t->n_post && !st; i++) st = emit(&s, t->tmpl_post[i]);
+    free(s.cache);
+    free(s.cache_bytes);
+    free(s.cache_ids);
     free(s.syms);
     free(s.heap);
     free(s.buf);

