@@ -132,7 +132,7 @@ ffn_status bpe_set_token(bpe_tokenizer *t, int32_t id, const char *s, size_t n, 
         return ffn_error(FFN_ERR_FORMAT, "%s: token %d is not valid UTF-8", what, id);
     char *c = malloc(n + 1);
     if (!c) return ffn_error(FFN_ERR_NOMEM, "tokenizer: out of memory");
-    memcpy(c, s, n);
+    if (n) memcpy(c, s, n);
     c[n] = '\0';
     t->tok[id] = c;
     t->tok_len[id] = (uint32_t)n;
@@ -239,7 +239,7 @@ ffn_status bpe_index(bpe_tokenizer *t, const char *name) {
         ffn_status st = make_decoded(t, id);
         if (st) return st;
     }
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, added_longer_first);
+    if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, added_longer_first);
     for (int b = 0; b < 256; b++) {
         if (t->flavour == BPE_BYTE_LEVEL) {
             char u[4];
@@ -623,7 +623,7 @@ static ffn_status encode_word_cached(const bpe_tokenizer *t, scratch *s, const c
         s->cache_ids = p;
     }
     memcpy(s->cache_bytes + s->n_cache_bytes, w, n);
-    memcpy(s->cache_ids + s->n_cache_ids, s->ids + before, (size_t)m * sizeof *s->ids);
+    if (m) memcpy(s->cache_ids + s->n_cache_ids, s->ids + before, (size_t)m * sizeof *s->ids);
     s->cache[h] = (cache_slot){(uint32_t)s->n_cache_bytes, (uint32_t)n, (uint32_t)s->n_cache_ids,
                                (uint32_t)m};
     s->n_cache_bytes += (int64_t)n;
