@@ -139,25 +139,77 @@ static int decompose(cp_buf *b, uint32_t cp, int depth) {
 
 static int ccc_of(uint32_t cp) { return cp >= RAW_BYTE ? 0 : unicode_ccc(cp); }
 
+/* NFC of one span s[0..n) appended to *o (capacity grown as needed). */
+static int nfc_span(const unsigned char *u, size_t n, char **o, size_t *at, size_t *cap);
+
 ffn_status unicode_nfc(const char *s, size_t n, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
     const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-    int needed = 0;
-    while (i < n && !needed) {
-        if (u[i] < 0x80) {
-            i++;
+    /* Only the spans around code points of the care set change: a span
+     * starts at the code point before the first such one (a starter it may
+     * compose with) and ends before the next code point outside the set
+     * (a starter that composes with nothing before it).  The rest is
+     * copied. */
+    char *o = NULL;
+    size_t at = 0, cap = 0, copied = 0, prev = 0;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = u[i];
+        int len = u[i] < 0x80 ? 1 : utf8_next(u + i, n - i, &cp);
+        if (len == 0 || !in_care(cp)) {
+            prev = i;
+            i += (size_t)(len ? len : 1);
             continue;
         }
-        uint32_t cp;
-        int len = utf8_next(u + i, n - i, &cp);
-        if (len == 0) len = 1;
-        else if (in_care(cp)) needed = 1;
-        i += (size_t)len;
+        size_t start = prev >= copied ? prev : copied, end = i;
+        while (end < n) { /* extend over the care set */
+            uint32_t c2 = u[end];
+            int l2 = u[end] < 0x80 ? 1 : utf8_next(u + end, n - end, &c2);
+            if (l2 == 0 || !in_care(c2)) break;
+            end += (size_t)l2;
+        }
+        if (!o) {
+            cap = n + n / 2 + 16;
+            if (!(o = malloc(cap))) return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
+        }
+        if (start > copied) {
+            if (at + (start - copied) + 1 > cap) {
+                char *p = realloc(o, cap = 2 * (at + (start - copied)) + 16);
+                if (!p) {
+                    free(o);
+                    return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
+                }
+                o = p;
+            }
+            memcpy(o + at, s + copied, start - copied);
+            at += start - copied;
+        }
+        if (nfc_span(u + start, end - start, &o, &at, &cap)) {
+            free(o);
+            return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
+        }
+        copied = prev = end;
+        i = end;
     }
-    if (!needed) return FFN_OK;
+    if (!o) return FFN_OK; /* nothing to change */
+    if (at + (n - copied) + 1 > cap) {
+        char *p = realloc(o, cap = at + (n - copied) + 1);
+        if (!p) {
+            free(o);
+            return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
+        }
+        o = p;
+    }
+    memcpy(o + at, s + copied, n - copied);
+    at += n - copied;
+    o[at] = '\0';
+    *out = o;
+    *n_out = at;
+    return FFN_OK;
+}
 
+static int nfc_span(const unsigned char *u, size_t n, char **obuf, size_t *oat, size_t *ocap) {
+    size_t i;
     cp_buf b = {0};
     for (i = 0; i < n;) {
         uint32_t cp;
@@ -206,21 +258,22 @@ ffn_status unicode_nfc(const char *s, size_t n, char **out, size_t *n_out) {
         }
         b.cp[w++] = cp;
     }
-    char *o = malloc((size_t)w * 4 + 1);
-    if (!o) goto oom;
-    size_t at = 0;
-    for (int64_t k = 0; k < w; k++) {
-        if (b.cp[k] >= RAW_BYTE) o[at++] = (char)(b.cp[k] - RAW_BYTE);
-        else at += (size_t)utf8_put(b.cp[k], o + at);
+    if (*oat + (size_t)w * 4 + 1 > *ocap) {
+        size_t c = 2 * (*oat + (size_t)w * 4) + 16;
+        char *p = realloc(*obuf, c);
+        if (!p) goto oom;
+        *obuf = p;
+        *ocap = c;
     }
-    o[at] = '\0';
+    for (int64_t k = 0; k < w; k++) {
+        if (b.cp[k] >= RAW_BYTE) (*obuf)[(*oat)++] = (char)(b.cp[k] - RAW_BYTE);
+        else *oat += (size_t)utf8_put(b.cp[k], *obuf + *oat);
+    }
     free(b.cp);
-    *out = o;
-    *n_out = at;
-    return FFN_OK;
+    return 0;
 oom:
     free(b.cp);
-    return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
+    return -1;
 }
 
 /* ---- GPT-2 byte map --------------------------------------------------------------- */

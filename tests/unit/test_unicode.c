@@ -41,6 +41,12 @@ static void conformance(void) {
     if (!f) return;
     char line[4096];
     long lines = 0, bad = 0;
+    /* also all at once: the c1 column joined by newlines (which compose
+     * with nothing) must give the c2 column joined the same way */
+    size_t cap_all = 1 << 22, n_c1 = 0, n_c2 = 0;
+    char *all_c1 = malloc(cap_all), *all_c2 = malloc(cap_all);
+    CHECK(all_c1 && all_c2, "out of memory");
+    if (!all_c1 || !all_c2) return;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#' || line[0] == '@' || line[0] == '\n') continue;
         char *cols[5];
@@ -62,7 +68,19 @@ static void conformance(void) {
                  nfc_equals(c[4], n[4], c[3], n[3]);
         if (!ok && bad++ < 10) CHECK(0, "NFC differs on the line with c1 = %s", cols[0]);
         lines++;
+        if (n_c1 + n[0] + 1 < cap_all && n_c2 + n[1] + 1 < cap_all) {
+            memcpy(all_c1 + n_c1, c[0], n[0]);
+            memcpy(all_c2 + n_c2, c[1], n[1]);
+            n_c1 += n[0];
+            n_c2 += n[1];
+            all_c1[n_c1++] = '\n';
+            all_c2[n_c2++] = '\n';
+        }
     }
+    CHECK(nfc_equals(all_c1, n_c1, all_c2, n_c2), "NFC of the joined c1 column (%zu bytes) is not "
+          "the joined c2 column", n_c1);
+    free(all_c1);
+    free(all_c2);
     int rc = pclose(f);
     CHECK(rc == 0 && lines > 10000, "%s: read %ld lines (rc %d): install unicode-data and bzip2 "
           "(scripts/setup.sh test)", UCD_TEST, lines, rc);
