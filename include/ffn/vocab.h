@@ -150,7 +150,7 @@ typedef struct ffn_vocab ffn_vocab;
 ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **out);
 /* The vocabulary file of a model directory, in this order: tokenizer.json,
  * tokenizer.txt, tokenizer.bin.  *path is malloc'd (free() it);
- * FFN_ERR_MISSING when there is none. */
+ * FFN_ERR_IO (as for a missing file) when there is none. */
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path);
 /* The same from memory (`name` is used in messages). */
 ffn_status ffn_vocab_parse(const void *buf, size_t n_bytes, const char *name,

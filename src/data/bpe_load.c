@@ -219,7 +219,7 @@ static ffn_status parse_post(bpe_tokenizer *t, const json_value *p, const char *
             id = (int32_t)ids->items[0]->integer;
         else
             id = bpe_lookup(t, nm->string, strlen(nm->string));
-        if (id < 0 || id >= t->V)
+        if (id < 0 || id >= t->V || !t->tok[id])
             return ffn_error(FFN_ERR_FORMAT, "%s: post_processor special token \"%s\" has no id in the "
                              "vocabulary", name, nm->string);
         int *n = seen_a ? &t->n_post : &t->n_pre;
@@ -302,6 +302,13 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
         if (id + 1 > V) V = id + 1;
     }
     if (V == 0) return ffn_error(FFN_ERR_FORMAT, "%s: model.vocab is empty", name);
+    /* ids may leave holes, but not so many that V says nothing of the file:
+     * a hostile id must not size the tables */
+    const int64_t n_entries = (int64_t)vocab->length + (int64_t)n_added;
+    if (V > 2 * n_entries + 1024)
+        return ffn_error(FFN_ERR_FORMAT, "%s: token id %lld in model.vocab or added_tokens, but only "
+                         "%lld tokens: ids must be (nearly) dense", name, (long long)(V - 1),
+                         (long long)n_entries);
 
     /* the flavour, from the pre-tokenizer (and the normalizer for SentencePiece) */
     bpe_tokenizer *t;

@@ -218,6 +218,26 @@ void ffn_vocab_free(ffn_vocab *v) {
 
 #define FFN_MAGIC "ffn-tokenizer "
 
+/* A JSON object: "{", then '"' or "}" (spaces between).  A llama2.c
+ * tokenizer.bin whose max_token_length is 123 also starts with "{", then a
+ * zero byte. */
+static int looks_like_json(const void *buf, size_t n) {
+    const char *c = buf;
+    size_t i = 0;
+    int seen_brace = 0;
+    for (; i < n; i++) {
+        char x = c[i];
+        if (x == ' ' || x == '\t' || x == '\n' || x == '\r') continue;
+        if (!seen_brace) {
+            if (x != '{') return 0;
+            seen_brace = 1;
+            continue;
+        }
+        return x == '"' || x == '}';
+    }
+    return 0;
+}
+
 /* A Hugging Face tokenizer may hold fewer ids than the model's embedding
  * (Qwen pads V to a multiple of 128): it must not hold more. */
 static ffn_status check_bpe_size(ffn_vocab **out, const char *name, int64_t expected_vocab) {
@@ -265,11 +285,7 @@ ffn_status ffn_vocab_parse(const void *buf, size_t n, const char *name, int64_t 
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: expected_vocab %lld < 0", name,
                          (long long)expected_vocab);
     const size_t nm = strlen(FFN_MAGIC);
-    const char *c = buf;
-    size_t lead = 0;
-    while (lead < n && (c[lead] == ' ' || c[lead] == '\t' || c[lead] == '\n' || c[lead] == '\r'))
-        lead++;
-    if (lead < n && c[lead] == '{') return vocab_parse_json(buf, n, name, NULL, 0, expected_vocab, out);
+    if (looks_like_json(buf, n)) return vocab_parse_json(buf, n, name, NULL, 0, expected_vocab, out);
     if (n >= 4 && !memcmp(buf, "GGUF", 4)) {
         ffn_gguf_file *g = NULL;
         ffn_status st = ffn_gguf_open_buffer(buf, n, name, &g);
@@ -324,7 +340,7 @@ ffn_status ffn_vocab_find_in_dir(const char *dir, char **path) {
         }
         free(p);
     }
-    return ffn_error(FFN_ERR_MISSING, "%s: no tokenizer.json, %s or tokenizer.bin in the directory",
+    return ffn_error(FFN_ERR_IO, "%s: no tokenizer.json, %s or tokenizer.bin in the directory",
                      dir, FFN_TOKENIZER_FILENAME);
 }
 
@@ -345,10 +361,7 @@ ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **
     /* ffn_text_read refuses a FIFO or a device by name without blocking */
     ffn_status st = ffn_text_read(path, &buf, &n);
     if (st != FFN_OK) return st;
-    size_t lead = 0;
-    while (lead < n && (buf[lead] == ' ' || buf[lead] == '\t' || buf[lead] == '\n' || buf[lead] == '\r'))
-        lead++;
-    if (lead < n && buf[lead] == '{') {
+    if (looks_like_json(buf, n)) {
         /* tokenizer_config.json beside it names the special tokens */
         char *cfg = NULL, *cfg_path = NULL;
         size_t cfg_n = 0;
