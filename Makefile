@@ -14,8 +14,11 @@ PREFIX  ?= /usr/local
 OPT     ?= -O2
 # -fvisibility=hidden: libffn.so exports only what the public headers declare
 # (each include/ffn/*.h wraps itself in `#pragma GCC visibility push(default)`).
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g $(OPT) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc
-LDLIBS  = -ldnnl -fopenmp -lm -lpthread
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -g $(OPT) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc $(PCRE2_CFLAGS)
+# PCRE2 (libpcre2-dev) runs the pre-tokenizer regexes of tokenizer.json files.
+PCRE2_CFLAGS := $(shell pkg-config --cflags libpcre2-8 2>/dev/null)
+PCRE2_LIBS   := $(shell pkg-config --libs libpcre2-8 2>/dev/null || echo -lpcre2-8)
+LDLIBS  = -ldnnl -fopenmp -lm -lpthread $(PCRE2_LIBS)
 ISA_AVX2   = -mavx2 -mfma -mf16c
 ISA_AVX512 = -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
 
@@ -109,7 +112,7 @@ $(B)/asan/ffn: $(ASAN_TOOL_OBJ) $(B)/asan/libffn_dist.a $(B)/asan/libffn.a
 
 $(B)/ffn.pc: Makefile
 	@mkdir -p $(B)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ffn\nDescription: feed-forward layers of Transformers (dense, GLU family, MoE), forward and backward\nVersion: 0.1.0\nLibs: -L$${libdir} -lffn\nLibs.private: %s\nCflags: -I$${includedir}\n' '$(PREFIX)' '$(LDLIBS)' > $@
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: ffn\nDescription: feed-forward layers of Transformers (dense, GLU family, MoE), forward and backward\nVersion: 0.1.0\nLibs: -L$${libdir} -lffn\nRequires.private: libpcre2-8\nLibs.private: %s\nCflags: -I$${includedir}\n' '$(PREFIX)' '$(LDLIBS)' > $@
 
 # The report's page, stylesheet and scripts live in tools/report/ in their
 # own syntax; tools/report/embed.c (built with the host compiler) turns them

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # scripts/setup.sh [build|test] -- install what ffn needs on Debian 12 (as
-# root; uses sudo when not root).  `build`: the compiler, oneDNN and
-# libmicrohttpd (the HTTP server of `ffn serve`).
+# root; uses sudo when not root).  `build`: the compiler, oneDNN, Open MPI
+# (libffn_dist and mpirun), libmicrohttpd (the HTTP server of `ffn serve`) and
+# PCRE2 (the pre-tokenizer regexes of tokenizer.json files).
 # `test`: also PyTorch (the reference, and the peer in `make bench`) with
 # OpenBLAS under it (without it Debian's torch runs on the reference BLAS,
 # ~100x slower, and the benchmark ratios would mean nothing), clang
 # (sanitizers, libFuzzer), Chromium, a Chinese font and Node.js (the browser
-# tests; the font only makes the --lang zh screenshots legible), and GNU
-# time (max RSS).  Installs only what is missing.
+# tests; the font only makes the --lang zh screenshots legible), GNU time
+# (max RSS), and the Unicode Character Database (unicode-data: the NFC
+# conformance test and scripts/gen_unicode_tables.py).  Installs only what
+# is missing.
 set -euo pipefail
 what="${1:-build}"
-pkgs=(build-essential make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev)
+pkgs=(build-essential make pkg-config libdnnl-dev libopenmpi-dev openmpi-bin libmicrohttpd-dev libpcre2-dev)
 if [[ "$what" == test ]]; then
-    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium fonts-wqy-microhei nodejs npm time)
+    pkgs+=(python3 python3-torch python3-numpy libopenblas0-pthread clang libclang-rt-14-dev chromium fonts-wqy-microhei nodejs npm time unicode-data bzip2)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -89,6 +89,7 @@ typedef struct loaded {
     ffn_ctx *ctx;
     ffn_model *model;
     ffn_tokenizer *tok;
+    ffn_vocab *hf; /* a Hugging Face tokenizer.json beside the weights */
 #ifdef HAVE_CHECKPOINT_H
     ffn_llama2c_tokenizer *l2tok;
 #endif
@@ -97,6 +98,7 @@ typedef struct loaded {
 static void loaded_free(loaded *ld) {
     ffn_model_free(ld->model);
     ffn_tokenizer_free(ld->tok);
+    ffn_vocab_free(ld->hf);
 #ifdef HAVE_CHECKPOINT_H
     ffn_llama2c_tokenizer_free(ld->l2tok);
 #endif
@@ -111,11 +113,15 @@ static int load(const char *path, int threads, loaded *ld) {
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
     st = ffn_checkpoint_load_any(ld->ctx, path, NULL, &ld->model, &info);
-    if (!st && info.tokenizer_path[0]) {
+    char *json = NULL; /* a directory's tokenizer.json comes first */
+    if (!st && ffn_vocab_find_in_dir(path, &json) == FFN_OK && strstr(json, "tokenizer.json")) {
+        st = ffn_vocab_load(json, ffn_model_get_config(ld->model)->vocab_size, &ld->hf);
+    } else if (!st && info.tokenizer_path[0]) {
         int64_t V = ffn_model_get_config(ld->model)->vocab_size;
         st = info.tokenizer_is_llama2c ? ffn_llama2c_tokenizer_load(info.tokenizer_path, V, &ld->l2tok)
                                        : ffn_tokenizer_load(info.tokenizer_path, &ld->tok);
     }
+    free(json);
 #else
     st = ffn_run_dir_load(ld->ctx, path, &ld->model, &ld->tok);
 #endif
@@ -124,6 +130,7 @@ static int load(const char *path, int threads, loaded *ld) {
 }
 
 static int has_vocab(const loaded *ld) {
+    if (ld->hf) return 1;
 #ifdef HAVE_CHECKPOINT_H
     if (ld->l2tok) return 1;
 #endif
@@ -131,6 +138,7 @@ static int has_vocab(const loaded *ld) {
 }
 
 static ffn_status encode(const loaded *ld, const char *text, int32_t **ids, int64_t *n) {
+    if (ld->hf) return ffn_vocab_encode(ld->hf, text, strlen(text), 1, ids, n);
 #ifdef HAVE_CHECKPOINT_H
     if (ld->l2tok) return ffn_llama2c_tokenizer_encode(ld->l2tok, text, strlen(text), 1, 0, ids, n);
 #endif
@@ -146,6 +154,10 @@ static ffn_status encode(const loaded *ld, const char *text, int32_t **ids, int6
 /* The bytes of token id (after prev for llama2.c vocabularies), or "". */
 static const char *piece(const loaded *ld, int32_t prev, int32_t id, size_t *len, char *b1) {
     *len = 0;
+    if (ld->hf) {
+        const char *s = NULL;
+        return ffn_vocab_piece(ld->hf, prev, id, b1, &s, len) ? "" : s;
+    }
 #ifdef HAVE_CHECKPOINT_H
     if (ld->l2tok) {
         const char *s = NULL;

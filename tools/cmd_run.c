@@ -200,7 +200,14 @@ int cmd_run(int argc, char **argv) {
 
     /* The vocabulary, when one is asked for or needed. */
     ffn_vocab *voc = NULL;
-    const char *tp = tok_path ? tok_path : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
+    /* a Hugging Face directory's tokenizer.json comes first */
+    char *json_tok = NULL;
+    if (!tok_path && ffn_vocab_find_in_dir(model_path, &json_tok) == FFN_OK &&
+        !strstr(json_tok, "tokenizer.json")) {
+        free(json_tok);
+        json_tok = NULL;
+    }
+    const char *tp = tok_path ? tok_path : json_tok ? json_tok : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
     int want_text = emit ? !strcmp(emit, "text") : 0;
     if (prompt || want_text || (!emit && tp)) {
         if (!tp) {
@@ -217,9 +224,13 @@ int cmd_run(int argc, char **argv) {
                       prompt ? " or use --ids" : " or --emit ids");
             return CLI_EXIT_FAIL;
         }
-        if (vocab_open(tp, V, &voc)) return CLI_EXIT_FAIL;
+        int bad = vocab_open(tp, V, &voc);
+        free(json_tok);
+        json_tok = NULL;
+        if (bad) return CLI_EXIT_FAIL;
         if (!emit) want_text = 1;
     }
+    free(json_tok);
 
     int32_t *ids = NULL;
     int64_t n_prompt = 0;

@@ -5,8 +5,11 @@
  *
  * Engines: ffn's tokenizers (data.c: byte, char, word) and the llama2.c
  * tokenizer.bin (llama2c_vocab.c).  Letters: V vocab size, N tokens. */
+#include "data/bpe.h"
 #include "data/vocab_internal.h"
+#include "ffn/gguf.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -77,6 +80,31 @@ static void l2c_free(void *impl) { ffn_llama2c_tokenizer_free(impl); }
 
 static const vocab_engine llama2c_engine = {l2c_encode, l2c_piece, l2c_size, l2c_free};
 
+/* ---- engine: BPE (tokenizer.json, GGUF) ----------------------------------------------- */
+
+static ffn_status bpe_v_encode(const void *impl, const char *text, size_t n, int add_bos,
+                               int32_t **ids, int64_t *n_tokens) {
+    ffn_status st = bpe_encode(impl, text, n, add_bos, ids, n_tokens);
+    if (st == FFN_OK && *n_tokens == 0) {
+        free(*ids);
+        *ids = NULL;
+    }
+    return st;
+}
+
+static ffn_status bpe_v_piece(const void *impl, int32_t prev, int32_t id, char byte_buf[1],
+                              const char **bytes, size_t *len) {
+    (void)byte_buf;
+    return bpe_piece(impl, prev, id, bytes, len);
+}
+
+static int64_t bpe_v_size(const void *impl) { return bpe_vocab_size(impl); }
+static void bpe_v_free(void *impl) { bpe_free(impl); }
+
+static const vocab_engine bpe_engine = {bpe_v_encode, bpe_v_piece, bpe_v_size, bpe_v_free};
+
+static ffn_status vocab_from_bpe(bpe_tokenizer *t, ffn_vocab **out);
+
 /* ---- wrapping ------------------------------------------------------------------------ */
 
 const char *ffn_vocab_kind_name(ffn_vocab_kind kind) {
@@ -85,6 +113,8 @@ const char *ffn_vocab_kind_name(ffn_vocab_kind kind) {
     case FFN_VOCAB_CHAR: return "char";
     case FFN_VOCAB_WORD: return "word";
     case FFN_VOCAB_LLAMA2C: return "llama2c";
+    case FFN_VOCAB_BPE_BYTE: return "bpe-byte-level";
+    case FFN_VOCAB_BPE_SP: return "bpe-sentencepiece";
     }
     return "unknown";
 }
@@ -155,6 +185,18 @@ ffn_status ffn_vocab_from_llama2c(ffn_llama2c_tokenizer *tok, ffn_vocab **out) {
     return FFN_OK;
 }
 
+static ffn_status vocab_from_bpe(bpe_tokenizer *t, ffn_vocab **out) {
+    ffn_status st = vocab_adopt("vocab_from_bpe", &bpe_engine, t, out);
+    if (st) return st;
+    ffn_vocab *v = *out;
+    v->kind = bpe_get_flavour(t) == BPE_BYTE_LEVEL ? FFN_VOCAB_BPE_BYTE : FFN_VOCAB_BPE_SP;
+    int32_t sp[4];
+    bpe_specials(t, sp);
+    v->special = (ffn_vocab_special){sp[0], sp[1], sp[2], sp[3]};
+    v->byte_fallback = bpe_byte_fallback(t);
+    return FFN_OK;
+}
+
 ffn_status vocab_borrow_tokenizer(const ffn_tokenizer *tok, ffn_vocab **out) {
     if (!tok || !out) return ffn_error(FFN_ERR_INVALID_ARG, "vocab_borrow_tokenizer: NULL argument");
     *out = NULL;
@@ -176,6 +218,64 @@ void ffn_vocab_free(ffn_vocab *v) {
 
 #define FFN_MAGIC "ffn-tokenizer "
 
+/* A JSON object: "{", then '"' or "}" (spaces between).  A llama2.c
+ * tokenizer.bin whose max_token_length is 123 also starts with "{", then a
+ * zero byte. */
+static int looks_like_json(const void *buf, size_t n) {
+    const char *c = buf;
+    size_t i = 0;
+    int seen_brace = 0;
+    for (; i < n; i++) {
+        char x = c[i];
+        if (x == ' ' || x == '\t' || x == '\n' || x == '\r') continue;
+        if (!seen_brace) {
+            if (x != '{') return 0;
+            seen_brace = 1;
+            continue;
+        }
+        return x == '"' || x == '}';
+    }
+    return 0;
+}
+
+/* A Hugging Face tokenizer may hold fewer ids than the model's embedding
+ * (Qwen pads V to a multiple of 128): it must not hold more. */
+static ffn_status check_bpe_size(ffn_vocab **out, const char *name, int64_t expected_vocab) {
+    if (expected_vocab > 0 && ffn_vocab_size(*out) > expected_vocab) {
+        ffn_status st = ffn_error(FFN_ERR_CONFIG, "%s: %lld token ids, but the model's vocabulary has "
+                                  "%lld", name, (long long)ffn_vocab_size(*out),
+                                  (long long)expected_vocab);
+        ffn_vocab_free(*out);
+        *out = NULL;
+        return st;
+    }
+    return FFN_OK;
+}
+
+static ffn_status vocab_parse_json(const char *buf, size_t n, const char *name, const char *cfg,
+                                   size_t cfg_n, int64_t expected_vocab, ffn_vocab **out) {
+    bpe_tokenizer *t = NULL;
+    ffn_status st = bpe_from_tokenizer_json(buf, n, name, cfg, cfg_n, &t);
+    if (st != FFN_OK) return st;
+    if ((st = vocab_from_bpe(t, out))) return st;
+    return check_bpe_size(out, name, expected_vocab);
+}
+
+static ffn_status vocab_from_gguf_file(const ffn_gguf_file *g, const char *name,
+                                       int64_t expected_vocab, ffn_vocab **out) {
+    bpe_tokenizer *t = NULL;
+    ffn_status st = bpe_from_gguf(g, name, &t);
+    if (st != FFN_OK) return st;
+    if ((st = vocab_from_bpe(t, out))) return st;
+    return check_bpe_size(out, name, expected_vocab);
+}
+
+ffn_status ffn_vocab_from_gguf(const ffn_gguf_file *file, int64_t expected_vocab, ffn_vocab **out) {
+    if (!file || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_from_gguf: NULL argument");
+    *out = NULL;
+    return vocab_from_gguf_file(file, ffn_gguf_path(file), expected_vocab, out);
+}
+
 ffn_status ffn_vocab_parse(const void *buf, size_t n, const char *name, int64_t expected_vocab,
                            ffn_vocab **out) {
     if (!out || (!buf && n)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_parse: NULL argument");
@@ -185,6 +285,15 @@ ffn_status ffn_vocab_parse(const void *buf, size_t n, const char *name, int64_t 
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: expected_vocab %lld < 0", name,
                          (long long)expected_vocab);
     const size_t nm = strlen(FFN_MAGIC);
+    if (looks_like_json(buf, n)) return vocab_parse_json(buf, n, name, NULL, 0, expected_vocab, out);
+    if (n >= 4 && !memcmp(buf, "GGUF", 4)) {
+        ffn_gguf_file *g = NULL;
+        ffn_status st = ffn_gguf_open_buffer(buf, n, name, &g);
+        if (st != FFN_OK) return st;
+        st = vocab_from_gguf_file(g, name, expected_vocab, out);
+        ffn_gguf_close(g);
+        return st;
+    }
     if (n >= nm && !memcmp(buf, FFN_MAGIC, nm)) {
         ffn_tokenizer *t = NULL;
         ffn_status st = ffn_tokenizer_parse(buf, n, name, &t);
@@ -205,15 +314,78 @@ ffn_status ffn_vocab_parse(const void *buf, size_t n, const char *name, int64_t 
     return ffn_vocab_from_llama2c(t, out);
 }
 
+/* "dir/name" into a malloc'd string. */
+static char *join_path(const char *dir, const char *name) {
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int is_regular(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+ffn_status ffn_vocab_find_in_dir(const char *dir, char **path) {
+    if (!dir || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_find_in_dir: NULL argument");
+    *path = NULL;
+    static const char *const names[] = {"tokenizer.json", FFN_TOKENIZER_FILENAME, "tokenizer.bin"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *p = join_path(dir, names[i]);
+        if (!p) return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
+        if (is_regular(p)) {
+            *path = p;
+            return FFN_OK;
+        }
+        free(p);
+    }
+    return ffn_error(FFN_ERR_IO, "%s: no tokenizer.json, %s or tokenizer.bin in the directory",
+                     dir, FFN_TOKENIZER_FILENAME);
+}
+
 ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **out) {
     if (!path || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_load: NULL argument");
     *out = NULL;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        char *p = NULL;
+        ffn_status st = ffn_vocab_find_in_dir(path, &p);
+        if (st != FFN_OK) return st;
+        st = ffn_vocab_load(p, expected_vocab, out);
+        free(p);
+        return st;
+    }
     char *buf = NULL;
     size_t n = 0;
     /* ffn_text_read refuses a FIFO or a device by name without blocking */
     ffn_status st = ffn_text_read(path, &buf, &n);
     if (st != FFN_OK) return st;
-    st = ffn_vocab_parse(buf, n, path, expected_vocab, out);
+    if (looks_like_json(buf, n)) {
+        /* tokenizer_config.json beside it names the special tokens */
+        char *cfg = NULL, *cfg_path = NULL;
+        size_t cfg_n = 0;
+        const char *slash = strrchr(path, '/');
+        if (slash) {
+            size_t dl = (size_t)(slash - path);
+            char *dir = malloc(dl + 1);
+            if (dir) {
+                memcpy(dir, path, dl);
+                dir[dl] = '\0';
+                cfg_path = join_path(dir, "tokenizer_config.json");
+                free(dir);
+            }
+        } else {
+            cfg_path = join_path(".", "tokenizer_config.json");
+        }
+        if (cfg_path && is_regular(cfg_path) && ffn_text_read(cfg_path, &cfg, &cfg_n) != FFN_OK)
+            cfg = NULL;
+        free(cfg_path);
+        st = vocab_parse_json(buf, n, path, cfg, cfg_n, expected_vocab, out);
+        free(cfg);
+    } else {
+        st = ffn_vocab_parse(buf, n, path, expected_vocab, out);
+    }
     free(buf);
     return st;
 }
@@ -232,13 +404,29 @@ const ffn_llama2c_tokenizer *ffn_vocab_llama2c(const ffn_vocab *v) {
     return v && v->engine == &llama2c_engine ? v->impl : NULL;
 }
 
+int ffn_vocab_is_special(const ffn_vocab *v, int32_t id) {
+    if (!v) return 0;
+    if (v->engine == &bpe_engine) return bpe_is_special(v->impl, id);
+    const ffn_vocab_special s = v->special;
+    return id >= 0 && (id == s.bos || id == s.eos || id == s.pad);
+}
+
+const char *ffn_vocab_token(const ffn_vocab *v, int32_t id, size_t *len) {
+    if (!v) return NULL;
+    if (v->engine == &bpe_engine) return bpe_token(v->impl, id, len);
+    if (v->engine == &llama2c_engine) return ffn_llama2c_tokenizer_token(v->impl, id, len, NULL);
+    return ffn_tokenizer_token(v->impl, id, len);
+}
+
 ffn_status ffn_vocab_encode(const ffn_vocab *v, const char *text, size_t n, int add_bos,
                             int32_t **ids, int64_t *n_tokens) {
     if (!v || (!text && n) || !ids || !n_tokens)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_encode: NULL argument");
     *ids = NULL;
     *n_tokens = 0;
-    return v->engine->encode(v->impl, text ? text : "", n, add_bos && v->special.bos >= 0, ids,
+    /* the Hugging Face engines' template may hold other specials than bos */
+    int specials = v->engine == &bpe_engine ? add_bos != 0 : add_bos && v->special.bos >= 0;
+    return v->engine->encode(v->impl, text ? text : "", n, specials, ids,
                              n_tokens);
 }
 
@@ -251,8 +439,25 @@ ffn_status ffn_vocab_piece(const ffn_vocab *v, int32_t prev, int32_t id, char by
 
 ffn_status ffn_vocab_decode(const ffn_vocab *v, int32_t prev, const int32_t *ids, int64_t n,
                             char **text, size_t *n_bytes) {
+    return ffn_vocab_decode_ex(v, prev, ids, n, 0, text, n_bytes);
+}
+
+ffn_status ffn_vocab_decode_ex(const ffn_vocab *v, int32_t prev, const int32_t *ids, int64_t n,
+                               int skip_special, char **text, size_t *n_bytes) {
     if (!v || !text || (!ids && n) || n < 0)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_decode: bad argument");
+    if (skip_special) {
+        /* the same decode over the ids that are not special; the first one
+         * kept follows `prev` as if the skipped ones were not there */
+        int32_t *kept = n ? malloc((size_t)n * sizeof *kept) : NULL;
+        if (n && !kept) return ffn_error(FFN_ERR_NOMEM, "decode: out of memory");
+        int64_t k = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!ffn_vocab_is_special(v, ids[i])) kept[k++] = ids[i];
+        ffn_status st = ffn_vocab_decode_ex(v, prev, kept, k, 0, text, n_bytes);
+        free(kept);
+        return st;
+    }
     *text = NULL;
     if (n_bytes) *n_bytes = 0;
     /* two passes: the size, then the bytes (pieces point into the vocab) */

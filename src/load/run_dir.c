@@ -33,14 +33,19 @@ static char *in_dir(const char *rdir, const char *name) {
     return p;
 }
 
-/* Does the run directory hold a llama2.c tokenizer.bin (a model fine-tuned
- * from one, ffn train --init)? */
-static int has_llama2c_vocab(const char *rdir) {
-    char *path = ffn_path_join(rdir, "/", FFN_LLAMA2C_TOKENIZER_FILENAME);
-    struct stat sb;
-    int yes = path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
-    free(path);
-    return yes;
+/* The run directory's vocabulary when it is not tokenizer.txt: a Hugging
+ * Face tokenizer.json (looked for first), or the llama2.c tokenizer.bin of
+ * a model fine-tuned from one (ffn train --init); NULL when neither. */
+static const char *foreign_vocab(const char *rdir) {
+    static const char *const names[] = {"tokenizer.json", FFN_LLAMA2C_TOKENIZER_FILENAME};
+    for (int i = 0; i < 2; i++) {
+        char *path = ffn_path_join(rdir, "/", names[i]);
+        struct stat sb;
+        int yes = path && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+        free(path);
+        if (yes) return names[i];
+    }
+    return NULL;
 }
 
 static ffn_status read_config(const char *rdir, ffn_model_config *cfg) {
@@ -73,8 +78,8 @@ static ffn_status begin_load(ffn_ctx *ctx, const char *dir, ffn_model **model, c
     return ffn_dirswap_resolve(dir, rdir);
 }
 
-/* The vocabulary of a run directory: tokenizer.txt, or the llama2.c
- * tokenizer.bin of a model fine-tuned from one (ffn train --init). */
+/* The vocabulary of a run directory: tokenizer.json, tokenizer.txt, or the
+ * llama2.c tokenizer.bin of a model fine-tuned from one (ffn train --init). */
 ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **model,
                                   ffn_vocab **vocab) {
     if (!vocab) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_run_dir_load_vocab: NULL argument");
@@ -82,7 +87,8 @@ ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **mod
     char *rdir = NULL;
     ffn_status st = begin_load(ctx, dir, model, "ffn_run_dir_load_vocab", &rdir);
     if (st != FFN_OK) return st;
-    if (!has_llama2c_vocab(rdir)) { /* the usual run directory */
+    const char *vocab_name = foreign_vocab(rdir);
+    if (!vocab_name) { /* the usual run directory */
         free(rdir);
         ffn_tokenizer *tok = NULL;
         st = ffn_run_dir_load(ctx, dir, model, &tok);
@@ -97,7 +103,7 @@ ffn_status ffn_run_dir_load_vocab(ffn_ctx *ctx, const char *dir, ffn_model **mod
     ffn_vocab *v = NULL;
     char *path = NULL;
     st = read_config(rdir, &cfg);
-    if (st == FFN_OK && !(path = in_dir(rdir, FFN_LLAMA2C_TOKENIZER_FILENAME))) st = FFN_ERR_NOMEM;
+    if (st == FFN_OK && !(path = in_dir(rdir, vocab_name))) st = FFN_ERR_NOMEM;
     if (st == FFN_OK) st = ffn_vocab_load(path, cfg.vocab_size, &v);
     if (st == FFN_OK) st = model_with_weights(ctx, rdir, &cfg, model);
     free(path);
@@ -117,10 +123,12 @@ ffn_status ffn_run_dir_load(ffn_ctx *ctx, const char *dir, ffn_model **model,
     ffn_model_config cfg;
     ffn_tokenizer *tok = NULL;
     st = read_config(rdir, &cfg);
-    if (st == FFN_OK && has_llama2c_vocab(rdir))
-        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a llama2.c vocabulary (%s), which an "
+    const char *foreign = st == FFN_OK ? foreign_vocab(rdir) : NULL;
+    if (foreign)
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: holds a %s vocabulary (%s), which an "
                        "ffn_tokenizer cannot hold: load it with ffn_run_dir_load_vocab", rdir,
-                       FFN_LLAMA2C_TOKENIZER_FILENAME);
+                       foreign[0] == 't' && strstr(foreign, ".json") ? "Hugging Face" : "llama2.c",
+                       foreign);
     if (st == FFN_OK && !(path = in_dir(rdir, FFN_TOKENIZER_FILENAME))) st = FFN_ERR_NOMEM;
     if (st == FFN_OK) st = ffn_tokenizer_load(path, &tok);
     free(path);

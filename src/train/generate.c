@@ -123,7 +123,11 @@ ffn_status ffn_generate_tokens(ffn_model *model, const ffn_vocab *vocab, const i
                          (long long)opts->steps, opts->temperature, opts->top_p);
     const ffn_model_config *cfg = ffn_model_get_config(model);
     const int64_t V = cfg->vocab_size, ctx_len = cfg->max_position_embeddings;
-    if (vocab && ffn_vocab_size(vocab) != V)
+    /* a Hugging Face tokenizer may have fewer ids than the model's padded
+     * embedding (a generated id past it has no text) */
+    const ffn_vocab_kind vk = vocab ? ffn_vocab_get_kind(vocab) : FFN_VOCAB_BYTE;
+    const int hf = vk == FFN_VOCAB_BPE_BYTE || vk == FFN_VOCAB_BPE_SP;
+    if (vocab && (hf ? ffn_vocab_size(vocab) > V : ffn_vocab_size(vocab) != V))
         return ffn_error(FFN_ERR_CONFIG, "generate: the vocabulary has %lld tokens, the model %lld",
                          (long long)ffn_vocab_size(vocab), (long long)V);
     for (int64_t i = 0; i < n_prompt; i++)

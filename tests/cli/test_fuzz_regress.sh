@@ -25,7 +25,7 @@ for src in tests/fuzz/fuzz_*.c; do
     dir=tests/fuzz/corpus/$name
     [[ -d $dir ]] || { echo "$name: no corpus directory $dir"; exit 1; }
     cc -std=c11 -D_GNU_SOURCE -DFFN_FUZZ_REPLAY -g -O1 "${san[@]}" -Iinclude -Isrc \
-        -o "$tmp/$name" "$src" "$lib" -ldnnl -fopenmp -lm -lpthread
+        -o "$tmp/$name" "$src" "$lib" -ldnnl -fopenmp -lm -lpthread -lpcre2-8
     mapfile -t inputs < <(find "$dir" -type f | sort)
     ((${#inputs[@]} > 0)) || { echo "$name: empty corpus"; exit 1; }
     # one input per process run would be slow; batches keep a crash attributable

@@ -172,9 +172,9 @@ EOF
 mkdir -p "$T/gguf_dir" && cp "$T/model.gguf" "$T/gguf_dir/config.json"
 expect_fail "GGUF without metadata as a model" "model.gguf: metadata key general.architecture is missing" 10 -- \
     "$FFN" run "$T/model.gguf" --ids "1"
-expect_fail "GGUF as --tokenizer" "model.gguf is a GGUF file, not a llama2.c tokenizer.bin; ffn does not read GGUF yet" 10 -- \
+expect_fail "GGUF as --tokenizer" "model.gguf: no tokenizer.ggml.model in the metadata (no tokenizer in this GGUF)" 10 -- \
     "$FFN" run "$T/tiny.bin" --tokenizer "$T/model.gguf" --prompt "hi"
-expect_fail "tokenizer.json as --tokenizer" "tokenizer.json is a JSON file, not a llama2.c tokenizer.bin; a Hugging Face tokenizer.json" 10 -- \
+expect_fail "tokenizer.json as --tokenizer" "tokenizer.json: neither a ByteLevel pre_tokenizer nor SentencePiece spaces" 10 -- \
     "$FFN" run "$T/tiny.bin" --tokenizer "$T/tokenizer.json" --prompt "hi"
 expect_fail "checkpoint as --tokenizer" "tiny.bin is a llama2.c checkpoint (dim 8, 1 layers), not a tokenizer.bin" 10 -- \
     "$FFN" run "$T/tiny.bin" --tokenizer "$T/tiny.bin" --prompt "hi"
@@ -198,7 +198,7 @@ expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetens
     "$FFN" layer --config "$T/layer.json" --weights "$T/model.gguf" --input "$T/in.safetensors" --output "$T/o.safetensors"
 mkdir -p "$T/alone" && cp "$T/tiny.bin" "$T/alone/"   # no tokenizer.bin beside it
 "$FFN" export "$T/alone/tiny.bin" --out "$T/hf_tokjson" >/dev/null 2>&1 && cp "$T/tokenizer.json" "$T/hf_tokjson/"
-expect_fail "a directory with only tokenizer.json" "no vocabulary found beside the model (its tokenizer.json is not read" 10 -- \
+expect_fail "a directory with only tokenizer.json" "hf_tokjson/tokenizer.json: neither a ByteLevel pre_tokenizer nor SentencePiece spaces" 10 -- \
     "$FFN" run "$T/hf_tokjson" --prompt "hi"
 expect_fail "GGUF as a directory's config.json" "config.json is a GGUF file, not a JSON file" 10 -- \
     "$FFN" run "$T/gguf_dir" --ids "1"

@@ -168,7 +168,7 @@ def main():
         subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-fopenmp",
                         "-I" + os.path.join(ROOT, "include"), src,
                         os.path.join(ROOT, "build/libffn.a"), "-ldnnl", "-fopenmp", "-lm",
-                        "-lpthread", "-o", exe], check=True)
+                        "-lpthread", "-lpcre2-8", "-o", exe], check=True)
         with open(os.path.join(tmp, "config.json"), "w") as f:
             json.dump(CFG, f)
         # Learnable data, so that the loss moves: each sequence follows a fixed

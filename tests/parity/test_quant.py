@@ -41,7 +41,7 @@ def build_driver(tmp):
     exe = os.path.join(tmp, "quant_driver")
     cmd = ["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-fopenmp", "-I" + os.path.join(ROOT, "include"),
            os.path.join(ROOT, "tests/parity/quant_driver.c"), os.path.join(ROOT, "build/libffn.a"),
-           "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-o", exe]
+           "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-lpcre2-8", "-o", exe]
     subprocess.run(cmd, check=True)
     return exe
 

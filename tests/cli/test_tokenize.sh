@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_tokenize.sh -- `ffn tokenize` / `ffn detokenize` on the small
+# tokenizer.json fixtures of tests/tokenizers/fixtures (no network): --help,
+# usage errors, merges in both file forms, added tokens, the template,
+# decode(encode(x)) == x on every text (also bytes that are not UTF-8),
+# SentencePiece byte fallback, the same tokenizer as a GGUF, a model
+# directory, a llama2.c tokenizer.bin, and each bad file refused with a
+# message naming the file and the field, nothing on stdout.
+# (Exact ids against the reference implementation: test_tokenize_ref.sh.)
+set -euo pipefail
+FFN="${FFN_BIN:-build/ffn}"
+root="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
+fx="$root/tests/tokenizers/fixtures"
+texts="$root/tests/tokenizers/texts"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# --help explains, exit 0; both commands listed by ffn --help
+"$FFN" tokenize --help >"$tmp/help"
+for w in --tokenizer --text --file --ids-only --json --no-specials tokenizer.json .gguf \
+         tokenizer.bin add_special_tokens "not UTF-8" U+FFFD "Exit status"; do
+    grep -q -- "$w" "$tmp/help" || fail "tokenize --help does not mention '$w'"
+done
+"$FFN" detokenize --help >"$tmp/help"
+for w in --tokenizer --ids --file --skip-specials --json U+2581; do
+    grep -q -- "$w" "$tmp/help" || fail "detokenize --help does not mention '$w'"
+done
+"$FFN" --help | grep -q "tokenize" || fail "ffn --help does not list tokenize"
+"$FFN" --help | grep -q "detokenize" || fail "ffn --help does not list detokenize"
+
+# bad usage: exit 2 with a message
+set +e
+"$FFN" tokenize --text hi 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--tokenizer" "$tmp/err" || fail "no --tokenizer: rc $rc $(cat "$tmp/err")"
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--text" "$tmp/err" || fail "no input: rc $rc"
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --text a --file "$texts/prose.txt" 2>/dev/null; rc=$?
+[[ $rc -eq 2 ]] || fail "--text and --file together: rc $rc"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids "1 x" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--ids" "$tmp/err" || fail "bad --ids: rc $rc"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids "99999" 2>"$tmp/err"; rc=$?
+[[ $rc -ne 0 ]] || fail "an id outside the vocabulary was accepted"
+set -e
+
+tok() { "$FFN" tokenize --tokenizer "$@" --ids-only; }
+
+# GPT-2-style byte-level BPE, merges by rank.  By hand from the fixture's
+# merges (ranks: " t" 0, "he" 1, " the" 2, "in" 3, "ing" 4, " a" 5):
+# "the" -> t he (" the" needs the space); " thing" -> " t" h ing.
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --text "the thing" >"$tmp/lines"
+[[ "$(cut -f2 "$tmp/lines" | tr '\n' ' ')" == "t he Ġt h ing " ]] || fail "the thing -> $(cut -f2 "$tmp/lines" | tr '\n' ' ')"
+[[ $(tok "$fx/gpt2_small.json" --text " the" | wc -w) -eq 1 ]] || fail "' the' is not one token after its two merges"
+# the ["a", "b"] form of merges gives the same ids as the "a b" form
+for f in "$texts"/*.txt; do
+    [[ "$(tok "$fx/gpt2_small.json" --file "$f")" == "$(tok "$fx/gpt2_small_pairs.json" --file "$f")" ]] ||
+        fail "merges as pairs differ from merges as strings on $f"
+done
+# added tokens are matched in the text as themselves
+ids=$(tok "$fx/gpt2_small.json" --text "a<|endoftext|>b")
+[[ "$ids" == "97 262 98" ]] || fail "added token: $ids"
+
+# decode(encode(x)) == x, byte for byte, for every text (also invalid UTF-8)
+for f in "$texts"/*; do
+    tok "$fx/gpt2_small.json" --file "$f" >"$tmp/ids"
+    "$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --file "$tmp/ids" >"$tmp/back"
+    cmp -s "$f" "$tmp/back" || fail "byte-level round trip of $(basename "$f")"
+done
+
+# --json: one object, ids agree with --ids-only, bytes are the decoded pieces
+# (ASCII text: no piece splits a character)
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --file "$texts/en_corpus.txt" --json >"$tmp/j"
+/usr/bin/python3 - "$tmp/j" "$(tok "$fx/gpt2_small.json" --file "$texts/en_corpus.txt")" "$texts/en_corpus.txt" <<'PY' || fail "--json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["kind"] == "bpe-byte-level", d["kind"]
+assert d["ids"] == [int(x) for x in sys.argv[2].split()]
+assert d["n_tokens"] == len(d["ids"]) == len(d["tokens"]) == len(d["bytes"])
+assert "".join(d["bytes"]) == open(sys.argv[3], encoding="utf-8").read()
+PY
+
+# SentencePiece-style: template adds <s> (id 1) unless --no-specials; spaces
+# are U+2581 pieces; a code point that is no token becomes its <0xNN> bytes
+ids=$(tok "$fx/sp_small.json" --text "ab abc")
+[[ "$ids" == "1 $(tok "$fx/sp_small.json" --text "ab abc" --no-specials)" ]] || fail "sp template: $ids"
+"$FFN" tokenize --tokenizer "$fx/sp_small.json" --text "ab z" --no-specials >"$tmp/lines"
+[[ "$(cut -f2 "$tmp/lines" | tr '\n' ' ')" == "▁ab ▁ <0x7A> " ]] || fail "sp pieces: $(cut -f2 "$tmp/lines" | tr '\n' ' ')"
+for f in prose code numbers japanese emoji; do
+    tok "$fx/sp_small.json" --file "$texts/$f.txt" >"$tmp/ids"
+    "$FFN" detokenize --tokenizer "$fx/sp_small.json" --file "$tmp/ids" --skip-specials >"$tmp/back"
+    cmp -s "$texts/$f.txt" "$tmp/back" || fail "sentencepiece round trip of $f"
+done
+"$FFN" detokenize --tokenizer "$fx/sp_small.json" --ids "1 263 261" >"$tmp/back"
+[[ "$(cat "$tmp/back")" == "<s> ab" ]] || fail "sp decode with <s>: '$(cat "$tmp/back")'"
+# Metaspace (prepend_scheme first) = Prepend + Replace on one stretch of text
+[[ "$(tok "$fx/sp_metaspace.json" --file "$texts/prose.txt")" == "$(tok "$fx/sp_small.json" --file "$texts/prose.txt")" ]] ||
+    fail "Metaspace and Prepend+Replace differ"
+
+# the same tokenizers as GGUF files: the same ids
+python3 "$root/tests/tokenizers/json_to_gguf.py" "$fx/gpt2_small.json" "$tmp/g.gguf" gpt2 gpt-2
+for f in "$texts"/*.txt; do
+    [[ "$(tok "$tmp/g.gguf" --file "$f")" == "$(tok "$fx/gpt2_small.json" --file "$f")" ]] ||
+        fail "GGUF gpt2 differs from its tokenizer.json on $f"
+done
+
+# a model directory: its tokenizer.json is found
+mkdir -p "$tmp/model"
+cp "$fx/gpt2_small.json" "$tmp/model/tokenizer.json"
+[[ "$(tok "$tmp/model" --text "the thing")" == "$(tok "$fx/gpt2_small.json" --text "the thing")" ]] ||
+    fail "a directory's tokenizer.json"
+mkdir -p "$tmp/empty"
+set +e
+"$FFN" tokenize --tokenizer "$tmp/empty" --text x >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 && ! -s "$tmp/out" ]] && grep -q "no tokenizer.json" "$tmp/err" || fail "empty dir: $(cat "$tmp/err")"
+
+# a llama2.c tokenizer.bin through the same command (BOS 1 first)
+python3 - "$tmp/tok.bin" <<'PY'
+import struct, sys
+pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + [" ", "a", "b", " a", "ab", " ab"]
+with open(sys.argv[1], "wb") as f:
+    f.write(struct.pack("<i", 8))
+    for i, p in enumerate(pieces):
+        b = p.encode()
+        f.write(struct.pack("<fi", -float(i), len(b)) + b)
+PY
+[[ "$(tok "$tmp/tok.bin" --text "ab")" == "1 264" ]] || fail "tokenizer.bin: $(tok "$tmp/tok.bin" --text "ab")"
+
+# bad files: exit 1, nothing on stdout, a message naming the file and the field
+bad() { # file, words the message must hold...
+    local f="$1"; shift
+    set +e
+    "$FFN" tokenize --tokenizer "$fx/$f" --text "x" >"$tmp/out" 2>"$tmp/err"; local rc=$?
+    set -e
+    [[ $rc -eq 1 ]] || fail "$f: rc $rc"
+    [[ ! -s "$tmp/out" ]] || fail "$f: wrote to stdout"
+    grep -q "$f" "$tmp/err" || fail "$f: the message does not name the file: $(cat "$tmp/err")"
+    for w in "$@"; do grep -q -- "$w" "$tmp/err" || fail "$f: no '$w' in: $(cat "$tmp/err")"; done
+}
+bad bad_unigram.json "unsupported model type Unigram in"
+bad bad_wordpiece.json "unsupported model type WordPiece in"
+bad bad_merge_unknown.json "model.merges" "merge 6" "not in the vocabulary"
+bad bad_regex.json "pre_tokenizer Split pattern" "PCRE2" "offset 14"
+bad bad_vocab_utf8.json "UTF-8" "byte"
+printf 'GGUF\3\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' >"$tmp/empty.gguf"
+set +e
+"$FFN" tokenize --tokenizer "$tmp/empty.gguf" --text x >"$tmp/out" 2>"$tmp/err"; rc=$?
+set -e
+[[ $rc -eq 1 ]] && grep -q "tokenizer.ggml.model" "$tmp/err" || fail "GGUF without a tokenizer: $(cat "$tmp/err")"
+echo "test_tokenize: OK"
