@@ -207,8 +207,10 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "\n");
     }
     if (n_prompt > ctx_len) {
-        cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld",
-                  (long long)n_prompt, (long long)ctx_len);
+        cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld%s",
+                  (long long)n_prompt, (long long)ctx_len,
+                  info.context_cap == ctx_len ? " (its sliding_window: ffn attends to the whole "
+                  "context, which equals windowed attention only up to the window)" : "");
         free(ids);
         ffn_vocab_free(voc);
         return CLI_EXIT_USAGE;

@@ -43,8 +43,10 @@ model.safetensors.index.json) and config fields;
   4. `ffn export --format hf` then `ffn run`: the same logits bit for bit,
      and the exported tensors are the original names and values.
 Bad input: unknown rope types, missing llama3 fields, a rope_parameters per
-layer type: non-zero exit, the message names config.json and the field,
-nothing written.
+layer type, phi3 fused rows that do not split: non-zero exit, the message
+names config.json and the field (or the tensor), nothing written.
+Mistral's sliding_window: contexts up to the window run (full attention is
+exact there); longer prompts are refused with a message naming it.
 Exit code = number of failed checks."""
 import json
 import os
@@ -489,6 +491,19 @@ def bad_inputs(tmp, rng):
               f"{field}, nothing written: {msg[:160]}")
 
 
+def sliding_window(tmp, rng):
+    """mistral's sliding_window caps the context: prompts up to the window
+    run (full attention is exact there), longer ones are refused naming it."""
+    d = os.path.join(tmp, "mistral_window")
+    cfg = dict(BASE, model_type="mistral", sliding_window=6)
+    W = make_checkpoint(d, cfg, "F32", 1, rng)
+    ids = ffn_greedy(d, [1, 2, 3, 4, 5], 1)
+    check(ids == greedy(cfg, W, [1, 2, 3, 4, 5], 1), "mistral sliding_window 6: 5 + 1 tokens as the reference")
+    r = subprocess.run([FFN, "run", d, "--ids", "1 2 3 4 5 6 7", "--steps", "1"], capture_output=True, text=True)
+    check(r.returncode != 0 and "sliding_window" in r.stderr and "context of 6" in r.stderr,
+          f"mistral sliding_window 6: a 7-token prompt is refused: {r.stderr.strip()[:150]}")
+
+
 def main():
     rng = np.random.default_rng(7)
     tmp = tempfile.mkdtemp(prefix="ffn_fam_")
@@ -542,6 +557,7 @@ def main():
         else:
             check(False, f"{name}: ffn export")
     bad_inputs(tmp, rng)
+    sliding_window(tmp, rng)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failure(s)")
     return failures
