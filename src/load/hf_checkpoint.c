@@ -11,7 +11,8 @@
  *                     model.safetensors.index.json (hf_index_parse);
  *   the name map      every tensor of the model's table gets its name in
  *                     the file (the table uses Llama / Qwen2-MoE names;
- *                     Mixtral's block_sparse_moe.* is translated);
+ *                     Mixtral's block_sparse_moe.* is translated; phi3's
+ *                     fused and gpt2's transposed tensors: hf_families.c);
  *   conversion        shard by shard, each tensor converted from its
  *                     mapping straight into the model's flat block, then
  *                     its pages released.

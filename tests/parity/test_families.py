@@ -41,7 +41,9 @@ model.safetensors.index.json) and config fields;
      keeps the rotation of its own step, as in Hugging Face, so a cached
      decode is not the full forward);
   4. `ffn export --format hf` then `ffn run`: the same logits bit for bit,
-     and the exported tensors are the original names and values.
+     and the exported tensors are the original names and values; `ffn
+     export --format llama2c` refuses every case it cannot express (all but
+     phi3_f32, a plain Llama once unfused, whose .bin runs within TOL).
 Bad input: unknown rope types, missing llama3 fields, a rope_parameters per
 layer type, phi3 fused rows that do not split: non-zero exit, the message
 names config.json and the field (or the tensor), nothing written.
@@ -594,6 +596,17 @@ def main():
             check(cx["model_type"] == cfg["model_type"], f"{name}: exported model_type {cx['model_type']}")
         else:
             check(False, f"{name}: ffn export")
+        # llama2.c: only phi3_f32 is a plain Llama there; the others are refused, nothing written
+        bin_out = os.path.join(tmp, name + ".bin")
+        r = subprocess.run([FFN, "export", d, "--out", bin_out, "--format", "llama2c"],
+                           capture_output=True, text=True)
+        if name == "phi3_f32":
+            again = tc.ffn_logits(bin_out, tokens, tmp, name + "_l2c") if r.returncode == 0 else None
+            e2 = float(np.abs(again - ref).max() / np.abs(ref).max()) if again is not None else 1.0
+            check(e2 <= TOL, f"{name}: export llama2c (q/k rows to pairs) -> ffn run: rel err {e2:.3g}")
+        else:
+            check(r.returncode != 0 and "cannot express" in r.stderr and not os.path.exists(bin_out),
+                  f"{name}: export llama2c refused: {r.stderr.strip()[-110:]}")
     bad_inputs(tmp, rng)
     sliding_window(tmp, rng)
     inspect_gemma(tmp, rng)
