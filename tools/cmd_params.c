@@ -52,11 +52,8 @@ static const char about[] =
     "per token, the breakdown into attention, FFN (dense, routed experts, shared\n"
     "experts, router), embeddings, head and norms with percentages, the FFN's share,\n"
     "the expansion ratio intermediate_size / hidden_size, forward and training FLOPs\n"
-    "per token by component, and the memory to budget (estimates): the weights in\n"
-    "f32, f16, bf16, q8_0, q4_0, q4_K and q6_K (ggml bytes per block; norm weights\n"
-    "kept f32), the KV cache per token and at --seq-len (f16; ffn's own cache is\n"
-    "f32), and the decode speed --bandwidth allows: tokens/s <= bandwidth / bytes\n"
-    "read per token (active weights less the embedding lookups, plus the KV cache).\n"
+    "per token by component, and memory estimates: weight bytes in f32 ... q6_K,\n"
+    "the KV cache at --seq-len, and tokens/s <= --bandwidth / bytes read per token.\n"
     "How things are counted: --conventions (below).\n"
     "\n"
     "--suggest-intermediate applies the LLaMA sizing rule (Meta's model.py):\n"
@@ -67,7 +64,8 @@ static const char about[] =
     "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n";
 
 static const char synopsis[] =
-    "CONFIG.json [--seq-len T] [--bandwidth GB/s] [--per-layer] [--json]\n"
+    "CONFIG.json [--seq-len T] [--bandwidth GB/s] [--per-layer]\n"
+    "                  [--json]\n"
     "       ffn params --suggest-intermediate --hidden D [--multiple-of M]\n"
     "                  [--ffn-dim-multiplier X] [--json]\n"
     "       ffn params --conventions";
