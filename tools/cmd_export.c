@@ -1,7 +1,7 @@
 /* cmd_export.c -- `ffn export`: write any model ffn loads (an ffn
  * checkpoint, a Hugging Face directory, a llama2.c .bin, a GGUF file) as a
- * Hugging Face Llama-layout directory, a llama2.c checkpoint or a GGUF
- * file (tools/cmd_quantize.c writes it). */
+ * Hugging Face directory in its family's layout, a llama2.c checkpoint or
+ * a GGUF file (tools/cmd_quantize.c writes it). */
 #include "cli.h"
 #include "gguf_out.h"
 #include "ffn/checkpoint.h"
@@ -57,8 +57,11 @@ int cmd_export(int argc, char **argv) {
                     "file for --format llama2c"),
         {.name = "--format", .type = CLI_ENUM, .dst = &format_k, .names = format_names,
          .help = "hf: a Hugging Face directory PATH: config.json with HF names (model_type "
-                 "llama; qwen2 when q/k/v have biases; mixtral or qwen2_moe with experts) and "
-                 "model.safetensors with HF tensor names.  RoPE follows HF's rotate_half "
+                 "llama; qwen2 when q/k/v have biases; mixtral or qwen2_moe with experts; "
+                 "qwen3, gemma, olmoe and gpt2 when the model has their architecture; phi3 when "
+                 "MODEL was a phi3 directory) and model.safetensors with the family's tensor "
+                 "names and layout (phi3's fused qkv_proj/gate_up_proj, gpt2's transformer.* "
+                 "with Conv1D [in, out] weights).  RoPE follows HF's rotate_half "
                  "convention: a model whose RoPE rotates consecutive pairs (llama2.c) gets its "
                  "q_proj/k_proj rows permuted per head (row 2j+h -> h*Dh/2 + j), so HF code "
                  "computes the same logits.  The vocabulary found beside MODEL (tokenizer.txt "

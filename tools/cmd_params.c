@@ -49,12 +49,14 @@ static void print_wrapped(FILE *f, const char *text) {
 
 static const char about[] =
     "Parameter and FLOP accounting from a Hugging Face config.json, for model_type\n"
-    "llama, mistral, mixtral, qwen2, qwen2_moe, gpt2, bert, deepseek_v2 and\n"
-    "deepseek_v3.  Prints the total and the active parameters per token, the\n"
-    "breakdown into attention, FFN (dense, routed experts, shared experts, router),\n"
-    "embeddings, head and norms with percentages, the FFN's share, the expansion\n"
-    "ratio intermediate_size / hidden_size, and forward and training FLOPs per\n"
-    "token by component.  How things are counted: --conventions (below).\n"
+    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, gpt2,\n"
+    "bert, deepseek_v2 and deepseek_v3.  Prints the total and the active parameters\n"
+    "per token, the breakdown into attention, FFN (dense, routed experts, shared\n"
+    "experts, router), embeddings, head and norms with percentages, the FFN's share,\n"
+    "the expansion ratio intermediate_size / hidden_size, forward and training FLOPs\n"
+    "per token by component, and memory estimates: weight bytes in f32 ... q6_K,\n"
+    "the KV cache at --seq-len, and tokens/s <= --bandwidth / bytes read per token.\n"
+    "How things are counted: --conventions (below).\n"
     "\n"
     "--suggest-intermediate applies the LLaMA sizing rule (Meta's model.py):\n"
     "  F = int(2*4*D/3); F = int(X*F) with --ffn-dim-multiplier X; F rounded up to a\n"
@@ -64,7 +66,8 @@ static const char about[] =
     "F = 2/3*4D has the parameters of a dense FFN (up, down: 2*D*F) with F = 4D.\n";
 
 static const char synopsis[] =
-    "CONFIG.json [--seq-len T] [--per-layer] [--json]\n"
+    "CONFIG.json [--seq-len T] [--bandwidth GB/s] [--per-layer]\n"
+    "                  [--json]\n"
     "       ffn params --suggest-intermediate --hidden D [--multiple-of M]\n"
     "                  [--ffn-dim-multiplier X] [--json]\n"
     "       ffn params --conventions";
@@ -218,6 +221,20 @@ static void print_report(const char *path, const ffn_params_report *r, int per_l
         }
     }
 
+    printf("\nmemory (estimates; KV cache f16, %.4g GB/s memory bandwidth)\n", r->bandwidth_gbs);
+    printf("  KV cache per token %s bytes (f32 as ffn keeps it: %s); at T = %" PRId64 ": %s bytes\n",
+           grouped(r->kv_bytes_per_token_f16, a, sizeof a),
+           grouped(r->kv_bytes_per_token_f32, b, sizeof b), r->seq_len,
+           grouped(r->kv_bytes_f16, c, sizeof c));
+    printf("  %-6s %8s %20s %22s %14s\n", "format", "bits/w", "weight bytes", "read per token",
+           "decode tok/s");
+    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+        const ffn_params_memory *m = &r->memory[i];
+        printf("  %-6s %8.4g %20s %22s %14.3g\n", m->format, m->bits_per_weight,
+               grouped(m->weight_bytes, a, sizeof a), grouped(m->read_bytes_per_token, b, sizeof b),
+               m->decode_tokens_per_s);
+    }
+
     printf("\nconventions: how things are counted, see ffn params --conventions\n");
 }
 
@@ -285,6 +302,19 @@ static void print_json(const char *path, const ffn_params_report *r) {
     printf(",\n \"training_flops_per_token\": %" PRId64
            ", \"training_flops_per_token_matmul\": %" PRId64,
            r->training_flops, r->training_flops_matmul);
+    printf(",\n \"memory\": {\"estimate\": true, \"bandwidth_gbs\": %.17g, \"kv_elements_per_token\": %"
+           PRId64 ", \"kv_bytes_per_token_f16\": %" PRId64 ", \"kv_bytes_per_token_f32\": %" PRId64
+           ", \"kv_bytes_f16_at_seq_len\": %" PRId64 ", \"formats\": [",
+           r->bandwidth_gbs, r->kv_elements_per_token, r->kv_bytes_per_token_f16,
+           r->kv_bytes_per_token_f32, r->kv_bytes_f16);
+    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+        const ffn_params_memory *m = &r->memory[i];
+        printf("%s{\"format\": \"%s\", \"bits_per_weight\": %.17g, \"weight_bytes\": %" PRId64
+               ", \"read_bytes_per_token\": %" PRId64 ", \"decode_tokens_per_s\": %.17g}",
+               i ? ", " : "", m->format, m->bits_per_weight, m->weight_bytes,
+               m->read_bytes_per_token, m->decode_tokens_per_s);
+    }
+    printf("]}");
     printf(",\n \"conventions\": [");
     for (size_t i = 0; i < N_CONVENTIONS; i++) {
         if (i) printf(", ");
@@ -396,11 +426,16 @@ int cmd_params(int argc, char **argv) {
     const char *config = NULL;
     int json = 0, per_layer = 0, suggest_mode = 0, show_conventions = 0;
     int64_t seq_len = 2048, hidden = 0, multiple_of = 256;
-    double mult = 0;
+    double mult = 0, bandwidth = 20.0;
     int have_hidden = 0;
     const cli_opt opts[] = {
         {.name = "--seq-len", .type = CLI_INT, .dst = &seq_len, .metavar = "T", .imin = 1,
-         .imax = (int64_t)1 << 40, .help = "context length for the attention-score FLOPs"},
+         .imax = (int64_t)1 << 40,
+         .help = "context length for the attention-score FLOPs and the KV cache estimate"},
+        {.name = "--bandwidth", .type = CLI_FLOAT, .dst = &bandwidth, .metavar = "GB/s",
+         .fmin = 1e-3, .fmax = 1e6,
+         .help = "memory bandwidth for the decode estimate (20: a dual-channel DDR4 desktop; "
+                 "give your machine's figure)"},
         {.name = "--per-layer", .type = CLI_FLAG, .dst = &per_layer,
          .help = "also print one row per layer (" CLI_LAYER_HELP ")"},
         CLI_OPT_JSON(&json, "one JSON object on stdout: top-level integers total_params and "
@@ -458,7 +493,7 @@ int cmd_params(int argc, char **argv) {
         cli_error(CMD, "expected CONFIG.json (see ffn params --help)");
         return CLI_EXIT_USAGE;
     }
-    ffn_params_options opt = {.seq_len = seq_len};
+    ffn_params_options opt = {.seq_len = seq_len, .bandwidth_gbs = bandwidth};
     ffn_params_report *r = NULL;
     ffn_status st;
     if (ffn_checkpoint_is_gguf(config)) {

@@ -31,7 +31,9 @@ static const char about[] =
 "                               tinyllamas releases), or write one with\n"
 "                               `ffn export RUN --out m.bin --format llama2c`\n"
 "  a Hugging Face DIRECTORY     config.json (model_type llama, mistral, qwen2,\n"
-"                               mixtral or qwen2_moe) and model.safetensors or\n"
+"                               qwen3, gemma, phi3, mixtral, qwen2_moe, olmoe or\n"
+"                               gpt2; rope_scaling linear, dynamic, llama3 or\n"
+"                               yarn) and model.safetensors or\n"
 "                               the shards of model.safetensors.index.json; F32,\n"
 "                               F16 or BF16; RoPE rotate_half (pairs (i, i+Dh/2))\n"
 "  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout and\n"
@@ -266,8 +268,10 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "\n");
     }
     if (n_prompt > ctx_len) {
-        cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld",
-                  (long long)n_prompt, (long long)ctx_len);
+        cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld%s",
+                  (long long)n_prompt, (long long)ctx_len,
+                  info.context_cap == ctx_len ? " (its sliding_window: ffn attends to the whole "
+                  "context, which equals windowed attention only up to the window)" : "");
         free(ids);
         ffn_vocab_free(voc);
         return CLI_EXIT_USAGE;

@@ -32,17 +32,24 @@
  * one of llama, mistral, qwen2 (q/k/v biases), mixtral (experts
  * block_sparse_moe.experts.{e}.w1/w2/w3 = gate/down/up, router
  * block_sparse_moe.gate), qwen2_moe (mlp.experts.{e}.*, router mlp.gate,
- * mlp.shared_expert.*, mlp.shared_expert_gate); ffn's own checkpoints
+ * mlp.shared_expert.*, mlp.shared_expert_gate), qwen3 (q_norm / k_norm
+ * per head), gemma, phi3 (fused self_attn.qkv_proj and mlp.gate_up_proj,
+ * split into the model's adjacent q|k|v and gate|up rows), olmoe (q_norm /
+ * k_norm over the whole projections, mlp.experts.{e}.*), gpt2
+ * (transformer.*, Conv1D weights stored [in, out], fused c_attn); see
+ * ffn_model_config_load for what each implies; ffn's own checkpoints
  * (src/train/train.c) are llama/qwen2_moe directories with extra ffn keys.
  * Weights may be F32, F16 or BF16 (converted to fp32 exactly).  The head
  * is tied when tie_word_embeddings is true (a stored lm_head.weight is then
  * ignored, as Hugging Face does).  These checkpoints rotate HALVES
  * (rotate_half: pairs (j, j + Dh/2)): rope_style FFN_ROPE_HALF unless the
- * config says "rope_style": "interleaved" (an ffn key).  Not supported
- * (FFN_ERR_UNSUPPORTED, naming the field): rope_scaling, a head_dim other
- * than D/H, qwen2_moe mlp_only_layers.  A sliding window (mistral's
+ * config says "rope_style": "interleaved" (an ffn key).  rope_scaling
+ * types default, linear, dynamic, llama3 and yarn are read; others (e.g.
+ * longrope) are not supported (FFN_ERR_UNSUPPORTED, naming the field), nor
+ * qwen2_moe mlp_only_layers.  A sliding window (mistral's and phi3's
  * "sliding_window", qwen2's with "use_sliding_window") is honoured by
- * capping the context at the window, where full attention is exact.
+ * capping the context at the window, where full attention is exact:
+ * longer contexts are refused, not attended through a window.
  * Every tensor the model needs must be present with the right shape, and
  * a tensor the config does not explain is an error (a config/weights
  * mismatch), except rotary_emb.inv_freq buffers.

@@ -9,7 +9,27 @@
  * L layers, H query heads, Hkv key/value heads, T sequence length.
  *
  * Supported model_type values: llama, mistral, mixtral, qwen2 (q/k/v
- * biases), qwen2_moe, gpt2, bert, deepseek_v2, deepseek_v3 (MLA attention).
+ * biases), qwen2_moe, qwen3 (q/k norms per head), gemma, phi3, olmoe (q/k
+ * norms over the projections, 64 experts), gpt2, bert, deepseek_v2,
+ * deepseek_v3 (MLA attention).  Published totals these counts reproduce
+ * (tests/cli/test_params_families.sh): GPT-2 124,439,808; Gemma-2B
+ * 2,506,172,416 (technical report arXiv:2403.08295 Table 2: 1,981,884,416
+ * non-embedding, plus 256,000 x 2048 embedding from its config.json);
+ * Phi-3-mini 3,821,079,552 ("3.8B", arXiv:2404.14219); Qwen3-0.6B
+ * 596,049,920 (model card: 0.6B, 0.44B non-embedding); OLMoE-1B-7B
+ * 6,919,161,856 total, 1,282,017,280 active (arXiv:2409.02060: 6.9B total,
+ * 1.3B active).
+ *
+ * Memory (estimates, printed by `ffn params` too): weight bytes per format
+ * (f32, f16, bf16, and the ggml block formats q8_0, q4_0, q4_K, q6_K with
+ * their bytes per block from ffn/gguf.h; norm weights stay f32 in the block
+ * formats, as llama.cpp keeps them); the KV cache per token (K and V of
+ * every layer: L·Hkv·(d_qk + d_v) elements, GQA/MQA through Hkv; MLA: the
+ * latent kv_lora_rank + qk_rope_head_dim per layer; bert none) in f16 and
+ * in f32 (ffn's own cache); and the decode speed memory bandwidth allows:
+ * tokens/s <= bandwidth / (bytes read per token), where a token reads the
+ * active weights except the embedding tables it only looks up (a tied head
+ * reads the token table whole) plus the f16 KV cache at seq_len.
  *
  * Conventions (also printed by `ffn params`):
  *   - Every tensor is counted once: norms (weights and biases) and biases
@@ -102,8 +122,20 @@ typedef struct ffn_params_layer {
 } ffn_params_layer;
 
 typedef struct ffn_params_options {
-    int64_t seq_len;          /* T for the attention-score FLOPs; 0 = 2048 */
+    int64_t seq_len;          /* T for the attention-score FLOPs and the KV cache; 0 = 2048 */
+    double bandwidth_gbs;     /* memory bandwidth for the decode estimate, GB/s; 0 = 20 */
 } ffn_params_options;
+
+/* Bytes of the weights in one format, and the decode bound (see Memory). */
+typedef struct ffn_params_memory {
+    char format[8];               /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K" */
+    double bits_per_weight;       /* 8 · bytes per block / elements per block */
+    int64_t weight_bytes;         /* every parameter */
+    int64_t read_bytes_per_token; /* weights one decoded token reads + the f16 KV cache at T */
+    double decode_tokens_per_s;   /* bandwidth / read_bytes_per_token: an upper bound */
+} ffn_params_memory;
+
+#define FFN_PARAMS_N_FORMATS 7
 
 typedef struct ffn_params_report {
     char model_type[32];      /* as in config.json */
@@ -139,6 +171,13 @@ typedef struct ffn_params_report {
 
     int64_t n_layer_entries;  /* == n_layers */
     ffn_params_layer *layers; /* [n_layers] */
+
+    /* memory estimates (see Memory above) */
+    int64_t kv_elements_per_token;  /* K and V of one token, all layers */
+    int64_t kv_bytes_per_token_f16, kv_bytes_per_token_f32;
+    int64_t kv_bytes_f16;           /* at seq_len tokens */
+    double bandwidth_gbs;           /* the bandwidth assumed */
+    ffn_params_memory memory[FFN_PARAMS_N_FORMATS];
 } ffn_params_report;
 
 /* Read and account a config.json.  opt may be NULL (T = 2048).  Errors:

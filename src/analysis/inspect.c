@@ -203,8 +203,8 @@ static ffn_status lens_tensors(ffn_model *m, const float **U, const float **g) {
 
 /* lens (V) = U · (g ⊙ v), accumulated in double. */
 static void lens_of(float *lens, const float *U, const float *g, const float *v, int64_t V,
-                    int64_t D, double *gv) {
-    for (int64_t d = 0; d < D; d++) gv[d] = (double)g[d] * (double)v[d];
+                    int64_t D, double *gv, double g_offset) { /* Gemma's norm scales by 1 + g */
+    for (int64_t d = 0; d < D; d++) gv[d] = ((double)g[d] + g_offset) * (double)v[d];
     for (int64_t t = 0; t < V; t++) {
         const float *u = U + t * D;
         double acc = 0.0;
@@ -259,7 +259,8 @@ static ffn_status lens_top(ffn_model *m, lens_work *w, int64_t l, int64_t expert
     const ffn_model_config *c = ffn_model_get_config(m);
     ffn_status st = ffn_inspect_value_vector(m, l, expert, index, w->v);
     if (st) return st;
-    lens_of(w->lens, w->U, w->g, w->v, c->vocab_size, c->hidden_size, w->gv);
+    lens_of(w->lens, w->U, w->g, w->v, c->vocab_size, c->hidden_size, w->gv,
+            (double)(float)c->norm_weight_offset);
     top_p(w->lens, c->vocab_size, p, ids, vals);
     return FFN_OK;
 }
@@ -277,7 +278,7 @@ ffn_status ffn_inspect_value_logits(ffn_model *m, int64_t l, int64_t expert, int
         st = ffn_error(FFN_ERR_NOMEM, "ffn_inspect_value_logits: out of memory");
     } else if (!(st = ffn_inspect_value_vector(m, l, expert, i, v)) &&
                !(st = lens_tensors(m, &U, &g))) {
-        lens_of(lens, U, g, v, c->vocab_size, D, gv);
+        lens_of(lens, U, g, v, c->vocab_size, D, gv, (double)(float)c->norm_weight_offset);
     }
     free(v);
     free(gv);

@@ -10,6 +10,7 @@
  *
  * Every product goes through the checked arithmetic of a `calc`; the first
  * overflow turns the whole result into FFN_ERR_OVERFLOW. */
+#include "ffn/gguf.h"
 #include "ffn/layer.h"
 #include "ffn/params.h"
 #include "base/common.h"
@@ -23,6 +24,7 @@
 #define MAX_LAYERS 100000          /* bounds the per-layer table we allocate */
 #define MAX_SIZE ((int64_t)1 << 40) /* any single dimension */
 #define DEFAULT_SEQ_LEN 2048
+#define DEFAULT_BANDWIDTH_GBS 20.0 /* a dual-channel DDR4 desktop: 20-40 GB/s */
 
 /* ---- the architecture, as read from config.json ------------------------ */
 
@@ -38,6 +40,7 @@ typedef struct arch {
     int qkv_bias, o_bias;      /* attention biases */
     int norm_bias;             /* LayerNorm (weight + bias) rather than RMSNorm */
     int tied;
+    int64_t qk_norm;           /* q_norm + k_norm weights per layer (qwen3 2·d, olmoe (H + Hkv)·d) */
     int64_t P, type_vocab;     /* gpt2 / bert embeddings */
     int64_t rel_pos;           /* bert relative_key(_query): distance embedding (2P-1, d) per layer */
     /* MoE */
@@ -186,8 +189,10 @@ static ffn_status read_heads(const json_value *r, const char *what, arch *a, con
     if (a->H % a->Hkv)
         return ffn_error(FFN_ERR_CONFIG, "%s: %s (%lld) must be a multiple of %s (%lld)", what,
                          h_key, (long long)a->H, kv_key, (long long)a->Hkv);
-    int64_t hd = 0;
-    if (a->fam == FAM_LLAMA) TRY(get_int(r, what, "head_dim", 0, 0, 1, MAX_SIZE, &hd));
+    /* head_dim absent: Qwen3Config and GemmaConfig default to 128 and 256 */
+    const char *t = a->model_type;
+    int64_t hd = !strcmp(t, "qwen3") ? 128 : !strcmp(t, "gemma") ? 256 : 0;
+    if (a->fam == FAM_LLAMA) TRY(get_int(r, what, "head_dim", 0, hd, 1, MAX_SIZE, &hd));
     if (!hd) {
         if (a->D % a->H)
             return ffn_error(FFN_ERR_CONFIG,
@@ -199,15 +204,23 @@ static ffn_status read_heads(const json_value *r, const char *what, arch *a, con
     return FFN_OK;
 }
 
-/* llama, mistral, mixtral, qwen2, qwen2_moe: RMSNorm, gated FFN, RoPE. */
+/* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe:
+ * RMSNorm, gated FFN, RoPE. */
 static ffn_status read_llama_family(const json_value *r, const char *what, arch *a) {
     const char *t = a->model_type;
+    const int gemma = !strcmp(t, "gemma");
     a->fam = FAM_LLAMA;
     a->gated = 1;
     TRY(read_hf_common(r, what, a, "silu"));
+    if (gemma) { /* its MLP uses hidden_activation (gelu_pytorch_tanh when absent) */
+        a->act = "gelu_pytorch_tanh";
+        TRY(json_get_str(r, "hidden_activation", 0, what, &a->act));
+    }
     TRY(read_heads(r, what, a, "num_attention_heads", "num_key_value_heads"));
-    TRY(get_bool(r, what, "tie_word_embeddings", 0, &a->tied));
-    if (!strcmp(t, "llama")) {
+    TRY(get_bool(r, what, "tie_word_embeddings", gemma, &a->tied));
+    if (!strcmp(t, "qwen3")) a->qk_norm = 2 * a->d_qk;                 /* per head, shared */
+    if (!strcmp(t, "olmoe")) a->qk_norm = (a->H + a->Hkv) * a->d_qk;  /* whole projections */
+    if (!strcmp(t, "llama") || !strcmp(t, "qwen3")) {
         int ab = 0, mb = 0;
         TRY(get_bool(r, what, "attention_bias", 0, &ab));
         TRY(get_bool(r, what, "mlp_bias", 0, &mb));
@@ -219,6 +232,12 @@ static ffn_status read_llama_family(const json_value *r, const char *what, arch 
     if (!strcmp(t, "mixtral")) {
         /* every layer is a block_sparse_moe of E experts of width intermediate_size */
         TRY(get_int(r, what, "num_local_experts", 1, 0, 1, MAX_SIZE, &a->E));
+        TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
+        TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
+        a->sparse_step = 1;
+    } else if (!strcmp(t, "olmoe")) {
+        /* every layer is MoE; the experts are intermediate_size wide */
+        TRY(get_int(r, what, "num_experts", 1, 0, 1, MAX_SIZE, &a->E));
         TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
         TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
         a->sparse_step = 1;
@@ -322,7 +341,8 @@ static ffn_status read_arch(const json_value *r, const char *what, arch *a) {
     TRY(json_get_str(r, "model_type", 1, what, &a->model_type));
     const char *t = a->model_type;
     if (!strcmp(t, "llama") || !strcmp(t, "mistral") || !strcmp(t, "mixtral") ||
-        !strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe"))
+        !strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3") ||
+        !strcmp(t, "gemma") || !strcmp(t, "phi3") || !strcmp(t, "olmoe"))
         TRY(read_llama_family(r, what, a));
     else if (!strcmp(t, "gpt2"))
         TRY(read_gpt2(r, what, a));
@@ -333,7 +353,8 @@ static ffn_status read_arch(const json_value *r, const char *what, arch *a) {
     else
         return ffn_error(FFN_ERR_CONFIG,
                          "%s: model_type: unknown value '%s' (expected one of llama, mistral, "
-                         "mixtral, qwen2, qwen2_moe, gpt2, bert, deepseek_v2, deepseek_v3)",
+                         "mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, gpt2, bert, "
+                         "deepseek_v2, deepseek_v3)",
                          what, t);
     if (a->E && a->K > a->E)
         return ffn_error(FFN_ERR_CONFIG,
@@ -412,7 +433,7 @@ static void count_layer(calc *c, const arch *a, int64_t i, int64_t T, ffn_params
     f->attention_av = mul(c, mul3(c, 2, H, a->d_v), T);
 
     /* two norms per layer (before/after attention), plus MLA's inner norms */
-    p->norms = add(c, mul(c, a->norm_bias ? 4 : 2, D), attn_norms);
+    p->norms = add(c, add(c, mul(c, a->norm_bias ? 4 : 2, D), attn_norms), a->qk_norm);
 
     /* the FFN */
     out->active = *p;
@@ -453,7 +474,47 @@ static const char *glu_name(const char *act) {
     return "gated";
 }
 
-static ffn_status account(const arch *a, const char *what, int64_t T, ffn_params_report **out) {
+/* Memory estimates (params.h, Memory): weights per format, the KV cache,
+ * the bandwidth bound on decoding. */
+static void estimate_memory(calc *c, const arch *a, double bw_gbs, ffn_params_report *r) {
+    if (a->fam == FAM_BERT) r->kv_elements_per_token = 0; /* an encoder keeps no cache */
+    else if (a->mla) r->kv_elements_per_token = mul(c, a->L, add(c, a->kv_lora, a->rope));
+    else r->kv_elements_per_token = mul3(c, a->L, a->Hkv, add(c, a->d_qk, a->d_v));
+    r->kv_bytes_per_token_f16 = mul(c, r->kv_elements_per_token, 2);
+    r->kv_bytes_per_token_f32 = mul(c, r->kv_elements_per_token, 4);
+    r->kv_bytes_f16 = mul(c, r->kv_bytes_per_token_f16, r->seq_len);
+    r->bandwidth_gbs = bw_gbs;
+    /* a token looks up one row of each embedding table; a tied head reads the token table */
+    const ffn_param_counts *p = &r->params, *act = &r->active;
+    int64_t read = act->total - act->embed_token - act->embed_position - act->embed_token_type;
+    if (a->tied) read = add(c, read, act->embed_token);
+    static const struct {
+        const char *name;
+        ffn_ggml_type type;
+    } fmts[FFN_PARAMS_N_FORMATS] = {
+        {"f32", FFN_GGML_TYPE_F32}, {"f16", FFN_GGML_TYPE_F16}, {"bf16", FFN_GGML_TYPE_BF16},
+        {"q8_0", FFN_GGML_TYPE_Q8_0}, {"q4_0", FFN_GGML_TYPE_Q4_0}, {"q4_K", FFN_GGML_TYPE_Q4_K},
+        {"q6_K", FFN_GGML_TYPE_Q6_K}};
+    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+        ffn_params_memory *m = &r->memory[i];
+        const double block = (double)ffn_ggml_block_size(fmts[i].type);
+        const double bytes = (double)ffn_ggml_type_size(fmts[i].type) / block;
+        const int quant = block > 1; /* norm weights stay f32 */
+        const double norm_bytes = quant ? 4.0 : bytes;
+        snprintf(m->format, sizeof m->format, "%s", fmts[i].name);
+        m->bits_per_weight = 8.0 * bytes;
+        m->weight_bytes = (int64_t)ceil((double)(p->total - p->norms) * bytes +
+                                        (double)p->norms * norm_bytes);
+        m->read_bytes_per_token =
+            (int64_t)ceil((double)(read - act->norms) * bytes + (double)act->norms * norm_bytes) +
+            r->kv_bytes_f16;
+        m->decode_tokens_per_s = m->read_bytes_per_token > 0
+                                     ? bw_gbs * 1e9 / (double)m->read_bytes_per_token : 0.0;
+    }
+}
+
+static ffn_status account(const arch *a, const char *what, int64_t T, double bw_gbs,
+                          ffn_params_report **out) {
     calc c = {0};
     for (int64_t i = 0; i < a->L && !a->F; i++) /* qwen2_moe: F is needed only by dense layers */
         if (!layer_is_moe(a, i))
@@ -550,6 +611,7 @@ static ffn_status account(const arch *a, const char *what, int64_t T, ffn_params
     int64_t attn_scores = add(&c, r->forward.attention_qk, r->forward.attention_av);
     r->training_flops = add(&c, mul(&c, 6, r->active.total), mul(&c, 3, attn_scores));
     r->training_flops_matmul = mul(&c, 3, r->forward.total);
+    estimate_memory(&c, a, bw_gbs, r);
 
     if (c.overflow) {
         ffn_params_report_free(r);
@@ -570,6 +632,10 @@ static ffn_status from_root(const json_value *root, const char *what,
     if (T < 1 || T > MAX_SIZE)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: seq_len: expected 1..%lld, found %lld", what,
                          (long long)MAX_SIZE, (long long)T);
+    const double bw = opt && opt->bandwidth_gbs != 0.0 ? opt->bandwidth_gbs : DEFAULT_BANDWIDTH_GBS;
+    if (!(bw > 0.0) || !(bw <= 1e6))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: bandwidth_gbs: expected 0 < GB/s <= 1e6, found %g",
+                         what, bw);
     arch a;
     TRY(read_arch(root, what, &a));
     ffn_status st = FFN_OK;
@@ -580,7 +646,7 @@ static ffn_status from_root(const json_value *root, const char *what,
         for (size_t j = 0; j < a.mlp_only_layers->length; j++)
             a.mlp_only[a.mlp_only_layers->items[j]->integer] = 1;
     }
-    st = account(&a, what, T, out);
+    st = account(&a, what, T, bw, out);
     free(a.mlp_only);
     return st;
 }

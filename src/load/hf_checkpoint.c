@@ -11,7 +11,8 @@
  *                     model.safetensors.index.json (hf_index_parse);
  *   the name map      every tensor of the model's table gets its name in
  *                     the file (the table uses Llama / Qwen2-MoE names;
- *                     Mixtral's block_sparse_moe.* is translated);
+ *                     Mixtral's block_sparse_moe.* is translated; phi3's
+ *                     fused and gpt2's transposed tensors: hf_families.c);
  *   conversion        shard by shard, each tensor converted from its
  *                     mapping straight into the model's flat block, then
  *                     its pages released.
@@ -970,7 +971,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     FILE *f = fopen(path, "w");
     if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     if (!strcmp(type, "gpt2")) {
-        ffn_status gs = hf_write_gpt2_config(c, dtype, ctx_len, f);
+        /* n_positions is wpe's row count: never capped */
+        ffn_status gs = hf_write_gpt2_config(c, dtype, c->max_position_embeddings, f);
         if (fclose(f) != 0 && gs == FFN_OK)
             gs = ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         return gs ? ffn_error_prefix(gs, "%s", path) : FFN_OK;

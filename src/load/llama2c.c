@@ -324,6 +324,13 @@ ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path) {
     else if (c->mlp_bias || c->attention_bias) why = "biases";
     else if (fabs(c->rms_norm_eps - 1e-5) > 1e-12) why = "rms_norm_eps other than 1e-5";
     else if (c->rope_theta != 10000.0) why = "rope_theta other than 10000";
+    else if (c->rope_scaling.type != FFN_ROPE_SCALING_NONE || c->learned_positions)
+        why = "scaled RoPE or learned positions";
+    else if (c->head_dim > 0 || (c->partial_rotary_factor > 0 && c->partial_rotary_factor != 1.0))
+        why = "a head_dim other than D/H or partial RoPE";
+    else if (c->qk_norm != FFN_QK_NORM_NONE || c->norm_type != FFN_NORM_RMS ||
+             c->norm_weight_offset != 0.0 || c->embed_scale != 0.0 || c->attention_out_bias)
+        why = "q/k norms, LayerNorm, Gemma's norms or embedding scale, or an o_proj bias";
     else if (c->vocab_size > INT32_MAX || c->hidden_size > INT32_MAX ||
              c->intermediate_size > INT32_MAX || c->num_hidden_layers > INT32_MAX ||
              c->max_position_embeddings > INT32_MAX)

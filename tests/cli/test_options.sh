@@ -163,6 +163,6 @@ if [[ -f "$SHARED/models/stories260K.bin" ]]; then
 else
     echo "skip run --info and --dump-logits: $SHARED/models/stories260K.bin missing"
 fi
-"$FFN" params --help | grep -q "tied input/output embedding is counted once" && ok "params --help has the conventions" || bad "params --help lacks the conventions"
+"$FFN" params --help >"$tmp/params_help" && grep -q "tied input/output embedding is counted once" "$tmp/params_help" && ok "params --help has the conventions" || bad "params --help lacks the conventions"
 
 exit $fail

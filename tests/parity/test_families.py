@@ -41,10 +41,14 @@ model.safetensors.index.json) and config fields;
      keeps the rotation of its own step, as in Hugging Face, so a cached
      decode is not the full forward);
   4. `ffn export --format hf` then `ffn run`: the same logits bit for bit,
-     and the exported tensors are the original names and values.
+     and the exported tensors are the original names and values; `ffn
+     export --format llama2c` refuses every case it cannot express (all but
+     phi3_f32, a plain Llama once unfused, whose .bin runs within TOL).
 Bad input: unknown rope types, missing llama3 fields, a rope_parameters per
-layer type: non-zero exit, the message names config.json and the field,
-nothing written.
+layer type, phi3 fused rows that do not split: non-zero exit, the message
+names config.json and the field (or the tensor), nothing written.
+Mistral's sliding_window: contexts up to the window run (full attention is
+exact there); longer prompts are refused with a message naming it.
 Exit code = number of failed checks."""
 import json
 import os
@@ -267,7 +271,8 @@ def gelu_tanh(x):
     return torch.nn.functional.gelu(x, approximate="tanh")
 
 
-def forward(cfg, W, tokens):
+def forward(cfg, W, tokens, cap=None):
+    """cap: a dict that receives each layer's FFN input as cap[l] (T, D)."""
     if cfg["model_type"] == "gpt2":
         return gpt2_forward(cfg, W, tokens)
     mt, D = cfg["model_type"], cfg["hidden_size"]
@@ -309,6 +314,8 @@ def forward(cfg, W, tokens):
         a = torch.softmax(torch.einsum("thd,shd->hts", q, k) / Dh ** 0.5 + mask, dim=-1)
         x = x + torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh) @ W[p + "self_attn.o_proj.weight"].T
         h = norm(x, W[p + "post_attention_layernorm.weight"])
+        if cap is not None:
+            cap[l] = h
         act = gelu_tanh if gemma else torch.nn.functional.silu
         if mt == "olmoe":
             probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
@@ -489,6 +496,54 @@ def bad_inputs(tmp, rng):
               f"{field}, nothing written: {msg[:160]}")
 
 
+def inspect_gemma(tmp, rng):
+    """`ffn inspect` on a gemma checkpoint: the top neuron of every token (by
+    |m_i|, m_i = gelu_tanh(gate_i.x)·(up_i.x) at the FFN input x read through
+    the taps) and its promoted tokens through the logit lens, which for
+    Gemma scales by the final norm's 1 + w."""
+    d = os.path.join(tmp, "gemma_inspect")
+    cfg = dict(BASE, model_type="gemma", head_dim=8, hidden_act="gelu")
+    cfg.pop("tie_word_embeddings")
+    W = make_checkpoint(d, cfg, "F32", 1, rng)
+    ids = [3, 1, 4, 1, 5]
+    r = subprocess.run([FFN, "inspect", d, "--ids", " ".join(map(str, ids)), "--layer", "1", "--json",
+                        "--top", "1", "--promoted", "3"], capture_output=True, text=True)
+    if r.returncode != 0:
+        check(False, "gemma: ffn inspect: " + r.stderr.strip())
+        return
+    got = json.loads(r.stdout)["layers"][0]["tokens"]
+    cap = {}
+    forward(cfg, W, ids, cap)
+    p = "model.layers.1.mlp."
+    h = cap[1]
+    m = gelu_tanh(h @ W[p + "gate_proj.weight"].T) * (h @ W[p + "up_proj.weight"].T)
+    emb, g = W["model.embed_tokens.weight"], 1.0 + W["model.norm.weight"]
+    worst, same = 0.0, True
+    for t, tok in enumerate(got):
+        nrn = tok["neurons"][0]
+        i = int(torch.argmax(m[t].abs()))
+        lens = emb @ (g * W[p + "down_proj.weight"][:, i])
+        top = torch.topk(lens, 3)
+        same &= nrn["index"] == i and [q["id"] for q in nrn["promoted"]] == [int(j) for j in top.indices]
+        worst = max(worst, abs(nrn["product"] - float(m[t, i])) / abs(float(m[t, i])),
+                    max(abs(q["logit"] - float(v)) / abs(float(v)) for q, v in zip(nrn["promoted"], top.values)))
+    check(same and worst <= 1e-4, f"gemma: ffn inspect's top neurons, m_i and logit-lens tokens (1 + w) "
+          f"match the reference (worst rel err {worst:.3g}, tolerance 1e-4, printed to 6 digits)")
+
+
+def sliding_window(tmp, rng):
+    """mistral's sliding_window caps the context: prompts up to the window
+    run (full attention is exact there), longer ones are refused naming it."""
+    d = os.path.join(tmp, "mistral_window")
+    cfg = dict(BASE, model_type="mistral", sliding_window=6)
+    W = make_checkpoint(d, cfg, "F32", 1, rng)
+    ids = ffn_greedy(d, [1, 2, 3, 4, 5], 1)
+    check(ids == greedy(cfg, W, [1, 2, 3, 4, 5], 1), "mistral sliding_window 6: 5 + 1 tokens as the reference")
+    r = subprocess.run([FFN, "run", d, "--ids", "1 2 3 4 5 6 7", "--steps", "1"], capture_output=True, text=True)
+    check(r.returncode != 0 and "sliding_window" in r.stderr and "context of 6" in r.stderr,
+          f"mistral sliding_window 6: a 7-token prompt is refused: {r.stderr.strip()[:150]}")
+
+
 def main():
     rng = np.random.default_rng(7)
     tmp = tempfile.mkdtemp(prefix="ffn_fam_")
@@ -541,7 +596,20 @@ def main():
             check(cx["model_type"] == cfg["model_type"], f"{name}: exported model_type {cx['model_type']}")
         else:
             check(False, f"{name}: ffn export")
+        # llama2.c: only phi3_f32 is a plain Llama there; the others are refused, nothing written
+        bin_out = os.path.join(tmp, name + ".bin")
+        r = subprocess.run([FFN, "export", d, "--out", bin_out, "--format", "llama2c"],
+                           capture_output=True, text=True)
+        if name == "phi3_f32":
+            again = tc.ffn_logits(bin_out, tokens, tmp, name + "_l2c") if r.returncode == 0 else None
+            e2 = float(np.abs(again - ref).max() / np.abs(ref).max()) if again is not None else 1.0
+            check(e2 <= TOL, f"{name}: export llama2c (q/k rows to pairs) -> ffn run: rel err {e2:.3g}")
+        else:
+            check(r.returncode != 0 and "cannot express" in r.stderr and not os.path.exists(bin_out),
+                  f"{name}: export llama2c refused: {r.stderr.strip()[-110:]}")
     bad_inputs(tmp, rng)
+    sliding_window(tmp, rng)
+    inspect_gemma(tmp, rng)
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"{failures} failure(s)")
     return failures
