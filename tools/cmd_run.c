@@ -209,7 +209,9 @@ int cmd_run(int argc, char **argv) {
         free(json_tok);
         json_tok = NULL;
     }
-    const char *tp = tok_path ? tok_path : json_tok ? json_tok : info.tokenizer_path[0] ? info.tokenizer_path : NULL;
+    /* a GGUF file carries its own vocabulary (tokenizer.ggml.*) */
+    const char *gguf_tok = !tok_path && !json_tok && ffn_checkpoint_is_gguf(model_path) ? model_path : NULL;
+    const char *tp = tok_path ? tok_path : json_tok ? json_tok : info.tokenizer_path[0] ? info.tokenizer_path : gguf_tok;
     int want_text = emit ? !strcmp(emit, "text") : 0;
     if (prompt || want_text || (!emit && tp)) {
         if (!tp) {

@@ -165,5 +165,13 @@ expect_fail 1 "bad.gguf: tensor blk.4.ffn_up.weight is missing" "$FFN" quantize 
 head -c 5000 "$tmp/s.gguf" >"$tmp/bad.gguf"
 expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*bytes left in the file" "$FFN" run "$tmp/bad.gguf" --ids 1
 
+# a GGUF's own vocabulary encodes --prompt (no --tokenizer): the byte
+# vocabulary ffn writes (<0x00>..<0xFF> at ids 0..255, tokenizer.ggml.model
+# llama) spells SentencePiece's "▁Hi" in bytes: E2 96 81, 'H', 'i'
+"$FFN" export "$M" --format gguf --out "$tmp/v.gguf" >/dev/null 2>&1
+if "$FFN" run "$tmp/v.gguf" --prompt "Hi" --steps 0 --info >/dev/null 2>"$tmp/vi" &&
+   grep -q "prompt ids (5): 226 150 129 72 105" "$tmp/vi"; then ok "run GGUF --prompt uses the file's vocabulary"
+else bad "run GGUF --prompt: $(grep 'prompt ids' "$tmp/vi")"; fi
+
 echo "test_gguf_model: $fail failure(s)"
 ((fail == 0))
