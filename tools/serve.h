@@ -68,6 +68,8 @@ typedef struct serve_edit {
     int64_t position;     /* -1: every position */
 } serve_edit;
 
+#define SERVE_MAX_WORD_BYTES 256 /* "subject", "target" */
+
 /* Fields each endpoint accepts (a bit set; anything else is refused). */
 enum {
     SERVE_F_TEXT = 1 << 0,
@@ -75,7 +77,9 @@ enum {
     SERVE_F_EDITS = 1 << 2,
     SERVE_F_POSITION = 1 << 3,
     SERVE_F_LAYER = 1 << 4,
-    SERVE_F_K = 1 << 5
+    SERVE_F_K = 1 << 5,
+    SERVE_F_SUBJECT = 1 << 6,
+    SERVE_F_TARGET = 1 << 7
 };
 
 typedef struct serve_req {
@@ -89,6 +93,8 @@ typedef struct serve_req {
     int64_t position;     /* -1 when absent: the last token */
     int64_t layer;        /* -1 when absent: every layer */
     int64_t k;            /* 0 when absent: the endpoint's default */
+    char *subject;        /* "subject" (malloc'd; at most SERVE_MAX_WORD_BYTES), or NULL */
+    char *target;         /* "target", or NULL */
 } serve_req;
 
 /* Parse body (n bytes, may be NULL/0 for an empty object) accepting the

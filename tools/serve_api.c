@@ -7,6 +7,7 @@
  * keeps serving.
  * Letters: T tokens, V vocab, W a layer's neuron width, K top-k. */
 #include "serve.h"
+#include "ffn/trace.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -314,6 +315,70 @@ static int api_neurons(serve_state *s, const serve_req *req, serve_reply *r) {
 
 /* ---- the table ---------------------------------------------------------------------------------- */
 
+/* Causal tracing (include/ffn/trace.h) of one prompt: the subject's
+ * embeddings corrupted, each (layer, position) of the hidden state, the
+ * MLP output and the attention output restored in turn; the page draws
+ * the three tables. */
+static int api_trace(serve_state *s, const serve_req *req, serve_reply *r) {
+    int32_t *ids = NULL, target = -1;
+    int64_t T = 0, sb = 0, se = 0;
+    const int64_t ctx_len = ffn_model_get_config(s->model)->max_position_embeddings;
+    ffn_status st = ffn_trace_prepare(s->vocab, req->text, req->subject, req->target, &ids, &T, &sb,
+                                      &se, &target);
+    if (st) return serve_err(r, 400, "%s", ffn_last_error());
+    if (T > ctx_len) {
+        free(ids);
+        return serve_err(r, 400, "\"text\": %lld tokens, the model's context is %lld",
+                         (long long)T, (long long)ctx_len);
+    }
+    ffn_trace_options o;
+    ffn_trace_options_default(&o);
+    ffn_trace_result *res = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (target < 0) { /* no target: the clean run's most probable token (lowest id on ties) */
+        const int64_t V = ffn_vocab_size(s->vocab);
+        double *p = malloc((size_t)V * sizeof *p);
+        st = p ? serve_predict_probs(s, ids, T, NULL, 0, p) : FFN_ERR_NOMEM;
+        for (int64_t v = 0; st == FFN_OK && v < V; v++)
+            if (target < 0 || p[v] > p[target]) target = (int32_t)v;
+        free(p);
+    }
+    if (st == FFN_OK) st = ffn_trace_run(s->ctx, s->model, ids, T, sb, se, target, &o, &res);
+    pthread_mutex_unlock(&s->lock);
+    if (st) {
+        free(ids);
+        return serve_err(r, st == FFN_ERR_NOMEM ? 500 : 400, "%s", ffn_last_error());
+    }
+    FILE *f = r->out;
+    fprintf(f, "{\"n_tokens\":%lld,\"tokens\":", (long long)T);
+    write_tokens(f, s, ids, T);
+    fprintf(f, ",\"subject\":[%lld,%lld],\"target\":%d,\"samples\":%lld,\"p_clean\":",
+            (long long)res->subject_begin, (long long)res->subject_end, (int)res->target,
+            (long long)res->samples);
+    serve_json_num(f, res->p_clean);
+    fprintf(f, ",\"p_corrupt\":");
+    serve_json_num(f, res->p_corrupt);
+    fprintf(f, ",\"p_restore_input\":");
+    serve_json_num(f, res->p_restore_input);
+    fprintf(f, ",\"effects\":{");
+    for (int k = 0; k < FFN_TRACE_N_KINDS; k++) {
+        fprintf(f, "%s\"%s\":[", k ? "," : "", ffn_trace_kind_name((ffn_trace_kind)k));
+        for (int64_t l = 0; l < res->n_layers; l++) {
+            fprintf(f, "%s[", l ? "," : "");
+            for (int64_t t = 0; t < res->n_tokens; t++) {
+                if (t) fputc(',', f);
+                serve_json_num(f, res->effect[k][l * res->n_tokens + t]);
+            }
+            fputc(']', f);
+        }
+        fputc(']', f);
+    }
+    fprintf(f, "}}");
+    ffn_trace_result_free(res);
+    free(ids);
+    return 200;
+}
+
 const serve_endpoint serve_endpoints[] = {
     {"GET", "/api/info", 0, api_info,
      "the model's config, layers and widths, vocabulary, labels, limits, page messages"},
@@ -326,5 +391,8 @@ const serve_endpoint serve_endpoints[] = {
      SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_POSITION | SERVE_F_LAYER | SERVE_F_K, api_neurons,
      "{\"text\"|\"ids\", \"position\", \"layer\", \"k\"} -> a token's strongest FFN neurons per "
      "layer: gate, up, product, promoted tokens, gate-probe label"},
+    {"POST", "/api/trace", SERVE_F_TEXT | SERVE_F_SUBJECT | SERVE_F_TARGET, api_trace,
+     "{\"text\", \"subject\", \"target\"} -> causal tracing: p(target) clean, with the "
+     "subject corrupted, and restored per (layer, position) for resid_post, mlp_out, attn_out"},
 };
 const size_t serve_n_endpoints = sizeof serve_endpoints / sizeof serve_endpoints[0];

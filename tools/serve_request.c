@@ -8,6 +8,7 @@
  *   "position" an integer >= -1 (-1 = the last token)
  *   "layer"    an integer >= -1 (-1 = every layer)
  *   "k"        an integer in [1, SERVE_MAX_K]
+ *   "subject", "target"  non-empty strings of at most SERVE_MAX_WORD_BYTES bytes
  * An unknown field, a field the endpoint does not take, a wrong type or a
  * value out of range is refused with one sentence naming the field.  Only
  * libc and the public JSON reader: tests/fuzz/fuzz_serve_request.c links
@@ -33,7 +34,8 @@ static const struct {
     unsigned bit;
 } fields[] = {{"text", SERVE_F_TEXT},         {"ids", SERVE_F_IDS},
               {"edits", SERVE_F_EDITS},       {"position", SERVE_F_POSITION},
-              {"layer", SERVE_F_LAYER},       {"k", SERVE_F_K}};
+              {"layer", SERVE_F_LAYER},       {"k", SERVE_F_K},
+              {"subject", SERVE_F_SUBJECT},   {"target", SERVE_F_TARGET}};
 #define N_FIELDS (sizeof fields / sizeof fields[0])
 
 static void allowed_names(unsigned allowed, char *buf, size_t n) {
@@ -184,6 +186,18 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
             ok = get_int(v, "layer", -1, INT32_MAX, &req->layer, err, n);
         } else if (bit == SERVE_F_K) {
             ok = get_int(v, "k", 1, SERVE_MAX_K, &req->k, err, n);
+        } else if (bit == SERVE_F_SUBJECT || bit == SERVE_F_TARGET) {
+            char **dst = bit == SERVE_F_SUBJECT ? &req->subject : &req->target;
+            const char *s = ffn_json_string(v);
+            if (!s)
+                ok = bad(err, n, "\"%s\": expected a string, got %s", key, type_word(v));
+            else if (!ffn_json_length(v) || ffn_json_length(v) > SERVE_MAX_WORD_BYTES)
+                ok = bad(err, n, "\"%s\": %zu bytes, expected 1 to %d", key, ffn_json_length(v),
+                         SERVE_MAX_WORD_BYTES);
+            else if (strlen(s) != ffn_json_length(v))
+                ok = bad(err, n, "\"%s\": contains a NUL character", key);
+            else if (!(*dst = strdup(s)))
+                ok = bad(err, n, "out of memory");
         }
     }
     if (ok && (allowed & SERVE_F_TEXT) && (allowed & SERVE_F_IDS)) {
@@ -194,6 +208,8 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
     } else if (ok && (allowed & SERVE_F_TEXT) && !(req->given & SERVE_F_TEXT)) {
         ok = bad(err, n, "missing \"text\"");
     }
+    if (ok && (allowed & SERVE_F_SUBJECT) && !req->subject)
+        ok = bad(err, n, "missing \"subject\": the words of the text to corrupt");
 done:
     ffn_json_free(doc);
     if (!ok) serve_req_free(req);
@@ -204,6 +220,9 @@ void serve_req_free(serve_req *req) {
     if (!req) return;
     free(req->text);
     free(req->ids);
+    free(req->subject);
+    free(req->target);
     req->text = NULL;
     req->ids = NULL;
+    req->subject = req->target = NULL;
 }

@@ -112,7 +112,7 @@ jcheck "$tmp/info.json" "d['vocab']['kind'] == 'char' and d['labels']['available
     "/api/info: vocabulary kind and the probe's classes"
 jcheck "$tmp/info.json" "d['limits']['body_bytes'] == 1048576 and d['limits']['run_tokens'] == 64 and d['lang'] == 'en' and d['messages']['live.off'] == 'off'" \
     "/api/info: limits and the English messages"
-jcheck "$tmp/info.json" "sorted(e['path'] for e in d['endpoints']) == ['/api/info', '/api/neurons', '/api/predict', '/api/tokenize']" \
+jcheck "$tmp/info.json" "sorted(e['path'] for e in d['endpoints']) == ['/api/info', '/api/neurons', '/api/predict', '/api/tokenize', '/api/trace']" \
     "/api/info lists the endpoint table"
 
 text="Mary gave John the apple because"
@@ -174,6 +174,29 @@ check "after the edits the model is as before (same prediction)" cmp -s "$tmp/p0
 check "the model on disk is unchanged" test "$(sha256sum "$m/model.safetensors" | cut -d' ' -f1)" = "$sum_before"
 post /api/predict "{\"ids\":[$(tr ' ' ',' <<<"$ids")],\"edits\":$edits,\"k\":8}" >"$tmp/p3.json"
 check "\"ids\" give the same prediction as the text" cmp -s <(sed 's/"tokens":.*"position"//' "$tmp/p1.json") <(sed 's/"tokens":.*"position"//' "$tmp/p3.json")
+
+# /api/trace: the same numbers as `ffn trace --json` on the same prompt
+post /api/trace "{\"text\":\"$text\",\"subject\":\"John\"}" >"$tmp/tr.json"
+"$FFN" trace "$m" --prompt "$text" --subject John --json >"$tmp/tr_cli.json" 2>"$tmp/tr_cli.err"
+if "$PY" - "$tmp/tr.json" "$tmp/tr_cli.json" <<'EOF'; then pass "/api/trace equals ffn trace --json (p_clean, p_corrupt, every effect)"; else fail "/api/trace differs from ffn trace --json"; fi
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+def flat(x):
+    return [v for row in x for v in row] if isinstance(x, list) else x
+# the command prints 6 significant digits
+ok = abs(a["p_clean"] - b["p_clean"]) < 1e-6 and abs(a["p_corrupt"] - b["p_corrupt"]) < 1e-6
+ok &= a["target"] == b["target_id"]
+for k, rows in a["effects"].items():
+    if k in b:
+        ok &= max(abs(x - y) for x, y in zip(flat(rows), flat(b[k]))) < 1e-6
+    else:
+        ok = False; print("   ffn trace --json has no", k, "; keys:", list(b.keys()), file=sys.stderr)
+ok &= a["subject"][1] - a["subject"][0] == 4 and len(a["effects"]["mlp_out"]) == 2
+print("   p_clean %.6f p_corrupt %.6f" % (a["p_clean"], a["p_corrupt"]), file=sys.stderr)
+sys.exit(0 if ok else 1)
+EOF
+code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' -d '{"text":"Mary gave","subject":"Tom"}' "${url}api/trace")
+check "trace: a subject not in the text is a 400 naming it" bash -c "[[ $code == 400 ]] && grep -q 'Tom' '$tmp/bad.json'"
 
 code=$(curl -s -o "$tmp/bad.json" -w '%{http_code}' -d '{"text":"x","edits":[{"layer":1,"neuron":50,"scale":0}]}' "${url}api/predict")
 check "neuron out of range: 400 naming the range" bash -c "[[ $code == 400 ]] && grep -q '0..49' '$tmp/bad.json'"
