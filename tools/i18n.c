@@ -45,6 +45,16 @@ static const i18n_msg catalogue[] = {
      "模型对文本之后下一个词元的概率。在下表中关闭或缩放神经元，观察预测如何变化：灰色是编辑前，"
      "蓝色是编辑后。编辑作用于 m\u1d62（down_proj 的输入）；磁盘上的模型永远不会被改变。"},
     {"live.kl", "KL(before \u2016 after)", "KL(编辑前 \u2016 编辑后)"},
+    {"live.trace_title", "Where is a fact? Causal tracing", "事实在哪里？因果追踪"},
+    {"live.trace_lead",
+     "Corrupt the subject's embeddings with noise, then restore one layer's state at one "
+     "position at a time and see how much of the answer's probability comes back.",
+     "用噪声破坏主语的嵌入，再逐一恢复某一层在某个位置的状态，看答案的概率恢复了多少。"},
+    {"live.subject", "subject", "主语"},
+    {"live.target", "answer (optional)", "答案（可选）"},
+    {"live.trace_run", "trace", "追踪"},
+    {"live.trace_p", "p(answer)", "p(答案)"},
+    {"live.trace_corrupt", "with the subject corrupted", "（主语被破坏后）"},
     {"live.edits", "edits", "编辑"},
     {"live.no_edits", "No edits: before and after are the same.",
      "没有编辑：编辑前后相同。"},

@@ -196,6 +196,18 @@ try {
   await idle(page);
   const cleared = await page.evaluate(() => [...document.querySelectorAll('#bars .qrow')].every((r) => r.getAttribute('data-p-before') === r.getAttribute('data-p-after')));
   ok(cleared && (await page.locator('#kl').getAttribute('data-kl')) === '0', 'clear all edits: before = after, KL 0');
+
+  // causal tracing in the page: the tables are /api/trace's, cell for cell
+  await page.locator('#trace-subject').fill('John');
+  await page.locator('#trace-run').click();
+  await page.waitForSelector('#trace-panel table.trace[data-kind="mlp_out"]', { timeout: 60000 });
+  await idle(page);
+  const tref = (await api(srv.url, '/api/trace', { text: sentence, subject: 'John' })).json;
+  const cells = await page.$$eval('#trace-panel table.trace[data-kind="mlp_out"] tr', (rs) => rs.slice(1).map((r) => [...r.querySelectorAll('td')].map((c) => +c.getAttribute('title'))));
+  const sameTrace = cells.length === tref.effects.mlp_out.length &&
+    cells.every((row, l) => row.length === tref.n_tokens && row.every((v, i) => Math.abs(v - tref.effects.mlp_out[l][i]) < 1e-5));
+  ok(sameTrace, 'trace: the page\'s MLP table is /api/trace\'s (layers x tokens)', JSON.stringify(cells).slice(0, 200));
+  await page.screenshot({ path: path.join(artifacts, 'serve-trace.png'), fullPage: true });
   await page.close();
 
   // the page in Chinese

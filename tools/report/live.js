@@ -2,7 +2,7 @@
 // to see its strongest FFN neurons, switch neurons off or scale them and
 // watch the next-token prediction change.  Everything comes from the
 // server's JSON API (GET /api/info, POST /api/tokenize, /api/predict,
-// /api/neurons); nothing is computed here but the drawing.
+// /api/neurons, /api/trace); nothing is computed here but the drawing.
 //
 // A new panel is one function that calls its endpoint and draws into its
 // own section; refresh() calls the panels that depend on the text.
@@ -204,6 +204,43 @@
       return Promise.all([loadPredict(), loadNeurons()]);
     });
   }
+  /* ---- causal tracing (POST /api/trace) ----------------------------------- */
+  function drawTrace(d) {
+    var box = $('trace-panel');
+    box.textContent = '';
+    $('trace-summary').textContent = T('live.trace_p', 'p(answer)') + ': ' + d.p_clean.toFixed(4) + ' \u2192 ' +
+      d.p_corrupt.toFixed(4) + ' ' + T('live.trace_corrupt', 'with the subject corrupted');
+    ['mlp_out', 'attn_out', 'resid_post'].forEach(function (kind) {
+      var rows = d.effects[kind], max = 1e-9;
+      rows.forEach(function (r) { r.forEach(function (v) { max = Math.max(max, Math.abs(v)); }); });
+      var t = el('table', { cls: 'trace', 'data-kind': kind }, [el('caption', { text: kind })]);
+      var head = el('tr', null, [el('th', { text: '' })]);
+      d.tokens.forEach(function (tk, i) {
+        head.appendChild(el('th', { cls: i >= d.subject[0] && i < d.subject[1] ? 'subj' : '', text: showToken(tk.piece) }));
+      });
+      t.appendChild(head);
+      rows.forEach(function (r, l) {
+        var tr = el('tr', null, [el('th', { text: String(l) })]);
+        r.forEach(function (v) {
+          var a = Math.max(0, v) / max;
+          tr.appendChild(el('td', { title: v.toFixed(5), style: 'background: rgba(37, 99, 235, ' + a.toFixed(3) + ')' }));
+        });
+        t.appendChild(tr);
+      });
+      box.appendChild(t);
+    });
+  }
+  function runTrace() {
+    var body = { text: $('text').value, subject: $('trace-subject').value };
+    if ($('trace-target').value) body.target = $('trace-target').value;
+    return api('POST', '/api/trace', body).then(function (r) {
+      if (!r.ok) { showError(r.json.error); return; }
+      showError('');
+      S.lastTrace = r.json;
+      drawTrace(r.json);
+    });
+  }
+
   function start() {
     api('GET', '/api/info').then(function (r) {
       S.info = r.json;
@@ -222,6 +259,7 @@
       $('text').addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(refresh, 200); });
       $('neuron-panel').textContent = T('page.click_token', 'Click a token above.');
       drawEdits();
+      $('trace-run').addEventListener('click', runTrace);
       if ($('text').value) refresh(); else drawTokens();
       document.body.setAttribute('data-ready', '1');
     });
