@@ -170,9 +170,9 @@ bad "no fact has id 99" "$tmp/m" "${F[@]}" --fact 99 --target Varn --out "$tmp/x
 bad "\-\-fact needs --facts" "$tmp/m" --fact 0 --target Varn --out "$tmp/x"
 bad "\-\-out DIR missing" "$tmp/m" "${F[@]}" --fact 0 --target Varn
 printf '{"id": 1, "subject": "Ada", "relation": "r", "prompt": "Bo is", "object": "X", "paraphrases": [], "neighbours": []}\n' > "$tmp/bad.jsonl"
-bad "line 1: the subject 'Ada' is not in the prompt" "$tmp/m" --facts "$tmp/bad.jsonl" --fact 1 --target Varn --out "$tmp/x"
+bad 'line 1: the prompt "Bo is" does not contain the subject "Ada"' "$tmp/m" --facts "$tmp/bad.jsonl" --fact 1 --target Varn --out "$tmp/x"
 printf '{"id": 1, "subject": "Ada", "prompt": "Ada is", "object": "X", "paraphrases": [], "neighbours": []}\n' > "$tmp/bad2.jsonl"
-bad "line 1: \"relation\"" "$tmp/m" --facts "$tmp/bad2.jsonl" --fact 1 --target Varn --out "$tmp/x"
+bad "line 1: field \"relation\" is missing" "$tmp/m" --facts "$tmp/bad2.jsonl" --fact 1 --target Varn --out "$tmp/x"
 [[ ! -e "$tmp/x" ]] || fail "a failed edit left $tmp/x"
 
 # 6. a Hugging Face directory in, one out (its text must be given)
