@@ -162,7 +162,7 @@ int cmd_eval(int argc, char **argv) {
         free(ids);
         return CLI_EXIT_FAIL;
     }
-    ffn_model_options mo = {.max_batch = 1, .max_seq = W};
+    ffn_model_options mo = {.max_batch = 1, .max_seq = W, .low_precision = 1}; /* as ffn run computes */
     ffn_model *m = NULL, *r = NULL;
     st = ffn_checkpoint_load_any(ctx, model_path, &mo, &m, &info);
     if (st == FFN_OK && ref_path) st = ffn_checkpoint_load_any(ctx, ref_path, &mo, &r, &rinfo);
