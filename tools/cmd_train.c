@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 static const char *const CMD = "train";
 
@@ -405,11 +404,7 @@ int cmd_train(int argc, char **argv) {
         }
         o.dist = &hooks; /* filled once the context exists */
         if (ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) c.quiet = 1, c.json = -1;
-        if (c.threads == 0) { /* the cores of this host, shared by its ranks */
-            const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-            long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
-            c.threads = local > 0 && cores / local >= 1 ? cores / local : 1;
-        }
+        if (c.threads == 0) c.threads = ffn_dist_local_threads(); /* the host's cores, shared */
     }
 
     ffn_ctx *ctx = NULL;

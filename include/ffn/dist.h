@@ -71,6 +71,11 @@ int ffn_dist_launched(void);
  * that all run the same ffn version (a hash exchanged here). */
 ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
                          ffn_dist **out);
+/* Threads for a rank when the user gave none: the host's online cores
+ * divided by the ranks mpirun put on it (OMPI_COMM_WORLD_LOCAL_SIZE), at
+ * least 1. */
+int ffn_dist_local_threads(void);
+
 /* Free the groups and finalise MPI (NULL is a no-op). */
 void ffn_dist_free(ffn_dist *d);
 

@@ -1,13 +1,13 @@
 /* dist.c -- the MPI job, its groups, fixed-order reductions, agreement
  * (see include/ffn/dist.h). */
-#include "ffn/dist.h"
+#include "dist/dist_internal.h"
 
 #include <stdio.h>
 
 #include <limits.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ffn_dist {
     int rank, size;
@@ -26,7 +26,7 @@ int ffn_dist_launched(void) {
            getenv("PMIX_RANK") != NULL;
 }
 
-static ffn_status mpi_fail(int rc, const char *what) {
+ffn_status dist_mpi_error(int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "error %d", rc);
@@ -35,8 +35,14 @@ static ffn_status mpi_fail(int rc, const char *what) {
 #define MPI_TRY(call, what)                          \
     do {                                             \
         int rc_ = (call);                            \
-        if (rc_ != MPI_SUCCESS) return mpi_fail(rc_, what); \
+        if (rc_ != MPI_SUCCESS) return dist_mpi_error(rc_, what); \
     } while (0)
+
+int ffn_dist_local_threads(void) {
+    const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
+    return local > 0 && cores / local >= 1 ? (int)(cores / local) : 1;
+}
 
 static uint64_t fnv1a(const void *p, size_t n) {
     const unsigned char *b = p;
@@ -52,7 +58,7 @@ ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes,
     int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm[FFN_DIST_WORLD]);
     if (rc != MPI_SUCCESS) {
         free(all);
-        return mpi_fail(rc, what);
+        return dist_mpi_error(rc, what);
     }
     ffn_status st = FFN_OK;
     for (int r = 1; r < d->size && st == FFN_OK; r++)
@@ -112,7 +118,7 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         for (int g = 0; g < 5 && st == FFN_OK; g++) {
             int rc = g == 0 ? MPI_Comm_dup(MPI_COMM_WORLD, &d->comm[0])
                             : MPI_Comm_split(MPI_COMM_WORLD, colour[g], key[g], &d->comm[g]);
-            if (rc != MPI_SUCCESS) st = mpi_fail(rc, "MPI_Comm_split");
+            if (rc != MPI_SUCCESS) st = dist_mpi_error(rc, "MPI_Comm_split");
             else {
                 MPI_Comm_set_errhandler(d->comm[g], MPI_ERRORS_RETURN);
                 MPI_Comm_rank(d->comm[g], &d->grank[g]);
@@ -148,6 +154,9 @@ void ffn_dist_free(ffn_dist *d) {
 }
 
 static int group_ok(ffn_dist_group g) { return g >= FFN_DIST_WORLD && g <= FFN_DIST_EXPERT_REPLICAS; }
+MPI_Comm dist_comm(const ffn_dist *d, ffn_dist_group g) {
+    return d && group_ok(g) ? d->comm[g] : MPI_COMM_NULL;
+}
 int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g) { return d && group_ok(g) ? d->grank[g] : 0; }
 int ffn_dist_size(const ffn_dist *d, ffn_dist_group g) { return d && group_ok(g) ? d->gsize[g] : 1; }
 

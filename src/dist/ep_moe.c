@@ -4,15 +4,13 @@
  *
  * Buffers grow to the largest call and are kept (no allocation once the
  * sizes are reached). */
-#include "ffn/dist.h"
+#include "dist/dist_internal.h"
 
 #include <limits.h>
-#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The EP group's communicator (dist.c keeps it; this file asks by rank). */
 struct ffn_dist_ep_moe {
     ffn_dist *d;
     ffn_ctx *ctx;
@@ -37,26 +35,8 @@ struct ffn_dist_ep_moe {
     size_t ws_bytes;
     size_t cap_rows, cap_saved;
     int64_t sent_fwd, sent_bwd;
-    MPI_Comm comm;
+    MPI_Comm comm;             /* the EP group's (dist.c's; not ours to free) */
 };
-
-static void range_of(int64_t E, int P, int k, int64_t *first, int64_t *count) {
-    int64_t base = E / P, extra = E % P;
-    *first = k * base + (k < extra ? k : extra);
-    *count = base + (k < extra);
-}
-
-/* The EP communicator: split the world like dist.c does (same colours),
- * so this file needs no access to ffn_dist's inside. */
-static ffn_status ep_comm(ffn_dist *d, MPI_Comm *out) {
-    int r = ffn_dist_rank(d, FFN_DIST_WORLD);
-    int tp = ffn_dist_size(d, FFN_DIST_TP), ep = ffn_dist_size(d, FFN_DIST_EP);
-    int t = r % tp, q = r / tp;
-    if (MPI_Comm_split(MPI_COMM_WORLD, t * 65536 + q / ep, q % ep, out) != MPI_SUCCESS)
-        return ffn_set_error(FFN_ERR_IO, "expert parallel: MPI_Comm_split failed");
-    MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
-    return FFN_OK;
-}
 
 static int grow(void **p, size_t *cap, size_t need) {
     if (need <= *cap) return 0;
@@ -86,17 +66,17 @@ ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_confi
     if (!l) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
     l->d = d, l->ctx = ctx, l->cfg = *cfg, l->P = P, l->me = ffn_dist_rank(d, FFN_DIST_EP);
     l->E = cfg->num_experts, l->D = cfg->hidden_size, l->emax = (l->E + P - 1) / P;
-    l->comm = MPI_COMM_NULL;
-    range_of(l->E, P, l->me, &l->first, &l->count);
+    dist_split(l->E, P, l->me, &l->first, &l->count);
     l->experts = calloc((size_t)l->count, sizeof *l->experts);
     l->scount = calloc((size_t)P * 4, sizeof(int));
     l->cnt_send = calloc((size_t)(P * l->emax) * 2, sizeof(int));
     l->local_off = calloc((size_t)l->count + 1, sizeof(int64_t));
     l->saved_off = calloc((size_t)l->count, sizeof(size_t));
     l->pos = calloc((size_t)l->count + 1, sizeof(int64_t));
+    l->comm = dist_comm(d, FFN_DIST_EP);
     st = !l->experts || !l->scount || !l->cnt_send || !l->local_off || !l->saved_off || !l->pos
              ? ffn_set_error(FFN_ERR_NOMEM, "out of memory")
-             : ep_comm(d, &l->comm);
+             : FFN_OK;
     if (st == FFN_OK) {
         l->sdispl = l->scount + P, l->rcount = l->scount + 2 * P, l->rdispl = l->scount + 3 * P;
         l->cnt_recv = l->cnt_send + P * l->emax;
@@ -122,7 +102,6 @@ void ffn_dist_ep_moe_free(ffn_dist_ep_moe *l) {
     free(l->scount), free(l->cnt_send), free(l->local_off), free(l->saved_off), free(l->pos);
     free(l->discard);
     free(l->recv), free(l->xin), free(l->yout), free(l->saved), free(l->ws);
-    if (l->comm != MPI_COMM_NULL) MPI_Comm_free(&l->comm);
     free(l);
 }
 
@@ -152,12 +131,6 @@ void ffn_dist_ep_moe_bytes_sent(const ffn_dist_ep_moe *l, int64_t *fwd, int64_t 
     if (bwd) *bwd = l->sent_bwd;
 }
 
-static ffn_status mpi_err(int rc, const char *what) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    return ffn_set_error(FFN_ERR_IO, "expert parallel: %s: MPI: %.*s", what, len, msg);
-}
 
 /* Send `rows` (grouped by expert, offsets off) to the experts' ranks and
  * receive this rank's rows into l->recv; with `counts`, exchange the row
@@ -171,7 +144,7 @@ static ffn_status dispatch(ffn_dist_ep_moe *l, const float *rows, const int64_t 
     if (counts) {
         for (int p = 0; p < P; p++) {
             int64_t f, c;
-            range_of(l->E, P, p, &f, &c);
+            dist_split(l->E, P, p, &f, &c);
             for (int64_t j = 0; j < l->emax; j++) {
                 int64_t n = j < c ? off[f + j + 1] - off[f + j] : 0;
                 if (n > INT_MAX / D) return ffn_set_error(FFN_ERR_OVERFLOW, "expert parallel: %lld rows", (long long)n);
@@ -179,12 +152,12 @@ static ffn_status dispatch(ffn_dist_ep_moe *l, const float *rows, const int64_t 
             }
         }
         int rc = MPI_Alltoall(l->cnt_send, (int)l->emax, MPI_INT, l->cnt_recv, (int)l->emax, MPI_INT, l->comm);
-        if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Alltoall of the counts");
+        if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoall of the counts");
         *sent += (int64_t)(P - 1) * l->emax * (int64_t)sizeof(int);
         int64_t rtot = 0;
         for (int p = 0; p < P; p++) {
             int64_t f, c, s = 0, r = 0;
-            range_of(l->E, P, p, &f, &c);
+            dist_split(l->E, P, p, &f, &c);
             for (int64_t j = 0; j < c; j++) s += l->cnt_send[p * l->emax + j];
             for (int64_t j = 0; j < l->count; j++) r += l->cnt_recv[p * l->emax + j];
             if (s * D > INT_MAX || r * D > INT_MAX || (off[f] * D) > INT_MAX || rtot * D > INT_MAX)
@@ -211,7 +184,7 @@ static ffn_status dispatch(ffn_dist_ep_moe *l, const float *rows, const int64_t 
     }
     int rc = MPI_Alltoallv(rows, l->scount, l->sdispl, MPI_FLOAT, l->recv, l->rcount, l->rdispl,
                            MPI_FLOAT, l->comm);
-    if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Alltoallv of the rows");
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoallv of the rows");
     for (int p = 0; p < P; p++)
         if (p != l->me) *sent += (int64_t)l->scount[p] * (int64_t)sizeof(float);
     return FFN_OK;
@@ -239,7 +212,7 @@ static void regroup(ffn_dist_ep_moe *l, float *dst, const float *src, int to_exp
 static ffn_status give_back(ffn_dist_ep_moe *l, const float *back, float *out, int64_t *sent) {
     int rc = MPI_Alltoallv(back, l->rcount, l->rdispl, MPI_FLOAT, out, l->scount, l->sdispl,
                            MPI_FLOAT, l->comm);
-    if (rc != MPI_SUCCESS) return mpi_err(rc, "MPI_Alltoallv of the results");
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoallv of the results");
     for (int p = 0; p < l->P; p++)
         if (p != l->me) *sent += (int64_t)l->rcount[p] * (int64_t)sizeof(float);
     return FFN_OK;

@@ -1,7 +1,7 @@
 /* tp_ffn.c -- the tensor-parallel FFN layer (see include/ffn/dist.h):
  * a local ffn_layer over this rank's units and one all-reduce after
  * forward (y) and after backward (dx). */
-#include "ffn/dist.h"
+#include "dist/dist_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,10 +32,7 @@ ffn_status ffn_dist_tp_layer_create(ffn_dist *d, ffn_ctx *ctx, const ffn_layer_c
     if (!l) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
     l->d = d;
     l->full = *full;
-    /* F / P units each, the first F % P ranks one more */
-    int64_t base = F / P, extra = F % P;
-    l->first = k * base + (k < extra ? k : extra);
-    l->count = base + (k < extra);
+    dist_split(F, P, k, &l->first, &l->count);
     l->local = *full;
     l->local.intermediate_size = l->count;
     const int gated = full->type == FFN_MLP_GATED, bias = full->bias;

@@ -3,17 +3,11 @@
  * sliced from the full model by the tensor table, whose attention and FFN
  * outputs (forward) and input gradients (backward) are summed over the tp
  * group by the model's reducer hook. */
-#include "ffn/dist.h"
+#include "dist/dist_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void split(int64_t n, int64_t P, int64_t k, int64_t *first, int64_t *count) {
-    int64_t base = n / P, extra = n % P;
-    *first = k * base + (k < extra ? k : extra);
-    *count = base + (k < extra);
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -59,11 +53,11 @@ ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
         if (*w[i].v < P)
             return ffn_set_error(FFN_ERR_CONFIG, "--tp %lld is larger than %s %lld", (long long)P,
                                  w[i].name, (long long)*w[i].v);
-        split(*w[i].v, P, k, &f0, w[i].v);
+        dist_split(*w[i].v, P, k, &f0, w[i].v);
     }
     if (!full->moe_intermediate_size && full->num_experts > 0) { /* experts of intermediate_size */
         int64_t cnt;
-        split(full->intermediate_size, P, k, &f0, &cnt);
+        dist_split(full->intermediate_size, P, k, &f0, &cnt);
         c.moe_intermediate_size = cnt;
     }
     *out = c;
@@ -80,13 +74,13 @@ static ffn_status slice_one(const ffn_model_tensor *t, const float *src, const f
     }
     int64_t first, count;
     if (t->shape[1] == f->shape[1]) { /* rows: q/k/v, gate/up (+ their biases) */
-        split(f->shape[0], P, k, &first, &count);
+        dist_split(f->shape[0], P, k, &first, &count);
         if (count != t->shape[0]) goto bad;
         memcpy(dst, src + first * f->shape[1], (size_t)t->numel * sizeof *dst);
         return FFN_OK;
     }
     if (t->shape[0] == f->shape[0]) { /* columns: o_proj, down_proj */
-        split(f->shape[1], P, k, &first, &count);
+        dist_split(f->shape[1], P, k, &first, &count);
         if (count != t->shape[1]) goto bad;
         for (int64_t r = 0; r < t->shape[0]; r++)
             memcpy(dst + r * count, src + r * f->shape[1] + first, (size_t)count * sizeof *dst);
@@ -148,10 +142,10 @@ static void unslice_one(const ffn_model_tensor *t, const float *src, const ffn_m
     if (t->shape[0] == f->shape[0] && t->shape[1] == f->shape[1]) {
         if (k == 0) memcpy(dst, src, (size_t)t->numel * sizeof *dst);
     } else if (t->shape[1] == f->shape[1]) {
-        split(f->shape[0], P, k, &first, &count);
+        dist_split(f->shape[0], P, k, &first, &count);
         memcpy(dst + first * f->shape[1], src, (size_t)t->numel * sizeof *dst);
     } else {
-        split(f->shape[1], P, k, &first, &count);
+        dist_split(f->shape[1], P, k, &first, &count);
         for (int64_t r = 0; r < t->shape[0]; r++)
             memcpy(dst + r * f->shape[1] + first, src + r * count, (size_t)count * sizeof *dst);
     }
