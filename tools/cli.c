@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HELP_WIDTH 80 /* no --help line is wider */
@@ -589,4 +590,10 @@ void cli_help(const cli_spec *s, FILE *f) {
     fprintf(f, "  -h, --help%*s", HELP_COL - 12, "");
     wrap(f, "print this help and exit", HELP_COL, HELP_COL);
     if (s->epilog) fprintf(f, "\n%s", s->epilog);
+}
+
+double cli_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -219,6 +219,8 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int64_t voca
 
 /* 1 when stderr is a terminal (progress lines are drawn only then). */
 int cli_progress_tty(void);
+/* Seconds of the monotonic clock (for timings; only differences mean anything). */
+double cli_seconds(void);
 
 /* The thread rule of every command: --threads 0 = FFN_NUM_THREADS when
  * set, else every core; a count above the cores of this machine runs (the

@@ -33,12 +33,6 @@ static int has_flag(int argc, char **argv, const char *flag) {
 /* Written by the MoE work; weak so that this file links before it lands. */
 extern int cmd_bench_moe(int argc, char **argv) __attribute__((weak));
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -144,11 +138,11 @@ static int bench_layer(int argc, char **argv) {
     if ((st = ffn_layer_set_weights(layer, &p))) return cli_fail(cmd, st);
 
     /* warm up, then pick the repeat count from the first run's time */
-    double t0 = now_s();
+    double t0 = cli_seconds();
     if ((st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes))) return cli_fail(cmd, st);
     if ((st = ffn_layer_backward(layer, dx, &g, dy, x, N, saved, ws, ws_bytes)))
         return cli_fail(cmd, st);
-    double t_both = now_s() - t0;
+    double t_both = cli_seconds() - t0;
     if (!repeats) {
         repeats = t_both > 0 ? (int64_t)ceil(0.5 / t_both) : 50;
         if (repeats < 3) repeats = 3;
@@ -156,16 +150,16 @@ static int bench_layer(int argc, char **argv) {
     }
     double *tf = malloc((size_t)repeats * sizeof *tf), *tb = malloc((size_t)repeats * sizeof *tb);
     for (int64_t r = 0; r < repeats; r++) {
-        t0 = now_s();
+        t0 = cli_seconds();
         st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes);
-        tf[r] = now_s() - t0;
+        tf[r] = cli_seconds() - t0;
         if (st) return cli_fail(cmd, st);
     }
     for (int64_t r = 0; r < repeats; r++) {
-        t0 = now_s();
+        t0 = cli_seconds();
         st = ffn_layer_forward(layer, y, x, N, saved, ws, ws_bytes);
         if (!st) st = ffn_layer_backward(layer, dx, &g, dy, x, N, saved, ws, ws_bytes);
-        tb[r] = now_s() - t0;
+        tb[r] = cli_seconds() - t0;
         if (st) return cli_fail(cmd, st);
     }
     timing fwd = summarize(tf, (int)repeats), both = summarize(tb, (int)repeats);
@@ -312,14 +306,14 @@ static double best_of_5(int nt, float (*work)(int t, const void *arg), const voi
     double best = 0;
     volatile float sink = 0;
     for (int rep = 0; rep < 5; rep++) {
-        double t0 = now_s();
+        double t0 = cli_seconds();
 #pragma omp parallel num_threads(nt)
         {
             float r = work(thread_num(), arg);
 #pragma omp atomic
             sink += r;
         }
-        double rate = units / (now_s() - t0);
+        double rate = units / (cli_seconds() - t0);
         if (rate > best) best = rate;
     }
     (void)sink;
@@ -568,9 +562,9 @@ static int bench_qgemm(int argc, char **argv) {
     }
     for (size_t k = 1; k < copies; k++) memcpy(w + k * stride, w, wbytes);
     for (int64_t i = 0; i < N * C; i++) x[i] = 2.0f * ffn_rng_float(&rng) - 1.0f;
-    double t0 = now_s();
+    double t0 = cli_seconds();
     if (!st) st = ffn_ggml_matmul(ctx, type, R, C, w, x, N, y);
-    double t_one = now_s() - t0;
+    double t_one = cli_seconds() - t0;
     if (st) {
         free(w); free(row); free(x); free(y);
         ffn_ctx_free(ctx);
@@ -584,9 +578,9 @@ static int bench_qgemm(int argc, char **argv) {
     double *tv = malloc((size_t)repeats * sizeof *tv);
     for (int64_t r = 0; r < repeats && tv && !st; r++) {
         const uint8_t *wk = w + (size_t)(r + 1) % copies * stride;
-        t0 = now_s();
+        t0 = cli_seconds();
         st = ffn_ggml_matmul(ctx, type, R, C, wk, x, N, y);
-        tv[r] = now_s() - t0;
+        tv[r] = cli_seconds() - t0;
     }
     if (!tv || st) {
         free(w); free(row); free(x); free(y); free(tv);
@@ -602,14 +596,14 @@ static int bench_qgemm(int argc, char **argv) {
         const float *wk = (const float *)(w + (size_t)(r + 1) % copies * stride);
         const slices sl = {wk, per_thread, lanes};
         volatile float sink = 0;
-        t0 = now_s();
+        t0 = cli_seconds();
 #pragma omp parallel num_threads(nt)
         {
             float v = bandwidth_work(thread_num(), &sl);
 #pragma omp atomic
             sink += v;
         }
-        double rate = (double)(per_thread * (size_t)nt * sizeof(float)) / (now_s() - t0) * 1e-9;
+        double rate = (double)(per_thread * (size_t)nt * sizeof(float)) / (cli_seconds() - t0) * 1e-9;
         if (rate > bw) bw = rate;
         (void)sink;
     }

@@ -11,13 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -34,11 +27,7 @@ static int start(const char *cmd, const ffn_dist_layout *lay, int64_t threads, f
                  ffn_ctx **ctx) {
     ffn_status st = ffn_dist_init(NULL, NULL, lay, d);
     if (st != FFN_OK) return cli_fail(cmd, st);
-    if (threads == 0) {
-        const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-        long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
-        threads = local > 0 && cores / local >= 1 ? cores / local : 1;
-    }
+    if (threads == 0) threads = ffn_dist_local_threads();
     if (cli_make_ctx(cmd, threads, ctx)) {
         ffn_dist_free(*d);
         return CLI_EXIT_FAIL;
@@ -124,17 +113,17 @@ int bench_layer_tp(int argc, char **argv) {
         double *tb = malloc((size_t)R * sizeof *tb), *tbc = malloc((size_t)R * sizeof *tbc);
         for (int64_t k = -1; k < R && st == FFN_OK; k++) { /* k = -1: warm-up */
             ffn_dist_barrier(d);
-            double t0 = now_s();
+            double t0 = cli_seconds();
             st = ffn_layer_forward(loc, y, x, N, sv, ws, wsb);
-            double t1 = now_s();
+            double t1 = cli_seconds();
             if (st == FFN_OK) st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, y, N * D);
-            double t2 = now_s();
+            double t2 = cli_seconds();
             ffn_dist_barrier(d);
-            double t3 = now_s();
+            double t3 = cli_seconds();
             if (st == FFN_OK) st = ffn_layer_backward(loc, dx, &gp, y, x, N, sv, ws, wsb);
-            double t4 = now_s();
+            double t4 = cli_seconds();
             if (st == FFN_OK) st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, dx, N * D);
-            double t5 = now_s();
+            double t5 = cli_seconds();
             if (k >= 0) {
                 tf[k] = t2 - t0, tfc[k] = t2 - t1, tb[k] = (t2 - t0) + (t5 - t3);
                 tbc[k] = (t2 - t1) + (t5 - t4);
@@ -241,13 +230,13 @@ int bench_moe_ep(int argc, char **argv) {
         for (int64_t k = -1; k < repeats && st == FFN_OK; k++) {
             ffn_moe_outputs o = {.y = y};
             ffn_dist_barrier(d);
-            double t0 = now_s();
+            double t0 = cli_seconds();
             st = ffn_moe_forward(m, &o, x, N, sv, ws, wsb);
             ffn_dist_barrier(d);
-            double t1 = now_s();
+            double t1 = cli_seconds();
             if (st == FFN_OK) st = ffn_moe_backward(m, dx, &gp, y, x, N, sv, ws, wsb);
             ffn_dist_barrier(d);
-            double t2 = now_s();
+            double t2 = cli_seconds();
             if (k >= 0) tf[k] = t1 - t0, tb[k] = t2 - t0;
         }
         int64_t sf = 0, sb = 0;

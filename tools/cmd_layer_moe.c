@@ -408,12 +408,6 @@ out:
 
 #define CMD "bench moe"
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -553,17 +547,17 @@ int cmd_bench_moe(int argc, char **argv) {
         const float *x = xs + nd * (size_t)(r + 1);
         double t[5];
         ffn_moe_outputs o = {.y = y, .tokens_per_expert = tpe};
-        t[0] = now_s();
+        t[0] = cli_seconds();
         st = ffn_moe_forward(moe, &o, x, N, NULL, ws, wsb);
-        t[1] = now_s();
+        t[1] = cli_seconds();
         if (!st) st = ffn_layer_forward(dense, y, x, N, NULL, dws, dwsb);
-        t[2] = now_s();
+        t[2] = cli_seconds();
         if (!st) st = ffn_moe_forward(moe, &o, x, N, saved, ws, wsb);
         if (!st) st = ffn_moe_backward(moe, dx, &gp, dy, x, N, saved, ws, wsb);
-        t[3] = now_s();
+        t[3] = cli_seconds();
         if (!st) st = ffn_layer_forward(dense, y, x, N, dsaved, dws, dwsb);
         if (!st) st = ffn_layer_backward(dense, dx, &dgp, dy, x, N, dsaved, dws, dwsb);
-        t[4] = now_s();
+        t[4] = cli_seconds();
         if (!st && r >= 0) {
             for (int64_t e = 0; e < E; e++) experts_run += tpe[e] > 0;
             tf[r] = t[1] - t[0];

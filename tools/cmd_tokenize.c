@@ -8,12 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* A JSON string of n bytes: escapes, and U+FFFD for a byte that is not
  * UTF-8 (JSON holds text only; --ids-only and the plain output keep the
  * bytes as they are). */
@@ -145,9 +139,9 @@ int cmd_tokenize(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     int64_t k = 0;
-    double t0 = now_seconds();
+    double t0 = cli_seconds();
     ffn_status st = ffn_vocab_encode(v, src, n, !no_specials, &ids, &k);
-    double dt = now_seconds() - t0;
+    double dt = cli_seconds() - t0;
     if (st) {
         free(buf);
         ffn_vocab_free(v);
