@@ -143,16 +143,16 @@ const char *ffn_sniff_name(ffn_sniff s) {
 const char *ffn_sniff_advice(ffn_sniff s) {
     switch (s) {
     case FFN_SNIFF_GGUF:
-        return "ffn does not read GGUF yet: convert it, or pass a llama2.c .bin or a Hugging "
-               "Face directory";
+        return "a GGUF model (its vocabulary with it) goes where a MODEL is asked for: ffn run, "
+               "inspect, params, eval, quantize";
     case FFN_SNIFF_SAFETENSORS:
         return "for a model, pass the Hugging Face directory that holds it and its config.json";
     case FFN_SNIFF_ZIP:
     case FFN_SNIFF_PICKLE:
         return "ffn reads safetensors, not PyTorch pickles: convert it to model.safetensors";
     case FFN_SNIFF_JSON:
-        return "a Hugging Face tokenizer.json or config.json is not read here: pass a llama2.c "
-               "tokenizer.bin or ffn's tokenizer.txt for a vocabulary, a directory for a model";
+        return "a Hugging Face tokenizer.json goes to --tokenizer; a config.json is read from its "
+               "model's directory, given as the MODEL";
     case FFN_SNIFF_FFN_TOKENIZER:
     case FFN_SNIFF_LLAMA2C_TOKENIZER:
         return "a vocabulary goes to --tokenizer";

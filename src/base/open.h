@@ -56,8 +56,8 @@ int ffn_sniff_is_magic(ffn_sniff s);
 /* "a GGUF file", "a safetensors file", ..., NULL for FFN_SNIFF_UNKNOWN. */
 const char *ffn_sniff_name(ffn_sniff s);
 /* What to do instead, for a file of kind s given where something else was
- * expected, e.g. for GGUF "ffn does not read GGUF yet: convert it to a
- * Hugging Face directory (safetensors) or a llama2.c .bin". */
+ * expected, e.g. for GGUF given as layer weights "a GGUF model (its
+ * vocabulary with it) goes where a MODEL is asked for: ...". */
 const char *ffn_sniff_advice(ffn_sniff s);
 
 #endif /* FFN_OPEN_H */

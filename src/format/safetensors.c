@@ -287,8 +287,7 @@ static ffn_status validate(ffn_st_file *f) {
     if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_SAFETENSORS)
         return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a safetensors file%s%s", path,
                          ffn_sniff_name(kind), kind == FFN_SNIFF_GGUF ? "; " : "",
-                         kind == FFN_SNIFF_GGUF ? "ffn does not read GGUF yet: convert it to "
-                                                  "safetensors" : "");
+                         kind == FFN_SNIFF_GGUF ? ffn_sniff_advice(kind) : "");
     uint64_t header_len;
     memcpy(&header_len, f->base, 8);
     if (header_len == 0)

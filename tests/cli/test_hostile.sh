@@ -194,7 +194,7 @@ expect_fail "llama2.c checkpoint as layer --weights" "tiny.bin is a llama2.c che
     "$FFN" layer --config "$T/layer.json" --weights "$T/tiny.bin" --input "$T/in.safetensors" --output "$T/o.safetensors"
 expect_fail "llama2.c checkpoint as params config" "tiny.bin is a llama2.c checkpoint, not a JSON file" 10 -- \
     "$FFN" params "$T/tiny.bin"
-expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetensors file; ffn does not read GGUF yet" 10 -- \
+expect_fail "GGUF as layer --weights" "model.gguf is a GGUF file, not a safetensors file; a GGUF model (its vocabulary with it) goes where a MODEL is asked for" 10 -- \
     "$FFN" layer --config "$T/layer.json" --weights "$T/model.gguf" --input "$T/in.safetensors" --output "$T/o.safetensors"
 mkdir -p "$T/alone" && cp "$T/tiny.bin" "$T/alone/"   # no tokenizer.bin beside it
 "$FFN" export "$T/alone/tiny.bin" --out "$T/hf_tokjson" >/dev/null 2>&1 && cp "$T/tokenizer.json" "$T/hf_tokjson/"
