@@ -79,6 +79,10 @@ PY
         then ok "run --tp $p (stories260K): 64 greedy ids identical, logits within 1e-5"
         else bad "run --tp $p differs from one process"; fi
     done
+    # without --threads each rank takes the host's cores divided by the ranks on it
+    want=$(( $(nproc) / 2 )); ((want >= 1)) || want=1
+    got=$(timeout 60 "${MPIRUN[@]}" -np 2 "$FFN" run "$M260" --tp 2 --ids "1" --steps 2 --info 2>&1 >/dev/null | grep -c "rank [01] of 2 (--tp 2), $want thread(s)")
+    [[ "$got" == 2 ]] && ok "run --tp 2 without --threads: $want thread(s) a rank ($(nproc) cores, 2 ranks)" || bad "run --tp 2 threads: $got ranks report $want thread(s)"
     expect_tp=$(timeout 60 "${MPIRUN[@]}" -np 3 "$FFN" run "$M260" --tp 3 --ids "1" --steps 2 --threads 1 2>&1 >/dev/null)
     grep -q -- "--tp 3 does not divide the 8 attention heads" <<<"$expect_tp" && ok "run --tp 3 on 8 heads: refused, naming both" || bad "run --tp 3: $expect_tp"
 else bad "$M260 missing (FFN_SHARED)"; fi
