@@ -131,7 +131,19 @@ static const char epilog[] =
 "  ffn train --steps 2000 --stop-at 1000 --out run2 && ffn train --resume run2\n"
 "  ffn train --init stories260K.bin --init-tokenizer tok512.bin --data my.txt \\\n"
 "            --train-only ffn --seq-len 256 --steps 200 --out tuned\n"
-"  ffn generate run1 --prompt 'Mary gave'\n";
+"  ffn generate run1 --prompt 'Mary gave'\n"
+"\n"
+"several processes (mpirun -np T*D; include/ffn/dist.h, README):\n"
+"  World rank r is tensor-parallel rank r % T of TP group r / T and\n"
+"  data-parallel rank q = r / T.  With --ep E (E divides D; --ep alone means\n"
+"  --dp E) q is expert rank q % E of EP group q / E: each rank runs its share\n"
+"  of every MoE layer's experts on the rows of its EP group, and the ranks\n"
+"  of the same expert rank (and tp rank) form the replica group that sums\n"
+"  those experts' gradients; everything else is summed over the DP group.\n"
+"  The groups are MPI_Comm_split's of the world by those colours.  --tp does\n"
+"  not split MoE layers (their experts spread with --ep), so --tp with\n"
+"  --num-experts is refused.  Checkpoints are whole: resume under any layout.\n"
+"  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
 static const char *const mlp_names[] = {"none", "dense", "gated", "moe", NULL};
@@ -153,7 +165,7 @@ typedef struct cli_state {
     int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
     int64_t tp, dp, ep;
-    int batch_given;
+    int batch_given, dp_given;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
 } cli_state;
@@ -279,6 +291,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
         CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
+        CLI_OPT_EP(&c->ep),
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -289,6 +302,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         if (!strcmp(table[k].name, "--num-experts")) table[k].seen = &c->experts_given;
         if (!strcmp(table[k].name, "--corpus")) table[k].seen = &c->corpus_given;
         if (!strcmp(table[k].name, "--batch-size")) table[k].seen = &c->batch_given;
+        if (!strcmp(table[k].name, "--dp")) table[k].seen = &c->dp_given;
         for (size_t j = 0; j < N_MODEL_FLAGS; j++)
             if (!strcmp(table[k].name, model_flags[j]) && !table[k].seen)
                 table[k].seen = &c->model_flag_given[j];
@@ -388,7 +402,8 @@ int cmd_train(int argc, char **argv) {
      * --dp, each rank takes its share of it. */
     ffn_dist *dist = NULL;
     ffn_train_dist hooks;
-    if (c.dp > 1 || ffn_dist_launched()) {
+    if (c.ep > 1 && !c.dp_given) c.dp = c.ep; /* experts spread inside the data-parallel group */
+    if (c.dp > 1 || c.ep > 1 || ffn_dist_launched()) {
         ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
         if (st != FFN_OK) return cli_fail(CMD, st);
@@ -470,7 +485,7 @@ int cmd_train(int argc, char **argv) {
         rc = cli_fail(CMD, st);
     }
     ffn_train_result_free(&res);
+    ffn_dist_free(dist); /* first: the expert-parallel runners live in ctx */
     ffn_ctx_free(ctx);
-    ffn_dist_free(dist);
     return rc;
 }

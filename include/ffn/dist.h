@@ -76,8 +76,16 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
  * least 1. */
 int ffn_dist_local_threads(void);
 
-/* Free the groups and finalise MPI (NULL is a no-op). */
+/* Free the groups (and the expert-parallel models' runners: call it
+ * before freeing the context the models were made in) and finalise MPI
+ * (NULL is a no-op). */
 void ffn_dist_free(ffn_dist *d);
+
+/* The trainer's gradient sum (ffn_dist_reduce_grads) goes in buckets of
+ * this many floats (default FFN_DIST_BUCKET_FLOATS; <= 0: the default).
+ * Every rank must set the same value. */
+#define FFN_DIST_BUCKET_FLOATS ((int64_t)1 << 20) /* 4 MiB of fp32 */
+void ffn_dist_set_bucket(ffn_dist *d, int64_t floats);
 
 int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g);
 int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);
@@ -100,10 +108,12 @@ ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st);
 ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes, size_t n);
 
 /* Fill the trainer's hooks (include/ffn/train.h) for this rank: dp rank
- * and size, the fixed-order gradient sum over the dp group, the writer
- * (world rank 0), the agreement, the same-bytes check; with tp > 1 also the
- * tensor-parallel model (made in ctx) and its slicing, gathering, gradient
- * sync and norm.  `t` stays valid while d lives. */
+ * and size, the fixed-order gradient sum over the dp group (in buckets,
+ * ffn_dist_reduce_grads), the writer (world rank 0), the agreement, the
+ * same-bytes check; with tp > 1 also the tensor-parallel model (made in
+ * ctx) and its slicing, gathering, gradient sync and norm; with ep > 1
+ * (tp 1) the expert-parallel model, its consolidation and norm.  `t` stays
+ * valid while d lives. */
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t);
 
 /* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
@@ -209,6 +219,35 @@ void ffn_dist_ep_moe_set_expert_grads(ffn_dist_ep_moe *l, const ffn_layer_params
 /* Bytes this rank sent to other ranks in the last forward and backward
  * (rows and counts). */
 void ffn_dist_ep_moe_bytes_sent(const ffn_dist_ep_moe *l, int64_t *forward, int64_t *backward);
+
+/* ---- the expert-parallel model (ffn train --ep) --------------------------------
+ * A rank's model has the whole config and the whole flat blocks; each MoE
+ * layer routes its own tokens (router, capacity, shared experts, losses:
+ * as one process on this rank's tokens) and hands the kept rows to an
+ * expert-parallel layer as above, which runs the EP group's rank k's
+ * experts (the uneven split of E over --ep) on every rank's rows.  The
+ * other ranks' expert tensors are kept but neither computed nor used here:
+ * their gradients stay zero, and a checkpoint takes each expert from its
+ * owner (ffn_dist_ep_gather_flat).  The gradient sum: replicated tensors
+ * over the data-parallel group, an expert's over the expert-replica group
+ * (the ranks holding it), in buckets of fixed size in the tensor table's
+ * order, so the result is independent of timing. */
+/* Errors for a layout this config cannot take: --ep > 1 without MoE
+ * layers, --ep larger than the experts; each names both numbers. */
+ffn_status ffn_dist_ep_model_check(ffn_dist *d, const ffn_model_config *cfg);
+/* The rank's model with `full`'s weights (its runners live until
+ * ffn_dist_free). */
+ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
+                                    const ffn_model_options *opt, ffn_model **out);
+/* Collective: the gradient sum described above, in buckets of `bucket`
+ * floats (a plain or tensor-parallel model: every tensor over dp). */
+ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *model, float *grads, int64_t bucket);
+/* Collective over the EP group: the whole model's squared gradient norm. */
+ffn_status ffn_dist_ep_grad_sq(ffn_dist *d, const ffn_model *model, const float *grads, double *sq);
+/* Collective over the EP group: an array laid out like the parameters,
+ * consolidated (each expert from its owner, the rest from ep rank 0). */
+ffn_status ffn_dist_ep_gather_flat(ffn_dist *d, const ffn_model *model, const float *src,
+                                   float *dst);
 
 #ifdef __cplusplus
 }

@@ -226,6 +226,11 @@ typedef struct ffn_train_dist {
     ffn_status (*grad_sq)(void *user, const ffn_model *rank_model, const ffn_model *full,
                           const float *grads, double *sq);
     void *user;
+    /* Sum the (rank) model's gradient block over the ranks that share each
+     * tensor, in a fixed order (may be NULL: allreduce_f32 of the whole
+     * block).  Expert parallelism: an expert's gradient is summed over the
+     * ranks holding that expert only. */
+    ffn_status (*reduce_grads)(void *user, ffn_model *model, float *grads, int64_t n);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

@@ -19,7 +19,22 @@ struct ffn_dist {
     void *scratch;    /* the reductions' receive buffer */
     size_t scratch_bytes;
     ffn_train_dist train;
+    ffn_dist_ep_moe **ep_layers; /* the expert-parallel models' runners (ep_model.c) */
+    int64_t n_ep_layers;
+    int64_t bucket;   /* floats per gradient bucket (ffn_dist_set_bucket) */
 };
+
+ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
+    ffn_dist_ep_moe **p = realloc(d->ep_layers, (size_t)(d->n_ep_layers + 1) * sizeof *p);
+    if (!p) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    d->ep_layers = p;
+    d->ep_layers[d->n_ep_layers++] = l;
+    return FFN_OK;
+}
+
+void ffn_dist_set_bucket(ffn_dist *d, int64_t floats) {
+    if (d) d->bucket = floats > 0 ? floats : FFN_DIST_BUCKET_FLOATS;
+}
 
 int ffn_dist_launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
@@ -91,6 +106,7 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     ffn_dist *d = calloc(1, sizeof *d);
     if (!d) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
     for (int g = 0; g < 5; g++) d->comm[g] = MPI_COMM_NULL;
+    d->bucket = FFN_DIST_BUCKET_FLOATS;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -142,6 +158,8 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
 
 void ffn_dist_free(ffn_dist *d) {
     if (!d) return;
+    for (int64_t i = 0; i < d->n_ep_layers; i++) ffn_dist_ep_moe_free(d->ep_layers[i]);
+    free(d->ep_layers);
     for (int g = 0; g < 5; g++)
         if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
     free(d->scratch);
@@ -258,29 +276,49 @@ static ffn_status hook_same(void *u, const char *what, const void *b, size_t n) 
     return ffn_dist_check_same(u, what, b, n);
 }
 
+/* The rank's model: tensor-parallel (tp > 1; MoE refused there), or
+ * expert-parallel (ep > 1: the whole layout, experts run by their owners). */
+static int ep_layout(const ffn_dist *d) { return d->gsize[FFN_DIST_TP] == 1 && d->ep > 1; }
 static ffn_status hook_shard(void *u, ffn_model *full, const ffn_model_options *opt,
                              ffn_model **out) {
     ffn_dist *d = u;
-    return ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
+    ffn_status st = ffn_dist_ep_model_check(d, ffn_model_get_config(full));
+    if (st != FFN_OK) return st;
+    return ep_layout(d) ? ffn_dist_ep_model_create(d, d->ctx, full, opt, out)
+                        : ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
 }
 static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
                              float *dst) {
+    if (ep_layout(u)) {
+        memcpy(dst, src, (size_t)ffn_model_num_params(r) * sizeof *dst);
+        return FFN_OK;
+    }
     return ffn_dist_tp_slice_flat(u, full, src, r, dst);
 }
 static ffn_status hook_gather(void *u, const ffn_model *r, const float *src, const ffn_model *full,
                               float *dst) {
-    return ffn_dist_tp_gather_flat(u, r, src, full, dst);
+    return ep_layout(u) ? ffn_dist_ep_gather_flat(u, r, src, dst)
+                        : ffn_dist_tp_gather_flat(u, r, src, full, dst);
 }
-static ffn_status hook_sync(void *u, ffn_model *r) { return ffn_dist_tp_model_sync_grads(u, r); }
+static ffn_status hook_sync(void *u, ffn_model *r) {
+    return ep_layout(u) ? FFN_OK : ffn_dist_tp_model_sync_grads(u, r);
+}
 static ffn_status hook_sq(void *u, const ffn_model *r, const ffn_model *full, const float *g,
                           double *sq) {
-    return ffn_dist_tp_grad_sq(u, r, full, g, sq);
+    return ep_layout(u) ? ffn_dist_ep_grad_sq(u, r, g, sq) : ffn_dist_tp_grad_sq(u, r, full, g, sq);
+}
+static ffn_status hook_reduce(void *u, ffn_model *m, float *g, int64_t n) {
+    ffn_dist *d = u;
+    if (n != ffn_model_num_params(m))
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "gradient reduction: %lld values for a model of "
+                             "%lld parameters", (long long)n, (long long)ffn_model_num_params(m));
+    return ffn_dist_reduce_grads(d, m, g, d->bucket);
 }
 
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     memset(t, 0, sizeof *t);
     d->ctx = ctx;
-    if (d->gsize[FFN_DIST_TP] > 1) {
+    if (d->gsize[FFN_DIST_TP] > 1 || d->ep > 1) {
         t->shard = hook_shard;
         t->slice_flat = hook_slice;
         t->gather_flat = hook_gather;
@@ -294,5 +332,6 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     t->allreduce_f64 = hook_f64;
     t->agree = hook_agree;
     t->check_same = hook_same;
+    t->reduce_grads = hook_reduce;
     t->user = d;
 }

@@ -776,7 +776,9 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         int64_t n;
         float *g = ffn_model_grads(t->model, &n);
         double l[2] = {ce, total};
-        ffn_status st = t->o.dist->allreduce_f32(t->o.dist->user, g, n);
+        ffn_status st = t->o.dist->reduce_grads
+                            ? t->o.dist->reduce_grads(t->o.dist->user, t->model, g, n)
+                            : t->o.dist->allreduce_f32(t->o.dist->user, g, n);
         if (st == FFN_OK && t->o.dist->sync_grads) st = t->o.dist->sync_grads(t->o.dist->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
