@@ -140,9 +140,9 @@ static const char epilog[] =
 "  of every MoE layer's experts on the rows of its EP group, and the ranks\n"
 "  of the same expert rank (and tp rank) form the replica group that sums\n"
 "  those experts' gradients; everything else is summed over the DP group.\n"
-"  The groups are MPI_Comm_split's of the world by those colours.  --tp does\n"
-"  not split MoE layers (their experts spread with --ep), so --tp with\n"
-"  --num-experts is refused.  Checkpoints are whole: resume under any layout.\n"
+"  The groups are MPI_Comm_split's of the world by those colours.  --tp\n"
+"  splits every expert's units over the TP group (Megatron style); --tp and\n"
+"  --ep together are refused.  Checkpoints are whole: resume under any layout.\n"
 "  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };

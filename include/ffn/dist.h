@@ -157,8 +157,14 @@ ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
  * whole logits).  The o_proj and down_proj biases, added after the sum,
  * live on tp rank 0 (zero elsewhere).  The model's reducer sums the
  * attention and FFN outputs in forward and the norms' output gradients in
- * backward: two all-reduces of (N, D) each way per layer.  Not with MoE
- * layers (use --ep) nor with a q/k norm over the whole projection. */
+ * backward: two all-reduces of (N, D) each way per layer.  MoE layers are
+ * split the same way (Megatron style): every routed expert and the shared
+ * expert keep Fe/P (Fs/P) units, the router and the shared expert's gate
+ * are replicated, so every rank routes alike, and their gradients are
+ * summed over the group (ffn_dist_tp_model_sync_grads); the aux and z
+ * losses count on tp rank 0 only (the loss total of the other ranks is
+ * their cross-entropy).  Not together with --ep, nor with a q/k norm over
+ * the whole projection. */
 /* The rank's config from the full one; errors name --tp and the numbers. */
 ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                                     ffn_model_config *out);
@@ -177,7 +183,8 @@ ffn_status ffn_dist_tp_gather_flat(ffn_dist *d, const ffn_model *rank_model, con
 ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
                                const float *g, double *sq);
 /* After backward, before the optimizer: sum the per-head q/k norm weights'
- * gradients over the group (each rank has its heads' part) and zero the
+ * and the MoE routers' (and shared expert gates') gradients over the group
+ * (each rank has its heads' or its units' part) and zero the
  * rank-0-only biases' gradients elsewhere (so they stay zero). */
 ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *rank_model);
 /* Put the ranks' slices back together into `full` (its parameters, or with

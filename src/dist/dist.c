@@ -276,7 +276,7 @@ static ffn_status hook_same(void *u, const char *what, const void *b, size_t n) 
     return ffn_dist_check_same(u, what, b, n);
 }
 
-/* The rank's model: tensor-parallel (tp > 1; MoE refused there), or
+/* The rank's model: tensor-parallel (tp > 1; experts split by units), or
  * expert-parallel (ep > 1: the whole layout, experts run by their owners). */
 static int ep_layout(const ffn_dist *d) { return d->gsize[FFN_DIST_TP] == 1 && d->ep > 1; }
 static ffn_status hook_shard(void *u, ffn_model *full, const ffn_model_options *opt,

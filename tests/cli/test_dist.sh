@@ -10,7 +10,8 @@
 #     + combine with identity experts is the identity, bitwise:
 #     build/tests/dist_test_ep_moe;
 #   - the tensor-parallel model (attention heads and FFN units split, two
-#     all-reduces a layer each way) equals the whole model: logits, loss,
+#     all-reduces a layer each way; MoE experts split by units) equals the
+#     whole model: logits, loss,
 #     every gradient, the KV-cache path (build/tests/dist_test_tp_model), and
 #     `ffn run --tp 2 / 4` on stories260K gives the same 64 greedy tokens and
 #     logits within 1e-5;
@@ -20,7 +21,8 @@
 #     --dp 2, --ep 2 alone, --ep 2 --dp 4 whose expert-replica groups sum
 #     the experts' gradients) gives the losses of one process taking the
 #     same micro-batches (--grad-accum P) to 1e-6, and resumes under
-#     another layout (ep 2 -> dp 2, dp 2 -> ep 2) on the same path;
+#     another layout (ep 2 -> dp 2, dp 2 -> ep 2) on the same path; so do
+#     --tp 2 and --tp 2 --dp 2 on it (every expert split by units);
 #   - tensor-parallel training (--tp 2, and --tp 2 --dp 2) gives the loss
 #     of one process at every step (1e-6), and a --tp run's checkpoint is
 #     whole: it resumes under --dp or in one process;
@@ -31,7 +33,7 @@
 #     1e-4; a run stopped under one layout resumes under another (dp 2 ->
 #     1 process, 1 -> dp 4) and ends where the uninterrupted run ends;
 #   - failures: a layout without mpirun, -np that is not tp*dp, --tp that
-#     does not divide the heads or the KV heads, --tp with MoE layers, --ep
+#     does not divide the heads or the KV heads, --tp with --ep, --ep
 #     larger than the experts, --ep without MoE, --ep not dividing --dp, ranks with different seeds (starting weights) or one rank
 #     that cannot open its data: every rank stops with the message, non-zero;
 #     a rank killed with -9 ends the job (no hang) and the last checkpoint
@@ -141,13 +143,15 @@ timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --steps 10 --batch-size 4 -
 timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --ep 2 --dp 4 --steps 10 --batch-size 2 --eval-batches 2 "${M[@]}" --out ep2dp4 >/dev/null 2>"$tmp/em" || bad "ep 2 dp 4: $(tail -3 "$tmp/em")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --steps 10 --stop-at 5 --batch-size 4 --eval-batches 4 "${M[@]}" --out ep2s >/dev/null 2>"$tmp/em" || bad "ep 2 stop at 5: $(tail -3 "$tmp/em")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --resume ep2s --quiet >/dev/null 2>"$tmp/em" || bad "resume ep 2 -> dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --steps 10 --batch-size 4 --grad-accum 2 --eval-batches 8 "${M[@]}" --out moetp2 >/dev/null 2>"$tmp/em" || bad "moe tp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --tp 2 --dp 2 --steps 10 --batch-size 4 --eval-batches 4 "${M[@]}" --out moetp2dp2 >/dev/null 2>"$tmp/em" || bad "moe tp 2 dp 2: $(tail -3 "$tmp/em")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 10 --stop-at 5 --batch-size 4 --eval-batches 4 "${M[@]}" --out dp2s >/dev/null 2>"$tmp/em" || bad "dp 2 stop at 5: $(tail -3 "$tmp/em")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --resume dp2s --quiet >/dev/null 2>"$tmp/em" || bad "resume dp 2 -> ep 2: $(tail -3 "$tmp/em")"
-if /usr/bin/python3 - moe1 ep2dp2 ep2 ep2s dp2s moe1x4 ep2dp4 >"$tmp/cmp" 2>&1 <<'PY'
+if /usr/bin/python3 - moe1 ep2dp2 ep2 ep2s dp2s moetp2 moetp2dp2 moe1x4 ep2dp4 >"$tmp/cmp" 2>&1 <<'PY'
 import json, sys
 runs = [[json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:]]
 worst = 0.0
-for ref, others in ((runs[0], runs[1:5]), (runs[5], runs[6:])):
+for ref, others in ((runs[0], runs[1:7]), (runs[7], runs[8:])):
     assert len(ref) == 10
     for r in others:
         assert len(r) == len(ref)
@@ -158,7 +162,7 @@ for ref, others in ((runs[0], runs[1:5]), (runs[5], runs[6:])):
                     assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
 print("worst relative difference %.2e over 10 steps, loss and val_loss" % worst)
 PY
-then ok "moe (5 experts, top-2): ep 2 x dp 2, ep 2, ep 2 -> dp 2 resumed, dp 2 -> ep 2 resumed = one process (2 micro-batches); ep 2 x dp 4 = one process (4): $(cat "$tmp/cmp")"
+then ok "moe (5 experts, top-2): ep 2 x dp 2, ep 2, ep 2 -> dp 2 resumed, dp 2 -> ep 2 resumed, tp 2 (experts split by units), tp 2 x dp 2 = one process (2 micro-batches); ep 2 x dp 4 = one process (4): $(cat "$tmp/cmp")"
 else bad "ep losses: $(cat "$tmp/cmp")"; fi
 
 # ---- 200 steps, and resuming under another layout ----
@@ -201,21 +205,22 @@ expect 1 "needs 2 processes: start them with mpirun -np 2" "$FFN" train --dp 2 "
 [[ ! -e f1 ]] && ok "nothing written without mpirun" || bad "f1 written"
 expect nz "--dp 3 = 3 ranks, but mpirun started 2" "${MPIRUN[@]}" -np 2 "$FFN" train --dp 3 "${B[@]}" --out f2
 expect nz "--tp 3 does not divide the 4 attention heads" "${MPIRUN[@]}" -np 3 "$FFN" train --tp 3 "${B[@]}" --num-attention-heads 4 --out f3
-expect nz "MoE layers are spread over ranks by expert" "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 "${B[@]}" --num-experts 4 --out f3b
-# each of these: the message from every rank, nothing written
+# each of these: the message, nothing written.  Every rank fails with it,
+# but mpirun ends the job when the first one exits, so a slower rank may
+# be gone before it prints: at least one must have.
 expect_all() { # NP PATTERN OUT cmd...
     local np=$1 pat=$2 out=$3; shift 3
     local rc=0
     timeout 120 "${MPIRUN[@]}" -np "$np" "$@" --out "$out" >"$tmp/out" 2>"$tmp/err" || rc=$?
     local n; n=$(grep -cE -- "$pat" "$tmp/err")
-    if ((rc != 0 && rc != 124)) && ((n >= np)) && [[ ! -e "$out" ]]; then ok "($rc, $n ranks, nothing written) $pat"
+    if ((rc != 0 && rc != 124)) && ((n >= 1)) && [[ ! -e "$out" ]]; then ok "($rc, $n of $np ranks printed it, nothing written) $pat"
     else bad "-np $np $* : exit $rc, $n of $np ranks said '$pat', $(ls -d "$out" 2>/dev/null): $(head -c 400 "$tmp/err")"; fi
 }
 expect_all 2 "--ep 2 is larger than the 1 experts" g1 "$FFN" train --ep 2 "${B[@]}" --num-experts 1 --num-experts-per-tok 1
 expect_all 2 "--ep 2: the model has no MoE layers" g2 "$FFN" train --ep 2 "${B[@]}"
 expect_all 3 "--ep 2 does not divide --dp 3" g3 "$FFN" train --ep 2 --dp 3 "${B[@]}" --num-experts 4
 expect_all 2 "--tp 2 does not divide the 1 key/value heads" g4 "$FFN" train --tp 2 "${B[@]}" --num-attention-heads 4 --num-key-value-heads 1
-expect_all 4 "--tp 2: MoE layers are spread over ranks by expert" g5 "$FFN" train --tp 2 --dp 2 --ep 2 "${B[@]}" --num-experts 4
+expect_all 4 "--tp 2 with --ep 2: MoE layers are either split by units" g5 "$FFN" train --tp 2 --dp 2 --ep 2 "${B[@]}" --num-experts 4
 expect_all 2 "--tp 2 x --dp 2 = 4 ranks, but mpirun started 2" g6 "$FFN" train --tp 2 --dp 2 "${B[@]}"
 expect 1 "--ep 2 needs 2 processes|needs 2 processes" "$FFN" train --ep 2 "${B[@]}" --num-experts 4 --out g7
 [[ ! -e g7 ]] && ok "--ep without mpirun: nothing written" || bad "g7 written"
