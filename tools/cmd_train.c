@@ -165,6 +165,7 @@ typedef struct cli_state {
     int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
     int64_t tp, dp, ep;
+    double bucket_mb;
     int batch_given, dp_given;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
@@ -292,6 +293,10 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
         CLI_OPT_EP(&c->ep),
+        {CLI_FLOAT_FIELDS("--bucket-mb", &c->bucket_mb, "X", 0, 1 << 20,
+                          "several processes: the gradients are summed in buckets of X MiB, in "
+                          "the tensor table's order (0: one bucket per run of tensors), so the "
+                          "result does not depend on timing")},
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -362,7 +367,7 @@ static int is_checkpoint_dir(const char *dir) {
 int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
-    cli_state c = {.tp = 1, .dp = 1, .ep = 1};
+    cli_state c = {.tp = 1, .dp = 1, .ep = 1, .bucket_mb = 4};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -427,7 +432,10 @@ int cmd_train(int argc, char **argv) {
         ffn_dist_free(dist);
         return CLI_EXIT_FAIL;
     }
-    if (dist) ffn_dist_train_hooks(dist, ctx, &hooks);
+    if (dist) {
+        ffn_dist_train_hooks(dist, ctx, &hooks);
+        ffn_dist_set_bucket(dist, (int64_t)(c.bucket_mb * (1 << 20) / sizeof(float)));
+    }
     progress p = {.tty = cli_progress_tty(), .quiet = c.quiet, .last_val = NAN};
     int64_t end = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
     p.every = end >= 20 ? end / 10 : 1;
@@ -465,6 +473,12 @@ int cmd_train(int argc, char **argv) {
                 }
                 putchar('"');
             } else printf("null");
+            if (dist) { /* this rank's gradient sums: their share of the training time */
+                ffn_dist_grad_stats gs;
+                ffn_dist_get_grad_stats(dist, &gs);
+                printf(", \"grad_sum_s\": %.6f, \"grad_buckets_per_step\": %.1f", gs.seconds,
+                       gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0);
+            }
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {
             printf("step %lld: loss %.4f", (long long)res.steps_done, res.final_loss);
@@ -476,6 +490,12 @@ int cmd_train(int argc, char **argv) {
             printf(", %.0f tokens/s, %.1f s", res.tokens_per_s, res.seconds);
             if (res.checkpoint_dir) printf("; checkpoint in %s", res.checkpoint_dir);
             printf("\n");
+            ffn_dist_grad_stats gs;
+            ffn_dist_get_grad_stats(dist, &gs);
+            if (dist && !c.quiet && gs.calls)
+                fprintf(stderr, "%s: rank 0: gradient sums %.3f s of %.3f s (%.1f%%), %.1f buckets "
+                        "a step\n", CMD, gs.seconds, res.seconds, 100.0 * gs.seconds / res.seconds,
+                        (double)gs.buckets / (double)gs.calls);
         }
         if (st == FFN_ERR_INTERRUPTED) {
             cli_error(CMD, "%s", ffn_last_error());

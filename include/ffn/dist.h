@@ -85,7 +85,15 @@ void ffn_dist_free(ffn_dist *d);
  * this many floats (default FFN_DIST_BUCKET_FLOATS; <= 0: the default).
  * Every rank must set the same value. */
 #define FFN_DIST_BUCKET_FLOATS ((int64_t)1 << 20) /* 4 MiB of fp32 */
+/* floats 0: no cut (one bucket per run of tensors summed over one group) */
 void ffn_dist_set_bucket(ffn_dist *d, int64_t floats);
+/* What the gradient sums (ffn_dist_reduce_grads) cost this rank so far:
+ * calls, wall seconds inside them, buckets and floats summed. */
+typedef struct ffn_dist_grad_stats {
+    int64_t calls, buckets, floats;
+    double seconds;
+} ffn_dist_grad_stats;
+void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *stats);
 
 int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g);
 int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);

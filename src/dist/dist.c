@@ -22,7 +22,18 @@ struct ffn_dist {
     ffn_dist_ep_moe **ep_layers; /* the expert-parallel models' runners (ep_model.c) */
     int64_t n_ep_layers;
     int64_t bucket;   /* floats per gradient bucket (ffn_dist_set_bucket) */
+    ffn_dist_grad_stats grad_stats;
 };
+
+void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *s) {
+    if (s) *s = d ? d->grad_stats : (ffn_dist_grad_stats){0};
+}
+void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats) {
+    d->grad_stats.calls++;
+    d->grad_stats.seconds += seconds;
+    d->grad_stats.buckets += buckets;
+    d->grad_stats.floats += floats;
+}
 
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
     ffn_dist_ep_moe **p = realloc(d->ep_layers, (size_t)(d->n_ep_layers + 1) * sizeof *p);
@@ -33,7 +44,7 @@ ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
 }
 
 void ffn_dist_set_bucket(ffn_dist *d, int64_t floats) {
-    if (d) d->bucket = floats > 0 ? floats : FFN_DIST_BUCKET_FLOATS;
+    if (d) d->bucket = floats > 0 ? floats : floats == 0 ? INT64_MAX : FFN_DIST_BUCKET_FLOATS;
 }
 
 int ffn_dist_launched(void) {

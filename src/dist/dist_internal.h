@@ -31,6 +31,9 @@ ffn_layer_params *dist_ep_moe_grad_slots(ffn_dist_ep_moe *l);
 /* d keeps the model runners it made and frees them in ffn_dist_free. */
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
 
+/* One gradient sum's time, buckets and floats (ffn_dist_get_grad_stats). */
+void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats);
+
 /* An MPI return code as an ffn_status with MPI's message after `what`. */
 ffn_status dist_mpi_error(int rc, const char *what);
 

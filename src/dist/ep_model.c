@@ -122,7 +122,8 @@ ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *m, float *g, int6
     if (!d || !m || !g || bucket < 1)
         return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_grads: bad argument");
     const int64_t E = ffn_model_get_config(m)->num_experts, nt = ffn_model_num_tensors(m);
-    int64_t i = 0;
+    const double t0 = MPI_Wtime();
+    int64_t i = 0, buckets = 0, floats = 0;
     while (i < nt) {
         const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
         const int role = ep_role(d, t, E);
@@ -139,10 +140,12 @@ ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *m, float *g, int6
                 int64_t n = end - at < bucket ? end - at : bucket;
                 ffn_status st = ffn_dist_allreduce_f32(d, grp, g + at, n);
                 if (st != FFN_OK) return st;
+                buckets++, floats += n;
             }
         }
         i = j;
     }
+    dist_add_grad_stats(d, MPI_Wtime() - t0, buckets, floats);
     return FFN_OK;
 }
 

@@ -30,7 +30,9 @@
 #     process with batch P*B at every step (1e-6 relative) and the same
 #     held-out loss; two runs of the same layout are bitwise identical; a
 #     200-step --dp 2 run reaches one process's validation loss within
-#     1e-4; a run stopped under one layout resumes under another (dp 2 ->
+#     1e-4; the gradient sum cut into small buckets (--bucket-mb 0.01,
+#     dp 4) gives the same losses and twice the same bits; a run stopped
+#     under one layout resumes under another (dp 2 ->
 #     1 process, 1 -> dp 4) and ends where the uninterrupted run ends;
 #   - failures: a layout without mpirun, -np that is not tp*dp, --tp that
 #     does not divide the heads or the KV heads, --tp with --ep, --ep
@@ -105,9 +107,12 @@ A=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 -
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two >/dev/null 2>"$tmp/e2" || bad "dp 2: $(tail -3 "$tmp/e2")"
 timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 "${A[@]}" --out four >/dev/null 2>"$tmp/e4" || bad "dp 4: $(tail -3 "$tmp/e4")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two_again >/dev/null 2>&1 || bad "dp 2 again"
+# small buckets (the gradient sum cut into many pieces), twice
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 --bucket-mb 0.01 "${A[@]}" --out four_b --json >four_b.json 2>"$tmp/e4" || bad "dp 4 small buckets: $(tail -3 "$tmp/e4")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 --bucket-mb 0.01 "${A[@]}" --out four_b2 >/dev/null 2>&1 || bad "dp 4 small buckets again"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --steps 15 --batch-size 8 "${A[@]}" --out tp2 >/dev/null 2>"$tmp/et" || bad "tp 2: $(tail -3 "$tmp/et")"
 timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --tp 2 --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out tp2dp2 >/dev/null 2>"$tmp/et" || bad "tp 2 dp 2: $(tail -3 "$tmp/et")"
-if /usr/bin/python3 - one/metrics.jsonl two/metrics.jsonl four/metrics.jsonl tp2/metrics.jsonl tp2dp2/metrics.jsonl >"$tmp/cmp" 2>&1 <<'PY'
+if /usr/bin/python3 - one/metrics.jsonl two/metrics.jsonl four/metrics.jsonl tp2/metrics.jsonl tp2dp2/metrics.jsonl four_b/metrics.jsonl >"$tmp/cmp" 2>&1 <<'PY'
 import json, sys
 runs = [[json.loads(l) for l in open(p)] for p in sys.argv[1:]]
 ref = runs[0]
@@ -122,12 +127,16 @@ for r in runs[1:]:
                 assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
 print("worst relative difference %.2e over 15 steps, loss and val_loss" % worst)
 PY
-then ok "dp 2 (batch 4), dp 4 (batch 2), tp 2 (batch 8), tp 2 x dp 2 (batch 4) = one process (batch 8): $(cat "$tmp/cmp")"
+then ok "dp 2 (batch 4), dp 4 (batch 2; and in 10 KiB buckets), tp 2 (batch 8), tp 2 x dp 2 (batch 4) = one process (batch 8): $(cat "$tmp/cmp")"
 else bad "dp losses: $(cat "$tmp/cmp")"; fi
 if cmp -s two/model.safetensors two_again/model.safetensors &&
    cmp -s <(sed 's/"tokens_per_s": [0-9.e+]*,//' two/metrics.jsonl) <(sed 's/"tokens_per_s": [0-9.e+]*,//' two_again/metrics.jsonl); then
     ok "dp 2 twice: model.safetensors and the losses bitwise identical"
 else bad "dp 2 runs differ"; fi
+nb=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grad_buckets_per_step"])' four_b.json 2>/dev/null)
+if cmp -s four_b/model.safetensors four_b2/model.safetensors && [[ -n "$nb" ]] && /usr/bin/python3 -c "import sys; sys.exit(0 if float('$nb') > 3 else 1)"; then
+    ok "dp 4 in 10 KiB buckets ($nb buckets a step) twice: model.safetensors bitwise identical"
+else bad "dp 4 small buckets: runs differ or $nb buckets a step"; fi
 
 # ---- expert-parallel training equals one process ----
 # One process with --grad-accum P and batch B takes the P micro-batches the
