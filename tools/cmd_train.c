@@ -166,6 +166,7 @@ typedef struct cli_state {
     int64_t threads;
     int64_t tp, dp, ep;
     double bucket_mb;
+    int64_t zero;
     int batch_given, dp_given;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
@@ -297,6 +298,10 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                           "several processes: the gradients are summed in buckets of X MiB, in "
                           "the tensor table's order (0: one bucket per run of tensors), so the "
                           "result does not depend on timing")},
+        {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 1,
+                        "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
+                        "reduce-scattered, each rank updates its share, parameters all-gathered; "
+                        "checkpoints hold them whole); 0: every rank keeps all of them")},
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -362,6 +367,13 @@ static int is_checkpoint_dir(const char *dir) {
     if (stat(path, &st) == 0) return 1;
     snprintf(path, sizeof path, "%s.old/config.json", dir);
     return stat(path, &st) == 0;
+}
+
+/* AdamW's m and v on the busiest rank: all of them, or with ZeRO-1 the
+ * largest share of the data-parallel split (rank 0's). */
+static int64_t optimizer_bytes(const ffn_dist *d, int64_t n_params, int64_t zero) {
+    const int64_t P = zero ? ffn_dist_size(d, FFN_DIST_DP) : 1;
+    return 8 * ((n_params + P - 1) / P);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -435,6 +447,18 @@ int cmd_train(int argc, char **argv) {
     if (dist) {
         ffn_dist_train_hooks(dist, ctx, &hooks);
         ffn_dist_set_bucket(dist, (int64_t)(c.bucket_mb * (1 << 20) / sizeof(float)));
+        ffn_status zs = c.zero ? ffn_dist_train_hooks_zero1(dist, &hooks) : FFN_OK;
+        if (zs != FFN_OK) {
+            rc = cli_fail(CMD, zs);
+            ffn_dist_free(dist);
+            ffn_ctx_free(ctx);
+            return rc;
+        }
+    } else if (c.zero) {
+        cli_error(CMD, "--zero %lld shards the optimizer over --dp ranks: start them with mpirun "
+                  "-np D ... --dp D", (long long)c.zero);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_USAGE;
     }
     progress p = {.tty = cli_progress_tty(), .quiet = c.quiet, .last_val = NAN};
     int64_t end = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
@@ -478,6 +502,8 @@ int cmd_train(int argc, char **argv) {
                 ffn_dist_get_grad_stats(dist, &gs);
                 printf(", \"grad_sum_s\": %.6f, \"grad_buckets_per_step\": %.1f", gs.seconds,
                        gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0);
+                if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
+                                      (long long)optimizer_bytes(dist, res.n_params, c.zero));
             }
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {
@@ -493,9 +519,13 @@ int cmd_train(int argc, char **argv) {
             ffn_dist_grad_stats gs;
             ffn_dist_get_grad_stats(dist, &gs);
             if (dist && !c.quiet && gs.calls)
-                fprintf(stderr, "%s: rank 0: gradient sums %.3f s of %.3f s (%.1f%%), %.1f buckets "
+                fprintf(stderr, "ffn %s: rank 0: gradient sums %.3f s of %.3f s (%.1f%%), %.1f buckets "
                         "a step\n", CMD, gs.seconds, res.seconds, 100.0 * gs.seconds / res.seconds,
                         (double)gs.buckets / (double)gs.calls);
+            if (dist && !c.quiet && c.tp == 1)
+                fprintf(stderr, "ffn %s: optimizer state %lld bytes a rank (AdamW m and v, fp32%s)\n",
+                        CMD, (long long)optimizer_bytes(dist, res.n_params, c.zero),
+                        c.zero ? "; ZeRO-1: the largest share over the --dp ranks" : "");
         }
         if (st == FFN_ERR_INTERRUPTED) {
             cli_error(CMD, "%s", ffn_last_error());

@@ -101,6 +101,17 @@ int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);
 /* Sum buf (n elements) over the group, in place, in a fixed order. */
 ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
 ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, int64_t n);
+/* The two halves of the all-reduce above, alone.  reduce_scatter: the
+ * fixed-order sum lands complete on this rank for the range
+ * ffn_dist_owned_range gives (the rest of buf is left partial);
+ * all_gather: every rank's owned range copied to every rank. */
+ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
+ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
+/* The range [*first, *first + *count) of n values this rank owns in the
+ * two calls above (the uneven split of n over the group). */
+void ffn_dist_owned_range(const ffn_dist *d, ffn_dist_group g, int64_t n, int64_t *first,
+                          int64_t *count);
+
 /* Copy root's n bytes to every rank of the group. */
 ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root);
 ffn_status ffn_dist_barrier(ffn_dist *d);
@@ -123,6 +134,14 @@ ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes,
  * (tp 1) the expert-parallel model, its consolidation and norm.  `t` stays
  * valid while d lives. */
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t);
+/* Add ZeRO-1 to hooks filled by ffn_dist_train_hooks: AdamW's moments
+ * sharded over the data-parallel group (this rank keeps
+ * ffn_dist_owned_range's range of them), the gradients reduce-scattered
+ * in one fixed-order ring over the whole block (no buckets), the updated
+ * parameters all-gathered.  Plain data parallelism only: an error naming
+ * --tp or --ep otherwise.  The optimizer's bytes on this rank:
+ * 8 x the owned count. */
+ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t);
 
 /* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
  * gate and up split by rows (output units), down by columns, over the tp

@@ -200,10 +200,12 @@ static void *scratch(ffn_dist *d, size_t bytes) {
 }
 
 /* Ring all-reduce in a fixed order: P chunks; reduce-scatter (P-1 steps,
- * chunk c accumulates ranks c+1, c+2, ... in ring order), then all-gather
- * (P-1 steps of copies), so every rank ends with the same bits. */
+ * chunk c accumulates ranks c+1, c+2, ... in ring order, so rank r ends
+ * with chunk (r + 1) % P complete), then all-gather (P-1 steps of copies),
+ * so every rank ends with the same bits.  The two phases also serve alone
+ * (ZeRO-1: the gradients' reduce-scatter, the parameters' all-gather). */
 #define RING(NAME, T, MPI_T)                                                                  \
-    static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
+    __attribute__((unused)) static ffn_status NAME##_rs(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) { \
         if (P == 1 || n == 0) return FFN_OK;                                                  \
         int64_t base = n / P, extra = n % P;                                                  \
         _Static_assert(sizeof(T) <= 8, "element");                                            \
@@ -222,17 +224,47 @@ static void *scratch(ffn_dist *d, size_t bytes) {
             T *dst = buf + orr;                                                               \
             for (int64_t i = 0; i < nr; i++) dst[i] = recv[i] + dst[i];                       \
         }                                                                                     \
+        return FFN_OK;                                                                        \
+    }                                                                                         \
+    __attribute__((unused)) static ffn_status NAME##_ag(MPI_Comm comm, int r, int P, T *buf, int64_t n) {            \
+        if (P == 1 || n == 0) return FFN_OK;                                                  \
+        int64_t base = n / P, extra = n % P;                                                  \
+        int next = (r + 1) % P, prev = (r + P - 1) % P;                                       \
         for (int s = 0; s < P - 1; s++) {                                                     \
             int cs = ((r + 1 - s) % P + P) % P, cr = ((r - s) % P + P) % P;                   \
             int64_t os = cs * base + (cs < extra ? cs : extra), ns = base + (cs < extra);     \
             int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
+            if (ns > INT_MAX || nr > INT_MAX)                                                 \
+                return ffn_set_error(FFN_ERR_OVERFLOW, "all-gather chunk of %lld values", (long long)ns); \
             MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 8, buf + orr, (int)nr, MPI_T, prev, \
                                  8, comm, MPI_STATUS_IGNORE), "all-gather");                  \
         }                                                                                     \
         return FFN_OK;                                                                        \
+    }                                                                                         \
+    static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
+        ffn_status st = NAME##_rs(d, comm, r, P, buf, n);                                     \
+        return st != FFN_OK ? st : NAME##_ag(comm, r, P, buf, n);                             \
     }
 RING(ring_f32, float, MPI_FLOAT)
 RING(ring_f64, double, MPI_DOUBLE)
+
+void ffn_dist_owned_range(const ffn_dist *d, ffn_dist_group g, int64_t n, int64_t *first,
+                          int64_t *count) {
+    const int P = ffn_dist_size(d, g), r = ffn_dist_rank(d, g);
+    dist_split(n, P, (r + 1) % P, first, count); /* the chunk the reduce-scatter completes here */
+}
+
+ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_scatter_f32: bad argument");
+    return ring_f32_rs(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
+
+ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_all_gather_f32: bad argument");
+    return ring_f32_ag(d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
 
 ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
     if (!d || !group_ok(g) || (!buf && n) || n < 0)
@@ -324,6 +356,35 @@ static ffn_status hook_reduce(void *u, ffn_model *m, float *g, int64_t n) {
         return ffn_set_error(FFN_ERR_INVALID_ARG, "gradient reduction: %lld values for a model of "
                              "%lld parameters", (long long)n, (long long)ffn_model_num_params(m));
     return ffn_dist_reduce_grads(d, m, g, d->bucket);
+}
+
+static void hook_zero_range(void *u, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t first, count;
+    ffn_dist_owned_range(u, FFN_DIST_DP, n, &first, &count);
+    *lo = first, *hi = first + count;
+}
+static ffn_status hook_rs(void *u, float *buf, int64_t n) {
+    ffn_dist *d = u;
+    const double t0 = MPI_Wtime();
+    ffn_status st = ffn_dist_reduce_scatter_f32(d, FFN_DIST_DP, buf, n);
+    dist_add_grad_stats(d, MPI_Wtime() - t0, 1, n);
+    return st;
+}
+static ffn_status hook_ag(void *u, float *buf, int64_t n) {
+    return ffn_dist_all_gather_f32(u, FFN_DIST_DP, buf, n);
+}
+
+ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t) {
+    if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero1: NULL argument");
+    if (d->tp > 1 || d->ep > 1)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED,
+                             "--zero 1 with --tp %d --ep %d: the optimizer state is sharded over "
+                             "plain data-parallel ranks only in this build (use --dp alone)",
+                             d->tp, d->ep);
+    t->zero_range = hook_zero_range;
+    t->reduce_scatter = hook_rs;
+    t->all_gather = hook_ag;
+    return FFN_OK;
 }
 
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {

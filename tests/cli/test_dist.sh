@@ -17,6 +17,11 @@
 #     logits within 1e-5;
 #   - `ffn run --tp 2` without --threads gives each rank the host's cores
 #     divided by its ranks;
+#   - ZeRO-1 (--zero 1: AdamW's moments sharded over dp 2, 3, 4) gives the
+#     losses of one process (1e-6; at dp 2 plain dp's model bitwise), prints
+#     the optimizer bytes a rank (8 x ceil(params / dp)), and its
+#     checkpoint's moments are whole: dp 3 -> one process and one process ->
+#     dp 2 resume on the same path;
 #   - expert-parallel training of a MoE model (5 experts, top-2: --ep 2
 #     --dp 2, --ep 2 alone, --ep 2 --dp 4 whose expert-replica groups sum
 #     the experts' gradients) gives the losses of one process taking the
@@ -138,6 +143,37 @@ if cmp -s four_b/model.safetensors four_b2/model.safetensors && [[ -n "$nb" ]] &
     ok "dp 4 in 10 KiB buckets ($nb buckets a step) twice: model.safetensors bitwise identical"
 else bad "dp 4 small buckets: runs differ or $nb buckets a step"; fi
 
+# ---- ZeRO-1: the optimizer's moments sharded over the dp ranks ----
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 1 --steps 15 --batch-size 4 "${A[@]}" --out z2 --json >z2.json 2>"$tmp/ez" || bad "zero dp 2: $(tail -3 "$tmp/ez")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --zero 1 --steps 15 --batch-size 2 "${A[@]}" --out z4 --json >z4.json 2>"$tmp/ez" || bad "zero dp 4: $(tail -3 "$tmp/ez")"
+"$FFN" train --steps 15 --batch-size 6 "${A[@]}" --threads 1 --out one6 >/dev/null 2>&1 || bad "one process batch 6"
+timeout 300 "${MPIRUN[@]}" -np 3 "$FFN" train --dp 3 --zero 1 --steps 15 --stop-at 7 --batch-size 2 "${A[@]}" --out z3s >/dev/null 2>"$tmp/ez" || bad "zero dp 3 stop at 7: $(tail -3 "$tmp/ez")"
+"$FFN" train --resume z3s --threads 1 --quiet >/dev/null 2>"$tmp/ez" || bad "resume zero dp 3 -> one process: $(cat "$tmp/ez")"
+"$FFN" train --steps 15 --stop-at 7 --batch-size 8 "${A[@]}" --threads 1 --out z1s >/dev/null 2>&1 || bad "one process stop at 7"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 1 --resume z1s --quiet >/dev/null 2>"$tmp/ez" || bad "resume one process -> zero dp 2: $(tail -3 "$tmp/ez")"
+if /usr/bin/python3 - one z2 z4 z1s one6 z3s >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:]]
+worst = 0.0
+for ref, others in ((runs[0], runs[1:4]), (runs[4], runs[5:])):
+    assert len(ref) == 15
+    for r in others:
+        assert len(r) == len(ref)
+        for a, b in zip(ref, r):
+            for k in ("loss", "val_loss"):
+                if k in a:
+                    e = abs(a[k] - b[k]) / abs(a[k]); worst = max(worst, e)
+                    assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
+z2, z4 = (json.load(open(p + ".json")) for p in ("z2", "z4"))
+n = z2["params"]
+assert z2["optimizer_bytes_per_rank"] == 8 * ((n + 1) // 2) and z4["optimizer_bytes_per_rank"] == 8 * ((n + 3) // 4), (z2, z4)
+print("worst relative difference %.2e; optimizer bytes a rank: %d (dp 2), %d (dp 4) of %d" % (
+      worst, z2["optimizer_bytes_per_rank"], z4["optimizer_bytes_per_rank"], 8 * n))
+PY
+then ok "zero 1: dp 2, dp 4, one process -> zero dp 2 resumed = one process (batch 8); zero dp 3 -> one process resumed = one process (batch 6): $(cat "$tmp/cmp")"
+else bad "zero 1: $(cat "$tmp/cmp")"; fi
+cmp -s two/model.safetensors z2/model.safetensors && ok "zero 1 dp 2: model.safetensors bitwise that of plain dp 2" || bad "zero 1 dp 2 differs from dp 2 bitwise"
+
 # ---- expert-parallel training equals one process ----
 # One process with --grad-accum P and batch B takes the P micro-batches the
 # P ranks take (the same windows), so the MoE aux loss, computed per
@@ -233,6 +269,9 @@ expect_all 4 "--tp 2 with --ep 2: MoE layers are either split by units" g5 "$FFN
 expect_all 2 "--tp 2 x --dp 2 = 4 ranks, but mpirun started 2" g6 "$FFN" train --tp 2 --dp 2 "${B[@]}"
 expect 1 "--ep 2 needs 2 processes|needs 2 processes" "$FFN" train --ep 2 "${B[@]}" --num-experts 4 --out g7
 [[ ! -e g7 ]] && ok "--ep without mpirun: nothing written" || bad "g7 written"
+expect_all 4 "--zero 1 with --tp 2 --ep 1: the optimizer state is sharded over plain" g8 "$FFN" train --tp 2 --dp 2 --zero 1 "${B[@]}"
+expect 2 "--zero 1 shards the optimizer over --dp ranks: start them with mpirun" "$FFN" train --zero 1 "${B[@]}" --out g9
+[[ ! -e g9 ]] && ok "--zero without mpirun: nothing written" || bad "g9 written"
 expect nz "the starting weights .* differs between the ranks: rank 1" \
     "${MPIRUN[@]}" -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 1 --out f4 : -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 2 --out f4
 expect nz "rank 1: $tmp/nope.txt: cannot open" \
