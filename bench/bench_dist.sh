@@ -11,7 +11,12 @@
 #     tokens/s, speed-up;
 #   - `ffn plan`'s predicted data-parallel step against the measured one,
 #     with this run's 1-rank step time as the compute (peak) figure and the
-#     all-reduce bandwidth measured by the TP runs as the link figure.
+#     all-reduce bandwidth measured by the TP runs as the link figure;
+#   - `ffn plan`'s predictions (--layer ffn / moe, and the DP step) for
+#     the 2-rank TP FFN, EP MoE and DP runs above, with the peak (`ffn bench
+#     peak --threads 1`) and the link (`ffn bench link`: GB/s a rank sends
+#     in the all-reduce, us a message) measured in this run: predicted /
+#     measured.
 # Speed-up = time(1 rank) / time(2 ranks) for the same work (the TP layer),
 # or tokens/s(2) / tokens/s(1) for the same work per rank (EP, DP).
 # Environment: BENCH_QUICK=1 (fewer repeats and steps), BENCH_DIST_OUT
@@ -37,6 +42,7 @@ run() { # NP ARGS... -> one JSON line
 for N in 1 512; do
     a=$(run 1 bench layer --tp 1 --hidden 4096 --intermediate 11008 --tokens $N --repeats $R)
     b=$(run 2 bench layer --tp 2 --hidden 4096 --intermediate 11008 --tokens $N --repeats $R)
+    echo "$b" >"$tmp/tp$N.json"
     /usr/bin/python3 - "$a" "$b" "$tmp/link_gbps" <<'PY'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -55,6 +61,7 @@ PY
 done
 a=$(run 1 bench moe --ep 1 --tokens 512 --repeats $R)
 b=$(run 2 bench moe --ep 2 --tokens 512 --repeats $R)
+echo "$b" >"$tmp/ep.json"
 /usr/bin/python3 - "$a" "$b" <<'PY'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
@@ -93,4 +100,36 @@ print(json.dumps({"bench": "train_dp", "tokens_per_s_1": a["tokens_per_s"], "tok
                   "speedup": b["tokens_per_s"] / a["tokens_per_s"], "step_s_measured_2": s2,
                   "step_s_predicted_2": pred, "predicted_over_measured": pred / s2,
                   "plan_assumptions": {"peak_gflops": gflops, "link_gbps": link, "latency_us": 5}}))
+PY
+
+# ffn plan against the 2-rank measurements above, with this run's peak and link
+"$FFN" bench peak --threads 1 --json >"$tmp/peak.json"
+mpirun --oversubscribe -np 2 "$FFN" bench link --threads 1 --json | tail -1 >"$tmp/link.json"
+/usr/bin/python3 - "$tmp" "$FFN" <<'PY' | tee -a "$OUT"
+import json, subprocess, sys
+tmp, ffn = sys.argv[1], sys.argv[2]
+ld = lambda n: json.load(open("%s/%s.json" % (tmp, n)))
+peak, link, d2 = ld("peak"), ld("link"), ld("d2")
+mach = ["--peak-gflops", "%.4f" % peak["gflops"], "--link-gbps", "%.6f" % link["link_gbps"],
+        "--latency-us", "%.4f" % link["latency_us"], "--json"]
+def plan(*a):
+    return json.loads(subprocess.run([ffn, "plan", *a, *mach], capture_output=True, text=True, check=True).stdout)
+rows = []
+for n in (1, 512):
+    m = ld("tp%d" % n)
+    p = plan("--layer", "ffn", "--tp", "2", "--hidden", "4096", "--intermediate", "11008", "--tokens", str(n))
+    rows.append(("TP FFN 4096x11008 N=%d fwd+bwd" % n, p["time_s"]["forward_backward"], m["forward_backward_ms"] * 1e-3))
+m = ld("ep")
+p = plan("--layer", "moe", "--ep", "2", "--hidden", str(m["hidden"]), "--moe-intermediate", str(m["moe_intermediate"]),
+         "--experts", str(m["experts"]), "--top-k", str(m["top_k"]), "--tokens", str(m["tokens_per_rank"]))
+rows.append(("EP MoE fwd+bwd", p["time_s"]["forward_backward"], m["forward_backward_ms"] * 1e-3))
+p = plan(tmp + "/d1/config.json", "--dp", "2", "--batch-size", "8", "--seq-len", "128")
+rows.append(("DP train step", p["time_s"]["step_serial"], 2 * 8 * 128 / d2["tokens_per_s"]))
+print("ffn plan vs 2 ranks (peak %.1f GFLOP/s a rank, link %.3f GB/s, %.1f us a message, measured in this run):" % (
+      peak["gflops"], link["link_gbps"], link["latency_us"]), file=sys.stderr)
+for name, pr, me in rows:
+    print("  %-32s predicted %.4f s, measured %.4f s, predicted/measured %.2f" % (name, pr, me, pr / me), file=sys.stderr)
+print(json.dumps({"bench": "plan_check", "peak_gflops": peak["gflops"], "link_gbps": link["link_gbps"],
+                  "latency_us": link["latency_us"],
+                  "rows": [{"what": n, "predicted_s": p, "measured_s": m, "predicted_over_measured": p / m} for n, p, m in rows]}))
 PY

@@ -22,6 +22,9 @@
 #     the optimizer bytes a rank (8 x ceil(params / dp)), and its
 #     checkpoint's moments are whole: dp 3 -> one process and one process ->
 #     dp 2 resume on the same path;
+#   - ffn plan's predictions for the 2-rank TP FFN layer, EP MoE layer and
+#     DP training step (peak and link measured in the same run: ffn bench
+#     peak, ffn bench link) are within [1/100, 10] of the measurement;
 #   - expert-parallel training of a MoE model (5 experts, top-2: --ep 2
 #     --dp 2, --ep 2 alone, --ep 2 --dp 4 whose expert-replica groups sum
 #     the experts' gradients) gives the losses of one process taking the
@@ -209,6 +212,42 @@ print("worst relative difference %.2e over 10 steps, loss and val_loss" % worst)
 PY
 then ok "moe (5 experts, top-2): ep 2 x dp 2, ep 2, ep 2 -> dp 2 resumed, dp 2 -> ep 2 resumed, tp 2 (experts split by units), tp 2 x dp 2 = one process (2 micro-batches); ep 2 x dp 4 = one process (4): $(cat "$tmp/cmp")"
 else bad "ep losses: $(cat "$tmp/cmp")"; fi
+
+# ---- ffn plan's prediction against the measurement (2 ranks) ----
+# The peak (one thread) and the link (ffn bench link) are measured in this
+# run and passed to ffn plan; the bound is generous (predicted/measured in
+# [1/100, 10]: a loaded host stretches the measurement, never shrinks it):
+# this checks the model's arithmetic and units, not the machine.
+peak=$("$FFN" bench peak --threads 1 --json 2>/dev/null)
+link=$(timeout 120 "${MPIRUN[@]}" -np 2 "$FFN" bench link --mb 8 --repeats 3 --json 2>/dev/null | tail -1)
+mtp=$(timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" bench layer --tp 2 --hidden 1024 --intermediate 2816 --tokens 128 --repeats 3 --threads 1 --json 2>/dev/null | tail -1)
+mep=$(timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" bench moe --ep 2 --hidden 512 --moe-intermediate 704 --experts 8 --top-k 2 --tokens 256 --repeats 3 --threads 1 --json 2>/dev/null | tail -1)
+P=(--seq-len 32 --hidden-size 128 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 344 --corpus en --eval-every 0 --quiet)
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 10 --batch-size 8 "${P[@]}" --threads 1 --out pdp --json >pdp.json 2>/dev/null || bad "plan check: dp 2 training"
+if /usr/bin/python3 - "$FFN" "$peak" "$link" "$mtp" "$mep" pdp.json pdp/config.json >"$tmp/cmp" 2>&1 <<'PY'
+import json, subprocess, sys
+ffn, peak, link, mtp, mep = sys.argv[1], *(json.loads(a) for a in sys.argv[2:6])
+dp, cfg = json.load(open(sys.argv[6])), sys.argv[7]
+mach = ["--peak-gflops", "%.4f" % peak["gflops"], "--link-gbps", "%.6f" % link["link_gbps"],
+        "--latency-us", "%.4f" % link["latency_us"], "--json"]
+def plan(*a):
+    return json.loads(subprocess.run([ffn, "plan", *a, *mach], capture_output=True, text=True, check=True).stdout)
+ptp = plan("--layer", "ffn", "--tp", "2", "--hidden", "1024", "--intermediate", "2816", "--tokens", "128")
+pep = plan("--layer", "moe", "--ep", "2", "--hidden", "512", "--moe-intermediate", "704", "--experts", "8",
+           "--top-k", "2", "--tokens", "256")
+pdp = plan(cfg, "--dp", "2", "--batch-size", "8", "--seq-len", "32")
+rows = [("TP FFN 1024x2816 N=128 fwd+bwd", ptp["time_s"]["forward_backward"], mtp["forward_backward_ms"] * 1e-3),
+        ("EP MoE 8x704 top-2 N=256 fwd+bwd", pep["time_s"]["forward_backward"], mep["forward_backward_ms"] * 1e-3),
+        ("DP train step (D 128, B 8, T 32)", pdp["time_s"]["step_serial"], 2 * 8 * 32 / dp["tokens_per_s"])]
+print("peak %.1f GFLOP/s, link %.3f GB/s, %.1f us a message (measured here):" % (
+      peak["gflops"], link["link_gbps"], link["latency_us"]))
+for name, p, m in rows:
+    print("  %s: predicted %.4f s, measured %.4f s, predicted/measured %.2f" % (name, p, m, p / m))
+for name, p, m in rows:
+    assert 1 / 100 <= p / m <= 10, (name, p, m)
+PY
+then ok "ffn plan vs 2 ranks here: $(cat "$tmp/cmp" | tr '\n' ';')"
+else bad "ffn plan vs measurement: $(cat "$tmp/cmp")"; fi
 
 # ---- 200 steps, and resuming under another layout ----
 # lr 5e-4: at 1e-3 this small model goes through a loss spike near step 65
