@@ -8,7 +8,9 @@
 #     512 tokens a rank: tokens/s over all ranks, speed-up, bytes a rank
 #     sends per layer;
 #   - data-parallel training (D 256, 4 layers, T 128, batch 8 a rank):
-#     tokens/s, speed-up;
+#     tokens/s, speed-up; the gradient sum in 4 MiB buckets against one
+#     bucket and ZeRO-1 (tokens/s ratio, the sums' share of the time,
+#     optimizer bytes a rank);
 #   - `ffn plan`'s predicted data-parallel step against the measured one,
 #     with this run's 1-rank step time as the compute (peak) figure and the
 #     all-reduce bandwidth measured by the TP runs as the link figure;
@@ -77,6 +79,20 @@ TR=(--hidden-size 256 --intermediate-size 688 --num-hidden-layers 4 --num-attent
     --seq-len 128 --batch-size 8 --steps $STEPS --eval-every 0 --quiet --corpus en)
 ( cd "$tmp" && mpirun --oversubscribe -np 1 "$FFN" train "${TR[@]}" --threads 1 --out d1 --json >d1.json 2>/dev/null )
 ( cd "$tmp" && mpirun --oversubscribe -np 2 "$FFN" train --dp 2 "${TR[@]}" --threads 1 --out d2 --json >d2.json 2>/dev/null )
+# the gradient sum in 4 MiB buckets (default) against one bucket, and ZeRO-1
+( cd "$tmp" && mpirun --oversubscribe -np 2 "$FFN" train --dp 2 "${TR[@]}" --threads 1 --bucket-mb 0 --out d2b --json >d2b.json 2>/dev/null )
+( cd "$tmp" && mpirun --oversubscribe -np 2 "$FFN" train --dp 2 "${TR[@]}" --threads 1 --zero 1 --out d2z --json >d2z.json 2>/dev/null )
+/usr/bin/python3 - "$tmp" <<'PY' | tee -a "$OUT"
+import json, sys
+r = {n: json.load(open("%s/%s.json" % (sys.argv[1], n))) for n in ("d2", "d2b", "d2z")}
+for n, what in (("d2", "4 MiB buckets"), ("d2b", "one bucket"), ("d2z", "ZeRO-1")):
+    x = r[n]
+    print("DP 2 train, %-13s: %.0f tokens/s (x%.2f of 4 MiB buckets), gradient sums %.1f%% of the time, "
+          "%.1f buckets a step, optimizer %d B a rank" % (what, x["tokens_per_s"], x["tokens_per_s"] / r["d2"]["tokens_per_s"],
+          100 * x["grad_sum_s"] / x["seconds"], x["grad_buckets_per_step"], x["optimizer_bytes_per_rank"]), file=sys.stderr)
+print(json.dumps({"bench": "train_dp_buckets", **{n: {k: r[n][k] for k in ("tokens_per_s", "seconds", "grad_sum_s",
+      "grad_buckets_per_step", "optimizer_bytes_per_rank")} for n in r}}))
+PY
 # ffn plan's prediction of the 2-rank step: compute calibrated by the
 # 1-rank run (its GFLOP/s as the peak), the link by the TP all-reduce above
 /usr/bin/python3 - "$tmp" "$FFN" <<'PY' | tee -a "$OUT"
