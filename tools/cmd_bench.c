@@ -21,6 +21,7 @@
 /* tools/cmd_bench_dist.c: the same benchmarks across ranks (mpirun). */
 int bench_layer_tp(int argc, char **argv);
 int bench_moe_ep(int argc, char **argv);
+int bench_link(int argc, char **argv);
 
 /* Is `flag` (or flag=...) among the arguments? */
 static int has_flag(int argc, char **argv, const char *flag) {
@@ -651,6 +652,7 @@ static void usage(FILE *f) {
                "  moe        the same for a Mixture-of-Experts layer\n"
                "  peak       measured fp32 FMA peak GFLOP/s on all threads\n"
                "  bandwidth  measured memory read bandwidth GB/s on all threads\n"
+               "  link       under mpirun: GB/s a rank sends in the all-reduce, us a message\n"
                "  qgemm      y = x·Wᵀ with low-precision weights: GB/s, GFLOP/s, and their\n"
                "             share of the measured bandwidth and peak\n\n"
                "bench/run.sh (make bench) compares these against PyTorch and the roofline.\n");
@@ -673,6 +675,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(sub, "layer")) return bench_layer(argc - 1, argv + 1);
     if (!strcmp(sub, "peak")) return bench_peak(argc - 1, argv + 1);
     if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);
+    if (!strcmp(sub, "link")) return bench_link(argc - 1, argv + 1);
     if (!strcmp(sub, "qgemm")) return bench_qgemm(argc - 1, argv + 1);
     if (!strcmp(sub, "moe")) {
         if (!cmd_bench_moe) {
@@ -681,6 +684,6 @@ int cmd_bench(int argc, char **argv) {
         }
         return cmd_bench_moe(argc - 1, argv + 1);
     }
-    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth or qgemm)", sub);
+    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth, link or qgemm)", sub);
     return CLI_EXIT_USAGE;
 }

@@ -271,3 +271,73 @@ int bench_moe_ep(int argc, char **argv) {
     ffn_dist_free(d);
     return rc;
 }
+
+/* ---- the link: what a rank sends per second in the fixed-order all-reduce ---- */
+
+int bench_link(int argc, char **argv) {
+    const char *cmd = "bench link";
+    int64_t mb = 16, repeats = 10, threads = 1;
+    int json = 0;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--mb", &mb, "M", 1, 1 << 14, "MiB all-reduced per call")},
+        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
+        CLI_OPT_THREADS(&threads),
+        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
+        {0}};
+    const cli_spec spec = {
+        .cmd = cmd, .synopsis = "[--mb M] [--json]   (under mpirun -np P)",
+        .about = "The link between the ranks as libffn_dist uses it, under mpirun -np P: the\n"
+                 "fixed-order ring all-reduce of M MiB (a rank sends 2(P-1)/P of it), giving\n"
+                 "the GB/s a rank sends, and of 1 float, giving the time per message (the\n"
+                 "all-reduce of 1 float is 2(P-1) messages).  These are ffn plan's\n"
+                 "--link-gbps and --latency-us for this host.\n",
+        .opts = opts};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    ffn_dist *d;
+    ffn_ctx *ctx;
+    ffn_dist_layout lay = {.dp = 0};
+    if (ffn_dist_launched()) { /* the world is one data-parallel group */
+        const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
+        lay.dp = ws ? atoll(ws) : 1;
+    }
+    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    const int P = ffn_dist_size(d, FFN_DIST_WORLD), rank = ffn_dist_rank(d, FFN_DIST_WORLD);
+    const int64_t n = mb * (1 << 20) / (int64_t)sizeof(float);
+    float *buf = malloc((size_t)n * sizeof *buf);
+    double *tb = malloc((size_t)repeats * sizeof *tb), *ts = malloc((size_t)repeats * sizeof *ts);
+    ffn_status st = buf && tb && ts ? FFN_OK : ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; st == FFN_OK && i < n; i++) buf[i] = 1e-3f * (float)(i % 1000);
+    for (int64_t k = -1; st == FFN_OK && k < repeats; k++) { /* k = -1: warm-up */
+        float one = 1.0f;
+        st = ffn_dist_barrier(d);
+        double t0 = cli_seconds();
+        if (st == FFN_OK) st = ffn_dist_allreduce_f32(d, FFN_DIST_WORLD, buf, n);
+        double t1 = cli_seconds();
+        if (st == FFN_OK) st = ffn_dist_barrier(d);
+        double t2 = cli_seconds();
+        for (int j = 0; st == FFN_OK && j < 100; j++) st = ffn_dist_allreduce_f32(d, FFN_DIST_WORLD, &one, 1);
+        double t3 = cli_seconds();
+        if (k >= 0) tb[k] = t1 - t0, ts[k] = (t3 - t2) / 100.0;
+    }
+    if (st == FFN_OK && rank == 0) {
+        double big = median(tb, (int)repeats), small = median(ts, (int)repeats);
+        double sent = 2.0 * (double)(P - 1) / (double)P * (double)n * sizeof(float);
+        double gbps = P > 1 ? sent / big / 1e9 : 0, lat = P > 1 ? small / (2.0 * (P - 1)) * 1e6 : 0;
+        if (json)
+            printf("{\"bench\": \"link\", \"ranks\": %d, \"bytes\": %lld, \"allreduce_ms\": %.4f, "
+                   "\"sent_bytes\": %.0f, \"link_gbps\": %.4f, \"allreduce_1_us\": %.3f, "
+                   "\"latency_us\": %.3f}\n",
+                   P, (long long)(n * (int64_t)sizeof(float)), big * 1e3, sent, gbps, small * 1e6, lat);
+        else
+            printf("link, %d ranks: all-reduce of %lld MiB in %.3f ms: a rank sends %.2f GB/s; "
+                   "all-reduce of 1 float %.2f us = %.2f us a message\n",
+                   P, (long long)mb, big * 1e3, gbps, small * 1e6, lat);
+    }
+    st = ffn_dist_agree(d, st);
+    rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
+    free(buf), free(tb), free(ts);
+    ffn_ctx_free(ctx);
+    ffn_dist_free(d);
+    return rc;
+}

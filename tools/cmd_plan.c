@@ -38,12 +38,15 @@ static const char epilog[] =
     "  ffn plan Llama-2-7b-hf.json --tp 8 --batch-size 1 --seq-len 4096 \\\n"
     "      --weight-type bf16 --act-type bf16 --peak-gflops 312000 --link-gbps 300\n"
     "  ffn plan Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero1\n"
+    "  ffn plan --layer ffn --tp 2 --hidden 4096 --intermediate 11008 --tokens 512 \\\n"
+    "      --peak-gflops 34 --link-gbps 3   (check against ffn bench layer --tp 2)\n"
     "\n"
     "Exit status: 0 ok, 1 a bad config or a layout that does not fit it (the numbers\n"
     "are named), 2 bad usage.\n";
 
 static const char *const act_names[] = {"f32", "bf16", "f16", NULL};
-static const double act_sizes[] = {4, 2, 2};
+static const char *const layer_names[] = {"model", "ffn", "moe", NULL};
+enum { LAYER_MODEL, LAYER_FFN, LAYER_MOE };
 
 static const char *bytes_h(double b, char *buf, size_t n) {
     const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
@@ -158,6 +161,51 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
            p->decode_bytes_rank, p->decode_comm_s, p->decode_s, 1.0 / p->decode_s);
 }
 
+/* --layer ffn|moe: one layer alone, as ffn bench layer --tp / bench moe --ep time it. */
+static int plan_layer(int kind, const ffn_plan_layer_options *l, const ffn_plan_options *o,
+                      const char *type_name, int json) {
+    ffn_plan_layer p;
+    ffn_status st = ffn_plan_layer_compute(l, o, &p);
+    if (st != FFN_OK) return cli_fail(CMD, st);
+    const int64_t ranks = kind == LAYER_FFN ? o->tp : o->ep;
+    if (json) {
+        printf("{\"layer\": \"%s\", \"type\": ", layer_names[kind]);
+        cli_json_string(stdout, type_name);
+        printf(", \"hidden\": %" PRId64 ", \"intermediate\": %" PRId64 ", \"experts\": %" PRId64
+               ", \"top_k\": %" PRId64 ", \"tokens\": %" PRId64 ", \"%s\": %" PRId64 ",\n"
+               " \"assumptions\": {\"peak_gflops\": %.17g, \"link_gbps\": %.17g, \"latency_us\": "
+               "%.17g, \"act_bytes\": %.17g},\n"
+               " \"flops_forward\": %.17g, \"flops_backward\": %.17g, \"sent_bytes_forward\": "
+               "%.17g, \"sent_bytes_backward\": %.17g,\n"
+               " \"time_s\": {\"forward\": %.17g, \"forward_comm\": %.17g, \"forward_backward\": "
+               "%.17g, \"forward_backward_comm\": %.17g}}\n",
+               l->hidden, l->intermediate, l->experts, l->top_k, l->tokens,
+               kind == LAYER_FFN ? "tp" : "ep", ranks, o->peak_gflops, o->link_gbps,
+               o->latency_us, o->act_bytes, p.flops_forward, p.flops_backward, p.sent_forward,
+               p.sent_backward, p.forward_s, p.forward_comm_s, p.forward_backward_s,
+               p.forward_backward_comm_s);
+        return 0;
+    }
+    char a[32], b[32];
+    if (kind == LAYER_FFN)
+        printf("ffn plan: FFN layer %s D %" PRId64 " F %" PRId64 ", %" PRId64 " tokens, tp %" PRId64
+               "\n", type_name, l->hidden, l->intermediate, l->tokens, ranks);
+    else
+        printf("ffn plan: MoE layer %s D %" PRId64 " Fe %" PRId64 ", %" PRId64 " experts top-%" PRId64
+               ", %" PRId64 " tokens a rank, ep %" PRId64 "\n", type_name, l->hidden,
+               l->intermediate, l->experts, l->top_k, l->tokens, ranks);
+    printf("(peak %.1f GFLOP/s a rank, link %.2f GB/s, latency %.1f us)\n", o->peak_gflops,
+           o->link_gbps, o->latency_us);
+    printf("  %-20s %12.3e FLOPs  %12.0f B sent  %10s (communication %s)\n", "forward",
+           p.flops_forward, p.sent_forward, secs_h(p.forward_s, a, sizeof a),
+           secs_h(p.forward_comm_s, b, sizeof b));
+    printf("  %-20s %12.3e FLOPs  %12.0f B sent  %10s (communication %s)\n", "forward+backward",
+           p.flops_forward + p.flops_backward, p.sent_forward + p.sent_backward,
+           secs_h(p.forward_backward_s, a, sizeof a), secs_h(p.forward_backward_comm_s, b, sizeof b));
+    return 0;
+}
+static const double act_sizes[] = {4, 2, 2};
+
 int cmd_plan(int argc, char **argv) {
     const char *config = NULL, *wtype = "f32";
     int json = 0, zero1 = 0, act_k = 0;
@@ -166,6 +214,9 @@ int cmd_plan(int argc, char **argv) {
     int64_t tp = d.tp, ep = d.ep, dp = d.dp, pp = d.pp, batch = d.micro_batch,
             accum = d.n_micro, seq_len = d.seq_len;
     double peak = d.peak_gflops, link = d.link_gbps, latency = d.latency_us, mem = d.mem_gbps;
+    int layer = LAYER_MODEL;
+    const char *type_name = "swiglu";
+    int64_t hidden = 4096, inter = 11008, moe_inter = 1408, experts = 8, top_k = 2, tokens = 512;
     const cli_opt opts[] = {
         CLI_OPT_TP(&tp),
         CLI_OPT_EP(&ep),
@@ -199,14 +250,50 @@ int cmd_plan(int argc, char **argv) {
                           "GB/s measured on a 2-core Zen 4 host)"),
          .fmin_open = 1},
         CLI_OPT_JSON(&json, "one JSON object on stdout with every figure and the assumptions"),
+        {.name = "--layer", .type = CLI_ENUM, .dst = &layer, .names = layer_names,
+         .group = "one layer alone (no CONFIG.json: what ffn bench layer --tp / moe --ep time)",
+         .help = "model: the CONFIG.json's whole model; ffn: one FFN layer split over --tp "
+                 "ranks; moe: one MoE layer, experts spread over --ep ranks"},
+        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
+         .help = "the layer's (the experts') activation: a gated family (swiglu, geglu, ...) or "
+                 "a dense one (relu, gelu, ...)"},
+        {CLI_INT_FIELDS("--hidden", &hidden, "D", 1, 1 << 20, "hidden_size")},
+        {CLI_INT_FIELDS("--intermediate", &inter, "F", 1, 1 << 22, "intermediate_size (ffn)")},
+        {CLI_INT_FIELDS("--moe-intermediate", &moe_inter, "F", 1, 1 << 22, "each expert's width (moe)")},
+        {CLI_INT_FIELDS("--experts", &experts, "E", 1, 4096, "routed experts (moe)")},
+        {CLI_INT_FIELDS("--top-k", &top_k, "K", 1, 4096, "experts a token uses (moe)")},
+        {CLI_INT_FIELDS("--tokens", &tokens, "N", 1, 1 << 24, "tokens per call (moe: on each rank)")},
         {0}};
-    const cli_pos pos[] = {{.name = "CONFIG.json", .dst = &config, .required = 1,
+    const cli_pos pos[] = {{.name = "CONFIG.json", .dst = &config,
                             .help = "a Hugging Face config.json (any model_type ffn params reads)"},
                            {0}};
     const cli_spec spec = {.cmd = CMD, .about = about, .epilog = epilog, .opts = opts,
                            .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if ((layer == LAYER_MODEL) == !config) {
+        cli_error(CMD, layer == LAYER_MODEL ? "give a CONFIG.json (or --layer ffn|moe)"
+                                            : "--layer %s plans one layer: no CONFIG.json (%s)",
+                  layer_names[layer], config);
+        return CLI_EXIT_USAGE;
+    }
+    if (layer != LAYER_MODEL) {
+        ffn_act act;
+        ffn_mlp_type implied;
+        if (ffn_act_parse(type_name, &act, &implied)) {
+            cli_error(CMD, "--type: %s", ffn_last_error());
+            return CLI_EXIT_USAGE;
+        }
+        ffn_plan_options o;
+        ffn_plan_options_default(&o);
+        o.tp = tp, o.ep = ep, o.act_bytes = act_sizes[act_k];
+        o.peak_gflops = peak, o.link_gbps = link, o.latency_us = latency, o.mem_gbps = mem;
+        ffn_plan_layer_options l = {.hidden = hidden, .gated = implied == FFN_MLP_GATED,
+                                    .tokens = tokens};
+        l.intermediate = layer == LAYER_FFN ? inter : moe_inter;
+        if (layer == LAYER_MOE) l.experts = experts, l.top_k = top_k;
+        return plan_layer(layer, &l, &o, type_name, json);
+    }
 
     ffn_ggml_type wt;
     if (!ffn_ggml_type_parse(wtype, &wt) || !ffn_ggml_can_dequantize(wt) ||

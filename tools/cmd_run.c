@@ -165,7 +165,8 @@ int cmd_run(int argc, char **argv) {
          .help = "print what was loaded and the prompt's ids on stderr"},
         {CLI_INT_FIELDS("--tp", &tp_ranks, "T", 1, 65536,
                         "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of "
-                        "the heads and FFN units (see include/ffn/dist.h); rank 0 prints")},
+                        "the heads and FFN units (see include/ffn/dist.h); rank 0 prints; without "
+                        "--threads each rank takes the host's cores divided by the ranks on it")},
         {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = quant_names,
          .values = quant_values, .group = "low-precision weights (inference in memory)",
          .def = "none, the weights as loaded",
@@ -285,6 +286,8 @@ int cmd_run(int argc, char **argv) {
         steps = fit;
     }
 
+    /* several processes share the host's cores, as ffn train's ranks do */
+    if (threads == 0 && (tp_ranks > 1 || ffn_dist_launched())) threads = ffn_dist_local_threads();
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(CMD, (int)threads, &ctx)) {
         free(ids);
@@ -337,6 +340,10 @@ int cmd_run(int argc, char **argv) {
                 (long long)ffn_model_num_params(m), (long long)info.n_files,
                 (long long)info.file_bytes, dtypes,
                 ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
+        if (dist)
+            fprintf(stderr, "ffn run: rank %d of %d (--tp %lld), %d thread(s)\n",
+                    ffn_dist_rank(dist, FFN_DIST_WORLD), ffn_dist_size(dist, FFN_DIST_WORLD),
+                    (long long)tp_ranks, ffn_ctx_threads(ctx));
     }
     if ((st = quantize_loaded(m, quant, quant_embed, show_info))) {
         free(ids);

@@ -131,7 +131,19 @@ static const char epilog[] =
 "  ffn train --steps 2000 --stop-at 1000 --out run2 && ffn train --resume run2\n"
 "  ffn train --init stories260K.bin --init-tokenizer tok512.bin --data my.txt \\\n"
 "            --train-only ffn --seq-len 256 --steps 200 --out tuned\n"
-"  ffn generate run1 --prompt 'Mary gave'\n";
+"  ffn generate run1 --prompt 'Mary gave'\n"
+"\n"
+"several processes (mpirun -np T*D; include/ffn/dist.h, README):\n"
+"  World rank r is tensor-parallel rank r % T of TP group r / T and\n"
+"  data-parallel rank q = r / T.  With --ep E (E divides D; --ep alone means\n"
+"  --dp E) q is expert rank q % E of EP group q / E: each rank runs its share\n"
+"  of every MoE layer's experts on the rows of its EP group, and the ranks\n"
+"  of the same expert rank (and tp rank) form the replica group that sums\n"
+"  those experts' gradients; everything else is summed over the DP group.\n"
+"  The groups are MPI_Comm_split's of the world by those colours.  --tp\n"
+"  splits every expert's units over the TP group (Megatron style); --tp and\n"
+"  --ep together are refused.  Checkpoints are whole: resume under any layout.\n"
+"  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
 static const char *const mlp_names[] = {"none", "dense", "gated", "moe", NULL};
@@ -153,7 +165,9 @@ typedef struct cli_state {
     int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
     int64_t tp, dp, ep;
-    int batch_given;
+    double bucket_mb;
+    int64_t zero;
+    int batch_given, dp_given;
     int force, json, quiet;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
 } cli_state;
@@ -279,6 +293,15 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
         CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
+        CLI_OPT_EP(&c->ep),
+        {CLI_FLOAT_FIELDS("--bucket-mb", &c->bucket_mb, "X", 0, 1 << 20,
+                          "several processes: the gradients are summed in buckets of X MiB, in "
+                          "the tensor table's order (0: one bucket per run of tensors), so the "
+                          "result does not depend on timing")},
+        {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 1,
+                        "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
+                        "reduce-scattered, each rank updates its share, parameters all-gathered; "
+                        "checkpoints hold them whole); 0: every rank keeps all of them")},
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -289,6 +312,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         if (!strcmp(table[k].name, "--num-experts")) table[k].seen = &c->experts_given;
         if (!strcmp(table[k].name, "--corpus")) table[k].seen = &c->corpus_given;
         if (!strcmp(table[k].name, "--batch-size")) table[k].seen = &c->batch_given;
+        if (!strcmp(table[k].name, "--dp")) table[k].seen = &c->dp_given;
         for (size_t j = 0; j < N_MODEL_FLAGS; j++)
             if (!strcmp(table[k].name, model_flags[j]) && !table[k].seen)
                 table[k].seen = &c->model_flag_given[j];
@@ -345,10 +369,17 @@ static int is_checkpoint_dir(const char *dir) {
     return stat(path, &st) == 0;
 }
 
+/* AdamW's m and v on the busiest rank: all of them, or with ZeRO-1 the
+ * largest share of the data-parallel split (rank 0's). */
+static int64_t optimizer_bytes(const ffn_dist *d, int64_t n_params, int64_t zero) {
+    const int64_t P = zero ? ffn_dist_size(d, FFN_DIST_DP) : 1;
+    return 8 * ((n_params + P - 1) / P);
+}
+
 int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
-    cli_state c = {.tp = 1, .dp = 1, .ep = 1};
+    cli_state c = {.tp = 1, .dp = 1, .ep = 1, .bucket_mb = 4};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -388,7 +419,8 @@ int cmd_train(int argc, char **argv) {
      * --dp, each rank takes its share of it. */
     ffn_dist *dist = NULL;
     ffn_train_dist hooks;
-    if (c.dp > 1 || ffn_dist_launched()) {
+    if (c.ep > 1 && !c.dp_given) c.dp = c.ep; /* experts spread inside the data-parallel group */
+    if (c.dp > 1 || c.ep > 1 || ffn_dist_launched()) {
         ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
         if (st != FFN_OK) return cli_fail(CMD, st);
@@ -412,7 +444,22 @@ int cmd_train(int argc, char **argv) {
         ffn_dist_free(dist);
         return CLI_EXIT_FAIL;
     }
-    if (dist) ffn_dist_train_hooks(dist, ctx, &hooks);
+    if (dist) {
+        ffn_dist_train_hooks(dist, ctx, &hooks);
+        ffn_dist_set_bucket(dist, (int64_t)(c.bucket_mb * (1 << 20) / sizeof(float)));
+        ffn_status zs = c.zero ? ffn_dist_train_hooks_zero1(dist, &hooks) : FFN_OK;
+        if (zs != FFN_OK) {
+            rc = cli_fail(CMD, zs);
+            ffn_dist_free(dist);
+            ffn_ctx_free(ctx);
+            return rc;
+        }
+    } else if (c.zero) {
+        cli_error(CMD, "--zero %lld shards the optimizer over --dp ranks: start them with mpirun "
+                  "-np D ... --dp D", (long long)c.zero);
+        ffn_ctx_free(ctx);
+        return CLI_EXIT_USAGE;
+    }
     progress p = {.tty = cli_progress_tty(), .quiet = c.quiet, .last_val = NAN};
     int64_t end = o.stop_at > 0 && o.stop_at < o.steps ? o.stop_at : o.steps;
     p.every = end >= 20 ? end / 10 : 1;
@@ -450,6 +497,14 @@ int cmd_train(int argc, char **argv) {
                 }
                 putchar('"');
             } else printf("null");
+            if (dist) { /* this rank's gradient sums: their share of the training time */
+                ffn_dist_grad_stats gs;
+                ffn_dist_get_grad_stats(dist, &gs);
+                printf(", \"grad_sum_s\": %.6f, \"grad_buckets_per_step\": %.1f", gs.seconds,
+                       gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0);
+                if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
+                                      (long long)optimizer_bytes(dist, res.n_params, c.zero));
+            }
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {
             printf("step %lld: loss %.4f", (long long)res.steps_done, res.final_loss);
@@ -461,6 +516,16 @@ int cmd_train(int argc, char **argv) {
             printf(", %.0f tokens/s, %.1f s", res.tokens_per_s, res.seconds);
             if (res.checkpoint_dir) printf("; checkpoint in %s", res.checkpoint_dir);
             printf("\n");
+            ffn_dist_grad_stats gs;
+            ffn_dist_get_grad_stats(dist, &gs);
+            if (dist && !c.quiet && gs.calls)
+                fprintf(stderr, "ffn %s: rank 0: gradient sums %.3f s of %.3f s (%.1f%%), %.1f buckets "
+                        "a step\n", CMD, gs.seconds, res.seconds, 100.0 * gs.seconds / res.seconds,
+                        (double)gs.buckets / (double)gs.calls);
+            if (dist && !c.quiet && c.tp == 1)
+                fprintf(stderr, "ffn %s: optimizer state %lld bytes a rank (AdamW m and v, fp32%s)\n",
+                        CMD, (long long)optimizer_bytes(dist, res.n_params, c.zero),
+                        c.zero ? "; ZeRO-1: the largest share over the --dp ranks" : "");
         }
         if (st == FFN_ERR_INTERRUPTED) {
             cli_error(CMD, "%s", ffn_last_error());
@@ -470,7 +535,7 @@ int cmd_train(int argc, char **argv) {
         rc = cli_fail(CMD, st);
     }
     ffn_train_result_free(&res);
+    ffn_dist_free(dist); /* first: the expert-parallel runners live in ctx */
     ffn_ctx_free(ctx);
-    ffn_dist_free(dist);
     return rc;
 }

@@ -76,8 +76,24 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
  * least 1. */
 int ffn_dist_local_threads(void);
 
-/* Free the groups and finalise MPI (NULL is a no-op). */
+/* Free the groups (and the expert-parallel models' runners: call it
+ * before freeing the context the models were made in) and finalise MPI
+ * (NULL is a no-op). */
 void ffn_dist_free(ffn_dist *d);
+
+/* The trainer's gradient sum (ffn_dist_reduce_grads) goes in buckets of
+ * this many floats (default FFN_DIST_BUCKET_FLOATS; <= 0: the default).
+ * Every rank must set the same value. */
+#define FFN_DIST_BUCKET_FLOATS ((int64_t)1 << 20) /* 4 MiB of fp32 */
+/* floats 0: no cut (one bucket per run of tensors summed over one group) */
+void ffn_dist_set_bucket(ffn_dist *d, int64_t floats);
+/* What the gradient sums (ffn_dist_reduce_grads) cost this rank so far:
+ * calls, wall seconds inside them, buckets and floats summed. */
+typedef struct ffn_dist_grad_stats {
+    int64_t calls, buckets, floats;
+    double seconds;
+} ffn_dist_grad_stats;
+void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *stats);
 
 int ffn_dist_rank(const ffn_dist *d, ffn_dist_group g);
 int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);
@@ -85,6 +101,17 @@ int ffn_dist_size(const ffn_dist *d, ffn_dist_group g);
 /* Sum buf (n elements) over the group, in place, in a fixed order. */
 ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
 ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, int64_t n);
+/* The two halves of the all-reduce above, alone.  reduce_scatter: the
+ * fixed-order sum lands complete on this rank for the range
+ * ffn_dist_owned_range gives (the rest of buf is left partial);
+ * all_gather: every rank's owned range copied to every rank. */
+ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
+ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n);
+/* The range [*first, *first + *count) of n values this rank owns in the
+ * two calls above (the uneven split of n over the group). */
+void ffn_dist_owned_range(const ffn_dist *d, ffn_dist_group g, int64_t n, int64_t *first,
+                          int64_t *count);
+
 /* Copy root's n bytes to every rank of the group. */
 ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root);
 ffn_status ffn_dist_barrier(ffn_dist *d);
@@ -100,11 +127,21 @@ ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st);
 ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes, size_t n);
 
 /* Fill the trainer's hooks (include/ffn/train.h) for this rank: dp rank
- * and size, the fixed-order gradient sum over the dp group, the writer
- * (world rank 0), the agreement, the same-bytes check; with tp > 1 also the
- * tensor-parallel model (made in ctx) and its slicing, gathering, gradient
- * sync and norm.  `t` stays valid while d lives. */
+ * and size, the fixed-order gradient sum over the dp group (in buckets,
+ * ffn_dist_reduce_grads), the writer (world rank 0), the agreement, the
+ * same-bytes check; with tp > 1 also the tensor-parallel model (made in
+ * ctx) and its slicing, gathering, gradient sync and norm; with ep > 1
+ * (tp 1) the expert-parallel model, its consolidation and norm.  `t` stays
+ * valid while d lives. */
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t);
+/* Add ZeRO-1 to hooks filled by ffn_dist_train_hooks: AdamW's moments
+ * sharded over the data-parallel group (this rank keeps
+ * ffn_dist_owned_range's range of them), the gradients reduce-scattered
+ * in one fixed-order ring over the whole block (no buckets), the updated
+ * parameters all-gathered.  Plain data parallelism only: an error naming
+ * --tp or --ep otherwise.  The optimizer's bytes on this rank:
+ * 8 x the owned count. */
+ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t);
 
 /* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
  * gate and up split by rows (output units), down by columns, over the tp
@@ -147,8 +184,14 @@ ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
  * whole logits).  The o_proj and down_proj biases, added after the sum,
  * live on tp rank 0 (zero elsewhere).  The model's reducer sums the
  * attention and FFN outputs in forward and the norms' output gradients in
- * backward: two all-reduces of (N, D) each way per layer.  Not with MoE
- * layers (use --ep) nor with a q/k norm over the whole projection. */
+ * backward: two all-reduces of (N, D) each way per layer.  MoE layers are
+ * split the same way (Megatron style): every routed expert and the shared
+ * expert keep Fe/P (Fs/P) units, the router and the shared expert's gate
+ * are replicated, so every rank routes alike, and their gradients are
+ * summed over the group (ffn_dist_tp_model_sync_grads); the aux and z
+ * losses count on tp rank 0 only (the loss total of the other ranks is
+ * their cross-entropy).  Not together with --ep, nor with a q/k norm over
+ * the whole projection. */
 /* The rank's config from the full one; errors name --tp and the numbers. */
 ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                                     ffn_model_config *out);
@@ -167,7 +210,8 @@ ffn_status ffn_dist_tp_gather_flat(ffn_dist *d, const ffn_model *rank_model, con
 ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
                                const float *g, double *sq);
 /* After backward, before the optimizer: sum the per-head q/k norm weights'
- * gradients over the group (each rank has its heads' part) and zero the
+ * and the MoE routers' (and shared expert gates') gradients over the group
+ * (each rank has its heads' or its units' part) and zero the
  * rank-0-only biases' gradients elsewhere (so they stay zero). */
 ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *rank_model);
 /* Put the ranks' slices back together into `full` (its parameters, or with
@@ -209,6 +253,35 @@ void ffn_dist_ep_moe_set_expert_grads(ffn_dist_ep_moe *l, const ffn_layer_params
 /* Bytes this rank sent to other ranks in the last forward and backward
  * (rows and counts). */
 void ffn_dist_ep_moe_bytes_sent(const ffn_dist_ep_moe *l, int64_t *forward, int64_t *backward);
+
+/* ---- the expert-parallel model (ffn train --ep) --------------------------------
+ * A rank's model has the whole config and the whole flat blocks; each MoE
+ * layer routes its own tokens (router, capacity, shared experts, losses:
+ * as one process on this rank's tokens) and hands the kept rows to an
+ * expert-parallel layer as above, which runs the EP group's rank k's
+ * experts (the uneven split of E over --ep) on every rank's rows.  The
+ * other ranks' expert tensors are kept but neither computed nor used here:
+ * their gradients stay zero, and a checkpoint takes each expert from its
+ * owner (ffn_dist_ep_gather_flat).  The gradient sum: replicated tensors
+ * over the data-parallel group, an expert's over the expert-replica group
+ * (the ranks holding it), in buckets of fixed size in the tensor table's
+ * order, so the result is independent of timing. */
+/* Errors for a layout this config cannot take: --ep > 1 without MoE
+ * layers, --ep larger than the experts; each names both numbers. */
+ffn_status ffn_dist_ep_model_check(ffn_dist *d, const ffn_model_config *cfg);
+/* The rank's model with `full`'s weights (its runners live until
+ * ffn_dist_free). */
+ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
+                                    const ffn_model_options *opt, ffn_model **out);
+/* Collective: the gradient sum described above, in buckets of `bucket`
+ * floats (a plain or tensor-parallel model: every tensor over dp). */
+ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *model, float *grads, int64_t bucket);
+/* Collective over the EP group: the whole model's squared gradient norm. */
+ffn_status ffn_dist_ep_grad_sq(ffn_dist *d, const ffn_model *model, const float *grads, double *sq);
+/* Collective over the EP group: an array laid out like the parameters,
+ * consolidated (each expert from its owner, the rest from ep rank 0). */
+ffn_status ffn_dist_ep_gather_flat(ffn_dist *d, const ffn_model *model, const float *src,
+                                   float *dst);
 
 #ifdef __cplusplus
 }

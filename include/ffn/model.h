@@ -368,6 +368,13 @@ typedef struct ffn_model_reducer {
     void *user;
 } ffn_model_reducer;
 ffn_status ffn_model_set_reducer(ffn_model *model, const ffn_model_reducer *reducer);
+/* Expert parallelism (libffn_dist): run the routed experts of MoE layer
+ * `layer` on `runner` (include/ffn/moe.h, ffn_moe_set_runner; NULL: here
+ * again).  The weights are set again at the next ffn_model_params_changed,
+ * which this calls. */
+struct ffn_moe_runner;
+ffn_status ffn_model_set_moe_runner(ffn_model *model, int64_t layer,
+                                    const struct ffn_moe_runner *runner);
 
 /* ---- training and evaluation --------------------------------------------- */
 

@@ -238,12 +238,18 @@ ffn_status ffn_moe_set_weights(ffn_moe *moe, const ffn_moe_params *weights);
  * same order; it keeps what its experts' backward needs and accumulates
  * their weight gradients.  Then ffn_moe_set_weights needs no expert
  * weights (weights->experts may be NULL) and the experts' taps (the
- * neuron hook) are not called.  NULL: run the experts here (default). */
+ * neuron hook) are not called.  `set_experts` (may be NULL): when
+ * ffn_moe_set_weights is given expert weights (all E entries), the layer
+ * hands them to the runner instead of packing its own experts (a model
+ * whose MoE runs elsewhere keeps its expert tensors in its flat block; the
+ * runner points its experts at them after every change).  NULL: run the
+ * experts here (default). */
 typedef struct ffn_moe_runner {
     ffn_status (*forward)(void *user, float *out, const float *rows, const int64_t *offsets);
     ffn_status (*backward)(void *user, float *drows, const float *dy_rows,
                            const int64_t *offsets);
     void *user;
+    ffn_status (*set_experts)(void *user, const ffn_layer_params *experts);
 } ffn_moe_runner;
 ffn_status ffn_moe_set_runner(ffn_moe *moe, const ffn_moe_runner *runner);
 

@@ -125,6 +125,41 @@ typedef struct ffn_plan {
 ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *opt,
                             ffn_plan *out);
 
+/* ---- one layer alone (what `ffn bench layer --tp` and `ffn bench moe --ep`
+ * time under mpirun, so a prediction can be checked against them) --------
+ * FFN layer (experts 0): D, F (gated: three matrices, else two), N tokens,
+ * opt->tp ranks: the busiest rank's ceil(F/tp) units cost 2·N·D·units·m
+ * FLOPs forward (m = 3 gated, 2 dense) and twice that backward; forward
+ * sends one ring all-reduce of N·D·act_bytes (2·(tp-1)/tp of it, 2·(tp-1)
+ * messages), backward another.
+ * MoE layer (experts E > 0, intermediate = Fe, top_k K), N tokens on each
+ * of opt->ep ranks: the router 2·N·D·E; routing assumed uniform, so the
+ * busiest rank's ceil(E/ep) experts run N·K·ep·ceil(E/ep)/E rows at
+ * 2·D·Fe·m FLOPs each; backward twice the forward.  The dispatch and the
+ * combine each send (ep-1)/ep·N·K rows of D·act_bytes (ffn's rows travel
+ * grouped by expert: no metadata) and ep-1 messages, the counts' all-to-all
+ * ep-1 more; backward the same again.  Times: FLOPs / peak_gflops and
+ * bytes / link_gbps + latency · messages, added (no overlap). */
+typedef struct ffn_plan_layer_options {
+    int64_t hidden, intermediate; /* D, F (MoE: Fe) */
+    int gated;                    /* 1: gate, up and down; 0: up and down */
+    int64_t tokens;               /* N (MoE: on each rank) */
+    int64_t experts, top_k;       /* 0 for an FFN layer; E, K */
+} ffn_plan_layer_options;
+
+typedef struct ffn_plan_layer {
+    double flops_forward, flops_backward;   /* on the busiest rank */
+    double sent_forward, sent_backward;     /* bytes a rank sends */
+    double messages_forward, messages_backward;
+    double forward_comm_s, forward_s;       /* forward: communication, and all of it */
+    double forward_backward_comm_s, forward_backward_s;
+} ffn_plan_layer;
+
+/* Errors name the field and the numbers (sizes < 1, top_k > experts, ep >
+ * experts, tp > F). */
+ffn_status ffn_plan_layer_compute(const ffn_plan_layer_options *layer, const ffn_plan_options *opt,
+                                  ffn_plan_layer *out);
+
 #ifdef __cplusplus
 }
 #endif

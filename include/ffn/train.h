@@ -226,6 +226,22 @@ typedef struct ffn_train_dist {
     ffn_status (*grad_sq)(void *user, const ffn_model *rank_model, const ffn_model *full,
                           const float *grads, double *sq);
     void *user;
+    /* Sum the (rank) model's gradient block over the ranks that share each
+     * tensor, in a fixed order (may be NULL: allreduce_f32 of the whole
+     * block).  Expert parallelism: an expert's gradient is summed over the
+     * ranks holding that expert only. */
+    ffn_status (*reduce_grads)(void *user, ffn_model *model, float *grads, int64_t n);
+    /* ZeRO-1 (all NULL: none): the optimizer's moments are kept for the
+     * range [*lo, *hi) of the n parameters only (`zero_range`);
+     * `reduce_scatter` sums the gradient block so that at least that range
+     * is complete on this rank (the rest is left undefined), the optimizer
+     * updates the range, and `all_gather` gives every rank every range of
+     * the parameters.  The clipping norm sums the ranges' squares with
+     * allreduce_f64; a checkpoint's moments are all-gathered whole (every
+     * rank, before the writer saves), so it resumes under any layout. */
+    void (*zero_range)(void *user, int64_t n, int64_t *lo, int64_t *hi);
+    ffn_status (*reduce_scatter)(void *user, float *buf, int64_t n);
+    ffn_status (*all_gather)(void *user, float *buf, int64_t n);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

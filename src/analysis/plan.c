@@ -255,3 +255,68 @@ ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *
     *out = p;
     return FFN_OK;
 }
+
+/* ---- one layer alone ---------------------------------------------------------- */
+
+ffn_status ffn_plan_layer_compute(const ffn_plan_layer_options *l, const ffn_plan_options *o,
+                                  ffn_plan_layer *out) {
+    if (!l || !o || !out) return ffn_error(FFN_ERR_INVALID_ARG, "plan: NULL argument");
+    const int64_t lim = (int64_t)1 << 30;
+    struct { const char *flag; int64_t v; } sizes[] = {
+        {"--hidden", l->hidden}, {"--intermediate", l->intermediate}, {"--tokens", l->tokens},
+        {"--tp", o->tp}, {"--ep", o->ep}};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].v < 1 || sizes[i].v > lim)
+            return ffn_error(FFN_ERR_INVALID_ARG, "plan: %s %lld: expected 1..%lld", sizes[i].flag,
+                             (long long)sizes[i].v, (long long)lim);
+    if (l->experts < 0 || l->experts > lim)
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --experts %lld: expected 0..%lld",
+                         (long long)l->experts, (long long)lim);
+    if (l->experts && (l->top_k < 1 || l->top_k > l->experts))
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --top-k %lld: expected 1..%lld (the experts)",
+                         (long long)l->top_k, (long long)l->experts);
+    if (l->experts && o->ep > l->experts)
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --ep %lld is larger than the %lld experts",
+                         (long long)o->ep, (long long)l->experts);
+    if (!l->experts && o->tp > l->intermediate)
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --tp %lld is larger than --intermediate %lld",
+                         (long long)o->tp, (long long)l->intermediate);
+    if (!(o->peak_gflops > 0) || !(o->link_gbps > 0) || !(o->act_bytes > 0) ||
+        !(o->latency_us >= 0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --peak-gflops %g, --link-gbps %g, "
+                         "--latency-us %g: expected > 0, > 0, >= 0",
+                         o->peak_gflops, o->link_gbps, o->latency_us);
+    ffn_plan_layer p;
+    memset(&p, 0, sizeof p);
+    const double D = (double)l->hidden, N = (double)l->tokens, m = l->gated ? 3.0 : 2.0;
+    const double ab = o->act_bytes, lat = o->latency_us * 1e-6, link = o->link_gbps * 1e9;
+    if (!l->experts) {
+        const int64_t P = o->tp;
+        p.flops_forward = 2.0 * N * D * (double)ceil_div(l->intermediate, P) * m;
+        if (P > 1) {
+            p.sent_forward = 2.0 * (double)(P - 1) / (double)P * N * D * ab;
+            p.messages_forward = 2.0 * (double)(P - 1);
+        }
+    } else {
+        const int64_t P = o->ep, E = l->experts, K = l->top_k;
+        const double rows = N * (double)K * (double)P * (double)ceil_div(E, P) / (double)E;
+        p.flops_forward = 2.0 * N * D * (double)E + rows * 2.0 * D * (double)l->intermediate * m;
+        if (P > 1) {
+            const double away = (double)(P - 1) / (double)P * N * (double)K;
+            p.sent_forward = 2.0 * away * D * ab + (double)(P - 1) * (double)ceil_div(E, P) * 4.0;
+            p.messages_forward = 3.0 * (double)(P - 1);
+        }
+    }
+    p.flops_backward = 2.0 * p.flops_forward;
+    p.sent_backward = p.sent_forward;
+    p.messages_backward = l->experts ? p.messages_forward * 2.0 / 3.0 : p.messages_forward;
+    if (l->experts && o->ep > 1) /* backward re-sends rows only: the counts are known */
+        p.sent_backward = p.sent_forward - (double)(o->ep - 1) * (double)ceil_div(l->experts, o->ep) * 4.0;
+    const double peak = o->peak_gflops * 1e9;
+    p.forward_comm_s = p.sent_forward / link + p.messages_forward * lat;
+    p.forward_s = p.flops_forward / peak + p.forward_comm_s;
+    p.forward_backward_comm_s = p.forward_comm_s + p.sent_backward / link + p.messages_backward * lat;
+    p.forward_backward_s = (p.flops_forward + p.flops_backward) / peak + p.forward_backward_comm_s;
+    *out = p;
+    return FFN_OK;
+}

@@ -19,7 +19,33 @@ struct ffn_dist {
     void *scratch;    /* the reductions' receive buffer */
     size_t scratch_bytes;
     ffn_train_dist train;
+    ffn_dist_ep_moe **ep_layers; /* the expert-parallel models' runners (ep_model.c) */
+    int64_t n_ep_layers;
+    int64_t bucket;   /* floats per gradient bucket (ffn_dist_set_bucket) */
+    ffn_dist_grad_stats grad_stats;
 };
+
+void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *s) {
+    if (s) *s = d ? d->grad_stats : (ffn_dist_grad_stats){0};
+}
+void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats) {
+    d->grad_stats.calls++;
+    d->grad_stats.seconds += seconds;
+    d->grad_stats.buckets += buckets;
+    d->grad_stats.floats += floats;
+}
+
+ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
+    ffn_dist_ep_moe **p = realloc(d->ep_layers, (size_t)(d->n_ep_layers + 1) * sizeof *p);
+    if (!p) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    d->ep_layers = p;
+    d->ep_layers[d->n_ep_layers++] = l;
+    return FFN_OK;
+}
+
+void ffn_dist_set_bucket(ffn_dist *d, int64_t floats) {
+    if (d) d->bucket = floats > 0 ? floats : floats == 0 ? INT64_MAX : FFN_DIST_BUCKET_FLOATS;
+}
 
 int ffn_dist_launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMI_SIZE") != NULL ||
@@ -91,6 +117,7 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     ffn_dist *d = calloc(1, sizeof *d);
     if (!d) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
     for (int g = 0; g < 5; g++) d->comm[g] = MPI_COMM_NULL;
+    d->bucket = FFN_DIST_BUCKET_FLOATS;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -142,6 +169,8 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
 
 void ffn_dist_free(ffn_dist *d) {
     if (!d) return;
+    for (int64_t i = 0; i < d->n_ep_layers; i++) ffn_dist_ep_moe_free(d->ep_layers[i]);
+    free(d->ep_layers);
     for (int g = 0; g < 5; g++)
         if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
     free(d->scratch);
@@ -171,10 +200,12 @@ static void *scratch(ffn_dist *d, size_t bytes) {
 }
 
 /* Ring all-reduce in a fixed order: P chunks; reduce-scatter (P-1 steps,
- * chunk c accumulates ranks c+1, c+2, ... in ring order), then all-gather
- * (P-1 steps of copies), so every rank ends with the same bits. */
+ * chunk c accumulates ranks c+1, c+2, ... in ring order, so rank r ends
+ * with chunk (r + 1) % P complete), then all-gather (P-1 steps of copies),
+ * so every rank ends with the same bits.  The two phases also serve alone
+ * (ZeRO-1: the gradients' reduce-scatter, the parameters' all-gather). */
 #define RING(NAME, T, MPI_T)                                                                  \
-    static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
+    __attribute__((unused)) static ffn_status NAME##_rs(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) { \
         if (P == 1 || n == 0) return FFN_OK;                                                  \
         int64_t base = n / P, extra = n % P;                                                  \
         _Static_assert(sizeof(T) <= 8, "element");                                            \
@@ -193,17 +224,47 @@ static void *scratch(ffn_dist *d, size_t bytes) {
             T *dst = buf + orr;                                                               \
             for (int64_t i = 0; i < nr; i++) dst[i] = recv[i] + dst[i];                       \
         }                                                                                     \
+        return FFN_OK;                                                                        \
+    }                                                                                         \
+    __attribute__((unused)) static ffn_status NAME##_ag(MPI_Comm comm, int r, int P, T *buf, int64_t n) {            \
+        if (P == 1 || n == 0) return FFN_OK;                                                  \
+        int64_t base = n / P, extra = n % P;                                                  \
+        int next = (r + 1) % P, prev = (r + P - 1) % P;                                       \
         for (int s = 0; s < P - 1; s++) {                                                     \
             int cs = ((r + 1 - s) % P + P) % P, cr = ((r - s) % P + P) % P;                   \
             int64_t os = cs * base + (cs < extra ? cs : extra), ns = base + (cs < extra);     \
             int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
+            if (ns > INT_MAX || nr > INT_MAX)                                                 \
+                return ffn_set_error(FFN_ERR_OVERFLOW, "all-gather chunk of %lld values", (long long)ns); \
             MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 8, buf + orr, (int)nr, MPI_T, prev, \
                                  8, comm, MPI_STATUS_IGNORE), "all-gather");                  \
         }                                                                                     \
         return FFN_OK;                                                                        \
+    }                                                                                         \
+    static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
+        ffn_status st = NAME##_rs(d, comm, r, P, buf, n);                                     \
+        return st != FFN_OK ? st : NAME##_ag(comm, r, P, buf, n);                             \
     }
 RING(ring_f32, float, MPI_FLOAT)
 RING(ring_f64, double, MPI_DOUBLE)
+
+void ffn_dist_owned_range(const ffn_dist *d, ffn_dist_group g, int64_t n, int64_t *first,
+                          int64_t *count) {
+    const int P = ffn_dist_size(d, g), r = ffn_dist_rank(d, g);
+    dist_split(n, P, (r + 1) % P, first, count); /* the chunk the reduce-scatter completes here */
+}
+
+ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_scatter_f32: bad argument");
+    return ring_f32_rs(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
+
+ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
+    if (!d || !group_ok(g) || (!buf && n) || n < 0)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_all_gather_f32: bad argument");
+    return ring_f32_ag(d->comm[g], d->grank[g], d->gsize[g], buf, n);
+}
 
 ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
     if (!d || !group_ok(g) || (!buf && n) || n < 0)
@@ -258,29 +319,78 @@ static ffn_status hook_same(void *u, const char *what, const void *b, size_t n) 
     return ffn_dist_check_same(u, what, b, n);
 }
 
+/* The rank's model: tensor-parallel (tp > 1; experts split by units), or
+ * expert-parallel (ep > 1: the whole layout, experts run by their owners). */
+static int ep_layout(const ffn_dist *d) { return d->gsize[FFN_DIST_TP] == 1 && d->ep > 1; }
 static ffn_status hook_shard(void *u, ffn_model *full, const ffn_model_options *opt,
                              ffn_model **out) {
     ffn_dist *d = u;
-    return ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
+    ffn_status st = ffn_dist_ep_model_check(d, ffn_model_get_config(full));
+    if (st != FFN_OK) return st;
+    return ep_layout(d) ? ffn_dist_ep_model_create(d, d->ctx, full, opt, out)
+                        : ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
 }
 static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
                              float *dst) {
+    if (ep_layout(u)) {
+        memcpy(dst, src, (size_t)ffn_model_num_params(r) * sizeof *dst);
+        return FFN_OK;
+    }
     return ffn_dist_tp_slice_flat(u, full, src, r, dst);
 }
 static ffn_status hook_gather(void *u, const ffn_model *r, const float *src, const ffn_model *full,
                               float *dst) {
-    return ffn_dist_tp_gather_flat(u, r, src, full, dst);
+    return ep_layout(u) ? ffn_dist_ep_gather_flat(u, r, src, dst)
+                        : ffn_dist_tp_gather_flat(u, r, src, full, dst);
 }
-static ffn_status hook_sync(void *u, ffn_model *r) { return ffn_dist_tp_model_sync_grads(u, r); }
+static ffn_status hook_sync(void *u, ffn_model *r) {
+    return ep_layout(u) ? FFN_OK : ffn_dist_tp_model_sync_grads(u, r);
+}
 static ffn_status hook_sq(void *u, const ffn_model *r, const ffn_model *full, const float *g,
                           double *sq) {
-    return ffn_dist_tp_grad_sq(u, r, full, g, sq);
+    return ep_layout(u) ? ffn_dist_ep_grad_sq(u, r, g, sq) : ffn_dist_tp_grad_sq(u, r, full, g, sq);
+}
+static ffn_status hook_reduce(void *u, ffn_model *m, float *g, int64_t n) {
+    ffn_dist *d = u;
+    if (n != ffn_model_num_params(m))
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "gradient reduction: %lld values for a model of "
+                             "%lld parameters", (long long)n, (long long)ffn_model_num_params(m));
+    return ffn_dist_reduce_grads(d, m, g, d->bucket);
+}
+
+static void hook_zero_range(void *u, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t first, count;
+    ffn_dist_owned_range(u, FFN_DIST_DP, n, &first, &count);
+    *lo = first, *hi = first + count;
+}
+static ffn_status hook_rs(void *u, float *buf, int64_t n) {
+    ffn_dist *d = u;
+    const double t0 = MPI_Wtime();
+    ffn_status st = ffn_dist_reduce_scatter_f32(d, FFN_DIST_DP, buf, n);
+    dist_add_grad_stats(d, MPI_Wtime() - t0, 1, n);
+    return st;
+}
+static ffn_status hook_ag(void *u, float *buf, int64_t n) {
+    return ffn_dist_all_gather_f32(u, FFN_DIST_DP, buf, n);
+}
+
+ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t) {
+    if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero1: NULL argument");
+    if (d->tp > 1 || d->ep > 1)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED,
+                             "--zero 1 with --tp %d --ep %d: the optimizer state is sharded over "
+                             "plain data-parallel ranks only in this build (use --dp alone)",
+                             d->tp, d->ep);
+    t->zero_range = hook_zero_range;
+    t->reduce_scatter = hook_rs;
+    t->all_gather = hook_ag;
+    return FFN_OK;
 }
 
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     memset(t, 0, sizeof *t);
     d->ctx = ctx;
-    if (d->gsize[FFN_DIST_TP] > 1) {
+    if (d->gsize[FFN_DIST_TP] > 1 || d->ep > 1) {
         t->shard = hook_shard;
         t->slice_flat = hook_slice;
         t->gather_flat = hook_gather;
@@ -294,5 +404,6 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     t->allreduce_f64 = hook_f64;
     t->agree = hook_agree;
     t->check_same = hook_same;
+    t->reduce_grads = hook_reduce;
     t->user = d;
 }

@@ -20,6 +20,20 @@ static inline void dist_split(int64_t n, int64_t P, int64_t k, int64_t *first, i
 /* The communicator of group g (owned by d; never freed by the caller). */
 MPI_Comm dist_comm(const ffn_dist *d, ffn_dist_group g);
 
+/* The expert-parallel layer without a routing ffn_moe of its own (own_moe
+ * 0): the runner of a model's MoE layer, whose set_experts points the
+ * rank's experts at the model's tensors (ep_moe.c, used by ep_model.c). */
+ffn_status dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *cfg, int own_moe,
+                              ffn_dist_ep_moe **out);
+ffn_moe_runner dist_ep_moe_runner(ffn_dist_ep_moe *l);
+/* count entries the layer owns, for ffn_dist_ep_moe_set_expert_grads */
+ffn_layer_params *dist_ep_moe_grad_slots(ffn_dist_ep_moe *l);
+/* d keeps the model runners it made and frees them in ffn_dist_free. */
+ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
+
+/* One gradient sum's time, buckets and floats (ffn_dist_get_grad_stats). */
+void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats);
+
 /* An MPI return code as an ffn_status with MPI's message after `what`. */
 ffn_status dist_mpi_error(int rc, const char *what);
 

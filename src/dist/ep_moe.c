@@ -20,6 +20,7 @@ struct ffn_dist_ep_moe {
     int64_t E, D, first, count, emax; /* emax = ceil(E / P): counts exchanged per rank */
     ffn_layer **experts;       /* count local experts */
     const ffn_layer_params *grads;
+    ffn_layer_params *grad_slots; /* (count) where a model's experts' gradients live */
     /* per call */
     int *scount, *sdispl, *rcount, *rdispl; /* (P) in floats */
     int *cnt_send, *cnt_recv;  /* (P, emax) rows per expert */
@@ -49,9 +50,12 @@ static int grow(void **p, size_t *cap, size_t need) {
 
 static ffn_status runner_forward(void *u, float *out, const float *rows, const int64_t *off);
 static ffn_status runner_backward(void *u, float *drows, const float *dy, const int64_t *off);
+static ffn_status runner_set_experts(void *u, const ffn_layer_params *experts);
 
-ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *cfg,
-                                  ffn_dist_ep_moe **out) {
+/* own_moe: the layer routes with its own ffn_moe (ffn_dist_ep_moe_create);
+ * otherwise it is only the runner of a model's MoE layer (ep_model.c). */
+ffn_status dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *cfg, int own_moe,
+                              ffn_dist_ep_moe **out) {
     if (!d || !ctx || !cfg || !out)
         return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_ep_moe_create: NULL argument");
     *out = NULL;
@@ -68,24 +72,25 @@ ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_confi
     l->E = cfg->num_experts, l->D = cfg->hidden_size, l->emax = (l->E + P - 1) / P;
     dist_split(l->E, P, l->me, &l->first, &l->count);
     l->experts = calloc((size_t)l->count, sizeof *l->experts);
+    l->grad_slots = calloc((size_t)l->count, sizeof *l->grad_slots);
     l->scount = calloc((size_t)P * 4, sizeof(int));
     l->cnt_send = calloc((size_t)(P * l->emax) * 2, sizeof(int));
     l->local_off = calloc((size_t)l->count + 1, sizeof(int64_t));
     l->saved_off = calloc((size_t)l->count, sizeof(size_t));
     l->pos = calloc((size_t)l->count + 1, sizeof(int64_t));
     l->comm = dist_comm(d, FFN_DIST_EP);
-    st = !l->experts || !l->scount || !l->cnt_send || !l->local_off || !l->saved_off || !l->pos
+    st = !l->experts || !l->grad_slots || !l->scount || !l->cnt_send || !l->local_off || !l->saved_off || !l->pos
              ? ffn_set_error(FFN_ERR_NOMEM, "out of memory")
              : FFN_OK;
     if (st == FFN_OK) {
         l->sdispl = l->scount + P, l->rcount = l->scount + 2 * P, l->rdispl = l->scount + 3 * P;
         l->cnt_recv = l->cnt_send + P * l->emax;
-        st = ffn_moe_create(ctx, cfg, &l->moe);
+        if (own_moe) st = ffn_moe_create(ctx, cfg, &l->moe);
     }
     ffn_layer_config lc = ffn_moe_expert_config(cfg, 0);
     for (int64_t j = 0; st == FFN_OK && j < l->count; j++) st = ffn_layer_create(ctx, &lc, &l->experts[j]);
-    ffn_moe_runner r = {runner_forward, runner_backward, l};
-    if (st == FFN_OK) st = ffn_moe_set_runner(l->moe, &r);
+    ffn_moe_runner r = {runner_forward, runner_backward, l, NULL};
+    if (st == FFN_OK && own_moe) st = ffn_moe_set_runner(l->moe, &r);
     if (st != FFN_OK) {
         ffn_dist_ep_moe_free(l);
         return st;
@@ -94,10 +99,34 @@ ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_confi
     return FFN_OK;
 }
 
+ffn_status ffn_dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *cfg,
+                                  ffn_dist_ep_moe **out) {
+    return dist_ep_moe_create(d, ctx, cfg, 1, out);
+}
+
+ffn_layer_params *dist_ep_moe_grad_slots(ffn_dist_ep_moe *l) { return l->grad_slots; }
+
+ffn_moe_runner dist_ep_moe_runner(ffn_dist_ep_moe *l) {
+    ffn_moe_runner r = {runner_forward, runner_backward, l, runner_set_experts};
+    return r;
+}
+
+/* The model's expert weights changed (ffn_moe_set_weights): point this
+ * rank's experts at theirs. */
+static ffn_status runner_set_experts(void *u, const ffn_layer_params *experts) {
+    ffn_dist_ep_moe *l = u;
+    for (int64_t j = 0; j < l->count; j++) {
+        ffn_status st = ffn_layer_set_weights(l->experts[j], &experts[l->first + j]);
+        if (st != FFN_OK) return ffn_set_error(st, "experts.%lld: %s", (long long)(l->first + j), ffn_last_error());
+    }
+    return FFN_OK;
+}
+
 void ffn_dist_ep_moe_free(ffn_dist_ep_moe *l) {
     if (!l) return;
     for (int64_t j = 0; l->experts && j < l->count; j++) ffn_layer_free(l->experts[j]);
     free(l->experts);
+    free(l->grad_slots);
     ffn_moe_free(l->moe);
     free(l->scount), free(l->cnt_send), free(l->local_off), free(l->saved_off), free(l->pos);
     free(l->discard);

@@ -31,10 +31,18 @@ ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                              "--tp %lld does not divide the %lld key/value heads (a GQA group "
                              "stays on one rank)", (long long)P,
                              (long long)full->num_key_value_heads);
-    if (full->num_experts > 0 && P > 1)
+    if (full->num_experts > 0 && P > 1 && ffn_dist_size(d, FFN_DIST_EP) > 1)
         return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                             "--tp %lld: MoE layers are spread over ranks by expert (--ep), not "
-                             "split by units; not with --tp in this build", (long long)P);
+                             "--tp %lld with --ep %d: MoE layers are either split by units over "
+                             "the tensor-parallel ranks (--tp) or spread by expert (--ep); both "
+                             "at once are not in this build", (long long)P,
+                             ffn_dist_size(d, FFN_DIST_EP));
+    /* MoE layers, Megatron style: every expert (and the shared expert)
+     * split by units like a dense FFN; the router is replicated, so every
+     * rank routes alike.  Its gradient (and dx) from each rank's partial
+     * expert outputs is a part to be summed; the aux and z losses, which
+     * every rank would compute whole, count on tp rank 0 only. */
+    if (full->num_experts > 0 && k != 0) c.router_aux_loss_coef = c.router_z_loss_coef = 0.0;
     if (full->qk_norm == FFN_QK_NORM_FULL && P > 1)
         return ffn_set_error(FFN_ERR_UNSUPPORTED,
                              "--tp %lld: a q/k norm over the whole projection (olmoe) needs the "
@@ -151,10 +159,12 @@ static void unslice_one(const ffn_model_tensor *t, const float *src, const ffn_m
     }
 }
 
-/* Replicated weights whose gradient is a sum over heads: each rank holds
- * the part from its own heads. */
+/* Replicated weights whose gradient is a sum over the group: each rank
+ * holds the part from its own heads (q/k norms) or from its units of the
+ * experts (the router, the shared expert's gate). */
 static int summed_over_heads(const char *name) {
-    return ends_with(name, "self_attn.q_norm.weight") || ends_with(name, "self_attn.k_norm.weight");
+    return ends_with(name, "self_attn.q_norm.weight") || ends_with(name, "self_attn.k_norm.weight") ||
+           ends_with(name, "mlp.gate.weight") || ends_with(name, "mlp.shared_expert_gate.weight");
 }
 
 ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *m) {

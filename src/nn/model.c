@@ -946,6 +946,14 @@ ffn_status ffn_model_set_reducer(ffn_model *m, const ffn_model_reducer *r) {
     return FFN_OK;
 }
 
+ffn_status ffn_model_set_moe_runner(ffn_model *m, int64_t layer, const ffn_moe_runner *r) {
+    if (!m || layer < 0 || layer >= m->L || !m->moe[layer])
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_set_moe_runner: layer %lld is not a MoE "
+                         "layer of this model", (long long)layer);
+    ffn_status st = ffn_moe_set_runner(m->moe[layer], r);
+    return st ? st : ffn_model_params_changed(m);
+}
+
 ffn_status ffn_model_params_changed(ffn_model *m) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
     for (int64_t l = 0; l < m->L; l++) {

@@ -388,7 +388,12 @@ ffn_status ffn_moe_set_qweights(ffn_moe *m, const ffn_moe_params *w, const ffn_m
     if (!w->router_w) return ffn_error(FFN_ERR_MISSING, "gate.weight: the router weight is missing");
     if (!w->experts && !m->runner.forward)
         return ffn_error(FFN_ERR_MISSING, "experts: the expert weights are missing");
-    for (int64_t e = 0; w->experts && e < c->num_experts; e++) {
+    if (w->experts && m->runner.set_experts) { /* the runner's experts, not ours */
+        ffn_status st = m->runner.set_experts(m->runner.user, w->experts);
+        ffn_ctx_enter(m->ctx);
+        if (st) return ffn_error_prefix(st, "experts (runner)");
+    }
+    for (int64_t e = 0; w->experts && !m->runner.set_experts && e < c->num_experts; e++) {
         if ((t = missing_tensor(&w->experts[e], c)))
             return ffn_error(FFN_ERR_MISSING, "experts.%lld.%s: missing", (long long)e, t);
         const ffn_layer_qweights *qe = q && q->experts ? q->experts[e] : NULL;

@@ -605,6 +605,8 @@ struct ffn_adamw {
     unsigned char *frozen;  /* (tensors): 1 = never updated; NULL when all are trained */
     const ffn_train_dist *tp; /* tensor parallel: the whole model's norm (grad_sq) */
     const ffn_model *tp_full;
+    int64_t lo, hi;           /* the moments cover params [lo, hi) (ZeRO-1: this rank's share) */
+    const ffn_train_dist *zero; /* ZeRO-1: the norm's sum and the parameters' all-gather */
 };
 
 static int decays(ffn_tensor_kind kind) {
@@ -620,6 +622,7 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
     if (!a) return ffn_error(FFN_ERR_NOMEM, "out of memory");
     a->model = model;
     a->params = ffn_model_params(model, &a->n_params);
+    a->hi = a->n_params;
     a->grads = ffn_model_grads(model, NULL);
     if (!a->grads) {
         free(a);
@@ -696,7 +699,11 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
         ffn_status st = a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
         if (st != FFN_OK) return st;
     } else {
-        sq = train_sum_squares(a->grads, a->n_params, a->norm_partials);
+        sq = train_sum_squares(a->grads + a->lo, a->hi - a->lo, a->norm_partials);
+        if (a->zero) { /* the ranks' ranges together */
+            ffn_status st = a->zero->allreduce_f64(a->zero->user, &sq, 1);
+            if (st != FFN_OK) return st;
+        }
     }
     double norm = sqrt(sq);
     float scale = 1.0f;
@@ -714,13 +721,20 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
         .bc2_sqrt = (float)sqrt(1.0 - pow(a->beta2, (double)step)),
         .grad_scale = scale,
     };
-    float *m = a->moments, *v = a->moments + a->n_params;
+    float *m = a->moments, *v = a->moments + (a->hi - a->lo); /* from parameter lo on */
     for (int64_t i = 0; i < n_tensors; i++) {
         if (a->frozen && a->frozen[i]) continue;
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
         s.decay = decays(ten->kind) ? (float)(lr * a->weight_decay) : 0.0f;
-        int64_t off = ten->offset;
-        adamw_update(a->params + off, m + off, v + off, a->grads + off, ten->numel, &s);
+        int64_t off = ten->offset > a->lo ? ten->offset : a->lo;
+        int64_t end = ten->offset + ten->numel < a->hi ? ten->offset + ten->numel : a->hi;
+        if (end > off)
+            adamw_update(a->params + off, m + (off - a->lo), v + (off - a->lo), a->grads + off,
+                         end - off, &s);
+    }
+    if (a->zero) { /* every rank's updated range to every rank */
+        ffn_status st = a->zero->all_gather(a->zero->user, a->params, a->n_params);
+        if (st != FFN_OK) return st;
     }
     if (lr_out) *lr_out = lr;
     if (norm_out) *norm_out = norm;
@@ -776,7 +790,10 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         int64_t n;
         float *g = ffn_model_grads(t->model, &n);
         double l[2] = {ce, total};
-        ffn_status st = t->o.dist->allreduce_f32(t->o.dist->user, g, n);
+        ffn_status st = t->o.dist->zero_range ? t->o.dist->reduce_scatter(t->o.dist->user, g, n)
+                        : t->o.dist->reduce_grads
+                            ? t->o.dist->reduce_grads(t->o.dist->user, t->model, g, n)
+                            : t->o.dist->allreduce_f32(t->o.dist->user, g, n);
         if (st == FFN_OK && t->o.dist->sync_grads) st = t->o.dist->sync_grads(t->o.dist->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
@@ -818,8 +835,8 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     if (st != FFN_OK) return st;
     char key[128], val[1100];
     /* tensor parallel: the whole model's moments, put together before the save */
-    const float *mom = t->full ? t->full_moments : t->moments;
-    const int64_t np = t->full ? t->full_np : t->n_params;
+    const float *mom = t->full_moments ? t->full_moments : t->moments;
+    const int64_t np = t->full_moments ? t->full_np : t->n_params;
     int64_t shape[1] = {np};
     st = ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, mom);
     if (st == FFN_OK) st = ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, mom + np);
@@ -1257,6 +1274,46 @@ static ffn_status tp_shard(trainer *t) {
     return FFN_OK;
 }
 
+/* ZeRO-1: keep this rank's range of the moments only. */
+static ffn_status zero_shard(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    if (!d->reduce_scatter || !d->all_gather || d->shard)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: zero_range needs reduce_scatter "
+                         "and all_gather, and no shard");
+    int64_t lo, hi, n = t->n_params;
+    d->zero_range(d->user, n, &lo, &hi);
+    if (lo < 0 || hi < lo || hi > n)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: zero range [%lld, %lld) of %lld",
+                         (long long)lo, (long long)hi, (long long)n);
+    float *m = ffn_malloc_aligned((size_t)(hi - lo ? hi - lo : 1) * 2 * sizeof(float));
+    if (!m) return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments)");
+    memcpy(m, t->moments + lo, (size_t)(hi - lo) * sizeof(float));
+    memcpy(m + (hi - lo), t->moments + n + lo, (size_t)(hi - lo) * sizeof(float));
+    ffn_free_aligned(t->opt->moments);
+    t->opt->moments = t->moments = m;
+    t->opt->lo = lo, t->opt->hi = hi, t->opt->zero = d;
+    return FFN_OK;
+}
+
+/* ZeRO-1, before a save (every rank): the whole moments, for the writer
+ * (freed after the save: zero_release). */
+static ffn_status zero_gather(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    const int64_t n = t->n_params, lo = t->opt->lo, k = t->opt->hi - lo;
+    float *all = ffn_malloc_aligned((size_t)n * 2 * sizeof(float));
+    if (!all) return ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
+    memcpy(all + lo, t->moments, (size_t)k * sizeof(float));
+    memcpy(all + n + lo, t->moments + k, (size_t)k * sizeof(float));
+    ffn_status st = d->all_gather(d->user, all, n);
+    if (st == FFN_OK) st = d->all_gather(d->user, all + n, n);
+    t->full_moments = all, t->full_np = n;
+    return st;
+}
+static void zero_release(trainer *t) {
+    ffn_free_aligned(t->full_moments);
+    t->full_moments = NULL;
+}
+
 /* Tensor parallel, before a save (every rank): the whole model's parameters
  * and moments from the ranks' shares. */
 static ffn_status tp_gather(trainer *t) {
@@ -1362,6 +1419,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     ffn_st_close(state);
     state = NULL;
     if (st == FFN_OK && o->dist && o->dist->shard) st = tp_shard(t);
+    if (st == FFN_OK && o->dist && o->dist->zero_range) st = zero_shard(t);
     if (st != FFN_OK) goto done;
 
     /* Outputs: check the checkpoint directory and open the log first, so a
@@ -1449,10 +1507,12 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
         if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
+        if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
         }
+        if (t->opt->zero) zero_release(t);
         if (o->dist) st = dp_agree(t, st); /* the writer's save, the log: all or none */
         if (st != FFN_OK) goto done;
         if (want_save) saved = t->out_dir;

@@ -10,10 +10,27 @@
 #     + combine with identity experts is the identity, bitwise:
 #     build/tests/dist_test_ep_moe;
 #   - the tensor-parallel model (attention heads and FFN units split, two
-#     all-reduces a layer each way) equals the whole model: logits, loss,
+#     all-reduces a layer each way; MoE experts split by units) equals the
+#     whole model: logits, loss,
 #     every gradient, the KV-cache path (build/tests/dist_test_tp_model), and
 #     `ffn run --tp 2 / 4` on stories260K gives the same 64 greedy tokens and
 #     logits within 1e-5;
+#   - `ffn run --tp 2` without --threads gives each rank the host's cores
+#     divided by its ranks;
+#   - ZeRO-1 (--zero 1: AdamW's moments sharded over dp 2, 3, 4) gives the
+#     losses of one process (1e-6; at dp 2 plain dp's model bitwise), prints
+#     the optimizer bytes a rank (8 x ceil(params / dp)), and its
+#     checkpoint's moments are whole: dp 3 -> one process and one process ->
+#     dp 2 resume on the same path;
+#   - ffn plan's predictions for the 2-rank TP FFN layer, EP MoE layer and
+#     DP training step (peak and link measured in the same run: ffn bench
+#     peak, ffn bench link) are within [1/100, 10] of the measurement;
+#   - expert-parallel training of a MoE model (5 experts, top-2: --ep 2
+#     --dp 2, --ep 2 alone, --ep 2 --dp 4 whose expert-replica groups sum
+#     the experts' gradients) gives the losses of one process taking the
+#     same micro-batches (--grad-accum P) to 1e-6, and resumes under
+#     another layout (ep 2 -> dp 2, dp 2 -> ep 2) on the same path; so do
+#     --tp 2 and --tp 2 --dp 2 on it (every expert split by units);
 #   - tensor-parallel training (--tp 2, and --tp 2 --dp 2) gives the loss
 #     of one process at every step (1e-6), and a --tp run's checkpoint is
 #     whole: it resumes under --dp or in one process;
@@ -21,10 +38,13 @@
 #     process with batch P*B at every step (1e-6 relative) and the same
 #     held-out loss; two runs of the same layout are bitwise identical; a
 #     200-step --dp 2 run reaches one process's validation loss within
-#     1e-4; a run stopped under one layout resumes under another (dp 2 ->
+#     1e-4; the gradient sum cut into small buckets (--bucket-mb 0.01,
+#     dp 4) gives the same losses and twice the same bits; a run stopped
+#     under one layout resumes under another (dp 2 ->
 #     1 process, 1 -> dp 4) and ends where the uninterrupted run ends;
 #   - failures: a layout without mpirun, -np that is not tp*dp, --tp that
-#     does not divide the heads, --tp with MoE layers, ranks with different seeds (starting weights) or one rank
+#     does not divide the heads or the KV heads, --tp with --ep, --ep
+#     larger than the experts, --ep without MoE, --ep not dividing --dp, ranks with different seeds (starting weights) or one rank
 #     that cannot open its data: every rank stops with the message, non-zero;
 #     a rank killed with -9 ends the job (no hang) and the last checkpoint
 #     still loads.
@@ -79,6 +99,10 @@ PY
         then ok "run --tp $p (stories260K): 64 greedy ids identical, logits within 1e-5"
         else bad "run --tp $p differs from one process"; fi
     done
+    # without --threads each rank takes the host's cores divided by the ranks on it
+    want=$(( $(nproc) / 2 )); ((want >= 1)) || want=1
+    got=$(timeout 60 "${MPIRUN[@]}" -np 2 "$FFN" run "$M260" --tp 2 --ids "1" --steps 2 --info 2>&1 >/dev/null | grep -c "rank [01] of 2 (--tp 2), $want thread(s)")
+    [[ "$got" == 2 ]] && ok "run --tp 2 without --threads: $want thread(s) a rank ($(nproc) cores, 2 ranks)" || bad "run --tp 2 threads: $got ranks report $want thread(s)"
     expect_tp=$(timeout 60 "${MPIRUN[@]}" -np 3 "$FFN" run "$M260" --tp 3 --ids "1" --steps 2 --threads 1 2>&1 >/dev/null)
     grep -q -- "--tp 3 does not divide the 8 attention heads" <<<"$expect_tp" && ok "run --tp 3 on 8 heads: refused, naming both" || bad "run --tp 3: $expect_tp"
 else bad "$M260 missing (FFN_SHARED)"; fi
@@ -91,9 +115,12 @@ A=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 -
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two >/dev/null 2>"$tmp/e2" || bad "dp 2: $(tail -3 "$tmp/e2")"
 timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 "${A[@]}" --out four >/dev/null 2>"$tmp/e4" || bad "dp 4: $(tail -3 "$tmp/e4")"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out two_again >/dev/null 2>&1 || bad "dp 2 again"
+# small buckets (the gradient sum cut into many pieces), twice
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 --bucket-mb 0.01 "${A[@]}" --out four_b --json >four_b.json 2>"$tmp/e4" || bad "dp 4 small buckets: $(tail -3 "$tmp/e4")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --steps 15 --batch-size 2 --bucket-mb 0.01 "${A[@]}" --out four_b2 >/dev/null 2>&1 || bad "dp 4 small buckets again"
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --steps 15 --batch-size 8 "${A[@]}" --out tp2 >/dev/null 2>"$tmp/et" || bad "tp 2: $(tail -3 "$tmp/et")"
 timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --tp 2 --dp 2 --steps 15 --batch-size 4 "${A[@]}" --out tp2dp2 >/dev/null 2>"$tmp/et" || bad "tp 2 dp 2: $(tail -3 "$tmp/et")"
-if /usr/bin/python3 - one/metrics.jsonl two/metrics.jsonl four/metrics.jsonl tp2/metrics.jsonl tp2dp2/metrics.jsonl >"$tmp/cmp" 2>&1 <<'PY'
+if /usr/bin/python3 - one/metrics.jsonl two/metrics.jsonl four/metrics.jsonl tp2/metrics.jsonl tp2dp2/metrics.jsonl four_b/metrics.jsonl >"$tmp/cmp" 2>&1 <<'PY'
 import json, sys
 runs = [[json.loads(l) for l in open(p)] for p in sys.argv[1:]]
 ref = runs[0]
@@ -108,12 +135,119 @@ for r in runs[1:]:
                 assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
 print("worst relative difference %.2e over 15 steps, loss and val_loss" % worst)
 PY
-then ok "dp 2 (batch 4), dp 4 (batch 2), tp 2 (batch 8), tp 2 x dp 2 (batch 4) = one process (batch 8): $(cat "$tmp/cmp")"
+then ok "dp 2 (batch 4), dp 4 (batch 2; and in 10 KiB buckets), tp 2 (batch 8), tp 2 x dp 2 (batch 4) = one process (batch 8): $(cat "$tmp/cmp")"
 else bad "dp losses: $(cat "$tmp/cmp")"; fi
 if cmp -s two/model.safetensors two_again/model.safetensors &&
    cmp -s <(sed 's/"tokens_per_s": [0-9.e+]*,//' two/metrics.jsonl) <(sed 's/"tokens_per_s": [0-9.e+]*,//' two_again/metrics.jsonl); then
     ok "dp 2 twice: model.safetensors and the losses bitwise identical"
 else bad "dp 2 runs differ"; fi
+nb=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["grad_buckets_per_step"])' four_b.json 2>/dev/null)
+if cmp -s four_b/model.safetensors four_b2/model.safetensors && [[ -n "$nb" ]] && /usr/bin/python3 -c "import sys; sys.exit(0 if float('$nb') > 3 else 1)"; then
+    ok "dp 4 in 10 KiB buckets ($nb buckets a step) twice: model.safetensors bitwise identical"
+else bad "dp 4 small buckets: runs differ or $nb buckets a step"; fi
+
+# ---- ZeRO-1: the optimizer's moments sharded over the dp ranks ----
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 1 --steps 15 --batch-size 4 "${A[@]}" --out z2 --json >z2.json 2>"$tmp/ez" || bad "zero dp 2: $(tail -3 "$tmp/ez")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --dp 4 --zero 1 --steps 15 --batch-size 2 "${A[@]}" --out z4 --json >z4.json 2>"$tmp/ez" || bad "zero dp 4: $(tail -3 "$tmp/ez")"
+"$FFN" train --steps 15 --batch-size 6 "${A[@]}" --threads 1 --out one6 >/dev/null 2>&1 || bad "one process batch 6"
+timeout 300 "${MPIRUN[@]}" -np 3 "$FFN" train --dp 3 --zero 1 --steps 15 --stop-at 7 --batch-size 2 "${A[@]}" --out z3s >/dev/null 2>"$tmp/ez" || bad "zero dp 3 stop at 7: $(tail -3 "$tmp/ez")"
+"$FFN" train --resume z3s --threads 1 --quiet >/dev/null 2>"$tmp/ez" || bad "resume zero dp 3 -> one process: $(cat "$tmp/ez")"
+"$FFN" train --steps 15 --stop-at 7 --batch-size 8 "${A[@]}" --threads 1 --out z1s >/dev/null 2>&1 || bad "one process stop at 7"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 1 --resume z1s --quiet >/dev/null 2>"$tmp/ez" || bad "resume one process -> zero dp 2: $(tail -3 "$tmp/ez")"
+if /usr/bin/python3 - one z2 z4 z1s one6 z3s >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:]]
+worst = 0.0
+for ref, others in ((runs[0], runs[1:4]), (runs[4], runs[5:])):
+    assert len(ref) == 15
+    for r in others:
+        assert len(r) == len(ref)
+        for a, b in zip(ref, r):
+            for k in ("loss", "val_loss"):
+                if k in a:
+                    e = abs(a[k] - b[k]) / abs(a[k]); worst = max(worst, e)
+                    assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
+z2, z4 = (json.load(open(p + ".json")) for p in ("z2", "z4"))
+n = z2["params"]
+assert z2["optimizer_bytes_per_rank"] == 8 * ((n + 1) // 2) and z4["optimizer_bytes_per_rank"] == 8 * ((n + 3) // 4), (z2, z4)
+print("worst relative difference %.2e; optimizer bytes a rank: %d (dp 2), %d (dp 4) of %d" % (
+      worst, z2["optimizer_bytes_per_rank"], z4["optimizer_bytes_per_rank"], 8 * n))
+PY
+then ok "zero 1: dp 2, dp 4, one process -> zero dp 2 resumed = one process (batch 8); zero dp 3 -> one process resumed = one process (batch 6): $(cat "$tmp/cmp")"
+else bad "zero 1: $(cat "$tmp/cmp")"; fi
+cmp -s two/model.safetensors z2/model.safetensors && ok "zero 1 dp 2: model.safetensors bitwise that of plain dp 2" || bad "zero 1 dp 2 differs from dp 2 bitwise"
+
+# ---- expert-parallel training equals one process ----
+# One process with --grad-accum P and batch B takes the P micro-batches the
+# P ranks take (the same windows), so the MoE aux loss, computed per
+# micro-batch, means the same thing on both sides; --eval-batches P*K
+# there evaluates the windows P ranks with K batches evaluate.
+M=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+   --num-experts 5 --num-experts-per-tok 2 --corpus en --eval-every 5 --quiet)
+"$FFN" train --steps 10 --batch-size 4 --grad-accum 2 --eval-batches 8 "${M[@]}" --threads 1 --out moe1 >/dev/null 2>"$tmp/em" || bad "moe one process: $(cat "$tmp/em")"
+"$FFN" train --steps 10 --batch-size 2 --grad-accum 4 --eval-batches 8 "${M[@]}" --threads 1 --out moe1x4 >/dev/null 2>"$tmp/em" || bad "moe one process x4: $(cat "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --dp 2 --steps 10 --batch-size 4 --eval-batches 4 "${M[@]}" --out ep2dp2 >/dev/null 2>"$tmp/em" || bad "ep 2 dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --steps 10 --batch-size 4 --eval-batches 4 "${M[@]}" --out ep2 >/dev/null 2>"$tmp/em" || bad "ep 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --ep 2 --dp 4 --steps 10 --batch-size 2 --eval-batches 2 "${M[@]}" --out ep2dp4 >/dev/null 2>"$tmp/em" || bad "ep 2 dp 4: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --steps 10 --stop-at 5 --batch-size 4 --eval-batches 4 "${M[@]}" --out ep2s >/dev/null 2>"$tmp/em" || bad "ep 2 stop at 5: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --resume ep2s --quiet >/dev/null 2>"$tmp/em" || bad "resume ep 2 -> dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --steps 10 --batch-size 4 --grad-accum 2 --eval-batches 8 "${M[@]}" --out moetp2 >/dev/null 2>"$tmp/em" || bad "moe tp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --tp 2 --dp 2 --steps 10 --batch-size 4 --eval-batches 4 "${M[@]}" --out moetp2dp2 >/dev/null 2>"$tmp/em" || bad "moe tp 2 dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 10 --stop-at 5 --batch-size 4 --eval-batches 4 "${M[@]}" --out dp2s >/dev/null 2>"$tmp/em" || bad "dp 2 stop at 5: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --resume dp2s --quiet >/dev/null 2>"$tmp/em" || bad "resume dp 2 -> ep 2: $(tail -3 "$tmp/em")"
+if /usr/bin/python3 - moe1 ep2dp2 ep2 ep2s dp2s moetp2 moetp2dp2 moe1x4 ep2dp4 >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(p + "/metrics.jsonl")] for p in sys.argv[1:]]
+worst = 0.0
+for ref, others in ((runs[0], runs[1:7]), (runs[7], runs[8:])):
+    assert len(ref) == 10
+    for r in others:
+        assert len(r) == len(ref)
+        for a, b in zip(ref, r):
+            for k in ("loss", "val_loss"):
+                if k in a:
+                    e = abs(a[k] - b[k]) / abs(a[k]); worst = max(worst, e)
+                    assert e <= 1e-6, (a["step"], k, a[k], b[k], e)
+print("worst relative difference %.2e over 10 steps, loss and val_loss" % worst)
+PY
+then ok "moe (5 experts, top-2): ep 2 x dp 2, ep 2, ep 2 -> dp 2 resumed, dp 2 -> ep 2 resumed, tp 2 (experts split by units), tp 2 x dp 2 = one process (2 micro-batches); ep 2 x dp 4 = one process (4): $(cat "$tmp/cmp")"
+else bad "ep losses: $(cat "$tmp/cmp")"; fi
+
+# ---- ffn plan's prediction against the measurement (2 ranks) ----
+# The peak (one thread) and the link (ffn bench link) are measured in this
+# run and passed to ffn plan; the bound is generous (predicted/measured in
+# [1/100, 10]: a loaded host stretches the measurement, never shrinks it):
+# this checks the model's arithmetic and units, not the machine.
+peak=$("$FFN" bench peak --threads 1 --json 2>/dev/null)
+link=$(timeout 120 "${MPIRUN[@]}" -np 2 "$FFN" bench link --mb 8 --repeats 3 --json 2>/dev/null | tail -1)
+mtp=$(timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" bench layer --tp 2 --hidden 1024 --intermediate 2816 --tokens 128 --repeats 3 --threads 1 --json 2>/dev/null | tail -1)
+mep=$(timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" bench moe --ep 2 --hidden 512 --moe-intermediate 704 --experts 8 --top-k 2 --tokens 256 --repeats 3 --threads 1 --json 2>/dev/null | tail -1)
+P=(--seq-len 32 --hidden-size 128 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 344 --corpus en --eval-every 0 --quiet)
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --steps 10 --batch-size 8 "${P[@]}" --threads 1 --out pdp --json >pdp.json 2>/dev/null || bad "plan check: dp 2 training"
+if /usr/bin/python3 - "$FFN" "$peak" "$link" "$mtp" "$mep" pdp.json pdp/config.json >"$tmp/cmp" 2>&1 <<'PY'
+import json, subprocess, sys
+ffn, peak, link, mtp, mep = sys.argv[1], *(json.loads(a) for a in sys.argv[2:6])
+dp, cfg = json.load(open(sys.argv[6])), sys.argv[7]
+mach = ["--peak-gflops", "%.4f" % peak["gflops"], "--link-gbps", "%.6f" % link["link_gbps"],
+        "--latency-us", "%.4f" % link["latency_us"], "--json"]
+def plan(*a):
+    return json.loads(subprocess.run([ffn, "plan", *a, *mach], capture_output=True, text=True, check=True).stdout)
+ptp = plan("--layer", "ffn", "--tp", "2", "--hidden", "1024", "--intermediate", "2816", "--tokens", "128")
+pep = plan("--layer", "moe", "--ep", "2", "--hidden", "512", "--moe-intermediate", "704", "--experts", "8",
+           "--top-k", "2", "--tokens", "256")
+pdp = plan(cfg, "--dp", "2", "--batch-size", "8", "--seq-len", "32")
+rows = [("TP FFN 1024x2816 N=128 fwd+bwd", ptp["time_s"]["forward_backward"], mtp["forward_backward_ms"] * 1e-3),
+        ("EP MoE 8x704 top-2 N=256 fwd+bwd", pep["time_s"]["forward_backward"], mep["forward_backward_ms"] * 1e-3),
+        ("DP train step (D 128, B 8, T 32)", pdp["time_s"]["step_serial"], 2 * 8 * 32 / dp["tokens_per_s"])]
+print("peak %.1f GFLOP/s, link %.3f GB/s, %.1f us a message (measured here):" % (
+      peak["gflops"], link["link_gbps"], link["latency_us"]))
+for name, p, m in rows:
+    print("  %s: predicted %.4f s, measured %.4f s, predicted/measured %.2f" % (name, p, m, p / m))
+for name, p, m in rows:
+    assert 1 / 100 <= p / m <= 10, (name, p, m)
+PY
+then ok "ffn plan vs 2 ranks here: $(cat "$tmp/cmp" | tr '\n' ';')"
+else bad "ffn plan vs measurement: $(cat "$tmp/cmp")"; fi
 
 # ---- 200 steps, and resuming under another layout ----
 # lr 5e-4: at 1e-3 this small model goes through a loss spike near step 65
@@ -155,7 +289,28 @@ expect 1 "needs 2 processes: start them with mpirun -np 2" "$FFN" train --dp 2 "
 [[ ! -e f1 ]] && ok "nothing written without mpirun" || bad "f1 written"
 expect nz "--dp 3 = 3 ranks, but mpirun started 2" "${MPIRUN[@]}" -np 2 "$FFN" train --dp 3 "${B[@]}" --out f2
 expect nz "--tp 3 does not divide the 4 attention heads" "${MPIRUN[@]}" -np 3 "$FFN" train --tp 3 "${B[@]}" --num-attention-heads 4 --out f3
-expect nz "MoE layers are spread over ranks by expert" "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 "${B[@]}" --num-experts 4 --out f3b
+# each of these: the message, nothing written.  Every rank fails with it,
+# but mpirun ends the job when the first one exits, so a slower rank may
+# be gone before it prints: at least one must have.
+expect_all() { # NP PATTERN OUT cmd...
+    local np=$1 pat=$2 out=$3; shift 3
+    local rc=0
+    timeout 120 "${MPIRUN[@]}" -np "$np" "$@" --out "$out" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    local n; n=$(grep -cE -- "$pat" "$tmp/err")
+    if ((rc != 0 && rc != 124)) && ((n >= 1)) && [[ ! -e "$out" ]]; then ok "($rc, $n of $np ranks printed it, nothing written) $pat"
+    else bad "-np $np $* : exit $rc, $n of $np ranks said '$pat', $(ls -d "$out" 2>/dev/null): $(head -c 400 "$tmp/err")"; fi
+}
+expect_all 2 "--ep 2 is larger than the 1 experts" g1 "$FFN" train --ep 2 "${B[@]}" --num-experts 1 --num-experts-per-tok 1
+expect_all 2 "--ep 2: the model has no MoE layers" g2 "$FFN" train --ep 2 "${B[@]}"
+expect_all 3 "--ep 2 does not divide --dp 3" g3 "$FFN" train --ep 2 --dp 3 "${B[@]}" --num-experts 4
+expect_all 2 "--tp 2 does not divide the 1 key/value heads" g4 "$FFN" train --tp 2 "${B[@]}" --num-attention-heads 4 --num-key-value-heads 1
+expect_all 4 "--tp 2 with --ep 2: MoE layers are either split by units" g5 "$FFN" train --tp 2 --dp 2 --ep 2 "${B[@]}" --num-experts 4
+expect_all 2 "--tp 2 x --dp 2 = 4 ranks, but mpirun started 2" g6 "$FFN" train --tp 2 --dp 2 "${B[@]}"
+expect 1 "--ep 2 needs 2 processes|needs 2 processes" "$FFN" train --ep 2 "${B[@]}" --num-experts 4 --out g7
+[[ ! -e g7 ]] && ok "--ep without mpirun: nothing written" || bad "g7 written"
+expect_all 4 "--zero 1 with --tp 2 --ep 1: the optimizer state is sharded over plain" g8 "$FFN" train --tp 2 --dp 2 --zero 1 "${B[@]}"
+expect 2 "--zero 1 shards the optimizer over --dp ranks: start them with mpirun" "$FFN" train --zero 1 "${B[@]}" --out g9
+[[ ! -e g9 ]] && ok "--zero without mpirun: nothing written" || bad "g9 written"
 expect nz "the starting weights .* differs between the ranks: rank 1" \
     "${MPIRUN[@]}" -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 1 --out f4 : -np 1 "$FFN" train --dp 2 "${B[@]}" --seed 2 --out f4
 expect nz "rank 1: $tmp/nope.txt: cannot open" \
