@@ -10,7 +10,8 @@
 #     values are not all bf16-representable (low 16 bits non-zero);
 #   - bf16 is really used: its losses differ from the fp32 run's, and stay
 #     within 2% of them over these few steps;
-#   - ffn bench layer --precision bf16 --json says so;
+#   - ffn bench layer --precision bf16 --json says so; ffn run --precision
+#     bf16 gives logits near the fp32 ones (within 2e-2 relative, not equal);
 #   - refusals: --precision fp16 (exit 2, the accepted names), bf16 where the
 #     SIMD level has no AVX512_BF16 (FFN_SIMD=avx2: exit 1, a message naming
 #     it, no run directory written).
@@ -110,6 +111,25 @@ worst = max(abs(a - b) / b for a, b in zip(bf, fp))
 assert worst < 0.02, "bf16 losses differ from fp32 by %.3g (relative)" % worst
 print("ok bf16 losses differ from fp32 (max relative %.2e < 2e-2)" % worst)
 EOF
+
+# ---- ffn run --precision bf16: the same model, logits near fp32's, not equal ----
+"$FFN_BIN" run "$tmp/f" --ids "1 2 3 4" --steps 4 --temperature 0 --threads 1 --precision bf16 \
+    --dump-logits "$tmp/lb.safetensors" >/dev/null
+"$FFN_BIN" run "$tmp/f" --ids "1 2 3 4" --steps 4 --temperature 0 --threads 1 \
+    --dump-logits "$tmp/lf.safetensors" >/dev/null
+/usr/bin/python3 - "$tmp/lb.safetensors" "$tmp/lf.safetensors" <<'PY' || fail "ffn run --precision bf16 logits"
+import json, struct, sys
+import numpy as np
+def logits(p):
+    f = open(p, "rb")
+    h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    b, e = h["logits"]["data_offsets"]
+    return np.frombuffer(f.read()[b:e], dtype="<f4")
+a, b = logits(sys.argv[1]), logits(sys.argv[2])
+rel = float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+assert 0 < rel < 2e-2, "bf16 logits vs fp32: max rel %.3g (expected in (0, 2e-2))" % rel
+print("ok ffn run --precision bf16: logits within %.2e (relative) of fp32's, not equal" % rel)
+PY
 
 # ---- refusals ----
 rc=0
