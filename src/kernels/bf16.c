@@ -9,7 +9,9 @@
 #include "kernels/bf16.h"
 #include "ffn/safetensors.h"
 
+#include <dnnl.h>
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
@@ -201,5 +203,78 @@ ffn_status ffn_bf16_gemm_run(ffn_bf16_gemm *g, const ffn_ctx *ctx, int transa, i
 #ifdef _OPENMP
     if (threads != saved) omp_set_num_threads(saved);
 #endif
+    return st;
+}
+
+/* ---- packing bf16 weights ------------------------------------------------------ */
+
+struct ffn_bf16_packer {
+    dnnl_stream_t stream;
+    dnnl_primitive_t reorder;
+    dnnl_memory_t src, dst;
+};
+
+static dnnl_engine_t pk_engine;
+static dnnl_status_t pk_engine_status = dnnl_success;
+static pthread_once_t pk_once = PTHREAD_ONCE_INIT;
+static void pk_engine_make(void) { pk_engine_status = dnnl_engine_create(&pk_engine, dnnl_cpu, 0); }
+
+#define PK_TRY(call, what)                                                                    \
+    do {                                                                                       \
+        dnnl_status_t s_ = (call);                                                             \
+        if (s_ != dnnl_success) {                                                              \
+            st = ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: %s failed (status %d)",     \
+                           what, (int)s_);                                                     \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+
+ffn_status ffn_bf16_packer_create(int64_t K, int64_t N, int64_t ldb, int trans,
+                                  const ffn_mm_packed *target, ffn_bf16_packer **out) {
+    ffn_status st = FFN_OK;
+    dnnl_primitive_desc_t rpd = NULL;
+    *out = NULL;
+    if (pthread_once(&pk_once, pk_engine_make) || pk_engine_status != dnnl_success)
+        return ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: engine create failed");
+    ffn_bf16_packer *p = calloc(1, sizeof *p);
+    if (!p) return ffn_error(FFN_ERR_NOMEM, "bf16 packing: out of memory");
+    dnnl_memory_desc_t src_md;
+    dnnl_dims_t dims = {K, N}, strides = {trans ? 1 : ldb, trans ? ldb : 1};
+    PK_TRY(dnnl_memory_desc_init_by_strides(&src_md, 2, dims, dnnl_bf16, strides), "descriptor");
+    PK_TRY(dnnl_stream_create(&p->stream, pk_engine, dnnl_stream_default_flags), "stream create");
+    PK_TRY(dnnl_memory_create(&p->src, &src_md, pk_engine, DNNL_MEMORY_NONE), "memory create");
+    PK_TRY(dnnl_memory_create(&p->dst, &target->md, pk_engine, DNNL_MEMORY_NONE), "memory create");
+    PK_TRY(dnnl_reorder_primitive_desc_create(&rpd, &src_md, pk_engine, &target->md, pk_engine,
+                                              NULL),
+           "reorder pd create");
+    PK_TRY(dnnl_primitive_create(&p->reorder, rpd), "reorder create");
+    dnnl_primitive_desc_destroy(rpd);
+    *out = p;
+    return FFN_OK;
+fail:
+    if (rpd) dnnl_primitive_desc_destroy(rpd);
+    ffn_bf16_packer_free(p);
+    return st;
+}
+
+void ffn_bf16_packer_free(ffn_bf16_packer *p) {
+    if (!p) return;
+    if (p->reorder) dnnl_primitive_destroy(p->reorder);
+    if (p->src) dnnl_memory_destroy(p->src);
+    if (p->dst) dnnl_memory_destroy(p->dst);
+    if (p->stream) dnnl_stream_destroy(p->stream);
+    free(p);
+}
+
+ffn_status ffn_bf16_packer_run(ffn_bf16_packer *p, const ffn_ctx *ctx, const uint16_t *b,
+                               ffn_mm_packed *target) {
+    ffn_status st = FFN_OK;
+    ffn_ctx_enter(ctx);
+    PK_TRY(dnnl_memory_set_data_handle(p->src, (void *)b), "set source");
+    PK_TRY(dnnl_memory_set_data_handle(p->dst, target->data), "set target");
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p->src}, {DNNL_ARG_TO, p->dst}};
+    PK_TRY(dnnl_primitive_execute(p->reorder, p->stream, 2, args), "reorder");
+    PK_TRY(dnnl_stream_wait(p->stream), "stream wait");
+fail:
     return st;
 }

@@ -41,4 +41,15 @@ ffn_status ffn_bf16_gemm_run(ffn_bf16_gemm *g, const ffn_ctx *ctx, int transa, i
                              const uint16_t *B, int64_t ldb, int accumulate, float *C,
                              int64_t ldc);
 
+/* Reorders of a plain bf16 matrix B (K, N) (row stride ldb, or stored
+ * transposed (N, K) when trans) into a packed layout made by
+ * ffn_mm_pack_layout for a bf16 product: the refresh of a layer's packs
+ * after every optimizer step, without JIT or allocation after the first. */
+typedef struct ffn_bf16_packer ffn_bf16_packer;
+ffn_status ffn_bf16_packer_create(int64_t K, int64_t N, int64_t ldb, int trans,
+                                  const ffn_mm_packed *target, ffn_bf16_packer **out);
+void ffn_bf16_packer_free(ffn_bf16_packer *p); /* NULL is a no-op */
+ffn_status ffn_bf16_packer_run(ffn_bf16_packer *p, const ffn_ctx *ctx, const uint16_t *b,
+                               ffn_mm_packed *target);
+
 #endif

@@ -158,6 +158,9 @@ void ffn_mm_engine_free(ffn_mm_engine *e);
 ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
                        ffn_mm_packed *out);
 void ffn_mm_packed_free(ffn_mm_packed *p);
+/* The packed layout for d (allocated, contents undefined): filled by a
+ * reorder of the caller's (the bf16 packer, kernels/bf16.h). */
+ffn_status ffn_mm_pack_layout(const ffn_mm_engine *e, const ffn_mm_desc *d, ffn_mm_packed *out);
 ffn_status ffn_mm_create(const ffn_mm_engine *e, const ffn_mm_desc *d,
                          const ffn_mm_packed *packed, ffn_mm **out);
 void ffn_mm_free(ffn_mm *m);

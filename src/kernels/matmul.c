@@ -177,6 +177,23 @@ fail:
     return st;
 }
 
+ffn_status ffn_mm_pack_layout(const ffn_mm_engine *e, const ffn_mm_desc *d, ffn_mm_packed *out) {
+    ffn_status st = FFN_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    memset(out, 0, sizeof *out);
+    ffn_mm_desc probe = *d;
+    probe.b_kind = FFN_MM_B_PACKED;
+    if ((st = make_pd(e, &probe, NULL, 1, &pd))) return st;
+    out->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    out->bytes = dnnl_memory_desc_get_size(&out->md);
+    dnnl_primitive_desc_destroy(pd);
+    if (!(out->data = ffn_malloc_aligned(out->bytes))) {
+        memset(out, 0, sizeof *out);
+        return ffn_error(FFN_ERR_NOMEM, "packing weights: out of memory");
+    }
+    return FFN_OK;
+}
+
 void ffn_mm_packed_free(ffn_mm_packed *p) {
     if (!p) return;
     ffn_free_aligned(p->data);

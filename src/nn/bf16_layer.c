@@ -14,10 +14,13 @@
  *              dGU = epilogue'(dH, GU)          (N, P)   fp32
  *              dx = r(dGU)·r(W_in)              (N, D)   B2 (packed W)
  *              dW_gate += r(dG)ᵀ·r(x), dW_up += r(dU)ᵀ·r(x)   WI (plain)
- * Biases and their gradients are fp32.  The packs are made from the fp32
- * master weights by set_weights (oneDNN's reorder rounds to nearest even):
+ * Biases and their gradients are fp32.  set_weights (the refresh after an
+ * optimizer step) rounds the fp32 master weights to plain bf16 copies
+ * (ffn_bf16_convert: [W_gate; W_up] written in place, no concatenation)
+ * and reorders them into the packed layouts with reorders made once:
  * forward's pair at once, backward's at the first backward and again at
- * every set_weights after it.
+ * every set_weights after it.  Memory: the plain copies and the packs are
+ * 1.5x the fp32 weight bytes once backward has run (0.5x each).
  *
  * Determinism: the primitives are fixed per token count and thread count
  * (ffn.c sets the team from n), the conversions and epilogues are
@@ -53,6 +56,8 @@ struct ffn_bf16layer {
     ffn_mm_packed in_t, down_t; /* forward: W_inᵀ (D, P), W_downᵀ (F, D) as B, bf16 */
     ffn_mm_packed in, down;     /* backward: W_in (P, D), W_down (D, F) as B, bf16 */
     int packed_fwd, packed_bwd;
+    uint16_t *w_in_b, *w_down_b; /* the plain bf16 copies (P, D), (D, F) the packs come from */
+    ffn_bf16_packer *packer[4];  /* in_t, down_t, in, down (made with their layouts) */
     bf_slot slots[BF_SLOTS];
     uint64_t clock;
 };
@@ -117,6 +122,9 @@ static void drop_slots(ffn_bf16layer *b) {
 void ffn_bf16layer_free(ffn_bf16layer *b) {
     if (!b) return;
     drop_slots(b);
+    for (int i = 0; i < 4; i++) ffn_bf16_packer_free(b->packer[i]);
+    ffn_free_aligned(b->w_in_b);
+    ffn_free_aligned(b->w_down_b);
     ffn_mm_packed_free(&b->in_t), ffn_mm_packed_free(&b->down_t);
     ffn_mm_packed_free(&b->in), ffn_mm_packed_free(&b->down);
     ffn_mm_engine_free(b->engine);
@@ -153,42 +161,31 @@ static ffn_mm_desc desc_wi(const ffn_bf16layer *b, int64_t n) {
                          .bf16 = 1};
 }
 
-/* Pack forward's pair (W_inᵀ, W_downᵀ) or backward's (W_in, W_down). */
+/* Pack forward's pair (W_inᵀ, W_downᵀ) or backward's (W_in, W_down) from
+ * the plain bf16 copies: the layout and its reorder are made the first
+ * time, later packs only run the reorder into the same buffers. */
 static ffn_status pack(ffn_bf16layer *b, int backward) {
-    ffn_mm_packed *pi = backward ? &b->in : &b->in_t, *pd = backward ? &b->down : &b->down_t;
-    ffn_mm_packed_free(pi), ffn_mm_packed_free(pd);
-    if (backward) b->packed_bwd = 0;
-    else b->packed_fwd = 0;
-    int64_t D = b->D, F = b->F;
-    const float *w_in = b->w_up;
-    float *concat = NULL;
-    if (b->gated) { /* [W_gate; W_up] (2F, D), only while packing */
-        size_t half = (size_t)F * (size_t)D;
-        if (!(concat = ffn_malloc_aligned(2 * half * sizeof(float))))
-            return ffn_error(FFN_ERR_NOMEM, "bf16 layer: out of memory packing W_in");
-        memcpy(concat, b->w_gate, half * sizeof(float));
-        memcpy(concat + half, b->w_up, half * sizeof(float));
-        w_in = concat;
+    const int64_t D = b->D, F = b->F, P = b->P, probe = 64; /* layouts do not depend on M */
+    ffn_mm_packed *pk[2] = {backward ? &b->in : &b->in_t, backward ? &b->down : &b->down_t};
+    const ffn_mm_desc d[2] = {backward ? desc_b2(b, probe) : desc_f1(b, probe),
+                              backward ? desc_b1(b, probe) : desc_f2(b, probe)};
+    const uint16_t *src[2] = {b->w_in_b, b->w_down_b};
+    /* B (K, N) from the plain copies: forward reads W_in (P, D) as W_inᵀ and
+     * W_down (D, F) as W_downᵀ (transposed, ld D and F); backward as they are */
+    const int64_t ld[2] = {D, F};
+    ffn_status st = FFN_OK;
+    for (int i = 0; i < 2 && !st; i++) {
+        ffn_bf16_packer **pp = &b->packer[2 * backward + i];
+        if (!*pp) {
+            ffn_mm_packed_free(pk[i]);
+            st = ffn_mm_pack_layout(b->engine, &d[i], pk[i]);
+            if (!st) st = ffn_bf16_packer_create(d[i].K, d[i].N, ld[i], !backward, pk[i], pp);
+        }
+        if (!st) st = ffn_bf16_packer_run(*pp, b->ctx, src[i], pk[i]);
     }
-    const int64_t probe = 64; /* the packed layout does not depend on M */
-    ffn_mm_desc din, ddown;
-    if (!backward) {
-        din = desc_f1(b, probe), ddown = desc_f2(b, probe);
-        din.b_kind = FFN_MM_B_PLAIN_T, din.ldb = D;
-        ddown.b_kind = FFN_MM_B_PLAIN_T, ddown.ldb = F;
-    } else {
-        din = desc_b2(b, probe), ddown = desc_b1(b, probe);
-        din.b_kind = FFN_MM_B_PLAIN, din.ldb = D;
-        ddown.b_kind = FFN_MM_B_PLAIN, ddown.ldb = F;
-    }
-    ffn_status st = ffn_mm_pack(b->engine, &din, w_in, pi);
-    if (!st) st = ffn_mm_pack(b->engine, &ddown, b->w_down, pd);
-    ffn_free_aligned(concat);
-    if (st) {
-        ffn_mm_packed_free(pi), ffn_mm_packed_free(pd);
-        return ffn_error_prefix(st, "bf16 layer: packing the %s weights",
-                                backward ? "backward" : "forward");
-    }
+    (void)P;
+    if (st) return ffn_error_prefix(st, "bf16 layer: packing the %s weights",
+                                    backward ? "backward" : "forward");
     if (backward) b->packed_bwd = 1;
     else b->packed_fwd = 1;
     return FFN_OK;
@@ -200,6 +197,17 @@ ffn_status ffn_bf16layer_set_weights(ffn_bf16layer *b, const float *w_gate, cons
     int bias_changed = (b->b_in != NULL) != (b_in != NULL) || (b->b_down != NULL) != (b_down != NULL);
     b->w_gate = w_gate, b->w_up = w_up, b->w_down = w_down, b->b_in = b_in, b->b_down = b_down;
     if (bias_changed || !b->packed_fwd) drop_slots(b); /* primitives keep the weights' packs */
+    const int64_t D = b->D, F = b->F, P = b->P;
+    if (!b->w_in_b) {
+        b->w_in_b = ffn_malloc_aligned((size_t)P * (size_t)D * sizeof(uint16_t));
+        b->w_down_b = ffn_malloc_aligned((size_t)D * (size_t)F * sizeof(uint16_t));
+        if (!b->w_in_b || !b->w_down_b)
+            return ffn_error(FFN_ERR_NOMEM, "bf16 layer: out of memory for the bf16 weights");
+    }
+    /* [W_gate; W_up] (P, D) and W_down (D, F), rounded from the fp32 masters */
+    if (b->gated) ffn_bf16_convert(b->w_in_b, D, w_gate, D, F, D);
+    ffn_bf16_convert(b->w_in_b + (b->gated ? (size_t)F * (size_t)D : 0), D, w_up, D, F, D);
+    ffn_bf16_convert(b->w_down_b, F, w_down, F, D, F);
     int had_backward = b->packed_bwd;
     ffn_status st = pack(b, 0);
     if (!st && had_backward) st = pack(b, 1);
