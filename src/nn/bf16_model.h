@@ -12,10 +12,13 @@ typedef struct model_bf16 model_bf16;
 ffn_status model_bf16_create(model_bf16 **out);
 void model_bf16_free(model_bf16 *s); /* NULL is a no-op */
 
-/* The bf16 copy of the whole parameter block (n floats): made again after
- * every change of the weights (ffn_model_params_changed, which the trainer
- * calls after each optimizer step). */
-ffn_status model_bf16_refresh(model_bf16 *s, const ffn_ctx *ctx, const float *params, int64_t n);
+/* The bf16 copy of the projection weights: model_bf16_begin(params, n)
+ * for the parameter block of n floats, then model_bf16_refresh for each
+ * weight the products read (q|k|v, o, the head); made again after every
+ * change of the weights (ffn_model_params_changed, which the trainer calls
+ * after each optimizer step).  The FFN and MoE layers refresh their own. */
+ffn_status model_bf16_begin(model_bf16 *s, const float *params, int64_t n);
+ffn_status model_bf16_refresh(model_bf16 *s, const ffn_ctx *ctx, const float *w, int64_t count);
 
 /* ffn_gemm's contract with alpha 1 and beta 0 or 1, every product over bf16
  * operands with fp32 accumulation: an operand inside the parameter block

@@ -984,8 +984,12 @@ ffn_status ffn_model_params_changed(ffn_model *m) {
             st = model_q_set_moe(m->q, m->moe[l], m->params, &m->bp[l].moe, m->cfg.num_experts);
         if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
     }
-    if (m->b16) {
-        ffn_status st = model_bf16_refresh(m->b16, m->ctx, m->params, m->n_params);
+    if (m->b16) { /* the bf16 copies of the projections model.c multiplies by */
+        ffn_status st = model_bf16_begin(m->b16, m->params, m->n_params);
+        for (int64_t l = 0; l < m->L && !st; l++)
+            if (!(st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wqkv, m->C * m->D)))
+                st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wo, m->D * m->H * m->Dh);
+        if (!st) st = model_bf16_refresh(m->b16, m->ctx, m->head, m->V * m->D);
         if (st) return st;
     }
     model_q_synced(m->q);
