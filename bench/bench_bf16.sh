@@ -18,7 +18,7 @@
 #   BF16_SHAPES   subset, e.g. "swiglu:1024:2816 gelu:1024:4096" (default all three)
 #   BF16_REPEATS  timed repeats per measurement (default 3)
 #   BF16_OUT      JSON lines (default build/bench/bf16.jsonl)
-# Whole run: about 4 minutes on 2 idle Zen 4 cores (the 4096 x 11008 shape
+# Whole run: 2 to 4 minutes on 2 idle Zen 4 cores (the 4096 x 11008 shape
 # is most of it; BF16_SHAPES without it: under a minute).  The numbers mean
 # nothing on a loaded machine; the ratios are within one run.
 set -euo pipefail
