@@ -6,9 +6,18 @@ timing rules: one warm-up, then R timed runs of forward (under no_grad) and
 of forward+backward (dx and every weight gradient, accumulated); prints the
 minimum and the median.  Run with /usr/bin/python3 (Debian's python3-torch).
 
+With --autocast bf16 forward and forward+backward run under
+torch.autocast("cpu", dtype=torch.bfloat16): fp32 master weights and
+inputs, the Linear products on oneDNN's bf16 kernels (bf16 operands, fp32
+accumulation), as mixed-precision training does; backward runs outside the
+autocast region, as recommended, and its products follow the forward's
+dtypes.
+
 usage: torch_layer.py --type swiglu --hidden 1024 --intermediate 2816
-                      --tokens 512 --threads 2 [--repeats R] [--json]
+                      --tokens 512 --threads 2 [--repeats R] [--autocast bf16]
+                      [--json]
 """
+import contextlib
 import argparse
 import json
 import math
@@ -38,6 +47,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=0)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     a = ap.parse_args()
     gated = a.type in GATED
     act_name = GATED.get(a.type, a.type)
@@ -59,15 +69,21 @@ def main():
             return down(act(gate(inp)) * up(inp))
         return down(act(up(inp)))
 
+    def autocast():
+        if a.autocast == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def forward():
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             layer(x)
 
     xg = x.clone().requires_grad_(True)
 
     def forward_backward():
-        y = layer(xg)
-        y.backward(dy)
+        with autocast():
+            y = layer(xg)
+        y.backward(dy.to(y.dtype))
         xg.grad = None  # dx is computed; weight grads accumulate as in ffn
 
     t0 = time.perf_counter()
@@ -87,6 +103,7 @@ def main():
     flops = (6 if gated else 4) * N * D * F
     res = {
         "bench": "layer", "peer": "pytorch", "torch": torch.__version__,
+        "autocast": a.autocast, "precision": "bf16" if a.autocast == "bf16" else "fp32",
         "type": a.type, "hidden": D, "intermediate": F, "tokens": N,
         "threads": torch.get_num_threads(), "repeats": R,
         "flops_forward": flops, "flops_forward_backward": 3 * flops,
@@ -98,7 +115,8 @@ def main():
     if a.json:
         print(json.dumps(res))
     else:
-        print(f"pytorch {a.type} D={D} F={F} N={N}, {res['threads']} threads, {R} repeats")
+        print(f"pytorch {a.type} D={D} F={F} N={N}, {res['threads']} threads, "
+              f"autocast {a.autocast}, {R} repeats")
         for k in ("forward", "forward_backward"):
             r = res[k]
             print(f"  {k:17s} min {r['min_ms']:10.3f} ms  median {r['median_ms']:10.3f} ms  "

@@ -19,6 +19,8 @@ const char *const cli_lang_names[] = {"en", "zh", NULL};
 const int cli_lang_values[] = {FFN_LANG_EN, FFN_LANG_ZH};
 const char *const cli_corpus_names[] = {"en", "zh", "facts", NULL};
 const int cli_corpus_values[] = {FFN_LANG_EN, FFN_LANG_ZH, FFN_LANG_FACTS};
+const char *const cli_precision_names[] = {"fp32", "bf16", NULL};
+const int cli_precision_values[] = {FFN_PRECISION_FP32, FFN_PRECISION_BF16};
 
 int cli_parse_act(const char *value, void *dst) {
     ffn_act act;

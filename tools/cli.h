@@ -179,6 +179,17 @@ int cli_edit_distance(const char *a, const char *b);
     {.name = (name_), .type = CLI_ENUM, .dst = (p), .names = cli_lang_names, \
      .values = cli_lang_values, .help = (text)}
 
+/* The precision of the matrix products (ffn_precision, include/ffn/layer.h):
+ * one meaning in every command that takes it. */
+#define CLI_PRECISION_HELP \
+    "matrix products: fp32, or bf16 (bf16 weights and activations into each product, " \
+    "fp32 accumulation and results, fp32 master weights; as PyTorch's autocast with " \
+    "bf16; needs AVX512_BF16)"
+#define CLI_OPT_PRECISION(p) \
+    {.name = "--precision", .type = CLI_ENUM, .dst = (p), .names = cli_precision_names, \
+     .values = cli_precision_values, .help = CLI_PRECISION_HELP}
+extern const char *const cli_precision_names[];
+extern const int cli_precision_values[];
 extern const char *const cli_tokenizer_names[];
 extern const int cli_tokenizer_values[];
 extern const char *const cli_lang_names[];

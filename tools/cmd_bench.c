@@ -67,7 +67,7 @@ static int bench_layer(int argc, char **argv) {
     const char *cmd = "bench layer";
     const char *type_name = "swiglu";
     int64_t D = 1024, F = 2816, N = 512, threads = 0, repeats = 0;
-    int json = 0, bias = 0, save = FFN_SAVE_ACTIVATIONS;
+    int json = 0, bias = 0, save = FFN_SAVE_ACTIVATIONS, precision = FFN_PRECISION_FP32;
     const cli_opt opts[] = {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
          .help = "a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense activation "
@@ -85,6 +85,7 @@ static int bench_layer(int argc, char **argv) {
         {.name = "--save", .type = CLI_ENUM, .dst = &save, .names = save_names,
          .values = save_values, .metavar = "MODE",
          .help = "activations or none (backward recomputes)"},
+        CLI_OPT_PRECISION(&precision),
         CLI_OPT_JSON(&json, "one JSON object on stdout"),
         {0}};
     const cli_spec spec = {.cmd = cmd, .about = layer_about, .epilog = layer_epilog,
@@ -99,7 +100,8 @@ static int bench_layer(int argc, char **argv) {
     }
     ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
                             .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
-                            .bias = bias, .save = (ffn_save_mode)save};
+                            .bias = bias, .save = (ffn_save_mode)save,
+                            .precision = (ffn_precision)precision};
     ffn_status st = ffn_layer_config_validate(&cfg);
     if (st) return cli_fail(cmd, st);
     ffn_ctx *ctx = NULL;
@@ -144,6 +146,11 @@ static int bench_layer(int argc, char **argv) {
     if ((st = ffn_layer_backward(layer, dx, &g, dy, x, N, saved, ws, ws_bytes)))
         return cli_fail(cmd, st);
     double t_both = cli_seconds() - t0;
+    /* the refresh a training step pays after its optimizer update (bf16:
+     * both bf16 packs of the fp32 weights), once backward has run */
+    double t_refresh = cli_seconds();
+    if ((st = ffn_layer_set_weights(layer, &p))) return cli_fail(cmd, st);
+    t_refresh = cli_seconds() - t_refresh;
     if (!repeats) {
         repeats = t_both > 0 ? (int64_t)ceil(0.5 / t_both) : 50;
         if (repeats < 3) repeats = 3;
@@ -174,23 +181,26 @@ static int bench_layer(int argc, char **argv) {
                "\"hidden\": %lld, \"intermediate\": %lld, \"tokens\": %lld, \"threads\": %d, "
                "\"bias\": %s, \"save\": \"%s\", \"simd\": \"%s\", \"repeats\": %lld, "
                "\"flops_forward\": %.0f, \"flops_forward_backward\": %.0f, "
-               "\"weight_bytes\": %.0f, "
+               "\"weight_bytes\": %.0f, \"precision\": \"%s\", \"refresh_ms\": %.4f, "
                "\"forward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}, "
                "\"forward_backward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}}\n",
                type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), bias ? "true" : "false",
                save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(),
-               (long long)repeats, flops_fwd, flops_both, weight_bytes, fwd.min_s * 1e3,
+               (long long)repeats, flops_fwd, flops_both, weight_bytes,
+               ffn_precision_name((ffn_precision)precision), t_refresh * 1e3, fwd.min_s * 1e3,
                fwd.median_s * 1e3, gf_fwd, both.min_s * 1e3, both.median_s * 1e3, gf_both);
     } else {
-        printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %lld repeats\n",
+        printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %s, %lld repeats\n",
                type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), ffn_simd_level(),
-               (long long)repeats);
+               ffn_precision_name((ffn_precision)precision), (long long)repeats);
         printf("  forward           min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
                fwd.min_s * 1e3, fwd.median_s * 1e3, gf_fwd);
         printf("  forward+backward  min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
                both.min_s * 1e3, both.median_s * 1e3, gf_both);
+        printf("  weight refresh    %10.3f ms (set_weights after an optimizer step)\n",
+               t_refresh * 1e3);
     }
     free(tf); free(tb); free(w); free(gw); free(x); free(dy); free(y); free(dx); free(ws);
     free(saved);

@@ -175,7 +175,7 @@ static void session_free(session *s) {
 static int session_open(const args *a, session *s) {
     memset(s, 0, sizeof *s);
     if (cli_make_ctx(CMD, a->threads, &s->ctx)) return CLI_EXIT_FAIL;
-    ffn_model_options mo = {1, 0, 1, 0};
+    ffn_model_options mo = {.max_batch = 1, .training = 1};
     ffn_status st = ffn_checkpoint_load_model(s->ctx, a->model, &mo, &s->model, &s->info);
     if (st) return cli_fail(CMD, st);
     if (!s->info.tokenizer_path[0]) {

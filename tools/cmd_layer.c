@@ -25,7 +25,7 @@
  * way and is NULL when nothing defines it. */
 extern int layer_run_moe(const char *config_path, const char *weights_path,
                          const char *input_path, const char *output_path, int backward,
-                         int threads) __attribute__((weak));
+                         int threads, int precision) __attribute__((weak));
 
 static const char about[] =
     "Run one feed-forward layer on the tensors of safetensors files and write the\n"
@@ -41,7 +41,7 @@ static const char about[] =
 static const char synopsis[] =
     "--config layer.json --weights w.safetensors\n"
     "                 --input in.safetensors --output out.safetensors\n"
-    "                 [--backward] [--threads N] [--recompute]\n"
+    "                 [--backward] [--threads N] [--recompute] [--precision P]\n"
     "       ffn layer --make-example DIR [--force]";
 
 static const char epilog[] =
@@ -220,6 +220,7 @@ typedef struct layer_args {
     const char *config, *weights, *input, *output;
     int backward, recompute;
     int64_t threads;
+    int precision;
 } layer_args;
 
 static int run(const layer_args *a) {
@@ -234,10 +235,11 @@ static int run(const layer_args *a) {
         if (a->recompute)
             cli_error(cmd, "warning: --recompute is not passed on to the MoE layer");
         return layer_run_moe(a->config, a->weights, a->input, a->output, a->backward,
-                             (int)a->threads);
+                             (int)a->threads, a->precision);
     }
     if (st != FFN_OK) return cli_fail(cmd, st);
     cfg.save = a->recompute ? FFN_SAVE_NONE : FFN_SAVE_ACTIVATIONS;
+    cfg.precision = (ffn_precision)a->precision;
 
     int rc = CLI_EXIT_FAIL;
     ffn_st_file *wf = NULL, *inf = NULL;
@@ -489,6 +491,7 @@ int cmd_layer(int argc, char **argv) {
                  "from forward: saves N*F floats (dense) or 2*N*F (gated) for about 1/3 more "
                  "backward work; results are bitwise identical"},
         CLI_OPT_THREADS(&a.threads),
+        CLI_OPT_PRECISION(&a.precision),
         {.name = "--make-example", .type = CLI_PATH, .dst = &example_dir, .metavar = "DIR",
          .group = "a layer to try it on",
          .help = "write DIR/layer.json (a SwiGLU layer, D 64, F 172), DIR/w.safetensors (its "

@@ -196,7 +196,7 @@ static void file_name_for(char *out, size_t cap, const char *name, const char *p
 #define CMD "layer"
 
 int layer_run_moe(const char *config_path, const char *weights_path, const char *input_path,
-                  const char *output_path, int backward, int threads) {
+                  const char *output_path, int backward, int threads, int precision) {
     int rc = CLI_EXIT_FAIL;
     ffn_status st;
     ffn_moe_config cfg;
@@ -213,6 +213,7 @@ int layer_run_moe(const char *config_path, const char *weights_path, const char 
     const char **sorted = NULL;
 
     if ((st = ffn_moe_config_load(config_path, &cfg))) return cli_fail(CMD, st);
+    cfg.precision = (ffn_precision)precision; /* --precision: the experts' products */
     if ((st = ffn_st_open(weights_path, &wf))) return cli_fail(CMD, st);
     char prefix[160];
     int mixtral_names = 0;

@@ -129,6 +129,7 @@ int cmd_run(int argc, char **argv) {
     int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
     double temperature = gd.temperature, top_p = gd.top_p;
     int no_bos = 0, show_info = 0, emit_choice = -1, quant = -1, quant_embed = -1;
+    int precision = FFN_PRECISION_FP32;
     int64_t tp_ranks = 1;
     int write_dump = 1;
     const cli_opt opts[] = {
@@ -161,6 +162,7 @@ int cmd_run(int argc, char **argv) {
                  "(T = prompt + steps - 1, or the prompt alone with --steps 0).  Prompt rows "
                  "come from one batched forward, generated rows from the KV-cached steps."},
         CLI_OPT_THREADS(&threads),
+        CLI_OPT_PRECISION(&precision),
         {.name = "--info", .type = CLI_FLAG, .dst = &show_info,
          .help = "print what was loaded and the prompt's ids on stderr"},
         {CLI_INT_FIELDS("--tp", &tp_ranks, "T", 1, 65536,
@@ -298,7 +300,8 @@ int cmd_run(int argc, char **argv) {
     /* a GGUF's low-precision matrices stay as they are (not with --tp: the
      * shares are sliced from fp32 parameters) */
     ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt,
-                             .low_precision = tp_ranks == 1 && !ffn_dist_launched()};
+                             .low_precision = tp_ranks == 1 && !ffn_dist_launched(),
+                             .precision = (ffn_precision)precision};
     ffn_model *m = NULL;
     ffn_dist *dist = NULL;
     if (tp_ranks > 1 || ffn_dist_launched()) { /* several processes: MPI first, then load */

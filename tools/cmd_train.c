@@ -74,6 +74,9 @@ static void on_start(const ffn_train_options *o, int64_t start, int64_t n_params
             (long long)o->seq_len, (long long)o->grad_accum, (long long)start + 1,
             (long long)(o->stop_at > 0 && o->stop_at < o->steps ? o->stop_at : o->steps),
             (long long)o->steps);
+    if (o->precision != FFN_PRECISION_FP32)
+        fprintf(stderr, "ffn train: %s products, fp32 master weights and optimizer state\n",
+                ffn_precision_name(o->precision));
     if (o->init_path || o->train_only != FFN_TRAIN_ALL)
         fprintf(stderr, "ffn train: %s%s, training %s tensors\n", o->init_path ? "from " : "",
                 o->init_path ? o->init_path : "resumed", ffn_train_only_name(o->train_only));
@@ -240,6 +243,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                  "mlp.* tensor (gate/up/down, biases, router, experts, shared expert); "
                  "attention: input_layernorm and q/k/v/o_proj (and biases); all: everything, "
                  "embeddings, final norm and LM head included"},
+        CLI_OPT_PRECISION(&o->precision),
         CLI_OPT_TRAIN_STEPS(&o->steps, "optimizer steps; the schedule spans them"),
         {.name = "--stop-at", .type = CLI_INT, .dst = &o->stop_at, .metavar = "N", .imin = 0,
          .imax = 100000000, .def = "0: run the whole schedule",

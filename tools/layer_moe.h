@@ -7,7 +7,7 @@
 #define FFN_LAYER_MOE_H
 
 int layer_run_moe(const char *config_path, const char *weights_path, const char *input_path,
-                  const char *output_path, int backward, int threads);
+                  const char *output_path, int backward, int threads, int precision);
 
 /* `ffn bench moe ...` (tools/cmd_bench_moe.c), dispatched by tools/cmd_bench.c. */
 int cmd_bench_moe(int argc, char **argv);

@@ -85,6 +85,32 @@ typedef enum ffn_save_mode {
     FFN_SAVE_NONE             /* backward recomputes them from x */
 } ffn_save_mode;
 
+/* Precision of the matrix products (mixed precision, as PyTorch's
+ * torch.autocast("cpu", dtype=torch.bfloat16)):
+ *   FFN_PRECISION_FP32  fp32 everywhere (the default: zero-initialised
+ *                       configs keep it).
+ *   FFN_PRECISION_BF16  every matrix product takes bf16 weights and bf16
+ *                       activations (each rounded to nearest even from
+ *                       fp32), accumulates and writes fp32.  Weights,
+ *                       gradients, biases, activations' epilogues and
+ *                       everything between products stay fp32: the bf16
+ *                       copy of the weights is made by set_weights (call it
+ *                       after every optimizer step, as for fp32).
+ *                       Needs AVX-512 with AVX512_BF16 (vdpbf16ps) at the
+ *                       SIMD level in use (FFN_SIMD may cap it); without
+ *                       them creating a bf16 layer fails with
+ *                       FFN_ERR_UNSUPPORTED (there is no emulated path). */
+typedef enum ffn_precision {
+    FFN_PRECISION_FP32 = 0,
+    FFN_PRECISION_BF16
+} ffn_precision;
+/* "fp32" or "bf16" (exact).  Anything else is an error naming the value
+ * and the accepted names. */
+ffn_status ffn_precision_parse(const char *name, ffn_precision *out);
+const char *ffn_precision_name(ffn_precision p); /* "fp32", "bf16", "?" */
+/* 1 when products at precision p can run here (fp32 always). */
+int ffn_precision_supported(ffn_precision p);
+
 /* Parse an activation name.  Accepts the Hugging Face names above and, for
  * the CLI, the family names "glu", "bilinear", "reglu", "geglu", "swiglu";
  * *implied_type is set to FFN_MLP_GATED for a family name and FFN_MLP_AUTO
@@ -105,6 +131,7 @@ typedef struct ffn_layer_config {
     ffn_mlp_type type;         /* must be DENSE or GATED when creating a layer */
     int bias;                  /* mlp_bias: every projection has a bias */
     ffn_save_mode save;        /* what forward keeps for backward */
+    ffn_precision precision;   /* of the matrix products (default fp32) */
 } ffn_layer_config;
 
 /* Read a layer config from a JSON file with Hugging Face names:

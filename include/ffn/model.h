@@ -282,6 +282,10 @@ typedef struct ffn_model_options {
     int low_precision; /* 1: a loader may keep a file's f16/bf16/ggml-block matrices in their
                           type (include/ffn/quant.h: inference only; their fp32 values are
                           then not in ffn_model_params, so analysis and export need 0) */
+    ffn_precision precision; /* of every projection: q|k|v, o, the FFN or MoE experts, the LM
+                                head (include/ffn/layer.h; FFN_PRECISION_BF16 keeps a bf16
+                                copy of the weights, refreshed by ffn_model_params_changed);
+                                norms, attention scores, softmax, residuals, loss stay fp32 */
 } ffn_model_options;
 
 typedef struct ffn_model ffn_model;

@@ -146,6 +146,7 @@ typedef struct ffn_moe_config {
     double router_aux_loss_coef;             /* weight of aux in L (default 0) */
     double router_z_loss_coef;               /* weight of z in L (default 0) */
     ffn_save_mode save;                      /* passed to every expert layer */
+    ffn_precision precision;                 /* of the experts' products (the router: fp32) */
 } ffn_moe_config;
 
 /* Read an MoE config from a JSON file with Hugging Face names:

@@ -183,6 +183,11 @@ typedef struct ffn_train_options {
     /* Data parallelism across processes, or NULL for one process (see
      * ffn_train_dist below; include/ffn/dist.h fills one from MPI). */
     const struct ffn_train_dist *dist;
+
+    /* Precision of the model's matrix products (FFN_PRECISION_FP32; bf16:
+     * include/ffn/layer.h).  Master weights, gradients and AdamW moments
+     * stay fp32; recorded in train_state, so --resume keeps it. */
+    ffn_precision precision;
 } ffn_train_options;
 
 /* Data-parallel training: every rank runs ffn_train_run with the same

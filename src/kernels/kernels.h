@@ -143,6 +143,7 @@ typedef struct ffn_mm_desc {
     int64_t ldc;
     int bias;       /* add bias (N) */
     int accumulate; /* C += product */
+    int bf16;       /* A and B bf16 (packed B made from fp32 weights), C and bias fp32 */
 } ffn_mm_desc;
 typedef struct ffn_mm_packed {
     dnnl_memory_desc_t md;
@@ -157,12 +158,16 @@ void ffn_mm_engine_free(ffn_mm_engine *e);
 ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
                        ffn_mm_packed *out);
 void ffn_mm_packed_free(ffn_mm_packed *p);
+/* The packed layout for d (allocated, contents undefined): filled by a
+ * reorder of the caller's (the bf16 packer, kernels/bf16.h). */
+ffn_status ffn_mm_pack_layout(const ffn_mm_engine *e, const ffn_mm_desc *d, ffn_mm_packed *out);
 ffn_status ffn_mm_create(const ffn_mm_engine *e, const ffn_mm_desc *d,
                          const ffn_mm_packed *packed, ffn_mm **out);
 void ffn_mm_free(ffn_mm *m);
 size_t ffn_mm_scratch_bytes(const ffn_mm *m);
-/* b is the packed data or the plain matrix; bias may be NULL without bias */
-ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const float *a,
+/* b is the packed data or the plain matrix; bias may be NULL without bias;
+ * a is float, or uint16_t bf16 when the desc said bf16 */
+ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const void *a,
                       const void *b, const float *bias, void *scratch, size_t scratch_cap);
 /* A streaming-kernel view of a packed B (K, N) (see ffn_packed_view);
  * 1 when the layout is the supported one. */

@@ -7,6 +7,10 @@
  * 4x faster than sgemm (which repacks the weights on every call and picks
  * poor blockings at small M), and stays ahead at N = 512.
  *
+ * With desc.bf16 the same primitives take bf16 A and B (the packed B made
+ * from the fp32 weights by the reorder) and accumulate and write fp32: the
+ * mixed-precision products of src/nn/bf16_layer.c.
+ *
  * A primitive is fixed to its shapes, so the layer keeps one per product
  * and token count (see ffn.c).  Creating one allocates (oneDNN objects and
  * JIT code); running one does not: operands are attached with
@@ -59,18 +63,26 @@ void ffn_mm_engine_free(ffn_mm_engine *e) {
     free(e);
 }
 
-/* (rows, cols) fp32 with the given strides */
+/* (rows, cols) of type dt (fp32 unless said) with the given strides */
+static dnnl_status_t md_strided_t(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
+                                  int64_t s_row, int64_t s_col, dnnl_data_type_t dt) {
+    dnnl_dims_t dims = {rows, cols}, strides = {s_row, s_col};
+    return dnnl_memory_desc_init_by_strides(md, 2, dims, dt, strides);
+}
 static dnnl_status_t md_strided(dnnl_memory_desc_t *md, int64_t rows, int64_t cols,
                                 int64_t s_row, int64_t s_col) {
-    dnnl_dims_t dims = {rows, cols}, strides = {s_row, s_col};
-    return dnnl_memory_desc_init_by_strides(md, 2, dims, dnnl_f32, strides);
+    return md_strided_t(md, rows, cols, s_row, s_col, dnnl_f32);
 }
 
-/* (rows, cols) fp32 with leading dimension ld, stored transposed (cols,
- * rows) when `trans`: how A, B and the plain weights are all described. */
+/* (rows, cols) with leading dimension ld, stored transposed (cols, rows)
+ * when `trans`: how A, B and the plain weights are all described. */
+static dnnl_status_t md_ld_t(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t ld,
+                             int trans, dnnl_data_type_t dt) {
+    return trans ? md_strided_t(md, rows, cols, 1, ld, dt) : md_strided_t(md, rows, cols, ld, 1, dt);
+}
 static dnnl_status_t md_ld(dnnl_memory_desc_t *md, int64_t rows, int64_t cols, int64_t ld,
                            int trans) {
-    return trans ? md_strided(md, rows, cols, 1, ld) : md_strided(md, rows, cols, ld, 1);
+    return md_ld_t(md, rows, cols, ld, trans, dnnl_f32);
 }
 
 /* A memory object for the primitive's operand `what` (index idx) with no
@@ -90,17 +102,19 @@ static ffn_status make_pd(const ffn_mm_engine *e, const ffn_mm_desc *d,
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     *pd = NULL;
-    DNNL_TRY(md_ld(&a_md, d->M, d->K, d->lda, d->a_trans), "A descriptor");
+    const dnnl_data_type_t in_dt = d->bf16 ? dnnl_bf16 : dnnl_f32; /* A and B */
+    DNNL_TRY(md_ld_t(&a_md, d->M, d->K, d->lda, d->a_trans, in_dt), "A descriptor");
     if (d->b_kind == FFN_MM_B_PACKED) {
         if (probe) {
             dnnl_dims_t dims = {d->K, d->N};
-            DNNL_TRY(dnnl_memory_desc_init_by_tag(&b_md, 2, dims, dnnl_f32, dnnl_format_tag_any),
+            DNNL_TRY(dnnl_memory_desc_init_by_tag(&b_md, 2, dims, in_dt, dnnl_format_tag_any),
                      "B descriptor");
         } else {
             b_md = packed->md;
         }
     } else {
-        DNNL_TRY(md_ld(&b_md, d->K, d->N, d->ldb, d->b_kind == FFN_MM_B_PLAIN_T), "B descriptor");
+        DNNL_TRY(md_ld_t(&b_md, d->K, d->N, d->ldb, d->b_kind == FFN_MM_B_PLAIN_T, in_dt),
+                 "B descriptor");
     }
     DNNL_TRY(md_strided(&c_md, d->M, d->N, d->ldc, 1), "C descriptor");
     if (d->bias) DNNL_TRY(md_strided(&bias_md, 1, d->N, d->N, 1), "bias descriptor");
@@ -163,6 +177,23 @@ fail:
     return st;
 }
 
+ffn_status ffn_mm_pack_layout(const ffn_mm_engine *e, const ffn_mm_desc *d, ffn_mm_packed *out) {
+    ffn_status st = FFN_OK;
+    dnnl_primitive_desc_t pd = NULL;
+    memset(out, 0, sizeof *out);
+    ffn_mm_desc probe = *d;
+    probe.b_kind = FFN_MM_B_PACKED;
+    if ((st = make_pd(e, &probe, NULL, 1, &pd))) return st;
+    out->md = *dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    out->bytes = dnnl_memory_desc_get_size(&out->md);
+    dnnl_primitive_desc_destroy(pd);
+    if (!(out->data = ffn_malloc_aligned(out->bytes))) {
+        memset(out, 0, sizeof *out);
+        return ffn_error(FFN_ERR_NOMEM, "packing weights: out of memory");
+    }
+    return FFN_OK;
+}
+
 void ffn_mm_packed_free(ffn_mm_packed *p) {
     if (!p) return;
     ffn_free_aligned(p->data);
@@ -209,7 +240,7 @@ void ffn_mm_free(ffn_mm *m) {
 
 size_t ffn_mm_scratch_bytes(const ffn_mm *m) { return m ? m->scratch_bytes : 0; }
 
-ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const float *a,
+ffn_status ffn_mm_run(const ffn_mm_engine *e, const ffn_mm *m, float *c, const void *a,
                       const void *b, const float *bias, void *scratch, size_t scratch_cap) {
     ffn_status st = FFN_OK;
     if (m->scratch_bytes > scratch_cap)

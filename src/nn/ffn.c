@@ -70,6 +70,7 @@
 #include "kernels/kernels.h"
 #include "nn/ffn_hook.h"
 #include "nn/ffn_quant.h"
+#include "nn/bf16_layer.h"
 
 #include <string.h>
 #ifdef _OPENMP
@@ -110,6 +111,7 @@ struct ffn_layer {
     uint64_t use_clock;
     size_t scratch_reserve; /* bytes of scratchpad workspace_size() adds */
     ffn_qlayer *q; /* low-precision weights (ffn_quant.c), or NULL */
+    ffn_bf16layer *bf; /* FFN_PRECISION_BF16: the products (bf16_layer.c), or NULL */
 };
 
 /* Calls below this many multiply-adds run on one thread: waking the others
@@ -171,6 +173,9 @@ ffn_status ffn_layer_config_validate(const ffn_layer_config *cfg) {
     if ((int)cfg->save < FFN_SAVE_ACTIVATIONS || (int)cfg->save > FFN_SAVE_NONE)
         return ffn_error(FFN_ERR_CONFIG, "save mode: invalid enum value %d (expected 0..%d)",
                          (int)cfg->save, (int)FFN_SAVE_NONE);
+    if ((int)cfg->precision < FFN_PRECISION_FP32 || (int)cfg->precision > FFN_PRECISION_BF16)
+        return ffn_error(FFN_ERR_CONFIG, "precision: invalid enum value %d (expected 0..%d)",
+                         (int)cfg->precision, (int)FFN_PRECISION_BF16);
     return FFN_OK;
 }
 
@@ -332,6 +337,10 @@ ffn_status ffn_layer_create(ffn_ctx *ctx, const ffn_layer_config *cfg, ffn_layer
     l->D = cfg->hidden_size;
     l->F = cfg->intermediate_size;
     l->P = l->gated ? 2 * l->F : l->F;
+    if (cfg->precision == FFN_PRECISION_BF16 && (st = ffn_bf16layer_create(ctx, cfg, &l->bf))) {
+        free(l);
+        return st;
+    }
     *out = l;
     return FFN_OK;
 }
@@ -340,6 +349,7 @@ void ffn_layer_free(ffn_layer *l) {
     if (!l) return;
     drop_engine(l);
     ffn_qlayer_free(l->q);
+    ffn_bf16layer_free(l->bf);
     ffn_free_aligned(l->b_in_owned);
     free(l);
 }
@@ -378,6 +388,12 @@ ffn_status ffn_layer_set_weights(ffn_layer *l, const ffn_layer_params *w) {
         l->b_in = l->b_in_owned;
     } else if (l->cfg.bias) {
         l->b_in = w->up_b;
+    }
+    if (l->bf) { /* bf16: only the bf16 packs (the refresh after a step) */
+        ffn_status st = ffn_bf16layer_set_weights(l->bf, l->w_gate, l->w_up, l->w_down, l->b_in,
+                                                  l->b_down);
+        l->have_weights = st == FFN_OK;
+        return st;
     }
     /* repack; backward's pair only if backward has run (it is made then) */
     drop_slots(l);
@@ -421,6 +437,8 @@ size_t ffn_layer_workspace_size(const ffn_layer *l, int64_t max_n) {
         if (ml->scratch_reserve > scratch) scratch = ml->scratch_reserve;
     }
     if (ffn_add_size(bytes, scratch, &bytes) || ffn_add_size(bytes, 64, &bytes)) return SIZE_MAX;
+    if (l->bf && ffn_add_size(bytes, ffn_bf16layer_workspace_extra(l->bf, max_n), &bytes))
+        return SIZE_MAX;
     return bytes;
 }
 
@@ -611,6 +629,9 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
     const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
     if (l->q) {
         st = ffn_qlayer_forward(l->q, l->ctx, y, gu, c.h, x, n, writer, rows);
+    } else if (l->bf) {
+        st = ffn_bf16layer_forward(l->bf, y, gu, c.h, x, n, c.scratch, c.scratch_bytes, writer,
+                                   rows);
     } else if (!writer && n <= FFN_DECODE_MAX_N) {
         ffn_decode_weights w = decode_weights(l);
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
@@ -662,6 +683,10 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
     if ((st = carve(l, "ffn_layer_backward", n, workspace, workspace_bytes, &c))) return st;
     float *dgu = c.gu, *h = c.h;
     int64_t D = l->D, F = l->F, P = l->P;
+    if (l->bf)
+        return ffn_bf16layer_backward(l->bf, dx, g, dy, x, n,
+                                      l->cfg.save == FFN_SAVE_NONE ? NULL : saved, dgu, h,
+                                      c.scratch, c.scratch_bytes);
     if (l->packed_fwd && !l->packed_bwd && !l->bwd_pack_failed) { /* first backward: allocates */
         pack_weights(l, 1);
         l->bwd_pack_failed = !l->packed_bwd;

@@ -21,6 +21,7 @@
 #include "nn/model_internal.h"
 #include "nn/ffn_hook.h"
 #include "nn/tap_internal.h"
+#include "nn/bf16_model.h"
 #include "format/json.h"
 #include "kernels/kernels.h"
 #include "base/rng.h"
@@ -430,7 +431,26 @@ struct ffn_model {
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
     model_qstate *q;                /* low-precision weights (model_qweights.c), or NULL */
+    ffn_precision precision;        /* of every projection (FFN and MoE experts included) */
+    model_bf16 *b16;                /* FFN_PRECISION_BF16: the projections (bf16_model.c) */
 };
+
+/* The projections' products: ffn_gemm / model_proj at fp32, bf16 products
+ * (bf16_model.c) at FFN_PRECISION_BF16 (alpha is always 1 here). */
+static ffn_status mgemm(const ffn_model *m, const ffn_ctx *ctx, int transa, int transb, int64_t M,
+                        int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                        const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+    if (m->b16)
+        return model_bf16_gemm(m->b16, ctx, transa, transb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    return ffn_gemm(ctx, transa, transb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+static ffn_status mproj(const ffn_model *m, const ffn_ctx *ctx, const float *w, int64_t rows,
+                        int64_t cols, const float *x, int64_t ldx, int64_t n, float *y,
+                        int64_t ldy) {
+    if (m->b16 && !model_q_first(m->q))
+        return model_bf16_gemm(m->b16, ctx, 0, 1, n, rows, cols, x, ldx, w, cols, 0.0f, y, ldy);
+    return model_proj(ctx, m->q, m->params, w, rows, cols, x, ldx, n, y, ldy);
+}
 
 /* ---- the tensor table ------------------------------------------------------ */
 
@@ -658,6 +678,7 @@ void ffn_model_free(ffn_model *m) {
     FFN_FREE_ALL(m->mlp, m->moe, m->bp, m->bg, m->experts_p, m->experts_g, m->ba);
     model_params_free(m->params, (size_t)m->n_params * sizeof(float));
     model_q_free(m->q);
+    model_bf16_free(m->b16);
     ffn_free_aligned(m->grads);
     ffn_free_aligned(m->acts);
     ffn_taps_free(m->taps);
@@ -715,11 +736,12 @@ static ffn_status create_layers(ffn_model *m) {
             mc.router_aux_loss_coef = c->router_aux_loss_coef;
             mc.router_z_loss_coef = c->router_z_loss_coef;
             mc.save = m->save;
+            mc.precision = m->precision;
             st = ffn_moe_create(m->ctx, &mc, &m->moe[l]);
         } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
             ffn_layer_config lc = {.hidden_size = m->D, .intermediate_size = m->F,
                                    .act = c->hidden_act, .type = type, .bias = c->mlp_bias,
-                                   .save = m->save};
+                                   .save = m->save, .precision = m->precision};
             st = ffn_layer_create(m->ctx, &lc, &m->mlp[l]);
         } else {
             continue;
@@ -822,7 +844,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     *out = NULL;
     ffn_status st = ffn_model_config_validate(cfg);
     if (st) return st;
-    ffn_model_options o = {1, cfg->max_position_embeddings, 0, 0};
+    ffn_model_options o = {.max_batch = 1, .max_seq = cfg->max_position_embeddings};
     if (opt) {
         o = *opt;
         if (o.max_batch == 0) o.max_batch = 1;
@@ -852,6 +874,7 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->max_seq = o.max_seq;
     m->training = o.training != 0;
     m->save = FFN_SAVE_ACTIVATIONS;
+    m->precision = o.precision;
     if (ffn_mul_i64(o.max_batch, o.max_seq, &m->max_n)) {
         free(m);
         return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: max_batch · max_seq overflows");
@@ -871,6 +894,12 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
         }
     }
     int64_t total = 0;
+    if ((int)o.precision < FFN_PRECISION_FP32 || (int)o.precision > FFN_PRECISION_BF16) {
+        st = ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: precision: invalid enum value %d",
+                       (int)o.precision);
+        goto fail;
+    }
+    if (o.precision == FFN_PRECISION_BF16 && (st = model_bf16_create(&m->b16))) goto fail;
     if ((st = build_table(m, &total))) goto fail; /* counting pass */
     size_t bytes;
     if (ffn_mul_size((size_t)total, sizeof(float), &bytes)) {
@@ -962,6 +991,14 @@ ffn_status ffn_model_params_changed(ffn_model *m) {
         else if (m->moe[l])
             st = model_q_set_moe(m->q, m->moe[l], m->params, &m->bp[l].moe, m->cfg.num_experts);
         if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+    }
+    if (m->b16) { /* the bf16 copies of the projections model.c multiplies by */
+        ffn_status st = model_bf16_begin(m->b16, m->params, m->n_params);
+        for (int64_t l = 0; l < m->L && !st; l++)
+            if (!(st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wqkv, m->C * m->D)))
+                st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wo, m->D * m->H * m->Dh);
+        if (!st) st = model_bf16_refresh(m->b16, m->ctx, m->head, m->V * m->D);
+        if (st) return st;
     }
     model_q_synced(m->q);
     m->pos = 0;
@@ -1095,7 +1132,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
         norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
-        if ((st = model_proj(ctx, m->q, m->params, p->wqkv, C, D, a->xn1, D, N, a->qkv, C)))
+        if ((st = mproj(m, ctx, p->wqkv, C, D, a->xn1, D, N, a->qkv, C)))
             return st;
         if (p->bqkv)
             for (int64_t n = 0; n < N; n++)
@@ -1131,7 +1168,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *probs = save ? a->probs : tp ? ffn_taps_probs(tp, l) : NULL;
         ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
         if (tp && probs) ffn_taps_probs_done(tp, l);
-        if ((st = model_proj(ctx, m->q, m->params, p->wo, D, HD, a->att, HD, N, m->tmp, D)))
+        if ((st = mproj(m, ctx, p->wo, D, HD, a->att, HD, N, m->tmp, D)))
             return st;
         if (p->bo)
             for (int64_t n = 0; n < N; n++)
@@ -1195,7 +1232,7 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
         float *lg = logits_out ? logits_out + r0 * V : m->logits;
-        if ((st = model_proj(m->ctx, m->q, m->params, m->head, V, D, m->xnf + r0 * D, D, rows,
+        if ((st = mproj(m, m->ctx, m->head, V, D, m->xnf + r0 * D, D, rows,
                              lg, V)))
             return st;
         if (!targets) continue;
@@ -1225,9 +1262,9 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
             }
         }
         if (train) {
-            if ((st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, lg, V, m->xnf + r0 * D, D, 1.0f,
+            if ((st = mgemm(m, m->ctx, 1, 0, V, D, rows, 1.0f, lg, V, m->xnf + r0 * D, D, 1.0f,
                                m->g_head, D)) ||
-                (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, lg, V, m->head, D, 0.0f,
+                (st = mgemm(m, m->ctx, 0, 0, rows, D, V, 1.0f, lg, V, m->head, D, 0.0f,
                                m->d_xn + r0 * D, D)))
                 return st;
         }
@@ -1284,8 +1321,8 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if (g->bo)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < D; j++) g->bo[j] += d_res[n * D + j];
-        if ((st = ffn_gemm(ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
-            (st = ffn_gemm(ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
+        if ((st = mgemm(m, ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
+            (st = mgemm(m, ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
         ffn_attn_dims dims = {B, T, 0, H, G, Dh, ffn_ctx_threads(m->ctx)};
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
@@ -1308,8 +1345,8 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if (g->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) g->bqkv[j] += m->d_qkv[n * C + j];
-        if ((st = ffn_gemm(ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
-            (st = ffn_gemm(ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
+        if ((st = mgemm(m, ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
+            (st = mgemm(m, ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
         norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
@@ -1572,14 +1609,14 @@ ffn_status ffn_model_backward_from_logits(ffn_model *m, const int32_t *tokens, i
     ffn_rmsnorm_forward(m->xnf, m->rstdf, x, m->final_norm, N, D, (float)m->cfg.rms_norm_eps);
     for (int64_t r0 = 0; r0 < N; r0 += m->head_rows) {
         const int64_t rows = N - r0 < m->head_rows ? N - r0 : m->head_rows;
-        if ((st = ffn_gemm(m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
+        if ((st = mgemm(m, m->ctx, 0, 1, rows, V, D, 1.0f, m->xnf + r0 * D, D, m->head, D, 0.0f,
                            m->logits, V)) ||
             (fn(user, r0, rows, V, m->logits, &sum) &&
              (st = ffn_error(FFN_ERR_INVALID_ARG, "%s: the loss callback failed on rows "
                              "%lld..%lld", name, (long long)r0, (long long)(r0 + rows - 1)))) ||
-            (st = ffn_gemm(m->ctx, 1, 0, V, D, rows, 1.0f, m->logits, V, m->xnf + r0 * D, D,
+            (st = mgemm(m, m->ctx, 1, 0, V, D, rows, 1.0f, m->logits, V, m->xnf + r0 * D, D,
                            1.0f, m->g_head, D)) ||
-            (st = ffn_gemm(m->ctx, 0, 0, rows, D, V, 1.0f, m->logits, V, m->head, D, 0.0f,
+            (st = mgemm(m, m->ctx, 0, 0, rows, D, V, 1.0f, m->logits, V, m->head, D, 0.0f,
                            m->d_xn + r0 * D, D)))
             return st;
     }

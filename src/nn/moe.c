@@ -258,7 +258,8 @@ ffn_layer_config ffn_moe_expert_config(const ffn_moe_config *c, int which) {
                           .act = c->act,
                           .type = c->expert_type,
                           .bias = c->bias,
-                          .save = c->save};
+                          .save = c->save,
+                          .precision = c->precision};
     if (which == 1) l.intermediate_size = c->shared_expert_intermediate_size;
     if (which == 2) l.intermediate_size = c->n_shared_experts * c->moe_intermediate_size;
     return l;

@@ -178,6 +178,7 @@ static const opt_field opt_fields[] = {
     OPT("eval_batches", "--eval-batches", F_I64, eval_batches, 1),
     OPT("save_every", "--save-every", F_I64, save_every, 0),
     OPT_NEWER("train_only", "--train-only", F_INT, train_only, 1),
+    OPT_NEWER("precision", "--precision", F_INT, precision, 1),
     /* The model: every field but vocab_size and max_position_embeddings,
      * which follow from the tokenizer and seq_len. */
     OPT("hidden_size", "--hidden-size", F_I64, model.hidden_size, 1),
@@ -210,7 +211,8 @@ static const opt_field opt_fields[] = {
 /* Enums are stored as int (gcc and clang use int for these enums). */
 _Static_assert(sizeof(ffn_act) == sizeof(int) && sizeof(ffn_model_mlp) == sizeof(int) &&
                    sizeof(ffn_tokenizer_mode) == sizeof(int) && sizeof(ffn_lang) == sizeof(int) &&
-                   sizeof(ffn_rope_style) == sizeof(int) && sizeof(ffn_train_only) == sizeof(int),
+                   sizeof(ffn_rope_style) == sizeof(int) && sizeof(ffn_train_only) == sizeof(int) &&
+                   sizeof(ffn_precision) == sizeof(int),
                "enum fields are read as int");
 
 static void field_format(const opt_field *f, const ffn_train_options *o, char *buf, size_t n) {
@@ -230,6 +232,7 @@ static void field_describe(const opt_field *f, const ffn_train_options *o, char 
     if (f->type == F_INT) memcpy(&v, p, sizeof v);
     if (!strcmp(f->key, "tokenizer")) snprintf(buf, n, "%s", ffn_tokenizer_mode_name((ffn_tokenizer_mode)v));
     else if (!strcmp(f->key, "train_only")) snprintf(buf, n, "%s", ffn_train_only_name((ffn_train_only)v));
+    else if (!strcmp(f->key, "precision")) snprintf(buf, n, "%s", ffn_precision_name((ffn_precision)v));
     else if (!strcmp(f->key, "hidden_act")) snprintf(buf, n, "%s", ffn_act_name((ffn_act)v));
     else if (!strcmp(f->key, "mlp_type"))
         snprintf(buf, n, "%s", v == FFN_MODEL_MLP_NONE ? "none" : v == FFN_MODEL_MLP_DENSE ? "dense" : "gated");
@@ -374,6 +377,8 @@ static ffn_status validate_options(const ffn_train_options *o) {
     NEED(o->save_every >= 0, "save_every: expected >= 0, got %lld", (long long)o->save_every);
     NEED(o->val_fraction > 0 && o->val_fraction < 1, "val_fraction: expected (0, 1), got %g", o->val_fraction);
     NEED(o->max_vocab >= 0, "max_vocab: expected >= 0, got %lld", (long long)o->max_vocab);
+    NEED(o->precision >= FFN_PRECISION_FP32 && o->precision <= FFN_PRECISION_BF16,
+         "precision: expected fp32 or bf16, got %d", (int)o->precision);
     NEED(o->train_only >= FFN_TRAIN_ALL && o->train_only <= FFN_TRAIN_ATTENTION,
          "train_only: expected all, ffn or attention, got %d", (int)o->train_only);
     NEED(o->corpus_sentences >= 1 && o->corpus_sentences <= 10000000,
@@ -566,7 +571,8 @@ static ffn_status load_vocab_file(trainer *t, const char *path, int64_t V) {
 /* --init: the model (config and weights) and its vocabulary. */
 static ffn_status load_init(trainer *t) {
     const ffn_train_options *o = &t->o;
-    ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
+    ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1,
+                              .precision = o->precision};
     ffn_checkpoint_info info;
     ffn_status st = ffn_checkpoint_load_model(t->ctx, o->init_path, &mopt, &t->model, &info);
     if (st != FFN_OK) return ffn_error_prefix(st, "--init %s", o->init_path);
@@ -1253,7 +1259,8 @@ static ffn_status tp_shard(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     if (!d->slice_flat || !d->gather_flat)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: shard without slice_flat/gather_flat");
-    ffn_model_options mopt = {.max_batch = t->o.batch_size, .max_seq = t->o.seq_len, .training = 1};
+    ffn_model_options mopt = {.max_batch = t->o.batch_size, .max_seq = t->o.seq_len, .training = 1,
+                              .precision = t->o.precision};
     ffn_model *rank = NULL;
     ffn_adamw *ra = NULL;
     ffn_status st = d->shard(d->user, t->model, &mopt, &rank);
@@ -1391,7 +1398,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
             cfg.vocab_size = ffn_vocab_size(t->vocab);
             cfg.max_position_embeddings = o->seq_len;
         }
-        ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1};
+        ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1,
+                              .precision = o->precision};
         st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
         if (st != FFN_OK) goto done;
     }

@@ -43,7 +43,7 @@ static ffn_model *make(ffn_model_mlp type, int64_t E, int training) {
     c.num_experts_per_tok = 2;
     c.moe_intermediate_size = 5;
     c.moe_layer_freq = 2;
-    ffn_model_options o = {B, T, training, 0};
+    ffn_model_options o = {.max_batch = B, .max_seq = T, .training = training};
     ffn_model *m = NULL;
     ffn_status st = ffn_model_create(ctx, &c, &o, &m);
     CHECK(st == FFN_OK, "create: %s", ffn_last_error());

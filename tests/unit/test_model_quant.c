@@ -492,7 +492,7 @@ static void test_resident_memory(ffn_ctx *ctx) {
     c.max_position_embeddings = 16;
     const ffn_ggml_type ty = FFN_GGML_TYPE_Q4_0;
     for (int attach = 0; attach <= 1; attach++) {
-        ffn_model_options o = {1, 16, 0, 0};
+        ffn_model_options o = {.max_batch = 1, .max_seq = 16};
         ffn_model *m = NULL;
 #ifdef __GLIBC__
         malloc_trim(0); /* free heap pages of earlier tests are not counted as ours */

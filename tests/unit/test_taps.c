@@ -48,7 +48,7 @@ static ffn_model *make(ffn_model_mlp type, int64_t E, int bias, int64_t max_batc
     c.num_experts_per_tok = 2;
     c.moe_intermediate_size = 6;
     c.moe_layer_freq = 2; /* layer 1 is MoE when E > 0 */
-    ffn_model_options o = {max_batch, 0, 0, 0};
+    ffn_model_options o = {.max_batch = max_batch};
     ffn_model *m = NULL;
     ffn_status st = ffn_model_create(ctx, &c, &o, &m);
     CHECK(st == FFN_OK, "create: %s", ffn_last_error());
