@@ -137,7 +137,8 @@ ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h,
 #endif
 /* Columns of B per chunk: kc × cols floats of B (at most
  * FFN_WGRAD_CHUNK_FLOATS, 64 KiB, packed on the stack) kept in L2 while
- * every row block of C passes over them; a multiple of 64. */
+ * every row block of C passes over them; a multiple of 64.  (A's rows are
+ * packed on the stack too: the vector kernels use ~134 KiB of stack.) */
 #define FFN_WGRAD_CHUNK_FLOATS 16384
 static inline int64_t ffn_wgrad_chunk_cols(int64_t kc) {
     int64_t c = ((int64_t)FFN_WGRAD_CHUNK_FLOATS / (kc > 0 ? kc : 1)) / 64 * 64;

@@ -67,7 +67,9 @@
  * itself does allocate inside calls, measured with an allocation counter
  * at (1024, 2816): decode forward 0 allocations; engine forward 12 small
  * bookkeeping objects per call (primitive execution); backward 27-33, the
- * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512).  The
+ * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512; ffn_wgrad,
+ * which takes the weight gradients up to WGRAD_MAX_N tokens, packs on the
+ * stack and allocates nothing).  The
  * public oneDNN 2.6 API offers no way to hand those to the caller. */
 #include "ffn/layer.h"
 #include "base/common.h"
