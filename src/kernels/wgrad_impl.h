@@ -135,6 +135,7 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
         int64_t group = (FFN_WGRAD_CHUNK_FLOATS / kc) / WG_MR * WG_MR;
         if (group < WG_MR) group = WG_MR;
         const float *Ak = A + k0 * lda, *Bk = B + k0 * ldb;
+        const wg_mask m6 = wg_tail_mask(WG_MR);
         for (int64_t g0 = 0; g0 < M; g0 += group) {
             int64_t g1 = g0 + group < M ? g0 + group : M, rows = g1 - g0;
             /* A's rows [g0, g1) as blocks [block][k][WG_MR], the last
@@ -144,7 +145,7 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                 const float *a = Ak + k * lda + g0;
                 float *dst = ap + k * WG_MR;
                 for (int64_t b = 0; b < full; b++, a += WG_MR, dst += kc * WG_MR)
-                    memcpy(dst, a, WG_MR * sizeof(float));
+                    wg_store_masked(dst, m6, wg_load_masked(a, m6)); /* (not memcpy: rep movs) */
                 for (int r = 0; r < WG_MR && rest; r++) dst[r] = r < rest ? a[r] : 0.0f;
             }
             for (int64_t j0 = 0; j0 < N; j0 += nc_max) {
@@ -156,9 +157,16 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                     int64_t w = nc - j < WG_NR ? nc - j : WG_NR;
                     float *panel = bp + j * kc;
                     for (int64_t k = 0; k < kc; k++) {
-                        memcpy(panel + k * WG_NR, Bk + k * ldb + j0 + j, (size_t)w * sizeof(float));
-                        if (w < WG_NR)
-                            memset(panel + k * WG_NR + w, 0, (size_t)(WG_NR - w) * sizeof(float));
+                        const float *src = Bk + k * ldb + j0 + j;
+                        float *dst = panel + k * WG_NR;
+                        if (w == WG_NR) {
+#pragma GCC unroll 8
+                            for (int v = 0; v < WG_NV; v++)
+                                wg_store(dst + v * WG_LANES, wg_load(src + v * WG_LANES));
+                        } else {
+                            memcpy(dst, src, (size_t)w * sizeof(float));
+                            memset(dst + w, 0, (size_t)(WG_NR - w) * sizeof(float));
+                        }
                     }
                 }
                 for (int64_t i0 = 0; i0 < rows; i0 += WG_MR) {

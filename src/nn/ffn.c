@@ -655,8 +655,10 @@ ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int6
  * larger ones on ffn_gemm (dnnl_sgemm).  Measured per K on (M, N, K) =
  * (2816, 1024, K), one thread, process CPU time (bench/wgrad_kernel.c, a
  * loaded machine): ffn_wgrad / the faster of sgemm and the matmul
- * primitive = 0.62 at K = 16, 0.80 at 64, 0.88 at 96, 1.10 at 128, 1.19
- * at 256.  bench/bench_backward.sh prints the same comparison per shape. */
+ * primitive = 0.6-0.7 at K = 16, 0.8 at 64, 0.88 at 96, 1.06-1.10 at 128,
+ * 1.15-1.19 at 256 (ffn_wgrad runs at ~95 GFLOP/s of CPU time at every K,
+ * sgemm gains with K).  bench/bench_backward.sh prints the same comparison
+ * per shape. */
 #define WGRAD_MAX_N 96
 
 /* dW (M, N) += Aᵀ·B over the n tokens: A (n, lda), B (n, ldb) */
