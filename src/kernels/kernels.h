@@ -123,6 +123,39 @@ ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h,
                               int64_t n, int64_t D, int64_t F, ffn_act act,
                               const ffn_decode_weights *w);
 
+/* ---- the weight-gradient product for small K (wgrad.c, wgrad_impl.h) ----
+ *   C (M, N) += Aᵀ · B,  A stored (K, M) with row stride lda, B (K, N) with
+ *   row stride ldb, C (M, N) with row stride ldc.
+ * For K = a backward step's token count (the layer's dW += dGᵀ·x):
+ * register tiles of C accumulate over up to FFN_WGRAD_KC steps of K, so C
+ * is read and written once per FFN_WGRAD_KC.  Each element is a k-ordered
+ * FMA chain from 0, added to C once per chunk: the same bits for any split
+ * of the rows, hence at every thread count.  M, N or K <= 0: no-op.  The
+ * _scalar/_avx2/_avx512 variants are exposed for tests. */
+#ifndef FFN_WGRAD_KC
+#define FFN_WGRAD_KC 256
+#endif
+/* Columns of B per chunk: kc × cols floats of B (at most
+ * FFN_WGRAD_CHUNK_FLOATS, 64 KiB, packed on the stack) kept in L2 while
+ * every row block of C passes over them; a multiple of 64.  (A's rows are
+ * packed on the stack too: the vector kernels use ~134 KiB of stack.) */
+#define FFN_WGRAD_CHUNK_FLOATS 16384
+static inline int64_t ffn_wgrad_chunk_cols(int64_t kc) {
+    int64_t c = ((int64_t)FFN_WGRAD_CHUNK_FLOATS / (kc > 0 ? kc : 1)) / 64 * 64;
+    return c < 64 ? 64 : c;
+}
+void ffn_wgrad(float *C, int64_t ldc, const float *A, int64_t lda, const float *B, int64_t ldb,
+               int64_t M, int64_t N, int64_t K);
+void ffn_wgrad_scalar(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                      int64_t ldb, int64_t M, int64_t N, int64_t K);
+void ffn_wgrad_avx2(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                    int64_t ldb, int64_t M, int64_t N, int64_t K);
+void ffn_wgrad_avx512(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
+                      int64_t ldb, int64_t M, int64_t N, int64_t K);
+/* ffn_wgrad with C's rows split across the context's threads. */
+void ffn_wgrad_mt(const ffn_ctx *ctx, float *C, int64_t ldc, const float *A, int64_t lda,
+                  const float *B, int64_t ldb, int64_t M, int64_t N, int64_t K);
+
 /* ---- oneDNN matmul primitives with prepacked weights (matmul.c) ---------
  *   C (M, N) = op(A) (M, K) · B (K, N) [+ bias (N)]   (C += ... if accumulate)
  * A is stored (M, lda) or, when a_trans, (K, lda); C is (M, ldc).  B is a

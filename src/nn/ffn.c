@@ -11,11 +11,11 @@
  *   forward:   GU = x·W_inᵀ + b_in       (N, P)   product F1
  *              H  = act(G) ⊙ U  | act(U) (N, F)   fused epilogue
  *              y  = H·W_downᵀ + b_down   (N, D)   product F2
- *   backward:  dW_down += dyᵀ·H          (D, F)   ffn_gemm
+ *   backward:  dW_down += dyᵀ·H          (D, F)   weight_grad
  *              dH = dy·W_down            (N, F)   product B1
  *              dGU = epilogue'(dH, GU)   (N, P)   fused, in place
  *              dx = dGU·W_in             (N, D)   product B2
- *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   ffn_gemm (twice)
+ *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   weight_grad (twice)
  *
  * Engines (chosen by measurement, see gemv.c and bench/).  Forward with
  * N <= FFN_DECODE_MAX_N (decode) takes the streaming path in gemv.c: each
@@ -25,9 +25,11 @@
  * brgemm) over prepacked weights: ffn_layer_set_weights packs W_in and
  * W_down as the forward products want them (1x the weight bytes extra), and
  * the first backward packs them again as backward wants them (another 1x;
- * set_weights then repacks both).  The weight gradients run on ffn_gemm
- * (dnnl_sgemm), measured faster there than the matmul primitive (K = N is
- * small: 143-217 against 116-155 GFLOP/s at N = 64, one thread).
+ * set_weights then repacks both).  The weight gradients (K = N, small)
+ * run on ffn_wgrad (kernels/wgrad.c: register tiles over all of K, dW read
+ * and written once) up to WGRAD_MAX_N tokens, else on ffn_gemm
+ * (dnnl_sgemm), measured faster there than the matmul primitive (see
+ * WGRAD_MAX_N below).
  * Primitives are made per token count and cached (CACHE_SLOTS per layer).
  * A product whose primitive cannot be made, or whose scratchpad does not
  * fit the workspace, runs on ffn_gemm over the caller's plain weights
@@ -43,8 +45,10 @@
  *   - both save modes give bitwise identical results (recompute runs the
  *     same primitive or kernel as forward);
  *   - the decode path (forward with N <= FFN_DECODE_MAX_N), the activation
- *     epilogues and the bias gradients give bitwise identical results at
- *     every thread count (fixed per-element reduction order), and so does
+ *     epilogues, the bias gradients and ffn_wgrad (each dW element one
+ *     k-ordered sum) give bitwise identical results at every thread count
+ *     (fixed per-element reduction order; for dW that holds for its inputs
+ *     given: dH comes from a oneDNN product), and so does
  *     the packed streaming kernel against brgemm (both k-ordered sums);
  *   - the oneDNN products (brgemm matmul, sgemm) agreed bitwise between 1
  *     and 2 threads in every shape the tests and the PyTorch parity test
@@ -63,7 +67,9 @@
  * itself does allocate inside calls, measured with an allocation counter
  * at (1024, 2816): decode forward 0 allocations; engine forward 12 small
  * bookkeeping objects per call (primitive execution); backward 27-33, the
- * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512).  The
+ * largest dnnl_sgemm's packing buffers (up to ~3 MB at N = 512; ffn_wgrad,
+ * which takes the weight gradients up to WGRAD_MAX_N tokens, packs on the
+ * stack and allocates nothing).  The
  * public oneDNN 2.6 API offers no way to hand those to the caller. */
 #include "ffn/layer.h"
 #include "base/common.h"
@@ -665,6 +671,28 @@ ffn_status ffn_layer_forward_hooked(ffn_layer *l, float *y, const float *x, int6
 
 /* ---- backward ------------------------------------------------------------- */
 
+/* Backward steps with at most this many tokens run the weight gradients on
+ * ffn_wgrad (register tiles over all of K = n; dW read and written once),
+ * larger ones on ffn_gemm (dnnl_sgemm).  Measured per K on (M, N, K) =
+ * (2816, 1024, K), one thread, process CPU time (bench/wgrad_kernel.c, a
+ * loaded machine): ffn_wgrad / the faster of sgemm and the matmul
+ * primitive = 0.6-0.7 at K = 16, 0.8 at 64, 0.88 at 96, 1.06-1.10 at 128,
+ * 1.15-1.19 at 256 (ffn_wgrad runs at ~95 GFLOP/s of CPU time at every K,
+ * sgemm gains with K).  bench/bench_backward.sh prints the same comparison
+ * per shape. */
+#define WGRAD_MAX_N 96
+
+/* dW (M, N) += Aᵀ·B over the n tokens: A (n, lda), B (n, ldb) */
+static ffn_status weight_grad(const ffn_layer *l, float *dw, int64_t M, int64_t N,
+                              const float *a, int64_t lda, const float *b, int64_t ldb,
+                              int64_t n) {
+    if (n <= WGRAD_MAX_N && ffn_simd() != FFN_SIMD_SCALAR) {
+        ffn_wgrad_mt(l->ctx, dw, N, a, lda, b, ldb, M, N, n);
+        return FFN_OK;
+    }
+    return ffn_gemm(l->ctx, 1, 0, M, N, n, 1.0f, a, lda, b, ldb, 1.0f, dw, N);
+}
+
 static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grads,
                            const float *dy, const float *x, int64_t n, const float *saved,
                            void *workspace, size_t workspace_bytes) {
@@ -703,8 +731,7 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
     /* down_proj: dW_down (D, F) += dyᵀ · H, db_down += Σ dy */
     if (g->down_w) {
         epilogue(l, h, NULL, gu, n);
-        if ((st = ffn_gemm(l->ctx, 1, 0, D, F, n, 1.0f, dy, D, h, F, 1.0f, g->down_w, F)))
-            return st;
+        if ((st = weight_grad(l, g->down_w, D, F, dy, D, h, F, n))) return st;
     }
     if (g->down_b) bias_grad(g->down_b, dy, n, D, D);
 
@@ -727,8 +754,7 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
     for (int part = l->gated ? 0 : 1; part < 2; part++) {
         float *dw = part ? g->up_w : g->gate_w, *db = part ? g->up_b : g->gate_b;
         const float *d_part = (part && l->gated) ? dgu + F : dgu;
-        if (dw && (st = ffn_gemm(l->ctx, 1, 0, F, D, n, 1.0f, d_part, P, x, D, 1.0f, dw, D)))
-            return st;
+        if (dw && (st = weight_grad(l, dw, F, D, d_part, P, x, D, n))) return st;
         if (db) bias_grad(db, d_part, n, F, P);
     }
     return FFN_OK;

@@ -3,8 +3,9 @@
 backward) against PyTorch.
 
 Every activation x dense/gated x bias/no bias, on random shapes (D or F = 1,
-odd sizes) and N in {0, 1, 3, 129}; y, dx and every weight and bias
-gradient of L = sum(y * dy).  Also: F16 and BF16 inputs, the Hugging Face
+odd sizes) and N in {0, 1, 3, 129}, and N in and just past the range of
+the weight-gradient kernel (16..97) on odd shapes; y, dx and every weight
+and bias gradient of L = sum(y * dy).  Also: F16 and BF16 inputs, the Hugging Face
 and GLU-family activation aliases, --recompute (bitwise equal to the
 default), |x| up to 1e4, and determinism (run to run, and across threads).
 
@@ -168,6 +169,16 @@ def main():
                     check_case("c%03d" % case, act, act, gated, bias, D, F, n, rng,
                                explicit_type=explicit)
                     case += 1
+
+    # ---- the weight-gradient kernel's token range (src/nn/ffn.c: ffn_wgrad
+    # for N <= 96, dnnl_sgemm above): N across it and just past it, D and F
+    # odd and wider than a register tile (6 rows x 64 columns), so that every
+    # gradient has full tiles and row and column tails ----
+    for i, (n, D, F) in enumerate([(16, 67, 131), (64, 131, 67), (70, 37, 197),
+                                   (96, 199, 71), (97, 71, 143), (33, 6, 64)]):
+        gated = i % 2 == 0
+        act = ["silu", "gelu", "gelu_pytorch_tanh", "relu", "sigmoid", "silu"][i]
+        check_case("wg%d" % i, act, act, gated, i % 3 == 0, D, F, n, rng)
 
     # ---- aliases: gelu_new, swish; GLU family names imply gated ----
     for alias, act in ALIASES.items():
