@@ -21,6 +21,8 @@
 /* tools/cmd_bench_dist.c: the same benchmarks across ranks (mpirun). */
 int bench_layer_tp(int argc, char **argv);
 int bench_moe_ep(int argc, char **argv);
+/* tools/cmd_bench_model.c: a whole model's prompt and decode speed. */
+int bench_model(int argc, char **argv);
 
 /* Is `flag` (or flag=...) among the arguments? */
 static int has_flag(int argc, char **argv, const char *flag) {
@@ -646,13 +648,15 @@ static int bench_qgemm(int argc, char **argv) {
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm> [options]   (--help on each)\n\n"
+    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm|model> [options]   (--help on each)\n\n"
                "  layer      forward and forward+backward time of one FFN layer, GFLOP/s\n"
                "  moe        the same for a Mixture-of-Experts layer\n"
                "  peak       measured fp32 FMA peak GFLOP/s on all threads\n"
                "  bandwidth  measured memory read bandwidth GB/s on all threads\n"
                "  qgemm      y = x·Wᵀ with low-precision weights: GB/s, GFLOP/s, and their\n"
-               "             share of the measured bandwidth and peak\n\n"
+               "             share of the measured bandwidth and peak\n"
+               "  model      a whole model (a GGUF as `ffn run` loads it): prompt and decode\n"
+               "             tokens/s, bytes read per decoded token, effective GB/s\n\n"
                "bench/run.sh (make bench) compares these against PyTorch and the roofline.\n");
 }
 
@@ -674,6 +678,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(sub, "peak")) return bench_peak(argc - 1, argv + 1);
     if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);
     if (!strcmp(sub, "qgemm")) return bench_qgemm(argc - 1, argv + 1);
+    if (!strcmp(sub, "model")) return bench_model(argc - 1, argv + 1);
     if (!strcmp(sub, "moe")) {
         if (!cmd_bench_moe) {
             cli_error("bench", "moe: not built into this binary");
@@ -681,6 +686,6 @@ int cmd_bench(int argc, char **argv) {
         }
         return cmd_bench_moe(argc - 1, argv + 1);
     }
-    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth or qgemm)", sub);
+    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth, qgemm or model)", sub);
     return CLI_EXIT_USAGE;
 }
