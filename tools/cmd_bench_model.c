@@ -71,7 +71,7 @@ static int bench_model_fail(const char *cmd, ffn_status st, ffn_model *m, ffn_ct
 
 int bench_model(int argc, char **argv) {
     const char *cmd = "bench model";
-    const char *path = NULL;
+    const char *path = NULL, *ids_s = NULL;
     int64_t P = 512, C = 128, G = 32, threads = 0, repeats = 2, seed = 1;
     int json = 0, rc;
     const cli_opt opts[] = {
@@ -84,6 +84,11 @@ int bench_model(int argc, char **argv) {
          .imax = INT64_C(1) << 20, .help = "timed decode steps (0: no decode measurement)"},
         {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
          .imax = 1000, .help = "prompt forwards timed (the best counts); decode is timed once"},
+        {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
+         .def = "random ids (--seed) in [3, V)",
+         .help = "token ids, separated by spaces or commas: the prompt is the first P, the "
+                 "context the first C and the decode steps the next G (at least max(P, C + G) "
+                 "ids), so that another engine can be timed on the same ids"},
         CLI_OPT_THREADS(&threads),
         CLI_OPT_SEED(&seed, "seed of the random token ids"),
         CLI_OPT_JSON(&json, "one JSON object on stdout"),
@@ -120,14 +125,34 @@ int bench_model(int argc, char **argv) {
     const double load_s = cli_seconds() - t0;
     const ffn_model_config *c = ffn_model_get_config(m);
     const int64_t V = c->vocab_size, n_ids = P > C + G ? P : C + G;
-    int32_t *ids = malloc((size_t)(n_ids + 1) * sizeof *ids);
+    int32_t *ids = NULL;
     float *logits = malloc((size_t)V * sizeof *logits);
+    if (ids_s) {
+        int64_t n_given = 0;
+        if (!cli_parse_ids(cmd, "--ids", ids_s, V, &ids, &n_given)) {
+            free(logits);
+            ffn_model_free(m);
+            ffn_ctx_free(ctx);
+            return CLI_EXIT_USAGE;
+        }
+        if (n_given < n_ids) {
+            free(ids);
+            free(logits);
+            ffn_model_free(m);
+            ffn_ctx_free(ctx);
+            return cli_usage_error(cmd, "--ids has %lld ids; --prompt-tokens %lld, --context %lld "
+                                   "and --gen %lld need %lld", (long long)n_given, (long long)P,
+                                   (long long)C, (long long)G, (long long)n_ids);
+        }
+    } else if ((ids = malloc((size_t)(n_ids + 1) * sizeof *ids))) {
+        ffn_rng rng;
+        ffn_rng_seed(&rng, (uint64_t)seed);
+        const int64_t lo = V > 8 ? 3 : 0; /* past the usual special ids */
+        for (int64_t i = 0; i < n_ids; i++)
+            ids[i] = (int32_t)(lo + (int64_t)ffn_rng_below(&rng, (uint64_t)(V - lo)));
+    }
     if (!ids || !logits)
         return bench_model_fail(cmd, FFN_ERR_NOMEM, m, ctx, ids, logits);
-    ffn_rng rng;
-    ffn_rng_seed(&rng, (uint64_t)seed);
-    const int64_t lo = V > 8 ? 3 : 0; /* past the usual special ids */
-    for (int64_t i = 0; i < n_ids; i++) ids[i] = (int32_t)(lo + (int64_t)ffn_rng_below(&rng, (uint64_t)(V - lo)));
 
     /* warm-up: a few tokens through every layer (pages of the file, the
      * kernels' first-call setup) */
