@@ -4,6 +4,7 @@
  *   ffn bench bandwidth  measured memory read bandwidth (all threads)
  *   ffn bench moe        (tools/cmd_bench_moe.c)
  *   ffn bench qgemm      y = x·Wᵀ with low-precision weights (ffn_ggml_matmul)
+ *   ffn bench model      a whole model: prompt and decode tokens/s (tools/cmd_bench_model.c)
  * Speed is only ever measured here, never asserted in tests.  The peak and
  * bandwidth loops need SIMD; they are compiled with target attributes and
  * chosen from ffn_simd_level() at run time. */

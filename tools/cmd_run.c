@@ -40,8 +40,10 @@ static const char about[] =
 "                               tokenizer.txt)\n"
 "  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
 "                               qwen2 or qwen2moe; f32, f16, bf16, q8_0, q4_0,\n"
-"                               q4_K, q6_K (dequantized to fp32 at load); its\n"
-"                               vocabulary is not read yet: use --ids\n"
+"                               q4_K, q6_K; its matrices stay in their type,\n"
+"                               read from the mapped file (f32 ones and llama's\n"
+"                               q/k rows are copied); its tokenizer.ggml.*\n"
+"                               vocabulary encodes --prompt\n"
 "Weights are memory-mapped and converted straight into the model (no second\n"
 "copy of the file in memory).  Every bad file gets an error naming it.\n";
 
@@ -340,7 +342,9 @@ int cmd_run(int argc, char **argv) {
         else
             snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info.n_dtypes[0],
                      info.n_dtypes[1], info.n_dtypes[2],
-                     info.n_dtypes[3] > 0 ? ", quantized (dequantized to fp32)" : "");
+                     info.n_dtypes[3] > 0 ? (opt.low_precision ? ", quantized (kept in their type)"
+                                                             : ", quantized (dequantized to fp32)")
+                                       : "");
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
                 "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,

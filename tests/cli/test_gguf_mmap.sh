@@ -6,7 +6,8 @@
 # bench/gguf_random.c (built here against build/libffn.a): Llama-shaped,
 # D 2048, F 5632, 8 layers, 32/8 heads, vocab 32000, tied head (~240 MB).
 # Also: --json's generated ids equal --emit ids; `ffn bench model --json`
-# runs on it with the same bound and positive speeds; --help explains.
+# runs on it with the same bound and positive speeds; --help explains;
+# `ffn generate` on the GGUF prints what `ffn run --prompt` does.
 # (Bitwise logits of the mapped and the copied path: tests/unit/test_gguf_mmap.c.)
 # Under ASan (asan-cli) the shadow memory of every byte read is resident
 # too, so the bound is not checked there; everything else is.
@@ -21,7 +22,7 @@ ok() { echo "ok   $*"; }
 bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 
 asan=0
-if ldd "$FFN" 2>/dev/null | grep -q libasan; then asan=1; fi
+case "$(ldd "$FFN" 2>/dev/null)" in *libasan*) asan=1 ;; esac
 
 cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -I"$ROOT/include" "$ROOT/bench/gguf_random.c" \
    "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread -lpcre2-8 -o "$tmp/gguf_random"
@@ -72,5 +73,13 @@ elif grep -q "context is 2048 tokens" "$tmp/err"; then
 else
     bad "--prompt-tokens past the context: $(cat "$tmp/err")"
 fi
+
+# ffn generate on a GGUF: its vocabulary, the same tokens as ffn run --prompt
+g1=$(FFN_NUM_THREADS=2 "$FFN" generate "$G" --prompt "ab" --steps 4 --temperature 0 --no-prompt | od -An -tx1 | tr -d " \n")
+g2=$(FFN_NUM_THREADS=2 "$FFN" run "$G" --prompt "ab" --steps 4 --temperature 0 --emit text | od -An -tx1 | tr -d " \n")
+n=$(FFN_NUM_THREADS=2 "$FFN" run "$G" --prompt "ab" --steps 4 --temperature 0 --emit ids | wc -w)
+[[ "$g1" == "$g2" && $n == 4 ]] && ok "ffn generate GGUF = ffn run --prompt (bytes$g1)" ||
+    bad "ffn generate GGUF [$g1] vs ffn run --prompt [$g2] ($n ids)"
+"$FFN" generate --help | grep -q "GGUF" && ok "generate --help names GGUF" || bad "generate --help"
 
 [[ $fail == 0 ]] && echo "all ok" || { echo "$fail failed"; exit 1; }
