@@ -39,7 +39,8 @@
 #   bash bench/bench_llamacpp.sh            (about 10 minutes once the files exist)
 #   BENCH_QUICK=1 bash bench/bench_llamacpp.sh   (8-layer dense shape, shorter runs)
 # Env: BENCH_TYPES, BENCH_THREADS (default "1 2"), BENCH_MODELS (default
-# "dense moe"; tiny and tinymoe are small smoke-test shapes), BENCH_DIR, FFN_NPM_DIR (default build/npm-llamacpp).
+# "dense moe"; tiny and tinymoe are small smoke-test shapes), BENCH_PROMPT
+# (default 512), BENCH_GEN (default 32, quick 16), BENCH_DIR, FFN_NPM_DIR (default build/npm-llamacpp).
 # Needs build/ffn and build/libffn.a (make all), node and npm.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -51,8 +52,9 @@ QUICK="${BENCH_QUICK:-0}"
 TYPES="${BENCH_TYPES:-f32 f16 bf16 q8_0 q4_0 q4_K}"
 THREADS="${BENCH_THREADS:-1 2}"
 MODELS="${BENCH_MODELS:-dense moe}"
-P=512 C=128
+P="${BENCH_PROMPT:-512}" C=128
 if [[ $QUICK == 1 ]]; then G=16 R=1 DENSE_L=8; else G=32 R=1 DENSE_L=16; fi
+G="${BENCH_GEN:-$G}"
 mkdir -p "$DIR"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
