@@ -232,6 +232,9 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int64_t voca
 int cli_progress_tty(void);
 /* Seconds of the monotonic clock (for timings; only differences mean anything). */
 double cli_seconds(void);
+/* The process's peak resident memory so far (VmHWM of /proc/self/status), in
+ * bytes; -1 when it cannot be read. */
+int64_t cli_peak_rss_bytes(void);
 
 /* The thread rule of every command: --threads 0 = FFN_NUM_THREADS when
  * set, else every core; a count above the cores of this machine runs (the

@@ -4,6 +4,7 @@
  *   ffn bench bandwidth  measured memory read bandwidth (all threads)
  *   ffn bench moe        (tools/cmd_bench_moe.c)
  *   ffn bench qgemm      y = x·Wᵀ with low-precision weights (ffn_ggml_matmul)
+ *   ffn bench model      a whole model: prompt and decode tokens/s (tools/cmd_bench_model.c)
  * Speed is only ever measured here, never asserted in tests.  The peak and
  * bandwidth loops need SIMD; they are compiled with target attributes and
  * chosen from ffn_simd_level() at run time. */
@@ -22,6 +23,8 @@
 int bench_layer_tp(int argc, char **argv);
 int bench_moe_ep(int argc, char **argv);
 int bench_link(int argc, char **argv);
+/* tools/cmd_bench_model.c: a whole model's prompt and decode speed. */
+int bench_model(int argc, char **argv);
 
 /* Is `flag` (or flag=...) among the arguments? */
 static int has_flag(int argc, char **argv, const char *flag) {
@@ -657,14 +660,17 @@ static int bench_qgemm(int argc, char **argv) {
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm> [options]   (--help on each)\n\n"
+    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm|model> [options]\n"
+               "(--help on each)\n\n"
                "  layer      forward and forward+backward time of one FFN layer, GFLOP/s\n"
                "  moe        the same for a Mixture-of-Experts layer\n"
                "  peak       measured fp32 FMA peak GFLOP/s on all threads\n"
                "  bandwidth  measured memory read bandwidth GB/s on all threads\n"
                "  link       under mpirun: GB/s a rank sends in the all-reduce, us a message\n"
                "  qgemm      y = x·Wᵀ with low-precision weights: GB/s, GFLOP/s, and their\n"
-               "             share of the measured bandwidth and peak\n\n"
+               "             share of the measured bandwidth and peak\n"
+               "  model      a whole model (a GGUF as `ffn run` loads it): prompt and decode\n"
+               "             tokens/s, bytes read per decoded token, effective GB/s\n\n"
                "bench/run.sh (make bench) compares these against PyTorch and the roofline.\n");
 }
 
@@ -687,6 +693,7 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(sub, "bandwidth")) return bench_bandwidth(argc - 1, argv + 1);
     if (!strcmp(sub, "link")) return bench_link(argc - 1, argv + 1);
     if (!strcmp(sub, "qgemm")) return bench_qgemm(argc - 1, argv + 1);
+    if (!strcmp(sub, "model")) return bench_model(argc - 1, argv + 1);
     if (!strcmp(sub, "moe")) {
         if (!cmd_bench_moe) {
             cli_error("bench", "moe: not built into this binary");
@@ -694,6 +701,6 @@ int cmd_bench(int argc, char **argv) {
         }
         return cmd_bench_moe(argc - 1, argv + 1);
     }
-    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth, link or qgemm)", sub);
+    cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth, link, qgemm or model)", sub);
     return CLI_EXIT_USAGE;
 }

@@ -15,7 +15,10 @@ static const char about[] =
 "prompt and then each new token on stdout as soon as it is sampled.  The model\n"
 "runs one token at a time with a KV cache; when the context (the model's\n"
 "max_position_embeddings) fills, the last half is re-read and generation\n"
-"goes on.  The sampling defaults are those of `ffn run`.\n";
+"goes on.  The sampling defaults are those of `ffn run`.\n"
+"MODEL may also be a GGUF file: its matrices stay in their type, read from the\n"
+"mapped file (as `ffn run` loads it), and its tokenizer.ggml.* vocabulary encodes\n"
+"the prompt.\n";
 
 static const char epilog[] =
 "example:\n"
@@ -50,7 +53,8 @@ int cmd_generate(int argc, char **argv) {
         {0}};
     const cli_pos pos[] = {
         {.name = "MODEL", .dst = &model_dir,
-         .help = "a checkpoint directory written by `ffn train` (or give --model DIR)"},
+         .help = "a checkpoint directory written by `ffn train` (or give --model DIR), or a "
+                 "GGUF file"},
         {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL [--prompt TEXT] [options]\n"
                            "       ffn generate --model DIR [--prompt TEXT] [options]",
@@ -73,7 +77,16 @@ int cmd_generate(int argc, char **argv) {
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_model *model = NULL;
     ffn_vocab *voc = NULL;
-    ffn_status st = ffn_run_dir_load_vocab(ctx, model_dir, &model, &voc);
+    ffn_status st;
+    if (ffn_checkpoint_is_gguf(model_dir)) { /* its vocabulary, its matrices as they lie */
+        ffn_model_options mo = {.max_batch = 1, .low_precision = 1};
+        ffn_model_config cfg;
+        st = ffn_checkpoint_read_config_any(model_dir, &cfg, NULL);
+        if (st == FFN_OK) st = ffn_vocab_load(model_dir, cfg.vocab_size, &voc);
+        if (st == FFN_OK) st = ffn_checkpoint_load_any(ctx, model_dir, &mo, &model, NULL);
+    } else {
+        st = ffn_run_dir_load_vocab(ctx, model_dir, &model, &voc);
+    }
     cli_text_out s = {.last_newline = 1};
     if (st == FFN_OK) {
         /* The model reads symbols its vocabulary lacks as <unk>: say so on

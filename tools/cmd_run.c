@@ -40,8 +40,10 @@ static const char about[] =
 "                               tokenizer.txt)\n"
 "  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
 "                               qwen2 or qwen2moe; f32, f16, bf16, q8_0, q4_0,\n"
-"                               q4_K, q6_K (dequantized to fp32 at load); its\n"
-"                               vocabulary is not read yet: use --ids\n"
+"                               q4_K, q6_K; its matrices stay in their type,\n"
+"                               read from the mapped file (f32 ones and llama's\n"
+"                               q/k rows are copied); its tokenizer.ggml.*\n"
+"                               vocabulary encodes --prompt\n"
 "Weights are memory-mapped and converted straight into the model (no second\n"
 "copy of the file in memory).  Every bad file gets an error naming it.\n";
 
@@ -95,6 +97,7 @@ static int vocab_open(const char *path, int64_t V, ffn_vocab **v) {
  * fed-back token's logits into the rows after the prompt's. */
 typedef struct run_out {
     int text;
+    int32_t *ids; /* (steps) --json: the generated ids, printed at the end; else NULL */
     int64_t n_emitted, V, row;
     float *rows; /* (fed, V) or NULL */
     int32_t *fed; /* (fed) the tokens the model read */
@@ -102,6 +105,10 @@ typedef struct run_out {
 
 static int on_run_token(int32_t id, const char *bytes, size_t len, void *user) {
     run_out *o = user;
+    if (o->ids) {
+        o->ids[o->n_emitted++] = id;
+        return 0;
+    }
     if (o->text) {
         if (bytes) fwrite(bytes, 1, len, stdout);
         fflush(stdout);
@@ -128,7 +135,7 @@ int cmd_run(int argc, char **argv) {
     ffn_generate_options_default(&gd); /* the sampling defaults of ffn generate */
     int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
     double temperature = gd.temperature, top_p = gd.top_p;
-    int no_bos = 0, show_info = 0, emit_choice = -1, quant = -1, quant_embed = -1;
+    int no_bos = 0, show_info = 0, json = 0, emit_choice = -1, quant = -1, quant_embed = -1;
     int precision = FFN_PRECISION_FP32;
     int64_t tp_ranks = 1;
     int write_dump = 1;
@@ -165,6 +172,11 @@ int cmd_run(int argc, char **argv) {
         CLI_OPT_PRECISION(&precision),
         {.name = "--info", .type = CLI_FLAG, .dst = &show_info,
          .help = "print what was loaded and the prompt's ids on stderr"},
+        CLI_OPT_JSON(&json, "instead of the tokens as they come, print one JSON object at the "
+                            "end: model, prompt_tokens, generated (the ids), weight_bytes (as "
+                            "held), file_bytes, peak_rss_bytes (the process's peak resident "
+                            "memory, VmHWM: a GGUF's matrices are read from the mapped file "
+                            "and count once)"),
         {CLI_INT_FIELDS("--tp", &tp_ranks, "T", 1, 65536,
                         "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of "
                         "the heads and FFN units (see include/ffn/dist.h); rank 0 prints; without "
@@ -336,7 +348,9 @@ int cmd_run(int argc, char **argv) {
         else
             snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info.n_dtypes[0],
                      info.n_dtypes[1], info.n_dtypes[2],
-                     info.n_dtypes[3] > 0 ? ", quantized (dequantized to fp32)" : "");
+                     info.n_dtypes[3] > 0 ? (opt.low_precision ? ", quantized (kept in their type)"
+                                                             : ", quantized (dequantized to fp32)")
+                                       : "");
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
                 "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,
@@ -367,8 +381,10 @@ int cmd_run(int argc, char **argv) {
     if (!seq) st = FFN_ERR_NOMEM;
     if (st == FFN_OK) memcpy(seq, ids, (size_t)n_prompt * sizeof(int32_t));
     if (st == FFN_OK && dump) st = ffn_model_logits(m, all, ids, 1, n_prompt);
-    int text = want_text && voc;
+    int text = want_text && voc && !json;
     run_out out = {.text = text, .V = V, .row = n_prompt, .rows = all, .fed = seq};
+    if (json && !(out.ids = malloc((size_t)(steps > 0 ? steps : 1) * sizeof(int32_t))))
+        st = FFN_ERR_NOMEM;
     if (st == FFN_OK) {
         ffn_generate_options g;
         ffn_generate_options_default(&g);
@@ -381,7 +397,15 @@ int cmd_run(int argc, char **argv) {
         ffn_generate_callbacks cb = {on_run_token, on_run_logits, &out};
         st = ffn_generate_tokens(m, text ? voc : NULL, ids, n_prompt, &g, &cb);
     }
-    if (st == FFN_OK && (steps > 0 || !text)) printf("\n");
+    if (st == FFN_OK && json) {
+        printf("{\"model\": ");
+        cli_json_string(stdout, model_path);
+        printf(", \"prompt_tokens\": %lld, \"generated\": [", (long long)n_prompt);
+        for (int64_t i = 0; i < out.n_emitted; i++) printf(i ? ", %d" : "%d", out.ids[i]);
+        printf("], \"weight_bytes\": %zu, \"file_bytes\": %lld, \"peak_rss_bytes\": %lld}\n",
+               ffn_model_weight_bytes(m), (long long)info.file_bytes,
+               (long long)cli_peak_rss_bytes());
+    } else if (st == FFN_OK && (steps > 0 || !text)) printf("\n");
     fflush(stdout);
     if (st == FFN_OK && dump) {
         ffn_st_writer *w = NULL;
@@ -400,6 +424,7 @@ int cmd_run(int argc, char **argv) {
     }
     free(all);
     free(seq);
+    free(out.ids);
     free(ids);
     ffn_model_free(m);
     ffn_vocab_free(voc);

@@ -29,10 +29,13 @@
 #include "base/open.h"
 #include "load/checkpoint_internal.h"
 #include "load/gguf_model.h"
+#include "nn/model_internal.h"
+#include "kernels/qgemm.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -186,6 +189,7 @@ typedef struct gg_source {
     ffn_model_config cfg;
     gg_plan plan;
     int low_precision; /* keep low-precision matrices in their type (ffn_model_options) */
+    int mapped;        /* s->f maps the file (not a caller's buffer): matrices may borrow */
 } gg_source;
 
 static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
@@ -394,6 +398,8 @@ static ffn_status read_config(gg_source *s) {
     return st;
 }
 
+static void gguf_release(void *f) { ffn_gguf_close(f); }
+
 static void source_close(gg_source *s) {
     plan_free(&s->plan);
     ffn_gguf_close(s->f);
@@ -406,6 +412,7 @@ static ffn_status source_open(const char *path, const void *data, size_t size, g
     memset(s, 0, sizeof *s);
     s->path = path;
     ffn_status st = data ? ffn_gguf_open_buffer(data, size, path, &s->f) : ffn_gguf_open(path, &s->f);
+    s->mapped = !data;
     if (st == FFN_OK) st = read_config(s);
     if (st) source_close(s);
     return st;
@@ -428,13 +435,35 @@ static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
 
 /* ---- reading: tensors -> the model ---------------------------------------- */
 
+/* Give back the pages of the mapping that [p, p + n) covers whole: bytes
+ * that were copied or decoded out of a mapped file are not read from it
+ * again, so they need not stay resident beside their copy.  (The mapping
+ * is private and read-only: a page dropped here would be read again from
+ * the file if anything touched it.) */
+static void drop_mapped(const void *p, size_t n) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = ((uintptr_t)p + pg - 1) & ~(pg - 1), b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a) (void)madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* The types a matrix keeps in the model as they lie in the file. */
+static int kept_type(ffn_ggml_type t) {
+    return t == FFN_GGML_TYPE_F16 || t == FFN_GGML_TYPE_BF16 || t == FFN_GGML_TYPE_Q8_0 ||
+           t == FFN_GGML_TYPE_Q4_0 || t == FFN_GGML_TYPE_Q4_K || t == FFN_GGML_TYPE_Q6_K;
+}
+
 /* Place rows [row0, row0 + rows) of GGUF tensor t (rows of `cols`
  * elements) into model tensor `hf`, permuting q/k rows from the
  * interleaved order when rope_heads > 0.  This is the one place a tensor
- * of the file becomes model weights: it dequantizes to fp32 today. */
+ * of the file becomes model weights.  With low_precision, a matrix in a
+ * type the kernels read stays in it: borrowed from the mapping when
+ * `mapped` (the model then keeps the file open), copied otherwise; q/k
+ * rows are moved whole (a row of a block type is self-contained), so they
+ * are copied.  Everything else is decoded to fp32; with `mapped`, the
+ * pages of what was copied or decoded are given back. */
 static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
                                const ffn_gguf_tensor *t, int64_t row0, int64_t rope_heads,
-                               int low_precision) {
+                               int low_precision, int mapped, int64_t *borrowed) {
     const ffn_model_tensor *mt = ffn_model_find_tensor(m, hf);
     if (!mt) return ffn_error(FFN_ERR_INTERNAL, "%s: the model has no tensor %s", path, hf);
     const int64_t cols = t->ne[0], rows = mt->numel / cols;
@@ -442,16 +471,25 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
     ffn_status st = ffn_ggml_row_size(t->type, cols, &row_bytes);
     if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
     const unsigned char *src = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
-    /* A matrix in a low-precision type the model computes with stays in it
-     * (copied: the model does not outlive the mapping otherwise), so a q4_0
-     * file is not expanded to fp32.  Rows that need llama.cpp's q/k
-     * permutation undone, vectors and f32 are decoded to fp32 below. */
-    if (low_precision && mt->ndim == 2 && t->n_dims >= 2 && rope_heads == 0 &&
-        t->type != FFN_GGML_TYPE_F32 &&
-        (t->type == FFN_GGML_TYPE_F16 || t->type == FFN_GGML_TYPE_BF16 ||
-         t->type == FFN_GGML_TYPE_Q8_0 || t->type == FFN_GGML_TYPE_Q4_0 ||
-         t->type == FFN_GGML_TYPE_Q4_K || t->type == FFN_GGML_TYPE_Q6_K)) {
-        st = ffn_model_set_tensor_data(m, hf, t->type, src, (size_t)rows * row_bytes, 0);
+    const size_t nbytes = (size_t)rows * row_bytes;
+    if (low_precision && mt->ndim == 2 && t->n_dims >= 2 && kept_type(t->type)) {
+        if (rope_heads == 0) {
+            st = ffn_model_set_tensor_data(m, hf, t->type, src, nbytes, mapped);
+            if (st == FFN_OK && mapped) (*borrowed)++;
+            return st ? ffn_error_prefix(st, "%s: tensor %s", path, t->name) : FFN_OK;
+        }
+        /* file row h·Dh + 2j + p holds model row h·Dh + p·Dh/2 + j */
+        unsigned char *tmp = malloc(nbytes ? nbytes : 1);
+        if (!tmp) return ffn_error(FFN_ERR_NOMEM, "%s: tensor %s: out of memory", path, t->name);
+        const int64_t Dh = rows / rope_heads;
+        for (int64_t h = 0; h < rope_heads; h++)
+            for (int64_t j = 0; j < Dh / 2; j++)
+                for (int64_t p = 0; p < 2; p++)
+                    memcpy(tmp + (size_t)(h * Dh + p * (Dh / 2) + j) * row_bytes,
+                           src + (size_t)(h * Dh + 2 * j + p) * row_bytes, row_bytes);
+        st = ffn_model_set_tensor_data(m, hf, t->type, tmp, nbytes, 0);
+        free(tmp);
+        if (st == FFN_OK && mapped) drop_mapped(src, nbytes);
         return st ? ffn_error_prefix(st, "%s: tensor %s", path, t->name) : FFN_OK;
     }
     float *dst = ffn_model_params(m, NULL) + mt->offset;
@@ -474,6 +512,7 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
     }
     free(tmp);
     if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
+    if (mapped) drop_mapped(src, t->n_dims == 1 || mt->ndim == 1 ? t->nbytes : nbytes);
     for (int64_t i = 0; i < mt->numel; i++)
         if (!isfinite(dst[i]))
             return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)", path,
@@ -481,7 +520,7 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
     return FFN_OK;
 }
 
-static ffn_status load_weights(ffn_model *m, const gg_source *s) {
+static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrowed) {
     const int llama = !strcmp(s->arch, "llama"); /* q/k rows interleaved in the file */
     int64_t placed = 0;
     for (int64_t i = 0; i < s->plan.n; i++) {
@@ -490,14 +529,16 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s) {
         ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
         if (st) return st;
         if (e->experts == 0) {
-            if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision))) return st;
+            if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision,
+                                   s->mapped, borrowed))) return st;
             placed++;
             continue;
         }
         for (int64_t x = 0; x < e->experts; x++) {
             char hf[128];
             snprintf(hf, sizeof hf, e->hf, (long long)x);
-            if ((st = place_tensor(m, s->path, hf, &t, x * e->ne[1], 0, s->low_precision))) return st;
+            if ((st = place_tensor(m, s->path, hf, &t, x * e->ne[1], 0, s->low_precision, s->mapped,
+                                   borrowed))) return st;
             placed++;
         }
     }
@@ -534,9 +575,14 @@ static ffn_status load_model(ffn_ctx *ctx, const char *path, const void *data, s
     if (o.max_seq > ctx_len) o.max_seq = ctx_len;
     ffn_model *m = NULL;
     if ((st = ffn_model_create(ctx, &s.cfg, &o, &m))) st = ffn_error_prefix(st, "%s", path);
-    if (st == FFN_OK) st = load_weights(m, &s);
+    int64_t borrowed = 0;
+    if (st == FFN_OK) st = load_weights(m, &s, &borrowed);
     if (st == FFN_OK) st = ffn_model_params_changed(m);
     if (st == FFN_OK && info) fill_info(&s, info);
+    if (st == FFN_OK && borrowed > 0) {
+        /* the model reads its matrices from the mapping: it keeps the file */
+        if ((st = model_q_keep(m, s.f, gguf_release)) == FFN_OK) s.f = NULL;
+    }
     source_close(&s);
     if (st) {
         ffn_model_free(m);
@@ -826,6 +872,87 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             const ffn_model_tensor *t = ffn_model_find_tensor(model, e->hf);
             if (t) src = params + t->offset;
         }
+        /* Low-precision tensors of the model (a GGUF loaded as it lies, a
+         * model quantized in memory) are written as their bytes when the
+         * type written is theirs (q/k rows moved whole), else decoded. */
+        float *decoded = NULL;
+        if (src && (e->kind == GG_MATRIX || e->kind == GG_ROUTER)) {
+            const int64_t parts = e->experts > 0 ? e->experts : 1, cols = e->ne[0];
+            const int64_t rows = e->ne[1] * e->ne[2] / parts;
+            const ffn_ggml_type want = e->kind == GG_ROUTER ? FFN_GGML_TYPE_F32
+                                       : cols % bs != 0 ? FFN_GGML_TYPE_F16 : o.type;
+            int n_low = 0, same = 1;
+            const ffn_qweight *qw0 = NULL;
+            for (int64_t x = 0; x < parts; x++) {
+                char hf[128];
+                snprintf(hf, sizeof hf, e->hf, (long long)x);
+                const ffn_qweight *qw = model_q_weight(model, ffn_model_find_tensor(model, hf));
+                if (!qw) continue;
+                if (!qw0) qw0 = qw;
+                same &= qw->type == qw0->type;
+                n_low++;
+            }
+            if (n_low == parts && same && qw0->type == want) {
+                const size_t rb = qw0->row_bytes;
+                unsigned char *raw = malloc((size_t)(rows * parts) * rb + 1);
+                if (!raw) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                for (int64_t x = 0; x < parts; x++) {
+                    char hf[128];
+                    snprintf(hf, sizeof hf, e->hf, (long long)x);
+                    const ffn_qweight *qw = model_q_weight(model, ffn_model_find_tensor(model, hf));
+                    unsigned char *dst = raw + (size_t)(x * rows) * rb;
+                    if (e->rope_heads > 0 && permute) {
+                        /* model row h·Dh + p·Dh/2 + j -> file row h·Dh + 2j + p (llama), or back */
+                        const int64_t Dh = rows / e->rope_heads;
+                        for (int64_t h = 0; h < e->rope_heads; h++)
+                            for (int64_t j = 0; j < Dh / 2; j++)
+                                for (int64_t pp = 0; pp < 2; pp++) {
+                                    int64_t half = h * Dh + pp * (Dh / 2) + j, inter = h * Dh + 2 * j + pp;
+                                    memcpy(dst + (size_t)(llama ? inter : half) * rb,
+                                           qw->data + (size_t)(llama ? half : inter) * rb, rb);
+                                }
+                    } else {
+                        memcpy(dst, qw->data, (size_t)rows * rb);
+                    }
+                }
+                st = ffn_gguf_writer_add_raw(w, e->gguf, want, e->n_dims, e->ne, raw,
+                                             (size_t)(rows * parts) * rb);
+                free(raw);
+                if (st) st = ffn_error_prefix(st, "%s: tensor %s", path, e->gguf);
+                if (report) {
+                    report->n_tensors++;
+                    report->n_fallback += cols % bs != 0;
+                }
+                if (st == FFN_OK && o.progress) o.progress(o.progress_user, i + 1, plan.n);
+                continue;
+            }
+            if (n_low > 0) { /* decoded to fp32, then written as every fp32 tensor is */
+                if (!(decoded = malloc((size_t)numel * sizeof(float)))) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                for (int64_t x = 0; x < parts && st == FFN_OK; x++) {
+                    char hf[128];
+                    snprintf(hf, sizeof hf, e->hf, (long long)x);
+                    const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
+                    const ffn_qweight *qw = model_q_weight(model, tx);
+                    float *dst = decoded + x * rows * cols;
+                    if (!qw) memcpy(dst, params + tx->offset, (size_t)(rows * cols) * sizeof(float));
+                    for (int64_t r = 0; qw && r < rows && st == FFN_OK; r++)
+                        st = ffn_ggml_dequantize_row(qw->type, qw->data + (size_t)r * qw->row_bytes,
+                                                     dst + r * cols, cols);
+                }
+                if (st) {
+                    free(decoded);
+                    st = ffn_error_prefix(st, "%s: tensor %s", path, e->gguf);
+                    break;
+                }
+                src = decoded;
+            }
+        }
         if (!src || (e->rope_heads > 0 && permute)) {
             if (numel > buf_cap) {
                 free(buf);
@@ -853,6 +980,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             if (e->kind != GG_MATRIX) report->n_f32++;
         }
         st = ffn_gguf_writer_add_f32(w, e->gguf, ty, e->n_dims, e->ne, src);
+        free(decoded);
         if (st) st = ffn_error_prefix(st, "%s: tensor %s", path, e->gguf);
         if (st == FFN_OK && o.progress) o.progress(o.progress_user, i + 1, plan.n);
     }

@@ -177,6 +177,18 @@ const char *model_q_first(const model_qstate *q);
 ffn_status model_q_sync(ffn_model *m);
 void model_q_synced(model_qstate *q);
 
+/* Tie obj's life to the model's low-precision state: release(obj) runs when
+ * the state goes (ffn_model_free, ffn_model_init_weights).  For borrowed
+ * bytes (ffn_model_set_tensor_data borrow 1) that live in obj, e.g. a
+ * GGUF file mapped by its loader.  A second call releases the first obj. */
+struct ffn_qweight;
+ffn_status model_q_keep(ffn_model *m, void *obj, void (*release)(void *));
+/* Tensor t's low-precision weight (type, rows, bytes), or NULL when it is
+ * fp32 (its floats are then in the flat block). */
+const struct ffn_qweight *model_q_weight(const ffn_model *m, const ffn_model_tensor *t);
+/* How many tensors hold bytes the model does not own (borrowed). */
+int model_q_borrowed(const ffn_model *m);
+
 /* Provided by model.c: the model's state slot (NULL until first needed). */
 model_qstate **ffn_model_q_ref(ffn_model *m);
 

@@ -36,6 +36,8 @@ struct model_qstate {
     model_qtensor *t;              /* (n) */
     int64_t n_low;                 /* tensors in a type other than f32 */
     int dirty;                     /* attached since the last params_changed */
+    void *keep;                    /* what borrowed bytes live in (a mapped file), or NULL */
+    void (*keep_release)(void *);  /* releases `keep` when the state goes */
 };
 
 /* ---- the flat block ------------------------------------------------------ */
@@ -78,6 +80,7 @@ void model_q_free(model_qstate *q) {
     if (!q) return;
     for (int64_t i = 0; i < q->n; i++) free(q->t[i].owned);
     free(q->t);
+    if (q->keep && q->keep_release) q->keep_release(q->keep);
     free(q);
 }
 
@@ -152,6 +155,30 @@ void model_q_synced(model_qstate *q) {
 ffn_status model_q_sync(ffn_model *m) {
     model_qstate *q = *ffn_model_q_ref(m);
     return q && q->dirty ? ffn_model_params_changed(m) : FFN_OK;
+}
+
+ffn_status model_q_keep(ffn_model *m, void *obj, void (*release)(void *)) {
+    model_qstate *q;
+    ffn_status st = state_of(m, &q);
+    if (st) return st;
+    if (q->keep && q->keep_release) q->keep_release(q->keep);
+    q->keep = obj;
+    q->keep_release = release;
+    return FFN_OK;
+}
+
+const ffn_qweight *model_q_weight(const ffn_model *m, const ffn_model_tensor *t) {
+    const model_qstate *q = m ? *ffn_model_q_ref((ffn_model *)m) : NULL;
+    if (!q || !t) return NULL;
+    const int64_t i = t - q->table;
+    return i >= 0 && i < q->n && is_low(q, i) ? &q->t[i].w : NULL;
+}
+
+int model_q_borrowed(const ffn_model *m) {
+    const model_qstate *q = m ? *ffn_model_q_ref((ffn_model *)m) : NULL;
+    int n = 0;
+    for (int64_t i = 0; q && i < q->n; i++) n += is_low(q, i) && !q->t[i].owned;
+    return n;
 }
 
 /* ---- the product helper and the embedding -------------------------------- */
