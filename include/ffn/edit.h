@@ -36,7 +36,10 @@
  *   efficacy        fraction of prompts with p(new) > p(old);
  *   generalisation  fraction of paraphrases with p(new) > p(old);
  *   specificity     fraction of neighbour prompts whose own object is
- *                   still more likely than the new target.
+ *                   still more likely than the new target (neighbours
+ *                   whose object is the new target are left out: p(x) >
+ *                   p(x) can never hold, so they would count as failures
+ *                   whatever the edit does).
  * old is the request's old object, or the model's most likely next token
  * on the prompt before the edit.
  *

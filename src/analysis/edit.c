@@ -662,22 +662,35 @@ static int on_gen(int32_t id, const char *bytes, size_t len, void *user) {
 }
 
 /* The KL prompt with the subject in place of "{}" (the subject alone when
- * the template has words the vocabulary lacks). */
+ * the template has words the vocabulary lacks).  The subject keeps the
+ * words before it in the request's prompt when "{}" opens the template
+ * ("The wumack is" and "{} is a" give "The wumack is a"): a word-level
+ * vocabulary may know a word only as it appears after others. */
 static ffn_status kl_prompt(const ffn_vocab *vocab, const ffn_edit_request *req,
                             const char *tmpl, prompt_set *ps) {
     const char *hole = tmpl ? strstr(tmpl, "{}") : NULL;
+    const char *at = strstr(req->prompt, req->subject);
+    const size_t head = at ? (size_t)(at - req->prompt) : 0;
     if (hole) {
-        size_t n = strlen(tmpl) + strlen(req->subject);
+        const size_t lead = hole == tmpl ? head : 0;
+        size_t n = strlen(tmpl) + lead + strlen(req->subject);
         char *s = malloc(n + 1);
         if (!s) return ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
-        snprintf(s, n + 1, "%.*s%s%s", (int)(hole - tmpl), tmpl, req->subject, hole + 2);
+        snprintf(s, n + 1, "%.*s%.*s%s%s", (int)(hole - tmpl), tmpl, (int)lead, req->prompt,
+                 req->subject, hole + 2);
         ffn_status st = encode_prompt(vocab, s, req->subject, &ps->kl, &ps->kl_subj);
         free(s);
         if (st == FFN_OK) return FFN_OK;
         if (st != FFN_ERR_INVALID_ARG) return st;
     }
     ps->kl_subject_only = 1;
-    return encode_prompt(vocab, req->subject, req->subject, &ps->kl, &ps->kl_subj);
+    size_t n = head + strlen(req->subject);
+    char *s = malloc(n + 1);
+    if (!s) return ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    snprintf(s, n + 1, "%.*s%s", (int)head, req->prompt, req->subject);
+    ffn_status st = encode_prompt(vocab, s, req->subject, &ps->kl, &ps->kl_subj);
+    free(s);
+    return st;
 }
 
 static ffn_status build_prompts(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *req,
@@ -1149,6 +1162,8 @@ ffn_status ffn_edit_score(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
             out->n_paraphrases++;
         }
         for (int64_t i = 0; i < r->n_neighbours && !st; i++) {
+            /* a neighbour whose own object is the new target cannot tell */
+            if (!strcmp(r->neighbours[i].object, r->target)) continue;
             st = prefer(m, vocab, r->neighbours[i].prompt, r->neighbours[i].object, r->target, lg,
                         &ok, NULL, NULL);
             spec += ok;
