@@ -70,11 +70,12 @@ typedef struct args {
     const char *paraphrases[MAX_LIST], *neighbours[MAX_LIST];
     int n_paraphrases, n_neighbours;
     int64_t fact, layer, samples, windows, threads, seed;
-    int fact_seen, json, force, sweep, method, method_seen;
+    int fact_seen, json, force, sweep, method, method_seen, fit;
     ffn_edit_options o;
 } args;
 
 static const char *const method_names[] = {"rome", "ft", NULL};
+static const char *const fit_names[] = {"update", "subject", NULL};
 
 /* ---- the model's text ------------------------------------------------------------ */
 
@@ -631,6 +632,10 @@ int cmd_edit(int argc, char **argv) {
          .imax = 100000000, .help = "keys (token positions of the text) for C = E[k k^T]"},
         {CLI_FLOAT_FIELDS("--lambda", &a.o.lambda, "X", 0, 1e6,
                           "C + lambda * tr(C)/F * I before solving (Cholesky)")},
+        {.name = "--fit", .type = CLI_ENUM, .dst = &a.fit, .names = fit_names,
+         .help = "how v* is fitted: update = through the rank-one update itself (delta * "
+                 "u.k_t / u.k* added at every position t: the edited model's own loss); subject "
+                 "= delta added at the subject's last token only (ROME's fit)"},
         {CLI_INT_FIELDS("--steps", &a.o.steps, "S", 0, 100000,
                         "Adam steps for v* (ROME) -- optimizer steps, as in training")},
         {CLI_FLOAT_FIELDS("--lr", &a.o.lr, "X", 0, 100, "learning rate of those steps")},
@@ -673,6 +678,7 @@ int cmd_edit(int argc, char **argv) {
     a.o.method = (ffn_edit_method)a.method;
     a.o.seed = (uint64_t)a.seed;
     a.o.kl_prompt = a.kl_prompt;
+    a.o.fit = (ffn_edit_fit)a.fit;
     if (a.fact_seen && !a.facts) return cli_usage_error(CMD, "--fact needs --facts FILE");
     if (a.batch && (a.prompt || a.fact_seen))
         return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt and "
