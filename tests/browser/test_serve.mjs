@@ -341,6 +341,9 @@ try {
   const h1 = await zpage.locator('#title').textContent();
   ok(h1 === info.messages['live.title'] && /[\u4e00-\u9fff]/.test(h1), `--lang zh: the title is the catalogue's Chinese (${h1})`);
   ok((await zpage.evaluate(() => document.documentElement.lang)) === 'zh', '--lang zh: <html lang="zh">');
+  const zedit = await zpage.locator('#edit h2').textContent(), zrun = await zpage.locator('#edit-run').textContent();
+  ok(zedit === info.messages['live.edit_title'] && /[\u4e00-\u9fff]/.test(zedit) && zrun === info.messages['live.edit_run'] && /[\u4e00-\u9fff]/.test(zrun),
+    `--lang zh: the edit panel in Chinese (${zedit} / ${zrun})`);
   await zpage.locator('#text').fill('Mary gave');
   await zpage.locator('#text').dispatchEvent('input');
   await zpage.waitForFunction(() => document.querySelectorAll('#tokens .tok').length === 9, null, { timeout: 30000 });
