@@ -4,6 +4,7 @@
  * library (include/ffn/edit.h); this file loads the model, its vocabulary
  * and its text, parses flags and prints tables or JSON. */
 #include "cli.h"
+#include "edit_source.h"
 #include "ffn/checkpoint.h"
 #include "ffn/edit.h"
 #include "ffn/safetensors.h"
@@ -37,7 +38,11 @@ static const char about[] =
 "neighbours); with --prompt/--subject, efficacy against the model's own\n"
 "prediction (plus --paraphrase / --neighbour when given).\n"
 "\n"
-"--sweep-layers edits at every layer with both methods and prints a table;\n"
+"--sweep-layers edits at every layer with both methods and prints a table\n"
+"(with --batch FILE: every edit of FILE alone, from the same weights, the\n"
+"scores pooled over them; 'fit loss' is the mean target loss v* or FT\n"
+"reached, so a low efficacy with a high fit loss is an edit the layer could\n"
+"not make);\n"
 "--batch FILE applies the edits of FILE (JSON lines: {\"fact\": ID, \"target\":\n"
 "T} or {\"prompt\", \"subject\", \"target\", ...}) one after another and reports\n"
 "the scores after 1, 2, 4, ... edits.  MODEL is an ffn run directory or a\n"
@@ -56,7 +61,8 @@ static const char epilog[] =
 static const char synopsis[] =
 "MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
 "       ffn edit MODEL ... --sweep-layers\n"
-"       ffn edit MODEL --batch FILE [--facts F] [--out DIR]";
+"       ffn edit MODEL --batch FILE [--facts F] [--out DIR]\n"
+"       ffn edit MODEL --batch FILE [--facts F] --sweep-layers";
 
 #define MAX_LIST 64
 
@@ -66,57 +72,25 @@ typedef struct args {
     const char *paraphrases[MAX_LIST], *neighbours[MAX_LIST];
     int n_paraphrases, n_neighbours;
     int64_t fact, layer, samples, windows, threads, seed;
-    int fact_seen, json, force, sweep, method;
+    int fact_seen, json, force, sweep, method, method_seen, fit;
     ffn_edit_options o;
 } args;
 
 static const char *const method_names[] = {"rome", "ft", NULL};
+static const char *const fit_names[] = {"update", "subject", NULL};
 
 /* ---- the model's text ------------------------------------------------------------ */
 
-/* --data, else the source recorded in MODEL/train_state.safetensors
- * ("file:PATH" or "corpus:LANG:SENTENCES:SEED"). */
+/* --data, else the model's recorded training text (edit_source.c). */
 static int load_text(const args *a, char **text, size_t *n, char *what, size_t cap) {
-    if (a->data) {
-        snprintf(what, cap, "%s", a->data);
-        ffn_status st = ffn_text_read(a->data, text, n);
-        return st ? cli_fail(CMD, st) : 0;
-    }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/train_state.safetensors", a->model);
-    ffn_st_file *f = NULL;
-    const char *src = NULL;
-    if (ffn_st_open(path, &f) == FFN_OK) src = ffn_st_metadata(f, "data_source");
-    int rc = 0;
-    char lang[8];
-    long long sentences;
-    unsigned long long seed;
-    if (src && !strncmp(src, "file:", 5)) {
-        snprintf(what, cap, "%s", src + 5);
-        ffn_status st = ffn_text_read(src + 5, text, n);
-        if (st) rc = cli_fail(CMD, st);
-    } else if (src && sscanf(src, "corpus:%7[a-z]:%lld:%llu", lang, &sentences, &seed) == 3) {
-        ffn_lang l;
-        ffn_corpus *c = NULL;
-        ffn_status st = ffn_lang_parse(lang, &l);
-        if (!st) st = ffn_corpus_generate(l, seed, sentences, &c);
-        if (st) {
-            rc = cli_fail(CMD, st);
-        } else {
-            *text = c->text;
-            *n = (size_t)c->n_bytes;
-            c->text = NULL;
-            ffn_corpus_free(c);
-            snprintf(what, cap, "the built-in %s corpus (%lld sentences, seed %llu)", lang,
-                     sentences, seed);
-        }
-    } else {
+    ffn_status st = edit_source_text(a->model, a->data, text, n, what, cap);
+    if (st) return cli_fail(CMD, st);
+    if (!*text) {
         cli_error(CMD, "%s: the model's training text is not recorded there; give --data FILE "
                   "(text for the keys' statistics and the held-out loss)", a->model);
-        rc = CLI_EXIT_USAGE;
+        return CLI_EXIT_USAGE;
     }
-    ffn_st_close(f);
-    return rc;
+    return 0;
 }
 
 /* ---- printing ------------------------------------------------------------------------ */
@@ -392,16 +366,58 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
 
 /* ---- every layer, both methods ------------------------------------------------------ */
 
-static int run_sweep(args *a, session *s, const ffn_edit_request *req) {
+/* Scores of n edits made one at a time from the same weights, pooled:
+ * efficacy over the edits, generalisation over all their paraphrases,
+ * specificity over all their neighbours, log p and held-out loss means. */
+typedef struct pooled {
+    double eff, gen, spec, logp_new, logp_old, heldout, loss_last;
+    int64_t n, n_par, n_nb;
+} pooled;
+
+static void pool_add(pooled *p, const ffn_edit_scores *sc, double heldout) {
+    p->eff += sc->efficacy;
+    if (sc->n_paraphrases) p->gen += sc->generalisation * (double)sc->n_paraphrases;
+    if (sc->n_neighbours) p->spec += sc->specificity * (double)sc->n_neighbours;
+    p->logp_new += sc->logp_new;
+    p->logp_old += sc->logp_old;
+    p->heldout += heldout;
+    p->n++;
+    p->n_par += sc->n_paraphrases;
+    p->n_nb += sc->n_neighbours;
+}
+
+static ffn_edit_scores pool_scores(const pooled *p, double *heldout) {
+    ffn_edit_scores sc;
+    memset(&sc, 0, sizeof sc);
+    const double n = (double)p->n;
+    sc.efficacy = p->n ? p->eff / n : NAN;
+    sc.generalisation = p->n_par ? p->gen / (double)p->n_par : NAN;
+    sc.specificity = p->n_nb ? p->spec / (double)p->n_nb : NAN;
+    sc.logp_new = p->logp_new / n;
+    sc.logp_old = p->logp_old / n;
+    sc.n_edits = p->n;
+    sc.n_paraphrases = p->n_par;
+    sc.n_neighbours = p->n_nb;
+    *heldout = p->heldout / n;
+    return sc;
+}
+
+/* Every layer, both methods, each of the n requests alone from the
+ * weights as loaded. */
+static int run_sweep(args *a, session *s, const ffn_edit_request *reqs, int64_t n) {
     const ffn_model_config *c = ffn_model_get_config(s->model);
     const int64_t L = c->num_hidden_layers;
     if (a->json) {
         printf("{\"target\": ");
-        cli_json_string(stdout, req->target);
-        printf(", \"rows\": [");
-    } else
-        printf("%-6s %-6s %-10s %-15s %-12s %-10s %-9s\n", "layer", "method", "efficacy",
-               "generalisation", "specificity", "log p(new)", "d loss");
+        if (n == 1) cli_json_string(stdout, reqs[0].target);
+        else fputs("null", stdout);
+        printf(", \"n_edits\": %lld, \"rows\": [", (long long)n);
+    } else {
+        if (n > 1) printf("%lld edits, each alone from the same weights; scores pooled\n",
+                          (long long)n);
+        printf("%-6s %-6s %-14s %-15s %-15s %-10s %-9s %s\n", "layer", "method", "efficacy",
+               "generalisation", "specificity", "log p(new)", "d loss", "fit loss");
+    }
     double hb;
     ffn_status st = heldout(s, a, &hb);
     if (st) return cli_fail(CMD, st);
@@ -413,34 +429,49 @@ static int run_sweep(args *a, session *s, const ffn_edit_request *req) {
             free(C);
             return CLI_EXIT_FAIL;
         }
-        for (int m = 0; m < 2; m++) {
+        for (int m = 0; m < 2 && !st; m++) {
+            if (a->method_seen && m != a->method) continue;
             ffn_edit_options o = a->o;
             o.layer = l;
             o.method = (ffn_edit_method)m;
-            ffn_edit_result r;
-            ffn_edit_scores sc;
-            double ha = NAN;
-            if ((st = ffn_edit_apply(s->model, s->vocab, req, &o, C, &r))) break;
-            const char *olds[1] = {r.old_object};
-            st = ffn_edit_score(s->model, s->vocab, req, 1, olds, &sc);
-            if (!st) st = heldout(s, a, &ha);
-            ffn_edit_result_free(&r);
-            if (!st) st = session_restore(s);
+            pooled pl;
+            memset(&pl, 0, sizeof pl);
+            for (int64_t i = 0; i < n && !st; i++) {
+                ffn_edit_result r;
+                ffn_edit_scores sc;
+                double ha = NAN;
+                if ((st = ffn_edit_apply(s->model, s->vocab, &reqs[i], &o, C, &r))) break;
+                const char *olds[1] = {r.old_object};
+                st = ffn_edit_score(s->model, s->vocab, &reqs[i], 1, olds, &sc);
+                if (!st) st = heldout(s, a, &ha);
+                const double loss_last = r.loss_last;
+                ffn_edit_result_free(&r);
+                if (!st) st = session_restore(s);
+                if (!st) pool_add(&pl, &sc, ha);
+                pl.loss_last += loss_last;
+            }
             if (st) break;
+            double ha;
+            ffn_edit_scores sc = pool_scores(&pl, &ha);
             if (a->json) {
                 printf("%s{\"layer\": %lld, \"method\": \"%s\", \"scores\": ", first ? "" : ", ",
                        (long long)l, ffn_edit_method_name(o.method));
                 json_scores(stdout, &sc, ha);
                 printf(", \"heldout_delta\": ");
                 json_num(stdout, ha - hb);
+                printf(", \"loss_last\": ");
+                json_num(stdout, pl.loss_last / (double)n);
                 printf("}");
             } else {
-                char g[32], sp[32];
+                char e[32], g[32], sp[32];
+                frac(e, sizeof e, sc.efficacy, sc.n_edits);
                 frac(g, sizeof g, sc.generalisation, sc.n_paraphrases);
                 frac(sp, sizeof sp, sc.specificity, sc.n_neighbours);
-                printf("%-6lld %-6s %-10.3f %-15s %-12s %-10.4f %+.4f\n", (long long)l,
-                       ffn_edit_method_name(o.method), sc.efficacy, g, sp, sc.logp_new, ha - hb);
+                printf("%-6lld %-6s %-14s %-15s %-15s %-10.4f %+-9.4f %.4f\n", (long long)l,
+                       ffn_edit_method_name(o.method), e, g, sp, sc.logp_new, ha - hb,
+                       pl.loss_last / (double)n);
             }
+            fflush(stdout);
             first = 0;
         }
         free(C);
@@ -526,6 +557,26 @@ static int run_batch(args *a, session *s, const ffn_facts *facts) {
     return rc;
 }
 
+/* --sweep-layers --batch FILE: the sweep over every edit of FILE, each alone. */
+static int run_sweep_batch(args *a, session *s, const ffn_facts *facts) {
+    ffn_edit_list *el = NULL;
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
+    if (st) return cli_fail(CMD, st);
+    const int64_t n = ffn_edit_list_count(el);
+    ffn_edit_request *reqs = calloc((size_t)n, sizeof *reqs);
+    int rc;
+    if (!reqs) {
+        cli_error(CMD, "out of memory");
+        rc = CLI_EXIT_FAIL;
+    } else {
+        for (int64_t i = 0; i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
+        rc = run_sweep(a, s, reqs, n);
+    }
+    free(reqs);
+    ffn_edit_list_free(el);
+    return rc;
+}
+
 /* ---- the command ---------------------------------------------------------------------- */
 
 int cmd_edit(int argc, char **argv) {
@@ -567,10 +618,13 @@ int cmd_edit(int argc, char **argv) {
          .imax = 1 << 20, .seen = &layer_seen, .group = "the edit",
          .help = "the layer whose down_proj changes (" CLI_LAYER_HELP ")"},
         {.name = "--method", .type = CLI_ENUM, .dst = &a.method, .names = method_names,
-         .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline)"},
+         .seen = &a.method_seen,
+         .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline); with "
+                 "--sweep-layers: that method only"},
         {.name = "--sweep-layers", .type = CLI_FLAG, .dst = &a.sweep,
          .help = "edit at every layer with both methods (from the same weights each time) and "
-                 "print the scores per layer and method"},
+                 "print the scores per layer and method; with --batch, every edit of FILE alone, "
+                 "the scores pooled"},
         {.name = "--prefixes", .type = CLI_INT, .dst = &a.o.n_prefixes, .metavar = "N", .imin = 1,
          .imax = 100, .help = "prompts for k* and v*: the prompt alone and after N-1 generated "
                               "prefixes"},
@@ -580,6 +634,10 @@ int cmd_edit(int argc, char **argv) {
          .imax = 100000000, .help = "keys (token positions of the text) for C = E[k k^T]"},
         {CLI_FLOAT_FIELDS("--lambda", &a.o.lambda, "X", 0, 1e6,
                           "C + lambda * tr(C)/F * I before solving (Cholesky)")},
+        {.name = "--fit", .type = CLI_ENUM, .dst = &a.fit, .names = fit_names,
+         .help = "how v* is fitted: update = through the rank-one update itself (delta * "
+                 "u.k_t / u.k* added at every position t: the edited model's own loss); subject "
+                 "= delta added at the subject's last token only (ROME's fit)"},
         {CLI_INT_FIELDS("--steps", &a.o.steps, "S", 0, 100000,
                         "Adam steps for v* (ROME) -- optimizer steps, as in training")},
         {CLI_FLOAT_FIELDS("--lr", &a.o.lr, "X", 0, 100, "learning rate of those steps")},
@@ -622,10 +680,11 @@ int cmd_edit(int argc, char **argv) {
     a.o.method = (ffn_edit_method)a.method;
     a.o.seed = (uint64_t)a.seed;
     a.o.kl_prompt = a.kl_prompt;
+    a.o.fit = (ffn_edit_fit)a.fit;
     if (a.fact_seen && !a.facts) return cli_usage_error(CMD, "--fact needs --facts FILE");
-    if (a.batch && (a.prompt || a.fact_seen || a.sweep))
-        return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt, --fact "
-                               "and --sweep-layers");
+    if (a.batch && (a.prompt || a.fact_seen))
+        return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt and "
+                               "--fact");
     if (!a.batch) {
         if (!a.fact_seen && !(a.prompt && a.subject))
             return cli_usage_error(CMD, "give --prompt and --subject, or --facts FILE --fact ID");
@@ -702,8 +761,9 @@ int cmd_edit(int argc, char **argv) {
         }
     }
     if (!rc) {
-        if (a.batch) rc = run_batch(&a, &s, facts);
-        else if (a.sweep) rc = run_sweep(&a, &s, &req);
+        if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);
+        else if (a.batch) rc = run_batch(&a, &s, facts);
+        else if (a.sweep) rc = run_sweep(&a, &s, &req, 1);
         else rc = run_single(&a, &s, &req);
     }
     session_free(&s);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 enum MHD_Result serve_on_request(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
@@ -34,7 +35,8 @@ static const char about[] =
 "gate probes of `ffn inspect gates`), then switch neurons off or scale them and\n"
 "watch the next-token prediction change (before/after bars and the KL).  Edits\n"
 "are patches on the tap layers.L.m (the input of down_proj) for one forward;\n"
-"the model on disk is never changed.\n"
+"the model on disk is never changed (an edit of a fact, below, changes the\n"
+"served copy in memory).\n"
 "\n"
 "MODEL is what `ffn inspect` reads: a run directory of `ffn train`, a Hugging\n"
 "Face directory, or a llama2.c .bin with its tokenizer.bin beside it (or\n"
@@ -57,7 +59,27 @@ STR(SERVE_MAX_TEXT_BYTES) " bytes,\n"
 "  POST /api/predict    {\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\",\"scale\"}]}\n"
 "                       -> next-token top-k before and after (scale 0 = off), KL\n"
 "  POST /api/neurons    {\"text\"|\"ids\", \"position\", \"layer\"?, \"k\"} -> a token's\n"
-"                       strongest neurons per layer with promoted tokens, labels\n";
+"                       strongest neurons per layer with promoted tokens, labels\n"
+"  POST /api/trace      {\"text\", \"subject\", \"target\"?} -> causal tracing tables\n"
+"  POST /api/edit       {\"prompt\", \"subject\", \"target\", \"layer\", \"method\"?,\n"
+"                       \"object\"?, options} -> a fact edited in memory;\n"
+"                       p(target), p(old), efficacy, generalisation, specificity,\n"
+"                       held-out loss before and after\n"
+"  POST /api/edit/reset {} -> every edit undone (the weights as loaded)\n"
+"  POST /api/edit/save  {} -> the edited model saved into --save-dir\n"
+"\n"
+"Editing a fact: /api/edit runs `ffn edit` (ROME, or --method ft) on an\n"
+"in-memory training copy of the model and gives the served model its weights,\n"
+"so /api/predict, /api/neurons and /api/trace answer for the edited model until\n"
+"/api/edit/reset; edits add up.  The options are those of ffn edit, named with\n"
+"underscores (steps, lr, kl_weight, prefixes, prefix_len, lambda, delta_decay,\n"
+"clamp_norm, ft_steps, ft_lr, seed; steps at most " STR(SERVE_MAX_EDIT_STEPS) "); C of a layer is\n"
+"computed at its first ROME edit from --samples keys of the model's text and\n"
+"kept.  The same arguments give the numbers `ffn edit --json` prints.  A\n"
+"prompt of the facts file (or facts corpus) is scored on its paraphrases and\n"
+"neighbours too.  The model on disk is never written; with --save-dir DIR the\n"
+"page can save the edited model as a new directory DIR/<model>-edited-<n>.\n"
+"An edit holds the model's lock: other requests wait until it is done.\n";
 
 static const char epilog[] =
 "Prints the URL on stdout once it serves; stops on Ctrl-C (SIGINT) or SIGTERM,\n"
@@ -105,6 +127,10 @@ static int load(serve_state *s, const char *path, const char *tokenizer) {
     ffn_status st = ffn_checkpoint_load_model(s->ctx, path, NULL, &s->model, &info);
     if (st) return cli_fail(CMD, st);
     snprintf(s->format, sizeof s->format, "%s", ffn_checkpoint_format_name(info.format));
+    snprintf(s->editor.tokenizer_path, sizeof s->editor.tokenizer_path, "%s",
+             tokenizer ? tokenizer : info.tokenizer_path);
+    s->editor.tokenizer_is_llama2c = tokenizer ? strstr(tokenizer, ".bin") != NULL
+                                               : info.tokenizer_is_llama2c;
     if (!tokenizer && !info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); the "
                   "page needs one to turn text into tokens (--tokenizer FILE)", path);
@@ -118,7 +144,8 @@ static int load(serve_state *s, const char *path, const char *tokenizer) {
 
 int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *tokenizer = NULL;
-    int64_t port = 8080, threads = 0, pool = 4;
+    const char *data = NULL, *facts = NULL, *save_dir = NULL;
+    int64_t port = 8080, threads = 0, pool = 4, samples = 2000;
     int lang = FFN_LANG_EN, no_labels = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--port", &port, "P", 0, 65535, "the TCP port (0 = any free port; the "
@@ -137,6 +164,20 @@ int cmd_serve(int argc, char **argv) {
         {CLI_INT_FIELDS("--workers", &pool, "N", 1, 64, "threads that accept and answer "
                         "connections (the model itself runs one request at a time)")},
         CLI_OPT_THREADS(&threads),
+        {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE", .group = "editing",
+         .def = "the model's training text",
+         .help = "text for C (its first 90%) and the held-out loss (its last 10%), as in ffn edit"},
+        {.name = "--facts", .type = CLI_PATH, .dst = &facts, .metavar = "FILE",
+         .def = "the facts corpus when the model was trained on it",
+         .help = "a facts file (JSON lines, as `ffn corpus --facts --json` prints): an edit of "
+                 "one of its prompts is scored on its paraphrases and neighbours too"},
+        {.name = "--samples", .type = CLI_INT, .dst = &samples, .metavar = "N", .imin = 1,
+         .imax = 100000000, .help = "keys (token positions of the text) for C = E[k k^T], as in "
+                                    "ffn edit; computed once per layer, kept in memory"},
+        {.name = "--save-dir", .type = CLI_PATH, .dst = &save_dir, .metavar = "DIR",
+         .def = "none: the page cannot save",
+         .help = "where the page may save the edited model, as DIR/<model>-edited-<n> (a name "
+                 "the server picks; an existing one is never replaced)"},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
                             .help = "a run directory, a Hugging Face directory or a llama2.c .bin",
@@ -152,14 +193,31 @@ int cmd_serve(int argc, char **argv) {
     socklen_t addr_len = 0;
     int ipv6 = 0;
     if (!resolve(host, (int)port, &addr, &addr_len, &ipv6)) return CLI_EXIT_USAGE;
+    struct stat sd;
+    if (save_dir && (stat(save_dir, &sd) != 0 || !S_ISDIR(sd.st_mode))) {
+        cli_error(CMD, "--save-dir %s: not a directory (create it first)", save_dir);
+        return CLI_EXIT_USAGE;
+    }
 
     serve_state s;
     memset(&s, 0, sizeof s);
     s.model_path = model_path;
     s.lang = (ffn_lang)lang;
     pthread_mutex_init(&s.lock, NULL);
+    s.editor.samples = samples;
+    s.editor.windows = 8;
+    s.editor.save_dir = save_dir;
     rc = cli_make_ctx(CMD, threads, &s.ctx);
     if (!rc) rc = load(&s, model_path, tokenizer);
+    if (!rc) {
+        serve_editor_init(&s, data, facts);
+        if (!s.editor.available && (data || facts)) { /* asked for and not possible: fail */
+            cli_error(CMD, "%s", s.editor.reason);
+            rc = CLI_EXIT_FAIL;
+        } else if (!s.editor.available) {
+            fprintf(stderr, "ffn serve: editing is off: %s\n", s.editor.reason);
+        }
+    }
     if (!rc && !no_labels) {
         fprintf(stderr, "ffn serve: labelling neurons with the gate probes (--no-labels skips "
                         "this)...\n");
@@ -215,6 +273,7 @@ int cmd_serve(int argc, char **argv) {
         MHD_stop_daemon(d);
     }
     serve_labels_free(&s.labels);
+    serve_editor_free(&s.editor);
     ffn_vocab_free(s.vocab);
     ffn_model_free(s.model);
     ffn_ctx_free(s.ctx);

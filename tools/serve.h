@@ -12,9 +12,12 @@
  *                    with edits (the one intervention function), a token's
  *                    neurons, the gate-probe labels
  *   serve_api.c      one handler per endpoint and the table of them
+ *   serve_edit.c     editing a fact on the served model (ROME or FT on an
+ *                    in-memory training copy), reset, save to --save-dir
  *
  * Concurrency: one model, serialised by serve_state.lock (every handler
- * that runs the model holds it); the vocabulary is read-only and shared.
+ * that runs the model holds it, an edit included, so no request ever sees
+ * a half-written weight); the vocabulary is read-only and shared.
  * Letters: T tokens, V vocab, W a layer's neuron width, C word classes. */
 #ifndef FFN_SERVE_H
 #define FFN_SERVE_H
@@ -34,6 +37,7 @@
 #define SERVE_MAX_EDITS 64            /* edits of one request */
 #define SERVE_MAX_K 50                /* top-k of a prediction / neurons per layer */
 #define SERVE_PROMOTED 5              /* promoted tokens per neuron */
+#define SERVE_MAX_EDIT_STEPS 500      /* "steps" and "ft_steps" of one /api/edit */
 
 /* ---- the loaded model ----------------------------------------------------------- */
 
@@ -49,6 +53,30 @@ typedef struct serve_labels {
     double seconds;       /* time the probe took */
 } serve_labels;
 
+/* Editing a fact (serve_edit.c).  The text, facts and flags are set at the
+ * start; the training copy of the model (it has gradients), the weights
+ * as loaded and each layer's C are made at the first edit that needs them. */
+typedef struct serve_editor {
+    int available;             /* 0: why in reason */
+    char reason[512];
+    const char *save_dir;      /* --save-dir, or NULL: saving is off */
+    int64_t samples;           /* --samples: keys for C = E[k kᵀ] */
+    int64_t windows;           /* windows of the held-out loss (8, as ffn edit) */
+    char tokenizer_path[4096]; /* the vocabulary, copied into a saved model */
+    int tokenizer_is_llama2c;
+    int32_t *tokens;           /* the model's text: C from the first n_train, loss the rest */
+    int64_t n_tokens, n_train;
+    char text_what[1100];
+    ffn_facts *facts;          /* paraphrases and neighbours (NULL: prompt only) */
+    ffn_model *train;          /* the training copy the edits run on */
+    float *original;           /* (n_params) the weights as loaded */
+    int64_t n_params;
+    double **C;                /* (L) each (F, F), or NULL until needed */
+    int64_t *C_rows;           /* (L) keys C was estimated from */
+    int64_t n_edits;           /* since the start or the last reset */
+    int64_t n_saved;
+} serve_editor;
+
 typedef struct serve_state {
     ffn_ctx *ctx;
     ffn_model *model;
@@ -58,6 +86,7 @@ typedef struct serve_state {
     ffn_lang lang;        /* the page's language (--lang) */
     pthread_mutex_t lock; /* serialises every use of model */
     serve_labels labels;
+    serve_editor editor;
 } serve_state;
 
 /* ---- a request ------------------------------------------------------------------ */
@@ -79,8 +108,21 @@ enum {
     SERVE_F_LAYER = 1 << 4,
     SERVE_F_K = 1 << 5,
     SERVE_F_SUBJECT = 1 << 6,
-    SERVE_F_TARGET = 1 << 7
+    SERVE_F_TARGET = 1 << 7,
+    SERVE_F_PROMPT = 1 << 8,
+    SERVE_F_METHOD = 1 << 9,
+    SERVE_F_OBJECT = 1 << 10,
+    SERVE_F_EDIT_OPTS = 1 << 11 /* every field of serve_edit_opt_names */
 };
+
+/* The options of /api/edit, named and bounded as `ffn edit`'s flags (with
+ * dashes as underscores; steps capped for a server). */
+enum {
+    SERVE_O_STEPS, SERVE_O_LR, SERVE_O_KL_WEIGHT, SERVE_O_PREFIXES, SERVE_O_PREFIX_LEN,
+    SERVE_O_LAMBDA, SERVE_O_DELTA_DECAY, SERVE_O_CLAMP_NORM, SERVE_O_FT_STEPS, SERVE_O_FT_LR,
+    SERVE_O_SEED, SERVE_N_EDIT_OPTS
+};
+extern const char *const serve_edit_opt_names[SERVE_N_EDIT_OPTS];
 
 typedef struct serve_req {
     unsigned given;       /* SERVE_F_* present in the body */
@@ -95,6 +137,11 @@ typedef struct serve_req {
     int64_t k;            /* 0 when absent: the endpoint's default */
     char *subject;        /* "subject" (malloc'd; at most SERVE_MAX_WORD_BYTES), or NULL */
     char *target;         /* "target", or NULL */
+    char *prompt;         /* "prompt" (at most SERVE_MAX_TEXT_BYTES), or NULL */
+    char *object;         /* "object": the old object, or NULL */
+    int method;           /* "method": -1 absent, else an ffn_edit_method */
+    double opt[SERVE_N_EDIT_OPTS]; /* the options given (bit i of opt_given) */
+    unsigned opt_given;
 } serve_req;
 
 /* Parse body (n bytes, may be NULL/0 for an empty object) accepting the
@@ -161,5 +208,19 @@ ffn_status serve_predict_probs(serve_state *s, const int32_t *ids, int64_t T,
  * probe fails. */
 void serve_labels_compute(serve_state *s);
 void serve_labels_free(serve_labels *labels);
+
+/* ---- editing (serve_edit.c) ---------------------------------------------------------- */
+
+/* At the start: the model's text (data, or the one it records) and facts
+ * (facts_path, or the facts corpus it was trained on); editor->available
+ * = 0 with a reason when there is no text. */
+void serve_editor_init(serve_state *s, const char *data, const char *facts_path);
+void serve_editor_free(serve_editor *e);
+/* The "edit" object of GET /api/info. */
+void serve_editor_info(serve_state *s, FILE *f);
+
+int serve_api_edit(serve_state *s, const serve_req *req, serve_reply *r);
+int serve_api_edit_reset(serve_state *s, const serve_req *req, serve_reply *r);
+int serve_api_edit_save(serve_state *s, const serve_req *req, serve_reply *r);
 
 #endif

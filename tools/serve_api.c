@@ -90,7 +90,11 @@ static int api_info(serve_state *s, const serve_req *req, serve_reply *r) {
                "\"run_tokens\":%lld,\"edits\":%d,\"k\":%d},",
             SERVE_MAX_BODY, SERVE_MAX_TEXT_BYTES, SERVE_MAX_TOKENIZE,
             (long long)c->max_position_embeddings, SERVE_MAX_EDITS, SERVE_MAX_K);
-    fprintf(f, "\"lang\":\"%s\",\"messages\":", ffn_lang_name(s->lang));
+    fputs("\"edit\":", f);
+    pthread_mutex_lock(&s->lock); /* n_edits changes under the lock */
+    serve_editor_info(s, f);
+    pthread_mutex_unlock(&s->lock);
+    fprintf(f, ",\"lang\":\"%s\",\"messages\":", ffn_lang_name(s->lang));
     static const char *const prefixes[] = {"page.", "live.", NULL};
     i18n_json(f, s->lang, prefixes);
     fputs(",\"endpoints\":[", f);
@@ -178,6 +182,7 @@ static int api_predict(serve_state *s, const serve_req *req, serve_reply *r) {
     pthread_mutex_lock(&s->lock);
     ffn_status st = serve_predict_probs(s, ids, T, NULL, 0, before);
     if (!st && req->n_edits) st = serve_predict_probs(s, ids, T, req->edits, req->n_edits, after);
+    const int64_t model_edits = s->editor.n_edits; /* facts edited into the weights (/api/edit) */
     pthread_mutex_unlock(&s->lock);
     if (st) {
         rc = serve_err(r, 500, "%s", st == FFN_ERR_NOMEM ? "out of memory" : ffn_last_error());
@@ -205,7 +210,7 @@ static int api_predict(serve_state *s, const serve_req *req, serve_reply *r) {
     write_ranked(f, s, top_a, K, before, after, ids[T - 1]);
     fputs(",\"kl\":", f);
     serve_json_num(f, kl);
-    fputs("}\n", f);
+    fprintf(f, ",\"model_edits\":%lld}\n", (long long)model_edits);
     rc = 200;
 done:
     free(ids), free(before), free(after), free(top_b), free(top_a);
@@ -394,5 +399,15 @@ const serve_endpoint serve_endpoints[] = {
     {"POST", "/api/trace", SERVE_F_TEXT | SERVE_F_SUBJECT | SERVE_F_TARGET, api_trace,
      "{\"text\", \"subject\", \"target\"} -> causal tracing: p(target) clean, with the "
      "subject corrupted, and restored per (layer, position) for resid_post, mlp_out, attn_out"},
+    {"POST", "/api/edit",
+     SERVE_F_PROMPT | SERVE_F_SUBJECT | SERVE_F_TARGET | SERVE_F_LAYER | SERVE_F_METHOD |
+         SERVE_F_OBJECT | SERVE_F_EDIT_OPTS,
+     serve_api_edit,
+     "{\"prompt\", \"subject\", \"target\", \"layer\", \"method\": rome|ft, options of ffn "
+     "edit} -> edits the served model in memory; scores before and after"},
+    {"POST", "/api/edit/reset", 0, serve_api_edit_reset,
+     "{} -> the weights as loaded again (every edit undone)"},
+    {"POST", "/api/edit/save", 0, serve_api_edit_save,
+     "{} -> the edited model written to --save-dir/<name> (the server picks the name)"},
 };
 const size_t serve_n_endpoints = sizeof serve_endpoints / sizeof serve_endpoints[0];

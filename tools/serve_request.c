@@ -8,7 +8,12 @@
  *   "position" an integer >= -1 (-1 = the last token)
  *   "layer"    an integer >= -1 (-1 = every layer)
  *   "k"        an integer in [1, SERVE_MAX_K]
- *   "subject", "target"  non-empty strings of at most SERVE_MAX_WORD_BYTES bytes
+ *   "subject", "target", "object"  non-empty strings of at most
+ *              SERVE_MAX_WORD_BYTES bytes
+ *   "prompt"   a non-empty string of at most SERVE_MAX_TEXT_BYTES bytes
+ *   "method"   "rome" or "ft"
+ *   the options of /api/edit (serve_edit_opt_names): numbers within the
+ *              bounds of the flags of `ffn edit` of the same names
  * An unknown field, a field the endpoint does not take, a wrong type or a
  * value out of range is refused with one sentence naming the field.  Only
  * libc and the public JSON reader: tests/fuzz/fuzz_serve_request.c links
@@ -35,8 +40,24 @@ static const struct {
 } fields[] = {{"text", SERVE_F_TEXT},         {"ids", SERVE_F_IDS},
               {"edits", SERVE_F_EDITS},       {"position", SERVE_F_POSITION},
               {"layer", SERVE_F_LAYER},       {"k", SERVE_F_K},
-              {"subject", SERVE_F_SUBJECT},   {"target", SERVE_F_TARGET}};
+              {"subject", SERVE_F_SUBJECT},   {"target", SERVE_F_TARGET},
+              {"prompt", SERVE_F_PROMPT},     {"method", SERVE_F_METHOD},
+              {"object", SERVE_F_OBJECT}};
 #define N_FIELDS (sizeof fields / sizeof fields[0])
+
+const char *const serve_edit_opt_names[SERVE_N_EDIT_OPTS] = {
+    "steps", "lr", "kl_weight", "prefixes", "prefix_len", "lambda", "delta_decay",
+    "clamp_norm", "ft_steps", "ft_lr", "seed"};
+
+/* bounds of each option (integers where is_int); those of `ffn edit`,
+ * the step counts capped at SERVE_MAX_EDIT_STEPS */
+static const struct {
+    int is_int;
+    double lo, hi;
+} opt_bounds[SERVE_N_EDIT_OPTS] = {
+    {1, 0, SERVE_MAX_EDIT_STEPS}, {0, 0, 100}, {0, 0, 1e6}, {1, 1, 100}, {1, 0, 64},
+    {0, 0, 1e6}, {0, 0, 1e6}, {0, 0, 1e6}, {1, 0, SERVE_MAX_EDIT_STEPS}, {0, 0, 100},
+    {1, 0, 4294967295.0}};
 
 static void allowed_names(unsigned allowed, char *buf, size_t n) {
     size_t len = 0;
@@ -44,6 +65,9 @@ static void allowed_names(unsigned allowed, char *buf, size_t n) {
     for (size_t i = 0; i < N_FIELDS && len < n; i++)
         if (allowed & fields[i].bit)
             len += (size_t)snprintf(buf + len, n - len, "%s\"%s\"", len ? ", " : "", fields[i].name);
+    for (size_t i = 0; (allowed & SERVE_F_EDIT_OPTS) && i < SERVE_N_EDIT_OPTS && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s\"%s\"", len ? ", " : "",
+                                serve_edit_opt_names[i]);
     if (!len) snprintf(buf, n, "none");
 }
 
@@ -114,6 +138,7 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
     memset(req, 0, sizeof *req);
     req->position = -1;
     req->layer = -1;
+    req->method = -1;
     ffn_json *doc = NULL;
     /* no body: every field absent (then the required ones are missing) */
     if (body && len > 0 && ffn_json_parse(body, len, "request body", &doc) != FFN_OK)
@@ -128,10 +153,13 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
         const char *key = ffn_json_key_at(root, i);
         const ffn_json_value *v = ffn_json_at(root, i);
         unsigned bit = 0;
+        int opt = -1;
         for (size_t f = 0; f < N_FIELDS; f++)
             if (!strcmp(key, fields[f].name)) bit = fields[f].bit;
+        for (int o = 0; o < SERVE_N_EDIT_OPTS; o++)
+            if (!strcmp(key, serve_edit_opt_names[o])) bit = SERVE_F_EDIT_OPTS, opt = o;
         if (!(bit & allowed)) {
-            char names[128];
+            char names[384];
             allowed_names(allowed, names, sizeof names);
             ok = bad(err, n, "unknown field \"%.64s\" for this endpoint (accepted: %s)", key, names);
             break;
@@ -186,14 +214,46 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
             ok = get_int(v, "layer", -1, INT32_MAX, &req->layer, err, n);
         } else if (bit == SERVE_F_K) {
             ok = get_int(v, "k", 1, SERVE_MAX_K, &req->k, err, n);
-        } else if (bit == SERVE_F_SUBJECT || bit == SERVE_F_TARGET) {
-            char **dst = bit == SERVE_F_SUBJECT ? &req->subject : &req->target;
+        } else if (bit == SERVE_F_METHOD) {
+            const char *s = ffn_json_string(v);
+            if (s && !strcmp(s, "rome")) req->method = 0;
+            else if (s && !strcmp(s, "ft")) req->method = 1;
+            else if (s)
+                ok = bad(err, n, "\"method\": unknown method \"%.32s\" (expected \"rome\" or "
+                         "\"ft\")", s);
+            else ok = bad(err, n, "\"method\": expected \"rome\" or \"ft\", got %s", type_word(v));
+        } else if (bit == SERVE_F_EDIT_OPTS) {
+            const double x = ffn_json_number(v), lo = opt_bounds[opt].lo, hi = opt_bounds[opt].hi;
+            if (req->opt_given & (1u << opt)) {
+                ok = bad(err, n, "\"%s\": given twice", key);
+            } else if (opt_bounds[opt].is_int) {
+                int64_t k;
+                ok = get_int(v, key, (int64_t)lo, (int64_t)hi, &k, err, n);
+                if (ok) req->opt[opt] = (double)k;
+            } else if (ffn_json_type_of(v) != FFN_JSON_NUMBER || !(x >= lo && x <= hi)) {
+                ok = ffn_json_type_of(v) != FFN_JSON_NUMBER
+                         ? bad(err, n, "\"%s\": expected a number in [%g, %g], got %s", key, lo,
+                               hi, type_word(v))
+                         : bad(err, n, "\"%s\": expected a number in [%g, %g], got %g", key, lo,
+                               hi, x);
+            } else {
+                req->opt[opt] = x;
+            }
+            if (ok) req->opt_given |= 1u << opt;
+        } else if (bit == SERVE_F_SUBJECT || bit == SERVE_F_TARGET || bit == SERVE_F_OBJECT ||
+                   bit == SERVE_F_PROMPT) {
+            char **dst = bit == SERVE_F_SUBJECT ? &req->subject
+                         : bit == SERVE_F_TARGET ? &req->target
+                         : bit == SERVE_F_OBJECT ? &req->object : &req->prompt;
+            const size_t cap = bit == SERVE_F_PROMPT ? SERVE_MAX_TEXT_BYTES : SERVE_MAX_WORD_BYTES;
             const char *s = ffn_json_string(v);
             if (!s)
                 ok = bad(err, n, "\"%s\": expected a string, got %s", key, type_word(v));
-            else if (!ffn_json_length(v) || ffn_json_length(v) > SERVE_MAX_WORD_BYTES)
-                ok = bad(err, n, "\"%s\": %zu bytes, expected 1 to %d", key, ffn_json_length(v),
-                         SERVE_MAX_WORD_BYTES);
+            else if (*dst)
+                ok = bad(err, n, "\"%s\": given twice", key);
+            else if (!ffn_json_length(v) || ffn_json_length(v) > cap)
+                ok = bad(err, n, "\"%s\": %zu bytes, expected 1 to %zu", key, ffn_json_length(v),
+                         cap);
             else if (strlen(s) != ffn_json_length(v))
                 ok = bad(err, n, "\"%s\": contains a NUL character", key);
             else if (!(*dst = strdup(s)))
@@ -208,7 +268,16 @@ int serve_req_parse(const char *body, size_t len, unsigned allowed, serve_req *r
     } else if (ok && (allowed & SERVE_F_TEXT) && !(req->given & SERVE_F_TEXT)) {
         ok = bad(err, n, "missing \"text\"");
     }
-    if (ok && (allowed & SERVE_F_SUBJECT) && !req->subject)
+    if (ok && (allowed & SERVE_F_PROMPT) && !req->prompt)
+        ok = bad(err, n, "missing \"prompt\": the text whose continuation the edit changes "
+                 "(\"Mira lives in\")");
+    else if (ok && (allowed & SERVE_F_PROMPT) && !req->subject)
+        ok = bad(err, n, "missing \"subject\": the words of the prompt the edit reads its key at");
+    else if (ok && (allowed & SERVE_F_PROMPT) && !req->target)
+        ok = bad(err, n, "missing \"target\": the new object");
+    else if (ok && (allowed & SERVE_F_PROMPT) && !(req->given & SERVE_F_LAYER))
+        ok = bad(err, n, "missing \"layer\": the layer whose down_proj changes");
+    else if (ok && (allowed & SERVE_F_SUBJECT) && !req->subject)
         ok = bad(err, n, "missing \"subject\": the words of the text to corrupt");
 done:
     ffn_json_free(doc);
@@ -222,7 +291,9 @@ void serve_req_free(serve_req *req) {
     free(req->ids);
     free(req->subject);
     free(req->target);
+    free(req->prompt);
+    free(req->object);
     req->text = NULL;
     req->ids = NULL;
-    req->subject = req->target = NULL;
+    req->subject = req->target = req->prompt = req->object = NULL;
 }

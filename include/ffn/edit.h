@@ -16,8 +16,10 @@
  *       generates itself (prefix_len tokens each, then a newline);
  *   C   E[k kᵀ] (F, F) over keys of ordinary text (every token of windows
  *       of the model's corpus), so the update disturbs other keys little;
- *   v*  = W·k* + b + δ, where δ (D) is added at layer l's mlp_out at the
- *       subject's last token and optimised by Adam (steps, lr) to minimise
+ *   v*  = W·k* + b + δ, where δ (D) is added at layer l's mlp_out (as the
+ *       update will add it, δ·uᵀk_t/(uᵀk*) at every position t, or at the
+ *       subject's last token only: ffn_edit_fit) and optimised by Adam
+ *       (steps, lr) to minimise
  *         mean over prompts of -log p(target | prefix + prompt)
  *         + kl_weight · KL(p₀ ‖ p) on kl_prompt ("{} is a", the subject in
  *           place of {}) at its last token, p₀ before the edit,
@@ -36,7 +38,10 @@
  *   efficacy        fraction of prompts with p(new) > p(old);
  *   generalisation  fraction of paraphrases with p(new) > p(old);
  *   specificity     fraction of neighbour prompts whose own object is
- *                   still more likely than the new target.
+ *                   still more likely than the new target (neighbours
+ *                   whose object is the new target are left out: p(x) >
+ *                   p(x) can never hold, so they would count as failures
+ *                   whatever the edit does).
  * old is the request's old object, or the model's most likely next token
  * on the prompt before the edit.
  *
@@ -93,6 +98,18 @@ typedef enum ffn_edit_method {
 
 const char *ffn_edit_method_name(ffn_edit_method method); /* "rome", "ft" */
 
+/* How ROME fits δ: FFN_EDIT_FIT_UPDATE adds δ·uᵀk_t/(uᵀk*) at every
+ * position t, which is exactly what the rank-one update then adds to
+ * down_proj's output there (k_t the key at t, unchanged by the edit), so
+ * the loss minimised is the edited model's own; FFN_EDIT_FIT_SUBJECT adds
+ * δ at the subject's last token only, as ROME does (after the update the
+ * prompt's subject then gets δ·uᵀk/(uᵀk*), not δ, and other positions get
+ * their share too). */
+typedef enum ffn_edit_fit {
+    FFN_EDIT_FIT_UPDATE = 0,
+    FFN_EDIT_FIT_SUBJECT
+} ffn_edit_fit;
+
 typedef struct ffn_edit_options {
     ffn_edit_method method;  /* FFN_EDIT_ROME */
     int64_t layer;           /* the block whose down_proj changes (0-based; 0) */
@@ -108,6 +125,7 @@ typedef struct ffn_edit_options {
     int64_t ft_steps;        /* FT: Adam steps (25) */
     double ft_lr;            /* FT: learning rate (1e-2) */
     uint64_t seed;           /* the generated prefixes (1) */
+    ffn_edit_fit fit;        /* ROME: how δ is fitted (FFN_EDIT_FIT_UPDATE) */
 } ffn_edit_options;
 
 void ffn_edit_options_default(ffn_edit_options *opts);

@@ -291,6 +291,7 @@ void ffn_edit_options_default(ffn_edit_options *o) {
     o->ft_steps = 25;
     o->ft_lr = 1e-2;
     o->seed = 1;
+    o->fit = FFN_EDIT_FIT_UPDATE;
 }
 
 void ffn_edit_result_free(ffn_edit_result *r) {
@@ -662,22 +663,35 @@ static int on_gen(int32_t id, const char *bytes, size_t len, void *user) {
 }
 
 /* The KL prompt with the subject in place of "{}" (the subject alone when
- * the template has words the vocabulary lacks). */
+ * the template has words the vocabulary lacks).  The subject keeps the
+ * words before it in the request's prompt when "{}" opens the template
+ * ("The wumack is" and "{} is a" give "The wumack is a"): a word-level
+ * vocabulary may know a word only as it appears after others. */
 static ffn_status kl_prompt(const ffn_vocab *vocab, const ffn_edit_request *req,
                             const char *tmpl, prompt_set *ps) {
     const char *hole = tmpl ? strstr(tmpl, "{}") : NULL;
+    const char *at = strstr(req->prompt, req->subject);
+    const size_t head = at ? (size_t)(at - req->prompt) : 0;
     if (hole) {
-        size_t n = strlen(tmpl) + strlen(req->subject);
+        const size_t lead = hole == tmpl ? head : 0;
+        size_t n = strlen(tmpl) + lead + strlen(req->subject);
         char *s = malloc(n + 1);
         if (!s) return ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
-        snprintf(s, n + 1, "%.*s%s%s", (int)(hole - tmpl), tmpl, req->subject, hole + 2);
+        snprintf(s, n + 1, "%.*s%.*s%s%s", (int)(hole - tmpl), tmpl, (int)lead, req->prompt,
+                 req->subject, hole + 2);
         ffn_status st = encode_prompt(vocab, s, req->subject, &ps->kl, &ps->kl_subj);
         free(s);
         if (st == FFN_OK) return FFN_OK;
         if (st != FFN_ERR_INVALID_ARG) return st;
     }
     ps->kl_subject_only = 1;
-    return encode_prompt(vocab, req->subject, req->subject, &ps->kl, &ps->kl_subj);
+    size_t n = head + strlen(req->subject);
+    char *s = malloc(n + 1);
+    if (!s) return ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    snprintf(s, n + 1, "%.*s%s", (int)head, req->prompt, req->subject);
+    ffn_status st = encode_prompt(vocab, s, req->subject, &ps->kl, &ps->kl_subj);
+    free(s);
+    return st;
 }
 
 static ffn_status build_prompts(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *req,
@@ -797,22 +811,54 @@ static int kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, dou
     return 0;
 }
 
-/* One forward and backward with δ added at (out_tap, pos): the loss and
- * d loss / d δ added into g (D). */
+/* One forward and backward with δ added at out_tap: at position pos, or
+ * (coef not NULL) δ·coef[t] at every position t of seq; the loss and
+ * d loss / d δ added into g (D).  work: (D) floats. */
 static ffn_status delta_pass(ffn_model *m, const layer_view *lv, const ids *seq, int64_t pos,
-                             const float *delta, ffn_logits_grad_fn fn, void *user, double *g,
-                             double *loss) {
+                             const double *coef, const float *delta, float *work,
+                             ffn_logits_grad_fn fn, void *user, double *g, double *loss) {
     ffn_model_taps_clear(m);
-    ffn_status st = ffn_model_tap_patch_vector(m, lv->out_tap, pos, FFN_TAP_OP_ADD, delta, lv->D);
+    ffn_status st = FFN_OK;
+    if (!coef) {
+        st = ffn_model_tap_patch_vector(m, lv->out_tap, pos, FFN_TAP_OP_ADD, delta, lv->D);
+    } else {
+        for (int64_t t = 0; !st && t < seq->n; t++) {
+            if (coef[t] == 0) continue;
+            for (int64_t i = 0; i < lv->D; i++) work[i] = (float)(coef[t] * delta[i]);
+            st = ffn_model_tap_patch_vector(m, lv->out_tap, t, FFN_TAP_OP_ADD, work, lv->D);
+        }
+    }
     if (!st) st = ffn_model_tap_select_grad(m, lv->out_tap);
     double l = 0;
     if (!st) st = ffn_model_forward_backward_taps(m, seq->v, 1, seq->n, fn, user, &l);
     ffn_tap_view v;
     if (!st) st = ffn_model_tap_read_grad(m, lv->out_tap, &v);
     if (!st) {
-        const float *d = (const float *)v.data + pos * lv->D;
-        for (int64_t i = 0; i < lv->D; i++) g[i] += d[i];
+        for (int64_t t = coef ? 0 : pos; t < (coef ? seq->n : pos + 1); t++) {
+            const double c = coef ? coef[t] : 1.0;
+            const float *d = (const float *)v.data + t * lv->D;
+            for (int64_t i = 0; c != 0 && i < lv->D; i++) g[i] += c * d[i];
+        }
         *loss += l;
+    }
+    ffn_model_taps_clear(m);
+    return st;
+}
+
+/* coef (seq->n): uᵀk_t / (uᵀk*) for the key k_t of every position of seq,
+ * the share of δ the rank-one update gives that position. */
+static ffn_status update_coefs(ffn_model *m, const layer_view *lv, const ids *seq,
+                               const double *u, double uk, float *lg, double *coef) {
+    ffn_model_taps_clear(m);
+    ffn_status st = ffn_model_tap_select(m, lv->m_tap);
+    ffn_tap_view v;
+    if (!st) st = ffn_model_logits(m, lg, seq->v, 1, seq->n);
+    if (!st) st = ffn_model_tap_read(m, lv->m_tap, &v);
+    for (int64_t t = 0; !st && t < seq->n; t++) {
+        const float *k = (const float *)v.data + t * lv->F;
+        double x = 0;
+        for (int64_t i = 0; i < lv->F; i++) x += u[i] * k[i];
+        coef[t] = x / uk;
     }
     ffn_model_taps_clear(m);
     return st;
@@ -834,13 +880,30 @@ static ffn_status kl_reference(ffn_model *m, const prompt_set *ps, int64_t V, do
     return st;
 }
 
+/* δ by Adam.  ROME_FIT_SUBJECT: δ added at the subject's last token of
+ * every prompt (ROME's fit); ROME_FIT_UPDATE: δ·uᵀk_t/(uᵀk*) added at
+ * every position t, which is what the rank-one update will add there, so
+ * the loss fitted is the edited model's own loss on these prompts. */
 static ffn_status optimise_delta(ffn_model *m, const layer_view *lv, const prompt_set *ps,
-                                 const ffn_edit_options *o, const double *v0, float *delta,
-                                 ffn_edit_result *res) {
-    const int64_t D = lv->D, V = lv->V;
+                                 const ffn_edit_options *o, const double *v0, const double *u,
+                                 double uk, float *delta, ffn_edit_result *res) {
+    const int64_t D = lv->D, V = lv->V, P = ps->P;
+    const int through = o->fit == FFN_EDIT_FIT_UPDATE;
     double *g = calloc((size_t)D, sizeof *g), *mom = calloc((size_t)(2 * D), sizeof *mom);
     double *p0 = malloc((size_t)V * sizeof *p0);
-    ffn_status st = g && mom && p0 ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    float *work = malloc((size_t)D * sizeof *work);
+    double **coef = calloc((size_t)(P + 1), sizeof *coef);
+    int64_t maxlen = ps->kl.n;
+    for (int64_t j = 0; j < P; j++) maxlen = ps->seq[j].n > maxlen ? ps->seq[j].n : maxlen;
+    float *lg = through ? malloc((size_t)(maxlen * V) * sizeof *lg) : NULL;
+    ffn_status st = g && mom && p0 && work && coef && (lg || !through)
+                        ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    for (int64_t j = 0; through && !st && j <= P; j++) {
+        const ids *seq = j < P ? &ps->seq[j] : &ps->kl;
+        if (!(coef[j] = malloc((size_t)seq->n * sizeof **coef)))
+            st = ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+        else st = update_coefs(m, lv, seq, u, uk, lg, coef[j]);
+    }
     double v0n2 = 0;
     for (int64_t i = 0; i < D; i++) v0n2 += v0[i] * v0[i];
     if (v0n2 <= 0) v0n2 = 1;
@@ -850,13 +913,14 @@ static ffn_status optimise_delta(ffn_model *m, const layer_view *lv, const promp
     for (int64_t step = 1; !st && step <= o->steps + 1; step++) {
         memset(g, 0, (size_t)D * sizeof *g);
         double nll = 0, kl = 0;
-        for (int64_t j = 0; j < ps->P && !st; j++) {
-            target_loss tl = {ps, j, 1.0 / (double)ps->P};
-            st = delta_pass(m, lv, &ps->seq[j], ps->subj[j], delta, target_fn, &tl, g, &nll);
+        for (int64_t j = 0; j < P && !st; j++) {
+            target_loss tl = {ps, j, 1.0 / (double)P};
+            st = delta_pass(m, lv, &ps->seq[j], ps->subj[j], coef[j], delta, work, target_fn, &tl,
+                            g, &nll);
         }
         kl_loss kd = {ps->kl.n - 1, p0, o->kl_weight};
         if (!st && o->kl_weight > 0)
-            st = delta_pass(m, lv, &ps->kl, ps->kl_subj, delta, kl_fn, &kd, g, &kl);
+            st = delta_pass(m, lv, &ps->kl, ps->kl_subj, coef[P], delta, work, kl_fn, &kd, g, &kl);
         if (st) break;
         if (step == 1) res->loss_first = nll;
         res->loss_last = nll;
@@ -881,6 +945,10 @@ static ffn_status optimise_delta(ffn_model *m, const layer_view *lv, const promp
             for (int64_t i = 0; i < D; i++) delta[i] = (float)(delta[i] * (maxn / norm));
     }
     ffn_model_zero_grads(m);
+    for (int64_t j = 0; coef && j <= P; j++) free(coef[j]);
+    free(coef);
+    free(lg);
+    free(work);
     free(g);
     free(mom);
     free(p0);
@@ -1054,12 +1122,12 @@ ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
             for (int64_t i = 0; i < D; i++) res.v_star[i] = (float)after[i];
         }
     } else if (!st) {
-        st = optimise_delta(m, &lv, &ps, o, v0, delta, &res);
-        for (int64_t i = 0; !st && i < D; i++) res.v_star[i] = (float)(v0[i] + delta[i]);
-        /* u = (C + λI)⁻¹ k*, λ = lambda · tr(C) / F */
+        /* u = (C + λI)⁻¹ k*, λ = lambda · tr(C) / F: known before δ, so that δ
+         * can be fitted through the update itself */
         A = malloc((size_t)(F * F) * sizeof *A);
         u = malloc((size_t)F * sizeof *u);
-        if (!st && (!A || !u)) st = ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+        double uk = 0;
+        if (!A || !u) st = ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
         if (!st) {
             double tr = 0;
             for (int64_t i = 0; i < F; i++) tr += C[i * F + i];
@@ -1074,19 +1142,20 @@ ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
         if (!st) {
             for (int64_t i = 0; i < F; i++) u[i] = res.k_star[i];
             cholesky_solve(A, F, u);
-            double uk = 0;
             for (int64_t i = 0; i < F; i++) uk += u[i] * res.k_star[i];
             if (!(fabs(uk) > 0))
                 st = ffn_error(FFN_ERR_INVALID_ARG, "layer %lld: the key k* is zero; nothing to "
                                "edit at this layer", (long long)o->layer);
-            /* ΔW = (v* − W k* − b) uᵀ / (uᵀ k*), with v* − W k* − b = δ */
-            for (int64_t d = 0; !st && d < D; d++) {
-                float *w = lv.W + d * F;
-                const double r = ((double)res.v_star[d] - v0[d]) / uk;
-                for (int64_t i = 0; i < F; i++) w[i] = (float)((double)w[i] + r * u[i]);
-            }
-            if (!st) st = ffn_model_params_changed(m);
         }
+        if (!st) st = optimise_delta(m, &lv, &ps, o, v0, u, uk, delta, &res);
+        for (int64_t i = 0; !st && i < D; i++) res.v_star[i] = (float)(v0[i] + delta[i]);
+        /* ΔW = (v* − W k* − b) uᵀ / (uᵀ k*), with v* − W k* − b = δ */
+        for (int64_t d = 0; !st && d < D; d++) {
+            float *w = lv.W + d * F;
+            const double r = ((double)res.v_star[d] - v0[d]) / uk;
+            for (int64_t i = 0; i < F; i++) w[i] = (float)((double)w[i] + r * u[i]);
+        }
+        if (!st) st = ffn_model_params_changed(m);
     }
     free(v0);
     free(A);
@@ -1149,6 +1218,8 @@ ffn_status ffn_edit_score(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
             out->n_paraphrases++;
         }
         for (int64_t i = 0; i < r->n_neighbours && !st; i++) {
+            /* a neighbour whose own object is the new target cannot tell */
+            if (!strcmp(r->neighbours[i].object, r->target)) continue;
             st = prefer(m, vocab, r->neighbours[i].prompt, r->neighbours[i].object, r->target, lg,
                         &ok, NULL, NULL);
             spec += ok;

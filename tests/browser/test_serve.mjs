@@ -10,7 +10,15 @@
 // computation (tests/cli/serve_predict_driver.c: the same edits through the
 // public tap API in its own process).  Every request is intercepted: one
 // that does not go to the server fails the test (and is aborted); so does
-// any console or page error.  Then the page of `ffn serve --lang zh` shows
+// any console or page error.  On a second server, of a word-level model
+// trained on the facts corpus (with --save-dir): a neuron switched off in
+// the page gives the prediction `ffn inspect MODEL --ablate L:i --json`
+// prints for the same text (top tokens and probabilities, KL); an edit run
+// from the page's edit panel shows the before/after numbers `ffn edit
+// --json` prints for the same arguments, the "edited" badge appears, the
+// prediction becomes that of `ffn inspect` on ffn edit's output, "save"
+// writes the same weights, and "reset" brings the original prediction
+// back.  Then the page of `ffn serve --lang zh` shows
 // the Chinese labels of the catalogue, and so does `ffn report --lang zh`
 // of the same run directory (opened offline).  Screenshots are kept in
 // build/test-artifacts/.
@@ -68,20 +76,30 @@ tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-serve-test-'));
 const model = path.join(tmp, 'm');
 function run(cmd, args) {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 << 20 });
   } catch (e) {
     die(`${cmd} ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
   }
 }
 run(ffn, ['train', '--steps', '200', '--hidden-size', '32', '--intermediate-size', '50', '--num-hidden-layers', '2',
   '--batch-size', '4', '--seq-len', '64', '--threads', '2', '--seed', '3', '--out', model]);
+// the facts model: word-level, trained on the facts corpus (its text and
+// facts are what ffn serve and ffn edit find from its train_state)
+const factsModel = path.join(tmp, 'facts-m');
+run(ffn, ['train', '--corpus', 'facts', '--tokenizer', 'word', '--steps', '300', '--hidden-size', '64', '--intermediate-size', '128',
+  '--num-hidden-layers', '2', '--num-attention-heads', '4', '--num-key-value-heads', '4', '--batch-size', '8', '--seq-len', '64',
+  '--threads', '2', '--seed', '3', '--out', factsModel]);
+const factsFile = path.join(tmp, 'facts.jsonl');
+fs.writeFileSync(factsFile, run(ffn, ['corpus', '--facts', '--json']));
+const saveDir = path.join(tmp, 'saved');
+fs.mkdirSync(saveDir);
 const driver = path.join(tmp, 'driver');
 run('cc', ['-std=c11', '-D_GNU_SOURCE', '-O2', '-fopenmp', '-I' + path.join(root, 'include'), '-o', driver,
   path.join(root, 'tests/cli/serve_predict_driver.c'), path.join(root, 'build/libffn.a'), '-ldnnl', '-fopenmp', '-lm', '-lpthread']);
 
-function startServer(args) {
+function startServer(args, which) {
   return new Promise((resolve) => {
-    const p = spawn(ffn, ['serve', model, '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(ffn, ['serve', which || model, '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     servers.push(p);
     let err = '';
     p.stderr.on('data', (d) => { err += d; });
@@ -210,6 +228,110 @@ try {
   await page.screenshot({ path: path.join(artifacts, 'serve-trace.png'), fullPage: true });
   await page.close();
 
+
+  // ---- the facts model: a neuron off against ffn inspect --ablate, an edit against ffn edit ----
+  const fsrv = await startServer(['--no-labels', '--samples', '500', '--save-dir', saveDir], factsModel);
+  const fpage = await openPage(fsrv.url);
+  const prompt = 'Sevelle lives in';
+  await fpage.locator('#text').fill(prompt);
+  await fpage.locator('#text').dispatchEvent('input');
+  await fpage.waitForFunction(() => document.querySelectorAll('#tokens .tok').length === 3, null, { timeout: 30000 });
+  await idle(fpage);
+  await fpage.locator('#tokens .tok[data-pos="2"]').click();
+  await fpage.waitForSelector('#neuron-panel table.ntable[data-layer="1"]', { timeout: 30000 });
+  await idle(fpage);
+  const fneur = await fpage.evaluate(() => window.ffnLive.lastNeurons);
+  const off = fneur.layers[1].neurons[0].neuron;
+  await fpage.locator(`table.ntable[data-layer="1"] button.off[data-neuron="${off}"]`).click();
+  await fpage.waitForSelector(`#edits .edit[data-edit="1:${off}"]`, { timeout: 30000 });
+  await idle(fpage);
+  const pageBars = () => fpage.evaluate(() => ({ kl: document.getElementById('kl').getAttribute('data-kl'), reply: window.ffnLive.lastPredict.reply,
+    rows: [...document.querySelectorAll('#bars .qrow')].map((r) => ({ id: +r.getAttribute('data-id'), b: +r.getAttribute('data-p-before'), a: +r.getAttribute('data-p-after') })) }));
+  const ab = await pageBars();
+  const ins = JSON.parse(run(ffn, ['inspect', factsModel, '--prompt', prompt, '--ablate', `1:${off}`, '--json', '--threads', '2']));
+  const near = (x, y) => Math.abs(x - y) <= 2e-5 * (Math.abs(y) + 1e-6);   // inspect prints 6 digits
+  const rowOf = {};
+  ab.rows.forEach((r) => { rowOf[r.id] = r; });
+  const sameTop = JSON.stringify(ab.reply.before.map((e) => e.id)) === JSON.stringify(ins.before.map((e) => e.id)) &&
+    JSON.stringify(ab.reply.after.map((e) => e.id)) === JSON.stringify(ins.after.map((e) => e.id));
+  const sameP = ins.before.every((e) => rowOf[e.id] && near(rowOf[e.id].b, e.p) && near(rowOf[e.id].a, e.p_after)) &&
+    ins.after.every((e) => rowOf[e.id] && near(rowOf[e.id].a, e.p) && near(rowOf[e.id].b, e.p_before));
+  ok(sameTop && sameP && Math.abs(+ab.kl - ins.kl) <= 1e-4 * ins.kl + 1e-9,
+    `neuron 1:${off} off in the page = ffn inspect --ablate 1:${off} --json (top ${ins.before.length} before and after, p, KL ${(+ab.kl).toPrecision(4)})`,
+    JSON.stringify({ page: ab.reply.after.slice(0, 3), inspect: ins.after.slice(0, 3) }));
+  await fpage.locator('#clear-edits').click();
+  await fpage.waitForFunction(() => !document.querySelector('#edits .edit'), null, { timeout: 30000 });
+  await idle(fpage);
+  const original = await pageBars();
+
+  // the edit panel: ROME at layer 0, then FT at layer 1 (edits add up)
+  const factsModelSum = run('sha256sum', [path.join(factsModel, 'model.safetensors')]);
+  ok(await fpage.locator('#edited-badge').isHidden(), 'no "edited" badge before an edit');
+  ok(await fpage.locator('#edit-save').isVisible(), 'with --save-dir the page offers "save edited model"');
+  const editFromPage = async (layer, method) => {
+    await fpage.locator('#edit-prompt').fill(prompt);
+    await fpage.locator('#edit-subject').fill('Sevelle');
+    await fpage.locator('#edit-target').fill('Keshdun');
+    await fpage.locator('#edit-layer').selectOption(String(layer));
+    await fpage.locator('#edit-method').selectOption(method);
+    const before = await fpage.evaluate(() => window.ffnLive.lastEdit);
+    await fpage.locator('#edit-run').click();
+    await fpage.waitForFunction((b) => window.ffnLive.lastEdit && window.ffnLive.lastEdit !== b, before, { timeout: 120000 });
+    await idle(fpage);
+    return fpage.evaluate(() => ({ reply: window.ffnLive.lastEdit.reply, request: window.ffnLive.lastEdit.request,
+      rows: [...document.querySelectorAll('#edit-panel table.edit-scores tbody tr')].map((r) => ({ key: r.getAttribute('data-key'), b: r.getAttribute('data-before'), a: r.getAttribute('data-after') })) }));
+  };
+  const closeTo = (x, y) => (x === null && y === null) || (x !== null && y !== null && Math.abs(x - y) <= 2e-5 * (1 + Math.abs(y)));
+  const sameAsCli = (pg, cli) => {
+    const bad = [];
+    for (const when of ['before', 'after']) {
+      const a = pg.reply[when], b = cli[when];
+      for (const k of ['logp_new', 'logp_old', 'efficacy', 'generalisation', 'specificity', 'heldout_loss']) if (!closeTo(a[k], b[k])) bad.push(`${when}.${k} ${a[k]} vs ${b[k]}`);
+      if (!closeTo(a.p_new, Math.exp(b.logp_new)) || !closeTo(a.p_old, Math.exp(b.logp_old))) bad.push(`${when} p`);
+    }
+    // the table shows the reply's numbers
+    for (const r of pg.rows) if (String(pg.reply.before[r.key]) !== r.b || String(pg.reply.after[r.key]) !== r.a) bad.push(`row ${r.key}`);
+    if (pg.rows.length !== 6) bad.push(`${pg.rows.length} rows`);
+    if (pg.reply.old !== cli.old || pg.reply.steps !== cli.steps || !closeTo(pg.reply.loss_last, cli.loss_last)) bad.push('v*');
+    return bad;
+  };
+  const pr = await editFromPage(0, 'rome');
+  ok(JSON.stringify(pr.request) === JSON.stringify({ prompt, subject: 'Sevelle', target: 'Keshdun', layer: 0, method: 'rome' }), 'the page sends the edit asked for', JSON.stringify(pr.request));
+  const cliRome = JSON.parse(run(ffn, ['edit', factsModel, '--facts', factsFile, '--fact', '0', '--target', 'Keshdun', '--layer', '0',
+    '--samples', '500', '--cache', tmp, '--threads', '2', '--out', path.join(tmp, 'e-rome'), '--json']));
+  let bad = sameAsCli(pr, cliRome);
+  ok(bad.length === 0, `ROME from the page: before/after = ffn edit --json (log p(new) ${pr.reply.before.logp_new.toFixed(4)} -> ${pr.reply.after.logp_new.toFixed(4)})`, bad.join('; '));
+  ok(await fpage.locator('#edited-badge').isVisible(), 'the "edited" badge shows after an edit');
+  const factsText = path.join(tmp, 'facts.txt');
+  fs.writeFileSync(factsText, run(ffn, ['corpus', '--facts', '--text', '--sentences', '20000']));
+  const pf = await editFromPage(1, 'ft');
+  const cliFt = JSON.parse(run(ffn, ['edit', path.join(tmp, 'e-rome'), '--facts', factsFile, '--fact', '0', '--target', 'Keshdun', '--layer', '1',
+    '--method', 'ft', '--data', factsText, '--cache', tmp, '--threads', '2', '--out', path.join(tmp, 'e-ft'), '--json']));
+  bad = sameAsCli(pf, cliFt);
+  ok(bad.length === 0, `FT from the page after the ROME edit = ffn edit --method ft on ffn edit's output (efficacy ${pf.reply.before.efficacy} -> ${pf.reply.after.efficacy})`, bad.join('; '));
+  const edited = await pageBars();
+  const insE = JSON.parse(run(ffn, ['inspect', path.join(tmp, 'e-ft'), '--prompt', prompt, '--ablate', '0:0', '--json', '--threads', '2']));
+  ok(edited.reply.model_edits === 2 && JSON.stringify(edited.reply.before.map((e) => e.id)) === JSON.stringify(insE.before.map((e) => e.id)) &&
+    edited.rows.every((r) => r.b === r.a) &&
+    insE.before.every((e) => edited.reply.before.some((x) => x.id === e.id && near(x.p_before, e.p))),
+    'after the edits the page\'s prediction is the edited model\'s (= ffn inspect of ffn edit\'s output)');
+  ok(JSON.stringify(edited.rows) !== JSON.stringify(original.rows), 'the edits changed the page\'s prediction');
+  await fpage.screenshot({ path: path.join(artifacts, 'serve-edit.png'), fullPage: true });
+  ok(fs.statSync(path.join(artifacts, 'serve-edit.png')).size > 10000, 'screenshot kept: build/test-artifacts/serve-edit.png');
+  await fpage.locator('#edit-save').click();
+  await fpage.waitForFunction(() => window.ffnLive.lastSave, null, { timeout: 60000 });
+  const saved = await fpage.evaluate(() => window.ffnLive.lastSave);
+  ok(saved.name === 'facts-m-edited-1' && fs.readFileSync(path.join(saveDir, saved.name, 'model.safetensors')).equals(fs.readFileSync(path.join(tmp, 'e-ft', 'model.safetensors'))),
+    `"save edited model" wrote ${saved.name} in --save-dir with ffn edit's weights, byte for byte`);
+  await fpage.locator('#edit-reset').click();
+  await fpage.waitForFunction(() => window.ffnLive.modelEdits === 0, null, { timeout: 30000 });
+  await idle(fpage);
+  const back = await pageBars();
+  ok(JSON.stringify(back.rows) === JSON.stringify(original.rows) && back.reply.model_edits === 0 && await fpage.locator('#edited-badge').isHidden(),
+    'reset: the original prediction is back, the badge gone');
+  ok(run('sha256sum', [path.join(factsModel, 'model.safetensors')]) === factsModelSum, 'the model on disk never changed');
+  await fpage.close();
+
   // the page in Chinese
   // (an English model: the probe on the Chinese corpus fails its coverage
   // check, so the labels come from the English one, named in Chinese)
@@ -219,6 +341,9 @@ try {
   const h1 = await zpage.locator('#title').textContent();
   ok(h1 === info.messages['live.title'] && /[\u4e00-\u9fff]/.test(h1), `--lang zh: the title is the catalogue's Chinese (${h1})`);
   ok((await zpage.evaluate(() => document.documentElement.lang)) === 'zh', '--lang zh: <html lang="zh">');
+  const zedit = await zpage.locator('#edit h2').textContent(), zrun = await zpage.locator('#edit-run').textContent();
+  ok(zedit === info.messages['live.edit_title'] && /[\u4e00-\u9fff]/.test(zedit) && zrun === info.messages['live.edit_run'] && /[\u4e00-\u9fff]/.test(zrun),
+    `--lang zh: the edit panel in Chinese (${zedit} / ${zrun})`);
   await zpage.locator('#text').fill('Mary gave');
   await zpage.locator('#text').dispatchEvent('input');
   await zpage.waitForFunction(() => document.querySelectorAll('#tokens .tok').length === 9, null, { timeout: 30000 });

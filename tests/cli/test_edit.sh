@@ -20,7 +20,11 @@
 #   5. bad input: a subject not in the prompt, a layer out of range, a
 #      target the vocabulary lacks, an unknown fact id, a malformed facts
 #      file, --fact without --facts: each a clear message and a non-zero exit;
-#   6. a Hugging Face directory as MODEL (--data required) gives one as --out.
+#   6. a Hugging Face directory as MODEL (--data required) gives one as --out;
+#   7. v* is fitted through the update (--fit update, the default): with one
+#      prompt (--prefixes 1) the edited model's -log p(new) on it equals the
+#      fit's last loss; --sweep-layers --batch pools every edit alone, one
+#      row per layer of --method, and its single-edit rows are the edits'.
 set -euo pipefail
 FFN_BIN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
@@ -184,4 +188,33 @@ for f in config.json model.safetensors tokenizer.txt; do [[ -s "$tmp/ehf/$f" ]] 
 "$FFN_BIN" run "$tmp/ehf" --prompt "Mira lives in" --steps 2 --temperature 0 > "$tmp/gen" 2>&1 ||
     { cat "$tmp/gen"; fail "the edited Hugging Face directory does not load"; }
 sums "$tmp/m" | cmp -s - "$tmp/m.sums" || fail "the input model changed"
+
+# 7. the fit, the pooled sweep
+"$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --prefixes 1 --out "$tmp/f1" \
+    --json > "$tmp/fit.json"
+"$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --prefixes 1 --fit subject \
+    --out "$tmp/f2" --json > "$tmp/fit_subject.json"
+printf '{"fact": 0, "target": "Varn"}\n{"fact": 5, "target": "Osk"}\n' > "$tmp/two.jsonl"
+"$FFN_BIN" edit "$tmp/m" "${F[@]}" --batch "$tmp/two.jsonl" --sweep-layers --method rome --json \
+    > "$tmp/sweep2.json"
+"$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 5 --target Osk --sweep-layers --json > "$tmp/sweep5.json"
+/usr/bin/python3 - "$tmp" <<'PY'
+import json, sys
+t = sys.argv[1]
+f, g = json.load(open(t + "/fit.json")), json.load(open(t + "/fit_subject.json"))
+print("fit update: loss_last %.6g, -log p(new) after %.6g; fit subject: %.6g, %.6g" % (
+    f["loss_last"], -f["after"]["logp_new"], g["loss_last"], -g["after"]["logp_new"]))
+assert abs(f["loss_last"] + f["after"]["logp_new"]) <= 1e-4 * (1 + f["loss_last"]), f
+sw2 = json.load(open(t + "/sweep2.json"))
+assert sw2["n_edits"] == 2 and [(r["layer"], r["method"]) for r in sw2["rows"]] == [(l, "rome") for l in range(4)], sw2
+s0 = {r["layer"]: r["scores"] for r in json.load(open(t + "/sweep.json"))["rows"] if r["method"] == "rome"}
+s5 = {r["layer"]: r["scores"] for r in json.load(open(t + "/sweep5.json"))["rows"] if r["method"] == "rome"}
+for r in sw2["rows"]:
+    a, b, p = s0[r["layer"]], s5[r["layer"]], r["scores"]
+    assert abs(p["efficacy"] - (a["efficacy"] + b["efficacy"]) / 2) < 1e-9, (p, a, b)
+    assert abs(p["logp_new"] - (a["logp_new"] + b["logp_new"]) / 2) < 1e-5, (p, a, b)
+    assert p["n_paraphrases"] == a["n_paraphrases"] + b["n_paraphrases"], (p, a, b)
+    gen = (a["generalisation"] * a["n_paraphrases"] + b["generalisation"] * b["n_paraphrases"]) / p["n_paraphrases"]
+    assert abs(p["generalisation"] - gen) < 1e-5, (p, a, b)
+PY
 echo "test_edit: ok"

@@ -112,7 +112,7 @@ jcheck "$tmp/info.json" "d['vocab']['kind'] == 'char' and d['labels']['available
     "/api/info: vocabulary kind and the probe's classes"
 jcheck "$tmp/info.json" "d['limits']['body_bytes'] == 1048576 and d['limits']['run_tokens'] == 64 and d['lang'] == 'en' and d['messages']['live.off'] == 'off'" \
     "/api/info: limits and the English messages"
-jcheck "$tmp/info.json" "sorted(e['path'] for e in d['endpoints']) == ['/api/info', '/api/neurons', '/api/predict', '/api/tokenize', '/api/trace']" \
+jcheck "$tmp/info.json" "sorted(e['path'] for e in d['endpoints']) == ['/api/edit', '/api/edit/reset', '/api/edit/save', '/api/info', '/api/neurons', '/api/predict', '/api/tokenize', '/api/trace']" \
     "/api/info lists the endpoint table"
 
 text="Mary gave John the apple because"

@@ -10,6 +10,9 @@
  *   - at most SERVE_MAX_EDITS edits, layer and neuron >= 0, scale finite in
  *     [-100, 100], position >= -1; position and layer >= -1; k 0 or in
  *     [1, SERVE_MAX_K]; where text and ids are both accepted exactly one;
+ *   - /api/edit: prompt, subject and target present, NUL-free and within
+ *     their limits, the layer given, method -1/0/1, every option given
+ *     finite and within [0, its bound];
  *   - a refused body leaves a non-empty message and nothing allocated;
  *   - serve_json_bytes of the body's bytes is one JSON string that the
  *     project's reader parses, into valid UTF-8.
@@ -30,16 +33,18 @@
         }                                                                                      \
     } while (0)
 
-static const unsigned endpoint_fields[4] = {
+static const unsigned endpoint_fields[5] = {
     SERVE_F_TEXT,                                                             /* tokenize */
     SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_EDITS | SERVE_F_K,                   /* predict */
     SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_POSITION | SERVE_F_LAYER | SERVE_F_K, /* neurons */
-    0};                                                                       /* info */
+    0,                                                                        /* info */
+    SERVE_F_PROMPT | SERVE_F_SUBJECT | SERVE_F_TARGET | SERVE_F_LAYER | SERVE_F_METHOD |
+        SERVE_F_OBJECT | SERVE_F_EDIT_OPTS};                                  /* edit */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const unsigned allowed = endpoint_fields[data[0] % 4];
+    const unsigned allowed = endpoint_fields[data[0] % 5];
     const char *body = (const char *)data + 1;
     const size_t n = size - 1;
     serve_req req;
@@ -67,10 +72,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             REQUIRE(!!(req.given & SERVE_F_TEXT) + !!(req.given & SERVE_F_IDS) == 1);
         else if (allowed & SERVE_F_TEXT)
             REQUIRE(req.given & SERVE_F_TEXT);
+        if (allowed & SERVE_F_PROMPT) {
+            REQUIRE(req.prompt && req.subject && req.target && (req.given & SERVE_F_LAYER));
+            REQUIRE(strlen(req.prompt) >= 1 && strlen(req.prompt) <= SERVE_MAX_TEXT_BYTES);
+            REQUIRE(strlen(req.subject) <= SERVE_MAX_WORD_BYTES);
+            REQUIRE(strlen(req.target) <= SERVE_MAX_WORD_BYTES);
+            REQUIRE(!req.object || (strlen(req.object) >= 1 && strlen(req.object) <= SERVE_MAX_WORD_BYTES));
+        }
+        REQUIRE(req.method >= -1 && req.method <= 1);
+        REQUIRE((req.opt_given >> SERVE_N_EDIT_OPTS) == 0);
+        for (int o = 0; o < SERVE_N_EDIT_OPTS; o++)
+            if (req.opt_given & (1u << o)) REQUIRE(isfinite(req.opt[o]) && req.opt[o] >= 0);
         serve_req_free(&req);
     } else {
         REQUIRE(err[0] != '\0');
-        REQUIRE(req.text == NULL && req.ids == NULL);
+        REQUIRE(req.text == NULL && req.ids == NULL && req.prompt == NULL && req.subject == NULL);
     }
     /* the writer: any bytes become one JSON string of valid UTF-8 */
     char *out = NULL;

@@ -2,7 +2,8 @@
 // to see its strongest FFN neurons, switch neurons off or scale them and
 // watch the next-token prediction change.  Everything comes from the
 // server's JSON API (GET /api/info, POST /api/tokenize, /api/predict,
-// /api/neurons, /api/trace); nothing is computed here but the drawing.
+// /api/neurons, /api/trace, /api/edit, /api/edit/reset, /api/edit/save);
+// nothing is computed here but the drawing.
 //
 // A new panel is one function that calls its endpoint and draws into its
 // own section; refresh() calls the panels that depend on the text.
@@ -12,7 +13,8 @@
   var S = {
     info: null, messages: {}, tokens: [], position: -1, layer: -1,
     edits: [],           // [{layer, neuron, scale}] in the order made
-    lastPredict: null, lastNeurons: null, busy: 0, seq: 0
+    lastPredict: null, lastNeurons: null, busy: 0, seq: 0,
+    lastEdit: null, modelEdits: 0   // facts edited into the served weights (/api/edit)
   };
   window.ffnLive = S;    // the browser test reads the page's state here
 
@@ -78,6 +80,7 @@
       if (!r.ok) { showError(r.json.error); return; }
       showError('');
       S.lastPredict = { request: body, reply: r.json };
+      setModelEdits(r.json.model_edits || 0);
       drawPredict(r.json);
     });
   }
@@ -241,6 +244,88 @@
     });
   }
 
+  /* ---- editing a fact (POST /api/edit, /api/edit/reset, /api/edit/save) ---- */
+  function setModelEdits(n) {
+    S.modelEdits = n;
+    $('edited-badge').hidden = !n;
+    $('edited-count').textContent = n ? '(' + n + ')' : '';
+    $('edited-badge').title = T('live.edited_n', '{n} edits in memory').replace('{n}', n);
+    document.body.setAttribute('data-model-edits', String(n));
+  }
+  function pct(v) { return v === null || v === undefined ? '-' : fmtNum(v, 3); }
+  function drawEdit(d) {
+    var box = $('edit-panel');
+    box.textContent = '';
+    var rows = [
+      ['p_new', 'live.edit_p_new', 'p(new object | prompt)'],
+      ['p_old', 'live.edit_p_old', 'p(old object | prompt)'],
+      ['efficacy', 'live.edit_efficacy', 'efficacy'],
+      ['generalisation', 'live.edit_generalisation', 'generalisation'],
+      ['specificity', 'live.edit_specificity', 'specificity'],
+      ['heldout_loss', 'live.edit_heldout', 'held-out loss']];
+    var head = el('tr', null, [el('th', { text: T('live.edit_measure', 'measure') }), el('th', { text: T('live.before', 'before') }), el('th', { text: T('live.after', 'after') })]);
+    var body = rows.map(function (r) {
+      var b = d.before[r[0]], a = d.after[r[0]];
+      var n = r[0] === 'generalisation' ? ' (' + d.after.n_paraphrases + ')' : r[0] === 'specificity' ? ' (' + d.after.n_neighbours + ')' : '';
+      return el('tr', { 'data-key': r[0], 'data-before': String(b), 'data-after': String(a) },
+        [el('td', { text: T(r[1], r[2]) + n }), el('td', { text: pct(b) }), el('td', { text: pct(a) })]);
+    });
+    box.appendChild(el('table', { cls: 'edit-scores' }, [el('thead', null, [head]), el('tbody', null, body)]));
+    if (d.fact === null) box.appendChild(el('p', { cls: 'muted small', text: T('live.edit_no_fact', '') }));
+  }
+  function editBody() {
+    return { prompt: $('edit-prompt').value, subject: $('edit-subject').value, target: $('edit-target').value,
+      layer: +$('edit-layer').value, method: $('edit-method').value };
+  }
+  function runEdit() {
+    var body = editBody();
+    $('edit-status').textContent = T('live.edit_running', 'editing...');
+    return api('POST', '/api/edit', body).then(function (r) {
+      if (!r.ok) { $('edit-status').textContent = ''; showError(r.json.error); return; }
+      showError('');
+      S.lastEdit = { request: body, reply: r.json };
+      setModelEdits(r.json.n_edits);
+      $('edit-status').textContent = T('live.edit_done', 'edited').replace('{layer}', r.json.layer).replace('{method}', r.json.method)
+        .replace('{old}', r.json.old).replace('{target}', r.json.target);
+      drawEdit(r.json);
+      return refresh();   // the prediction and the neurons now come from the edited model
+    });
+  }
+  function resetEdits() {
+    return api('POST', '/api/edit/reset', {}).then(function (r) {
+      if (!r.ok) { showError(r.json.error); return; }
+      showError('');
+      setModelEdits(0);
+      S.lastEdit = null;
+      $('edit-panel').textContent = '';
+      $('edit-status').textContent = T('live.edit_reset_done', 'reset');
+      return refresh();
+    });
+  }
+  function saveEdits() {
+    return api('POST', '/api/edit/save', {}).then(function (r) {
+      if (!r.ok) { showError(r.json.error); return; }
+      showError('');
+      S.lastSave = r.json;
+      $('edit-status').textContent = T('live.edit_saved', 'saved as') + ' ' + r.json.path;
+    });
+  }
+  function setupEdit(info) {
+    var sel = $('edit-layer');
+    info.layers.forEach(function (L) { if (L.mlp === 'dense' || L.mlp === 'gated') sel.appendChild(el('option', { value: String(L.layer), text: String(L.layer) })); });
+    var ed = info.edit;
+    setModelEdits(ed.n_edits);
+    if (!ed.available) {
+      $('edit-status').textContent = T('live.edit_off', 'editing is off: ') + ed.reason;
+      ['edit-run', 'edit-reset'].forEach(function (id) { $(id).disabled = true; });
+      return;
+    }
+    $('edit-save').hidden = !ed.save;
+    $('edit-run').addEventListener('click', runEdit);
+    $('edit-reset').addEventListener('click', resetEdits);
+    $('edit-save').addEventListener('click', saveEdits);
+  }
+
   function start() {
     api('GET', '/api/info').then(function (r) {
       S.info = r.json;
@@ -260,6 +345,7 @@
       $('neuron-panel').textContent = T('page.click_token', 'Click a token above.');
       drawEdits();
       $('trace-run').addEventListener('click', runTrace);
+      setupEdit(r.json);
       if ($('text').value) refresh(); else drawTokens();
       document.body.setAttribute('data-ready', '1');
     });
