@@ -22,6 +22,8 @@
 #include "ffn/layer.h"
 #include "kernels/kernels.h"
 
+#include <stdlib.h>
+
 void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                      int64_t ldx, int64_t n, int64_t rows) {
     for (int64_t r = 0; r < rows; r++) {
@@ -122,4 +124,26 @@ ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h,
             for (int64_t t = 0; t < n; t++) ffn_add_bias(y + t * D + i0, w->b_down + i0, i1 - i0);
     }
     return FFN_OK;
+}
+
+/* ---- the split between the streaming kernels and the engine ------------- */
+
+static int64_t env_max_n(void) {
+    static int64_t cached = -2; /* -2 unread, -1 unset */
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v == -2) {
+        const char *s = getenv("FFN_STREAM_MAX_N");
+        char *end = NULL;
+        long long parsed = s ? strtoll(s, &end, 10) : -1;
+        v = (s && end != s && *end == '\0' && parsed >= 0) ? (int64_t)parsed : -1;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+int64_t ffn_stream_max_n(int packed) {
+    int64_t forced = env_max_n();
+    if (forced >= 0) return forced;
+    if (packed) return 64;                            /* AVX-512 over the packed panels */
+    return ffn_simd() == FFN_SIMD_AVX2 ? 8 : FFN_DECODE_MAX_N; /* plain rows */
 }

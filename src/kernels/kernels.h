@@ -86,6 +86,12 @@ void ffn_gemv_mt(const ffn_ctx *ctx, float *out, int64_t ldo, const float *W, in
 /* Forward passes with at most this many tokens take the streaming path
  * (measured: see bench/ and the comment in gemv.c). */
 #define FFN_DECODE_MAX_N 4
+/* The dense and gated layer's split: forward (and recompute) with n <= this
+ * many tokens run on the streaming kernels, larger n on the matrix engine.
+ * From a measured table (gemv.c); `packed` says the AVX-512 packed-panel
+ * kernel runs (else the plain-row kernels).  FFN_STREAM_MAX_N=<n> in the
+ * environment overrides it (for measuring the crossover). */
+int64_t ffn_stream_max_n(int packed);
 
 /* ---- the streaming kernel over the engine's packed weights ---------------
  * A view of ffn_mm_packed B (K, N) when oneDNN chose panels of nb columns

@@ -532,6 +532,11 @@ static int try_mm(const ffn_layer *l, const ffn_mm *m, const carved *c, float *o
     return m && !ffn_mm_run(l->engine, m, out, a, b, bias, c->scratch, c->scratch_bytes);
 }
 
+/* forward with n tokens takes the streaming path (gemv.c) */
+static int streams(const ffn_layer *l, int64_t n) {
+    return n <= ffn_stream_max_n(l->have_views);
+}
+
 static ffn_decode_weights decode_weights(const ffn_layer *l) {
     return (ffn_decode_weights){.w_gate = l->w_gate, .w_up = l->w_up, .w_down = l->w_down,
                                 .in_t = l->have_views ? &l->view_in_t : NULL,
@@ -544,7 +549,7 @@ static ffn_decode_weights decode_weights(const ffn_layer *l) {
 static ffn_status project_in(const ffn_layer *l, const mm_slot *s, const carved *c, float *gu,
                              const float *x, int64_t n) {
     int64_t D = l->D, F = l->F, P = l->P;
-    if (n <= FFN_DECODE_MAX_N) {
+    if (streams(l, n)) {
         ffn_decode_weights w = decode_weights(l);
         ffn_decode_project_in(l->ctx, gu, x, n, D, F, &w);
         return FFN_OK;
@@ -611,11 +616,11 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
     const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
     if (l->q) {
         st = ffn_qlayer_forward(l->q, l->ctx, y, gu, c.h, x, n, writer, rows);
-    } else if (!writer && n <= FFN_DECODE_MAX_N) {
+    } else if (!writer && streams(l, n)) {
         ffn_decode_weights w = decode_weights(l);
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
     } else {
-        mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
+        mm_slot *s = streams(l, n) ? NULL : slot_for(l, n, 0);
         if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
         if (writer) writer->fn(writer->user, FFN_HOOK_GU, gu, n, rows);
         epilogue(l, c.h, NULL, gu, n);                         /* (n, F) */
