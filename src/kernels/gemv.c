@@ -141,8 +141,13 @@ static int64_t env_max_n(void) {
     return v;
 }
 
+static int64_t forced_max_n = -1;
+
+void ffn_stream_force_max_n(int64_t n) { __atomic_store_n(&forced_max_n, n, __ATOMIC_RELAXED); }
+
 int64_t ffn_stream_max_n(int packed) {
-    int64_t forced = env_max_n();
+    int64_t forced = __atomic_load_n(&forced_max_n, __ATOMIC_RELAXED);
+    if (forced < 0) forced = env_max_n();
     if (forced >= 0) return forced;
     if (packed) return 64;                            /* AVX-512 over the packed panels */
     return ffn_simd() == FFN_SIMD_AVX2 ? 8 : FFN_DECODE_MAX_N; /* plain rows */

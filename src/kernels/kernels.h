@@ -92,6 +92,9 @@ void ffn_gemv_mt(const ffn_ctx *ctx, float *out, int64_t ldo, const float *W, in
  * kernel runs (else the plain-row kernels).  FFN_STREAM_MAX_N=<n> in the
  * environment overrides it (for measuring the crossover). */
 int64_t ffn_stream_max_n(int packed);
+/* For benchmarks: the split n >= 0 for every layer from now on, -1 back to
+ * the table (and FFN_STREAM_MAX_N).  Not thread-safe against running layers. */
+void ffn_stream_force_max_n(int64_t n);
 
 /* ---- the streaming kernel over the engine's packed weights ---------------
  * A view of ffn_mm_packed B (K, N) when oneDNN chose panels of nb columns
