@@ -1,24 +1,41 @@
-/* gemv.c -- the streaming small-N (decode) path: the scalar baseline of
- * the row-block dot-product kernel, its run-time dispatch, and the layer
- * forward built on it (ffn_decode_forward).
+/* gemv.c -- the streaming small-N path: the scalar baseline of the
+ * row-block dot-product kernel, its run-time dispatch, the layer forward
+ * built on it (ffn_decode_forward), and the split between it and the
+ * matrix engine (ffn_stream_max_n).
  *
- * Why: at N = 1..4 the products are memory-bound; here each weight is
- * streamed once for all n tokens, and the gate⊙up epilogue runs on a
+ * Why: at small n the products are memory-bound; here each weight comes
+ * from DRAM once for all n tokens, and the gate⊙up epilogue runs on a
  * column block while it is still in cache.  With AVX-512 the stream is the
  * matrix engine's own packed weights (gemv_packed_avx512.c: one sequential
- * stream per 64-column panel), else the caller's plain rows (the kernels
- * here and in gemv_avx2.c / gemv_avx512.c).  Threads take contiguous
- * column ranges (static schedule), and no output is ever split across
- * threads: results are bitwise identical at every thread count.
+ * stream per 64-column panel, 6-token register blocks, the panel reused
+ * from L2 by every token group), else the caller's plain rows (the kernels
+ * here and in gemv_avx2.c / gemv_avx512.c: 4-row blocks reused from L1/L2
+ * by every token group).  Threads take contiguous column ranges (static
+ * schedule), and no output is ever split across threads: results are
+ * bitwise identical at every thread count, and a token's result does not
+ * depend on the others in the batch.
  *
- * The threshold (FFN_DECODE_MAX_N = 4) is measured, one thread, CPU time,
- * input projection of (D, F) = (4096, 11008): streaming 9.1 / 10.2 / 11.5 /
- * 12.1 ms at n = 1..4 against oneDNN brgemm on the same packed weights 9.0
- * / 9.8 / 10.5 / 10.8 ms -- both at the ~40 GB/s a core reads -- and 21.5
- * against 11.3 ms at n = 5 (the streaming kernel keeps 4 tokens in
- * registers and re-reads the weights for the next 4).  So the streaming
- * path is kept where it ties, for its fused epilogue and thread-count
- * invariance, and the engine takes over above. */
+ * The split (forward and recompute with n <= ffn_stream_max_n stream; a
+ * table, not a start-up measurement, so that a token count always takes
+ * the same path and gives the same bits).  Measured with
+ * bench/smallbatch.c (SMALLBATCH_CPU_TIME=1: process CPU time, one thread,
+ * on a loaded 2-core Zen 4), the whole layer forward, streaming / engine
+ * on the same packed weights, n = 1 2 4 8 16 24 32 48 64:
+ *   SwiGLU (1024, 2816)   0.67 .. 0.84 0.88 0.92 .. 0.94 0.97 0.98
+ *   GELU   (1024, 4096)   0.86 0.71 0.76 0.83 0.85 0.88 0.92 0.95 0.98
+ *   SwiGLU (4096, 11008)  0.80 0.65 0.80 0.88 0.90 0.94 0.89
+ * and for the products alone (gemv_packed vs brgemm) 0.65-0.98 at (K, N)
+ * = (1024, 5632), (2816, 1024), (11008, 4096) for n <= 64: the engine's
+ * advantage shrinks as n grows and the layer turns compute-bound (at about
+ * n = 6 on one core, 14 on two), where both run its microkernel's FMA
+ * rate.  So: packed panels (AVX-512) stream up to n = 64, the largest pass
+ * the kernel keeps in one read of the weights (GP_CHUNK).  The plain-row
+ * kernels (AVX2, or AVX-512 when the engine's layout has no view) tie the
+ * engine up to n = 8 and lose above (4 rows × 3 tokens reach only a
+ * fraction of the FMA rate): AVX2 streams up to 8, the scalar and the
+ * unviewed AVX-512 level up to FFN_DECODE_MAX_N = 4 as before.
+ * bench/bench_smallbatch.sh prints the same ratios on a quiet machine
+ * ("tbl/engine"). */
 #include "ffn/layer.h"
 #include "kernels/kernels.h"
 
@@ -149,6 +166,6 @@ int64_t ffn_stream_max_n(int packed) {
     int64_t forced = __atomic_load_n(&forced_max_n, __ATOMIC_RELAXED);
     if (forced < 0) forced = env_max_n();
     if (forced >= 0) return forced;
-    if (packed) return 64;                            /* AVX-512 over the packed panels */
+    if (packed) return 64; /* AVX-512 over the packed panels: one pass (GP_CHUNK) */
     return ffn_simd() == FFN_SIMD_AVX2 ? 8 : FFN_DECODE_MAX_N; /* plain rows */
 }

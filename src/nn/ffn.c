@@ -18,9 +18,10 @@
  *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   ffn_gemm (twice)
  *
  * Engines (chosen by measurement, see gemv.c and bench/).  Forward with
- * N <= FFN_DECODE_MAX_N (decode) takes the streaming path in gemv.c: each
- * weight read once, the epilogue fused per column block; with AVX-512 it
- * streams the engine's packed weights, else the caller's plain rows.
+ * N <= ffn_stream_max_n (decode and small batches: 64 with AVX-512, table
+ * in gemv.c) takes the streaming path in gemv.c: each weight read once,
+ * the epilogue fused per column block; with AVX-512 it streams the
+ * engine's packed weights, else the caller's plain rows.
  * Larger N runs F1, F2, B1, B2 on oneDNN matmul primitives (matmul.c,
  * brgemm) over prepacked weights: ffn_layer_set_weights packs W_in and
  * W_down as the forward products want them (1x the weight bytes extra), and
@@ -42,7 +43,7 @@
  *   - every path is bitwise reproducible run to run at a fixed thread count;
  *   - both save modes give bitwise identical results (recompute runs the
  *     same primitive or kernel as forward);
- *   - the decode path (forward with N <= FFN_DECODE_MAX_N), the activation
+ *   - the streaming path (forward with N <= ffn_stream_max_n), the activation
  *     epilogues and the bias gradients give bitwise identical results at
  *     every thread count (fixed per-element reduction order), and so does
  *     the packed streaming kernel against brgemm (both k-ordered sums);
@@ -50,7 +51,7 @@
  *     and 2 threads in every shape the tests and the PyTorch parity test
  *     tried (test_layer prints it), but oneDNN does not promise it (sgemm
  *     may split K by thread count), so the library promises it only for
- *     the decode path.
+ *     the streaming path.
  *
  * Memory and allocation.  The workspace holds, for N tokens, GU or dGU
  * (N, P) and H or dH (N, F) -- 3·N·F floats gated, 2·N·F dense, the same
@@ -599,8 +600,8 @@ static int begin_call(ffn_layer *l, const char *fn, int64_t n, ffn_status *st, i
 
 /* ---- forward -------------------------------------------------------------- */
 
-/* hook NULL: the usual path (the fused decode kernel for n <=
- * FFN_DECODE_MAX_N).  A capture-only hook (src/nn/ffn_hook.h) sees the
+/* hook NULL: the usual path (the fused streaming kernel for n <=
+ * ffn_stream_max_n).  A capture-only hook (src/nn/ffn_hook.h) sees the
  * buffers the usual path left behind (gu and h are intact after it); a
  * writing hook gets the unfused path so that its writes reach the down
  * projection. */

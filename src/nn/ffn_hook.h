@@ -12,7 +12,7 @@
  *   FFN_HOOK_H   h (n, F): the product m = act(g) ⊙ u (dense act(u)), the
  *                input of down_proj.
  * With `writes` 0 the layer runs its usual path (the fused decode kernel
- * for n <= FFN_DECODE_MAX_N) and calls the hook on both buffers after the
+ * for n <= ffn_stream_max_n) and calls the hook on both buffers after the
  * call: capture only, the result is bitwise that of ffn_layer_forward.
  * With `writes` 1 the layer runs unfused -- input projection, hook on gu,
  * epilogue, hook on h, down projection -- so that what the hook writes is
