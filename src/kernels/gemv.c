@@ -21,19 +21,23 @@
  * bench/smallbatch.c (SMALLBATCH_CPU_TIME=1: process CPU time, one thread,
  * on a loaded 2-core Zen 4), the whole layer forward, streaming / engine
  * on the same packed weights, n = 1 2 4 8 16 24 32 48 64:
- *   SwiGLU (1024, 2816)   0.67 .. 0.84 0.88 0.92 .. 0.94 0.97 0.98
+ *   SwiGLU (1024, 2816)   0.90 0.78 0.81 0.99 0.84 0.88 0.92 0.94 0.96
  *   GELU   (1024, 4096)   0.86 0.71 0.76 0.83 0.85 0.88 0.92 0.95 0.98
- *   SwiGLU (4096, 11008)  0.80 0.65 0.80 0.88 0.90 0.94 0.89
- * and for the products alone (gemv_packed vs brgemm) 0.65-0.98 at (K, N)
- * = (1024, 5632), (2816, 1024), (11008, 4096) for n <= 64: the engine's
- * advantage shrinks as n grows and the layer turns compute-bound (at about
- * n = 6 on one core, 14 on two), where both run its microkernel's FMA
- * rate.  So: packed panels (AVX-512) stream up to n = 64, the largest pass
+ *   SwiGLU (4096, 11008)  0.80 0.65 0.80 0.88 0.90 0.94 0.89 0.96 0.98
+ * and for the products alone (gemv_packed vs brgemm, n = 1..64) 0.62-0.96
+ * at (K, N) = (1024, 5632), 0.85-1.00 at (2816, 1024) (1.16 at n = 1, a
+ * 0.4 ms product), 0.65-0.98 at (11008, 4096).  The streaming kernel's
+ * lead shrinks as n grows and the layer turns compute-bound (at about
+ * n = 6 on one core, 14 on two), where both run at the FMA rate.  So: packed panels (AVX-512) stream up to n = 64, the largest pass
  * the kernel keeps in one read of the weights (GP_CHUNK).  The plain-row
- * kernels (AVX2, or AVX-512 when the engine's layout has no view) tie the
- * engine up to n = 8 and lose above (4 rows × 3 tokens reach only a
- * fraction of the FMA rate): AVX2 streams up to 8, the scalar and the
- * unviewed AVX-512 level up to FFN_DECODE_MAX_N = 4 as before.
+ * AVX2 kernel against oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, as on
+ * a machine without AVX-512), the products alone at (1024, 5632) and
+ * (2816, 1024): 0.63-1.07 at n = 4, 0.81-0.92 at 8, 1.14 at 12, 0.77-0.95
+ * at 16, 1.06 at 24, 0.64-0.84 at 32..64 (the engine's AVX2 kernels are
+ * weak at small M): AVX2 streams up to 64 too.  The scalar level, and
+ * AVX-512 when the engine's layout has no view (the plain-row AVX-512
+ * kernel lost 1.36-1.56x to brgemm from n = 4 on), stream up to
+ * FFN_DECODE_MAX_N = 4 as before.
  * bench/bench_smallbatch.sh prints the same ratios on a quiet machine
  * ("tbl/engine"). */
 #include "ffn/layer.h"
@@ -167,5 +171,5 @@ int64_t ffn_stream_max_n(int packed) {
     if (forced < 0) forced = env_max_n();
     if (forced >= 0) return forced;
     if (packed) return 64; /* AVX-512 over the packed panels: one pass (GP_CHUNK) */
-    return ffn_simd() == FFN_SIMD_AVX2 ? 8 : FFN_DECODE_MAX_N; /* plain rows */
+    return ffn_simd() == FFN_SIMD_AVX2 ? 64 : FFN_DECODE_MAX_N; /* plain rows */
 }

@@ -18,8 +18,8 @@
  *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   ffn_gemm (twice)
  *
  * Engines (chosen by measurement, see gemv.c and bench/).  Forward with
- * N <= ffn_stream_max_n (decode and small batches: 64 with AVX-512, table
- * in gemv.c) takes the streaming path in gemv.c: each weight read once,
+ * N <= ffn_stream_max_n (decode and small batches: 64 with AVX-512 or
+ * AVX2, table in gemv.c) takes the streaming path in gemv.c: each weight read once,
  * the epilogue fused per column block; with AVX-512 it streams the
  * engine's packed weights, else the caller's plain rows.
  * Larger N runs F1, F2, B1, B2 on oneDNN matmul primitives (matmul.c,
