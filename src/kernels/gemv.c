@@ -118,6 +118,20 @@ void ffn_decode_project_in(const ffn_ctx *ctx, float *gu, const float *x, int64_
     }
 }
 
+void ffn_decode_project_down(const ffn_ctx *ctx, float *y, const float *h, int64_t n, int64_t D,
+                             int64_t F, const ffn_decode_weights *w) {
+    ffn_ctx_enter(ctx);
+    int64_t ob = col_block(w->down_t), n_out = (D + ob - 1) / ob;
+#pragma omp parallel for schedule(static) if (n * D * F >= PAR_MIN_MACS)
+    for (int64_t b = 0; b < n_out; b++) {
+        int64_t i0 = b * ob, i1 = i0 + ob < D ? i0 + ob : D;
+        if (w->down_t) ffn_gemv_packed_avx512(y + i0, D, w->down_t, h, F, n, i0, i1);
+        else ffn_gemv(y + i0, D, w->w_down + i0 * F, F, h, F, n, i1 - i0);
+        if (w->b_down)
+            for (int64_t t = 0; t < n; t++) ffn_add_bias(y + t * D + i0, w->b_down + i0, i1 - i0);
+    }
+}
+
 ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h, const float *x,
                               int64_t n, int64_t D, int64_t F, ffn_act act,
                               const ffn_decode_weights *w) {
@@ -135,15 +149,7 @@ ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h,
             else ffn_act_fwd(act, h + t * F + j0, g, j1 - j0);
         }
     }
-    int64_t ob = col_block(w->down_t), n_out = (D + ob - 1) / ob;
-#pragma omp parallel for schedule(static) if (n * D * F >= PAR_MIN_MACS)
-    for (int64_t b = 0; b < n_out; b++) {
-        int64_t i0 = b * ob, i1 = i0 + ob < D ? i0 + ob : D;
-        if (w->down_t) ffn_gemv_packed_avx512(y + i0, D, w->down_t, h, F, n, i0, i1);
-        else ffn_gemv(y + i0, D, w->w_down + i0 * F, F, h, F, n, i1 - i0);
-        if (w->b_down)
-            for (int64_t t = 0; t < n; t++) ffn_add_bias(y + t * D + i0, w->b_down + i0, i1 - i0);
-    }
+    ffn_decode_project_down(ctx, y, h, n, D, F, w);
     return FFN_OK;
 }
 

@@ -124,6 +124,9 @@ typedef struct ffn_decode_weights {
 /* gu (n, P) = x·W_inᵀ + b_in on the streaming kernels. */
 void ffn_decode_project_in(const ffn_ctx *ctx, float *gu, const float *x, int64_t n, int64_t D,
                            int64_t F, const ffn_decode_weights *w);
+/* y (n, D) = h·W_downᵀ + b_down on the streaming kernels. */
+void ffn_decode_project_down(const ffn_ctx *ctx, float *y, const float *h, int64_t n, int64_t D,
+                             int64_t F, const ffn_decode_weights *w);
 /* The whole layer forward on the streaming path, threads over columns:
  *   gu (n, P) = x·W_inᵀ + b_in, h (n, F) = act(g)⊙u or act(u) (fused per
  *   column block), y (n, D) = h·W_downᵀ + b_down.  P = 2F gated (gu rows

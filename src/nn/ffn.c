@@ -36,8 +36,9 @@
  *
  * Taps.  ffn_layer_forward_hooked (src/nn/ffn_hook.h) shows the model's
  * taps gu and h between the epilogue and the down projection: after the
- * usual path when the hook only reads, on the unfused path (decode: the
- * streaming input projection, then ffn_gemm for down) when it writes.
+ * usual path when the hook only reads, on the unfused path (streaming
+ * sizes: the streaming input and down projections, the same bits as the
+ * fused kernel) when it writes.
  *
  * Determinism (measured by tests/unit/test_layer.c and test_kernels.c):
  *   - every path is bitwise reproducible run to run at a fixed thread count;
@@ -570,6 +571,11 @@ static ffn_status project_in(const ffn_layer *l, const mm_slot *s, const carved 
 /* y (n, D) = h · W_downᵀ + b_down */
 static ffn_status project_down(const ffn_layer *l, const mm_slot *s, const carved *c, float *y,
                                const float *h, int64_t n) {
+    if (streams(l, n)) { /* as the fused forward does it (same bits) */
+        ffn_decode_weights w = decode_weights(l);
+        ffn_decode_project_down(l->ctx, y, h, n, l->D, l->F, &w);
+        return FFN_OK;
+    }
     if (try_mm(l, s ? s->f2 : NULL, c, y, h, l->pk_down_t.data, l->b_down)) return FFN_OK;
     ffn_status st = ffn_gemm(l->ctx, 0, 1, n, l->D, l->F, 1.0f, h, l->F, l->w_down, l->F, 0.0f,
                              y, l->D);

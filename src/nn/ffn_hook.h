@@ -16,9 +16,8 @@
  * call: capture only, the result is bitwise that of ffn_layer_forward.
  * With `writes` 1 the layer runs unfused -- input projection, hook on gu,
  * epilogue, hook on h, down projection -- so that what the hook writes is
- * what the rest of the layer sees; the down projection of a decode-sized
- * call then runs on ffn_gemm instead of the streaming kernel, and equals
- * the untapped result to float rounding.
+ * what the rest of the layer sees; on the same kernels as the usual path,
+ * so a hook that writes nothing leaves the result bitwise unchanged.
  *
  * rows describes the rows of the call: NULL for a layer's own FFN (row r
  * is token r); for a routed expert of a MoE layer, token row_slot[r] / k

@@ -10,7 +10,8 @@
  *     dx and every gradient against a double-precision reference, in both
  *     save modes (recompute must reproduce the streaming forward: the two
  *     modes' gradients are compared bitwise), the streaming forward bitwise
- *     equal row by row and at 1 and 2 threads;
+ *     equal row by row and at 1 and 2 threads; a writing hook that writes
+ *     nothing (the unfused path) gives the usual path's bits;
  *   - then the same layer checks again in child processes under
  *     FFN_SIMD=avx2 and FFN_SIMD=scalar (the level is chosen once per
  *     process).
@@ -19,6 +20,7 @@
 #include "check.h"
 #include "ffn/layer.h"
 #include "kernels/kernels.h"
+#include "nn/ffn_hook.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -383,6 +385,47 @@ static void test_layer(ffn_ctx *ctx, const char *level) {
     }
 }
 
+/* A writing hook takes the unfused path (input projection, hook, epilogue,
+ * hook, down projection); writing nothing it must give the usual path's
+ * bits, on both sides of the split. */
+static void noop_hook(void *user, int stage, float *buf, int64_t n, const ffn_hook_rows *rows) {
+    (void)stage, (void)buf, (void)n, (void)rows;
+    (*(int *)user)++;
+}
+
+static void test_writing_hook(ffn_ctx *ctx, const char *level) {
+    const int64_t D = 67, F = 131, nmax = 70;
+    weights w;
+    weights_init(&w, D, F, 1, 1);
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = FFN_ACT_SILU,
+                            .type = FFN_MLP_GATED, .bias = 1, .save = FFN_SAVE_NONE};
+    ffn_layer *l = NULL;
+    CHECK(!ffn_layer_create(ctx, &cfg, &l), "hook layer: %s", ffn_last_error());
+    if (!l) return;
+    ffn_layer_params p = params(&w);
+    CHECK(!ffn_layer_set_weights(l, &p), "hook weights: %s", ffn_last_error());
+    size_t ws_bytes = ffn_layer_workspace_size(l, nmax);
+    void *ws = malloc(ws_bytes);
+    float *x = rnd(nmax * D, 1), *y0 = malloc(nmax * D * 4), *y1 = malloc(nmax * D * 4);
+    int calls = 0, same = 1;
+    ffn_neuron_hook hook = {.fn = noop_hook, .user = &calls, .writes = 1};
+    for (int64_t n = 1; n <= nmax; n++) {
+        CHECK(!ffn_layer_forward(l, y0, x, n, NULL, ws, ws_bytes) &&
+              !ffn_layer_forward_hooked(l, y1, x, n, NULL, ws, ws_bytes, &hook, NULL),
+              "hook n=%lld: %s", (long long)n, ffn_last_error());
+        int s = !memcmp(y0, y1, n * D * 4);
+        CHECK(s, "%s n=%lld: a writing hook that writes nothing changed the result", level,
+              (long long)n);
+        same &= s;
+    }
+    CHECK(calls == 2 * nmax, "hook called %d times (expected %lld)", calls, (long long)(2 * nmax));
+    printf("%s writing hook (no-op), n = 1..70: %s the usual path\n", level,
+           same ? "bitwise equal to" : "DIFFERS from");
+    free(ws), free(x), free(y0), free(y1);
+    ffn_layer_free(l);
+    weights_free(&w);
+}
+
 /* The streaming forward at 1 and 2 threads, on a shape large enough to run
  * in parallel, for every n it takes. */
 static void test_threads(const char *level) {
@@ -434,6 +477,7 @@ int main(int argc, char **argv) {
         test_gemv_packed();
     }
     test_layer(ctx, level);
+    test_writing_hook(ctx, level);
     test_threads(level);
     ffn_ctx_free(ctx);
     if (!layer_only) {
