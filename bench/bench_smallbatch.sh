@@ -27,6 +27,10 @@
 #                   `ffn bench layer` at N = 1 and 512 for it and for this
 #                   build, interleaved (the no-regression check)
 #   BENCH_SB_OUT    the JSON lines (default build/bench/smallbatch.jsonl)
+#   SMALLBATCH_CPU_TIME=1  ffn's times in process CPU time (with
+#                   BENCH_THREADS=1 on a loaded machine: time spent
+#                   descheduled does not count; the table/engine and
+#                   table/old ratios stay meaningful, the roofline % not)
 # Needs build/libffn.a and build/ffn (make all).  Numbers from a loaded
 # machine mean little: run it on an idle one.
 set -euo pipefail
