@@ -1,26 +1,49 @@
-/* gemv.c -- the streaming small-N (decode) path: the scalar baseline of
- * the row-block dot-product kernel, its run-time dispatch, and the layer
- * forward built on it (ffn_decode_forward).
+/* gemv.c -- the streaming small-N path: the scalar baseline of the
+ * row-block dot-product kernel, its run-time dispatch, the layer forward
+ * built on it (ffn_decode_forward), and the split between it and the
+ * matrix engine (ffn_stream_max_n).
  *
- * Why: at N = 1..4 the products are memory-bound; here each weight is
- * streamed once for all n tokens, and the gate⊙up epilogue runs on a
+ * Why: at small n the products are memory-bound; here each weight comes
+ * from DRAM once for all n tokens, and the gate⊙up epilogue runs on a
  * column block while it is still in cache.  With AVX-512 the stream is the
  * matrix engine's own packed weights (gemv_packed_avx512.c: one sequential
- * stream per 64-column panel), else the caller's plain rows (the kernels
- * here and in gemv_avx2.c / gemv_avx512.c).  Threads take contiguous
- * column ranges (static schedule), and no output is ever split across
- * threads: results are bitwise identical at every thread count.
+ * stream per 64-column panel, 6-token register blocks, the panel reused
+ * from L2 by every token group), else the caller's plain rows (the kernels
+ * here and in gemv_avx2.c / gemv_avx512.c: 4-row blocks reused from L1/L2
+ * by every token group).  Threads take contiguous column ranges (static
+ * schedule), and no output is ever split across threads: results are
+ * bitwise identical at every thread count, and a token's result does not
+ * depend on the others in the batch.
  *
- * The threshold (FFN_DECODE_MAX_N = 4) is measured, one thread, CPU time,
- * input projection of (D, F) = (4096, 11008): streaming 9.1 / 10.2 / 11.5 /
- * 12.1 ms at n = 1..4 against oneDNN brgemm on the same packed weights 9.0
- * / 9.8 / 10.5 / 10.8 ms -- both at the ~40 GB/s a core reads -- and 21.5
- * against 11.3 ms at n = 5 (the streaming kernel keeps 4 tokens in
- * registers and re-reads the weights for the next 4).  So the streaming
- * path is kept where it ties, for its fused epilogue and thread-count
- * invariance, and the engine takes over above. */
+ * The split (forward and recompute with n <= ffn_stream_max_n stream; a
+ * table, not a start-up measurement, so that a token count always takes
+ * the same path and gives the same bits).  Measured with
+ * bench/smallbatch.c (SMALLBATCH_CPU_TIME=1: process CPU time, one thread,
+ * on a loaded 2-core Zen 4), the whole layer forward, streaming / engine
+ * on the same packed weights, n = 1 2 4 8 16 24 32 48 64:
+ *   SwiGLU (1024, 2816)   0.90 0.78 0.81 0.99 0.84 0.88 0.92 0.94 0.96
+ *   GELU   (1024, 4096)   0.86 0.71 0.76 0.83 0.85 0.88 0.92 0.95 0.98
+ *   SwiGLU (4096, 11008)  0.80 0.65 0.80 0.88 0.90 0.94 0.89 0.96 0.98
+ * and for the products alone (gemv_packed vs brgemm, n = 1..64) 0.62-0.96
+ * at (K, N) = (1024, 5632), 0.85-1.00 at (2816, 1024) (1.16 at n = 1, a
+ * 0.4 ms product), 0.65-0.98 at (11008, 4096).  The streaming kernel's
+ * lead shrinks as n grows and the layer turns compute-bound (at about
+ * n = 6 on one core, 14 on two), where both run at the FMA rate.  So: packed panels (AVX-512) stream up to n = 64, the largest pass
+ * the kernel keeps in one read of the weights (GP_CHUNK).  The plain-row
+ * AVX2 kernel against oneDNN held to AVX2 (ONEDNN_MAX_CPU_ISA=AVX2, as on
+ * a machine without AVX-512), the products alone at (1024, 5632) and
+ * (2816, 1024): 0.63-1.07 at n = 4, 0.81-0.92 at 8, 1.14 at 12, 0.77-0.95
+ * at 16, 1.06 at 24, 0.64-0.84 at 32..64 (the engine's AVX2 kernels are
+ * weak at small M): AVX2 streams up to 64 too.  The scalar level, and
+ * AVX-512 when the engine's layout has no view (the plain-row AVX-512
+ * kernel lost 1.36-1.56x to brgemm from n = 4 on), stream up to
+ * FFN_DECODE_MAX_N = 4 as before.
+ * bench/bench_smallbatch.sh prints the same ratios on a quiet machine
+ * ("tbl/engine"). */
 #include "ffn/layer.h"
 #include "kernels/kernels.h"
+
+#include <stdlib.h>
 
 void ffn_gemv_scalar(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                      int64_t ldx, int64_t n, int64_t rows) {
@@ -95,6 +118,20 @@ void ffn_decode_project_in(const ffn_ctx *ctx, float *gu, const float *x, int64_
     }
 }
 
+void ffn_decode_project_down(const ffn_ctx *ctx, float *y, const float *h, int64_t n, int64_t D,
+                             int64_t F, const ffn_decode_weights *w) {
+    ffn_ctx_enter(ctx);
+    int64_t ob = col_block(w->down_t), n_out = (D + ob - 1) / ob;
+#pragma omp parallel for schedule(static) if (n * D * F >= PAR_MIN_MACS)
+    for (int64_t b = 0; b < n_out; b++) {
+        int64_t i0 = b * ob, i1 = i0 + ob < D ? i0 + ob : D;
+        if (w->down_t) ffn_gemv_packed_avx512(y + i0, D, w->down_t, h, F, n, i0, i1);
+        else ffn_gemv(y + i0, D, w->w_down + i0 * F, F, h, F, n, i1 - i0);
+        if (w->b_down)
+            for (int64_t t = 0; t < n; t++) ffn_add_bias(y + t * D + i0, w->b_down + i0, i1 - i0);
+    }
+}
+
 ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h, const float *x,
                               int64_t n, int64_t D, int64_t F, ffn_act act,
                               const ffn_decode_weights *w) {
@@ -112,14 +149,33 @@ ffn_status ffn_decode_forward(const ffn_ctx *ctx, float *y, float *gu, float *h,
             else ffn_act_fwd(act, h + t * F + j0, g, j1 - j0);
         }
     }
-    int64_t ob = col_block(w->down_t), n_out = (D + ob - 1) / ob;
-#pragma omp parallel for schedule(static) if (n * D * F >= PAR_MIN_MACS)
-    for (int64_t b = 0; b < n_out; b++) {
-        int64_t i0 = b * ob, i1 = i0 + ob < D ? i0 + ob : D;
-        if (w->down_t) ffn_gemv_packed_avx512(y + i0, D, w->down_t, h, F, n, i0, i1);
-        else ffn_gemv(y + i0, D, w->w_down + i0 * F, F, h, F, n, i1 - i0);
-        if (w->b_down)
-            for (int64_t t = 0; t < n; t++) ffn_add_bias(y + t * D + i0, w->b_down + i0, i1 - i0);
-    }
+    ffn_decode_project_down(ctx, y, h, n, D, F, w);
     return FFN_OK;
+}
+
+/* ---- the split between the streaming kernels and the engine ------------- */
+
+static int64_t env_max_n(void) {
+    static int64_t cached = -2; /* -2 unread, -1 unset */
+    int64_t v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v == -2) {
+        const char *s = getenv("FFN_STREAM_MAX_N");
+        char *end = NULL;
+        long long parsed = s ? strtoll(s, &end, 10) : -1;
+        v = (s && end != s && *end == '\0' && parsed >= 0) ? (int64_t)parsed : -1;
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+static int64_t forced_max_n = -1;
+
+void ffn_stream_force_max_n(int64_t n) { __atomic_store_n(&forced_max_n, n, __ATOMIC_RELAXED); }
+
+int64_t ffn_stream_max_n(int packed) {
+    int64_t forced = __atomic_load_n(&forced_max_n, __ATOMIC_RELAXED);
+    if (forced < 0) forced = env_max_n();
+    if (forced >= 0) return forced;
+    if (packed) return 64; /* AVX-512 over the packed panels: one pass (GP_CHUNK) */
+    return ffn_simd() == FFN_SIMD_AVX2 ? 64 : FFN_DECODE_MAX_N; /* plain rows */
 }

@@ -81,11 +81,18 @@ GEMV_INLINE void gemv_tokens(float *out, int64_t ldo, const float *W, int64_t K,
 
 void GEMV_NAME(float *out, int64_t ldo, const float *W, int64_t K, const float *x, int64_t ldx,
                int64_t n, int64_t rows) {
-    for (int64_t t0 = 0; t0 < n; t0 += GEMV_TOKENS) {
-        int T = n - t0 < GEMV_TOKENS ? (int)(n - t0) : GEMV_TOKENS;
-        const float *xt = x + t0 * ldx;
-        int64_t r = 0;
-        for (; r + 4 <= rows; r += 4) gemv_tokens(out + t0 * ldo + r, ldo, W + r * K, K, xt, ldx, 4, T);
-        for (; r < rows; r++) gemv_tokens(out + t0 * ldo + r, ldo, W + r * K, K, xt, ldx, 1, T);
-    }
+    /* rows outer: a block of up to 4 rows (4·K floats, in L1/L2) serves
+     * every token group before the next block is read, so each weight
+     * comes from DRAM once for all n tokens */
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4)
+        for (int64_t t0 = 0; t0 < n; t0 += GEMV_TOKENS) {
+            int T = n - t0 < GEMV_TOKENS ? (int)(n - t0) : GEMV_TOKENS;
+            gemv_tokens(out + t0 * ldo + r, ldo, W + r * K, K, x + t0 * ldx, ldx, 4, T);
+        }
+    for (; r < rows; r++)
+        for (int64_t t0 = 0; t0 < n; t0 += GEMV_TOKENS) {
+            int T = n - t0 < GEMV_TOKENS ? (int)(n - t0) : GEMV_TOKENS;
+            gemv_tokens(out + t0 * ldo + r, ldo, W + r * K, K, x + t0 * ldx, ldx, 1, T);
+        }
 }

@@ -86,6 +86,15 @@ void ffn_gemv_mt(const ffn_ctx *ctx, float *out, int64_t ldo, const float *W, in
 /* Forward passes with at most this many tokens take the streaming path
  * (measured: see bench/ and the comment in gemv.c). */
 #define FFN_DECODE_MAX_N 4
+/* The dense and gated layer's split: forward (and recompute) with n <= this
+ * many tokens run on the streaming kernels, larger n on the matrix engine.
+ * From a measured table (gemv.c); `packed` says the AVX-512 packed-panel
+ * kernel runs (else the plain-row kernels).  FFN_STREAM_MAX_N=<n> in the
+ * environment overrides it (for measuring the crossover). */
+int64_t ffn_stream_max_n(int packed);
+/* For benchmarks: the split n >= 0 for every layer from now on, -1 back to
+ * the table (and FFN_STREAM_MAX_N).  Not thread-safe against running layers. */
+void ffn_stream_force_max_n(int64_t n);
 
 /* ---- the streaming kernel over the engine's packed weights ---------------
  * A view of ffn_mm_packed B (K, N) when oneDNN chose panels of nb columns
@@ -115,6 +124,9 @@ typedef struct ffn_decode_weights {
 /* gu (n, P) = x·W_inᵀ + b_in on the streaming kernels. */
 void ffn_decode_project_in(const ffn_ctx *ctx, float *gu, const float *x, int64_t n, int64_t D,
                            int64_t F, const ffn_decode_weights *w);
+/* y (n, D) = h·W_downᵀ + b_down on the streaming kernels. */
+void ffn_decode_project_down(const ffn_ctx *ctx, float *y, const float *h, int64_t n, int64_t D,
+                             int64_t F, const ffn_decode_weights *w);
 /* The whole layer forward on the streaming path, threads over columns:
  *   gu (n, P) = x·W_inᵀ + b_in, h (n, F) = act(g)⊙u or act(u) (fused per
  *   column block), y (n, D) = h·W_downᵀ + b_down.  P = 2F gated (gu rows

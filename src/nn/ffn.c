@@ -18,9 +18,10 @@
  *              dW_gate += dGᵀ·x, dW_up += dUᵀ·x   weight_grad (twice)
  *
  * Engines (chosen by measurement, see gemv.c and bench/).  Forward with
- * N <= FFN_DECODE_MAX_N (decode) takes the streaming path in gemv.c: each
- * weight read once, the epilogue fused per column block; with AVX-512 it
- * streams the engine's packed weights, else the caller's plain rows.
+ * N <= ffn_stream_max_n (decode and small batches: 64 with AVX-512 or
+ * AVX2, table in gemv.c) takes the streaming path in gemv.c: each weight read once,
+ * the epilogue fused per column block; with AVX-512 it streams the
+ * engine's packed weights, else the caller's plain rows.
  * Larger N runs F1, F2, B1, B2 on oneDNN matmul primitives (matmul.c,
  * brgemm) over prepacked weights: ffn_layer_set_weights packs W_in and
  * W_down as the forward products want them (1x the weight bytes extra), and
@@ -37,14 +38,15 @@
  *
  * Taps.  ffn_layer_forward_hooked (src/nn/ffn_hook.h) shows the model's
  * taps gu and h between the epilogue and the down projection: after the
- * usual path when the hook only reads, on the unfused path (decode: the
- * streaming input projection, then ffn_gemm for down) when it writes.
+ * usual path when the hook only reads, on the unfused path (streaming
+ * sizes: the streaming input and down projections, the same bits as the
+ * fused kernel) when it writes.
  *
  * Determinism (measured by tests/unit/test_layer.c and test_kernels.c):
  *   - every path is bitwise reproducible run to run at a fixed thread count;
  *   - both save modes give bitwise identical results (recompute runs the
  *     same primitive or kernel as forward);
- *   - the decode path (forward with N <= FFN_DECODE_MAX_N), the activation
+ *   - the streaming path (forward with N <= ffn_stream_max_n), the activation
  *     epilogues, the bias gradients and ffn_wgrad (each dW element one
  *     k-ordered sum) give bitwise identical results at every thread count
  *     (fixed per-element reduction order; for dW that holds for its inputs
@@ -54,7 +56,7 @@
  *     and 2 threads in every shape the tests and the PyTorch parity test
  *     tried (test_layer prints it), but oneDNN does not promise it (sgemm
  *     may split K by thread count), so the library promises it only for
- *     the decode path.
+ *     the streaming path.
  *
  * Memory and allocation.  The workspace holds, for N tokens, GU or dGU
  * (N, P) and H or dH (N, F) -- 3·N·F floats gated, 2·N·F dense, the same
@@ -556,6 +558,11 @@ static int try_mm(const ffn_layer *l, const ffn_mm *m, const carved *c, float *o
     return m && !ffn_mm_run(l->engine, m, out, a, b, bias, c->scratch, c->scratch_bytes);
 }
 
+/* forward with n tokens takes the streaming path (gemv.c) */
+static int streams(const ffn_layer *l, int64_t n) {
+    return n <= ffn_stream_max_n(l->have_views);
+}
+
 static ffn_decode_weights decode_weights(const ffn_layer *l) {
     return (ffn_decode_weights){.w_gate = l->w_gate, .w_up = l->w_up, .w_down = l->w_down,
                                 .in_t = l->have_views ? &l->view_in_t : NULL,
@@ -568,7 +575,7 @@ static ffn_decode_weights decode_weights(const ffn_layer *l) {
 static ffn_status project_in(const ffn_layer *l, const mm_slot *s, const carved *c, float *gu,
                              const float *x, int64_t n) {
     int64_t D = l->D, F = l->F, P = l->P;
-    if (n <= FFN_DECODE_MAX_N) {
+    if (streams(l, n)) {
         ffn_decode_weights w = decode_weights(l);
         ffn_decode_project_in(l->ctx, gu, x, n, D, F, &w);
         return FFN_OK;
@@ -588,6 +595,11 @@ static ffn_status project_in(const ffn_layer *l, const mm_slot *s, const carved 
 /* y (n, D) = h · W_downᵀ + b_down */
 static ffn_status project_down(const ffn_layer *l, const mm_slot *s, const carved *c, float *y,
                                const float *h, int64_t n) {
+    if (streams(l, n)) { /* as the fused forward does it (same bits) */
+        ffn_decode_weights w = decode_weights(l);
+        ffn_decode_project_down(l->ctx, y, h, n, l->D, l->F, &w);
+        return FFN_OK;
+    }
     if (try_mm(l, s ? s->f2 : NULL, c, y, h, l->pk_down_t.data, l->b_down)) return FFN_OK;
     ffn_status st = ffn_gemm(l->ctx, 0, 1, n, l->D, l->F, 1.0f, h, l->F, l->w_down, l->F, 0.0f,
                              y, l->D);
@@ -618,8 +630,8 @@ static int begin_call(ffn_layer *l, const char *fn, int64_t n, ffn_status *st, i
 
 /* ---- forward -------------------------------------------------------------- */
 
-/* hook NULL: the usual path (the fused decode kernel for n <=
- * FFN_DECODE_MAX_N).  A capture-only hook (src/nn/ffn_hook.h) sees the
+/* hook NULL: the usual path (the fused streaming kernel for n <=
+ * ffn_stream_max_n).  A capture-only hook (src/nn/ffn_hook.h) sees the
  * buffers the usual path left behind (gu and h are intact after it); a
  * writing hook gets the unfused path so that its writes reach the down
  * projection. */
@@ -638,11 +650,11 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
     } else if (l->bf) {
         st = ffn_bf16layer_forward(l->bf, y, gu, c.h, x, n, c.scratch, c.scratch_bytes, writer,
                                    rows);
-    } else if (!writer && n <= FFN_DECODE_MAX_N) {
+    } else if (!writer && streams(l, n)) {
         ffn_decode_weights w = decode_weights(l);
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
     } else {
-        mm_slot *s = n <= FFN_DECODE_MAX_N ? NULL : slot_for(l, n, 0);
+        mm_slot *s = streams(l, n) ? NULL : slot_for(l, n, 0);
         if ((st = project_in(l, s, &c, gu, x, n))) return st; /* (n, P) */
         if (writer) writer->fn(writer->user, FFN_HOOK_GU, gu, n, rows);
         epilogue(l, c.h, NULL, gu, n);                         /* (n, F) */

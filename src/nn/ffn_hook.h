@@ -12,13 +12,12 @@
  *   FFN_HOOK_H   h (n, F): the product m = act(g) ⊙ u (dense act(u)), the
  *                input of down_proj.
  * With `writes` 0 the layer runs its usual path (the fused decode kernel
- * for n <= FFN_DECODE_MAX_N) and calls the hook on both buffers after the
+ * for n <= ffn_stream_max_n) and calls the hook on both buffers after the
  * call: capture only, the result is bitwise that of ffn_layer_forward.
  * With `writes` 1 the layer runs unfused -- input projection, hook on gu,
  * epilogue, hook on h, down projection -- so that what the hook writes is
- * what the rest of the layer sees; the down projection of a decode-sized
- * call then runs on ffn_gemm instead of the streaming kernel, and equals
- * the untapped result to float rounding.
+ * what the rest of the layer sees; on the same kernels as the usual path,
+ * so a hook that writes nothing leaves the result bitwise unchanged.
  *
  * rows describes the rows of the call: NULL for a layer's own FFN (row r
  * is token r); for a routed expert of a MoE layer, token row_slot[r] / k

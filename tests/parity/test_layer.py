@@ -3,8 +3,9 @@
 backward) against PyTorch.
 
 Every activation x dense/gated x bias/no bias, on random shapes (D or F = 1,
-odd sizes) and N in {0, 1, 3, 129}, and N in and just past the range of
-the weight-gradient kernel (16..97) on odd shapes; y, dx and every weight
+odd sizes) and N in {0, 1, 3, 129}, every N in 2..32 (small batches,
+the streaming kernels) and N in and just past the range of the
+weight-gradient kernel (16..97) on odd shapes; y, dx and every weight
 and bias gradient of L = sum(y * dy).  Also: F16 and BF16 inputs, the Hugging Face
 and GLU-family activation aliases, --recompute (bitwise equal to the
 default), |x| up to 1e4, and determinism (run to run, and across threads).
@@ -179,6 +180,20 @@ def main():
         gated = i % 2 == 0
         act = ["silu", "gelu", "gelu_pytorch_tanh", "relu", "sigmoid", "silu"][i]
         check_case("wg%d" % i, act, act, gated, i % 3 == 0, D, F, n, rng)
+    # ---- small batches: every N in 2..32 (the streaming kernels' token
+    # groups and k blocks, src/kernels/gemv*.c), forward and the backward
+    # after it, on odd shapes; at N = 17 and 32 also --recompute (which must
+    # reproduce the streaming forward: bitwise equal to the default) ----
+    for n in range(2, 33):
+        if n % 2:
+            w, x, dy, cfg = check_case("sb%02d" % n, "gelu", "gelu", False, False, 129, 77, n, rng)
+        else:
+            w, x, dy, cfg = check_case("sb%02d" % n, "silu", "silu", True, True, 67, 131, n, rng)
+        if n in (17, 32):
+            a, _ = run_layer("sb%02d" % n, cfg, w, x, dy)
+            b, _ = run_layer("sb%02d" % n, cfg, w, x, dy, extra=("--recompute",))
+            chk.true("sb%02d --recompute bitwise equal to default (%d tensors)" % (n, len(a)),
+                     sorted(a) == sorted(b) and all(a[k].tobytes() == b[k].tobytes() for k in a))
 
     # ---- aliases: gelu_new, swish; GLU family names imply gated ----
     for alias, act in ALIASES.items():
