@@ -92,7 +92,7 @@ static int editor_ready(serve_state *s, serve_reply *r) {
     serve_editor *e = &s->editor;
     if (!e->available) return serve_err(r, 409, "editing is off: %s", e->reason);
     if (e->train) return 0;
-    ffn_model_options mo = {1, 0, 1, 0}; /* B 1, the whole context, gradients, fp32 */
+    ffn_model_options mo = {.max_batch = 1, .training = 1}; /* the whole context, fp32 */
     ffn_checkpoint_info info;
     ffn_status st = ffn_checkpoint_load_model(s->ctx, s->model_path, &mo, &e->train, &info);
     if (st) return serve_err(r, 500, "loading the training copy of the model: %s", ffn_last_error());
