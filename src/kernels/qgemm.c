@@ -342,7 +342,8 @@ size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n) {
 /* The calling thread's own workspace for ffn_qgemm: grown when a call needs
  * more, kept for the next call (so steady-state calls never allocate),
  * freed when the thread exits. */
-static pthread_key_t qg_key;
+enum { QG_WS_SLOTS = 2 }; /* 0: activations and panels; 1: ffn_qgemm_glu's g and u at prompt sizes */
+static pthread_key_t qg_key[QG_WS_SLOTS];
 static pthread_once_t qg_once = PTHREAD_ONCE_INIT;
 typedef struct qg_tls {
     void *p;
@@ -353,14 +354,16 @@ static void qg_tls_free(void *v) {
     if (t) ffn_free_aligned(t->p);
     free(t);
 }
-static void qg_key_make(void) { (void)pthread_key_create(&qg_key, qg_tls_free); }
+static void qg_key_make(void) {
+    for (int i = 0; i < QG_WS_SLOTS; i++) (void)pthread_key_create(&qg_key[i], qg_tls_free);
+}
 
-static void *qg_thread_ws(size_t bytes) {
+static void *qg_thread_ws_slot(int slot, size_t bytes) {
     if (pthread_once(&qg_once, qg_key_make)) return NULL;
-    qg_tls *t = pthread_getspecific(qg_key);
+    qg_tls *t = pthread_getspecific(qg_key[slot]);
     if (!t) {
         if (!(t = calloc(1, sizeof *t))) return NULL;
-        if (pthread_setspecific(qg_key, t)) {
+        if (pthread_setspecific(qg_key[slot], t)) {
             free(t);
             return NULL;
         }
@@ -374,6 +377,8 @@ static void *qg_thread_ws(size_t bytes) {
     }
     return t->p;
 }
+
+static void *qg_thread_ws(size_t bytes) { return qg_thread_ws_slot(0, bytes); }
 
 /* ---- the entry points -------------------------------------------------------------- */
 
@@ -446,12 +451,52 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
     return FFN_OK;
 }
 
+/* ---- prompt sizes: the bf16 panels ------------------------------------------------
+ * From this many rows of x on, ffn_qgemm decodes the weight into bf16
+ * panels inside the call (qgemm_panel_avx512.c) instead of running the
+ * row kernels.  Measured with bench/bench_qgemm.sh (see the table in
+ * docs/QUANTIZATION.md). */
+static const struct {
+    ffn_ggml_type type;
+    int64_t min_n;
+} qg_panel_table[] = {
+    {FFN_GGML_TYPE_Q8_0, 16}, {FFN_GGML_TYPE_Q4_0, 16}, {FFN_GGML_TYPE_Q4_K, 16},
+    {FFN_GGML_TYPE_Q6_K, 16}, {FFN_GGML_TYPE_BF16, 16}, {FFN_GGML_TYPE_F16, 16},
+};
+
+int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
+    if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16()) return INT64_MAX;
+    for (size_t i = 0; i < sizeof qg_panel_table / sizeof qg_panel_table[0]; i++)
+        if (qg_panel_table[i].type == type) return qg_panel_table[i].min_n;
+    return INT64_MAX;
+}
+
+ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                           int64_t n, float *y, int64_t ldy, int accumulate) {
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16() || w->type == FFN_GGML_TYPE_F32)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm panels: %s weights on a CPU %s AVX512_BF16",
+                         ffn_ggml_type_name(w->type),
+                         ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? "with" : "without");
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+    ffn_ctx_enter(ctx);
+    size_t need = ffn_qg_panel_ws_bytes(w, n, ffn_ctx_threads(ctx));
+    void *ws = qg_thread_ws(need);
+    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm panels: out of memory (%zu bytes)", need);
+    ffn_qg_panel_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    return FFN_OK;
+}
+
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                      int64_t n, float *y, int64_t ldy, int accumulate) {
     if (w && w->packed && n >= ffn_qgemm_batch_min_n(w->type)) {
         ffn_status st = qg_check(w, x, ldx, n, y, ldy);
         return st ? st : ffn_qgemm_bf16mm_run(w->packed, ctx, x, ldx, n, y, ldy, accumulate);
     }
+    if (w && n >= ffn_qgemm_panel_min_n(w->type))
+        return ffn_qgemm_panel(ctx, w, x, ldx, n, y, ldy, accumulate);
     return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
 }
 
@@ -497,6 +542,24 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
                          (long long)gate->rows, (long long)gate->cols, (long long)up->rows,
                          (long long)up->cols);
     if (!n || !gate->rows) return FFN_OK;
+    if (n >= ffn_qgemm_panel_min_n(gate->type) && n >= ffn_qgemm_panel_min_n(up->type)) {
+        /* prompt sizes: both products on the panels, as ffn_qgemm computes them */
+        int64_t ld = ldh;
+        float *g = g_out, *u = u_out;
+        if (!g || !u) {
+            size_t need = (size_t)(2 * n * gate->rows) * sizeof(float);
+            float *tmp = qg_thread_ws_slot(1, need);
+            if (!tmp) return ffn_error(FFN_ERR_NOMEM, "qgemm glu: out of memory (%zu bytes)", need);
+            g = tmp, u = tmp + n * gate->rows, ld = gate->rows;
+        }
+        if ((st = ffn_qgemm_panel(ctx, gate, x, ldx, n, g, ld, 0)) ||
+            (st = ffn_qgemm_panel(ctx, up, x, ldx, n, u, ld, 0)))
+            return st;
+        ffn_ctx_enter(ctx);
+#pragma omp parallel for schedule(static) if (n * gate->rows >= 65536)
+        for (int64_t t = 0; t < n; t++) ffn_glu_fwd(act, h + t * ldh, g + t * ld, u + t * ld, gate->rows);
+        return FFN_OK;
+    }
     const int level = ffn_simd();
     const int64_t rows = gate->rows, cols = gate->cols;
     const int same = gate->type == up->type;

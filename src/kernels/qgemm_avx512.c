@@ -29,6 +29,15 @@
 #define QK_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")))
 #define QK static inline __attribute__((always_inline)) QK_TARGET
 enum { QK_T = 8 }; /* tokens per pass over a row */
+/* Bytes ahead of a row's stream that the decode kernels (one or two tokens,
+ * whole rows) prefetch: the hardware prefetcher alone kept the single
+ * stream well below the read bandwidth. */
+enum { QK_PF = 2048, QK_STREAM_T = 2 /* = QK_WHOLE_ROW_T below */ };
+#define QK_PREFETCH(p, lines)                                                      \
+    do {                                                                           \
+        for (int pf_ = 0; pf_ < (lines); pf_++)                                    \
+            _mm_prefetch((const char *)(p) + QK_PF + 64 * pf_, _MM_HINT_T0);       \
+    } while (0)
 
 static inline float qk_f16(const uint8_t *p) {
     uint16_t h;
@@ -112,6 +121,94 @@ QK void qk_part_q32(const uint8_t *row, int64_t k0, int64_t k1, int q8, const qg
     }
 }
 
+/* ---- q8_0 / q4_0 at n = 1: rows side by side -------------------------------------
+ * One token: QK_N1_R rows go through their blocks together, so each pair
+ * of activation blocks (its int8 values, lane corrections and scales) is
+ * loaded once for all of them, and each row's stream is prefetched
+ * QK_PF bytes ahead (measured on 2048 × 8192, 1 thread, loaded machine:
+ * q4_0 1.4× and q8_0 1.15× from the prefetch alone; the hardware
+ * prefetcher alone ran well below the bandwidth; the rows side by side
+ * took the kernel time of an L2-resident q8_0 weight down by 15%, q4_0
+ * unchanged).  Every row's arithmetic is qk_part_q32's, operation for
+ * operation, so the result equals the one-row kernel's bit for bit. */
+enum { QK_N1_R = 4 };
+
+/* The weight bytes and the scales [d0 ×8, d1 ×8] of blocks p0, p0 + 1. */
+QK void qk_w32_fast(const uint8_t *p0, int q8, __m512i *wv, __m512 *wd) {
+    const uint8_t *p1 = p0 + (q8 ? 34 : 18);
+    uint16_t h0, h1;
+    *wv = qk_w32(p0, p1, q8);
+    memcpy(&h0, p0, 2); /* one broadcast per scale instead of qk_pair's permute */
+    memcpy(&h1, p1, 2);
+    *wd = _mm512_cvtph_ps(_mm256_mask_set1_epi16(_mm256_set1_epi16((short)h0), 0xFF00, (short)h1));
+}
+
+/* acc[r] += blocks b, b + 1 of row r (the step of qk_q32_pair for one token). */
+QK void qk_n1_pair(const uint8_t *const *rows, int bsz, int q8, const qg_acts *a, int64_t b,
+                   const int R, __m512 *acc) {
+    const __m512i cv = _mm512_loadu_si512(a->c + b * 8), qv = _mm512_loadu_si512(a->q + b * 32);
+    const __m512 xd = _mm512_loadu_ps(a->dl + b * 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        const uint8_t *p0 = rows[r] + b * bsz;
+        _mm_prefetch((const char *)p0 + QK_PF, _MM_HINT_T0);
+        __m512i wv;
+        __m512 wd;
+        qk_w32_fast(p0, q8, &wv, &wd);
+        __m512i s = _mm512_dpbusd_epi32(cv, wv, qv);
+        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd), acc[r]);
+    }
+}
+
+QK void qk_n1_q32(const uint8_t *const *rows, int q8, const qg_acts *a, int64_t nblk, const int R,
+                  float *out, int accumulate) {
+    const int bsz = q8 ? 34 : 18;
+    __m512 acc0[QK_N1_R], acc1[QK_N1_R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
+    int64_t b = 0;
+    for (; b + 4 <= nblk; b += 4) {
+        qk_n1_pair(rows, bsz, q8, a, b, R, acc0);
+        qk_n1_pair(rows, bsz, q8, a, b + 2, R, acc1);
+    }
+    if (b + 2 <= nblk) {
+        qk_n1_pair(rows, bsz, q8, a, b, R, acc0);
+        b += 2;
+    }
+    if (b < nblk) { /* as qk_part_q32's last block */
+        __m512i cv = _mm512_maskz_loadu_epi32(0x00FF, a->c + b * 8);
+        __m512i qv = _mm512_maskz_loadu_epi8(0xFFFFFFFFull, a->q + b * 32);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *p0 = rows[r] + b * bsz;
+            __m512i wv = qk_w32(p0, p0, q8);
+            float wd = qk_f16(p0);
+            __m512i s = _mm512_maskz_dpbusd_epi32(0x00FF, cv, wv, qv);
+            acc0[r] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(wd * a->d[b]), acc0[r], 0x00FF);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        float v = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
+        out[r] = accumulate ? out[r] + v : v;
+    }
+}
+
+QK_TARGET static void qk_rows_n1_q32(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
+                                     float *y, int accumulate, int q8) {
+    const int64_t nblk = w->cols / 32;
+    const uint8_t *rows[QK_N1_R];
+    int64_t r = r0;
+    for (; r + QK_N1_R <= r1; r += QK_N1_R) {
+        for (int i = 0; i < QK_N1_R; i++) rows[i] = w->data + (size_t)(r + i) * w->row_bytes;
+        qk_n1_q32(rows, q8, a, nblk, QK_N1_R, y + r, accumulate);
+    }
+    for (; r < r1; r++) {
+        rows[0] = w->data + (size_t)r * w->row_bytes;
+        qk_n1_q32(rows, q8, a, nblk, 1, y + r, accumulate);
+    }
+}
+
 /* ---- q4_K ---------------------------------------------------------------------- */
 
 /* The 8 six-bit scales (bytes 0..7) and mins (8..15) of a q4_K block. */
@@ -141,6 +238,7 @@ QK void qk_part_q4K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a
     const __m128i mins_idx = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     for (int64_t blk = k0 / 256; blk < k1 / 256; blk++) {
         const uint8_t *p = row + blk * 144;
+        if (T <= QK_STREAM_T) QK_PREFETCH(p, 2);
         const float d = qk_f16(p), dmin = qk_f16(p + 2);
         __m128i sm = qk_scales_k4(p + 4);
         __m512i wv[4], sc[4];
@@ -189,6 +287,7 @@ QK void qk_part_q6K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a
     const __m512i lo4 = _mm512_set1_epi8(0x0F), lo2 = _mm512_set1_epi8(0x03);
     for (int64_t blk = k0 / 256; blk < k1 / 256; blk++) {
         const uint8_t *p = row + blk * 210;
+        if (T <= QK_STREAM_T) QK_PREFETCH(p, 3);
         const float d = qk_f16(p + 208);
         __m128i scv = _mm_loadu_si128((const __m128i *)(p + 192));
         __m512i wv[4], sc[4];
@@ -231,6 +330,7 @@ QK void qk_part_bf16(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *
                      const int T, __m512 *acc0, __m512 *acc1) {
     int64_t k = k0;
     for (; k + 64 <= k1; k += 64) {
+        if (T <= QK_STREAM_T) QK_PREFETCH(row + 2 * k, 2);
         __m512i w0 = _mm512_loadu_si512(row + 2 * k), w1 = _mm512_loadu_si512(row + 2 * k + 64);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -259,6 +359,7 @@ QK void qk_part_float(const uint8_t *row, int64_t k0, int64_t k1, int f16, const
                       int64_t t0, const int T, __m512 *acc0, __m512 *acc1) {
     int64_t k = k0;
     for (; k + 32 <= k1; k += 32) {
+        if (T <= QK_STREAM_T) QK_PREFETCH(row + (f16 ? 2 : 4) * k, f16 ? 1 : 2);
         __m512 w0 = qk_wf(row, k, f16, 0xFFFF), w1 = qk_wf(row, k + 16, f16, 0xFFFF);
 #pragma GCC unroll 8
         for (int t = 0; t < T; t++) {
@@ -356,8 +457,14 @@ void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int6
                         int64_t ldy, int accumulate) {
     int vnni = ffn_qg_have_vnni();
     switch (w->type) {
-    case FFN_GGML_TYPE_Q8_0: if (vnni) { qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate); return; } break;
-    case FFN_GGML_TYPE_Q4_0: if (vnni) { qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate); return; } break;
+    case FFN_GGML_TYPE_Q8_0:
+        if (vnni && a->n == 1) { qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 1); return; }
+        if (vnni) { qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate); return; }
+        break;
+    case FFN_GGML_TYPE_Q4_0:
+        if (vnni && a->n == 1) { qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 0); return; }
+        if (vnni) { qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate); return; }
+        break;
     case FFN_GGML_TYPE_Q4_K: if (vnni) { qk_rows_q4_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
     case FFN_GGML_TYPE_Q6_K: if (vnni) { qk_rows_q6_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
     case FFN_GGML_TYPE_BF16:

@@ -64,4 +64,14 @@ size_t ffn_qgemm_token_bytes(int kind, int64_t cols);
 int ffn_qg_have_vnni(void);
 int ffn_qg_have_bf16(void);
 
+/* The prompt-size path (qgemm_panel_avx512.c; AVX512_BF16 only): the
+ * weight decoded into bf16 panels of 32 rows inside the call, the tokens
+ * rounded to bf16, a register-blocked vdpbf16ps product.  ws holds
+ * ffn_qg_panel_ws_bytes(w, n, threads) bytes for the context's thread
+ * count (the rounded tokens of one tile and one panel per thread); the
+ * weight must be a type other than f32, with w->rows, w->cols, n > 0. */
+size_t ffn_qg_panel_ws_bytes(const ffn_qweight *w, int64_t n, int threads);
+void ffn_qg_panel_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
+                      int64_t ldy, int accumulate, void *ws);
+
 #endif /* FFN_QGEMM_IMPL_H */
