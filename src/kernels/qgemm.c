@@ -160,7 +160,9 @@ int ffn_qg_have_bf16(void) {
 int ffn_qg_act_kind(ffn_ggml_type type, int level) {
     if (level == FFN_SIMD_SCALAR) return QG_ACT_NONE;
     switch (type) {
-    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_Q4_0: return QG_ACT_Q32;
+    case FFN_GGML_TYPE_Q8_0: return QG_ACT_Q32;
+    case FFN_GGML_TYPE_Q4_0:
+        return level == FFN_SIMD_AVX512 && ffn_qg_have_vnni() ? QG_ACT_Q4X : QG_ACT_Q32;
     case FFN_GGML_TYPE_Q4_K: case FFN_GGML_TYPE_Q6_K: return QG_ACT_Q256;
     case FFN_GGML_TYPE_BF16:
         return level == FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? QG_ACT_BF16 : QG_ACT_NONE;
@@ -178,8 +180,10 @@ static inline int32_t qg_nearest(float v) {
     return (bits & 0x007FFFFF) - 0x00400000;
 }
 
-/* One block of len values: q = round(x / d), d = amax / 127; returns d. */
+/* One block of len values: q = round(x / d), d = amax / 127; returns d.
+ * On an AVX-512 CPU the vector version (the same values). */
 static float qg_quant_block(const float *x, int len, int8_t *q) {
+    if (ffn_simd() >= FFN_SIMD_AVX512) return ffn_qg_quant_block_avx512(x, len, q);
     float amax = 0.0f;
     for (int j = 0; j < len; j++) {
         float a = x[j] < 0 ? -x[j] : x[j];
@@ -194,7 +198,9 @@ static float qg_quant_block(const float *x, int len, int8_t *q) {
 }
 
 /* Blocks per token of an int8 layout. */
-static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q32 ? cols / 32 : cols / 256; }
+static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q256 ? cols / 256 : cols / 32; }
+/* Groups of four 32-blocks per token (QG_ACT_Q4X). */
+static int64_t qg_groups(int64_t cols) { return (cols / 32 + 3) / 4; }
 
 /* Bytes per token of an array of `bytes`: whole 64-byte lines, an odd count. */
 static size_t qg_line_stride(size_t bytes) {
@@ -207,6 +213,9 @@ size_t ffn_qgemm_token_bytes(int kind, int64_t cols) {
     case QG_ACT_Q32:
         return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 32) * 4) +
                2 * qg_line_stride((size_t)(cols / 4) * 4);
+    case QG_ACT_Q4X:
+        return qg_line_stride((size_t)qg_groups(cols) * 128) + qg_line_stride((size_t)(cols / 32) * 4) +
+               2 * qg_line_stride((size_t)qg_groups(cols) * 64);
     case QG_ACT_Q256:
         return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 256) * 4) +
                qg_line_stride((size_t)(cols / 16) * 2);
@@ -225,7 +234,12 @@ static void qg_carve(qg_acts *a, int kind, int64_t n, int64_t cols, void *ws) {
         stride = (int64_t)(sb_ / (elem_bytes));                                                \
         p += sb_ * (size_t)n;                                                                  \
     } while (0)
-    if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
+    if (kind == QG_ACT_Q4X) {
+        QG_TAKE(a->q, a->qs, 1, qg_groups(cols) * 128);
+        QG_TAKE(a->d, a->ds, 4, cols / 32);
+        QG_TAKE(a->c, a->cs, 4, qg_groups(cols) * 16);
+        QG_TAKE(a->dl, a->cs, 4, qg_groups(cols) * 16);
+    } else if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
         QG_TAKE(a->q, a->qs, 1, cols);
         QG_TAKE(a->d, a->ds, 4, qg_blocks(kind, cols));
         if (kind == QG_ACT_Q32) {
@@ -250,6 +264,34 @@ static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int
         return;
     }
     if (kind == QG_ACT_NONE) return;
+    if ((kind == QG_ACT_Q4X || (kind == QG_ACT_Q32 && type == FFN_GGML_TYPE_Q8_0)) &&
+        ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_vnni()) {
+        ffn_qg_prepare_avx512(xt, cols, kind == QG_ACT_Q4X, a->q + t * a->qs, a->d + t * a->ds,
+                              a->c + t * a->cs, a->dl + t * a->cs);
+        return;
+    }
+    if (kind == QG_ACT_Q4X) { /* the reference of ffn_qg_prepare_avx512 */
+        int8_t *q = a->q + t * a->qs, buf[32];
+        float *d = a->d + t * a->ds, *dl = a->dl + t * a->cs;
+        int32_t *c = a->c + t * a->cs;
+        const int64_t nblk = cols / 32, ng = qg_groups(cols);
+        memset(q + (nblk / 4) * 128, 0, (size_t)(ng - nblk / 4) * 128);
+        memset(c + (nblk / 4) * 16, 0, (size_t)(ng - nblk / 4) * 16 * 4);
+        memset(dl + (nblk / 4) * 16, 0, (size_t)(ng - nblk / 4) * 16 * 4);
+        for (int64_t b = 0; b < nblk; b++) {
+            d[b] = qg_quant_block(xt + b * 32, 32, buf);
+            int8_t *g = q + (b / 4) * 128 + (b % 4) * 16;
+            memcpy(g, buf, 16);
+            memcpy(g + 64, buf + 16, 16);
+            for (int i = 0; i < 4; i++) {
+                int64_t l = (b / 4) * 16 + (b % 4) * 4 + i;
+                c[l] = -8 * (buf[4 * i] + buf[4 * i + 1] + buf[4 * i + 2] + buf[4 * i + 3] +
+                             buf[16 + 4 * i] + buf[17 + 4 * i] + buf[18 + 4 * i] + buf[19 + 4 * i]);
+                dl[l] = d[b];
+            }
+        }
+        return;
+    }
     int bl = kind == QG_ACT_Q32 ? 32 : 256;
     int8_t *q = a->q + t * a->qs;
     float *d = a->d + t * a->ds;
