@@ -496,14 +496,28 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
 /* ---- prompt sizes: the bf16 panels ------------------------------------------------
  * From this many rows of x on, ffn_qgemm decodes the weight into bf16
  * panels inside the call (qgemm_panel_avx512.c) instead of running the
- * row kernels.  Measured with bench/bench_qgemm.sh (see the table in
- * docs/QUANTIZATION.md). */
+ * row kernels.  Measured with bench/qgemm_batch.sh (W 2048 × 8192, 1
+ * thread, n = 8, 16, 32, 64; a 2-core machine shared with other jobs, so
+ * rough), GFLOP/s of row kernels / panels:
+ *
+ *   n      q8_0        q4_0        q4_K        q6_K        bf16        f16
+ *   8    14.7/28.7   71.8/20.3   33.8/29.5   14.5/18.3   19.9/19.3    7.3/14.8
+ *   16   15.8/15.5   27.4/18.4   37.8/22.4   22.5/17.3   21.6/28.2    6.8/18.5
+ *   32   11.9/34.7   22.6/23.1   29.5/ 7.5   49.0/23.1   20.1/49.1    9.0/44.3
+ *   64   12.1/47.5   15.0/32.9   18.2/42.1   26.3/40.6   16.8/42.3    9.5/43.5
+ *
+ * (at n = 512 the panels run 3-5× the row kernels: docs/QUANTIZATION.md).
+ * The row kernels keep a token's tile of activations next to each weight
+ * row, the panels decode the whole weight once per call: the panels win
+ * once enough tokens share that decode, soonest for f16 (whose row kernel
+ * converts per token) and latest for q4_0 and the K-quants (whose row
+ * kernels are the cheapest per weight byte). */
 static const struct {
     ffn_ggml_type type;
     int64_t min_n;
 } qg_panel_table[] = {
-    {FFN_GGML_TYPE_Q8_0, 16}, {FFN_GGML_TYPE_Q4_0, 16}, {FFN_GGML_TYPE_Q4_K, 16},
-    {FFN_GGML_TYPE_Q6_K, 16}, {FFN_GGML_TYPE_BF16, 16}, {FFN_GGML_TYPE_F16, 16},
+    {FFN_GGML_TYPE_Q8_0, 16}, {FFN_GGML_TYPE_Q4_0, 32}, {FFN_GGML_TYPE_Q4_K, 64},
+    {FFN_GGML_TYPE_Q6_K, 64}, {FFN_GGML_TYPE_BF16, 16}, {FFN_GGML_TYPE_F16, 8},
 };
 
 int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
@@ -584,8 +598,9 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
                          (long long)gate->rows, (long long)gate->cols, (long long)up->rows,
                          (long long)up->cols);
     if (!n || !gate->rows) return FFN_OK;
-    if (n >= ffn_qgemm_panel_min_n(gate->type) && n >= ffn_qgemm_panel_min_n(up->type)) {
-        /* prompt sizes: both products on the panels, as ffn_qgemm computes them */
+    if (n >= ffn_qgemm_panel_min_n(gate->type) || n >= ffn_qgemm_panel_min_n(up->type)) {
+        /* prompt sizes: each product as ffn_qgemm computes it (the panels for
+         * a weight past its crossover), then the epilogue */
         int64_t ld = ldh;
         float *g = g_out, *u = u_out;
         if (!g || !u) {
@@ -594,8 +609,7 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
             if (!tmp) return ffn_error(FFN_ERR_NOMEM, "qgemm glu: out of memory (%zu bytes)", need);
             g = tmp, u = tmp + n * gate->rows, ld = gate->rows;
         }
-        if ((st = ffn_qgemm_panel(ctx, gate, x, ldx, n, g, ld, 0)) ||
-            (st = ffn_qgemm_panel(ctx, up, x, ldx, n, u, ld, 0)))
+        if ((st = ffn_qgemm(ctx, gate, x, ldx, n, g, ld, 0)) || (st = ffn_qgemm(ctx, up, x, ldx, n, u, ld, 0)))
             return st;
         ffn_ctx_enter(ctx);
 #pragma omp parallel for schedule(static) if (n * gate->rows >= 65536)

@@ -97,9 +97,10 @@ ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float
  * the taps read).  gate and up must have the same shape; their types may
  * differ.  Each output equals what ffn_qgemm gives for it (the same
  * kernels; the packed large-n path is not used here).  From
- * ffn_qgemm_panel_min_n of both types on, both products run on the panels
- * first; without g_out and u_out they then go through a buffer of the
- * calling thread (2 · n · rows floats, kept for the next call). */
+ * ffn_qgemm_panel_min_n of either type on, both products run as ffn_qgemm
+ * runs them, then the epilogue; without g_out and u_out they go through a
+ * buffer of the calling thread (2 · n · rows floats, kept for the next
+ * call). */
 ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
                          const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
                          int64_t ldh, float *g_out, float *u_out);

@@ -16,9 +16,9 @@
  *   y   micro-tile of QP_MT tokens × 32 rows: 28 fp32 accumulators, one
  *       broadcast of a token's column pair and two panel loads per pair.
  *
- * Decoding: bf16 as stored, f16 by F16C, q8_0 and q4_0 by vector code (d·q
- * in fp32, then rounded to bf16), q4_K and q6_K through ggml's scalar
- * formulas (ffn_ggml_dequantize_row) 256 values at a time; each weight is
+ * Decoding: bf16 as stored, f16 by F16C, q8_0, q4_0, q4_K and q6_K by
+ * vector code following ggml's formulas (in fp32, then rounded to bf16);
+ * each weight is
  * decoded once per tile of QP_TOK tokens, so the decode is a small share
  * of the product from a few dozen tokens on.  The row panels are split
  * across the threads in contiguous runs; each output is one sum in a fixed
@@ -114,7 +114,67 @@ QP_TARGET static void qp_decode(ffn_ggml_type type, const uint8_t *row, int64_t 
                        _mm512_mul_ps(_mm512_cvtepi32_ps(hi), d));
         }
         break;
-    default: { /* the K-quants: ggml's formulas, then rounded in vectors */
+    case FFN_GGML_TYPE_Q4_K: /* ggml's dequantize_row_q4_K, 16 values a vector */
+        for (; k < len; k += 256) {
+            const uint8_t *p = row + (size_t)((k0 + k) / 256) * 144, *s = p + 4;
+            const float d = qp_f16(p), dmin = qp_f16(p + 2);
+            for (int j = 0; j < 4; j++) {
+                int sc[2], mn[2];
+                for (int h = 0; h < 2; h++) {
+                    int is = 2 * j + h;
+                    if (is < 4) sc[h] = s[is] & 63, mn[h] = s[is + 4] & 63;
+                    else sc[h] = (s[is + 4] & 0xF) | ((s[is - 4] >> 6) << 4),
+                    mn[h] = (s[is + 4] >> 4) | ((s[is] >> 6) << 4);
+                }
+                const __m512 d1 = _mm512_set1_ps(d * (float)sc[0]), m1 = _mm512_set1_ps(dmin * (float)mn[0]);
+                const __m512 d2 = _mm512_set1_ps(d * (float)sc[1]), m2 = _mm512_set1_ps(dmin * (float)mn[1]);
+                const uint8_t *q = p + 16 + 32 * j;
+                __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
+                __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 16)));
+                const __m512i m4 = _mm512_set1_epi32(15);
+#define QP_Q4K(v, dd, mm) _mm512_sub_ps(_mm512_mul_ps(dd, _mm512_cvtepi32_ps(v)), mm)
+                qp_store32(dst + k + 64 * j, QP_Q4K(_mm512_and_si512(v0, m4), d1, m1),
+                           QP_Q4K(_mm512_and_si512(v1, m4), d1, m1));
+                qp_store32(dst + k + 64 * j + 32, QP_Q4K(_mm512_srli_epi32(v0, 4), d2, m2),
+                           QP_Q4K(_mm512_srli_epi32(v1, 4), d2, m2));
+#undef QP_Q4K
+            }
+        }
+        break;
+    case FFN_GGML_TYPE_Q6_K: /* ggml's dequantize_row_q6_K, 16 values a vector */
+        for (; k < len; k += 256) {
+            const uint8_t *p = row + (size_t)((k0 + k) / 256) * 210;
+            const float d = qp_f16(p + 208);
+            const __m512i m4 = _mm512_set1_epi32(15), m2 = _mm512_set1_epi32(3), o32 = _mm512_set1_epi32(32);
+            for (int n = 0; n < 2; n++) {
+                const uint8_t *ql = p + 64 * n, *qh = p + 128 + 32 * n;
+                const int8_t *sc = (const int8_t *)(p + 192 + 8 * n);
+                float f[4][32] __attribute__((aligned(64)));
+                for (int l = 0; l < 32; l += 16) {
+                    int is = l / 16;
+                    __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + l)));
+                    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ql + l + 32)));
+                    __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qh + l)));
+                    __m512i q1 = _mm512_or_si512(_mm512_and_si512(a, m4), _mm512_slli_epi32(_mm512_and_si512(h, m2), 4));
+                    __m512i q2 = _mm512_or_si512(_mm512_and_si512(b, m4),
+                                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 2), m2), 4));
+                    __m512i q3 = _mm512_or_si512(_mm512_srli_epi32(a, 4),
+                                                 _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(h, 4), m2), 4));
+                    __m512i q4 = _mm512_or_si512(_mm512_srli_epi32(b, 4),
+                                                 _mm512_slli_epi32(_mm512_srli_epi32(h, 6), 4));
+#define QP_Q6K(q, i) _mm512_mul_ps(_mm512_set1_ps(d * (float)sc[is + (i)]), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, o32)))
+                    _mm512_store_ps(f[0] + l, QP_Q6K(q1, 0));
+                    _mm512_store_ps(f[1] + l, QP_Q6K(q2, 2));
+                    _mm512_store_ps(f[2] + l, QP_Q6K(q3, 4));
+                    _mm512_store_ps(f[3] + l, QP_Q6K(q4, 6));
+#undef QP_Q6K
+                }
+                for (int i = 0; i < 4; i++)
+                    qp_store32(dst + k + 128 * n + 32 * i, _mm512_load_ps(f[i]), _mm512_load_ps(f[i] + 16));
+            }
+        }
+        break;
+    default: { /* any other type: ggml's formulas, then rounded in vectors */
         float buf[QP_KC];
         size_t bb = 0;
         (void)ffn_ggml_row_size(type, QP_KC, &bb);
