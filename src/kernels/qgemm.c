@@ -13,12 +13,14 @@
  * No output is split across threads, so results do not depend on the
  * thread count.
  *
- * Large n.  Two ways were measured on 2048×8192 weights up to n = 512
- * (the table at qg_batch_table): (a) the weight decoded to bf16 and
- * oneDNN's bf16 matmul with fp32 accumulation (qgemm_batch.c), (b) the
- * kernels here, the weight re-streamed once per tile of 64 tokens.  (a)
- * wins from n = 8; it needs a bf16 copy of the weight, made by
- * ffn_qweight_pack_batch, so an unpacked weight stays on (b). */
+ * Large n.  Three ways were measured on 2048×8192 weights up to n = 512
+ * (the tables at qg_batch_table and qg_panel_table): (a) the weight
+ * decoded to bf16 once and oneDNN's bf16 matmul (qgemm_batch.c; needs a
+ * bf16 copy, made only by ffn_qweight_pack_batch), (b) the kernels here,
+ * the weight re-streamed once per tile of 64 tokens, (c) the weight
+ * decoded into bf16 panels inside each call (qgemm_panel_avx512.c).  (c)
+ * matches or beats (a) without the copy, so ffn_qgemm takes (c) from the
+ * panel crossover on, (b) below it, and (a) only for a packed weight. */
 #include "kernels/qgemm_impl.h"
 #include "kernels/qgemm_batch.h"
 #include "kernels/kernels.h"
@@ -511,13 +513,17 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
  * row, the panels decode the whole weight once per call: the panels win
  * once enough tokens share that decode, soonest for f16 (whose row kernel
  * converts per token) and latest for q4_0 and the K-quants (whose row
- * kernels are the cheapest per weight byte). */
+ * kernels are the cheapest per weight byte).  No type goes below 32: a
+ * shorter prompt stays on the kernels decode uses, so its logits equal
+ * the KV-cached steps' to float rounding (the panels round x and W to
+ * bf16 instead; tests/cli/test_quant_run.sh holds a prompt of 18 tokens
+ * to 1e-4 against its cached steps). */
 static const struct {
     ffn_ggml_type type;
     int64_t min_n;
 } qg_panel_table[] = {
-    {FFN_GGML_TYPE_Q8_0, 16}, {FFN_GGML_TYPE_Q4_0, 32}, {FFN_GGML_TYPE_Q4_K, 64},
-    {FFN_GGML_TYPE_Q6_K, 64}, {FFN_GGML_TYPE_BF16, 16}, {FFN_GGML_TYPE_F16, 8},
+    {FFN_GGML_TYPE_Q8_0, 32}, {FFN_GGML_TYPE_Q4_0, 32}, {FFN_GGML_TYPE_Q4_K, 64},
+    {FFN_GGML_TYPE_Q6_K, 64}, {FFN_GGML_TYPE_BF16, 32}, {FFN_GGML_TYPE_F16, 32},
 };
 
 int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
