@@ -76,8 +76,8 @@ ffn_status ffn_qweight_pack_batch(ffn_qweight *w);
 int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
 
 /* Prompt sizes without a copy: from ffn_qgemm_panel_min_n(w->type) rows of
- * x on (a measured crossover; INT64_MAX where the CPU lacks AVX512_BF16 or
- * for f32 weights) ffn_qgemm decodes the weight into bf16 panels of 32
+ * x on (a measured crossover; INT64_MAX where the CPU lacks AVX512_BF16,
+ * and for f32 and f16 weights, which bf16 would round) ffn_qgemm decodes the weight into bf16 panels of 32
  * rows inside the call, 512 tokens at a time, and multiplies them with x
  * rounded to bf16 (fp32 accumulation).  ffn_qgemm_panel runs that path at
  * any n (FFN_ERR_UNSUPPORTED where it does not exist).  Its workspace is

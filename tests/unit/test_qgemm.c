@@ -281,9 +281,15 @@ static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t 
  * ffn_qgemm takes this path from ffn_qgemm_panel_min_n on (bitwise equal
  * there), and nothing outside rows × n is written. */
 static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t rows, int64_t cols) {
-    if (ffn_qgemm_panel_min_n(type) == INT64_MAX) {
-        printf("  panel path: not on this CPU (%s)\n", ffn_ggml_type_name(type));
-        return;
+    {
+        float x1[2] = {0, 0}, y1[1];
+        uint8_t zero[8] = {0};
+        ffn_qweight w1;
+        if (ffn_qweight_init(&w1, FFN_GGML_TYPE_BF16, 1, 2, zero) != FFN_OK ||
+            ffn_qgemm_panel(ctx1, &w1, x1, 2, 1, y1, 1, 0) == FFN_ERR_UNSUPPORTED) {
+            printf("  panel path: not on this CPU (%s)\n", ffn_ggml_type_name(type));
+            return;
+        }
     }
     size_t rb;
     (void)ffn_ggml_row_size(type, cols, &rb);
@@ -332,13 +338,21 @@ static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t
     CHECK(ok, "panel %s rows %lld cols %lld: worst error/tol %.3g (or wrote outside the output)",
           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
     CHECK(same, "panel %s: a token's output depends on n or the thread count", ffn_ggml_type_name(type));
-    /* the entry point: the panels from the crossover on, the row kernels below it */
+    /* the entry point: the panels from the crossover on, the row kernels
+     * below it (f16 stays on the row kernels at every n) */
     int64_t mn = ffn_qgemm_panel_min_n(type);
-    CHECK(mn >= 2 && mn <= 64, "panel crossover %lld", (long long)mn);
-    CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
-    int entry = 1;
-    for (int64_t t = 0; t < mn; t++) entry &= !memcmp(y + t * ldy, yfull + t * ldy, (size_t)rows * 4);
-    CHECK(entry, "ffn_qgemm at n = %lld is not the panel path", (long long)mn);
+    if (type == FFN_GGML_TYPE_F16) {
+        CHECK(mn == INT64_MAX, "f16 has a panel crossover (%lld)", (long long)mn);
+        mn = 65;
+    } else {
+        CHECK(mn >= 2 && mn <= 64, "panel crossover %lld", (long long)mn);
+    }
+    if (type != FFN_GGML_TYPE_F16) {
+        CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+        int entry = 1;
+        for (int64_t t = 0; t < mn; t++) entry &= !memcmp(y + t * ldy, yfull + t * ldy, (size_t)rows * 4);
+        CHECK(entry, "ffn_qgemm at n = %lld is not the panel path", (long long)mn);
+    }
     CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn - 1, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
     float *yrow = malloc((size_t)(mn * ldy) * 4);
     CHECK(ffn_qgemm_at_level(ctx2, ffn_simd(), &w, x, ldx, mn - 1, yrow, ldy, 0) == FFN_OK, "%s",
