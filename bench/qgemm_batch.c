@@ -1,14 +1,17 @@
 /* qgemm_batch.c -- the large-n question for low-precision weights, timed:
- * ffn_qgemm (int8 activations, VNNI; the weight streamed once per tile of
- * 64 tokens) against a bf16 copy of the weight and oneDNN's bf16 matmul
- * (src/kernels/qgemm_batch.c; the copy is made once, outside the timing;
- * x's conversion to bf16 is timed).  Built and run by bench/qgemm_batch.sh
- * against build/libffn.a.
+ * the row kernels of ffn_qgemm (int8 activations, VNNI; the weight
+ * streamed once per tile of tokens), the bf16 panels decoded inside the
+ * call (ffn_qgemm_panel) and a bf16 copy of the weight with oneDNN's bf16
+ * matmul (src/kernels/qgemm_batch.c; the copy is made once, outside the
+ * timing; x's conversion to bf16 is timed).  Built and run by
+ * bench/qgemm_batch.sh against build/libffn.a.
  *   qgemm_batch TYPE ROWS COLS THREADS N...
  * Prints one line per N: the best of 3 (at least 0.2 s) of each, GFLOP/s,
- * and the largest difference between the two relative to max |y|. */
+ * and the largest difference of the panels and of oneDNN from the row
+ * kernels, relative to max |y|. */
 #include "kernels/qgemm.h"
 #include "kernels/qgemm_batch.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,25 +48,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", ffn_last_error());
         return 1;
     }
-    printf("%-5s %5s %8s %12s %12s %12s %12s %10s\n", "type", "n", "threads", "int8_ms",
-           "int8_GFLOPs", "bf16dnn_ms", "bf16_GFLOPs", "rel_diff");
+    printf("%-5s %5s %7s %9s %9s %9s %9s %9s %9s %9s %9s\n", "type", "n", "threads", "rows_ms",
+           "rows_GF/s", "panel_ms", "panel_GF/s", "dnn_ms", "dnn_GF/s", "panel_d", "dnn_d");
     for (int a = 5; a < argc; a++) {
         int64_t n = atoll(argv[a]);
         float *x = malloc((size_t)(n * C) * sizeof *x);
         float *y1 = malloc((size_t)(n * R) * sizeof *y1), *y2 = malloc((size_t)(n * R) * sizeof *y2);
+        float *y3 = malloc((size_t)(n * R) * sizeof *y3);
         for (int64_t i = 0; i < n * C; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
         ffn_qgemm_bf16mm *mm = NULL;
         if (ffn_qgemm_bf16mm_create(&qw, &mm)) {
             fprintf(stderr, "%s\n", ffn_last_error());
             return 1;
         }
-        double best[2] = {1e30, 1e30};
-        for (int method = 0; method < 2; method++) {
+        double best[3] = {1e30, 1e30, 1e30};
+        for (int method = 0; method < 3; method++) {
             double spent = 0;
             for (int rep = 0; rep < 3 || spent < 0.2; rep++) {
                 double t0 = now_s();
-                ffn_status st = method ? ffn_qgemm_bf16mm_run(mm, ctx, x, C, n, y2, R, 0)
-                                       : ffn_qgemm(ctx, &qw, x, C, n, y1, R, 0);
+                ffn_status st = method == 2 ? ffn_qgemm_bf16mm_run(mm, ctx, x, C, n, y2, R, 0)
+                                : method == 1 ? ffn_qgemm_panel(ctx, &qw, x, C, n, y3, R, 0)
+                                              : ffn_qgemm_at_level(ctx, ffn_simd(), &qw, x, C, n, y1, R, 0);
                 double t = now_s() - t0;
                 if (st) {
                     fprintf(stderr, "%s\n", ffn_last_error());
@@ -73,17 +78,19 @@ int main(int argc, char **argv) {
                 if (t < best[method]) best[method] = t;
             }
         }
-        double ymax = 0, dmax = 0;
+        double ymax = 0, dmax = 0, pmax = 0;
         for (int64_t i = 0; i < n * R; i++) {
             ymax = fmax(ymax, fabs(y1[i]));
             dmax = fmax(dmax, fabs(y1[i] - y2[i]));
+            pmax = fmax(pmax, fabs(y1[i] - y3[i]));
         }
         double fl = 2.0 * n * R * C * 1e-9;
-        printf("%-5s %5lld %8d %12.3f %12.1f %12.3f %12.1f %10.2e\n", argv[1], (long long)n,
-               ffn_ctx_threads(ctx), best[0] * 1e3, fl / best[0], best[1] * 1e3, fl / best[1],
-               dmax / (ymax > 0 ? ymax : 1));
+        if (ymax <= 0) ymax = 1;
+        printf("%-5s %5lld %7d %9.3f %9.1f %9.3f %9.1f %9.3f %9.1f %9.2e %9.2e\n", argv[1],
+               (long long)n, ffn_ctx_threads(ctx), best[0] * 1e3, fl / best[0], best[1] * 1e3,
+               fl / best[1], best[2] * 1e3, fl / best[2], pmax / ymax, dmax / ymax);
         ffn_qgemm_bf16mm_free(mm);
-        free(x); free(y1); free(y2);
+        free(x); free(y1); free(y2); free(y3);
     }
     ffn_ctx_free(ctx);
     free(w); free(row);

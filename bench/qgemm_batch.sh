@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# qgemm_batch.sh -- the int8 kernels of ffn_qgemm against a bf16 copy of
-# the weight with oneDNN's bf16 matmul, per n (bench/qgemm_batch.c).
+# qgemm_batch.sh -- the row kernels of ffn_qgemm, its bf16 panels decoded
+# inside the call and a bf16 copy of the weight with oneDNN's bf16 matmul,
+# per n (bench/qgemm_batch.c): the crossover table in src/kernels/qgemm.c.
 #   bash bench/qgemm_batch.sh [THREADS] [TYPE...]
 # Needs build/libffn.a (make all).  Defaults: 1 thread, q4_0 and q8_0,
 # W 2048 × 8192, n = 1 2 4 8 16 32 64 128 512.

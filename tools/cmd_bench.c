@@ -504,8 +504,10 @@ static const char qgemm_epilog[] =
     "FLOPs are 2·N·R·C per call.  The peak is the int8 dot product (vpdpbusd)\n"
     "for q8_0, q4_0, q4_K and q6_K, the bf16 one (vdpbf16ps) for bf16, and the\n"
     "fp32 FMA for f16 and f32 (or the FMA peak where the CPU lacks the\n"
-    "instruction).  Weight bytes count each byte once per call; calls with N\n"
-    "above 64 read the weights once per 64 rows of x.  Unless --hot, the calls\n"
+    "instruction).  Weight bytes count each byte once per call; below the\n"
+    "prompt-size crossover (32 to 64 rows of x by type) the kernels read the\n"
+    "weights once per tile of up to 64 rows of x, from it on (bf16 panels\n"
+    "decoded in the call) once per 512 rows.  Unless --hot, the calls\n"
     "cycle through copies of W totalling at least 256 MiB, so that each call\n"
     "reads its weights from memory rather than from the caches.\n";
 

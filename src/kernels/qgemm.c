@@ -13,12 +13,14 @@
  * No output is split across threads, so results do not depend on the
  * thread count.
  *
- * Large n.  Two ways were measured on 2048×8192 weights up to n = 512
- * (the table at qg_batch_table): (a) the weight decoded to bf16 and
- * oneDNN's bf16 matmul with fp32 accumulation (qgemm_batch.c), (b) the
- * kernels here, the weight re-streamed once per tile of 64 tokens.  (a)
- * wins from n = 8; it needs a bf16 copy of the weight, made by
- * ffn_qweight_pack_batch, so an unpacked weight stays on (b). */
+ * Large n.  Three ways were measured on 2048×8192 weights up to n = 512
+ * (the tables at qg_batch_table and qg_panel_table): (a) the weight
+ * decoded to bf16 once and oneDNN's bf16 matmul (qgemm_batch.c; needs a
+ * bf16 copy, made only by ffn_qweight_pack_batch), (b) the kernels here,
+ * the weight re-streamed once per tile of 64 tokens, (c) the weight
+ * decoded into bf16 panels inside each call (qgemm_panel_avx512.c).  (c)
+ * matches or beats (a) without the copy, so ffn_qgemm takes (c) from the
+ * panel crossover on, (b) below it, and (a) only for a packed weight. */
 #include "kernels/qgemm_impl.h"
 #include "kernels/qgemm_batch.h"
 #include "kernels/kernels.h"
@@ -160,7 +162,9 @@ int ffn_qg_have_bf16(void) {
 int ffn_qg_act_kind(ffn_ggml_type type, int level) {
     if (level == FFN_SIMD_SCALAR) return QG_ACT_NONE;
     switch (type) {
-    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_Q4_0: return QG_ACT_Q32;
+    case FFN_GGML_TYPE_Q8_0: return QG_ACT_Q32;
+    case FFN_GGML_TYPE_Q4_0:
+        return level == FFN_SIMD_AVX512 && ffn_qg_have_vnni() ? QG_ACT_Q4X : QG_ACT_Q32;
     case FFN_GGML_TYPE_Q4_K: case FFN_GGML_TYPE_Q6_K: return QG_ACT_Q256;
     case FFN_GGML_TYPE_BF16:
         return level == FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? QG_ACT_BF16 : QG_ACT_NONE;
@@ -178,8 +182,10 @@ static inline int32_t qg_nearest(float v) {
     return (bits & 0x007FFFFF) - 0x00400000;
 }
 
-/* One block of len values: q = round(x / d), d = amax / 127; returns d. */
+/* One block of len values: q = round(x / d), d = amax / 127; returns d.
+ * On an AVX-512 CPU the vector version (the same values). */
 static float qg_quant_block(const float *x, int len, int8_t *q) {
+    if (ffn_simd() >= FFN_SIMD_AVX512) return ffn_qg_quant_block_avx512(x, len, q);
     float amax = 0.0f;
     for (int j = 0; j < len; j++) {
         float a = x[j] < 0 ? -x[j] : x[j];
@@ -194,7 +200,9 @@ static float qg_quant_block(const float *x, int len, int8_t *q) {
 }
 
 /* Blocks per token of an int8 layout. */
-static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q32 ? cols / 32 : cols / 256; }
+static int64_t qg_blocks(int kind, int64_t cols) { return kind == QG_ACT_Q256 ? cols / 256 : cols / 32; }
+/* Groups of four 32-blocks per token (QG_ACT_Q4X). */
+static int64_t qg_groups(int64_t cols) { return (cols / 32 + 3) / 4; }
 
 /* Bytes per token of an array of `bytes`: whole 64-byte lines, an odd count. */
 static size_t qg_line_stride(size_t bytes) {
@@ -207,6 +215,9 @@ size_t ffn_qgemm_token_bytes(int kind, int64_t cols) {
     case QG_ACT_Q32:
         return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 32) * 4) +
                2 * qg_line_stride((size_t)(cols / 4) * 4);
+    case QG_ACT_Q4X:
+        return qg_line_stride((size_t)qg_groups(cols) * 128) + qg_line_stride((size_t)(cols / 32) * 4) +
+               2 * qg_line_stride((size_t)qg_groups(cols) * 64);
     case QG_ACT_Q256:
         return qg_line_stride((size_t)cols) + qg_line_stride((size_t)(cols / 256) * 4) +
                qg_line_stride((size_t)(cols / 16) * 2);
@@ -225,7 +236,12 @@ static void qg_carve(qg_acts *a, int kind, int64_t n, int64_t cols, void *ws) {
         stride = (int64_t)(sb_ / (elem_bytes));                                                \
         p += sb_ * (size_t)n;                                                                  \
     } while (0)
-    if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
+    if (kind == QG_ACT_Q4X) {
+        QG_TAKE(a->q, a->qs, 1, qg_groups(cols) * 128);
+        QG_TAKE(a->d, a->ds, 4, cols / 32);
+        QG_TAKE(a->c, a->cs, 4, qg_groups(cols) * 16);
+        QG_TAKE(a->dl, a->cs, 4, qg_groups(cols) * 16);
+    } else if (kind == QG_ACT_Q32 || kind == QG_ACT_Q256) {
         QG_TAKE(a->q, a->qs, 1, cols);
         QG_TAKE(a->d, a->ds, 4, qg_blocks(kind, cols));
         if (kind == QG_ACT_Q32) {
@@ -250,6 +266,34 @@ static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int
         return;
     }
     if (kind == QG_ACT_NONE) return;
+    if ((kind == QG_ACT_Q4X || (kind == QG_ACT_Q32 && type == FFN_GGML_TYPE_Q8_0)) &&
+        ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_vnni()) {
+        ffn_qg_prepare_avx512(xt, cols, kind == QG_ACT_Q4X, a->q + t * a->qs, a->d + t * a->ds,
+                              a->c + t * a->cs, a->dl + t * a->cs);
+        return;
+    }
+    if (kind == QG_ACT_Q4X) { /* the reference of ffn_qg_prepare_avx512 */
+        int8_t *q = a->q + t * a->qs, buf[32];
+        float *d = a->d + t * a->ds, *dl = a->dl + t * a->cs;
+        int32_t *c = a->c + t * a->cs;
+        const int64_t nblk = cols / 32, ng = qg_groups(cols);
+        memset(q + (nblk / 4) * 128, 0, (size_t)(ng - nblk / 4) * 128);
+        memset(c + (nblk / 4) * 16, 0, (size_t)(ng - nblk / 4) * 16 * 4);
+        memset(dl + (nblk / 4) * 16, 0, (size_t)(ng - nblk / 4) * 16 * 4);
+        for (int64_t b = 0; b < nblk; b++) {
+            d[b] = qg_quant_block(xt + b * 32, 32, buf);
+            int8_t *g = q + (b / 4) * 128 + (b % 4) * 16;
+            memcpy(g, buf, 16);
+            memcpy(g + 64, buf + 16, 16);
+            for (int i = 0; i < 4; i++) {
+                int64_t l = (b / 4) * 16 + (b % 4) * 4 + i;
+                c[l] = -8 * (buf[4 * i] + buf[4 * i + 1] + buf[4 * i + 2] + buf[4 * i + 3] +
+                             buf[16 + 4 * i] + buf[17 + 4 * i] + buf[18 + 4 * i] + buf[19 + 4 * i]);
+                dl[l] = d[b];
+            }
+        }
+        return;
+    }
     int bl = kind == QG_ACT_Q32 ? 32 : 256;
     int8_t *q = a->q + t * a->qs;
     float *d = a->d + t * a->ds;
@@ -342,7 +386,8 @@ size_t ffn_qgemm_workspace_size(const ffn_qweight *w, int64_t n) {
 /* The calling thread's own workspace for ffn_qgemm: grown when a call needs
  * more, kept for the next call (so steady-state calls never allocate),
  * freed when the thread exits. */
-static pthread_key_t qg_key;
+enum { QG_WS_SLOTS = 2 }; /* 0: activations and panels; 1: ffn_qgemm_glu's g and u at prompt sizes */
+static pthread_key_t qg_key[QG_WS_SLOTS];
 static pthread_once_t qg_once = PTHREAD_ONCE_INIT;
 typedef struct qg_tls {
     void *p;
@@ -353,14 +398,16 @@ static void qg_tls_free(void *v) {
     if (t) ffn_free_aligned(t->p);
     free(t);
 }
-static void qg_key_make(void) { (void)pthread_key_create(&qg_key, qg_tls_free); }
+static void qg_key_make(void) {
+    for (int i = 0; i < QG_WS_SLOTS; i++) (void)pthread_key_create(&qg_key[i], qg_tls_free);
+}
 
-static void *qg_thread_ws(size_t bytes) {
+static void *qg_thread_ws_slot(int slot, size_t bytes) {
     if (pthread_once(&qg_once, qg_key_make)) return NULL;
-    qg_tls *t = pthread_getspecific(qg_key);
+    qg_tls *t = pthread_getspecific(qg_key[slot]);
     if (!t) {
         if (!(t = calloc(1, sizeof *t))) return NULL;
-        if (pthread_setspecific(qg_key, t)) {
+        if (pthread_setspecific(qg_key[slot], t)) {
             free(t);
             return NULL;
         }
@@ -374,6 +421,8 @@ static void *qg_thread_ws(size_t bytes) {
     }
     return t->p;
 }
+
+static void *qg_thread_ws(size_t bytes) { return qg_thread_ws_slot(0, bytes); }
 
 /* ---- the entry points -------------------------------------------------------------- */
 
@@ -446,12 +495,74 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
     return FFN_OK;
 }
 
+/* ---- prompt sizes: the bf16 panels ------------------------------------------------
+ * From this many rows of x on, ffn_qgemm decodes the weight into bf16
+ * panels inside the call (qgemm_panel_avx512.c) instead of running the
+ * row kernels.  Measured with bench/qgemm_batch.sh (W 2048 × 8192, 1
+ * thread, n = 8, 16, 32, 64; a 2-core machine shared with other jobs, so
+ * rough), GFLOP/s of row kernels / panels:
+ *
+ *   n      q8_0        q4_0        q4_K        q6_K        bf16        f16 (not taken)
+ *   8    14.7/28.7   71.8/20.3   33.8/29.5   14.5/18.3   19.9/19.3    7.3/14.8
+ *   16   15.8/15.5   27.4/18.4   37.8/22.4   22.5/17.3   21.6/28.2    6.8/18.5
+ *   32   11.9/34.7   22.6/23.1   29.5/ 7.5   49.0/23.1   20.1/49.1    9.0/44.3
+ *   64   12.1/47.5   15.0/32.9   18.2/42.1   26.3/40.6   16.8/42.3    9.5/43.5
+ *
+ * (at n = 512 the panels run 3-5× the row kernels: docs/QUANTIZATION.md).
+ * The row kernels keep a token's tile of activations next to each weight
+ * row, the panels decode the whole weight once per call: the panels win
+ * once enough tokens share that decode, soonest for f16 (whose row kernel
+ * converts per token) and latest for q4_0 and the K-quants (whose row
+ * kernels are the cheapest per weight byte).  No type goes below 32: a
+ * shorter prompt stays on the kernels decode uses, so its logits equal
+ * the KV-cached steps' to float rounding (the panels round x and W to
+ * bf16 instead; tests/cli/test_quant_run.sh holds a prompt of 18 tokens
+ * to 1e-4 against its cached steps). */
+static const struct {
+    ffn_ggml_type type;
+    int64_t min_n;
+} qg_panel_table[] = {
+    {FFN_GGML_TYPE_Q8_0, 32}, {FFN_GGML_TYPE_Q4_0, 32}, {FFN_GGML_TYPE_Q4_K, 64},
+    {FFN_GGML_TYPE_Q6_K, 64}, {FFN_GGML_TYPE_BF16, 32},
+};
+/* f16 is not in the table: the panels would round its 11-bit weights to
+ * bf16's 8, where its row kernel computes them exactly in fp32 (llama.cpp
+ * agrees with that to KL 3e-5 in tests/cli/test_llamacpp.sh; through the
+ * panels it measured 4e-4).  ffn_qgemm_panel still takes f16 weights. */
+
+int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
+    if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16()) return INT64_MAX;
+    for (size_t i = 0; i < sizeof qg_panel_table / sizeof qg_panel_table[0]; i++)
+        if (qg_panel_table[i].type == type) return qg_panel_table[i].min_n;
+    return INT64_MAX;
+}
+
+ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                           int64_t n, float *y, int64_t ldy, int accumulate) {
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16() || w->type == FFN_GGML_TYPE_F32)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm panels: %s weights on a CPU %s AVX512_BF16",
+                         ffn_ggml_type_name(w->type),
+                         ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? "with" : "without");
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+    ffn_ctx_enter(ctx);
+    size_t need = ffn_qg_panel_ws_bytes(w, n, ffn_ctx_threads(ctx));
+    void *ws = qg_thread_ws(need);
+    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm panels: out of memory (%zu bytes)", need);
+    ffn_qg_panel_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    return FFN_OK;
+}
+
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                      int64_t n, float *y, int64_t ldy, int accumulate) {
     if (w && w->packed && n >= ffn_qgemm_batch_min_n(w->type)) {
         ffn_status st = qg_check(w, x, ldx, n, y, ldy);
         return st ? st : ffn_qgemm_bf16mm_run(w->packed, ctx, x, ldx, n, y, ldy, accumulate);
     }
+    if (w && n >= ffn_qgemm_panel_min_n(w->type))
+        return ffn_qgemm_panel(ctx, w, x, ldx, n, y, ldy, accumulate);
     return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
 }
 
@@ -497,6 +608,24 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
                          (long long)gate->rows, (long long)gate->cols, (long long)up->rows,
                          (long long)up->cols);
     if (!n || !gate->rows) return FFN_OK;
+    if (n >= ffn_qgemm_panel_min_n(gate->type) || n >= ffn_qgemm_panel_min_n(up->type)) {
+        /* prompt sizes: each product as ffn_qgemm computes it (the panels for
+         * a weight past its crossover), then the epilogue */
+        int64_t ld = ldh;
+        float *g = g_out, *u = u_out;
+        if (!g || !u) {
+            size_t need = (size_t)(2 * n * gate->rows) * sizeof(float);
+            float *tmp = qg_thread_ws_slot(1, need);
+            if (!tmp) return ffn_error(FFN_ERR_NOMEM, "qgemm glu: out of memory (%zu bytes)", need);
+            g = tmp, u = tmp + n * gate->rows, ld = gate->rows;
+        }
+        if ((st = ffn_qgemm(ctx, gate, x, ldx, n, g, ld, 0)) || (st = ffn_qgemm(ctx, up, x, ldx, n, u, ld, 0)))
+            return st;
+        ffn_ctx_enter(ctx);
+#pragma omp parallel for schedule(static) if (n * gate->rows >= 65536)
+        for (int64_t t = 0; t < n; t++) ffn_glu_fwd(act, h + t * ldh, g + t * ld, u + t * ld, gate->rows);
+        return FFN_OK;
+    }
     const int level = ffn_simd();
     const int64_t rows = gate->rows, cols = gate->cols;
     const int same = gate->type == up->type;

@@ -75,6 +75,20 @@ ffn_status ffn_qgemm_at_level(const ffn_ctx *ctx, int level, const ffn_qweight *
 ffn_status ffn_qweight_pack_batch(ffn_qweight *w);
 int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
 
+/* Prompt sizes without a copy: from ffn_qgemm_panel_min_n(w->type) rows of
+ * x on (a measured crossover; INT64_MAX where the CPU lacks AVX512_BF16,
+ * and for f32 and f16 weights, which bf16 would round) ffn_qgemm decodes the weight into bf16 panels of 32
+ * rows inside the call, 512 tokens at a time, and multiplies them with x
+ * rounded to bf16 (fp32 accumulation).  ffn_qgemm_panel runs that path at
+ * any n (FFN_ERR_UNSUPPORTED where it does not exist).  Its workspace is
+ * the calling thread's (about 2·cols bytes per token of a 512-token tile
+ * plus 64·cols per thread), grown once and reused.  Within the path a
+ * token's result does not depend on n or the thread count; it is not the
+ * row kernels' result (x and W are rounded to bf16 instead of x to int8). */
+int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type);
+ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                           int64_t n, float *y, int64_t ldy, int accumulate);
+
 /* The gated input projection of the decode path in one pass:
  *   g = x·W_gateᵀ, u = x·W_upᵀ (n, rows),  h = act(g) ⊙ u  (row stride ldh)
  * The activations are prepared once for both weights, and each block of
@@ -82,7 +96,11 @@ int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type); /* INT64_MAX: never */
  * u_out (row stride ldh) receive the pre-activations when not NULL (what
  * the taps read).  gate and up must have the same shape; their types may
  * differ.  Each output equals what ffn_qgemm gives for it (the same
- * kernels; the packed large-n path is not used here). */
+ * kernels; the packed large-n path is not used here).  From
+ * ffn_qgemm_panel_min_n of either type on, both products run as ffn_qgemm
+ * runs them, then the epilogue; without g_out and u_out they go through a
+ * buffer of the calling thread (2 · n · rows floats, kept for the next
+ * call). */
 ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gate,
                          const ffn_qweight *up, const float *x, int64_t ldx, int64_t n, float *h,
                          int64_t ldh, float *g_out, float *u_out);

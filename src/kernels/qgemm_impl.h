@@ -15,6 +15,13 @@
  *               4-element dot product from c, so the offset cancels exactly
  *               in integers.  dl float (cols/4): lane i holds d of its
  *               block (d[i/8]), so a vector of lanes loads its scales.
+ *   q4_0 at the AVX-512 VNNI level: blocks in groups of four (the last
+ *               group padded with zero blocks), 128 q int8 per group: the
+ *               first 16 values of blocks 0..3, then their last 16 (the
+ *               order of a group's low and high nibbles); per group 16
+ *               lanes of c (lane 4i + j: −8 · the sum of values 4j..4j+3
+ *               and 16+4j..16+4j+3 of block i) and of dl (d of block i);
+ *               d float (cols/32) as above.
  *   q4_K, q6_K  blocks of 256 (ggml's q8_K): q int8, d float (cols/256),
  *               bs int16 (cols/16): the sum of each 16 q.
  *   bf16        xb (cols) the activations rounded to bf16 (AVX-512 BF16).
@@ -54,8 +61,18 @@ void ffn_qg_rows_avx2(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_
 void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
                         int64_t ldy, int accumulate);
 
+/* One block of len (a multiple of 32) activations to int8 (the rule at the
+ * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */
+float ffn_qg_quant_block_avx512(const float *x, int len, int8_t *q);
+
+/* A token's QG_ACT_Q32 arrays for q8_0 (grouped 0) or its QG_ACT_Q4X
+ * arrays (grouped 1), the scalar preparation's values.  Needs AVX-512
+ * VNNI. */
+void ffn_qg_prepare_avx512(const float *x, int64_t cols, int grouped, int8_t *q, float *d,
+                           int32_t *c, float *dl);
+
 /* Which activation layout the kernels of `level` want for `type`. */
-enum { QG_ACT_NONE = 0, QG_ACT_Q32 = 1, QG_ACT_Q256 = 2, QG_ACT_BF16 = 3 };
+enum { QG_ACT_NONE = 0, QG_ACT_Q32 = 1, QG_ACT_Q256 = 2, QG_ACT_BF16 = 3, QG_ACT_Q4X = 4 };
 int ffn_qg_act_kind(ffn_ggml_type type, int level);
 /* Bytes of prepared activations per token for a layout (QG_ACT_*). */
 size_t ffn_qgemm_token_bytes(int kind, int64_t cols);
@@ -63,5 +80,15 @@ size_t ffn_qgemm_token_bytes(int kind, int64_t cols);
 /* 1 when this CPU has AVX-512 VNNI (the int8 kernels) / AVX-512 BF16. */
 int ffn_qg_have_vnni(void);
 int ffn_qg_have_bf16(void);
+
+/* The prompt-size path (qgemm_panel_avx512.c; AVX512_BF16 only): the
+ * weight decoded into bf16 panels of 32 rows inside the call, the tokens
+ * rounded to bf16, a register-blocked vdpbf16ps product.  ws holds
+ * ffn_qg_panel_ws_bytes(w, n, threads) bytes for the context's thread
+ * count (the rounded tokens of one tile and one panel per thread); the
+ * weight must be a type other than f32, with w->rows, w->cols, n > 0. */
+size_t ffn_qg_panel_ws_bytes(const ffn_qweight *w, int64_t n, int threads);
+void ffn_qg_panel_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
+                      int64_t ldy, int accumulate, void *ws);
 
 #endif /* FFN_QGEMM_IMPL_H */

@@ -25,8 +25,8 @@
  * Beyond the tolerances: a token's output at n = 1 equals, bit for bit, the
  * same token's output in any larger call, and 1 and 2 threads agree bit for
  * bit; outputs outside the rows × n region (the ldy padding) stay intact.
- * The packed large-n path (ffn_qweight_pack_batch) has its own bound (see
- * test_packed); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
+ * The packed large-n path (ffn_qweight_pack_batch) and the prompt-size
+ * panels (ffn_qgemm_panel) have their own bound (test_packed, test_panel); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
  * for bit (test_glu). */
 #include "check.h"
 #include "kernels/kernels.h"
@@ -271,6 +271,101 @@ static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t 
     free(src); free(x); free(wf); free(wq); free(ref); free(y);
 }
 
+/* The prompt-size path (ffn_qgemm_panel: the weight decoded into bf16
+ * panels inside the call).  x and W are rounded to bf16 (u = 2^-8 each),
+ * so per product |Δ| <= |w x| · (2^-7 + 2^-16); each lane adds cols/2
+ * pairs in order, two roundings a pair: m = cols + 64.  Rows of 5, 19, 37
+ * and 70 (panels of 32 cut short), odd cols for bf16/f16, n across the
+ * 14-token micro-tile and the 512-token tile.  Beyond the bound: a
+ * token's output is bitwise the same at any n and with 1 or 2 threads,
+ * ffn_qgemm takes this path from ffn_qgemm_panel_min_n on (bitwise equal
+ * there), and nothing outside rows × n is written. */
+static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t rows, int64_t cols) {
+    {
+        float x1[2] = {0, 0}, y1[1];
+        uint8_t zero[8] = {0};
+        ffn_qweight w1;
+        if (ffn_qweight_init(&w1, FFN_GGML_TYPE_BF16, 1, 2, zero) != FFN_OK ||
+            ffn_qgemm_panel(ctx1, &w1, x1, 2, 1, y1, 1, 0) == FFN_ERR_UNSUPPORTED) {
+            printf("  panel path: not on this CPU (%s)\n", ffn_ggml_type_name(type));
+            return;
+        }
+    }
+    size_t rb;
+    (void)ffn_ggml_row_size(type, cols, &rb);
+    const int64_t ldx = cols + 3, ldy = rows + 2, N = 530;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    float *wf = malloc((size_t)(rows * cols) * sizeof *wf);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    size_t ny = (size_t)(N * ldy);
+    float *ref = malloc(ny * 4), *y = malloc(ny * 4), *yfull = malloc(ny * 4);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(type, src, wq + (size_t)r * rb, cols);
+        (void)ffn_ggml_dequantize_row(type, wq + (size_t)r * rb, wf + r * cols, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    ffn_qweight w;
+    CHECK(ffn_qweight_init(&w, type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
+    ffn_qgemm_ref(&w, x, ldx, N, ref, ldy, 0);
+    CHECK(ffn_qgemm_panel(ctx2, &w, x, ldx, N, yfull, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+    const int64_t ns[] = {1, 13, 14, 15, 29, 64, 511, 512, 513, 530};
+    double worst = 0;
+    int ok = 1, same = 1;
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        int64_t n = ns[i];
+        int acc = (int)(i % 2);
+        ffn_ctx *ctx = i % 3 ? ctx1 : ctx2;
+        for (size_t k = 0; k < ny; k++) y[k] = acc ? 1.0f : -5.0f;
+        CHECK(ffn_qgemm_panel(ctx, &w, x, ldx, n, y, ldy, acc) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldy; r++) {
+                float v = y[t * ldy + r];
+                if (t >= n || r >= rows) {
+                    ok &= v == (acc ? 1.0f : -5.0f);
+                    continue;
+                }
+                if (!acc) same &= !memcmp(&v, &yfull[t * ldy + r], 4);
+                double S = 0;
+                for (int64_t c = 0; c < cols; c++) S += fabs((double)wf[r * cols + c] * x[t * ldx + c]);
+                double A = S * (ldexp(1.0, -7) + ldexp(1.0, -16));
+                double tol = A + ((double)cols + 64) * ldexp(1.0, -24) * (S + A) + (acc ? ldexp(1.0, -23) : 0);
+                double e = fabs(v - ((acc ? 1.0 : 0.0) + ref[t * ldy + r]));
+                if (e / tol > worst) worst = e / tol;
+                ok &= e <= tol;
+            }
+    }
+    CHECK(ok, "panel %s rows %lld cols %lld: worst error/tol %.3g (or wrote outside the output)",
+          ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
+    CHECK(same, "panel %s: a token's output depends on n or the thread count", ffn_ggml_type_name(type));
+    /* the entry point: the panels from the crossover on, the row kernels
+     * below it (f16 stays on the row kernels at every n) */
+    int64_t mn = ffn_qgemm_panel_min_n(type);
+    if (type == FFN_GGML_TYPE_F16) {
+        CHECK(mn == INT64_MAX, "f16 has a panel crossover (%lld)", (long long)mn);
+        mn = 65;
+    } else {
+        CHECK(mn >= 2 && mn <= 64, "panel crossover %lld", (long long)mn);
+    }
+    if (type != FFN_GGML_TYPE_F16) {
+        CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+        int entry = 1;
+        for (int64_t t = 0; t < mn; t++) entry &= !memcmp(y + t * ldy, yfull + t * ldy, (size_t)rows * 4);
+        CHECK(entry, "ffn_qgemm at n = %lld is not the panel path", (long long)mn);
+    }
+    CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn - 1, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+    float *yrow = malloc((size_t)(mn * ldy) * 4);
+    CHECK(ffn_qgemm_at_level(ctx2, ffn_simd(), &w, x, ldx, mn - 1, yrow, ldy, 0) == FFN_OK, "%s",
+          ffn_last_error());
+    int below = 1;
+    for (int64_t t = 0; t < mn - 1; t++) below &= !memcmp(y + t * ldy, yrow + t * ldy, (size_t)rows * 4);
+    CHECK(below, "ffn_qgemm below the crossover is not the row kernels");
+    printf("  panel  %-5s rows %3lld cols %4lld  n 1..530 worst error/tol %.3f\n",
+           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
+    free(yrow);
+    free(src); free(x); free(wf); free(wq); free(ref); free(y); free(yfull);
+}
+
 /* ffn_qgemm_glu: g and u bitwise equal to ffn_qgemm of each weight (the
  * same kernels), h = act(g) ⊙ u equal to ffn_glu_fwd on them, for gate and
  * up of the same type and of different types, n across the tile. */
@@ -370,6 +465,12 @@ int main(void) {
     test_packed(ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
     test_packed(ctx1, FFN_GGML_TYPE_BF16, 33, 77);
     test_packed(ctx2, FFN_GGML_TYPE_F16, 17, 130);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q8_0, 70, 96);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q4_K, 19, 512);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_BF16, 33, 77);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_F16, 17, 777);
     test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
     test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
