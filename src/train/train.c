@@ -760,11 +760,16 @@ static ffn_status push_eval(trainer *t, int64_t step, double loss) {
 static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     const int64_t A = t->o.grad_accum, B = t->o.batch_size, T = t->o.seq_len;
     const int64_t step = t->step + 1;
+    ffn_profile *pf = t->o.profile;
+    ffn_model_set_profile(t->model, pf);
+    ffn_profile_start(pf);
     ffn_model_zero_grads(t->model);
     double ce = 0.0, total = 0.0;
     const int64_t P = dp_size(t);
     for (int64_t a = 0; a < A; a++) {
+        ffn_profile_charge(pf, FFN_PROFILE_OTHER);
         sample_batch(t);
+        ffn_profile_charge(pf, FFN_PROFILE_DATA);
         ffn_model_loss loss;
         ffn_status st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B,
                                                    T, 1.0f / (float)(A * P), &loss);
@@ -791,7 +796,10 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
                          total, (long long)step);
 
     double lr, norm;
+    ffn_profile_charge(pf, FFN_PROFILE_OTHER);
     ffn_status st = ffn_adamw_step(t->opt, step, &lr, &norm);
+    ffn_profile_charge(pf, FFN_PROFILE_OPTIMIZER);
+    ffn_model_set_profile(t->model, NULL);
     if (st != FFN_OK) return st;
 
     st = grow_history(t, step);
@@ -1426,7 +1434,13 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         double s0 = now_seconds();
         st = train_step(t, &pt);
         if (st != FFN_OK) goto done;
-        t->train_seconds += now_seconds() - s0;
+        const double step_s = now_seconds() - s0;
+        t->train_seconds += step_s;
+        if (o->profile) {
+            ffn_profile_charge(o->profile, FFN_PROFILE_OTHER); /* the step's last lines */
+            o->profile->step_seconds += step_s;
+            o->profile->steps++;
+        }
         if ((o->eval_every > 0 && t->step % o->eval_every == 0) || t->step == end) {
             st = evaluate(t, &pt.val_loss);
             if (st == FFN_OK) st = push_eval(t, t->step, pt.val_loss);
