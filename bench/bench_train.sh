@@ -257,7 +257,7 @@ for D, v in seen:
           f"{(f'{pk:.1f}%' if pk is not None else '-'):>8}")
 print("\nwhere ffn's step goes (--profile, share of the step time, threads %d):" % TH)
 parts = ["ffn_forward", "ffn_backward", "attn_proj", "attn_core", "norm", "embed_head",
-         "optimizer", "data", "other"]
+         "optimizer", "data", "other", "weight_pack"]
 print(f"{'D':>5} {'variant':<7}{'s/step':>8}" + "".join(f"{p[:10]:>11}" for p in parts) + f"{'GFLOP/s':>9}{'peak':>7}")
 for D, v in seen:
     f = get("ffn", v, D, TH)

@@ -1,6 +1,7 @@
 /* ffn/profile.h -- where a training step's time goes: wall-clock seconds per
  * part of the step (FFN, attention projections, attention core, norms,
- * embedding + LM head + loss, optimizer, data, other) and the FLOPs of the
+ * embedding + LM head + loss, optimizer, data, other, the layers' weight
+ * repacking after the update) and the FLOPs of the
  * step's weight matrix products.
  *
  * Part of the public API; include <ffn.h>, not this file.
@@ -50,6 +51,8 @@ typedef enum ffn_profile_part {
     FFN_PROFILE_DATA,          /* drawing the batch */
     FFN_PROFILE_OTHER,         /* residual adds, zeroing gradients, reductions,
                                   checks, everything else */
+    FFN_PROFILE_WEIGHT_PACK,   /* after the update: the layers repack their
+                                  weights (ffn_model_params_changed) */
     FFN_PROFILE_PARTS
 } ffn_profile_part;
 
@@ -63,7 +66,8 @@ typedef struct ffn_profile {
 } ffn_profile;
 
 /* "ffn_forward", "ffn_backward", "attn_proj", "attn_core", "norm",
- * "embed_head", "optimizer", "data", "other"; "?" out of range. */
+ * "embed_head", "optimizer", "data", "other", "weight_pack"; "?" out of
+ * range. */
 const char *ffn_profile_part_name(ffn_profile_part part);
 /* Zero every field. */
 void ffn_profile_reset(ffn_profile *p);

@@ -17,6 +17,7 @@ const char *ffn_profile_part_name(ffn_profile_part part) {
     case FFN_PROFILE_OPTIMIZER: return "optimizer";
     case FFN_PROFILE_DATA: return "data";
     case FFN_PROFILE_OTHER: return "other";
+    case FFN_PROFILE_WEIGHT_PACK: return "weight_pack";
     case FFN_PROFILE_PARTS: break;
     }
     return "?";

@@ -720,8 +720,9 @@ float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
     return a ? a->moments : NULL;
 }
 
-ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
-    if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+/* The update of ffn_adamw_step, without telling the model (the trainer
+ * times the two apart). */
+static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
     const int64_t n_tensors = ffn_model_num_tensors(a->model);
     /* Frozen tensors: their gradients are dropped before the norm, so
      * clipping measures what is trained (clip_grad_norm_ over the trained
@@ -764,7 +765,13 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
     }
     if (lr_out) *lr_out = lr;
     if (norm_out) *norm_out = norm;
-    return ffn_model_params_changed(a->model);
+    return FFN_OK;
+}
+
+ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
+    if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+    ffn_status st = adamw_apply(a, step, lr_out, norm_out);
+    return st ? st : ffn_model_params_changed(a->model);
 }
 
 /* ---- one optimizer step ------------------------------------------------------- */
@@ -837,8 +844,11 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
 
     double lr, norm;
     ffn_profile_charge(pf, FFN_PROFILE_OTHER);
-    ffn_status st = ffn_adamw_step(t->opt, step, &lr, &norm);
+    /* ffn_adamw_step, its two halves timed apart */
+    ffn_status st = adamw_apply(t->opt, step, &lr, &norm);
     ffn_profile_charge(pf, FFN_PROFILE_OPTIMIZER);
+    if (st == FFN_OK) st = ffn_model_params_changed(t->model);
+    ffn_profile_charge(pf, FFN_PROFILE_WEIGHT_PACK);
     ffn_model_set_profile(t->model, NULL);
     if (st != FFN_OK) return st;
 

@@ -38,7 +38,7 @@ p = s.get("profile")
 if not p:
     sys.exit(f"{path}: no profile object in the --json summary")
 parts = ["ffn_forward", "ffn_backward", "attn_proj", "attn_core", "norm", "embed_head",
-         "optimizer", "data", "other"]
+         "optimizer", "data", "other", "weight_pack"]
 secs = p["seconds"]
 if sorted(secs) != sorted(parts):
     sys.exit(f"parts {sorted(secs)}, expected {sorted(parts)}")
@@ -90,7 +90,7 @@ PYEOF
 "$FFN_BIN" train --data "$tmp/data.txt" "${model[@]}" --intermediate-size 80 \
     --out "$tmp/dense" --json --profile >"$tmp/dense.json" 2>"$tmp/dense.err"
 check "$tmp/dense.json" 48 80 0 0 || { cat "$tmp/dense.json"; fail "dense profile"; }
-for part in ffn_forward ffn_backward attn_proj attn_core norm embed_head optimizer data other sum; do
+for part in ffn_forward ffn_backward attn_proj attn_core norm embed_head optimizer data other weight_pack sum; do
     grep -qE "^  $part +[0-9.]+ +[0-9.]+%" "$tmp/dense.err" || { cat "$tmp/dense.err"; fail "table: no row $part"; }
 done
 grep -q "GFLOP/s" "$tmp/dense.err" || fail "table: no GFLOP/s line"
