@@ -25,13 +25,28 @@ Tokens/s counts the training steps after --warmup steps, wall clock, no
 evaluation.  Letters: B batch, T sequence, D hidden, F FFN width, H heads,
 V vocab, E experts, K top-k.
 
+--autocast runs the forward under torch.autocast("cpu", dtype=torch.bfloat16)
+(mixed precision: the products on oneDNN's bf16 kernels, fp32 master
+weights and optimizer), the strongest CPU training set-up of torch 1.13.
+
+--check-ffn RUN_DIR --ids FILE: no training; load the weights of an ffn run
+directory (model.safetensors, Hugging Face names) into this model, which
+must have exactly its tensors and shapes, and print the mean next-token
+cross-entropy over consecutive windows of --seq-len of the ids in FILE
+(whitespace-separated, as `ffn tokenize --ids-only` prints them),
+each window's first token unscored: what `ffn eval RUN_DIR --window T
+--stride T` reports, so the two models can be compared at the same weights.
+
 usage: torch_train.py --data FILE [--steps S] [--warmup W] [--batch-size B]
        [--seq-len T] [--hidden-size D] [--intermediate-size F] [--layers L]
-       [--heads H] [--moe E,K,Fe] [--threads N] [--seed S] [--json]
+       [--heads H] [--moe E,K,Fe] [--threads N] [--seed S] [--autocast] [--json]
+       torch_train.py --check-ffn RUN_DIR --ids FILE [the model flags] [--json]
 """
 import argparse
+import contextlib
 import json
 import math
+import struct
 import sys
 import time
 
@@ -121,7 +136,7 @@ class MoE(nn.Module):
                 continue
             rows = tok[sel]
             out = self.experts[e](x.index_select(0, rows)) * flat_w[sel].unsqueeze(1)
-            y.index_add_(0, rows, out)
+            y.index_add_(0, rows, out.to(y.dtype))  # autocast: bf16 products, fp32 sum
         f = torch.bincount(flat_idx, minlength=self.e).to(x.dtype) / flat_idx.numel()
         aux = self.e * (f * p.mean(0)).sum()
         z = torch.logsumexp(logits, dim=-1).pow(2).mean()
@@ -167,9 +182,76 @@ class Model(nn.Module):
         return loss + 0.01 * aux + 0.001 * z, loss
 
 
+def hf_names(model):
+    """This model's parameters under the Hugging Face names ffn writes."""
+    names = {"model.embed_tokens.weight": model.emb.weight, "model.norm.weight": model.norm.weight}
+    for i, b in enumerate(model.blocks):
+        pre = f"model.layers.{i}."
+        names[pre + "input_layernorm.weight"] = b.n1.weight
+        names[pre + "post_attention_layernorm.weight"] = b.n2.weight
+        for a in "qkvo":
+            names[pre + f"self_attn.{a}_proj.weight"] = getattr(b.attn, a).weight
+        if isinstance(b.ffn, MoE):
+            names[pre + "mlp.gate.weight"] = b.ffn.router.weight
+            for e, ex in enumerate(b.ffn.experts):
+                for part in ("gate", "up", "down"):
+                    names[pre + f"mlp.experts.{e}.{part}_proj.weight"] = getattr(ex, part).weight
+        else:
+            for part in ("gate", "up", "down"):
+                names[pre + f"mlp.{part}_proj.weight"] = getattr(b.ffn, part).weight
+    return names
+
+
+def load_safetensors_f32(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        blob = f.read()
+    out = {}
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        if v["dtype"] != "F32":
+            sys.exit(f"{path}: {k}: dtype {v['dtype']}, expected F32")
+        lo, hi = v["data_offsets"]
+        out[k] = torch.frombuffer(bytearray(blob[lo:hi]), dtype=torch.float32).reshape(v["shape"])
+    return out
+
+
+def check_ffn(a, moe):
+    """Load an ffn run directory's weights; the mean CE over windows of ids."""
+    cfg = json.load(open(f"{a.check_ffn}/config.json"))
+    V = cfg["vocab_size"]
+    model = Model(V, a.hidden_size, a.intermediate_size, a.layers, a.heads, a.seq_len, moe)
+    tensors = load_safetensors_f32(f"{a.check_ffn}/model.safetensors")
+    mine = hf_names(model)
+    if sorted(tensors) != sorted(mine):
+        sys.exit(f"tensors differ: only in ffn {sorted(set(tensors) - set(mine))}, "
+                 f"only here {sorted(set(mine) - set(tensors))}")
+    with torch.no_grad():
+        for k, p in mine.items():
+            if tuple(tensors[k].shape) != tuple(p.shape):
+                sys.exit(f"{k}: ffn {tuple(tensors[k].shape)}, here {tuple(p.shape)}")
+            p.copy_(tensors[k])
+    ids = [int(w) for w in open(a.ids).read().split()]
+    T = a.seq_len
+    n = len(ids) // T
+    x = torch.tensor(ids[:n * T], dtype=torch.long).reshape(n, T)
+    with torch.no_grad():
+        h = model.emb(x)
+        for b in model.blocks:
+            h, _, _ = b(h, model.cos, model.sin, model.mask)
+        logits = model.norm(h) @ model.emb.weight.t()
+        ce = F.cross_entropy(logits[:, :-1].reshape(-1, V), x[:, 1:].reshape(-1))
+    n_params = sum(p.numel() for p in model.parameters())
+    r = {"params": n_params, "windows": n, "scored": n * (T - 1), "nll": ce.item()}
+    print(json.dumps(r) if a.json else f"{n_params} params, nll {ce.item():.6f} over {n} windows")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", required=True)
+    ap.add_argument("--data")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3, help="untimed first steps")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -182,17 +264,26 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--autocast", action="store_true",
+                    help="forward under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--check-ffn", metavar="RUN_DIR", help="load an ffn run directory's weights "
+                    "and print the loss over --ids instead of training")
+    ap.add_argument("--ids", help="token ids for --check-ffn (first field of each line)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
+    moe = tuple(int(s) for s in a.moe.split(",")) if a.moe else None
+    if a.check_ffn:
+        return check_ffn(a, moe)
+    if not a.data:
+        ap.error("--data FILE is required (unless --check-ffn)")
     text = open(a.data, encoding="utf-8").read()
     chars = sorted(set(text))
     stoi = {c: i + 1 for i, c in enumerate(chars)}         # 0 = <unk>
     data = torch.tensor([stoi[c] for c in text], dtype=torch.long)
     V = len(chars) + 1
-    moe = tuple(int(s) for s in a.moe.split(",")) if a.moe else None
     B, T = a.batch_size, a.seq_len
     model = Model(V, a.hidden_size, a.intermediate_size, a.layers, a.heads, T, moe)
     n_params = sum(p.numel() for p in model.parameters())
@@ -221,14 +312,16 @@ def main():
         y = torch.stack([data[i + 1:i + 1 + T] for i in ix])
         for grp in opt.param_groups:
             grp["lr"] = lr_at(step)
-        total, loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16) if a.autocast else contextlib.nullcontext():
+            total, loss = model(x, y)
         opt.zero_grad(set_to_none=True)
         total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     secs = time.perf_counter() - t_start
     timed = a.steps - a.warmup
-    r = {"peer": "pytorch", "torch": torch.__version__, "variant": "moe" if moe else "swiglu",
+    r = {"peer": "pytorch-bf16" if a.autocast else "pytorch", "torch": torch.__version__,
+         "variant": "moe" if moe else "swiglu",
          "params": n_params, "vocab": V, "batch_size": B, "seq_len": T, "threads": a.threads,
          "steps": a.steps, "timed_steps": timed, "seconds": round(secs, 3),
          "tokens_per_s": round(timed * B * T / secs, 1), "final_loss": round(loss.item(), 4)}

@@ -11,6 +11,7 @@
  *   data.h         tokenizers and the built-in corpus
  *   model.h        the decoder-only Transformer (forward, backward, KV cache)
  *   tap.h          taps: named points of the forward to capture and patch
+ *   profile.h      where a training step's time goes (ffn train --profile)
  *   train.h        AdamW, the training loop, checkpoints, generation
  *   rng.h          the library's seeded pseudo-random generator
  *   json.h         the strict JSON reader
@@ -49,6 +50,9 @@
 #endif
 #if __has_include("ffn/model.h")
 #include "ffn/model.h"
+#endif
+#if __has_include("ffn/profile.h")
+#include "ffn/profile.h"
 #endif
 #if __has_include("ffn/tap.h")
 #include "ffn/tap.h"

@@ -255,4 +255,8 @@ int cli_text_piece(const char *bytes, size_t len, void *user);
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void cli_json_string(FILE *f, const char *s);
 
+/* The fp32 FMA peak in GFLOP/s on `threads` threads, measured by the code
+ * of `ffn bench peak` (tools/cmd_bench.c); 0 without AVX2 or AVX-512. */
+double cli_fma_peak_gflops(int threads);
+
 #endif

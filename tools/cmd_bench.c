@@ -706,3 +706,13 @@ int cmd_bench(int argc, char **argv) {
     cli_error("bench", "unknown benchmark '%s' (expected layer, moe, peak, bandwidth, link, qgemm or model)", sub);
     return CLI_EXIT_USAGE;
 }
+
+/* For `ffn train --profile`: the FMA peak the step's products are set
+ * against, measured as `ffn bench peak` does. */
+double cli_fma_peak_gflops(int threads) {
+    const char *simd = ffn_simd_level();
+    int lanes = !strcmp(simd, "avx512") ? 16 : !strcmp(simd, "avx2") ? 8 : 0;
+    if (!lanes || threads < 1) return 0.0;
+    return best_of_5(threads, peak_work, &lanes,
+                     (double)threads * PEAK_ITERS * 12.0 * lanes * 2.0 * 1e-9);
+}

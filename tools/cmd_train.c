@@ -3,6 +3,7 @@
  * progress and a metrics log.  The loop itself is ffn_train_run (train.h);
  * this file parses flags, installs the signal handlers and draws progress. */
 #include "cli.h"
+#include "train_profile.h"
 #include "ffn/dist.h"
 #include "ffn/train.h"
 
@@ -171,7 +172,7 @@ typedef struct cli_state {
     double bucket_mb;
     int64_t zero;
     int batch_given, dp_given;
-    int force, json, quiet;
+    int force, json, quiet, profile;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
 } cli_state;
 
@@ -295,6 +296,12 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                  "then new ones appended)"},
         CLI_OPT_JSON(&c->json, "print the final summary as JSON on stdout"),
         {.name = "--quiet", .type = CLI_FLAG, .dst = &c->quiet, .help = "no progress on stderr"},
+        {.name = "--profile", .type = CLI_FLAG, .dst = &c->profile,
+         .help = "time each part of the step (FFN forward and backward, attention projections "
+                 "and core, norms, embedding + head + loss, optimizer, data, other) and print "
+                 "the table on stderr at the end (with --json also as \"profile\" in the "
+                 "summary), with the matrix products' GFLOP/s and share of the FMA peak "
+                 "(measured after training, as `ffn bench peak`)"},
         CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
         CLI_OPT_EP(&c->ep),
@@ -471,8 +478,15 @@ int cmd_train(int argc, char **argv) {
     ffn_train_callbacks cb = {.on_start = on_start, .on_step = on_step,
                               .on_checkpoint = on_checkpoint, .user = &p};
     install_signals();
+    ffn_profile prof;
+    ffn_profile_reset(&prof);
+    if (c.profile) o.profile = &prof;
     ffn_train_result res;
     ffn_status st = ffn_train_run(ctx, &o, &cb, &res);
+    const int nt = ffn_ctx_threads(ctx);
+    const int show = c.profile && c.json >= 0 && (st == FFN_OK || st == FFN_ERR_INTERRUPTED);
+    const double peak = show ? cli_fma_peak_gflops(nt) : 0.0;
+    if (show) train_profile_table(stderr, &prof, peak, nt);
     if (p.drew_live) fputc('\n', stderr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -508,6 +522,10 @@ int cmd_train(int argc, char **argv) {
                        gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0);
                 if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
                                       (long long)optimizer_bytes(dist, res.n_params, c.zero));
+            }
+            if (c.profile) {
+                printf(", ");
+                train_profile_json(stdout, &prof, peak, nt);
             }
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {

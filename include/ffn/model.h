@@ -108,6 +108,7 @@
 
 #include "core.h"
 #include "layer.h"
+#include "profile.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -379,6 +380,12 @@ ffn_status ffn_model_set_reducer(ffn_model *model, const ffn_model_reducer *redu
 struct ffn_moe_runner;
 ffn_status ffn_model_set_moe_runner(ffn_model *model, int64_t layer,
                                     const struct ffn_moe_runner *runner);
+
+/* Profile the training forward and backward (ffn_model_forward_backward)
+ * into `profile` (include/ffn/profile.h): the model charges each part of
+ * the step from the profile's mark, and adds the step's product FLOPs.
+ * NULL (the default) turns it off.  The caller owns the profile. */
+ffn_status ffn_model_set_profile(ffn_model *model, ffn_profile *profile);
 
 /* ---- training and evaluation --------------------------------------------- */
 

@@ -180,6 +180,11 @@ typedef struct ffn_train_options {
      * current step, saves a checkpoint and returns FFN_ERR_INTERRUPTED. */
     volatile sig_atomic_t *stop_flag;
 
+    /* Where each step's time goes (include/ffn/profile.h), or NULL (off).
+     * The caller's: reset it first; the loop adds every step of this run
+     * (evaluation and checkpointing excluded). */
+    ffn_profile *profile;
+
     /* Data parallelism across processes, or NULL for one process (see
      * ffn_train_dist below; include/ffn/dist.h fills one from MPI). */
     const struct ffn_train_dist *dist;

@@ -147,16 +147,59 @@ static void ATTN_FN(outer)(float *y, int64_t ldy, const float *c, int64_t ldc, c
     if (i0 < Dh) ATTN_FN(outer_cols)(y, ldy, c, ldc, x, ldx, j0, nj, T, i0, (int)(Dh - i0));
 }
 
-/* Softmax of p[0..n) in place (max-subtracted, sum in order). */
+#ifndef ATTN_EXP
+#define ATTN_EXP
+/* e^x for x <= 0 (a softmax after its max is subtracted), in operations the
+ * compiler vectorises: x = r·ln2 + y with r = round(x / ln2) (the 1.5·2^23
+ * trick rounds to nearest), ln2 in two parts (Cody–Waite), e^y by its
+ * Taylor series to y^7 (|y| <= ln2/2: truncation below 6e-9 relative),
+ * times 2^r built in the exponent bits.  Inputs below -87 give e^-87
+ * (~1.6e-38) instead of a denormal or 0: against a softmax sum >= 1 that
+ * is no difference.  Error a few ulp; one fixed sequence of operations, so
+ * one result per SIMD level. */
+static inline __attribute__((always_inline)) float attn_exp_neg(float x) {
+    x = x < -87.0f ? -87.0f : x;
+    const float r = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    const float y = (x - r * 0.693145751953125f) - r * 1.42860682030941723e-6f;
+    float e = 1.0f / 5040.0f;
+    e = e * y + 1.0f / 720.0f;
+    e = e * y + 1.0f / 120.0f;
+    e = e * y + 1.0f / 24.0f;
+    e = e * y + 1.0f / 6.0f;
+    e = e * y + 0.5f;
+    e = e * y + 1.0f;
+    e = e * y + 1.0f;
+    const int32_t bits = ((int32_t)r + 127) << 23;
+    float two_r;
+    memcpy(&two_r, &bits, sizeof two_r);
+    return e * two_r;
+}
+#endif
+
+/* Σ a[j]·b[j] (b NULL: Σ a[j]) over j < n in sixteen running sums (element
+ * j into sum j % 16) added pairwise at the end: the vector lanes' order,
+ * fixed for every n and thread count. */
+static inline float ATTN_FN(sum16)(const float *a, const float *b, int64_t n) {
+    float acc[JB] = {0};
+    int64_t j = 0;
+    for (; j + JB <= n; j += JB)
+#pragma omp simd
+        for (int k = 0; k < JB; k++) acc[k] += b ? a[j + k] * b[j + k] : a[j + k];
+    for (int k = 0; j < n; j++, k++) acc[k] += b ? a[j] * b[j] : a[j];
+    for (int w = JB / 2; w > 0; w /= 2)
+        for (int k = 0; k < w; k++) acc[k] += acc[k + w];
+    return acc[0];
+}
+
+/* Softmax of p[0..n) in place (max-subtracted; the sum in sixteen lanes). */
 static void ATTN_FN(softmax)(float *p, int64_t n) {
     float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < n; j++) mx = p[j] > mx ? p[j] : mx;
-    float sum = 0.0f;
-    for (int64_t j = 0; j < n; j++) {
-        p[j] = expf(p[j] - mx);
-        sum += p[j];
-    }
-    const float inv = 1.0f / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < n; j++) p[j] = attn_exp_neg(p[j] - mx);
+    const float inv = 1.0f / ATTN_FN(sum16)(p, NULL, n);
+#pragma omp simd
     for (int64_t j = 0; j < n; j++) p[j] *= inv;
 }
 
@@ -207,8 +250,8 @@ void ATTN_FN(ffn_attn_bwd_task)(float *dq, float *dkb, float *dvb, const float *
                 const int64_t t = t0 + i, n = t + 1;
                 const float *p = ph + t * S;
                 float *dsr = ds + t * Sp, *pzr = pz + t * Sp;
-                float pdp = 0.0f;
-                for (int64_t j = 0; j < n; j++) pdp += p[j] * dsr[j];
+                const float pdp = ATTN_FN(sum16)(p, dsr, n);
+#pragma omp simd
                 for (int64_t j = 0; j < n; j++) {
                     dsr[j] = p[j] * (dsr[j] - pdp) * scale;
                     pzr[j] = p[j];

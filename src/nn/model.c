@@ -430,6 +430,7 @@ struct ffn_model {
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
+    ffn_profile *prof;              /* the training step's profile, or NULL */
     model_qstate *q;                /* low-precision weights (model_qweights.c), or NULL */
     ffn_precision precision;        /* of every projection (FFN and MoE experts included) */
     model_bf16 *b16;                /* FFN_PRECISION_BF16: the projections (bf16_model.c) */
@@ -983,6 +984,32 @@ ffn_status ffn_model_set_moe_runner(ffn_model *m, int64_t layer, const ffn_moe_r
     return st ? st : ffn_model_params_changed(m);
 }
 
+ffn_status ffn_model_set_profile(ffn_model *m, ffn_profile *profile) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_set_profile: NULL model");
+    m->prof = profile;
+    return FFN_OK;
+}
+
+/* The weights of the matrix products one row (token) goes through in
+ * forward: projections, FFN or the routed experts' share, head. */
+static double product_weights_per_row(const ffn_model *m) {
+    const ffn_model_config *c = &m->cfg;
+    const int gated = c->mlp_type == FFN_MODEL_MLP_GATED;
+    double w = (double)m->V * (double)m->D;
+    for (int64_t l = 0; l < m->L; l++) {
+        w += (double)m->C * (double)m->D + (double)m->D * (double)(m->H * m->Dh);
+        if (m->moe[l]) {
+            const double Fe = (double)moe_width(c), Fs = (double)c->shared_expert_intermediate_size;
+            w += (double)c->num_experts * (double)m->D +
+                 (double)c->num_experts_per_tok * (gated ? 3 : 2) * Fe * (double)m->D;
+            if (Fs > 0) w += (gated ? 3 : 2) * Fs * (double)m->D + (double)m->D;
+        } else if (m->mlp[l]) {
+            w += (gated ? 3 : 2) * (double)m->F * (double)m->D;
+        }
+    }
+    return w;
+}
+
 ffn_status ffn_model_params_changed(ffn_model *m) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
     for (int64_t l = 0; l < m->L; l++) {
@@ -1051,6 +1078,14 @@ ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
 
 /* ---- forward ------------------------------------------------------------------- */
 
+/* The step profile (include/ffn/profile.h): charge the time since the last
+ * mark to a part (PROF_PRODUCT: a part that is a matrix product).  `pf` is
+ * the function's profile, NULL when off. */
+#define PROF(part) \
+    do { if (pf) ffn_profile_charge(pf, part); } while (0)
+#define PROF_PRODUCT(part) \
+    do { if (pf) pf->product_seconds += ffn_profile_charge(pf, part); } while (0)
+
 enum { MODE_TRAIN, MODE_EVAL, MODE_CACHE };
 
 static ffn_status check_tokens(const ffn_model *m, const int32_t *tokens, const int32_t *targets,
@@ -1109,6 +1144,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     const float eps = (float)m->cfg.rms_norm_eps;
     const int save = mode == MODE_TRAIN;
     ffn_status st;
+    ffn_profile *pf = save ? m->prof : NULL;
     float *x = m->ba[0].res;
     model_embed_rows(m->q, m->params, m->embed, tokens, N, D, x);
     if (m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
@@ -1125,6 +1161,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
     ffn_taps *tp = m->taps && ffn_taps_begin(m->taps, B, T, pos0, save) ? m->taps : NULL;
+    PROF(FFN_PROFILE_EMBED_HEAD);
     for (int64_t l = 0; l < m->L; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
@@ -1132,11 +1169,13 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
         norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
+        PROF(FFN_PROFILE_NORM);
         if ((st = mproj(m, ctx, p->wqkv, C, D, a->xn1, D, N, a->qkv, C)))
             return st;
         if (p->bqkv)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < C; j++) a->qkv[n * C + j] += p->bqkv[j];
+        PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (p->q_norm) { /* qwen3 per head, olmoe over the whole projection */
             const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
             float *sv = save ? a->qk_pre : NULL, *rs = save ? a->qk_rstd : NULL;
@@ -1145,6 +1184,7 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             ffn_group_rmsnorm_forward(a->qkv + HD, C, sv ? sv + HD : NULL, HD + GD,
                                       rs ? rs + N * H : NULL, N, head ? G : 1, head ? Dh : GD,
                                       p->k_norm, eps);
+            PROF(FFN_PROFILE_NORM);
         }
         if (m->R > 0) {
             ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
@@ -1168,11 +1208,13 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         float *probs = save ? a->probs : tp ? ffn_taps_probs(tp, l) : NULL;
         ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
         if (tp && probs) ffn_taps_probs_done(tp, l);
+        PROF(FFN_PROFILE_ATTN_CORE);
         if ((st = mproj(m, ctx, p->wo, D, HD, a->att, HD, N, m->tmp, D)))
             return st;
         if (p->bo)
             for (int64_t n = 0; n < N; n++)
                 for (int64_t j = 0; j < D; j++) m->tmp[n * D + j] += p->bo[j];
+        PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
@@ -1181,7 +1223,9 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (!m->mlp[l] && !m->moe[l]) {
             memcpy(x_next, a->mid, (size_t)(N * D) * sizeof(float));
         } else {
+            PROF(FFN_PROFILE_OTHER);
             norm_forward(m, a->xn2, a->rstd2, a->mid, p->mlp_norm, p->mlp_norm_b, N);
+            PROF(FFN_PROFILE_NORM);
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_IN, a->xn2);
             const ffn_neuron_hook *hook = tp ? ffn_taps_hook(tp, l) : NULL;
             if (m->mlp[l]) {
@@ -1203,10 +1247,12 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
                 *z += mo.z_loss;
             }
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            PROF_PRODUCT(FFN_PROFILE_FFN_FORWARD);
             if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_OUT, m->tmp);
             add_rows(x_next, a->mid, m->tmp, N * D);
         }
+        PROF(FFN_PROFILE_OTHER);
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_POST, x_next);
         x = x_next;
     }
@@ -1224,7 +1270,9 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                             int64_t *n_targets) {
     const int64_t D = m->D, V = m->V;
     ffn_status st;
+    ffn_profile *pf = train ? m->prof : NULL;
     norm_forward(m, m->xnf, m->rstdf, x, m->final_norm, m->final_norm_b, N);
+    PROF(FFN_PROFILE_NORM);
     int64_t count = 0;
     if (targets)
         for (int64_t n = 0; n < N; n++) count += targets[n] != FFN_IGNORE_INDEX;
@@ -1235,6 +1283,7 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
         if ((st = mproj(m, m->ctx, m->head, V, D, m->xnf + r0 * D, D, rows,
                              lg, V)))
             return st;
+        PROF_PRODUCT(FFN_PROFILE_EMBED_HEAD);
         if (!targets) continue;
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; r++) {
@@ -1261,12 +1310,14 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                 l[y] -= scale;
             }
         }
+        PROF(FFN_PROFILE_EMBED_HEAD);
         if (train) {
             if ((st = mgemm(m, m->ctx, 1, 0, V, D, rows, 1.0f, lg, V, m->xnf + r0 * D, D, 1.0f,
                                m->g_head, D)) ||
                 (st = mgemm(m, m->ctx, 0, 0, rows, D, V, 1.0f, lg, V, m->head, D, 0.0f,
                                m->d_xn + r0 * D, D)))
                 return st;
+            PROF_PRODUCT(FFN_PROFILE_EMBED_HEAD);
         }
     }
     double s = 0.0;
@@ -1295,10 +1346,13 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh;
     ffn_status st;
+    ffn_profile *pf = m->prof;
     float *d_res = m->d_res;
+    PROF(FFN_PROFILE_EMBED_HEAD);
     memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
     norm_backward(m, d_res, m->g_final_norm, m->g_final_norm_b, m->d_xn, m->res_final, m->final_norm,
                   m->rstdf, N);
+    PROF(FFN_PROFILE_NORM);
     for (int64_t l = m->L - 1; l >= 0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
@@ -1312,9 +1366,12 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
                 st = ffn_moe_backward(m->moe[l], m->d_xn, &g->moe, d_res, a->xn2, N, a->saved,
                                       m->ws, m->ws_bytes);
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
+            PROF_PRODUCT(FFN_PROFILE_FFN_BACKWARD);
             if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
             if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_MLP_IN, m->d_xn);
+            PROF(FFN_PROFILE_OTHER);
             norm_backward(m, d_res, g->mlp_norm, g->mlp_norm_b, m->d_xn, a->mid, p->mlp_norm, a->rstd2, N);
+            PROF(FFN_PROFILE_NORM);
         }
         if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_MID, d_res);
         /* attention output projection: mid = x + att · Woᵀ (+ bo) */
@@ -1324,6 +1381,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = mgemm(m, ctx, 0, 0, N, HD, D, 1.0f, d_res, D, p->wo, HD, 0.0f, m->d_att, HD)) ||
             (st = mgemm(m, ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
+        PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         ffn_attn_dims dims = {B, T, 0, H, G, Dh, ffn_ctx_threads(m->ctx)};
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
@@ -1334,6 +1392,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             ffn_rope_apply_dims(m->d_qkv + HD, C, N, T, 0, G, Dh, m->R, m->cfg.rope_style,
                                 m->rope_cos, m->rope_sin, 1);
         }
+        PROF(FFN_PROFILE_ATTN_CORE);
         if (p->q_norm) {
             const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
             ffn_group_rmsnorm_backward(m->d_qkv, C, a->qk_pre, HD + GD, a->qk_rstd, N,
@@ -1341,6 +1400,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             ffn_group_rmsnorm_backward(m->d_qkv + HD, C, a->qk_pre + HD, HD + GD,
                                        a->qk_rstd + N * H, N, head ? G : 1, head ? Dh : GD,
                                        p->k_norm, g->k_norm);
+            PROF(FFN_PROFILE_NORM);
         }
         if (g->bqkv)
             for (int64_t n = 0; n < N; n++)
@@ -1348,8 +1408,11 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         if ((st = mgemm(m, ctx, 1, 0, C, D, N, 1.0f, m->d_qkv, C, a->xn1, D, 1.0f, g->wqkv, D)) ||
             (st = mgemm(m, ctx, 0, 0, N, D, C, 1.0f, m->d_qkv, C, p->wqkv, D, 0.0f, m->d_xn, D)))
             return st;
+        PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->d_xn, N * D))) return st;
+        PROF(FFN_PROFILE_OTHER);
         norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
+        PROF(FFN_PROFILE_NORM);
         if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_PRE, d_res);
     }
     /* embedding: rows in token order (a repeated token sums in that order) */
@@ -1364,6 +1427,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             float *gp = m->g_embed_pos + (n % T) * D;
             for (int64_t i = 0; i < D; i++) gp[i] += d_res[n * D + i];
         }
+    PROF(FFN_PROFILE_EMBED_HEAD);
     return FFN_OK;
 }
 
@@ -1422,6 +1486,7 @@ ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const
                          ffn_ggml_type_name((ffn_ggml_type)ffn_model_tensor_type(
                              m, model_q_first(m->q))));
     ffn_model_loss parts;
+    if (m->prof) m->prof->product_flops += 6.0 * (double)(B * T) * product_weights_per_row(m);
     ffn_status st = batch_forward(m, tokens, targets, B, T, MODE_TRAIN, grad_scale, NULL, fn,
                                   &parts);
     if (st) return st;

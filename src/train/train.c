@@ -27,6 +27,9 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---- schedule ----------------------------------------------------------------- */
 
@@ -39,23 +42,55 @@ double train_lr_at(int64_t step, int64_t warmup, int64_t total, double lr, doubl
 
 /* ---- AdamW and the gradient norm ---------------------------------------------- */
 
-void adamw_update(float *param, float *m, float *v, const float *grad, int64_t n,
-                  const adamw_step *s) {
+/* One run of the update.  The order of operations follows torch.optim.AdamW
+ * (single-tensor path) so that the parity test can hold a tight tolerance.
+ * A tensor without decay multiplies by 1 - 0 = 1, which leaves p as it is.
+ * With SSE2 four lanes at a time: the compiler keeps sqrtf scalar (its
+ * errno path), and sqrtps / divps round exactly as sqrtss / divss, so the
+ * lanes give the scalar loop's bits (no FMA: mul and add round apart). */
+static void adamw_run(float *restrict param, float *restrict m, float *restrict v,
+                      const float *restrict grad, int64_t n, const adamw_step *s) {
     const float b1 = s->beta1, b2 = s->beta2, eps = s->eps, scale = s->grad_scale;
-    const float decay = s->decay, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt;
-    /* The order of operations follows torch.optim.AdamW (single-tensor path)
-     * so that the parity test can hold a tight tolerance. */
-#pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; i++) {
+    const float keep = 1.0f - s->decay, step_size = s->step_size, bc2_sqrt = s->bc2_sqrt;
+    int64_t i = 0;
+#ifdef __SSE2__
+    const __m128 vb1 = _mm_set1_ps(b1), vb2 = _mm_set1_ps(b2), ve = _mm_set1_ps(eps);
+    const __m128 vs = _mm_set1_ps(scale), vk = _mm_set1_ps(keep), vst = _mm_set1_ps(step_size);
+    const __m128 vbc = _mm_set1_ps(bc2_sqrt), v1b1 = _mm_set1_ps(1.0f - b1);
+    const __m128 v1b2 = _mm_set1_ps(1.0f - b2);
+    for (; i + 4 <= n; i += 4) {
+        __m128 g = _mm_mul_ps(_mm_loadu_ps(grad + i), vs);
+        __m128 p = _mm_mul_ps(_mm_loadu_ps(param + i), vk);
+        __m128 mi = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(m + i), vb1), _mm_mul_ps(v1b1, g));
+        __m128 vi = _mm_add_ps(_mm_mul_ps(_mm_loadu_ps(v + i), vb2),
+                               _mm_mul_ps(_mm_mul_ps(v1b2, g), g));
+        _mm_storeu_ps(m + i, mi);
+        _mm_storeu_ps(v + i, vi);
+        __m128 denom = _mm_add_ps(_mm_div_ps(_mm_sqrt_ps(vi), vbc), ve);
+        _mm_storeu_ps(param + i, _mm_sub_ps(p, _mm_mul_ps(vst, _mm_div_ps(mi, denom))));
+    }
+#endif
+    for (; i < n; i++) {
         float g = grad[i] * scale;
-        float p = param[i];
-        if (decay != 0.0f) p = p * (1.0f - decay);
+        float p = param[i] * keep;
         float mi = m[i] * b1 + (1.0f - b1) * g;
         float vi = v[i] * b2 + (1.0f - b2) * g * g;
         m[i] = mi;
         v[i] = vi;
         float denom = sqrtf(vi) / bc2_sqrt + eps;
         param[i] = p - step_size * (mi / denom);
+    }
+}
+
+enum { ADAMW_BLOCK = 4096 };
+
+void adamw_update(float *param, float *m, float *v, const float *grad, int64_t n,
+                  const adamw_step *s) {
+    const int64_t blocks = (n + ADAMW_BLOCK - 1) / ADAMW_BLOCK;
+#pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int64_t b = 0; b < blocks; b++) {
+        const int64_t lo = b * ADAMW_BLOCK, len = n - lo < ADAMW_BLOCK ? n - lo : ADAMW_BLOCK;
+        adamw_run(param + lo, m + lo, v + lo, grad + lo, len, s);
     }
 }
 
@@ -66,9 +101,14 @@ double train_sum_squares(const float *x, int64_t n, double *partials) {
 #pragma omp parallel for schedule(static)
     for (int64_t c = 0; c < chunks; c++) {
         int64_t lo = c * TRAIN_NORM_CHUNK, hi = lo + TRAIN_NORM_CHUNK < n ? lo + TRAIN_NORM_CHUNK : n;
-        double acc = 0.0;
-        for (int64_t i = lo; i < hi; i++) acc += (double)x[i] * (double)x[i];
-        partials[c] = acc;
+        /* eight running sums (element i into sum i % 8), added in order at
+         * the end: independent chains instead of one add latency each */
+        double acc[8] = {0};
+        int64_t i = lo;
+        for (; i + 8 <= hi; i += 8)
+            for (int k = 0; k < 8; k++) acc[k] += (double)x[i + k] * (double)x[i + k];
+        for (int k = 0; i < hi; i++, k++) acc[k] += (double)x[i] * (double)x[i];
+        partials[c] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     }
     double total = 0.0;
     for (int64_t c = 0; c < chunks; c++) total += partials[c];
@@ -689,8 +729,9 @@ float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
     return a ? a->moments : NULL;
 }
 
-ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
-    if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+/* The update of ffn_adamw_step, without telling the model (the trainer
+ * times the two apart). */
+static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
     const int64_t n_tensors = ffn_model_num_tensors(a->model);
     /* Frozen tensors: their gradients are dropped before the norm, so
      * clipping measures what is trained (clip_grad_norm_ over the trained
@@ -744,7 +785,13 @@ ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *no
     }
     if (lr_out) *lr_out = lr;
     if (norm_out) *norm_out = norm;
-    return ffn_model_params_changed(a->model);
+    return FFN_OK;
+}
+
+ffn_status ffn_adamw_step(ffn_adamw *a, int64_t step, double *lr_out, double *norm_out) {
+    if (!a || step < 1) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_adamw_step: bad argument (step %lld)", (long long)step);
+    ffn_status st = adamw_apply(a, step, lr_out, norm_out);
+    return st ? st : ffn_model_params_changed(a->model);
 }
 
 /* ---- one optimizer step ------------------------------------------------------- */
@@ -780,11 +827,16 @@ static ffn_status push_eval(trainer *t, int64_t step, double loss) {
 static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     const int64_t A = t->o.grad_accum, B = t->o.batch_size, T = t->o.seq_len;
     const int64_t step = t->step + 1;
+    ffn_profile *pf = t->o.profile;
+    ffn_model_set_profile(t->model, pf);
+    ffn_profile_start(pf);
     ffn_model_zero_grads(t->model);
     double ce = 0.0, total = 0.0;
     const int64_t P = dp_size(t);
     for (int64_t a = 0; a < A; a++) {
+        ffn_profile_charge(pf, FFN_PROFILE_OTHER);
         sample_batch(t);
+        ffn_profile_charge(pf, FFN_PROFILE_DATA);
         ffn_model_loss loss;
         ffn_status st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B,
                                                    T, 1.0f / (float)(A * P), &loss);
@@ -814,7 +866,13 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
                          total, (long long)step);
 
     double lr, norm;
-    ffn_status st = ffn_adamw_step(t->opt, step, &lr, &norm);
+    ffn_profile_charge(pf, FFN_PROFILE_OTHER);
+    /* ffn_adamw_step, its two halves timed apart */
+    ffn_status st = adamw_apply(t->opt, step, &lr, &norm);
+    ffn_profile_charge(pf, FFN_PROFILE_OPTIMIZER);
+    if (st == FFN_OK) st = ffn_model_params_changed(t->model);
+    ffn_profile_charge(pf, FFN_PROFILE_WEIGHT_PACK);
+    ffn_model_set_profile(t->model, NULL);
     if (st != FFN_OK) return st;
 
     st = grow_history(t, step);
@@ -1492,7 +1550,13 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         double s0 = now_seconds();
         st = train_step(t, &pt);
         if (st != FFN_OK) goto done;
-        t->train_seconds += now_seconds() - s0;
+        const double step_s = now_seconds() - s0;
+        t->train_seconds += step_s;
+        if (o->profile) {
+            ffn_profile_charge(o->profile, FFN_PROFILE_OTHER); /* the step's last lines */
+            o->profile->step_seconds += step_s;
+            o->profile->steps++;
+        }
         if ((o->eval_every > 0 && t->step % o->eval_every == 0) || t->step == end) {
             st = evaluate(t, &pt.val_loss);
             if (st == FFN_OK) st = push_eval(t, t->step, pt.val_loss);

@@ -1,0 +1,17 @@
+/* train_profile.h -- `ffn train --profile`: the step profile
+ * (include/ffn/profile.h) as a table on stderr and as a JSON object. */
+#ifndef FFN_TOOLS_TRAIN_PROFILE_H
+#define FFN_TOOLS_TRAIN_PROFILE_H
+
+#include "ffn.h"
+
+#include <stdio.h>
+
+/* The table: seconds per step and share of the step time per part, their
+ * sum against the measured step time, and the products' GFLOP/s against
+ * peak_gflops (the FMA peak, 0 when unknown). */
+void train_profile_table(FILE *f, const ffn_profile *p, double peak_gflops, int threads);
+/* `"profile": {...}` (no leading comma) for the --json summary. */
+void train_profile_json(FILE *f, const ffn_profile *p, double peak_gflops, int threads);
+
+#endif
