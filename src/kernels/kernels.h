@@ -202,6 +202,11 @@ void ffn_mm_engine_free(ffn_mm_engine *e);
  * primitive for d (with b_kind = FFN_MM_B_PACKED) wants. */
 ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
                        ffn_mm_packed *out);
+/* ffn_mm_pack into a pack made before (or zeroed): when the layout is the
+ * same, its buffer is written over in place (the weights' refresh after an
+ * optimizer step allocates nothing and keeps the buffer's address). */
+ffn_status ffn_mm_repack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
+                         ffn_mm_packed *out);
 void ffn_mm_packed_free(ffn_mm_packed *p);
 /* The packed layout for d (allocated, contents undefined): filled by a
  * reorder of the caller's (the bf16 packer, kernels/bf16.h). */

@@ -136,20 +136,26 @@ fail:
     return st;
 }
 
-ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
-                       ffn_mm_packed *out) {
+/* The pack of ffn_mm_pack and ffn_mm_repack: with `reuse`, a buffer out
+ * already holds in the same layout is written over (no allocation, no
+ * fresh pages); otherwise out is (re)made. */
+static ffn_status pack_into(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
+                            ffn_mm_packed *out, int reuse) {
     ffn_status st = FFN_OK;
     dnnl_primitive_desc_t pd = NULL, rpd = NULL;
     dnnl_primitive_t reorder = NULL;
     dnnl_memory_t src = NULL, dst = NULL;
-    memset(out, 0, sizeof *out);
+    if (!reuse) memset(out, 0, sizeof *out);
     ffn_mm_desc probe = *d;
     probe.b_kind = FFN_MM_B_PACKED;
     if ((st = make_pd(e, &probe, NULL, 1, &pd))) goto fail;
     const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    out->md = *md;
-    out->bytes = dnnl_memory_desc_get_size(md);
-    out->data = ffn_malloc_aligned(out->bytes);
+    if (!(reuse && out->data && dnnl_memory_desc_equal(&out->md, md))) {
+        ffn_mm_packed_free(out);
+        out->md = *md;
+        out->bytes = dnnl_memory_desc_get_size(md);
+        out->data = ffn_malloc_aligned(out->bytes);
+    }
     if (!out->data) {
         st = ffn_error(FFN_ERR_NOMEM, "packing weights: out of memory (%zu bytes)", out->bytes);
         goto fail;
@@ -175,6 +181,16 @@ fail:
     if (dst) dnnl_memory_destroy(dst);
     if (st) ffn_mm_packed_free(out);
     return st;
+}
+
+ffn_status ffn_mm_pack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
+                       ffn_mm_packed *out) {
+    return pack_into(e, d, w, out, 0);
+}
+
+ffn_status ffn_mm_repack(const ffn_mm_engine *e, const ffn_mm_desc *d, const float *w,
+                         ffn_mm_packed *out) {
+    return pack_into(e, d, w, out, 1);
 }
 
 ffn_status ffn_mm_pack_layout(const ffn_mm_engine *e, const ffn_mm_desc *d, ffn_mm_packed *out) {

@@ -245,14 +245,18 @@ static ffn_mm_desc desc_b2(const ffn_layer *l, int64_t n) {
 static void pack_weights(ffn_layer *l, int backward) {
     ffn_mm_packed *a = backward ? &l->pk_in : &l->pk_in_t;
     ffn_mm_packed *b = backward ? &l->pk_down : &l->pk_down_t;
-    ffn_mm_packed_free(a), ffn_mm_packed_free(b);
     if (backward) l->packed_bwd = 0;
     else l->packed_fwd = l->have_views = 0;
-    if (!l->engine && ffn_mm_engine_create(&l->engine)) return;
+    if (!l->engine && ffn_mm_engine_create(&l->engine)) {
+        ffn_mm_packed_free(a), ffn_mm_packed_free(b);
+        return;
+    }
     int64_t D = l->D, F = l->F;
     const float *w_in = l->w_up;
     float *concat = NULL;
-    if (l->gated) { /* [W_gate; W_up] (2F, D), only while packing */
+    if (l->gated && l->w_up == l->w_gate + (size_t)F * (size_t)D) {
+        w_in = l->w_gate; /* [W_gate; W_up] already one (2F, D) block (the model's layout) */
+    } else if (l->gated) { /* [W_gate; W_up] (2F, D), only while packing */
         size_t half = (size_t)F * (size_t)D;
         concat = ffn_malloc_aligned(2 * half * sizeof(float));
         if (!concat) return;
@@ -271,7 +275,10 @@ static void pack_weights(ffn_layer *l, int backward) {
         in.b_kind = FFN_MM_B_PLAIN, in.ldb = D;     /* W_in (P, D) as (K = P, N = D) */
         down.b_kind = FFN_MM_B_PLAIN, down.ldb = F; /* W_down (D, F) as (K = D, N = F) */
     }
-    int ok = !ffn_mm_pack(l->engine, &in, w_in, a) && !ffn_mm_pack(l->engine, &down, l->w_down, b);
+    /* in place when the layout is unchanged: the refresh after every
+     * optimizer step allocates nothing and the primitives stay valid */
+    int ok = !ffn_mm_repack(l->engine, &in, w_in, a) &&
+             !ffn_mm_repack(l->engine, &down, l->w_down, b);
     ffn_free_aligned(concat);
     if (!ok) {
         ffn_mm_packed_free(a), ffn_mm_packed_free(b);
@@ -403,11 +410,17 @@ ffn_status ffn_layer_set_weights(ffn_layer *l, const ffn_layer_params *w) {
         l->have_weights = st == FFN_OK;
         return st;
     }
-    /* repack; backward's pair only if backward has run (it is made then) */
-    drop_slots(l);
-    int had_backward = l->packed_bwd;
+    /* repack; backward's pair only if backward has run (it is made then).
+     * The primitives do not hold the packs' addresses (they are passed at
+     * every run), only their layouts: kept when every pack was rewritten in
+     * place, in the layout it had. */
+    int had_backward = l->packed_bwd, had_fwd = l->packed_fwd;
+    const void *was[4] = {l->pk_in_t.data, l->pk_down_t.data, l->pk_in.data, l->pk_down.data};
     pack_weights(l, 0);
     if (had_backward) pack_weights(l, 1);
+    const void *now[4] = {l->pk_in_t.data, l->pk_down_t.data, l->pk_in.data, l->pk_down.data};
+    if (!had_fwd || !l->packed_fwd || (had_backward && !l->packed_bwd) || memcmp(was, now, sizeof was))
+        drop_slots(l);
     l->have_weights = 1;
     return FFN_OK;
 }
