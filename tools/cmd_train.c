@@ -430,7 +430,9 @@ int cmd_train(int argc, char **argv) {
      * --dp, each rank takes its share of it. */
     ffn_dist *dist = NULL;
     ffn_train_dist hooks;
-    if (c.ep > 1 && !c.dp_given) c.dp = c.ep; /* experts spread inside the data-parallel group */
+    /* --ep alone: experts spread inside the data-parallel group; with --tp T
+     * (--ep T) inside the tensor-parallel group */
+    if (c.ep > 1 && !c.dp_given && c.tp == 1) c.dp = c.ep;
     if (c.dp > 1 || c.ep > 1 || ffn_dist_launched()) {
         ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);

@@ -105,7 +105,15 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     if (tp < 1 || dp < 1 || ep < 1 || tp > 65536 || dp > 65536 || ep > 65536)
         return ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --tp %lld --dp %lld --ep %lld: expected 1..65536",
                          (long long)tp, (long long)dp, (long long)ep);
-    if (dp % ep)
+    const int tp_ep = tp > 1 && ep == tp; /* experts spread over the tensor-parallel group */
+    if (tp > 1 && ep > 1 && ep != tp)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED,
+                         "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
+                         "split by units (--ep 1) or spread by expert over the T ranks of the "
+                         "tensor-parallel group (--ep T); --ep E != T with --tp > 1 is not in "
+                         "this build (supported: --tp T --ep T --dp D, --ep E --dp D with E "
+                         "dividing D, --tp T --dp D)", (long long)tp, (long long)ep);
+    if (!tp_ep && dp % ep)
         return ffn_set_error(FFN_ERR_INVALID_ARG,
                          "layout: --ep %lld does not divide --dp %lld (experts are spread inside "
                          "the data-parallel group)", (long long)ep, (long long)dp);
@@ -142,6 +150,10 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         int r = d->rank, t = r % d->tp, q = r / d->tp;
         int colour[5] = {0, q, t, t * 65536 + q / d->ep, t * 65536 + q % d->ep};
         int key[5] = {r, t, q, q % d->ep, q / d->ep};
+        if (tp_ep) { /* EP = the TP group; an expert's replicas = the DP group */
+            colour[3] = q, key[3] = t;
+            colour[4] = t, key[4] = q;
+        }
         for (int g = 0; g < 5 && st == FFN_OK; g++) {
             int rc = g == 0 ? MPI_Comm_dup(MPI_COMM_WORLD, &d->comm[0])
                             : MPI_Comm_split(MPI_COMM_WORLD, colour[g], key[g], &d->comm[g]);

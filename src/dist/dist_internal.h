@@ -17,6 +17,12 @@ static inline void dist_split(int64_t n, int64_t P, int64_t k, int64_t *first, i
     *count = base + (k < extra);
 }
 
+/* The experts spread by expert over the tensor-parallel group (--tp T
+ * --ep T): the EP group is the TP group, an expert's replicas the DP group. */
+static inline int dist_tp_ep(const ffn_dist *d) {
+    return ffn_dist_size(d, FFN_DIST_TP) > 1 && ffn_dist_size(d, FFN_DIST_EP) > 1;
+}
+
 /* The communicator of group g (owned by d; never freed by the caller). */
 MPI_Comm dist_comm(const ffn_dist *d, ffn_dist_group g);
 
@@ -28,6 +34,9 @@ ffn_status dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *c
 ffn_moe_runner dist_ep_moe_runner(ffn_dist_ep_moe *l);
 /* count entries the layer owns, for ffn_dist_ep_moe_set_expert_grads */
 ffn_layer_params *dist_ep_moe_grad_slots(ffn_dist_ep_moe *l);
+/* Every MoE layer of m run by an expert-parallel runner of this rank's
+ * experts (ep_model.c; also the TP model's with dist_tp_ep). */
+ffn_status dist_ep_install_runners(ffn_dist *d, ffn_ctx *ctx, ffn_model *m);
 /* d keeps the model runners it made and frees them in ffn_dist_free. */
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
 

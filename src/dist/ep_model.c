@@ -58,20 +58,12 @@ ffn_status ffn_dist_ep_model_check(ffn_dist *d, const ffn_model_config *c) {
     return FFN_OK;
 }
 
-ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
-                                    const ffn_model_options *opt, ffn_model **out) {
-    if (!d || !ctx || !full || !out)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_ep_model_create: NULL argument");
-    *out = NULL;
-    const ffn_model_config *c = ffn_model_get_config(full);
-    ffn_status st = ffn_dist_ep_model_check(d, c);
-    if (st != FFN_OK) return st;
-    ffn_model *m = NULL;
-    st = ffn_model_create(ctx, c, opt, &m);
-    if (st != FFN_OK) return st;
-    int64_t np = 0;
-    float *w = ffn_model_params(m, &np), *g = ffn_model_grads(m, NULL);
-    memcpy(w, ffn_model_params(full, NULL), (size_t)np * sizeof *w);
+/* Hand every MoE layer of m to an expert-parallel runner of this rank's
+ * experts (the uneven split of E over the EP group). */
+ffn_status dist_ep_install_runners(ffn_dist *d, ffn_ctx *ctx, ffn_model *m) {
+    const ffn_model_config *c = ffn_model_get_config(m);
+    float *g = ffn_model_grads(m, NULL);
+    ffn_status st = FFN_OK;
     ffn_moe_config mc;
     memset(&mc, 0, sizeof mc);
     mc.hidden_size = c->hidden_size;
@@ -101,6 +93,24 @@ ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
         st = ffn_model_set_moe_runner(m, layer, &r); /* sets the weights: set_experts */
         if (st != FFN_OK) st = ffn_set_error(st, "expert parallel: layer %lld: %s", (long long)layer, ffn_last_error());
     }
+    return st;
+}
+
+ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
+                                    const ffn_model_options *opt, ffn_model **out) {
+    if (!d || !ctx || !full || !out)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_ep_model_create: NULL argument");
+    *out = NULL;
+    const ffn_model_config *c = ffn_model_get_config(full);
+    ffn_status st = ffn_dist_ep_model_check(d, c);
+    if (st != FFN_OK) return st;
+    ffn_model *m = NULL;
+    st = ffn_model_create(ctx, c, opt, &m);
+    if (st != FFN_OK) return st;
+    int64_t np = 0;
+    float *w = ffn_model_params(m, &np);
+    memcpy(w, ffn_model_params(full, NULL), (size_t)np * sizeof *w);
+    st = dist_ep_install_runners(d, ctx, m);
     if (st == FFN_OK) st = ffn_model_params_changed(m);
     if (st != FFN_OK) {
         ffn_model_free(m);

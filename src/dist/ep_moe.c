@@ -37,6 +37,7 @@ struct ffn_dist_ep_moe {
     size_t cap_rows, cap_saved;
     int64_t sent_fwd, sent_bwd;
     MPI_Comm comm;             /* the EP group's (dist.c's; not ours to free) */
+    int local;                 /* the EP group is the TP group: same rows everywhere, no exchange */
 };
 
 static int grow(void **p, size_t *cap, size_t need) {
@@ -79,6 +80,7 @@ ffn_status dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *c
     l->saved_off = calloc((size_t)l->count, sizeof(size_t));
     l->pos = calloc((size_t)l->count + 1, sizeof(int64_t));
     l->comm = dist_comm(d, FFN_DIST_EP);
+    l->local = dist_tp_ep(d);
     st = !l->experts || !l->grad_slots || !l->scount || !l->cnt_send || !l->local_off || !l->saved_off || !l->pos
              ? ffn_set_error(FFN_ERR_NOMEM, "out of memory")
              : FFN_OK;
@@ -247,13 +249,34 @@ static ffn_status give_back(ffn_dist_ep_moe *l, const float *back, float *out, i
     return FFN_OK;
 }
 
+/* Experts spread over the tensor-parallel group (dist_tp_ep): every rank
+ * has every row, so it takes its experts' blocks in place, leaves the
+ * other experts' outputs (and dx) zero, and the model's reducer sums the
+ * layer's output (dx) over the group as it does for split experts. */
+static ffn_status local_rows(ffn_dist_ep_moe *l, const float *rows, const int64_t *off) {
+    const int64_t D = l->D, base = off[l->first];
+    for (int64_t j = 0; j <= l->count; j++) l->local_off[j] = off[l->first + j] - base;
+    l->rows = l->local_off[l->count];
+    size_t need = (size_t)(l->rows ? l->rows : 1) * (size_t)D * sizeof(float);
+    if (need > l->cap_rows) {
+        size_t c1 = l->cap_rows, c2 = l->cap_rows, c3 = l->cap_rows;
+        if (grow((void **)&l->recv, &c1, need) || grow((void **)&l->xin, &c2, need) ||
+            grow((void **)&l->yout, &c3, need))
+            return ffn_set_error(FFN_ERR_NOMEM, "expert parallel: out of memory for %lld rows",
+                                 (long long)l->rows);
+        l->cap_rows = need;
+    }
+    if (rows) memcpy(l->xin, rows + base * D, (size_t)(l->rows * D) * sizeof(float));
+    return FFN_OK;
+}
+
 static ffn_status runner_forward(void *u, float *out, const float *rows, const int64_t *off) {
     ffn_dist_ep_moe *l = u;
     const int64_t D = l->D;
     int64_t sent = 0, more = 0;
-    ffn_status st = dispatch(l, rows, off, 1, &sent);
+    ffn_status st = l->local ? local_rows(l, rows, off) : dispatch(l, rows, off, 1, &sent);
     if (st != FFN_OK) return st;
-    regroup(l, l->xin, l->recv, 1);
+    if (!l->local) regroup(l, l->xin, l->recv, 1);
     /* saved areas and the workspace for this call's blocks */
     size_t total = 0, ws = 0;
     for (int64_t j = 0; j < l->count; j++) {
@@ -271,6 +294,14 @@ static ffn_status runner_forward(void *u, float *out, const float *rows, const i
         st = ffn_layer_forward(l->experts[j], l->yout + r0 * D, l->xin + r0 * D, n,
                                (float *)(l->saved + l->saved_off[j]), l->ws, l->ws_bytes);
         if (st != FFN_OK) st = ffn_set_error(st, "experts.%lld: %s", (long long)(l->first + j), ffn_last_error());
+    }
+    if (l->local) {
+        const int64_t E = l->E, b = off[l->first], e = off[l->first + l->count];
+        memset(out, 0, (size_t)(b * D) * sizeof(float));
+        memcpy(out + b * D, l->yout, (size_t)((e - b) * D) * sizeof(float));
+        memset(out + e * D, 0, (size_t)((off[E] - e) * D) * sizeof(float));
+        l->sent_fwd = 0;
+        return st;
     }
     /* every rank takes part in the way back even after a local failure: a
      * failing rank still answers, so no rank waits forever */
@@ -292,9 +323,14 @@ static ffn_status runner_backward(void *u, float *drows, const float *dy, const 
         dst = l->discard;
     }
     int64_t sent = 0, more = 0;
-    ffn_status st = dispatch(l, dy, off, 0, &sent); /* the same counts as the forward */
-    if (st != FFN_OK) return st;
-    regroup(l, l->yout, l->recv, 1); /* yout: w·dy by expert */
+    ffn_status st = FFN_OK;
+    if (l->local) /* yout: w·dy of this rank's experts */
+        memcpy(l->yout, dy + off[l->first] * D, (size_t)(l->rows * D) * sizeof(float));
+    else {
+        st = dispatch(l, dy, off, 0, &sent); /* the same counts as the forward */
+        if (st != FFN_OK) return st;
+        regroup(l, l->yout, l->recv, 1); /* yout: w·dy by expert */
+    }
     for (int64_t j = 0; j < l->count && st == FFN_OK; j++) {
         int64_t r0 = l->local_off[j], n = l->local_off[j + 1] - r0;
         if (n == 0) continue;
@@ -304,6 +340,14 @@ static ffn_status runner_backward(void *u, float *drows, const float *dy, const 
                                 l->xin + r0 * D, n, (const float *)(l->saved + l->saved_off[j]),
                                 l->ws, l->ws_bytes);
         if (st != FFN_OK) st = ffn_set_error(st, "experts.%lld: %s", (long long)(l->first + j), ffn_last_error());
+    }
+    if (l->local) {
+        const int64_t E = l->E, b = off[l->first], e = off[l->first + l->count];
+        memset(dst, 0, (size_t)(b * D) * sizeof(float));
+        memcpy(dst + b * D, l->recv, (size_t)((e - b) * D) * sizeof(float));
+        memset(dst + e * D, 0, (size_t)((off[E] - e) * D) * sizeof(float));
+        l->sent_bwd = 0;
+        return st;
     }
     regroup(l, l->xin, l->recv, 0);
     ffn_status st2 = give_back(l, l->xin, dst, &more);

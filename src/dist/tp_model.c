@@ -19,6 +19,16 @@ static int after_sum_bias(const char *name) {
     return ends_with(name, "self_attn.o_proj.bias") || ends_with(name, "down_proj.bias");
 }
 
+/* With dist_tp_ep: 1 for an expert tensor (held whole by its owner), 0
+ * otherwise; *mine says whether this rank owns it. */
+static int whole_expert(const ffn_dist *d, const ffn_model_tensor *t, int64_t E, int *mine) {
+    if (!dist_tp_ep(d) || t->expert < 0) return 0;
+    int64_t first, count;
+    dist_split(E, ffn_dist_size(d, FFN_DIST_TP), ffn_dist_rank(d, FFN_DIST_TP), &first, &count);
+    if (mine) *mine = t->expert >= first && t->expert < first + count;
+    return 1;
+}
+
 ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                                     ffn_model_config *out) {
     const int64_t P = ffn_dist_size(d, FFN_DIST_TP), k = ffn_dist_rank(d, FFN_DIST_TP);
@@ -31,17 +41,19 @@ ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                              "--tp %lld does not divide the %lld key/value heads (a GQA group "
                              "stays on one rank)", (long long)P,
                              (long long)full->num_key_value_heads);
-    if (full->num_experts > 0 && P > 1 && ffn_dist_size(d, FFN_DIST_EP) > 1)
-        return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                             "--tp %lld with --ep %d: MoE layers are either split by units over "
-                             "the tensor-parallel ranks (--tp) or spread by expert (--ep); both "
-                             "at once are not in this build", (long long)P,
-                             ffn_dist_size(d, FFN_DIST_EP));
+    const int by_expert = dist_tp_ep(d);
+    if (by_expert && full->num_experts < P)
+        return ffn_set_error(FFN_ERR_CONFIG, "--tp %lld --ep %lld is larger than the %lld experts "
+                             "(each rank of the tensor-parallel group holds at least one)",
+                             (long long)P, (long long)P, (long long)full->num_experts);
     /* MoE layers, Megatron style: every expert (and the shared expert)
      * split by units like a dense FFN; the router is replicated, so every
      * rank routes alike.  Its gradient (and dx) from each rank's partial
      * expert outputs is a part to be summed; the aux and z losses, which
-     * every rank would compute whole, count on tp rank 0 only. */
+     * every rank would compute whole, count on tp rank 0 only.  With --ep
+     * T (dist_tp_ep) the routed experts stay whole, each on one rank of the
+     * group (its runner computes them; the others' outputs are zero there),
+     * and the same sums hold; the shared expert is split by units still. */
     if (full->num_experts > 0 && k != 0) c.router_aux_loss_coef = c.router_z_loss_coef = 0.0;
     if (full->qk_norm == FFN_QK_NORM_FULL && P > 1)
         return ffn_set_error(FFN_ERR_UNSUPPORTED,
@@ -57,13 +69,15 @@ ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
         {"moe_intermediate_size", &c.moe_intermediate_size},
         {"shared_expert_intermediate_size", &c.shared_expert_intermediate_size}};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) {
-        if (*w[i].v == 0) continue;
+        if (*w[i].v == 0 || (by_expert && i == 1)) continue;
         if (*w[i].v < P)
             return ffn_set_error(FFN_ERR_CONFIG, "--tp %lld is larger than %s %lld", (long long)P,
                                  w[i].name, (long long)*w[i].v);
         dist_split(*w[i].v, P, k, &f0, w[i].v);
     }
-    if (!full->moe_intermediate_size && full->num_experts > 0) { /* experts of intermediate_size */
+    if (!full->moe_intermediate_size && full->num_experts > 0 && by_expert)
+        c.moe_intermediate_size = full->intermediate_size; /* whole experts */
+    else if (!full->moe_intermediate_size && full->num_experts > 0) { /* experts of intermediate_size */
         int64_t cnt;
         dist_split(full->intermediate_size, P, k, &f0, &cnt);
         c.moe_intermediate_size = cnt;
@@ -107,6 +121,10 @@ ffn_status ffn_dist_tp_slice_flat(ffn_dist *d, const ffn_model *full, const floa
     for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
                                *f = ffn_model_find_tensor(full, t->name);
+        if (f && f->numel == t->numel && whole_expert(d, t, ffn_model_get_config(full)->num_experts, NULL)) {
+            memcpy(dst + t->offset, src + f->offset, (size_t)t->numel * sizeof *dst);
+            continue;
+        }
         ffn_status st = f ? slice_one(t, src + f->offset, f, dst + t->offset, P, k)
                           : ffn_set_error(FFN_ERR_INTERNAL,
                                           "tensor parallel: %s is not in the full model", t->name);
@@ -133,6 +151,7 @@ ffn_status ffn_dist_tp_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
     st = ffn_dist_tp_slice_flat(d, full, ffn_model_params(full, NULL), m, ffn_model_params(m, NULL));
     ffn_model_reducer r = {reduce_hook, d};
     if (st == FFN_OK) st = ffn_model_set_reducer(m, &r);
+    if (st == FFN_OK && dist_tp_ep(d)) st = dist_ep_install_runners(d, ctx, m);
     if (st == FFN_OK) st = ffn_model_params_changed(m);
     if (st != FFN_OK) {
         ffn_model_free(m);
@@ -168,11 +187,12 @@ static int summed_over_heads(const char *name) {
 }
 
 ffn_status ffn_dist_tp_model_sync_grads(ffn_dist *d, ffn_model *m) {
-    const int64_t k = ffn_dist_rank(d, FFN_DIST_TP);
+    const int64_t k = ffn_dist_rank(d, FFN_DIST_TP), E = ffn_model_get_config(m)->num_experts;
     float *g = ffn_model_grads(m, NULL);
     if (!g) return ffn_set_error(FFN_ERR_INVALID_ARG, "tensor parallel: the model has no gradients");
     for (int64_t i = 0; i < ffn_model_num_tensors(m); i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
+        if (whole_expert(d, t, E, NULL)) continue; /* its owner's; zero elsewhere */
         if (summed_over_heads(t->name)) {
             ffn_status st = ffn_dist_allreduce_f32(d, FFN_DIST_TP, g + t->offset, t->numel);
             if (st != FFN_OK) return st;
@@ -192,6 +212,11 @@ ffn_status ffn_dist_tp_gather_flat(ffn_dist *d, const ffn_model *rank_model, con
         const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
                                *f = ffn_model_find_tensor(full, t->name);
         if (!f) return ffn_set_error(FFN_ERR_INTERNAL, "tensor parallel: %s is not in the full model", t->name);
+        int mine = 0;
+        if (whole_expert(d, t, ffn_model_get_config(full)->num_experts, &mine)) {
+            if (mine) memcpy(dst + f->offset, src + t->offset, (size_t)t->numel * sizeof *dst);
+            continue;
+        }
         unslice_one(t, src + t->offset, f, dst + f->offset, P, k);
     }
     return ffn_dist_allreduce_f32(d, FFN_DIST_TP, dst, n);
@@ -217,7 +242,8 @@ ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const f
         double part = 0;
         for (int64_t j = 0; j < t->numel; j++) part += (double)g[t->offset + j] * g[t->offset + j];
         /* a tensor every rank holds whole counts once: 1/P of it on each */
-        int replicated = f && f->numel == t->numel && !after_sum_bias(t->name);
+        int replicated = f && f->numel == t->numel && !after_sum_bias(t->name) &&
+                         !whole_expert(d, t, ffn_model_get_config(full)->num_experts, NULL);
         s += replicated ? part / (double)P : part;
     }
     ffn_status st = ffn_dist_allreduce_f64(d, FFN_DIST_TP, &s, 1);

@@ -31,6 +31,10 @@
 #     same micro-batches (--grad-accum P) to 1e-6, and resumes under
 #     another layout (ep 2 -> dp 2, dp 2 -> ep 2) on the same path; so do
 #     --tp 2 and --tp 2 --dp 2 on it (every expert split by units);
+#   - --tp 2 --ep 2 (experts whole, spread over the TP pair; and with
+#     --dp 2) gives one process's losses (1e-6), the same bits twice, a
+#     checkpoint equal to one process's, resumes across layouts, 3 experts
+#     on 2 ranks, experts that get no token;
 #   - tensor-parallel training (--tp 2, and --tp 2 --dp 2) gives the loss
 #     of one process at every step (1e-6), and a --tp run's checkpoint is
 #     whole: it resumes under --dp or in one process;
@@ -43,7 +47,8 @@
 #     under one layout resumes under another (dp 2 ->
 #     1 process, 1 -> dp 4) and ends where the uninterrupted run ends;
 #   - failures: a layout without mpirun, -np that is not tp*dp, --tp that
-#     does not divide the heads or the KV heads, --tp with --ep, --ep
+#     does not divide the heads or the KV heads, --tp T with --ep E != T,
+#     --tp 2 --ep 2 without MoE or on 1 expert, --ep
 #     larger than the experts, --ep without MoE, --ep not dividing --dp, ranks with different seeds (starting weights) or one rank
 #     that cannot open its data: every rank stops with the message, non-zero;
 #     a rank killed with -9 ends the job (no hang) and the last checkpoint
@@ -213,6 +218,73 @@ PY
 then ok "moe (5 experts, top-2): ep 2 x dp 2, ep 2, ep 2 -> dp 2 resumed, dp 2 -> ep 2 resumed, tp 2 (experts split by units), tp 2 x dp 2 = one process (2 micro-batches); ep 2 x dp 4 = one process (4): $(cat "$tmp/cmp")"
 else bad "ep losses: $(cat "$tmp/cmp")"; fi
 
+# ---- --tp 2 --ep 2: the experts spread by expert over the TP group ----
+# The attention is split over the TP pair as with --tp 2; each MoE layer's
+# 5 experts live whole on one rank of the pair (3 and 2: the uneven split),
+# no all-to-all (both ranks have every token).  Same losses as one process
+# (1e-6 relative, the tolerance of the TP tests), the same bits twice,
+# resumed under other layouts; 3 experts on 2 ranks; 8 experts top-1 on 4
+# tokens a micro-batch (at least 4 experts get no token in every layer).
+TE=(--tp 2 --ep 2 --steps 10 --batch-size 4 --grad-accum 2 --eval-batches 8)
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train "${TE[@]}" "${M[@]}" --out tpep2 >/dev/null 2>"$tmp/em" || bad "tp 2 ep 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train "${TE[@]}" "${M[@]}" --out tpep2b >/dev/null 2>"$tmp/em" || bad "tp 2 ep 2 again: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --tp 2 --ep 2 --dp 2 --steps 10 --batch-size 4 --eval-batches 4 "${M[@]}" --out tpep2dp2 >/dev/null 2>"$tmp/em" || bad "tp 2 ep 2 dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train "${TE[@]}" --stop-at 5 "${M[@]}" --out tpeps >/dev/null 2>"$tmp/em" || bad "tp 2 ep 2 stop at 5: $(tail -3 "$tmp/em")"
+cp -r tpeps tpeps_1 && cp -r tpeps tpeps_dp && cp -r tpeps tpeps_tp
+"$FFN" train --resume tpeps_1 --threads 1 --quiet >/dev/null 2>"$tmp/em" || bad "resume tp 2 ep 2 -> one process: $(tail -3 "$tmp/em")"
+# (--dp 2 halves the micro-batches and so the aux loss's batches: compared
+# with one process's checkpoint resumed the same way)
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --dp 2 --resume tpeps_dp --quiet >/dev/null 2>"$tmp/em" || bad "resume tp 2 ep 2 -> ep 2 dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --resume tpeps_tp --quiet >/dev/null 2>"$tmp/em" || bad "resume tp 2 ep 2 -> tp 2: $(tail -3 "$tmp/em")"
+"$FFN" train --steps 10 --stop-at 5 --batch-size 4 --grad-accum 2 --eval-batches 8 "${M[@]}" --threads 1 --out ones >/dev/null 2>&1 || bad "one process stop at 5"
+cp -r ones ones_dp
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --ep 2 --dp 2 --resume ones_dp --quiet >/dev/null 2>"$tmp/em" || bad "resume one process -> ep 2 dp 2: $(tail -3 "$tmp/em")"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --ep 2 --resume ones --quiet >/dev/null 2>"$tmp/em" || bad "resume one process -> tp 2 ep 2: $(tail -3 "$tmp/em")"
+M3=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+    --num-experts 3 --num-experts-per-tok 2 --corpus en --eval-every 5 --quiet)
+"$FFN" train --steps 10 --batch-size 4 --grad-accum 2 --eval-batches 8 "${M3[@]}" --threads 1 --out moe3 >/dev/null 2>&1 || bad "3 experts one process"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train "${TE[@]}" "${M3[@]}" --out tpep3 >/dev/null 2>"$tmp/em" || bad "3 experts tp 2 ep 2: $(tail -3 "$tmp/em")"
+M8=(--seq-len 4 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+    --num-experts 8 --num-experts-per-tok 1 --corpus en --eval-every 5 --quiet)
+"$FFN" train --steps 10 --batch-size 1 --eval-batches 2 "${M8[@]}" --threads 1 --out moe8 >/dev/null 2>&1 || bad "8 experts one process"
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --tp 2 --ep 2 --steps 10 --batch-size 1 --eval-batches 2 "${M8[@]}" --out tpep8 >/dev/null 2>"$tmp/em" || bad "8 experts tp 2 ep 2: $(tail -3 "$tmp/em")"
+if /usr/bin/python3 - moe1 tpep2 tpep2dp2 tpeps_1 tpeps_tp ones -- ones_dp tpeps_dp -- moe3 tpep3 -- moe8 tpep8 >"$tmp/cmp" 2>&1 <<'PY'
+import json, sys
+groups, cur = [], []
+for a in sys.argv[1:] + ["--"]:
+    if a == "--": groups.append(cur); cur = []
+    else: cur.append(a)
+worst = 0.0
+for g in groups:
+    runs = [[json.loads(l) for l in open(p + "/metrics.jsonl")] for p in g]
+    ref = runs[0]
+    assert len(ref) == 10
+    for p, r in zip(g[1:], runs[1:]):
+        assert len(r) == len(ref), (p, len(r))
+        for a, b in zip(ref, r):
+            for k in ("loss", "val_loss"):
+                if k in a:
+                    e = abs(a[k] - b[k]) / abs(a[k]); worst = max(worst, e)
+                    assert e <= 1e-6, (p, a["step"], k, a[k], b[k], e)
+print("worst relative difference %.2e over 10 steps, loss and val_loss" % worst)
+PY
+then ok "tp 2 x ep 2 (experts by expert over the TP pair), tp 2 x ep 2 x dp 2, resumed tp 2 ep 2 -> one process / tp 2 and one process -> tp 2 ep 2 = one process; tp 2 ep 2 -> ep 2 dp 2 = one process -> ep 2 dp 2; 3 experts on 2 ranks, 8 experts top-1 on 4 tokens = one process: $(cat "$tmp/cmp")"
+else bad "tp ep losses: $(cat "$tmp/cmp")"; fi
+cmp -s tpep2/model.safetensors tpep2b/model.safetensors && ok "tp 2 ep 2 twice: model.safetensors bitwise identical" || bad "tp 2 ep 2: two runs differ"
+if /usr/bin/python3 - moe1/model.safetensors tpep2/model.safetensors >"$tmp/cmp" 2>&1 <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4), d[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys() and any(".experts.4." in k for k in a)
+worst = max(abs(x - y) for k in a for x, y in zip(a[k], b[k]))
+assert worst <= 1e-4, worst
+print("%d tensors (every expert from its owner), max |difference| %.1e" % (len(a), worst))
+PY
+then ok "tp 2 ep 2 checkpoint = one process's: $(cat "$tmp/cmp")"; else bad "tp 2 ep 2 checkpoint: $(cat "$tmp/cmp")"; fi
+
 # ---- ffn plan's prediction against the measurement (2 ranks) ----
 # The peak (one thread) and the link (ffn bench link) are measured in this
 # run and passed to ffn plan; the bound is generous (predicted/measured in
@@ -304,7 +376,9 @@ expect_all 2 "--ep 2 is larger than the 1 experts" g1 "$FFN" train --ep 2 "${B[@
 expect_all 2 "--ep 2: the model has no MoE layers" g2 "$FFN" train --ep 2 "${B[@]}"
 expect_all 3 "--ep 2 does not divide --dp 3" g3 "$FFN" train --ep 2 --dp 3 "${B[@]}" --num-experts 4
 expect_all 2 "--tp 2 does not divide the 1 key/value heads" g4 "$FFN" train --tp 2 "${B[@]}" --num-attention-heads 4 --num-key-value-heads 1
-expect_all 4 "--tp 2 with --ep 2: MoE layers are either split by units" g5 "$FFN" train --tp 2 --dp 2 --ep 2 "${B[@]}" --num-experts 4
+expect_all 4 "--tp 2 with --ep 4: with --tp T the experts are either split by units" g5 "$FFN" train --tp 2 --dp 2 --ep 4 "${B[@]}" --num-experts 4
+expect_all 2 "--ep 2: the model has no MoE layers" g5b "$FFN" train --tp 2 --ep 2 "${B[@]}"
+expect_all 2 "--ep 2 is larger than the 1 experts" g5c "$FFN" train --tp 2 --ep 2 "${B[@]}" --num-experts 1 --num-experts-per-tok 1
 expect_all 2 "--tp 2 x --dp 2 = 4 ranks, but mpirun started 2" g6 "$FFN" train --tp 2 --dp 2 "${B[@]}"
 expect 1 "--ep 2 needs 2 processes|needs 2 processes" "$FFN" train --ep 2 "${B[@]}" --num-experts 4 --out g7
 [[ ! -e g7 ]] && ok "--ep without mpirun: nothing written" || bad "g7 written"
