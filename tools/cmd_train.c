@@ -144,10 +144,14 @@ static const char epilog[] =
 "  of every MoE layer's experts on the rows of its EP group, and the ranks\n"
 "  of the same expert rank (and tp rank) form the replica group that sums\n"
 "  those experts' gradients; everything else is summed over the DP group.\n"
-"  The groups are MPI_Comm_split's of the world by those colours.  --tp\n"
-"  splits every expert's units over the TP group (Megatron style); --tp and\n"
-"  --ep together are refused.  Checkpoints are whole: resume under any layout.\n"
-"  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n";
+"  The groups are MPI_Comm_split's of the world by those colours.  --tp T\n"
+"  splits every expert's units over the TP group (Megatron style); --tp T\n"
+"  --ep T keeps each expert whole on one rank of the TP group instead (EP\n"
+"  group = TP group, the experts' replica group = the DP group; no\n"
+"  all-to-all: the TP ranks see the same tokens); other --ep with --tp > 1\n"
+"  are refused.  Checkpoints are whole: resume under any layout.\n"
+"  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n"
+"  mpirun -np 4 ffn train --mlp-type moe --tp 2 --ep 2 --dp 2 --out moe4\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
 static const char *const mlp_names[] = {"none", "dense", "gated", "moe", NULL};

@@ -15,7 +15,16 @@
  * divides dp): dp rank q is expert rank q % ep of EP group q / ep; the
  * ranks holding the same experts (same ep rank, same tp rank) are the
  * expert-replica group, over which the experts' gradients are reduced.
- * The groups are MPI_Comm_split's of the world by those colours.
+ * With tp > 1 expert parallelism lives inside the tensor-parallel group
+ * instead, and only as ep = tp: the EP group is the TP group (tp rank t is
+ * ep rank t) and the expert-replica group is the DP group (the ranks of
+ * tp rank t hold the same experts); any other ep with tp > 1 is refused.
+ * The groups are MPI_Comm_split's of the world by colours (key = rank in
+ * the group):
+ *   TP: colour q, key t          DP: colour t, key q      (t = r % tp, q = r / tp)
+ *   EP: colour t·65536 + q / ep, key q % ep; with tp = ep > 1: colour q, key t
+ *   expert replicas: colour t·65536 + q % ep, key q / ep; with tp = ep > 1:
+ *   colour t, key q.
  *
  * ---- reductions ---------------------------------------------------------------
  * ffn_dist_allreduce_* sum in a fixed order: a ring reduce-scatter and
@@ -66,7 +75,8 @@ int ffn_dist_launched(void);
 
 /* Initialise MPI (once per process; argc/argv may be NULL) and build the
  * groups of `layout`.  Errors: tp·dp different from the number of ranks,
- * ep not dividing dp, a layout of more than one rank in a process that
+ * ep not dividing dp (tp 1), ep other than 1 or tp with tp > 1
+ * (FFN_ERR_UNSUPPORTED), a layout of more than one rank in a process that
  * mpirun did not start; each names the numbers.  Every rank also checks
  * that all run the same ffn version (a hash exchanged here). */
 ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
@@ -190,8 +200,15 @@ ffn_status ffn_dist_tp_layer_backward(ffn_dist_tp_layer *l, float *dx,
  * are replicated, so every rank routes alike, and their gradients are
  * summed over the group (ffn_dist_tp_model_sync_grads); the aux and z
  * losses count on tp rank 0 only (the loss total of the other ranks is
- * their cross-entropy).  Not together with --ep, nor with a q/k norm over
- * the whole projection. */
+ * their cross-entropy).  With --ep tp (the EP group is the TP group) the
+ * routed experts are not split: each stays whole on one rank of the group
+ * (the uneven split of E over tp), every rank routes every token (the
+ * ranks of a TP group see the same tokens, so nothing is exchanged), its
+ * MoE layers' runner computes its own experts' rows and leaves the other
+ * experts' outputs (and dx) zero, and the same reducer sums the layer's
+ * output and input gradient over the group; an expert's gradient lives on
+ * its owner and is summed over the DP group; the shared expert is still
+ * split by units.  Not with a q/k norm over the whole projection. */
 /* The rank's config from the full one; errors name --tp and the numbers. */
 ffn_status ffn_dist_tp_model_config(ffn_dist *d, const ffn_model_config *full,
                                     ffn_model_config *out);
