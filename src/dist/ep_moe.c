@@ -80,7 +80,7 @@ ffn_status dist_ep_moe_create(ffn_dist *d, ffn_ctx *ctx, const ffn_moe_config *c
     l->saved_off = calloc((size_t)l->count, sizeof(size_t));
     l->pos = calloc((size_t)l->count + 1, sizeof(int64_t));
     l->comm = dist_comm(d, FFN_DIST_EP);
-    l->local = dist_tp_ep(d);
+    l->local = !own_moe && dist_tp_ep(d); /* a model runner in the TP group */
     st = !l->experts || !l->grad_slots || !l->scount || !l->cnt_send || !l->local_off || !l->saved_off || !l->pos
              ? ffn_set_error(FFN_ERR_NOMEM, "out of memory")
              : FFN_OK;
