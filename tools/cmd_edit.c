@@ -96,7 +96,7 @@ static int load_text(const args *a, char **text, size_t *n, char *what, size_t c
 /* ---- printing ------------------------------------------------------------------------ */
 
 static void json_num(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, "%.6g", v);
+    if (isfinite(v)) fprintf(f, "%.9g", v); /* enough digits for a reader to recompute sums */
     else fputs("null", f);
 }
 

@@ -169,7 +169,9 @@ static inline __attribute__((always_inline)) float attn_exp_neg(float x) {
     e = e * y + 0.5f;
     e = e * y + 1.0f;
     e = e * y + 1.0f;
-    const int32_t bits = ((int32_t)r + 127) << 23;
+    /* unsigned: a NaN score (r's conversion gives INT_MIN) shifts without
+     * overflow and the NaN carries through e */
+    const uint32_t bits = ((uint32_t)(int32_t)r + 127u) << 23;
     float two_r;
     memcpy(&two_r, &bits, sizeof two_r);
     return e * two_r;
