@@ -29,15 +29,15 @@ static const char epilog[] =
     "Layout: tp splits heads (q/k/v by columns, o by rows; GQA groups whole) and the\n"
     "FFN (gate/up by columns, down by rows: ceil(F/tp) units a rank); norms, router,\n"
     "embedding and LM head are replicated.  ep: ceil(E/ep) experts a rank, ep divides\n"
-    "dp, routing assumed uniform.  dp: gradients ring-all-reduced (--zero1 shards the\n"
-    "Adam state).  pp: ceil(L/pp) layers a stage, 1F1B, bubble (pp-1)/grad-accum.\n"
+    "dp, routing assumed uniform.  dp: gradients ring-all-reduced (--zero 1 shards\n"
+    "the Adam state).  pp: ceil(L/pp) layers a stage, 1F1B, bubble (pp-1)/grad-accum.\n"
     "Optimizer: Adam m and v in fp32 (8 bytes a parameter) + a 4-byte fp32 master\n"
     "copy when the weights are narrower.  Activations: what ffn's backward keeps.\n"
     "\n"
     "Examples:\n"
     "  ffn plan Llama-2-7b-hf.json --tp 8 --batch-size 1 --seq-len 4096 \\\n"
     "      --weight-type bf16 --act-type bf16 --peak-gflops 312000 --link-gbps 300\n"
-    "  ffn plan Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero1\n"
+    "  ffn plan Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero 1\n"
     "  ffn plan --layer ffn --tp 2 --hidden 4096 --intermediate 11008 --tokens 512 \\\n"
     "      --peak-gflops 34 --link-gbps 3   (check against ffn bench layer --tp 2)\n"
     "\n"
@@ -208,7 +208,8 @@ static const double act_sizes[] = {4, 2, 2};
 
 int cmd_plan(int argc, char **argv) {
     const char *config = NULL, *wtype = "f32";
-    int json = 0, zero1 = 0, act_k = 0;
+    int json = 0, act_k = 0;
+    int64_t zero = 0;
     ffn_plan_options d;
     ffn_plan_options_default(&d);
     int64_t tp = d.tp, ep = d.ep, dp = d.dp, pp = d.pp, batch = d.micro_batch,
@@ -222,8 +223,9 @@ int cmd_plan(int argc, char **argv) {
         CLI_OPT_EP(&ep),
         CLI_OPT_DP(&dp),
         {CLI_INT_FIELDS("--pp", &pp, "P", 1, 65536, "pipeline stages")},
-        {.name = "--zero1", .type = CLI_FLAG, .dst = &zero1,
-         .help = "shard the optimizer state over the data-parallel ranks"},
+        {CLI_INT_FIELDS("--zero", &zero, "S", 0, 1,
+                        "ZeRO stage, as in ffn train: 1 shards the optimizer state over the "
+                        "data-parallel ranks; 0: every rank keeps all of it")},
         {CLI_INT_FIELDS("--batch-size", &batch, "B", 1, 1 << 20,
                         "sequences per micro-batch on each data-parallel rank"),
          .group = "work"},
@@ -311,7 +313,7 @@ int cmd_plan(int argc, char **argv) {
     if (st != FFN_OK) return cli_fail(CMD, st);
     ffn_plan_options o;
     ffn_plan_options_default(&o);
-    o.tp = tp, o.ep = ep, o.dp = dp, o.pp = pp, o.zero1 = zero1;
+    o.tp = tp, o.ep = ep, o.dp = dp, o.pp = pp, o.zero1 = zero == 1;
     o.micro_batch = batch, o.n_micro = accum, o.seq_len = seq_len;
     o.weight_bytes = wbytes;
     o.grad_bytes = wbytes < 2 ? abytes : wbytes; /* a block format's gradient: the compute type */

@@ -43,7 +43,7 @@ ab = {"f32": 4, "bf16": 2, "f16": 2}[arg("--act-type", "f32", str)]
 wb = {"f32": 4, "bf16": 2, "f16": 2}[arg("--weight-type", "f32", str)]
 link, lat = arg("--link-gbps", 10.0, float) * 1e9, arg("--latency-us", 2.0, float) * 1e-6
 peak = arg("--peak-gflops", 115.0, float) * 1e9
-zero1 = "--zero1" in args
+zero1 = arg("--zero", 0) == 1
 D, L, V = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["vocab_size"]
 H = cfg["num_attention_heads"]; G = cfg.get("num_key_value_heads", H); dh = D // H
 F = cfg["intermediate_size"]
@@ -96,9 +96,9 @@ PY
 }
 
 check llama7b_tp8 Llama-2-7b-hf.json --tp 8 --batch-size 1 --seq-len 4096 --act-type bf16 --weight-type bf16
-check llama7b_dp4_zero1 Llama-2-7b-hf.json --dp 4 --zero1 --batch-size 2 --grad-accum 3 --seq-len 1024
+check llama7b_dp4_zero1 Llama-2-7b-hf.json --dp 4 --zero 1 --batch-size 2 --grad-accum 3 --seq-len 1024
 check llama7b_tp2_dp2 Llama-2-7b-hf.json --tp 2 --dp 2 --seq-len 512 --link-gbps 25 --latency-us 5
-check mixtral_ep8 Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero1 --seq-len 2048
+check mixtral_ep8 Mixtral-8x7B-v0.1.json --dp 8 --ep 8 --zero 1 --seq-len 2048
 check mixtral_tp2_ep2 Mixtral-8x7B-v0.1.json --tp 2 --dp 4 --ep 2 --seq-len 256 --act-type bf16
 check mistral_tp4 Mistral-7B-v0.1.json --tp 4 --seq-len 333
 
