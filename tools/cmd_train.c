@@ -111,6 +111,11 @@ static void on_checkpoint(const char *dir, int64_t step, void *user) {
     fprintf(stderr, "checkpoint: step %lld saved in %s\n", (long long)step, dir);
 }
 
+static void on_note(const char *message, void *user) {
+    (void)user; /* said even with --quiet: it is about the user's files */
+    fprintf(stderr, "ffn %s: %s\n", CMD, message);
+}
+
 /* ---- flags ---- */
 
 static const char about[] =
@@ -282,7 +287,9 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                     "tokenizer.txt, train_state.safetensors and metrics.jsonl.  Replaced "
                     "atomically: a crash never leaves it half written; other files in it are "
                     "kept.  An existing run is replaced only with --resume or --force.  One "
-                    "writer at a time: a second run on DIR fails at once."),
+                    "writer at a time: a second run on DIR fails at once.  DIR.tmp-XXXXXX "
+                    "directories a killed save left beside DIR are removed when they hold only "
+                    "ffn's files (each named on stderr)."),
         {.name = "--save-every", .type = CLI_INT, .dst = &o->save_every, .metavar = "K", .imin = 0,
          .imax = 1000000000, .def = "0: only at the end and on Ctrl-C",
          .help = "also checkpoint every K steps"},
@@ -482,7 +489,7 @@ int cmd_train(int argc, char **argv) {
     p.every = end >= 20 ? end / 10 : 1;
     if (o.eval_every > 0 && o.eval_every < p.every) p.every = o.eval_every;
     ffn_train_callbacks cb = {.on_start = on_start, .on_step = on_step,
-                              .on_checkpoint = on_checkpoint, .user = &p};
+                              .on_checkpoint = on_checkpoint, .user = &p, .on_note = on_note};
     install_signals();
     ffn_profile prof;
     ffn_profile_reset(&prof);

@@ -285,6 +285,10 @@ typedef struct ffn_train_callbacks {
     void (*on_step)(const ffn_train_point *point, void *user);
     void (*on_checkpoint)(const char *dir, int64_t step, void *user);
     void *user;
+    /* Something done to the output's surroundings that the user should
+     * hear of (one line, no newline): a DIR.tmp-XXXXXX left by a killed
+     * save removed, or one of that name left alone and why.  May be NULL. */
+    void (*on_note)(const char *message, void *user);
 } ffn_train_callbacks;
 
 typedef struct ffn_train_result {

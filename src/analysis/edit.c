@@ -1315,7 +1315,7 @@ ffn_status ffn_edit_save(ffn_model *m, const char *model_path, const char *token
     ffn_dirlock lock;
     if ((st = ffn_dirlock_take(out_dir, &lock))) return st;
     char *tmp = NULL;
-    if ((st = ffn_dirswap_prepare(out_dir)) || (st = ffn_dirswap_begin(out_dir, &tmp))) {
+    if ((st = ffn_dirswap_prepare(out_dir, NULL, NULL)) || (st = ffn_dirswap_begin(out_dir, &tmp))) {
         ffn_dirlock_release(&lock);
         return st;
     }

@@ -106,6 +106,30 @@ static int is_owned(const char *name) {
     return 0;
 }
 
+/* mkdtemp's and mkostemp's six characters: [A-Za-z0-9] */
+static int is_temp_random(const char *p) {
+    for (int i = 0; i < TMP_RANDOM; i++) {
+        char c = p[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))) return 0;
+    }
+    return p[TMP_RANDOM] == '\0';
+}
+
+/* An owned name, or the temporary file an atomic write of one leaves when
+ * it is killed: NAME.tmp-XXXXXX (ffn_atomic_open) or NAME.tmp.XXXXXX (the
+ * safetensors writer's mkostemp). */
+static int is_owned_or_temp(const char *name) {
+    if (is_owned(name)) return 1;
+    for (int i = 0; ffn_dirswap_owned[i]; i++) {
+        size_t n = strlen(ffn_dirswap_owned[i]);
+        if (!strncmp(name, ffn_dirswap_owned[i], n) &&
+            (!strncmp(name + n, ".tmp-", 5) || !strncmp(name + n, ".tmp.", 5)) &&
+            is_temp_random(name + n + 5))
+            return 1;
+    }
+    return 0;
+}
+
 int ffn_dirswap_is_model_dir(const char *dir) {
     char *cfg = ffn_path_join(dir, "/", "config.json");
     char *st = ffn_path_join(dir, "/", "model.safetensors");
@@ -144,8 +168,8 @@ static int is_swap_leftover(const char *path) {
     while (ours && (e = readdir(d))) {
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
         struct stat sb;
-        ours = is_owned(e->d_name) && fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 &&
-               S_ISREG(sb.st_mode);
+        ours = is_owned_or_temp(e->d_name) &&
+               fstatat(dirfd(d), e->d_name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
     }
     closedir(d);
     return ours;
@@ -205,7 +229,7 @@ static ffn_status retire(const char *path, const char *keep_in, int all_ours) {
         if (!strcmp(n, ".") || !strcmp(n, "..")) continue;
         struct stat sb;
         if (fstatat(fd, n, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        int mine = S_ISREG(sb.st_mode) && (all_ours || is_owned(n));
+        int mine = S_ISREG(sb.st_mode) && (all_ours || is_owned_or_temp(n));
         if (mine) {
             if (!strcmp(n, "model.safetensors") || !strcmp(n, "config.json")) continue;
             if (unlinkat(fd, n, 0) != 0 && errno != ENOENT)
@@ -243,9 +267,17 @@ void ffn_dirswap_abort(const char *tmp) {
     if (tmp) (void)retire(tmp, NULL, 1);
 }
 
-/* Retire the DIR.tmp-XXXXXX directories crashed swaps left beside `dir`
- * (its other files go into dir when it is a directory). */
-static void retire_stale_temps(const char *dir, const char *parent) {
+/* Retire the DIR.tmp-XXXXXX directories crashed swaps left beside `dir`.
+ * The caller holds ffn_dirlock_take(dir), so the writer that made one is
+ * gone (every writer of DIR holds that lock while its temporary exists).
+ * A name of the pattern that is a real directory (never a link) holding
+ * only regular files of ffn's names (or their atomic-write temporaries),
+ * or a whole model directory (a previous DIR whose retirement was cut
+ * short: its other files go into DIR), is removed; anything else of the
+ * pattern is left and named.  `note`
+ * (optional) hears of each. */
+static void retire_stale_temps(const char *dir, const char *parent,
+                               void (*note)(const char *message, void *user), void *user) {
     const char *base = base_of(dir);
     size_t nb = strlen(base), ns = strlen(TMP_SUFFIX);
     DIR *d = opendir(parent);
@@ -253,10 +285,27 @@ static void retire_stale_temps(const char *dir, const char *parent) {
     struct dirent *e;
     while ((e = readdir(d))) {
         const char *n = e->d_name;
-        if (strlen(n) != nb + ns + TMP_RANDOM || strncmp(n, base, nb) || strncmp(n + nb, TMP_SUFFIX, ns))
+        if (strlen(n) != nb + ns + TMP_RANDOM || strncmp(n, base, nb) ||
+            strncmp(n + nb, TMP_SUFFIX, ns) || !is_temp_random(n + nb + ns))
             continue;
         char *p = ffn_path_join(parent, "/", n);
-        if (p && is_swap_leftover(p)) (void)retire(p, is_real_dir(dir) ? dir : NULL, 0);
+        if (!p) break;
+        char msg[4200];
+        if (is_swap_leftover(p)) {
+            /* a whole model directory of the pattern is a previous DIR whose
+             * retirement was cut short: a user's file in it goes into DIR */
+            ffn_status st = retire(p, is_real_dir(dir) ? dir : NULL, 0);
+            if (st == FFN_OK && !exists(p))
+                snprintf(msg, sizeof msg, "removed %s, left by an interrupted save (its writer "
+                         "is gone: this process holds the lock on %s)", p, dir);
+            else
+                snprintf(msg, sizeof msg, "%s, left by an interrupted save, could not be removed: "
+                         "%s", p, st != FFN_OK ? ffn_last_error() : "it is not empty");
+        } else {
+            snprintf(msg, sizeof msg, "%s is not removed: it is a link, not a directory, or "
+                     "holds files that are not ffn's (look inside, then remove it yourself)", p);
+        }
+        if (note) note(msg, user);
         free(p);
     }
     closedir(d);
@@ -269,7 +318,8 @@ static int is_dir_follow(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-ffn_status ffn_dirswap_prepare(const char *dir_in) {
+ffn_status ffn_dirswap_prepare(const char *dir_in, void (*note)(const char *message, void *user),
+                               void *user) {
     char *dir = NULL;
     ffn_status st = ffn_dirswap_target(dir_in, &dir);
     if (st != FFN_OK) return st;
@@ -308,7 +358,7 @@ ffn_status ffn_dirswap_prepare(const char *dir_in) {
             goto done;
         }
     }
-    retire_stale_temps(dir, parent);
+    retire_stale_temps(dir, parent, note, user);
     /* Probe that we can create the sibling we will write into. */
     char *tmp = NULL;
     st = ffn_dirswap_begin(dir, &tmp);

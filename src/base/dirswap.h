@@ -49,10 +49,17 @@ int ffn_dirswap_is_model_dir(const char *dir);
  * ffn model directory (never a user's unrelated directory or file); its
  * parent is a directory.  Also finishes an interrupted fallback swap (DIR
  * absent, DIR.old whole: put back; a DIR.old beside a whole DIR is left to
- * the fallback path of ffn_dirswap_commit) and retires what crashed swaps left
- * beside DIR (DIR.tmp-XXXXXX directories holding only ffn's files; their
- * other files go into DIR).  Call it holding ffn_dirlock_take(dir). */
-ffn_status ffn_dirswap_prepare(const char *dir);
+ * the fallback path of ffn_dirswap_commit) and removes what killed swaps
+ * left beside DIR: DIR.tmp-XXXXXX (mkdtemp's six characters) that is a
+ * real directory holding only regular files of ffn's names or their
+ * atomic-write temporaries (NAME.tmp-XXXXXX, NAME.tmp.XXXXXX), or a whole model directory
+ * (a previous DIR whose retirement was cut short: its other files are
+ * moved into DIR); one of the pattern that holds anything else is left.  `note` (may be NULL) gets one line for
+ * each directory of the pattern: removed, or left and why.  Call it
+ * holding ffn_dirlock_take(dir): the lock is the proof that the writer
+ * that made them is gone. */
+ffn_status ffn_dirswap_prepare(const char *dir, void (*note)(const char *message, void *user),
+                               void *user);
 
 /* Create a fresh, empty, unpredictably named directory beside `dir` to
  * write the new contents into; *tmp_path gets its path (malloc'd). */

@@ -1084,7 +1084,7 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     ffn_dirlock lock;
     ffn_status st = ffn_dirlock_take(dir, &lock);
     if (st) return st;
-    if ((st = ffn_dirswap_prepare(dir))) {
+    if ((st = ffn_dirswap_prepare(dir, NULL, NULL))) {
         ffn_dirlock_release(&lock);
         return st;
     }

@@ -1392,6 +1392,11 @@ static ffn_status tp_gather(trainer *t) {
     return st;
 }
 
+static void train_note(const char *message, void *user) {
+    const trainer *t = user;
+    if (t->cb && t->cb->on_note) t->cb->on_note(message, t->cb->user);
+}
+
 static ffn_status run(trainer *t, ffn_train_result *result) {
     const ffn_train_options *o = &t->o;
     const ffn_train_callbacks *cb = t->cb;
@@ -1491,8 +1496,17 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     /* Outputs: check the checkpoint directory and open the log first, so a
      * bad path fails before any training. */
     if (o->out_dir) {
-        st = ffn_dirswap_prepare(o->out_dir);
+        st = ffn_dirswap_prepare(o->out_dir, train_note, t);
         if (st != FFN_OK) goto done;
+        /* An interrupted fallback swap (DIR gone, DIR.old whole) was read
+         * from DIR.old and has just been put back as DIR: read the rest
+         * (the metrics history) from where it is now. */
+        if (rdir && o->resume_dir && !ffn_dirswap_is_model_dir(rdir)) {
+            free(rdir);
+            rdir = NULL;
+            st = ffn_dirswap_resolve(o->resume_dir, &rdir);
+            if (st != FFN_OK) goto done;
+        }
     }
     /* The log: DIR/metrics.jsonl by default, written whole with each save
      * (so it always matches the saved step, and a resume carries it on);
