@@ -30,6 +30,89 @@ int cli_parse_act(const char *value, void *dst) {
     return 0;
 }
 
+void cli_show_act(const void *dst, char *buf, size_t n) {
+    snprintf(buf, n, "%s", ffn_act_name(*(const ffn_act *)dst));
+}
+
+/* ---- the options every rank shares -------------------------------------------- */
+
+/* The shortest %g that reads back as the same double. */
+static void exact_double(double v, char *buf, size_t n) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+static int put_value(char *buf, size_t n, size_t *at, const char *v) {
+    for (; *v; v++) {
+        const char *e = *v == '\n' ? "\\n" : *v == '\\' ? "\\\\" : NULL;
+        size_t k = e ? 2 : 1;
+        if (*at + k + 2 > n) return -1;
+        if (e) memcpy(buf + *at, e, 2);
+        else buf[*at] = *v;
+        *at += k;
+    }
+    return 0;
+}
+
+int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size_t n) {
+    size_t at = 0;
+    if (!n) return -1;
+    buf[0] = '\0';
+    for (const cli_opt *o = opts; o && o->name; o++) {
+        int skipped = 0;
+        for (int k = 0; skip && skip[k] && !skipped; k++) skipped = !strcmp(skip[k], o->name);
+        if (skipped || !o->dst) continue;
+        char v[512] = "";
+        switch (o->type) {
+        case CLI_FLAG: snprintf(v, sizeof v, "%d", *(const int *)o->dst); break;
+        case CLI_INT: snprintf(v, sizeof v, "%lld", (long long)*(const int64_t *)o->dst); break;
+        case CLI_FLOAT: exact_double(*(const double *)o->dst, v, sizeof v); break;
+        case CLI_PATH:
+            if (o->max_count > 0) snprintf(v, sizeof v, "%d given", o->count ? *o->count : 0);
+            else snprintf(v, sizeof v, "%s", *(const char *const *)o->dst ? "given" : "none");
+            break;
+        case CLI_STR:
+        case CLI_LIST:
+            if (o->max_count > 0) {
+                const char *const *list = o->dst;
+                int c = o->count ? *o->count : 0;
+                size_t w = (size_t)snprintf(v, sizeof v, "%d:", c);
+                for (int k = 0; k < c && w < sizeof v; k++)
+                    w += (size_t)snprintf(v + w, sizeof v - w, " %s", list[k]);
+            } else {
+                const char *x = *(const char *const *)o->dst;
+                snprintf(v, sizeof v, "%s", x ? x : "(none)");
+            }
+            break;
+        case CLI_ENUM: {
+            int x = *(const int *)o->dst, named = 0;
+            for (int k = 0; o->names && o->names[k] && !named; k++)
+                if ((o->values ? o->values[k] : k) == x) {
+                    snprintf(v, sizeof v, "%s", o->names[k]);
+                    named = 1;
+                }
+            if (!named) snprintf(v, sizeof v, "%d", x);
+            break;
+        }
+        case CLI_CUSTOM:
+            if (o->show) o->show(o->dst, v, sizeof v);
+            else snprintf(v, sizeof v, "?");
+            break;
+        }
+        size_t k = strlen(o->name);
+        if (at + k + 3 > n) return -1;
+        memcpy(buf + at, o->name, k);
+        at += k;
+        buf[at++] = '=';
+        if (put_value(buf, n, &at, v)) return -1;
+        buf[at++] = '\n';
+        buf[at] = '\0';
+    }
+    return (int)at;
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 
 /* "ffn <cmd>: <message>" on stderr, without the end of the line. */

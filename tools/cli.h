@@ -63,6 +63,8 @@ typedef struct cli_opt {
     int *count;           /* ... how many were given */
     int optional_value;   /* CLI_ENUM: the value may be left out (next arg not a name) */
     int hidden;           /* accepted, not listed in --help */
+    /* CLI_CUSTOM: the value at dst as text (for cli_agree_text) */
+    void (*show)(const void *dst, char *buf, size_t n);
 } cli_opt;
 
 typedef struct cli_pos {
@@ -197,8 +199,30 @@ extern const int cli_lang_values[];
 /* The built-in corpora ffn train reads: the languages and the facts corpus. */
 extern const char *const cli_corpus_names[];
 extern const int cli_corpus_values[];
-/* CLI_CUSTOM parser for an activation name (ffn_act_parse; dst ffn_act*). */
+/* CLI_CUSTOM parser for an activation name (ffn_act_parse; dst ffn_act*),
+ * and its show. */
 int cli_parse_act(const char *value, void *dst);
+void cli_show_act(const void *dst, char *buf, size_t n);
+
+/* ---- several processes --------------------------------------------------------- */
+
+/* The deadline of every wait between ranks (ffn_dist_layout.timeout_s). */
+#define CLI_OPT_DIST_TIMEOUT(p) \
+    {CLI_FLOAT_FIELDS("--dist-timeout", p, "S", 0, 1e9, \
+                      "several processes: a rank that waits for the others longer than S seconds " \
+                      "(at the start, in a gradient sum, an all-reduce, a checkpoint's " \
+                      "agreement) stops with a message naming the wait, and mpirun ends the " \
+                      "job; 0: no deadline.  Raise it when one rank's checkpoint save or " \
+                      "evaluation takes longer")}
+/* The options every rank of an mpirun job must share, for
+ * ffn_dist_layout.options: one line "--flag=VALUE" per flag of `opts` (its
+ * value after parsing: the default or the one given; exact numbers; a
+ * CLI_PATH only as "given" or "none", as paths may differ between hosts
+ * while the contents are compared later), except the flags named in
+ * `skip` (NULL-ended: those that only shape output or this host, such as
+ * --threads).  '\n' and '\\' in a value are escaped.  Returns the length
+ * written (NUL-terminated), or -1 when it does not fit in n. */
+int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size_t n);
 
 /* ---- errors ------------------------------------------------------------------ */
 

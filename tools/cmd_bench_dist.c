@@ -23,10 +23,25 @@ static double median(double *v, int n) {
 }
 
 /* MPI may be started only under mpirun; the threads of a host are shared by its ranks. */
-static int start(const char *cmd, const ffn_dist_layout *lay, int64_t threads, ffn_dist **d,
-                 ffn_ctx **ctx) {
+/* Every rank compares its flags (all but --threads, --json, --dist-timeout)
+ * with the others' first: a rank given other sizes would wait forever in
+ * a collective of another size. */
+static int start(const char *cmd, const cli_opt *opts, ffn_dist_layout *lay, double timeout,
+                 int64_t threads, ffn_dist **d, ffn_ctx **ctx) {
+    static const char *const host_only[] = {"--threads", "--json", "--dist-timeout", NULL};
+    static char agree[8192];
+    if (cli_agree_text(opts, host_only, agree, sizeof agree) < 0) {
+        cli_error(cmd, "the options do not fit the %zu bytes the ranks compare", sizeof agree);
+        return CLI_EXIT_FAIL;
+    }
+    lay->options = agree;
+    lay->timeout_s = timeout > 0 ? timeout : -1;
     ffn_status st = ffn_dist_init(NULL, NULL, lay, d);
-    if (st != FFN_OK) return cli_fail(cmd, st);
+    if (st != FFN_OK) {
+        int rc = cli_fail(cmd, st);
+        ffn_dist_free(*d); /* every rank has said it before any ends */
+        return rc;
+    }
     if (threads == 0) threads = ffn_dist_local_threads();
     if (cli_make_ctx(cmd, threads, ctx)) {
         ffn_dist_free(*d);
@@ -43,6 +58,7 @@ int bench_layer_tp(int argc, char **argv) {
     const char *cmd = "bench layer";
     const char *type_name = "swiglu";
     int64_t D = 4096, F = 11008, N = 1, threads = 0, repeats = 10, tp = 1;
+    double timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int json = 0, bias = 0;
     const cli_opt opts[] = {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
@@ -54,6 +70,7 @@ int bench_layer_tp(int argc, char **argv) {
         {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
         CLI_OPT_TP(&tp),
         CLI_OPT_THREADS(&threads),
+        CLI_OPT_DIST_TIMEOUT(&timeout),
         CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
         {0}};
     const cli_spec spec = {
@@ -77,7 +94,7 @@ int bench_layer_tp(int argc, char **argv) {
     ffn_dist *d;
     ffn_ctx *ctx;
     ffn_dist_layout lay = {.tp = tp};
-    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    if ((rc = start(cmd, opts, &lay, timeout, threads, &d, &ctx))) return rc;
     int rank = ffn_dist_rank(d, FFN_DIST_WORLD);
     ffn_dist_tp_layer *l = NULL;
     st = ffn_dist_tp_layer_create(d, ctx, &cfg, &l);
@@ -164,6 +181,7 @@ int bench_layer_tp(int argc, char **argv) {
 int bench_moe_ep(int argc, char **argv) {
     const char *cmd = "bench moe";
     int64_t D = 1024, F = 1408, E = 8, K = 2, N = 256, threads = 0, repeats = 10, ep = 1;
+    double timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int json = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--hidden", &D, "D", 1, 1 << 20, "hidden_size")},
@@ -174,6 +192,7 @@ int bench_moe_ep(int argc, char **argv) {
         {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
         CLI_OPT_EP(&ep),
         CLI_OPT_THREADS(&threads),
+        CLI_OPT_DIST_TIMEOUT(&timeout),
         CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
         {0}};
     const cli_spec spec = {
@@ -187,7 +206,7 @@ int bench_moe_ep(int argc, char **argv) {
     ffn_dist *d;
     ffn_ctx *ctx;
     ffn_dist_layout lay = {.dp = ep, .ep = ep};
-    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    if ((rc = start(cmd, opts, &lay, timeout, threads, &d, &ctx))) return rc;
     int rank = ffn_dist_rank(d, FFN_DIST_WORLD);
     ffn_moe_config cfg = {.hidden_size = D, .num_experts = E, .num_experts_per_tok = K,
                           .moe_intermediate_size = F, .act = FFN_ACT_SILU,
@@ -277,11 +296,13 @@ int bench_moe_ep(int argc, char **argv) {
 int bench_link(int argc, char **argv) {
     const char *cmd = "bench link";
     int64_t mb = 16, repeats = 10, threads = 1;
+    double timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int json = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--mb", &mb, "M", 1, 1 << 14, "MiB all-reduced per call")},
         {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
         CLI_OPT_THREADS(&threads),
+        CLI_OPT_DIST_TIMEOUT(&timeout),
         CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
         {0}};
     const cli_spec spec = {
@@ -301,7 +322,7 @@ int bench_link(int argc, char **argv) {
         const char *ws = getenv("OMPI_COMM_WORLD_SIZE");
         lay.dp = ws ? atoll(ws) : 1;
     }
-    if ((rc = start(cmd, &lay, threads, &d, &ctx))) return rc;
+    if ((rc = start(cmd, opts, &lay, timeout, threads, &d, &ctx))) return rc;
     const int P = ffn_dist_size(d, FFN_DIST_WORLD), rank = ffn_dist_rank(d, FFN_DIST_WORLD);
     const int64_t n = mb * (1 << 20) / (int64_t)sizeof(float);
     float *buf = malloc((size_t)n * sizeof *buf);

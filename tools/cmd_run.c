@@ -138,6 +138,7 @@ int cmd_run(int argc, char **argv) {
     int no_bos = 0, show_info = 0, json = 0, emit_choice = -1, quant = -1, quant_embed = -1;
     int precision = FFN_PRECISION_FP32;
     int64_t tp_ranks = 1;
+    double dist_timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int write_dump = 1;
     const cli_opt opts[] = {
         {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
@@ -181,6 +182,7 @@ int cmd_run(int argc, char **argv) {
                         "tensor-parallel ranks: run under mpirun -np T; each rank holds 1/T of "
                         "the heads and FFN units (see include/ffn/dist.h); rank 0 prints; without "
                         "--threads each rank takes the host's cores divided by the ranks on it")},
+        CLI_OPT_DIST_TIMEOUT(&dist_timeout),
         {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = quant_names,
          .values = quant_values, .group = "low-precision weights (inference in memory)",
          .def = "none, the weights as loaded",
@@ -317,7 +319,33 @@ int cmd_run(int argc, char **argv) {
     ffn_model *m = NULL;
     ffn_dist *dist = NULL;
     if (tp_ranks > 1 || ffn_dist_launched()) { /* several processes: MPI first, then load */
-        ffn_dist_layout lay = {.tp = tp_ranks};
+        /* every rank runs the same forwards: the same flags (but those of
+         * the output and the host), model shape, prompt and steps */
+        static const char *const host_only[] = {"--threads", "--json", "--info", "--emit",
+                                                "--dist-timeout", NULL};
+        static char agree[32768];
+        int w = cli_agree_text(opts, host_only, agree, sizeof agree);
+        uint64_t h = 1469598103934665603ull;
+        for (int64_t i = 0; i < n_prompt; i++) h = (h ^ (uint32_t)ids[i]) * 1099511628211ull;
+        if (w < 0 || (size_t)w + 512 >= sizeof agree) {
+            cli_error(CMD, "the options do not fit the %zu bytes the ranks compare", sizeof agree);
+            free(ids);
+            ffn_vocab_free(voc);
+            ffn_ctx_free(ctx);
+            return CLI_EXIT_FAIL;
+        }
+        snprintf(agree + w, sizeof agree - (size_t)w,
+                     "model.vocab_size=%lld\nmodel.hidden_size=%lld\nmodel.intermediate_size=%lld\n"
+                     "model.num_hidden_layers=%lld\nmodel.num_attention_heads=%lld\n"
+                     "model.num_key_value_heads=%lld\nmodel.num_experts=%lld\n"
+                     "prompt tokens=%lld (hash %016llx)\ntokens generated=%lld\n",
+                     (long long)cfg.vocab_size, (long long)cfg.hidden_size,
+                     (long long)cfg.intermediate_size, (long long)cfg.num_hidden_layers,
+                     (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads,
+                     (long long)cfg.num_experts, (long long)n_prompt, (unsigned long long)h,
+                     (long long)steps);
+        ffn_dist_layout lay = {.tp = tp_ranks, .options = agree,
+                               .timeout_s = dist_timeout > 0 ? dist_timeout : -1};
         st = ffn_dist_init(NULL, NULL, &lay, &dist);
         if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0)
             st = freopen("/dev/null", "w", stdout) ? FFN_OK
@@ -338,8 +366,9 @@ int cmd_run(int argc, char **argv) {
         free(ids);
         ffn_vocab_free(voc);
         ffn_ctx_free(ctx);
+        rc = cli_fail(CMD, st); /* said before the ranks end together */
         ffn_dist_free(dist);
-        return cli_fail(CMD, st);
+        return rc;
     }
     if (show_info) {
         char dtypes[96];
@@ -430,7 +459,7 @@ int cmd_run(int argc, char **argv) {
     ffn_vocab_free(voc);
     ffn_ctx_free(ctx);
     if (dist) st = ffn_dist_agree(dist, st);
+    rc = st ? cli_fail(CMD, st) : 0; /* before the ranks end together */
     ffn_dist_free(dist);
-    if (st) return cli_fail(CMD, st);
-    return 0;
+    return rc;
 }

@@ -155,6 +155,13 @@ static const char epilog[] =
 "  group = TP group, the experts' replica group = the DP group; no\n"
 "  all-to-all: the TP ranks see the same tokens); other --ep with --tp > 1\n"
 "  are refused.  Checkpoints are whole: resume under any layout.\n"
+"  Every rank must be given the same options (all but --threads, --quiet,\n"
+"  --json, --profile, --out, --log, --force, --dist-timeout; paths only as\n"
+"  given or not, their contents are compared when training starts): they\n"
+"  are compared before anything else, and a difference stops every rank\n"
+"  with one message naming the option and both values.  A rank that waits\n"
+"  for the others longer than --dist-timeout gives up and mpirun ends the\n"
+"  job.\n"
 "  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n"
 "  mpirun -np 4 ffn train --mlp-type moe --tp 2 --ep 2 --dp 2 --out moe4\n";
 
@@ -180,6 +187,8 @@ typedef struct cli_state {
     int64_t tp, dp, ep;
     double bucket_mb;
     int64_t zero;
+    double dist_timeout;
+    char agree[32768]; /* the options every rank must share (ffn_dist_layout.options) */
     int batch_given, dp_given;
     int force, json, quiet, profile;
     int mlp, mlp_given, experts_given, data_given, corpus_given;
@@ -213,7 +222,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         CLI_OPT_HEADS(&m->num_attention_heads),
         CLI_OPT_KV_HEADS(&m->num_key_value_heads, NULL),
         {.name = "--hidden-act", .type = CLI_CUSTOM, .dst = &m->hidden_act, .metavar = "ACT",
-         .parse = cli_parse_act, .def = "silu",
+         .parse = cli_parse_act, .show = cli_show_act, .def = "silu",
          .expect = "an activation: linear, relu, gelu, gelu_pytorch_tanh, silu or sigmoid",
          .help = "linear|relu|gelu|gelu_pytorch_tanh|silu|sigmoid"},
         {.name = "--mlp-type", .type = CLI_ENUM, .dst = &c->mlp, .names = mlp_names,
@@ -324,6 +333,7 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                         "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
                         "reduce-scattered, each rank updates its share, parameters all-gathered; "
                         "checkpoints hold them whole); 0: every rank keeps all of them")},
+        CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */
     cli_opt table[sizeof opts / sizeof opts[0]];
@@ -379,6 +389,23 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                       : c->mlp == MLP_DENSE ? FFN_MODEL_MLP_DENSE : FFN_MODEL_MLP_GATED;
         if (c->mlp == MLP_MOE && !c->experts_given && m->num_experts == 0) m->num_experts = 4;
     }
+    /* What every rank of an mpirun job must share: every flag but those of
+     * this host or of the output (paths only as given or not: their
+     * contents -- the data's fingerprint, the starting weights -- are
+     * compared when training starts), then every field a resume records
+     * (with those only a checkpoint or --init sets). */
+    static const char *const host_only[] = {"--threads", "--quiet", "--json", "--profile", "--out",
+                                            "--log", "--force", "--dist-timeout", NULL};
+    int w = cli_agree_text(table, host_only, c->agree, sizeof c->agree);
+    if (w >= 0) {
+        size_t need = ffn_train_options_text(o, c->agree + w, sizeof c->agree - (size_t)w);
+        if (need >= sizeof c->agree - (size_t)w) w = -1;
+    }
+    if (w < 0) {
+        cli_error(CMD, "the options do not fit the %zu bytes the ranks compare", sizeof c->agree);
+        *rc = CLI_EXIT_FAIL;
+        return 1;
+    }
     return 0;
 }
 
@@ -401,7 +428,8 @@ static int64_t optimizer_bytes(const ffn_dist *d, int64_t n_params, int64_t zero
 int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
-    cli_state c = {.tp = 1, .dp = 1, .ep = 1, .bucket_mb = 4};
+    static cli_state c; /* large (the options text); one per process */
+    c = (cli_state){.tp = 1, .dp = 1, .ep = 1, .bucket_mb = 4, .dist_timeout = FFN_DIST_TIMEOUT_DEFAULT};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -445,9 +473,14 @@ int cmd_train(int argc, char **argv) {
      * (--ep T) inside the tensor-parallel group */
     if (c.ep > 1 && !c.dp_given && c.tp == 1) c.dp = c.ep;
     if (c.dp > 1 || c.ep > 1 || ffn_dist_launched()) {
-        ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep};
+        ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep, .options = c.agree,
+                               .timeout_s = c.dist_timeout > 0 ? c.dist_timeout : -1};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
-        if (st != FFN_OK) return cli_fail(CMD, st);
+        if (st != FFN_OK) { /* said on every rank before any ends */
+            rc = cli_fail(CMD, st);
+            ffn_dist_free(dist);
+            return rc;
+        }
         if (c.resume && !c.batch_given) {
             if (o.batch_size % c.dp) {
                 cli_error(CMD, "--resume %s: the checkpoint's batch of %lld sequences does not "

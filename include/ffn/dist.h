@@ -67,20 +67,52 @@ typedef enum ffn_dist_group {
 
 typedef struct ffn_dist_layout {
     int64_t tp, dp, ep; /* 1 each when 0 */
+    /* The options every rank must share, as lines "KEY=VALUE\n" (KEY the
+     * flag that sets it, VALUE exact: e.g. "--lr=0.001\n"; no '\n' or NUL
+     * inside a value; at most 64 KiB in all), compared by ffn_dist_init
+     * before anything else; NULL: none beyond the layout. */
+    const char *options;
+    /* The deadline of every wait of libffn_dist, in seconds: 0 gives
+     * FFN_DIST_TIMEOUT_DEFAULT, a negative value none. */
+    double timeout_s;
 } ffn_dist_layout;
+
+#define FFN_DIST_TIMEOUT_DEFAULT 600.0
 
 /* 1 when this process was started by mpirun (Open MPI's environment), so
  * a driver may initialise MPI; 0 for a plain process. */
 int ffn_dist_launched(void);
 
 /* Initialise MPI (once per process; argc/argv may be NULL) and build the
- * groups of `layout`.  Errors: tp·dp different from the number of ranks,
- * ep not dividing dp (tp 1), ep other than 1 or tp with tp > 1
- * (FFN_ERR_UNSUPPORTED), a layout of more than one rank in a process that
- * mpirun did not start; each names the numbers.  Every rank also checks
- * that all run the same ffn version (a hash exchanged here). */
+ * groups of `layout`.  The first thing every rank does is the agreement:
+ * the text "ffn=VERSION (built DATE)\n--tp=T\n--dp=D\n--ep=E\n" followed
+ * by layout->options is compared between the ranks (a 64-bit hash, then,
+ * when they differ, the texts, line by line), so ranks started with
+ * different options all fail with FFN_ERR_CONFIG and one message naming
+ * the first line that differs and both values: "the ranks were started
+ * with different options: --steps: rank 0 has 20, rank 1 has 30 (...)".
+ * Then, with the same outcome on every rank: tp·dp different from the
+ * number of ranks, ep not dividing dp (tp 1), ep other than 1 or tp with
+ * tp > 1 (FFN_ERR_UNSUPPORTED); each names the numbers.  A layout of more
+ * than one rank in a process that mpirun did not start fails before MPI
+ * starts (*out NULL).
+ *
+ * The deadline: every wait of libffn_dist (the agreement, the reductions,
+ * the all-to-alls, ffn_dist_agree, ffn_dist_free's) is a nonblocking MPI
+ * call polled with MPI_Testall, and fails after layout->timeout_s seconds
+ * with a message naming the wait and the deadline.  MPI cannot cancel a
+ * collective, so the handle is then broken: later waits fail at once and
+ * ffn_dist_free does not finalise MPI; the process should end (exit
+ * non-zero), and mpirun ends the other ranks.
+ *
+ * On a failure after MPI started, *out is still set, to a handle that
+ * ffn_dist_free (and ffn_dist_agree, which returns the status given)
+ * alone accept: report the error, then free it, so every rank has
+ * reported before any exits (ffn_dist_free waits for all of them). */
 ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
                          ffn_dist **out);
+/* The deadline in force (seconds; 0: none). */
+double ffn_dist_timeout(const ffn_dist *d);
 /* Threads for a rank when the user gave none: the host's online cores
  * divided by the ranks mpirun put on it (OMPI_COMM_WORLD_LOCAL_SIZE), at
  * least 1. */
@@ -88,7 +120,9 @@ int ffn_dist_local_threads(void);
 
 /* Free the groups (and the expert-parallel models' runners: call it
  * before freeing the context the models were made in) and finalise MPI
- * (NULL is a no-op). */
+ * (NULL is a no-op).  Collective when ffn_dist_init started MPI: a barrier
+ * of every rank first (within the deadline; past it, MPI is not
+ * finalised), so a rank never exits while another is still reporting. */
 void ffn_dist_free(ffn_dist *d);
 
 /* The trainer's gradient sum (ffn_dist_reduce_grads) goes in buckets of

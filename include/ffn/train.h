@@ -257,6 +257,15 @@ typedef struct ffn_train_dist {
 /* The defaults above (model: ffn_model_config_default). */
 void ffn_train_options_default(ffn_train_options *opts);
 
+/* Every field of the options that a resume records (the set it compares,
+ * and steps, eval_every, save_every, the corpus), as lines "key=value\n"
+ * with exact values (the keys of train_state's metadata: "lr=0.001",
+ * "rms_norm_eps=1.0000000000000001e-05"), for ranks that must agree on
+ * them (ffn_dist_layout.options).  Returns the length it needs, as
+ * snprintf (buf may be NULL when n is 0). */
+size_t ffn_train_options_text(const ffn_train_options *opts, char *buf, size_t n);
+
+
 /* Fill opts with what the checkpoint in `dir` was trained with (the model
  * config, every training option, the data source), leaving out_dir,
  * resume_dir, metrics_path and stop_flag alone.  A command line applies

@@ -4,9 +4,12 @@
 
 #include <stdio.h>
 
+#include "dist/agree_text.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct ffn_dist {
@@ -23,6 +26,9 @@ struct ffn_dist {
     int64_t n_ep_layers;
     int64_t bucket;   /* floats per gradient bucket (ffn_dist_set_bucket) */
     ffn_dist_grad_stats grad_stats;
+    double timeout;   /* seconds a wait may last (0: none) */
+    int broken;       /* a wait timed out: a request is pending for good */
+    int failed;       /* ffn_dist_init failed after MPI started: only free it */
 };
 
 void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *s) {
@@ -64,6 +70,41 @@ ffn_status dist_mpi_error(int rc, const char *what) {
         if (rc_ != MPI_SUCCESS) return dist_mpi_error(rc_, what); \
     } while (0)
 
+double ffn_dist_timeout(const ffn_dist *d) { return d ? d->timeout : 0; }
+
+/* Every wait of libffn_dist: MPI_Testall until the requests complete, or
+ * until the deadline (d->timeout seconds) passes.  Open MPI's blocking
+ * calls wait forever, and progress on nonblocking ones happens only inside
+ * MPI calls, so this loop polls: busily for the first 2 ms (the latency of
+ * a small all-reduce), then with 50 us naps, which leave the core to a
+ * rank that is still computing.  A request that timed out cannot be
+ * cancelled (MPI has no cancel for collectives): the handle is marked
+ * broken, every later wait fails at once, and ffn_dist_free does not
+ * finalise MPI, so the process ends and mpirun ends the job. */
+ffn_status dist_wait(ffn_dist *d, int n, MPI_Request *req, MPI_Status *sts, const char *what) {
+    if (d->broken)
+        return ffn_set_error(FFN_ERR_IO, "%s: not started: an earlier wait of this rank timed out",
+                             what);
+    const double t0 = MPI_Wtime();
+    for (unsigned long spin = 1;; spin++) {
+        int done = 0;
+        int rc = MPI_Testall(n, req, &done, sts ? sts : MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+        if (done) return FFN_OK;
+        if (spin % 64) continue;
+        const double waited = MPI_Wtime() - t0;
+        if (d->timeout > 0 && waited > d->timeout) {
+            d->broken = 1;
+            return ffn_set_error(FFN_ERR_IO,
+                                 "%s: rank %d had no answer from the other ranks for %g s (the "
+                                 "deadline, --dist-timeout): a rank stopped, is stuck, or runs "
+                                 "other steps than this one; giving up (mpirun ends the job)",
+                                 what, d->rank, d->timeout);
+        }
+        if (waited > 0.002) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 50000}, NULL);
+    }
+}
+
 int ffn_dist_local_threads(void) {
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     long cores = sysconf(_SC_NPROCESSORS_ONLN), local = ls ? atol(ls) : 1;
@@ -81,17 +122,81 @@ ffn_status ffn_dist_check_same(ffn_dist *d, const char *what, const void *bytes,
     uint64_t mine = fnv1a(bytes, n);
     uint64_t *all = malloc((size_t)d->size * sizeof *all);
     if (!all) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
-    int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm[FFN_DIST_WORLD]);
-    if (rc != MPI_SUCCESS) {
+    MPI_Request req;
+    int rc = MPI_Iallgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm[FFN_DIST_WORLD],
+                            &req);
+    ffn_status st = rc != MPI_SUCCESS ? dist_mpi_error(rc, what) : dist_wait(d, 1, &req, NULL, what);
+    if (st != FFN_OK) {
         free(all);
-        return dist_mpi_error(rc, what);
+        return st;
     }
-    ffn_status st = FFN_OK;
     for (int r = 1; r < d->size && st == FFN_OK; r++)
         if (all[r] != all[0])
             st = ffn_set_error(FFN_ERR_CONFIG,
                            "%s differs between the ranks: rank %d has %016llx, rank 0 %016llx", what,
                            r, (unsigned long long)all[r], (unsigned long long)all[0]);
+    free(all);
+    return st;
+}
+
+/* The agreement (collective over MPI_COMM_WORLD): a 64-bit hash of every
+ * rank's text first; only when they differ the texts themselves, so every
+ * rank finds the same first difference (rank 0's text against the lowest
+ * rank whose text differs) and returns the same message. */
+static ffn_status agree_texts(ffn_dist *d, const char *text, size_t n) {
+    const char *what = "the start of the job (every rank's options compared)";
+    int line;
+    if (n > DIST_AGREE_MAX_BYTES || dist_agree_check(text, n, &line))
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "%s: this rank's options text is malformed "
+                             "(line %d of %zu bytes)", what, line, n);
+    const int P = d->size;
+    uint64_t mine = fnv1a(text, n), *hash = malloc((size_t)P * sizeof *hash);
+    int *len = malloc((size_t)P * sizeof *len), *at = malloc((size_t)P * sizeof *at);
+    char *all = NULL;
+    ffn_status st = hash && len && at ? FFN_OK : ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    MPI_Request req;
+    /* the hash, not the texts, when they agree (the usual case) */
+    if (st == FFN_OK) {
+        int rc = MPI_Iallgather(&mine, 1, MPI_UINT64_T, hash, 1, MPI_UINT64_T, MPI_COMM_WORLD, &req);
+        st = rc != MPI_SUCCESS ? dist_mpi_error(rc, what) : dist_wait(d, 1, &req, NULL, what);
+    }
+    int differ = 0;
+    for (int r = 1; st == FFN_OK && r < P; r++) differ |= hash[r] != hash[0];
+    if (st == FFN_OK && differ) {
+        int me = (int)n;
+        int rc = MPI_Iallgather(&me, 1, MPI_INT, len, 1, MPI_INT, MPI_COMM_WORLD, &req);
+        st = rc != MPI_SUCCESS ? dist_mpi_error(rc, what) : dist_wait(d, 1, &req, NULL, what);
+        size_t total = 0;
+        for (int r = 0; st == FFN_OK && r < P; r++) {
+            if (len[r] < 0 || len[r] > DIST_AGREE_MAX_BYTES)
+                st = ffn_set_error(FFN_ERR_FORMAT, "%s: rank %d sent %d bytes", what, r, len[r]);
+            at[r] = (int)total;
+            total += (size_t)(len[r] > 0 ? len[r] : 0);
+        }
+        if (st == FFN_OK && total > INT_MAX)
+            st = ffn_set_error(FFN_ERR_OVERFLOW, "%s: %zu bytes of options", what, total);
+        if (st == FFN_OK && !(all = malloc(total ? total : 1)))
+            st = ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+        if (st == FFN_OK) {
+            rc = MPI_Iallgatherv(text, me, MPI_CHAR, all, len, at, MPI_CHAR, MPI_COMM_WORLD, &req);
+            st = rc != MPI_SUCCESS ? dist_mpi_error(rc, what) : dist_wait(d, 1, &req, NULL, what);
+        }
+        for (int r = 1; st == FFN_OK && r < P; r++) {
+            dist_agree_diff diff;
+            int c = dist_agree_compare(all + at[0], (size_t)len[0], all + at[r], (size_t)len[r], &diff);
+            if (c == 0) continue;
+            char msg[1024];
+            if (c == 1) dist_agree_message(&diff, 0, r, msg, sizeof msg);
+            else snprintf(msg, sizeof msg, "rank %d's options text is malformed (line %d)",
+                          c == -1 ? 0 : r, diff.line);
+            st = ffn_set_error(FFN_ERR_CONFIG,
+                               "the ranks were started with different options: %s (every rank "
+                               "of the job must be given the same ones)", msg);
+        }
+    }
+    free(hash);
+    free(len);
+    free(at);
     free(all);
     return st;
 }
@@ -102,21 +207,6 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     *out = NULL;
     int64_t tp = layout && layout->tp ? layout->tp : 1, dp = layout && layout->dp ? layout->dp : 1,
             ep = layout && layout->ep ? layout->ep : 1;
-    if (tp < 1 || dp < 1 || ep < 1 || tp > 65536 || dp > 65536 || ep > 65536)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --tp %lld --dp %lld --ep %lld: expected 1..65536",
-                         (long long)tp, (long long)dp, (long long)ep);
-    const int tp_ep = tp > 1 && ep == tp; /* experts spread over the tensor-parallel group */
-    if (tp > 1 && ep > 1 && ep != tp)
-        return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                         "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
-                         "split by units (--ep 1) or spread by expert over the T ranks of the "
-                         "tensor-parallel group (--ep T); --ep E != T with --tp > 1 is not in "
-                         "this build (supported: --tp T --ep T --dp D, --ep E --dp D with E "
-                         "dividing D, --tp T --dp D)", (long long)tp, (long long)ep);
-    if (!tp_ep && dp % ep)
-        return ffn_set_error(FFN_ERR_INVALID_ARG,
-                         "layout: --ep %lld does not divide --dp %lld (experts are spread inside "
-                         "the data-parallel group)", (long long)ep, (long long)dp);
     if (tp * dp > 1 && !ffn_dist_launched())
         return ffn_set_error(FFN_ERR_INVALID_ARG,
                          "layout: --tp %lld --dp %lld needs %lld processes: start them with "
@@ -126,6 +216,8 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     if (!d) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
     for (int g = 0; g < 5; g++) d->comm[g] = MPI_COMM_NULL;
     d->bucket = FFN_DIST_BUCKET_FLOATS;
+    const double to = layout ? layout->timeout_s : 0;
+    d->timeout = to > 0 ? to : to < 0 ? 0 : FFN_DIST_TIMEOUT_DEFAULT;
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
@@ -139,13 +231,47 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
-    d->tp = (int)tp, d->dp = (int)dp, d->ep = (int)ep;
+    /* First of all, before any check that could stop one rank alone: the
+     * ranks agree on the ffn they run, the layout and the caller's options
+     * (each check below then has the same outcome on every rank). */
     ffn_status st = FFN_OK;
-    if ((int64_t)d->size != tp * dp)
+    {
+        const char *opts = layout && layout->options ? layout->options : "";
+        size_t no = strlen(opts);
+        char head[512];
+        int nh = snprintf(head, sizeof head, "ffn=%s (built %s %s)\n--tp=%lld\n--dp=%lld\n--ep=%lld\n",
+                          ffn_version(), __DATE__, __TIME__, (long long)tp, (long long)dp,
+                          (long long)ep);
+        char *text = malloc((size_t)nh + no + 1);
+        if (!text) st = ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+        else {
+            memcpy(text, head, (size_t)nh);
+            memcpy(text + nh, opts, no + 1);
+            st = agree_texts(d, text, (size_t)nh + no);
+            free(text);
+        }
+    }
+    const int tp_ep = tp > 1 && ep == tp; /* experts spread over the tensor-parallel group */
+    if (st == FFN_OK && (tp < 1 || dp < 1 || ep < 1 || tp > 65536 || dp > 65536 || ep > 65536))
+        st = ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --tp %lld --dp %lld --ep %lld: expected 1..65536",
+                         (long long)tp, (long long)dp, (long long)ep);
+    else if (st == FFN_OK && tp > 1 && ep > 1 && ep != tp)
+        st = ffn_set_error(FFN_ERR_UNSUPPORTED,
+                         "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
+                         "split by units (--ep 1) or spread by expert over the T ranks of the "
+                         "tensor-parallel group (--ep T); --ep E != T with --tp > 1 is not in "
+                         "this build (supported: --tp T --ep T --dp D, --ep E --dp D with E "
+                         "dividing D, --tp T --dp D)", (long long)tp, (long long)ep);
+    else if (st == FFN_OK && !tp_ep && dp % ep)
+        st = ffn_set_error(FFN_ERR_INVALID_ARG,
+                         "layout: --ep %lld does not divide --dp %lld (experts are spread inside "
+                         "the data-parallel group)", (long long)ep, (long long)dp);
+    else if (st == FFN_OK && (int64_t)d->size != tp * dp)
         st = ffn_set_error(FFN_ERR_INVALID_ARG,
                        "layout: --tp %lld x --dp %lld = %lld ranks, but mpirun started %d (give "
                        "-np %lld)", (long long)tp, (long long)dp, (long long)(tp * dp), d->size,
                        (long long)(tp * dp));
+    d->tp = (int)tp, d->dp = (int)dp, d->ep = (int)ep;
     if (st == FFN_OK) {
         int r = d->rank, t = r % d->tp, q = r / d->tp;
         int colour[5] = {0, q, t, t * 65536 + q / d->ep, t * 65536 + q % d->ep};
@@ -165,32 +291,39 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
             }
         }
     }
-    if (st == FFN_OK) { /* every rank runs the same ffn */
-        char id[256];
-        snprintf(id, sizeof id, "ffn %s | %s %s | tp %lld dp %lld ep %lld", ffn_version(), __DATE__,
-                 __TIME__, (long long)tp, (long long)dp, (long long)ep);
-        st = ffn_dist_check_same(d, "the ffn version or the layout", id, strlen(id));
-    }
     if (st != FFN_OK) {
-        ffn_dist_free(d);
-        return st;
+        /* kept, to be freed after the caller has reported the error: its
+         * ffn_dist_free waits for every rank, so each has said it */
+        d->failed = 1;
     }
     *out = d;
-    return FFN_OK;
+    return st;
 }
 
+/* Every rank reaches ffn_dist_free before any finalises (and exits):
+ * a rank that reports an error first has it printed before mpirun, seeing
+ * another rank's exit status, ends the job.  Bounded by the deadline. */
 void ffn_dist_free(ffn_dist *d) {
     if (!d) return;
     for (int64_t i = 0; i < d->n_ep_layers; i++) ffn_dist_ep_moe_free(d->ep_layers[i]);
     free(d->ep_layers);
-    for (int g = 0; g < 5; g++)
-        if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
-    free(d->scratch);
-    if (d->finalize) {
-        int done = 0;
-        MPI_Finalized(&done);
-        if (!done) MPI_Finalize();
+    int done = 0;
+    MPI_Finalized(&done);
+    int clean = !d->broken && !done;
+    if (clean && d->finalize) {
+        char saved[1536];
+        snprintf(saved, sizeof saved, "%s", ffn_last_error()); /* the caller's error stays */
+        MPI_Request req;
+        clean = MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS &&
+                dist_wait(d, 1, &req, NULL, "the end of the job") == FFN_OK;
+        ffn_set_error(FFN_ERR_IO, "%s", saved);
     }
+    if (clean) {
+        for (int g = 0; g < 5; g++)
+            if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
+        if (d->finalize) MPI_Finalize();
+    }
+    free(d->scratch);
     free(d);
 }
 
@@ -209,6 +342,35 @@ static void *scratch(ffn_dist *d, size_t bytes) {
         d->scratch_bytes = bytes;
     }
     return d->scratch;
+}
+
+/* One step of a ring: send ns values to `next`, receive nr from `prev`,
+ * within the deadline; the received count must be nr (a rank that sums
+ * something else -- other options, another model -- is named, not read
+ * past). */
+static ffn_status ring_step(ffn_dist *d, MPI_Comm comm, const void *sbuf, int ns, void *rbuf,
+                            int nr, MPI_Datatype type, int next, int prev, int tag,
+                            const char *what) {
+    MPI_Request req[2];
+    MPI_Status sts[2];
+    int rc = MPI_Irecv(rbuf, nr, type, prev, tag, comm, &req[0]);
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+    rc = MPI_Isend(sbuf, ns, type, next, tag, comm, &req[1]);
+    if (rc != MPI_SUCCESS) {
+        MPI_Cancel(&req[0]);
+        MPI_Request_free(&req[0]);
+        return dist_mpi_error(rc, what);
+    }
+    ffn_status st = dist_wait(d, 2, req, sts, what);
+    if (st != FFN_OK) return st;
+    int got = -1;
+    MPI_Get_count(&sts[0], type, &got);
+    if (got != nr)
+        return ffn_set_error(FFN_ERR_CONFIG,
+                             "%s: rank %d of the group sent %d values where this rank (%d) "
+                             "expects %d: the ranks do not sum the same thing (different options "
+                             "or models)", what, prev, got, (prev + 1) % d->size, nr);
+    return FFN_OK;
 }
 
 /* Ring all-reduce in a fixed order: P chunks; reduce-scatter (P-1 steps,
@@ -231,14 +393,15 @@ static void *scratch(ffn_dist *d, size_t bytes) {
             int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
             if (ns > INT_MAX || nr > INT_MAX)                                                 \
                 return ffn_set_error(FFN_ERR_OVERFLOW, "all-reduce chunk of %lld values", (long long)ns); \
-            MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 7, recv, (int)nr, MPI_T, prev, 7, \
-                                 comm, MPI_STATUS_IGNORE), "all-reduce");                     \
+            ffn_status st_ = ring_step(d, comm, buf + os, (int)ns, recv, (int)nr, MPI_T, next, prev, \
+                                       7, "all-reduce");                                      \
+            if (st_ != FFN_OK) return st_;                                                    \
             T *dst = buf + orr;                                                               \
             for (int64_t i = 0; i < nr; i++) dst[i] = recv[i] + dst[i];                       \
         }                                                                                     \
         return FFN_OK;                                                                        \
     }                                                                                         \
-    __attribute__((unused)) static ffn_status NAME##_ag(MPI_Comm comm, int r, int P, T *buf, int64_t n) {            \
+    __attribute__((unused)) static ffn_status NAME##_ag(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) { \
         if (P == 1 || n == 0) return FFN_OK;                                                  \
         int64_t base = n / P, extra = n % P;                                                  \
         int next = (r + 1) % P, prev = (r + P - 1) % P;                                       \
@@ -248,14 +411,15 @@ static void *scratch(ffn_dist *d, size_t bytes) {
             int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);    \
             if (ns > INT_MAX || nr > INT_MAX)                                                 \
                 return ffn_set_error(FFN_ERR_OVERFLOW, "all-gather chunk of %lld values", (long long)ns); \
-            MPI_TRY(MPI_Sendrecv(buf + os, (int)ns, MPI_T, next, 8, buf + orr, (int)nr, MPI_T, prev, \
-                                 8, comm, MPI_STATUS_IGNORE), "all-gather");                  \
+            ffn_status st_ = ring_step(d, comm, buf + os, (int)ns, buf + orr, (int)nr, MPI_T, next, \
+                                       prev, 8, "all-gather");                                \
+            if (st_ != FFN_OK) return st_;                                                    \
         }                                                                                     \
         return FFN_OK;                                                                        \
     }                                                                                         \
     static ffn_status NAME(ffn_dist *d, MPI_Comm comm, int r, int P, T *buf, int64_t n) {    \
         ffn_status st = NAME##_rs(d, comm, r, P, buf, n);                                     \
-        return st != FFN_OK ? st : NAME##_ag(comm, r, P, buf, n);                             \
+        return st != FFN_OK ? st : NAME##_ag(d, comm, r, P, buf, n);                          \
     }
 RING(ring_f32, float, MPI_FLOAT)
 RING(ring_f64, double, MPI_DOUBLE)
@@ -275,7 +439,7 @@ ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf
 ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
     if (!d || !group_ok(g) || (!buf && n) || n < 0)
         return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_all_gather_f32: bad argument");
-    return ring_f32_ag(d->comm[g], d->grank[g], d->gsize[g], buf, n);
+    return ring_f32_ag(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
 }
 
 ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
@@ -293,27 +457,46 @@ ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, in
 ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root) {
     if (!d || !group_ok(g) || n > INT_MAX)
         return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_broadcast: bad argument");
-    MPI_TRY(MPI_Bcast(buf, (int)n, MPI_BYTE, root, d->comm[g]), "broadcast");
-    return FFN_OK;
+    MPI_Request req;
+    MPI_TRY(MPI_Ibcast(buf, (int)n, MPI_BYTE, root, d->comm[g], &req), "broadcast");
+    return dist_wait(d, 1, &req, NULL, "broadcast");
 }
 
 ffn_status ffn_dist_barrier(ffn_dist *d) {
-    MPI_TRY(MPI_Barrier(d->comm[FFN_DIST_WORLD]), "barrier");
-    return FFN_OK;
+    MPI_Request req;
+    MPI_TRY(MPI_Ibarrier(d->comm[FFN_DIST_WORLD], &req), "barrier");
+    return dist_wait(d, 1, &req, NULL, "barrier");
+}
+
+/* The agreement's own wait failed: this rank's error (if any) first. */
+static ffn_status agree_lost(ffn_status st, ffn_status ws, const char *saved) {
+    if (st == FFN_OK) return ws;
+    char then[1024];
+    snprintf(then, sizeof then, "%s", ffn_last_error());
+    return ffn_set_error(st, "%s (and then %s)", saved, then);
 }
 
 ffn_status ffn_dist_agree(ffn_dist *d, ffn_status st) {
     if (!d) return st;
+    if (d->failed) /* the job did not start: nothing to agree on */
+        return st != FFN_OK ? st : ffn_set_error(FFN_ERR_INVALID_ARG, "agree: the job did not start");
     int mine = st != FFN_OK ? d->rank : INT_MAX, first = INT_MAX;
-    MPI_TRY(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm[FFN_DIST_WORLD]), "agree");
+    char saved[1536];
+    snprintf(saved, sizeof saved, "%s", st != FFN_OK ? ffn_last_error() : "");
+    MPI_Request req;
+    MPI_TRY(MPI_Iallreduce(&mine, &first, 1, MPI_INT, MPI_MIN, d->comm[FFN_DIST_WORLD], &req), "agree");
+    ffn_status ws = dist_wait(d, 1, &req, NULL, "agree (every rank's status)");
+    if (ws != FFN_OK) return agree_lost(st, ws, saved);
     if (first == INT_MAX) return FFN_OK;
     struct { int status; char msg[1536]; } m;
     memset(&m, 0, sizeof m);
     if (d->rank == first) {
         m.status = (int)st;
-        snprintf(m.msg, sizeof m.msg, "%s", ffn_last_error());
+        snprintf(m.msg, sizeof m.msg, "%s", saved);
     }
-    MPI_TRY(MPI_Bcast(&m, (int)sizeof m, MPI_BYTE, first, d->comm[FFN_DIST_WORLD]), "agree");
+    MPI_TRY(MPI_Ibcast(&m, (int)sizeof m, MPI_BYTE, first, d->comm[FFN_DIST_WORLD], &req), "agree");
+    ws = dist_wait(d, 1, &req, NULL, "agree (the failing rank's message)");
+    if (ws != FFN_OK) return agree_lost(st, ws, saved);
     m.msg[sizeof m.msg - 1] = '\0';
     return ffn_set_error((ffn_status)m.status, "rank %d: %s", first, m.msg);
 }

@@ -43,6 +43,10 @@ ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
 /* One gradient sum's time, buckets and floats (ffn_dist_get_grad_stats). */
 void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats);
 
+/* Wait for n requests within the deadline of d (dist.c: the one wait of
+ * libffn_dist; sts may be NULL).  A timeout marks d broken. */
+ffn_status dist_wait(ffn_dist *d, int n, MPI_Request *req, MPI_Status *sts, const char *what);
+
 /* An MPI return code as an ffn_status with MPI's message after `what`. */
 ffn_status dist_mpi_error(int rc, const char *what);
 

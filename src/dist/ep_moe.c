@@ -182,8 +182,13 @@ static ffn_status dispatch(ffn_dist_ep_moe *l, const float *rows, const int64_t 
                 l->cnt_send[p * l->emax + j] = (int)n;
             }
         }
-        int rc = MPI_Alltoall(l->cnt_send, (int)l->emax, MPI_INT, l->cnt_recv, (int)l->emax, MPI_INT, l->comm);
-        if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoall of the counts");
+        MPI_Request req;
+        const char *what = "expert parallel: MPI_Alltoall of the counts";
+        int rc = MPI_Ialltoall(l->cnt_send, (int)l->emax, MPI_INT, l->cnt_recv, (int)l->emax, MPI_INT,
+                               l->comm, &req);
+        if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+        ffn_status st = dist_wait(l->d, 1, &req, NULL, what);
+        if (st != FFN_OK) return st;
         *sent += (int64_t)(P - 1) * l->emax * (int64_t)sizeof(int);
         int64_t rtot = 0;
         for (int p = 0; p < P; p++) {
@@ -213,9 +218,13 @@ static ffn_status dispatch(ffn_dist_ep_moe *l, const float *rows, const int64_t 
             l->cap_rows = need;
         }
     }
-    int rc = MPI_Alltoallv(rows, l->scount, l->sdispl, MPI_FLOAT, l->recv, l->rcount, l->rdispl,
-                           MPI_FLOAT, l->comm);
-    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoallv of the rows");
+    MPI_Request req;
+    const char *what = "expert parallel: MPI_Alltoallv of the rows";
+    int rc = MPI_Ialltoallv(rows, l->scount, l->sdispl, MPI_FLOAT, l->recv, l->rcount, l->rdispl,
+                            MPI_FLOAT, l->comm, &req);
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+    ffn_status st = dist_wait(l->d, 1, &req, NULL, what);
+    if (st != FFN_OK) return st;
     for (int p = 0; p < P; p++)
         if (p != l->me) *sent += (int64_t)l->scount[p] * (int64_t)sizeof(float);
     return FFN_OK;
@@ -241,9 +250,13 @@ static void regroup(ffn_dist_ep_moe *l, float *dst, const float *src, int to_exp
 
 /* Return rows from l->recv's layout (in `back`) to their senders' `out`. */
 static ffn_status give_back(ffn_dist_ep_moe *l, const float *back, float *out, int64_t *sent) {
-    int rc = MPI_Alltoallv(back, l->rcount, l->rdispl, MPI_FLOAT, out, l->scount, l->sdispl,
-                           MPI_FLOAT, l->comm);
-    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "expert parallel: MPI_Alltoallv of the results");
+    MPI_Request req;
+    const char *what = "expert parallel: MPI_Alltoallv of the results";
+    int rc = MPI_Ialltoallv(back, l->rcount, l->rdispl, MPI_FLOAT, out, l->scount, l->sdispl,
+                            MPI_FLOAT, l->comm, &req);
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+    ffn_status st = dist_wait(l->d, 1, &req, NULL, what);
+    if (st != FFN_OK) return st;
     for (int p = 0; p < l->P; p++)
         if (p != l->me) *sent += (int64_t)l->rcount[p] * (int64_t)sizeof(float);
     return FFN_OK;

@@ -300,6 +300,18 @@ static int field_equal(const opt_field *f, const ffn_train_options *a, const ffn
     return memcmp((const char *)a + f->offset, (const char *)b + f->offset, n) == 0;
 }
 
+size_t ffn_train_options_text(const ffn_train_options *o, char *buf, size_t n) {
+    size_t at = 0;
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; o && i < N_OPT_FIELDS; i++) {
+        char v[64];
+        field_format(&opt_fields[i], o, v, sizeof v);
+        int w = snprintf(at < n ? buf + at : NULL, at < n ? n - at : 0, "%s=%s\n", opt_fields[i].key, v);
+        if (w > 0) at += (size_t)w;
+    }
+    return at;
+}
+
 /* ---- the trainer's state ------------------------------------------------------ */
 
 typedef struct trainer {
