@@ -367,9 +367,9 @@ static ffn_status ring_step(ffn_dist *d, MPI_Comm comm, const void *sbuf, int ns
     MPI_Get_count(&sts[0], type, &got);
     if (got != nr)
         return ffn_set_error(FFN_ERR_CONFIG,
-                             "%s: rank %d of the group sent %d values where this rank (%d) "
-                             "expects %d: the ranks do not sum the same thing (different options "
-                             "or models)", what, prev, got, (prev + 1) % d->size, nr);
+                             "%s: rank %d of the group sent %d values where this rank expects "
+                             "%d: the ranks do not sum the same thing (different options or "
+                             "models)", what, prev, got, nr);
     return FFN_OK;
 }
 
