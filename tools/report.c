@@ -1121,12 +1121,11 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     snprintf(title, sizeof title, "ffn report: %s", base_name(abs_dir ? abs_dir : run_dir));
     free(abs_dir);
     jw_str(r.out, title);
-    /* the page's words: English is the page's own text, other languages
-     * come from the catalogue */
+    /* the page's words, in every language from the catalogue (the HTML's
+     * own text is only what shows before the script runs) */
     static const char *const msg_prefixes[] = {"page.", "report.", NULL};
     fprintf(r.out, ",\"lang\":\"%s\",\"messages\":", ffn_lang_name(opts->lang));
-    if (opts->lang == FFN_LANG_EN) fputs("{}", r.out);
-    else i18n_json(r.out, opts->lang, msg_prefixes);
+    i18n_json(r.out, opts->lang, msg_prefixes);
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)))
