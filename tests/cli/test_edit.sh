@@ -224,7 +224,7 @@ PY
 grep -q "did not take" "$tmp/err" && fail "the layer-1 edit took but warned: $(cat "$tmp/err")"
 for fmt in text json; do
     extra=(); [[ $fmt == json ]] && extra=(--json)
-    "$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --steps 0 "${extra[@]}" \
+    "$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --steps 0 --out "$tmp/nil-$fmt" "${extra[@]}" \
         > "$tmp/nil.out" 2> "$tmp/nil.err" || { cat "$tmp/nil.err"; fail "ffn edit --steps 0 ($fmt)"; }
     grep -qE "warning: the edit did not take: p\(target\) [0-9.e-]+ -> [0-9.e-]+" "$tmp/nil.err" ||
         fail "--steps 0 ($fmt): no 'did not take' warning: $(cat "$tmp/nil.err")"
