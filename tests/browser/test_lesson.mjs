@@ -220,7 +220,7 @@ try {
         `report ${where}: val loss is the column after the variant`);
       if (lang === 'zh') {
         const runs = (data.variants || []).map((v) => v.run).concat(data.models.map((m) => m.name), (data.curves || []).map((c) => c.run),
-          data.params.map((p) => p.name), data.models.map((m) => m.ffn), [data.version, data.run_dir, path.basename(runDir)]).filter(Boolean);
+          data.params.map((p) => p.name), [data.version, data.run_dir, path.basename(runDir)]).filter(Boolean);
         const words = await latinWords(page, runs.sort((a, b) => b.length - a.length));
         ok(words.length === 0, `report ${where}: no English words on the Chinese page`, words.join(', '));
       }
