@@ -14,6 +14,7 @@
 //     scale and the edit panel's before and after columns -- each scrolled
 //     into view vertically and then entirely inside the screen's width;
 //   - the live page opens with the sample text of its language, tokenized;
+//   - no message key shows as itself (a key the catalogue lacks);
 //   - in Chinese, no English word a person reads: every visible text node
 //     (and the selected option of every select) is scanned for Latin words,
 //     which must be identifiers, units or model terms of an allow-list, or
@@ -131,7 +132,8 @@ async function latinWords(page, dataWords) {
   const found = new Set();
   for (let text of words) {
     text = text.replace(/\S*\/\S*/g, ' ');               // paths and ratios of names
-    text = text.replace(/\bffn( [a-z]+){1,2}\b/g, ' ');  // a command: ffn serve, ffn inspect gates
+    text = text.replace(/\bffn( [a-z]+){1,2}( [A-Z]+)?\b/g, ' ');  // a command: ffn serve, ffn trace MODEL
+    text = text.replace(/--[a-z][a-z-]*/g, ' ');          // its flags
     text = text.replace(/'[^']*'/g, ' ');                 // quoted data: '{old}' -> '{target}'
     for (const d of dataWords) text = text.split(d).join(' ');
     for (const w of text.match(/[A-Za-z][A-Za-z_]*[A-Za-z]/g) || [])
@@ -163,6 +165,10 @@ async function outOfView(page, selectors) {
       ` (screen ${r.vw}x${r.vh}${r.clip ? `, clipped to ${Math.round(r.clip.left)}..${Math.round(r.clip.right)}` : ''})`);
   }
   return bad;
+}
+// a message key shown as itself: the catalogue lacks it
+async function rawKeys(page) {
+  return page.evaluate(() => (document.body.innerText.match(/\b(page|report|live)\.[a-z_]+(\.[a-z_0-9]+)?\b/g) || []));
 }
 async function sideways(page) {
   return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
@@ -211,6 +217,7 @@ try {
       await page.locator('#tokens .tok').nth(5).click();
       await page.waitForFunction(() => document.getElementById('neuron-panel').getAttribute('data-token') === '5', null, { timeout: 5000 });
       ok(await sideways(page) <= 0, `report ${where}: the page does not scroll sideways`, `${await sideways(page)}px`);
+      ok((await rawKeys(page)).length === 0, `report ${where}: every message key is in the catalogue`, (await rawKeys(page)).join(', '));
       const rbad = await outOfView(page, ['#variant-table tbody tr:first-child td.val-loss', '#neuron-panel tbody tr:first-child td.key',
         '#neuron-panel tbody tr:first-child td.promo .chip', '#param-chart .prow .pbar', '#collapse-table']);
       // the collapse table may scroll in its box on a phone: its first column must show
@@ -263,6 +270,7 @@ try {
       const editErr = await lpage.locator('#error').textContent();
       ok(await lpage.locator('#edit-panel table.edit-scores').count() === 1, `live ${where}: the edit ran`, editErr);
       ok(await sideways(lpage) <= 0, `live ${where}: the page does not scroll sideways`, `${await sideways(lpage)}px`);
+      ok((await rawKeys(lpage)).length === 0, `live ${where}: every message key is in the catalogue`, (await rawKeys(lpage)).join(', '));
       const lbad = await outOfView(lpage, ['table.ntable tbody tr:first-child td.key', 'table.ntable tbody tr:first-child button.off',
         'table.ntable tbody tr:first-child input.scale', 'table.ntable tbody tr:first-child td.lab',
         'table.ntable tbody tr:first-child td.promo .chip', '#trace-panel .trace-scale',
@@ -283,6 +291,19 @@ try {
       await lpage.close();
     }
   }
+  // the report's causal-tracing section, in Chinese, on a phone
+  const traceReport = path.join(tmp, 'report-trace-zh.html');
+  run(['report', served, '--trace-facts', '4', '--lang', 'zh', '--threads', '2', '--out', traceReport]);
+  const turl = pathToFileURL(traceReport).href;
+  const tpage = await open(turl, screens[1], (u) => u === turl);
+  ok(await tpage.locator('#trace svg').count() === 3, 'report --trace-facts zh: three heat maps');
+  const tdata = await tpage.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent));
+  const twords = await latinWords(tpage, [tdata.version, tdata.run_dir, path.basename(served)].concat(tdata.params.map((p) => p.name),
+    tdata.models.map((m) => m.name), [tdata.trace.model]).filter(Boolean).sort((a, b) => b.length - a.length));
+  ok(twords.length === 0, 'report --trace-facts zh 390x844: no English words in the trace section either', twords.join(', '));
+  ok((await rawKeys(tpage)).length === 0, 'report --trace-facts zh: every message key is in the catalogue', (await rawKeys(tpage)).join(', '));
+  await tpage.locator('#trace').screenshot({ path: path.join(artifacts, 'lesson-report-trace-zh-390.png') });
+  await tpage.close();
 } catch (e) {
   ok(false, 'browser session', e.stack || e.message);
 } finally {
