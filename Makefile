@@ -171,6 +171,10 @@ asan-cli: $(B)/asan/ffn
 test: all unit asan asan-cli
 	bash tests/run.sh
 
+# make bench: ffn beside PyTorch and the roofline, then bench/bench_*.sh;
+# it says first what it will run, including the two scripts that install
+# npm packages into build/ (llama.cpp's node-llama-cpp, @lenml/tokenizers);
+# BENCH_SKIP="llamacpp tokenize" leaves them out (bench/run.sh)
 bench: all
 	bash bench/run.sh
 

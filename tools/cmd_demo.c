@@ -8,6 +8,7 @@
  * what each row shows, a few sentences from the best model, and where the
  * checkpoints and the curves are. */
 #include "experiment.h"
+#include "i18n.h"
 #include "report.h"
 
 #include <math.h>
@@ -56,8 +57,7 @@ static void show_samples(ffn_ctx *ctx, const exp_plan *p, ffn_lang lang) {
     static const char *en[] = {"Mary gave", "The old man handed", "Because she was hungry,"};
     static const char *zh[] = {"小明把", "王芳给了", "因为他饿了，"};
     const char **prompts = lang == FFN_LANG_ZH ? zh : en;
-    printf("\nsentences from the best model (%s, %s), temperature 0.7:\n", best->name,
-           best->best_dir);
+    printf(i18n(lang, "demo.sentences"), best->name, best->best_dir);
     for (int i = 0; i < 3; i++) {
         ffn_generate_options g;
         ffn_generate_options_default(&g);
@@ -143,9 +143,8 @@ int cmd_demo(int argc, char **argv) {
         if (plan.train.corpus_lang == FFN_LANG_ZH) ro.prompt = "王芳把苹果递给了小明，因为他饿了。";
         rc = report_write(ctx, plan.out_dir, &ro, NULL);
         if (rc == 0 && !plan.json) {
-            printf("\ncheckpoints: %s/<variant>-seed1/   curves: %s/val_loss.svg   table: "
-                   "%s/compare.json\nreport (open in a browser): %s/report.html\n",
-                   plan.out_dir, plan.out_dir, plan.out_dir, plan.out_dir);
+            printf(i18n(plan.train.corpus_lang, "demo.files"), plan.out_dir, plan.out_dir,
+                   plan.out_dir, plan.out_dir);
         }
     }
     exp_free(&plan);

@@ -302,6 +302,16 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
             vn = fmax(vn, fabs(r.v_star[d]));
         }
         const char *method = ffn_edit_method_name(a->o.method);
+        /* an edit that leaves the prompt preferring the old object, or that
+         * hardly moves p(target), has not taken: say so rather than print a
+         * table of unchanged scores */
+        const double p_new0 = exp(before.logp_new), p_new1 = exp(after.logp_new);
+        if (!(after.efficacy > 0.5) || (p_new1 - p_new0 < 0.01 && p_new1 < 2 * p_new0))
+            fprintf(stderr, "ffn edit: warning: the edit did not take: p(target) %.4g -> %.4g, "
+                    "p(old '%s') %.4g -> %.4g; try another --layer (--sweep-layers shows every "
+                    "one) or a model that knows the fact (ffn train --corpus facts)\n",
+                    p_new0, p_new1, r.old_object,
+                    exp(before.logp_old), exp(after.logp_old));
         if (a->json) {
             printf("{\"method\": \"%s\", \"layer\": %lld, \"target\": ", method,
                    (long long)a->o.layer);

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *const CMD = "trace";
 
@@ -122,19 +124,41 @@ static void label(const loaded *ld, int32_t prev, int32_t id, char *out, size_t 
 
 /* ---- tables ------------------------------------------------------------------------ */
 
-/* n_class (cols, may be NULL): columns whose count is 0 print as "-". */
-static void print_table(const char *title, const double *e, int64_t L, int64_t cols,
-                        char labels[][24], const int64_t *n_class) {
-    printf("\n%s: p_restored - p_corrupt (rows: layers, columns: %s)\n", title,
-           labels ? "positions" : "position classes");
-    printf("%-6s", "layer");
-    for (int64_t t = 0; t < cols; t++) printf(" %9.9s", labels ? labels[t] : ffn_trace_class_name((int)t));
+/* A column head of at most 9 characters on two lines: a class name's
+ * words ("first" / "subject"), a position label's first 9 bytes. */
+static void head_lines(const char *name, char top[16], char bottom[16]) {
+    const char *sp = strchr(name, ' ');
+    if (sp && sp - name <= 9 && strlen(sp + 1) <= 9) {
+        snprintf(top, 16, "%.*s", (int)(sp - name), name);
+        snprintf(bottom, 16, "%s", sp + 1);
+    } else {
+        top[0] = 0;
+        snprintf(bottom, 16, "%.9s", name);
+    }
+}
+
+/* A layer x position-class table (7 columns: 76 characters wide).
+ * n_class (may be NULL): classes with no position print as "-". */
+static void print_table(const char *title, const double *e, int64_t L, const int64_t *n_class) {
+    const int64_t C = FFN_TRACE_N_CLASSES;
+    printf("\n%s: p_restored - p_corrupt (rows: layers, columns: position classes)\n", title);
+    char top[16], bottom[16];
+    printf("%-6s", "");
+    for (int64_t c = 0; c < C; c++) {
+        head_lines(ffn_trace_class_name((int)c), top, bottom);
+        printf(" %9s", top);
+    }
+    printf("\n%-6s", "layer");
+    for (int64_t c = 0; c < C; c++) {
+        head_lines(ffn_trace_class_name((int)c), top, bottom);
+        printf(" %9s", bottom);
+    }
     putchar('\n');
     for (int64_t l = 0; l < L; l++) {
         printf("%-6lld", (long long)l);
-        for (int64_t t = 0; t < cols; t++) {
-            if (n_class && !n_class[t]) printf(" %9s", "-");
-            else printf(" %9.4f", e[l * cols + t]);
+        for (int64_t c = 0; c < C; c++) {
+            if (n_class && !n_class[c]) printf(" %9s", "-");
+            else printf(" %9.4f", e[l * C + c]);
         }
         putchar('\n');
     }
@@ -150,6 +174,38 @@ static void svg_text(FILE *f, const char *s) {
         else if (*s == '"') fputs("&quot;", f);
         else fputc(*s, f);
     }
+}
+
+/* Before any work: --svg must name a file that can be written (not a
+ * directory, in a directory that exists), and an existing one needs
+ * --force -- a trace takes minutes, its end is no time to refuse. */
+static int check_svg_path(const char *path, int force) {
+    struct stat sb;
+    if (stat(path, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode)) {
+            cli_error(CMD, "--svg %s is a directory: give a file name (e.g. %s/trace.svg)", path, path);
+            return CLI_EXIT_FAIL;
+        }
+        if (!force) {
+            cli_error(CMD, "%s exists: give --force to replace it", path);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == dir) dir[1] = 0;
+    else *slash = 0;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        cli_error(CMD, "--svg %s: the directory %s does not exist", path, dir);
+        return CLI_EXIT_FAIL;
+    }
+    if (access(dir, W_OK) != 0) {
+        cli_error(CMD, "--svg %s: the directory %s is not writable", path, dir);
+        return CLI_EXIT_FAIL;
+    }
+    return 0;
 }
 
 /* Three heat maps side by side: kinds x (layers rows, cols columns). */
@@ -340,6 +396,21 @@ static void json_matrix(const double *e, int64_t rows, int64_t cols) {
     putchar(']');
 }
 
+/* What a token is when its text does not show it: "a space", "a newline". */
+static const char *token_kind(const char *text) {
+    if (!text[0]) return "an empty token";
+    int spaces = 1, newlines = 1;
+    for (const char *c = text; *c; c++) {
+        spaces &= *c == ' ';
+        newlines &= *c == '|'; /* label() shows a newline as '|' */
+    }
+    return spaces ? "a space" : newlines ? "a newline" : NULL;
+}
+
+/* |p_clean - p_corrupt| below this: the noise did not move the answer, so
+ * no restored state can bring anything back. */
+#define TRACE_NIL_EFFECT 0.01
+
 static int trace_prompt(loaded *ld, const char *prompt, const char *subject, const char *target,
                         const ffn_trace_options *o, int json, const char *svg, int force) {
     int32_t *ids = NULL, tid = -1;
@@ -351,24 +422,38 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
         free(ids);
         return rc;
     }
+    const int64_t L = ffn_model_get_config(ld->model)->num_hidden_layers;
+    if (cli_progress_tty())
+        fprintf(stderr, "ffn trace: %lld forwards of %lld tokens ...",
+                (long long)(1 + o->samples * (1 + FFN_TRACE_N_KINDS * L * T)), (long long)T);
     ffn_trace_result *r = NULL;
     st = ffn_trace_run(ld->ctx, ld->model, ids, T, b, e, tid, o, &r);
+    if (cli_progress_tty()) fputc('\n', stderr);
     if (st) {
         free(ids);
         return cli_fail(CMD, st);
     }
+    ffn_trace_summary *sm = calloc(1, sizeof *sm);
     char (*labels)[24] = calloc((size_t)T, sizeof *labels);
-    char tlabel[24];
-    for (int64_t t = 0; t < T && labels; t++) {
-        label(ld, t ? ids[t - 1] : -1, ids[t], labels[t], sizeof labels[t]);
-        if (t >= b && t < e) {
-            size_t k = strlen(labels[t]);
-            if (k + 2 < sizeof labels[t]) labels[t][k] = '*', labels[t][k + 1] = 0;
-        }
+    if (!sm || !labels) {
+        free(sm);
+        free(labels);
+        ffn_trace_result_free(r);
+        free(ids);
+        return out_of_memory();
     }
+    const ffn_trace_result *one[1] = {r};
+    if ((st = ffn_trace_summarize(one, 1, sm))) rc = cli_fail(CMD, st);
+    char tlabel[24];
+    for (int64_t t = 0; t < T; t++) label(ld, t ? ids[t - 1] : -1, ids[t], labels[t], sizeof labels[t]);
     label(ld, ids[T - 1], tid, tlabel, sizeof tlabel);
-    const int64_t L = r->n_layers;
-    if (json) {
+    const char *tkind = token_kind(tlabel);
+    if (!rc && fabs(r->p_clean - r->p_corrupt) < TRACE_NIL_EFFECT)
+        fprintf(stderr, "ffn trace: warning: the corruption does not change p(answer) ('%s'%s%s: "
+                "%.4f clean, %.4f corrupted): nothing to trace;\n  trace an answer that depends on "
+                "the subject (--target), or a fact of a model trained with --corpus facts\n",
+                tlabel, tkind ? ", " : "", tkind ? tkind : "", r->p_clean, r->p_corrupt);
+    if (!rc && json) {
         printf("{\"prompt\": ");
         cli_json_string(stdout, prompt);
         printf(", \"subject\": ");
@@ -382,6 +467,11 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
         }
         printf("], \"token_ids\": [");
         for (int64_t t = 0; t < T; t++) printf("%s%d", t ? ", " : "", ids[t]);
+        printf("], \"position_class\": [");
+        for (int64_t t = 0; t < T; t++) {
+            printf("%s", t ? ", " : "");
+            cli_json_string(stdout, ffn_trace_class_name(ffn_trace_position_class(r, t)));
+        }
         printf("], \"subject_begin\": %lld, \"subject_end\": %lld, \"samples\": %lld, "
                "\"noise_std\": %.6g, \"p_clean\": %.6g, \"p_corrupt\": %.6g, \"p_restore_input\": %.6g",
                (long long)b, (long long)e, (long long)r->samples, r->noise_std, r->p_clean,
@@ -391,21 +481,44 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
             json_matrix(r->effect[k], L, T);
         }
         printf("}\n");
-    } else {
-        printf("trace of '%s' -> '%s' (id %d), subject '%s' = tokens %lld..%lld (marked *)\n", prompt,
-               tlabel, tid, subject, (long long)b, (long long)(e - 1));
-        printf("p_clean %.4f, p_corrupt %.4f (noise sd %.4g, %lld samples), restore input %.4f\n",
-               r->p_clean, r->p_corrupt, r->noise_std, (long long)r->samples, r->p_restore_input);
+    } else if (!rc) {
+        printf("trace of p('%s' | '%s')\n", tlabel, prompt);
+        printf("  token %d%s%s; subject '%s' = tokens %lld..%lld\n", tid, tkind ? ", " : "",
+               tkind ? tkind : "", subject, (long long)b, (long long)(e - 1));
+        printf("p_clean %.4f  p_corrupt %.4f  restore input %.4f  (noise %.3g x %lld)\n",
+               r->p_clean, r->p_corrupt, r->p_restore_input, r->noise_std, (long long)r->samples);
+        /* the positions of each class, as the facts mode groups them */
+        printf("positions:\n");
+        for (int c = 0; c < FFN_TRACE_N_CLASSES; c++) {
+            char line[81];
+            int n = snprintf(line, sizeof line, "  %-14s", ffn_trace_class_name(c));
+            int any = 0;
+            for (int64_t t = 0; t < T && n < (int)sizeof line; t++) {
+                if (ffn_trace_position_class(r, t) != c) continue;
+                n += snprintf(line + n, sizeof line - (size_t)n, "%s%lld '%s'", any ? ", " : " ",
+                              (long long)t, labels[t]);
+                any = 1;
+            }
+            if (!any) continue;
+            if (n >= (int)sizeof line - 1) memcpy(line + sizeof line - 4, "...", 4);
+            printf("%s\n", line);
+        }
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
-            print_table(ffn_trace_kind_name((ffn_trace_kind)k), r->effect[k], L, T, labels, NULL);
+            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, sm->n_class);
+        printf("(--json and --svg give every position)\n");
     }
-    if (svg && labels) {
+    if (!rc && svg) {
+        for (int64_t t = b; t < e; t++) {
+            size_t k = strlen(labels[t]);
+            if (k + 2 < sizeof labels[t]) labels[t][k] = '*', labels[t][k + 1] = 0;
+        }
         char title[512];
         snprintf(title, sizeof title, "causal trace: '%s' -> '%s' (p_clean %.3f, p_corrupt %.3f)",
                  prompt, tlabel, r->p_clean, r->p_corrupt);
         const double *const eff[3] = {r->effect[0], r->effect[1], r->effect[2]};
         rc = write_svg(svg, force, title, eff, L, T, labels);
     }
+    free(sm);
     free(labels);
     ffn_trace_result_free(r);
     free(ids);
@@ -441,7 +554,7 @@ static int trace_facts(loaded *ld, const ffn_facts *fs, int64_t n, const ffn_tra
         printf("mean p_clean %.4f, p_corrupt %.4f; facts per position class:", sm->p_clean, sm->p_corrupt);
         for (int c = 0; c < C; c++) printf(" %s %lld%s", ffn_trace_class_name(c), (long long)sm->n_class[c], c + 1 < C ? "," : "\n");
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++)
-            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, C, NULL, sm->n_class);
+            print_table(ffn_trace_kind_name((ffn_trace_kind)k), sm->effect[k], L, sm->n_class);
         printf("\nMLP effect: peak %.4f at layer %lld, %s\n", sm->mlp_peak, (long long)sm->mlp_peak_layer,
                ffn_trace_class_name(sm->mlp_peak_class));
         printf("  at the last subject token: peak %.4f at layer %lld; at the last token: peak %.4f at "
@@ -523,14 +636,7 @@ int cmd_trace(int argc, char **argv) {
         return cli_usage_error(CMD, "give --prompt TEXT and --subject S (or --facts, or --recall)");
     if (recall && svg) return cli_usage_error(CMD, "--svg draws a trace; --recall has none");
     if (line_start && !recall) return cli_usage_error(CMD, "--line-start needs --recall");
-    if (svg && !force) {
-        FILE *probe = fopen(svg, "r");
-        if (probe) {
-            fclose(probe);
-            cli_error(CMD, "%s exists: give --force to replace it", svg);
-            return CLI_EXIT_FAIL;
-        }
-    }
+    if (svg && (rc = check_svg_path(svg, force))) return rc;
     loaded ld;
     if ((rc = load(model_path, threads, &ld))) {
         loaded_free(&ld);

@@ -526,9 +526,29 @@ static void fmt_count(char *buf, size_t n, int64_t v) {
     else snprintf(buf, n, "%lld", (long long)v);
 }
 
+/* s in a field of `width` columns (CJK characters take two), left- or
+ * right-aligned, then a space unless last. */
+static void put_field(FILE *f, const char *s, int width, int left, int last) {
+    int cols = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if ((*p & 0xC0) != 0x80) cols += *p >= 0xE3 || (*p == 0xE2 && p[1] >= 0xBA) ? 2 : 1;
+    if (!left)
+        for (int i = cols; i < width; i++) fputc(' ', f);
+    fputs(s, f);
+    if (left && !last)
+        for (int i = cols; i < width; i++) fputc(' ', f);
+    fputc(last ? '\n' : ' ', f);
+}
+
 void exp_print_table(FILE *f, const exp_plan *plan) {
-    fprintf(f, "%-10s %9s %9s %10s %18s %8s %9s\n", "variant", "params", "active", "FLOPs/tok",
-            "val loss (mean±sd)", "train", "tok/s");
+    /* the heads in the lesson's language (tools/i18n.c), in the columns of
+     * the rows below */
+    const ffn_lang lang = plan->train.corpus_lang;
+    static const char *const heads[7] = {"demo.col.variant", "demo.col.params", "demo.col.active",
+                                         "demo.col.flops", "demo.col.val", "demo.col.train",
+                                         "demo.col.tok_s"};
+    static const int widths[7] = {10, 9, 9, 10, 18, 8, 9};
+    for (int c = 0; c < 7; c++) put_field(f, i18n(lang, heads[c]), widths[c], c == 0, c == 6);
     for (int i = 0; i < plan->n_variants; i++) {
         const exp_variant *v = &plan->variants[i];
         char p[32], a[32], fl[32];
@@ -827,7 +847,8 @@ static void explain_row(FILE *f, const exp_plan *p, const exp_variant *a, const 
     exp_diff d = exp_compare(a, b);
     char w[160], k[64];
     verdict_words(&d, lang, w, sizeof w);
-    fprintf(f, "  %-7s %+.3f vs %s (%s): %s", a->name, d.delta, i18n(lang, against), w, extra);
+    fprintf(f, "  %-7s %+.3f %s %s (%s): %s", a->name, d.delta, i18n(lang, "demo.vs"),
+            i18n(lang, against), w, extra);
     snprintf(k, sizeof k, "%s_%s", key, d.verdict == EXP_BETTER ? "better"
                                         : d.verdict == EXP_SAME ? "same" : "worse");
     const char *text = i18n(lang, k);

@@ -488,14 +488,15 @@ static void count_model_parts(const ffn_model *m, double *parts, double *active)
     }
 }
 
-static const char *mlp_desc(const ffn_model_config *c, char *buf, size_t n) {
+/* The model's FFN in a few words of the report's language (tools/i18n.c). */
+static const char *mlp_desc(const ffn_model_config *c, ffn_lang lang, char *buf, size_t n) {
     const char *act = ffn_act_name(c->hidden_act);
-    if (c->mlp_type == FFN_MODEL_MLP_NONE && c->num_experts == 0) snprintf(buf, n, "no FFN");
+    if (c->mlp_type == FFN_MODEL_MLP_NONE && c->num_experts == 0) snprintf(buf, n, "%s", i18n(lang, "report.ffn_none"));
     else if (c->num_experts > 0)
-        snprintf(buf, n, "MoE top-%lld of %lld %s experts", (long long)c->num_experts_per_tok,
+        snprintf(buf, n, i18n(lang, "report.ffn_moe"), (long long)c->num_experts_per_tok,
                  (long long)c->num_experts, act);
-    else if (c->mlp_type == FFN_MODEL_MLP_GATED) snprintf(buf, n, "gated (%s)", act);
-    else snprintf(buf, n, "dense (%s)", act);
+    else if (c->mlp_type == FFN_MODEL_MLP_GATED) snprintf(buf, n, i18n(lang, "report.ffn_gated"), act);
+    else snprintf(buf, n, i18n(lang, "report.ffn_dense"), act);
     return buf;
 }
 
@@ -506,7 +507,8 @@ static const char llama2_7b_config[] =
     " \"num_attention_heads\": 32, \"num_hidden_layers\": 32, \"num_key_value_heads\": 32,"
     " \"rms_norm_eps\": 1e-05, \"tie_word_embeddings\": false, \"vocab_size\": 32000}";
 
-static void write_published(FILE *f, const char *name, const char *source, const ffn_params_report *p) {
+static void write_published(FILE *f, ffn_lang lang, const char *name, const char *source,
+                            const ffn_params_report *p) {
     double parts[N_PARTS], active[N_PARTS];
     const ffn_param_counts *c[2] = {&p->params, &p->active};
     double *dst[2] = {parts, active};
@@ -525,8 +527,8 @@ static void write_published(FILE *f, const char *name, const char *source, const
     fputs(",\"kind\":\"published\",\"ffn\":", f);
     char desc[160];
     if (p->n_experts > 0)
-        snprintf(desc, sizeof desc, "%s, MoE top-%lld of %lld", p->ffn_kind, (long long)p->top_k,
-                 (long long)p->n_experts);
+        snprintf(desc, sizeof desc, i18n(lang, "report.published_moe"), p->ffn_kind,
+                 (long long)p->top_k, (long long)p->n_experts);
     else snprintf(desc, sizeof desc, "%s", p->ffn_kind);
     jw_str(f, desc);
     fprintf(f, ",\"D\":%lld,\"F\":%lld,\"L\":%lld,\"V\":%lld,\"total\":%lld,\"active_total\":%lld",
@@ -581,7 +583,7 @@ static int write_params(rctx *r, const run_set *rs) {
         fputs(",\"source\":", f);
         jw_str(f, path);
         fputs(",\"kind\":\"run\",\"ffn\":", f);
-        jw_str(f, mlp_desc(&cfg, desc, sizeof desc));
+        jw_str(f, mlp_desc(&cfg, r->opt->lang, desc, sizeof desc));
         fprintf(f, ",\"D\":%lld,\"F\":%lld,\"L\":%lld,\"V\":%lld,\"total\":%lld,\"active_total\":%lld",
                 (long long)cfg.hidden_size,
                 (long long)(cfg.num_experts ? cfg.moe_intermediate_size : cfg.intermediate_size),
@@ -601,7 +603,7 @@ static int write_params(rctx *r, const run_set *rs) {
         if (st != FFN_OK) return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
         if (k++) fputc(',', f);
         fputc('\n', f);
-        write_published(f, "Llama-2-7B", "built-in copy of Llama-2-7b-hf config.json", p);
+        write_published(f, r->opt->lang, "Llama-2-7B", "built-in copy of Llama-2-7b-hf config.json", p);
         ffn_params_report_free(p);
     }
     for (int i = 0; i < r->opt->n_configs; i++) {
@@ -623,7 +625,7 @@ static int write_params(rctx *r, const run_set *rs) {
         }
         if (k++) fputc(',', f);
         fputc('\n', f);
-        write_published(f, name, path, p);
+        write_published(f, r->opt->lang, name, path, p);
         ffn_params_report_free(p);
     }
     fputs("],\n", f);
@@ -783,7 +785,7 @@ static int write_model(rctx *r, const char *name, const char *dir, int named, in
     fputs(",\"dir\":", f);
     jw_str(f, dir);
     fputs(",\"ffn\":", f);
-    jw_str(f, mlp_desc(c, desc, sizeof desc));
+    jw_str(f, mlp_desc(c, r->opt->lang, desc, sizeof desc));
     fprintf(f, ",\"D\":%lld,\"L\":%lld,\"V\":%lld,\"context\":%lld,\"windows\":%lld,\"unk\":%lld,"
                "\"top_k\":%lld,\"n_promoted\":%lld,\"tokenizer\":",
             (long long)c->hidden_size, (long long)L, (long long)V, (long long)W,
@@ -1118,15 +1120,14 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     jw_str(r.out, run_dir);
     fputs(",\"title\":", r.out);
     char title[512], *abs_dir = realpath(run_dir, NULL); /* "." and "runs/" get a real name */
-    snprintf(title, sizeof title, "ffn report: %s", base_name(abs_dir ? abs_dir : run_dir));
+    snprintf(title, sizeof title, i18n(opts->lang, "report.title_fmt"), base_name(abs_dir ? abs_dir : run_dir));
     free(abs_dir);
     jw_str(r.out, title);
-    /* the page's words: English is the page's own text, other languages
-     * come from the catalogue */
+    /* the page's words, in every language from the catalogue (the HTML's
+     * own text is only what shows before the script runs) */
     static const char *const msg_prefixes[] = {"page.", "report.", NULL};
     fprintf(r.out, ",\"lang\":\"%s\",\"messages\":", ffn_lang_name(opts->lang));
-    if (opts->lang == FFN_LANG_EN) fputs("{}", r.out);
-    else i18n_json(r.out, opts->lang, msg_prefixes);
+    i18n_json(r.out, opts->lang, msg_prefixes);
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)))

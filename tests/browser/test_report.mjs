@@ -7,7 +7,8 @@
 // neuron panel shows exactly that token's data from the embedded JSON;
 // switches layers and models; checks the parameter chart, the curves and the
 // linear-collapse table; keeps screenshots in build/test-artifacts/; checks
-// the page on a 390x844 phone screen (tables scroll in their own box with a
+// the page on a 390x844 phone screen (each neuron a stacked block with its
+// promoted tokens on screen, wide tables scroll in their own box with a
 // hint, labels unclipped, the MoE expert load); checks that a 200-token
 // prompt loads and responds within a few seconds.  The number and token
 // formatting it expects comes from tools/report/format.js itself, and the
@@ -265,8 +266,9 @@ try {
   // readable at 1366x768: nothing wider than the window
   const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
   ok(overflow <= 0, 'no horizontal scrolling at 1366x768', `${overflow}px too wide`);
-  ok(await page.locator('#neuron-panel .table-box').count() === 1 && await page.locator('#neuron-panel .table-box.scrolls').count() === 0 &&
-    !(await page.locator('#neuron-panel .scroll-hint').isVisible()), 'at 1366x768 the neuron table fits: no scroll hint');
+  ok(await page.locator('#neuron-panel .ntable-box').count() === 1 && await page.locator('#neuron-panel .scroll-hint').count() === 0 &&
+    await page.evaluate(() => { const b = document.querySelector('#neuron-panel .ntable-box'); return b.scrollWidth <= b.clientWidth + 1; }),
+    'at 1366x768 the neuron table fits its box');
   // the sentence over the bars follows from their numbers; a model without an FFN has no F
   const lead = await page.locator('#param-lead').textContent();
   const tot = (p) => Object.values(p.parts).reduce((a, b) => a + b, 0);
@@ -301,19 +303,20 @@ try {
   });
   ok(wide.vw === 390 && wide.scroll <= 390 && wide.out.length === 0,
     'phone 390x844: no element wider than the screen outside a scroll box', `page ${wide.scroll}px; ${wide.out.slice(0, 5).join(', ')}`);
-  // the neuron table scrolls in its own box, says so, and its promotes column can be reached
+  // the neuron table needs no sideways scrolling: each neuron is a stacked
+  // block, its name and promoted tokens on screen without scrolling anything
   const ntable = await phone.evaluate(() => {
-    const box = document.querySelector('#neuron-panel .table-box');
-    const wrap = box.querySelector('.table-wrap'), hint = box.querySelector('.scroll-hint');
-    const before = { overflows: wrap.scrollWidth > wrap.clientWidth, hint: hint.getBoundingClientRect().height > 0 ? hint.textContent : '' };
-    wrap.scrollLeft = wrap.scrollWidth;
-    const cell = document.querySelector('#neuron-panel td.promo'), r = cell.getBoundingClientRect();
+    const row = document.querySelector('#neuron-panel tbody tr');
+    const cell = row.querySelector('td.promo'), key = row.querySelector('td.key');
+    cell.scrollIntoView();
+    const r = cell.getBoundingClientRect(), k = key.getBoundingClientRect();
     const at = document.elementFromPoint(Math.min(r.left + 10, r.right - 1), r.top + r.height / 2);
-    return { ...before, wide: wrap.scrollWidth, left: r.left, right: r.right, hit: !!(at && cell.contains(at)) };
+    return { box: !document.querySelector('#neuron-panel .table-box'), left: r.left, right: r.right, keyRight: k.right,
+      hit: !!(at && cell.contains(at)), table: document.querySelector('#neuron-panel table').getBoundingClientRect().width };
   });
-  ok(ntable.overflows && /promoted tokens/.test(ntable.hint) && /scroll/.test(ntable.hint),
-    `phone: the ${ntable.wide}px neuron table scrolls inside its box, with a visible hint`, JSON.stringify(ntable));
-  ok(ntable.hit && ntable.left >= 0 && ntable.left < 390, 'phone: scrolled sideways, the promotes column is on screen', JSON.stringify(ntable));
+  ok(ntable.box && ntable.table <= 390, `phone: the neuron table (${Math.round(ntable.table)}px) fits the screen, no scroll box`, JSON.stringify(ntable));
+  ok(ntable.hit && ntable.left >= 0 && ntable.right <= 390 && ntable.keyRight <= 390,
+    'phone: the first neuron and its promoted tokens are on screen', JSON.stringify(ntable));
   // the parameter labels: above their bars, not clipped; the segment labels fit
   const params = await phone.evaluate(() => [...document.querySelectorAll('#param-chart .prow')].map((r) => {
     const name = r.querySelector('.pname'), bar = r.querySelector('.pbar');

@@ -154,6 +154,13 @@ const idle = (page) => page.waitForFunction(() => document.body.getAttribute('da
 const sentence = 'Mary gave John the apple because';
 try {
   const page = await openPage(srv.url);
+  // the page opens with a sample text, already tokenized; replace it
+  const info0 = (await api(srv.url, '/api/info')).json;
+  ok(await page.locator('#text').inputValue() === info0.messages['live.sample_text'] && await page.locator('#tokens .tok').count() > 0,
+    'the page opens with the sample text, tokenized', await page.locator('#text').inputValue());
+  await page.locator('#text').fill('');
+  await page.locator('#text').dispatchEvent('input');
+  await page.waitForFunction(() => document.querySelectorAll('#tokens .tok').length === 0, null, { timeout: 30000 });
   await page.locator('#text').pressSequentially(sentence, { delay: 5 });
   await page.waitForFunction((n) => document.querySelectorAll('#tokens .tok').length === n, sentence.length, { timeout: 30000 });
   await idle(page);

@@ -24,7 +24,10 @@
 #   7. v* is fitted through the update (--fit update, the default): with one
 #      prompt (--prefixes 1) the edited model's -log p(new) on it equals the
 #      fit's last loss; --sweep-layers --batch pools every edit alone, one
-#      row per layer of --method, and its single-edit rows are the edits'.
+#      row per layer of --method, and its single-edit rows are the edits';
+#   8. an edit that takes says nothing more; one that does not (--steps 0:
+#      v* is the old value) warns "the edit did not take" with p(target)
+#      before and after, on stderr, text and --json alike.
 set -euo pipefail
 FFN_BIN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
@@ -217,4 +220,15 @@ for r in sw2["rows"]:
     gen = (a["generalisation"] * a["n_paraphrases"] + b["generalisation"] * b["n_paraphrases"]) / p["n_paraphrases"]
     assert abs(p["generalisation"] - gen) < 1e-5, (p, a, b)
 PY
+# 8. the edit that did not take
+grep -q "did not take" "$tmp/err" && fail "the layer-1 edit took but warned: $(cat "$tmp/err")"
+for fmt in text json; do
+    extra=(); [[ $fmt == json ]] && extra=(--json)
+    "$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --steps 0 --out "$tmp/nil-$fmt" "${extra[@]}" \
+        > "$tmp/nil.out" 2> "$tmp/nil.err" || { cat "$tmp/nil.err"; fail "ffn edit --steps 0 ($fmt)"; }
+    grep -qE "warning: the edit did not take: p\(target\) [0-9.e-]+ -> [0-9.e-]+" "$tmp/nil.err" ||
+        fail "--steps 0 ($fmt): no 'did not take' warning: $(cat "$tmp/nil.err")"
+    grep -q "did not take" "$tmp/nil.out" && fail "the warning went to stdout ($fmt)"
+done
+echo "ok 8. the nil edit warns"
 echo "test_edit: ok"

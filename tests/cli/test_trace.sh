@@ -9,6 +9,12 @@
 #   - --facts: the average by position class and the MLP summary;
 #     --recall: shares in [0, 1] over trained prompts, paraphrases, neighbours,
 #     also from a --facts-file;
+#   - the text of one prompt: positions grouped by class as --facts does,
+#     80 columns at most, the traced token named; no progress off a
+#     terminal; a warning exactly when the corruption leaves p(answer)
+#     unchanged (--noise 0 always), never on stdout;
+#   - --svg DIR (a directory, even with --force) and --svg in a missing
+#     directory are refused before the trace runs (no table printed);
 #   - bad input: a subject not in the prompt, missing flags, flags that
 #     exclude each other, a malformed facts file: a message, non-zero exit.
 set -euo pipefail
@@ -67,6 +73,42 @@ cmp "$tmp/t.svg" "$tmp/t.before"
 "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --samples 2 --noise 5 \
     --svg "$tmp/t.svg" --force --threads 1 > /dev/null
 ! cmp -s "$tmp/t.svg" "$tmp/t.before" || { echo "--force did not replace the svg"; exit 1; }
+
+# ---- the text of one prompt, the nil warning ------------------------------------
+"$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --samples 3 --threads 1 \
+    > "$tmp/one.txt" 2> "$tmp/one.err"
+wide=$(awk 'length($0) > 80' "$tmp/one.txt")
+[[ -z $wide ]] || { echo "lines wider than 80 columns: $wide"; exit 1; }
+grep -q "^layer  *before  *subject  *subject  *subject  *after  *further  *last$" "$tmp/one.txt" ||
+    { echo "no position-class table:"; cat "$tmp/one.txt"; exit 1; }
+grep -q "^  last subject  *[0-9]" "$tmp/one.txt" || { echo "no 'last subject' positions"; exit 1; }
+grep -q "forwards" "$tmp/one.err" && { echo "progress printed off a terminal"; exit 1; }
+nil=$("$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(int(abs(r["p_clean"]-r["p_corrupt"]) < 0.01))' "$tmp/one.json")
+"$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --target "$object" --samples 3 \
+    --threads 1 > "$tmp/tgt.txt" 2> "$tmp/tgt.err"
+grep -qF "trace of p('$object' | '$prompt')" "$tmp/tgt.txt" ||
+    grep -qF "trace of p(' $object' | '$prompt')" "$tmp/tgt.txt" ||
+    { echo "the traced token '$object' is not named: $(head -1 "$tmp/tgt.txt")"; exit 1; }
+if grep -q "nothing to trace" "$tmp/tgt.err"; then warned=1; else warned=0; fi
+[[ $warned == "$nil" ]] || { echo "nil warning $warned, but |p_clean - p_corrupt| < 0.01 is $nil"; exit 1; }
+"$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --noise 0 --samples 1 --threads 1 \
+    > "$tmp/nil.txt" 2> "$tmp/nil.err"
+grep -q "warning: the corruption does not change p(answer).*nothing to trace" "$tmp/nil.err" ||
+    { echo "--noise 0: no warning: $(cat "$tmp/nil.err")"; exit 1; }
+grep -q "nothing to trace" "$tmp/nil.txt" && { echo "the warning went to stdout"; exit 1; }
+echo "one prompt's text ok (nil: $nil)"
+
+# ---- --svg that cannot be written: refused before the work --------------------
+mkdir "$tmp/svgdir"
+for bad in "$tmp/svgdir" "$tmp/no/such/dir/t.svg"; do
+    set +e
+    "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --svg "$bad" --force --threads 1 \
+        > "$tmp/bad.out" 2> "$tmp/bad.err"; rc=$?
+    set -e
+    [[ $rc != 0 && ! -s "$tmp/bad.out" ]] || { echo "--svg $bad: rc $rc, stdout $(head -2 "$tmp/bad.out")"; exit 1; }
+    grep -qE "is a directory|does not exist" "$tmp/bad.err" || { echo "--svg $bad: $(cat "$tmp/bad.err")"; exit 1; }
+done
+echo "--svg checked before the trace ok"
 
 # ---- facts: average, recall -----------------------------------------------------------
 "$FFN" trace "$tmp/m" --facts --n-facts 4 --samples 2 --json --threads 1 > "$tmp/avg.json"

@@ -54,3 +54,9 @@ function applyMessages(messages, root) {
 function msg(messages, key, fallback) {
   return messages && Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : fallback;
 }
+/* a message with its {name} fields filled from vars: fill('{n} tokens', {n: 3}) */
+function fill(template, vars) {
+  return String(template).replace(/\{([a-zA-Z_]+)\}/g, function (m, name) {
+    return vars && Object.prototype.hasOwnProperty.call(vars, name) ? String(vars[name]) : m;
+  });
+}

@@ -18,7 +18,9 @@
   };
   window.ffnLive = S;    // the browser test reads the page's state here
 
-  function T(key, fallback) { return msg(S.messages, key, fallback); }
+  /* every word the page draws is a message of tools/i18n.c (GET /api/info),
+   * its {name} fields filled from vars; a missing key shows as itself */
+  function T(key, vars) { return fill(msg(S.messages, key, key), vars); }
   function el(tag, attrs, kids) {
     var e = document.createElement(tag);
     if (attrs) for (var k in attrs) {
@@ -42,7 +44,7 @@
       return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; });
     }).finally(function () { setBusy(-1); });
   }
-  function showError(e) { $('error').textContent = e ? T('live.error', 'error') + ': ' + e : ''; }
+  function showError(e) { $('error').textContent = e ? T('live.error') + ': ' + e : ''; }
   function input() {
     return { text: $('text').value };
   }
@@ -58,7 +60,7 @@
       b.addEventListener('keydown', function (ev) { if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); select(i); } });
       box.appendChild(b);
     });
-    $('token-note').textContent = S.tokens.length ? T('live.n_tokens', '{n} tokens').replace('{n}', S.tokens.length) : T('live.empty', 'Type some text to begin.');
+    $('token-note').textContent = S.tokens.length ? T('live.n_tokens', { n: S.tokens.length }) : T('live.empty');
   }
   function select(i) {
     S.position = i;
@@ -97,7 +99,7 @@
         el('i', { cls: 'b', style: 'width:' + (100 * e.p_before / (top || 1)).toFixed(2) + '%' }),
         el('i', { cls: 'a', style: 'width:' + (100 * e.p_after / (top || 1)).toFixed(2) + '%' })]);
       box.appendChild(el('div', { cls: 'qrow', 'data-id': String(e.id), 'data-p-before': String(e.p_before),
-        'data-p-after': String(e.p_after), title: T('live.before', 'before') + ' ' + fmtNum(e.p_before, 4) + ', ' + T('live.after', 'after') + ' ' + fmtNum(e.p_after, 4) },
+        'data-p-after': String(e.p_after), title: T('live.before') + ' ' + fmtNum(e.p_before, 4) + ', ' + T('live.after') + ' ' + fmtNum(e.p_after, 4) },
       [el('span', { cls: 'qtok', text: showToken(e.piece) }), bars, el('span', { cls: 'qp', text: fmtNum(e.p_after, 3) })]));
     });
     $('kl').textContent = fmtNum(p.kl, 4);
@@ -107,15 +109,15 @@
   function drawEdits() {
     var box = $('edits');
     box.textContent = '';
-    if (!S.edits.length) { box.appendChild(el('p', { cls: 'muted small', text: T('live.no_edits', 'No edits: before and after are the same.') })); return; }
-    var p = el('p', { cls: 'small' }, [T('live.edits', 'edits') + ': ']);
+    if (!S.edits.length) { box.appendChild(el('p', { cls: 'muted small', text: T('live.no_edits') })); return; }
+    var p = el('p', { cls: 'small' }, [T('live.edits') + ': ']);
     S.edits.forEach(function (e, k) {
-      var rm = el('button', { type: 'button', title: 'remove', text: '\u00d7' });
+      var rm = el('button', { type: 'button', title: T('live.remove'), text: '\u00d7' });
       rm.addEventListener('click', function () { S.edits.splice(k, 1); changed(); });
       p.appendChild(el('span', { cls: 'chip edit', 'data-edit': e.layer + ':' + e.neuron },
         ['L' + e.layer + ' #' + e.neuron + ' \u00d7' + e.scale + ' ', rm]));
     });
-    var clear = el('button', { type: 'button', id: 'clear-edits', text: T('live.clear_edits', 'clear all edits') });
+    var clear = el('button', { type: 'button', id: 'clear-edits', text: T('live.clear_edits') });
     clear.addEventListener('click', function () { S.edits = []; changed(); });
     p.appendChild(clear);
     box.appendChild(p);
@@ -138,7 +140,7 @@
 
   /* ---- a token's neurons ---------------------------------------------------- */
   function loadNeurons() {
-    if (S.position < 0 || S.position >= S.tokens.length) { $('neuron-panel').textContent = T('page.click_token', 'Click a token above.'); return Promise.resolve(); }
+    if (S.position < 0 || S.position >= S.tokens.length) { $('neuron-panel').textContent = T('page.click_token'); return Promise.resolve(); }
     var body = input();
     body.position = S.position;
     if (S.layer >= 0) body.layer = S.layer;
@@ -160,37 +162,39 @@
   function drawNeurons(n) {
     var panel = $('neuron-panel');
     panel.textContent = '';
-    panel.appendChild(el('p', { cls: 'big' }, [T('live.neurons_of', 'Strongest neurons of token') + ' ',
-      el('span', { cls: 'chip', text: showToken(n.token.piece) }), ' (' + T('live.position', 'position') + ' ' + n.position + ')']));
+    panel.appendChild(el('p', { cls: 'big' }, [T('live.neurons_of') + ' ',
+      el('span', { cls: 'chip', text: showToken(n.token.piece) }), ' (' + T('live.position') + ' ' + n.position + ')']));
     n.layers.forEach(function (L) {
       var mx = { g: 0, u: 0, m: 0 };
       L.neurons.forEach(function (u) { mx.g = Math.max(mx.g, Math.abs(u.gate)); mx.u = Math.max(mx.u, Math.abs(u.up)); mx.m = Math.max(mx.m, Math.abs(u.product)); });
-      var head = el('tr', null, [T('page.neuron', 'neuron'), 'gate_pre', T('page.gate', 'gate act(g\u00b7x)'), T('page.up', 'up (u\u00b7x)'),
-        T('page.product', 'product m'), T('page.promotes', 'promotes'), T('live.label', 'label (gate probe)'), T('live.scale', 'scale')].map(function (h) { return el('th', { text: h }); }));
+      var cols = [T('page.neuron'), T('live.gate_pre'), T('page.gate'), T('page.up'), T('page.product'), T('page.promotes'),
+        T('live.label'), T('live.controls')];
+      var head = el('tr', null, cols.map(function (h) { return el('th', { text: h }); }));
       var rows = L.neurons.map(function (u) {
-        var name = u.expert >= 0 ? 'E' + u.expert + '/' + u.index : u.expert === -2 ? 'shared #' + u.index : '#' + u.index;
+        var name = u.expert >= 0 ? 'E' + u.expert + '/' + u.index : u.expert === -2 ? T('page.shared', { i: u.index }) : '#' + u.index;
         var k = u.neuron >= 0 ? findEdit(L.layer, u.neuron) : -1;
-        var promo = el('td', { cls: 'promo' }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
+        var promo = el('td', { cls: 'promo', 'data-label': cols[5] }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
         var label = u.label ? el('span', { cls: 'label', title: 'd = ' + fmtNum(u.label.d, 2) },
           [T('live.class.' + u.label.class, u.label.class) + ' ', el('span', { cls: 'muted', text: 'd ' + fmtNum(u.label.d, 2) })]) : el('span', { cls: 'muted', text: '-' });
-        var ctl = el('td');
+        var ctl = el('td', { cls: 'ctl' });
         if (u.neuron >= 0) {
           var off = el('button', { type: 'button', cls: 'off', 'data-layer': String(L.layer), 'data-neuron': String(u.neuron),
-            text: k >= 0 && S.edits[k].scale === 0 ? '\u2713 ' + T('live.off', 'off') : T('live.off', 'off') });
+            text: k >= 0 && S.edits[k].scale === 0 ? '\u2713 ' + T('live.off') : T('live.off') });
           off.addEventListener('click', function () { setEdit(L.layer, u.neuron, k >= 0 && S.edits[k].scale === 0 ? null : 0); });
           var sc = el('input', { type: 'number', step: '0.1', min: '-100', max: '100', cls: 'scale', value: k >= 0 ? String(S.edits[k].scale) : '1',
-            'aria-label': T('live.scale', 'scale') + ' L' + L.layer + ' #' + u.neuron });
+            'aria-label': T('live.scale') + ' L' + L.layer + ' #' + u.neuron });
           sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setEdit(L.layer, u.neuron, v); });
           ctl.appendChild(off); ctl.appendChild(document.createTextNode(' ')); ctl.appendChild(sc);
         }
         return el('tr', { cls: 'nrow' + (k >= 0 ? ' edited' : ''), 'data-layer': String(L.layer), 'data-neuron': String(u.neuron) },
-          [el('td', { text: name }), el('td', { text: fmtNum(u.gate_pre, 3) }), el('td', null, [bar(u.gate, mx.g)]), el('td', null, [bar(u.up, mx.u)]),
-            el('td', null, [bar(u.product, mx.m)]), promo, el('td', null, [label]), ctl]);
+          [el('td', { cls: 'key', text: name }), el('td', { cls: 'num', 'data-label': cols[1], text: fmtNum(u.gate_pre, 3) }),
+            el('td', { cls: 'num', 'data-label': cols[2] }, [bar(u.gate, mx.g)]), el('td', { cls: 'num', 'data-label': cols[3] }, [bar(u.up, mx.u)]),
+            el('td', { cls: 'num', 'data-label': cols[4] }, [bar(u.product, mx.m)]), promo, el('td', { cls: 'lab' }, [label]), ctl]);
       });
-      panel.appendChild(el('h3', { cls: 'small', text: T('page.layer', 'layer') + ' ' + L.layer + ' (' + L.mlp + ', d_ff ' + L.d_ff + ')' }));
-      panel.appendChild(el('div', { cls: 'table-wrap' }, [el('table', { cls: 'ntable', 'data-layer': String(L.layer) }, [el('thead', null, [head]), el('tbody', null, rows)])]));
+      panel.appendChild(el('h3', { cls: 'small', text: T('live.layer_head', { l: L.layer, mlp: L.mlp, F: L.d_ff }) }));
+      panel.appendChild(el('div', { cls: 'ntable-box' }, [el('table', { cls: 'ntable', 'data-layer': String(L.layer) }, [el('thead', null, [head]), el('tbody', null, rows)])]));
     });
-    if (S.info && S.info.labels.available) panel.appendChild(el('p', { cls: 'muted small', text: T('live.label_note', '') }));
+    if (S.info && S.info.labels.available) panel.appendChild(el('p', { cls: 'muted small', text: T('live.label_note') }));
   }
 
   /* ---- the text ------------------------------------------------------------------ */
@@ -211,12 +215,12 @@
   function drawTrace(d) {
     var box = $('trace-panel');
     box.textContent = '';
-    $('trace-summary').textContent = T('live.trace_p', 'p(answer)') + ': ' + d.p_clean.toFixed(4) + ' \u2192 ' +
-      d.p_corrupt.toFixed(4) + ' ' + T('live.trace_corrupt', 'with the subject corrupted');
+    $('trace-summary').textContent = T('live.trace_p') + ': ' + d.p_clean.toFixed(4) + ' \u2192 ' +
+      d.p_corrupt.toFixed(4) + ' ' + T('live.trace_corrupt');
     ['mlp_out', 'attn_out', 'resid_post'].forEach(function (kind) {
       var rows = d.effects[kind], max = 1e-9;
       rows.forEach(function (r) { r.forEach(function (v) { max = Math.max(max, Math.abs(v)); }); });
-      var t = el('table', { cls: 'trace', 'data-kind': kind }, [el('caption', { text: kind })]);
+      var t = el('table', { cls: 'trace', 'data-kind': kind }, [el('caption', { text: T('live.kind.' + kind) })]);
       var head = el('tr', null, [el('th', { text: '' })]);
       d.tokens.forEach(function (tk, i) {
         head.appendChild(el('th', { cls: i >= d.subject[0] && i < d.subject[1] ? 'subj' : '', text: showToken(tk.piece) }));
@@ -230,7 +234,10 @@
         });
         t.appendChild(tr);
       });
-      box.appendChild(t);
+      box.appendChild(el('div', { cls: 'trace-box' }, [t]));
+      /* the colour scale: white is no effect, full blue the table's largest */
+      box.appendChild(el('p', { cls: 'trace-scale small muted', 'data-kind': kind }, [
+        el('span', { cls: 'ramp' }), ' ' + T('live.scale_legend', { max: fmtNum(max, 4) })]));
     });
   }
   function runTrace() {
@@ -249,7 +256,7 @@
     S.modelEdits = n;
     $('edited-badge').hidden = !n;
     $('edited-count').textContent = n ? '(' + n + ')' : '';
-    $('edited-badge').title = T('live.edited_n', '{n} edits in memory').replace('{n}', n);
+    $('edited-badge').title = T('live.edited_n', { n: n });
     document.body.setAttribute('data-model-edits', String(n));
   }
   function pct(v) { return v === null || v === undefined ? '-' : fmtNum(v, 3); }
@@ -263,15 +270,15 @@
       ['generalisation', 'live.edit_generalisation', 'generalisation'],
       ['specificity', 'live.edit_specificity', 'specificity'],
       ['heldout_loss', 'live.edit_heldout', 'held-out loss']];
-    var head = el('tr', null, [el('th', { text: T('live.edit_measure', 'measure') }), el('th', { text: T('live.before', 'before') }), el('th', { text: T('live.after', 'after') })]);
+    var head = el('tr', null, [el('th', { text: T('live.edit_measure') }), el('th', { text: T('live.before') }), el('th', { text: T('live.after') })]);
     var body = rows.map(function (r) {
       var b = d.before[r[0]], a = d.after[r[0]];
       var n = r[0] === 'generalisation' ? ' (' + d.after.n_paraphrases + ')' : r[0] === 'specificity' ? ' (' + d.after.n_neighbours + ')' : '';
       return el('tr', { 'data-key': r[0], 'data-before': String(b), 'data-after': String(a) },
-        [el('td', { text: T(r[1], r[2]) + n }), el('td', { text: pct(b) }), el('td', { text: pct(a) })]);
+        [el('td', { text: T(r[1]) + n }), el('td', { text: pct(b) }), el('td', { text: pct(a) })]);
     });
     box.appendChild(el('table', { cls: 'edit-scores' }, [el('thead', null, [head]), el('tbody', null, body)]));
-    if (d.fact === null) box.appendChild(el('p', { cls: 'muted small', text: T('live.edit_no_fact', '') }));
+    if (d.fact === null) box.appendChild(el('p', { cls: 'muted small', text: T('live.edit_no_fact') }));
   }
   function editBody() {
     return { prompt: $('edit-prompt').value, subject: $('edit-subject').value, target: $('edit-target').value,
@@ -279,14 +286,13 @@
   }
   function runEdit() {
     var body = editBody();
-    $('edit-status').textContent = T('live.edit_running', 'editing...');
+    $('edit-status').textContent = T('live.edit_running');
     return api('POST', '/api/edit', body).then(function (r) {
       if (!r.ok) { $('edit-status').textContent = ''; showError(r.json.error); return; }
       showError('');
       S.lastEdit = { request: body, reply: r.json };
       setModelEdits(r.json.n_edits);
-      $('edit-status').textContent = T('live.edit_done', 'edited').replace('{layer}', r.json.layer).replace('{method}', r.json.method)
-        .replace('{old}', r.json.old).replace('{target}', r.json.target);
+      $('edit-status').textContent = T('live.edit_done', { layer: r.json.layer, method: r.json.method, old: r.json.old, target: r.json.target });
       drawEdit(r.json);
       return refresh();   // the prediction and the neurons now come from the edited model
     });
@@ -298,7 +304,7 @@
       setModelEdits(0);
       S.lastEdit = null;
       $('edit-panel').textContent = '';
-      $('edit-status').textContent = T('live.edit_reset_done', 'reset');
+      $('edit-status').textContent = T('live.edit_reset_done');
       return refresh();
     });
   }
@@ -307,7 +313,7 @@
       if (!r.ok) { showError(r.json.error); return; }
       showError('');
       S.lastSave = r.json;
-      $('edit-status').textContent = T('live.edit_saved', 'saved as') + ' ' + r.json.path;
+      $('edit-status').textContent = T('live.edit_saved') + ' ' + r.json.path;
     });
   }
   function setupEdit(info) {
@@ -316,7 +322,7 @@
     var ed = info.edit;
     setModelEdits(ed.n_edits);
     if (!ed.available) {
-      $('edit-status').textContent = T('live.edit_off', 'editing is off: ') + ed.reason;
+      $('edit-status').textContent = T('live.edit_off') + ed.reason;
       ['edit-run', 'edit-reset'].forEach(function (id) { $(id).disabled = true; });
       return;
     }
@@ -332,21 +338,23 @@
       S.messages = r.json.messages || {};
       document.documentElement.lang = r.json.lang === 'zh' ? 'zh' : 'en';
       applyMessages(S.messages, document);
-      document.title = T('live.title', document.title);
+      document.title = T('live.title');
       var c = r.json.config;
-      $('subtitle').textContent = r.json.model + ' \u00b7 ' + r.json.format + ' \u00b7 ' + c.num_hidden_layers + ' layers, D ' + c.hidden_size +
-        ', vocab ' + r.json.vocab.kind + ' (' + r.json.vocab.size + '), context ' + c.max_position_embeddings;
+      $('subtitle').textContent = T('live.subtitle', { model: r.json.model, format: r.json.format, L: c.num_hidden_layers,
+        D: c.hidden_size, kind: r.json.vocab.kind, V: r.json.vocab.size, ctx: c.max_position_embeddings });
       var sel = $('layer-select');
-      sel.appendChild(el('option', { value: '-1', text: T('live.all_layers', 'every layer') }));
-      r.json.layers.forEach(function (L) { if (L.d_ff > 0) sel.appendChild(el('option', { value: String(L.layer), text: String(L.layer) + ' (' + L.mlp + ')' })); });
+      sel.appendChild(el('option', { value: '-1', text: T('live.all_layers') }));
+      r.json.layers.forEach(function (L) { if (L.d_ff > 0) sel.appendChild(el('option', { value: String(L.layer), text: T('live.layer_option', { l: L.layer, mlp: L.mlp }) })); });
       sel.addEventListener('change', function () { S.layer = +sel.value; loadNeurons(); });
-      $('labels-info').textContent = r.json.labels.available ? '' : T('live.label_none', 'no labels: ') + r.json.labels.reason;
+      $('labels-info').textContent = r.json.labels.available ? '' : T('live.label_none') + r.json.labels.reason;
       $('text').addEventListener('input', function () { clearTimeout(timer); timer = setTimeout(refresh, 200); });
-      $('neuron-panel').textContent = T('page.click_token', 'Click a token above.');
+      $('neuron-panel').textContent = T('page.click_token');
       drawEdits();
       $('trace-run').addEventListener('click', runTrace);
       setupEdit(r.json);
-      if ($('text').value) refresh(); else drawTokens();
+      /* the page opens with a sample text (in the page's language), not empty */
+      if (!$('text').value) $('text').value = T('live.sample_text');
+      refresh();
       document.body.setAttribute('data-ready', '1');
     });
   }

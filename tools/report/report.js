@@ -13,7 +13,10 @@
   var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
   // the page's words in the report's language (ffn report --lang; applyMessages in format.js)
   var MSG = DATA.messages || {};
-  function T(key, fallback) { return msg(MSG, key, fallback); }
+  /* every word the page draws is a message of tools/i18n.c, in the report's
+   * language; a key the catalogue lacks shows as itself (the browser test
+   * fails on it) */
+  function T(key, vars) { return fill(msg(MSG, key, key), vars); }
   if (DATA.lang) document.documentElement.lang = DATA.lang;
   applyMessages(MSG, document);
   var SVGNS = 'http://www.w3.org/2000/svg';
@@ -21,8 +24,8 @@
     '#d45fa8', '#6b7280', '#9aa322', '#1fa5b8', '#244a8f', '#b8860b'];
   var PART_COLORS = { embeddings: '#8c6bb1', attention: '#2f6fdf', ffn: '#e07b28',
     router: '#c2413b', norms: '#9aa0a8', head: '#2e9e5b' };
-  var PART_LABELS = { embeddings: 'embeddings', attention: 'attention', ffn: 'FFN',
-    router: 'MoE router', norms: 'norms', head: 'LM head' };
+  var PART_LABELS = {};
+  Object.keys(PART_COLORS).forEach(function (k) { PART_LABELS[k] = T('report.part.' + k); });
 
   function $(id) { return document.getElementById(id); }
   function el(tag, attrs, kids) {
@@ -55,7 +58,7 @@
    * shows only while the table overflows (updateScrollHints). */
   function scrollBox(table, hint) {
     return el('div', { cls: 'table-box' }, [
-      el('p', { cls: 'scroll-hint muted small', text: (hint || 'more columns to the right') + ': scroll the table sideways \u2192' }),
+      el('p', { cls: 'scroll-hint muted small', text: hint || T('report.scroll_more') }),
       el('div', { cls: 'table-wrap' }, [table])]);
   }
   function updateScrollHints() {
@@ -68,19 +71,17 @@
   /* ---- header ------------------------------------------------------------- */
   document.title = DATA.title;
   $('title').textContent = DATA.title;
-  var sub = 'run directory ' + DATA.run_dir;
+  var sub = T('report.subtitle_run', { dir: DATA.run_dir });
   var st = DATA.settings;
   if (st && st.hidden_size && st.steps) {
-    sub += '  \u00b7  D ' + st.hidden_size + ', L ' + st.num_hidden_layers + ', ' + st.steps +
-      ' steps of ' + st.batch_size + '\u00d7' + st.seq_len + ' tokens, ' + st.seeds +
-      (st.seeds === 1 ? ' seed' : ' seeds');
+    sub += '  \u00b7  ' + T('report.subtitle_settings', { D: st.hidden_size, L: st.num_hidden_layers, steps: st.steps,
+      B: st.batch_size, T: st.seq_len, seeds: T(st.seeds === 1 ? 'report.seed_one' : 'report.seed_many', { n: st.seeds }) });
   }
   $('subtitle').textContent = sub;
   if ((DATA.variants || []).length > 1)
-    $('curves-lead').appendChild(document.createTextNode(' The variants have equal parameters per token (Shazeer 2020: gated FFNs are 2/3 as wide)' +
-      ((DATA.variants || []).some(function (v) { return v.variant === 'none'; }) ? ', except none: attention only, no FFN at all.' : '.')));
-  $('footer').textContent = 'written by ffn ' + DATA.version +
-    ' \u00b7 one self-contained file: no network, no external script or font';
+    $('curves-lead').appendChild(document.createTextNode(
+      T((DATA.variants || []).some(function (v) { return v.variant === 'none'; }) ? 'report.curves_equal_none' : 'report.curves_equal')));
+  $('footer').textContent = T('report.footer', { version: DATA.version });
 
   /* ---- 1. validation-loss curves -------------------------------------------- */
   var variantColor = {};
@@ -100,7 +101,7 @@
     var curves = (DATA.curves || []).filter(function (c) { return !hidden[c.variant]; });
     var showTrain = $('show-train').checked;
     if (!DATA.curves || DATA.curves.length === 0) {
-      box.appendChild(el('p', { cls: 'muted', text: 'No metrics files (.metrics.jsonl) in this directory.' }));
+      box.appendChild(el('p', { cls: 'muted', text: T('report.no_metrics') }));
       return;
     }
     var W = Math.max(360, box.clientWidth || 600), H = Math.round(Math.min(320, Math.max(220, W * 0.5)));
@@ -117,7 +118,7 @@
     var pad = (y1 - y0) * 0.06 || 0.1; y0 -= pad; y1 += pad;
     function X(v) { return m.l + (v - x0) / (x1 - x0) * (W - m.l - m.r); }
     function Y(v) { return m.t + (y1 - v) / (y1 - y0) * (H - m.t - m.b); }
-    var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': 'validation loss curves' });
+    var svg = sv('svg', { viewBox: '0 0 ' + W + ' ' + H, role: 'img', 'aria-label': T('report.nav_curves') });
     var ax = sv('g', { 'class': 'axis' }, svg);
     niceTicks(y0, y1, 5).forEach(function (t) {
       sv('line', { x1: m.l, x2: W - m.r, y1: Y(t), y2: Y(t), 'class': 'gridline' }, ax);
@@ -129,9 +130,9 @@
     });
     sv('line', { x1: m.l, x2: W - m.r, y1: H - m.b, y2: H - m.b }, ax);
     sv('line', { x1: m.l, x2: m.l, y1: m.t, y2: H - m.b }, ax);
-    sv('text', { x: (m.l + W - m.r) / 2, y: H - 2, 'text-anchor': 'middle', text: 'step' }, ax);
+    sv('text', { x: (m.l + W - m.r) / 2, y: H - 2, 'text-anchor': 'middle', text: T('report.axis_step') }, ax);
     sv('text', { x: 12, y: (m.t + H - m.b) / 2, 'text-anchor': 'middle',
-      transform: 'rotate(-90 12 ' + (m.t + H - m.b) / 2 + ')', text: 'loss' }, ax);
+      transform: 'rotate(-90 12 ' + (m.t + H - m.b) / 2 + ')', text: T('report.axis_loss') }, ax);
     function path(pts) {
       return pts.map(function (p, i) { return (i ? 'L' : 'M') + X(p[0]).toFixed(1) + ' ' + Y(p[1]).toFixed(1); }).join('');
     }
@@ -158,12 +159,12 @@
       curves.forEach(function (c) {
         var near = null;
         c.val.forEach(function (p) { if (!near || Math.abs(p[0] - step) < Math.abs(near[0] - step)) near = p; });
-        if (near) { lines.push(c.run + '  ' + near[1].toFixed(4) + '  (step ' + near[0] + ')'); if (!best) best = near; }
+        if (near) { lines.push(c.run + '  ' + near[1].toFixed(4) + '  (' + T('report.tip_step', { n: near[0] }) + ')'); if (!best) best = near; }
       });
       if (!best) return;
       guide.setAttribute('x1', X(best[0])); guide.setAttribute('x2', X(best[0]));
       guide.setAttribute('visibility', 'visible');
-      tip.textContent = 'validation loss\n' + lines.join('\n');
+      tip.textContent = T('report.nav_curves') + '\n' + lines.join('\n');
       tip.style.display = 'block';
       var left = (ev.clientX - r.left) + 14;
       if (left + tip.offsetWidth > box.clientWidth) left = (ev.clientX - r.left) - tip.offsetWidth - 14;
@@ -178,7 +179,7 @@
     lg.textContent = '';
     Object.keys(variantColor).forEach(function (v) {
       if (!(DATA.curves || []).some(function (c) { return c.variant === v; })) return;
-      var b = el('button', { type: 'button', title: 'show / hide ' + v, cls: hidden[v] ? 'off' : '' },
+      var b = el('button', { type: 'button', title: T('report.show_hide', { v: v }), cls: hidden[v] ? 'off' : '' },
         [el('span', { cls: 'sw', style: 'background:' + variantColor[v] }), v]);
       b.addEventListener('click', function () { hidden[v] = !hidden[v]; drawCurveLegend(); drawCurves(); });
       lg.appendChild(b);
@@ -191,15 +192,18 @@
     if (!vs.length) return;
     var best = Infinity;
     vs.forEach(function (v) { if (v.val_loss_mean !== null && v.val_loss_mean < best) best = v.val_loss_mean; });
-    var head = el('tr', null, ['variant', 'FFN', 'params', 'active', 'FLOPs/token', 'val loss', 'tok/s'].map(function (h) { return el('th', { text: h }); }));
+    /* the result (val loss) right after the name: on a phone it is the
+     * column in view, the sizes scroll in after it */
+    var head = el('tr', null, ['report.th_variant', 'report.th_val_loss', 'report.part.ffn', 'report.th_params', 'report.th_active',
+      'report.th_flops', 'report.th_tok_s'].map(function (h) { return el('th', { text: T(h) }); }));
     var rows = vs.map(function (v) {
-      var ffn = v.mlp_type === 'none' ? 'none' : v.mlp_type + (v.mlp_type === 'moe' ? ' (' + v.num_experts + ' experts)' : '') + ', ' + v.hidden_act;
+      var ffn = v.mlp_type === 'none' ? T('report.no_ffn') : v.mlp_type + (v.mlp_type === 'moe' ? ' (' + T('report.n_experts', { n: v.num_experts }) + ')' : '') + ', ' + v.hidden_act;
       var loss = fmtNum(v.val_loss_mean, 4) + (v.runs > 1 ? ' \u00b1 ' + fmtNum(v.val_loss_std, 4) : '');
       return el('tr', null, [
         el('td', null, [el('span', { cls: 'sw', style: 'display:inline-block;width:10px;height:10px;margin-right:5px;background:' + (variantColor[v.variant] || '#444') }), v.variant]),
+        el('td', { text: loss, cls: 'val-loss' + (v.val_loss_mean === best ? ' best' : '') }),
         el('td', { text: ffn }), el('td', { text: fmtCount(v.total_params) }),
         el('td', { text: fmtCount(v.active_params) }), el('td', { text: fmtCount(v.flops_per_token) }),
-        el('td', { text: loss, cls: v.val_loss_mean === best ? 'best' : '' }),
         el('td', { text: v.tokens_per_s === null ? '-' : Math.round(v.tokens_per_s).toString() })]);
     });
     box.appendChild(scrollBox(el('table', null, [el('thead', null, [head]), el('tbody', null, rows)])));
@@ -215,16 +219,16 @@
     var ps = (DATA.params || []).filter(function (p) { return partTotal(p[view]) > 0; });
     if (!ps.length) return '';
     function share(p, k) { return (p[view][k] || 0) / partTotal(p[view]); }
-    function said(p) { return p.name + '\u2019s ' + fmtCount(partTotal(p[view])) + (view === 'active' ? ' active' : ''); }
+    function said(p) { return T(view === 'active' ? 'report.param_whose_active' : 'report.param_whose', { name: p.name, count: fmtCount(partTotal(p[view])) }); }
     var big = ps.reduce(function (a, p) { return partTotal(p[view]) > partTotal(a[view]) ? p : a; });
     var withFfn = ps.filter(function (p) { return (p[view].ffn || 0) > 0; });
     var small = (withFfn.length ? withFfn : ps).reduce(function (a, p) { return partTotal(p[view]) < partTotal(a[view]) ? p : a; });
-    var s = 'Of ' + said(big) + ' parameters, ' + pct(share(big, 'ffn')) + ' are in the FFN and ' + pct(share(big, 'embeddings')) + ' in the embeddings';
-    if (small === big) return s + '.';
-    s += '; of ' + said(small) + ', ' + pct(share(small, 'ffn')) + ' and ' + pct(share(small, 'embeddings')) + '.';
+    var s = T('report.param_big', { who: said(big), ffn: pct(share(big, 'ffn')), emb: pct(share(big, 'embeddings')) });
+    if (small === big) return s + T('report.param_end');
+    s += T('report.param_small', { who: said(small), ffn: pct(share(small, 'ffn')), emb: pct(share(small, 'embeddings')) });
     var eb = share(big, 'embeddings'), es = share(small, 'embeddings');
-    if (es > 1.5 * eb) s += ' The smaller model gives its embeddings the larger share.';
-    else if (eb > 1.5 * es) s += ' The larger model gives its embeddings the larger share.';
+    if (es > 1.5 * eb) s += T('report.param_small_emb');
+    else if (eb > 1.5 * es) s += T('report.param_big_emb');
     return s;
   }
   /* a segment's label: the part and its share, the share alone, or nothing,
@@ -242,7 +246,7 @@
     var view = $('param-view').value;
     var box = $('param-chart');
     box.textContent = '';
-    $('param-lead').textContent = 'Share of each model\u2019s parameters by component. ' + paramSentence(view);
+    $('param-lead').textContent = T('report.param_lead') + paramSentence(view);
     var parts = Object.keys(PART_COLORS);
     (DATA.params || []).forEach(function (p) {
       var counts = p[view];
@@ -257,9 +261,9 @@
           'data-long': PART_LABELS[k] + ' ' + pct(share), 'data-short': pct(share) });
         bar.appendChild(seg);
       });
-      var detail = fmtCount(total) + (view === 'active' ? ' active' : '') + ' \u00b7 ' + p.ffn;
+      var detail = (view === 'active' ? T('report.active_suffix', { n: fmtCount(total) }) : fmtCount(total)) + ' \u00b7 ' + p.ffn;
       var name = el('div', { cls: 'pname', title: p.source }, [
-        el('b', { text: p.name + (p.kind === 'published' ? ' (published)' : '') }),
+        el('b', { text: p.kind === 'published' ? T('report.published', { name: p.name }) : p.name }),
         el('small', { text: detail + ' \u00b7 D ' + p.D + ((p.parts.ffn || 0) > 0 ? ', F ' + p.F : '') + ', L ' + p.L + ', V ' + p.V })]);
       box.appendChild(el('div', { cls: 'prow' }, [name, bar]));
     });
@@ -273,7 +277,7 @@
     var tbl = $('param-table');
     tbl.textContent = '';
     var shown = parts.filter(function (k) { return (DATA.params || []).some(function (p) { return p[view][k] > 0; }); });
-    var head = el('tr', null, [el('th', { text: 'model' }), el('th', { text: view === 'active' ? 'active' : 'total' })].concat(
+    var head = el('tr', null, [el('th', { text: T('page.model') }), el('th', { text: T(view === 'active' ? 'report.th_active' : 'report.th_total') })].concat(
       shown.map(function (k) { return el('th', { text: PART_LABELS[k] }); })));
     var rows = (DATA.params || []).map(function (p) {
       var c = p[view];
@@ -296,19 +300,19 @@
   function neuronKey(n) { return n[0] + ':' + n[1]; }
   function neuronName(n) {
     if (n[0] === -1) return '#' + n[1];
-    if (n[0] === -2) return 'shared #' + n[1];
+    if (n[0] === -2) return T('page.shared', { i: n[1] });
     return 'E' + n[0] + ' #' + n[1];
   }
 
   /* The routing of every token of the prompt at layer li: for each expert,
    * the share of the tokens routed to it (an even router gives each K/E). */
   function expertLoad(mod, li) {
-    var E = mod.experts || 0, T = mod.tok.length, count = [];
+    var E = mod.experts || 0, nTok = mod.tok.length, count = [];
     mod.tok.forEach(function (row) {
       (row[li] ? row[li].e : []).forEach(function (p) { if (p[0] >= E) E = p[0] + 1; count[p[0]] = (count[p[0]] || 0) + 1; });
     });
     var load = [];
-    for (var e = 0; e < E; e++) load.push(T > 0 ? (count[e] || 0) / T : 0);
+    for (var e = 0; e < E; e++) load.push(nTok > 0 ? (count[e] || 0) / nTok : 0);
     return load;
   }
   function drawExpertLoad(mod, li, panel) {
@@ -317,10 +321,10 @@
     var even = K > 0 ? K / load.length : 0;
     var idle = [], top = 0;
     load.forEach(function (s, e) { if (s === 0) idle.push('E' + e); if (s > load[top]) top = e; });
-    var note = 'expert load at layer ' + mod.layers[li] + ': the share of the ' + mod.tok.length + ' tokens routed to each expert' +
-      (even > 0 ? ' (an even router gives each ' + pct(even) + ', top-' + K + ' of ' + load.length + ')' : '') + '.';
-    if (idle.length) note += ' ' + idle.join(', ') + (idle.length === 1 ? ' gets' : ' get') + ' no token: the router has collapsed onto the others.';
-    else if (even > 0 && load[top] >= Math.min(1, 2 * even)) note += ' E' + top + ' takes ' + pct(load[top]) + ': the load is uneven.';
+    var note = T('report.load_note', { layer: mod.layers[li], n: mod.tok.length }) +
+      (even > 0 ? T('report.load_even', { pct: pct(even), k: K, e: load.length }) : '') + T('report.load_end');
+    if (idle.length) note += T('report.load_idle', { idle: idle.join(', ') });
+    else if (even > 0 && load[top] >= Math.min(1, 2 * even)) note += T('report.load_uneven', { e: top, pct: pct(load[top]) });
     var grid = el('div', { cls: 'load', id: 'expert-load' });
     load.forEach(function (s, e) {
       var bar = el('span', { cls: 'lbar' }, [el('i', { style: 'width:' + (100 * s).toFixed(1) + '%' })]);
@@ -350,7 +354,7 @@
     var want = DATA.initial_layer >= 0 ? mod.layers.indexOf(DATA.initial_layer) : mod.layers.length - 1;
     state.layer = want >= 0 ? want : 0;
     ls.value = String(state.layer);
-    var info = 'D ' + mod.D + ', ' + mod.L + ' layers, ' + mod.tokenizer + ' tokenizer, vocabulary ' + mod.V;
+    var info = T('report.model_info', { D: mod.D, L: mod.L, tok: mod.tokenizer, V: mod.V });
     $('model-info').textContent = info;
   }
 
@@ -368,10 +372,10 @@
     });
     box.appendChild(frag);
     shadeTokens();
-    var notes = [mod.ids.length + ' tokens'];
-    if (mod.windows > 1) notes.push('the model\u2019s context is ' + mod.context + ' tokens: the prompt ran in ' + mod.windows + ' windows, each from position 0');
-    if (mod.unk > 0) notes.push(mod.unk + ' token(s) are not in the vocabulary (<unk>)');
-    notes.push('shade: size of the FFN output \u2016y\u2016 at this layer');
+    var notes = [T('page.n_tokens', { n: mod.ids.length })];
+    if (mod.windows > 1) notes.push(T('report.windows', { c: mod.context, w: mod.windows }));
+    if (mod.unk > 0) notes.push(T('report.unk', { n: mod.unk }));
+    notes.push(T('report.shade'));
     $('token-note').textContent = notes.join(' \u00b7 ');
   }
 
@@ -399,7 +403,7 @@
     if (!note) return;
     note.textContent = '';
     if (!state.pinned) {
-      note.appendChild(document.createTextNode('Click a neuron\u2019s row to mark the tokens where it is also among the top ' + currentModel().top_k + '.'));
+      note.appendChild(document.createTextNode(T('report.pin_hint', { k: currentModel().top_k })));
       return;
     }
     var mod = currentModel(), count = 0, name = '';
@@ -407,17 +411,18 @@
       var e = row[state.layer];
       if (e) e.n.forEach(function (n) { if (neuronKey(n) === state.pinned) { count++; name = neuronName(n); } });
     });
-    note.appendChild(document.createTextNode('Neuron ' + name + ' is among the top ' + mod.top_k + ' of ' + count + ' of the ' + mod.ids.length +
-      ' tokens (underlined: blue where it adds +m\u00b7v, orange where it subtracts). Click its row again to clear.'));
+    note.appendChild(document.createTextNode(T('report.pin_note', { name: name, k: mod.top_k, count: count, n: mod.ids.length })));
   }
 
-  function barCell(v, max) {
+  /* a number with its bar; label names the column where a phone stacks the
+   * cells of a row (report.css: .ntable at narrow widths) */
+  function barCell(v, max, label) {
     var w = max > 0 ? Math.min(1, Math.abs(v) / max) * 50 : 0;
     var bar = el('span', { cls: 'bar' });
-    var fill = el('i', { style: (v >= 0 ? 'left:50%;' : 'right:50%;') + 'width:' + w.toFixed(2) + '%;background:' + (v >= 0 ? 'var(--pos)' : 'var(--neg)') });
-    bar.appendChild(fill);
+    var barFill = el('i', { style: (v >= 0 ? 'left:50%;' : 'right:50%;') + 'width:' + w.toFixed(2) + '%;background:' + (v >= 0 ? 'var(--pos)' : 'var(--neg)') });
+    bar.appendChild(barFill);
     bar.appendChild(el('b'));
-    return el('td', null, [bar, el('span', { text: fmtNum(v, 3) })]);
+    return el('td', { cls: 'num', 'data-label': label }, [bar, el('span', { text: fmtNum(v, 3) })]);
   }
 
   function drawPanel() {
@@ -426,7 +431,7 @@
     panel.textContent = '';
     var t = state.token;
     if (t < 0 || t >= mod.ids.length) {
-      panel.appendChild(el('p', { cls: 'muted', text: T('page.click_token', 'Click a token above.') }));
+      panel.appendChild(el('p', { cls: 'muted', text: T('page.click_token') }));
       return;
     }
     var li = state.layer, layer = mod.layers[li];
@@ -437,24 +442,24 @@
     panel.setAttribute('data-layer', String(layer));
     panel.setAttribute('data-model', mod.name);
     var head = el('div', { cls: 'head' });
-    head.appendChild(el('span', { cls: 'big' }, ['token ', el('span', { cls: 'chip', text: showToken(tokText(mod, mod.ids[t])) }),
-      ' at position ' + t + ', layer ' + layer]));
+    head.appendChild(el('span', { cls: 'big' }, [T('report.panel_token') + ' ', el('span', { cls: 'chip', text: showToken(tokText(mod, mod.ids[t])) }),
+      T('report.panel_at', { t: t, l: layer })]));
     if (e.x !== null)
-      head.appendChild(el('span', { title: '\u2016\u03a3 top-k contributions\u2016 / \u2016FFN output \u2212 bias\u2016 (the norm ratio; cosine = direction agreement)',
-        text: 'top ' + e.n.length + ' neurons explain ' + pct(e.x) + ' of \u2016y\u2016 (cos ' + fmtNum(e.c, 2) + ')' }));
+      head.appendChild(el('span', { title: T('report.explains_tip'),
+        text: T('report.explains', { n: e.n.length, pct: pct(e.x), c: fmtNum(e.c, 2) }) }));
     if (state.prev >= 0 && state.prev !== t) {
       var pe = layerEntry(mod, state.prev, li);
       if (pe) {
         var keys = {};
         pe.n.forEach(function (n) { keys[neuronKey(n)] = 1; });
         var shared = e.n.filter(function (n) { return keys[neuronKey(n)]; }).length;
-        head.appendChild(el('span', { cls: 'muted' }, ['shares ' + shared + ' of its ' + e.n.length + ' top neurons with the previous token ',
-          el('span', { cls: 'chip', text: showToken(tokText(mod, mod.ids[state.prev])) }), ' (position ' + state.prev + ')']));
+        head.appendChild(el('span', { cls: 'muted' }, [T('report.shares', { s: shared, n: e.n.length }),
+          el('span', { cls: 'chip', text: showToken(tokText(mod, mod.ids[state.prev])) }), T('report.shares_pos', { p: state.prev })]));
       }
     }
     panel.appendChild(head);
     if (isMoe) {
-      var ex = el('div', { cls: 'small' }, ['routed to experts: ']);
+      var ex = el('div', { cls: 'small' }, [T('report.routed')]);
       e.e.forEach(function (p) { ex.appendChild(el('span', { cls: 'chip exp', text: 'E' + p[0] + ' \u00b7 w ' + fmtNum(p[1], 2) })); });
       panel.appendChild(ex);
       drawExpertLoad(mod, li, panel);
@@ -464,19 +469,20 @@
       maxG = Math.max(maxG, Math.abs(n[3])); maxU = Math.max(maxU, Math.abs(n[4]));
       maxM = Math.max(maxM, Math.abs(n[5])); maxC = Math.max(maxC, Math.abs(n[7]));
     });
-    var cols = ['', T('page.neuron', 'neuron'), dense ? 'act(up)' : T('page.gate', 'gate act(g\u00b7x)'), T('page.up', 'up (u\u00b7x)'),
-      T('page.product', 'product m'), isMoe ? 'w\u00b7m' : null, T('page.promotes', 'promotes (logit lens of v\u1d62)')];
-    var thead = el('tr', null, cols.filter(function (c) { return c !== null; }).map(function (c) { return el('th', { text: c }); }));
+    var cols = ['', T('page.neuron'), dense ? 'act(up)' : T('page.gate'), T('page.up'),
+      T('page.product'), isMoe ? 'w\u00b7m' : null, T('page.promotes')].filter(function (c) { return c !== null; });
+    var thead = el('tr', null, cols.map(function (c) { return el('th', { text: c }); }));
     var rows = e.n.map(function (n, j) {
-      var promo = el('td', { cls: 'promo' });
+      var promo = el('td', { cls: 'promo', 'data-label': cols[cols.length - 1] });
       n[8].forEach(function (id, q) {
-        promo.appendChild(el('span', { cls: 'chip', title: 'token ' + id + ', logit-lens ' + fmtNum(n[9][q], 3), text: showToken(tokText(mod, id)) }));
+        promo.appendChild(el('span', { cls: 'chip', title: T('report.promo_tip', { id: id, v: fmtNum(n[9][q], 3) }), text: showToken(tokText(mod, id)) }));
       });
-      var cells = [el('td', { cls: 'muted', text: String(j + 1) }), el('td', { text: neuronName(n), title: (dense ? 'up' : 'gate') + ' pre-activation ' + fmtNum(n[2], 3) + (isMoe ? ', router weight ' + fmtNum(n[6], 3) : '') }),
-        barCell(n[3], maxG), barCell(n[4], maxU), barCell(n[5], maxM)];
-      if (isMoe) cells.push(barCell(n[7], maxC));
+      var cells = [el('td', { cls: 'muted rank', text: String(j + 1) }), el('td', { cls: 'key', text: neuronName(n),
+        title: T('report.pre_tip', { which: dense ? 'up' : 'gate', v: fmtNum(n[2], 3) }) + (isMoe ? T('report.router_tip', { v: fmtNum(n[6], 3) }) : '') }),
+        barCell(n[3], maxG, cols[2]), barCell(n[4], maxU, cols[3]), barCell(n[5], maxM, cols[4])];
+      if (isMoe) cells.push(barCell(n[7], maxC, cols[5]));
       cells.push(promo);
-      var tr = el('tr', { 'data-neuron': neuronKey(n), cls: 'nrow' + (state.pinned === neuronKey(n) ? ' pinned' : ''), title: 'click: mark the tokens where this neuron is also in the top ' + mod.top_k }, cells);
+      var tr = el('tr', { 'data-neuron': neuronKey(n), cls: 'nrow' + (state.pinned === neuronKey(n) ? ' pinned' : ''), title: T('report.row_tip', { k: mod.top_k }) }, cells);
       tr.addEventListener('click', function () {
         state.pinned = state.pinned === neuronKey(n) ? null : neuronKey(n);
         shadeTokens();
@@ -484,11 +490,12 @@
       });
       return tr;
     });
-    panel.appendChild(scrollBox(el('table', { cls: 'ntable' }, [el('thead', null, [thead]), el('tbody', null, rows)]), 'the promoted tokens are to the right'));
+    /* no sideways scroller: on a phone each neuron is a stacked block with
+     * its promoted tokens first (report.css) */
+    panel.appendChild(el('div', { cls: 'ntable-box' }, [el('table', { cls: 'ntable' }, [el('thead', null, [thead]), el('tbody', null, rows)])]));
     panel.appendChild(el('p', { cls: 'small', id: 'pin-note' }));
     pinNote();
-    panel.appendChild(el('p', { cls: 'muted small', text: 'Neurons ranked by |' + (isMoe ? 'w\u00b7' : '') + 'm\u1d62|, their weight in y = \u03a3 m\u1d62\u00b7v\u1d62. Bars are scaled per column; blue positive, orange negative. ' +
-      'A neuron with negative m pushes the residual stream against its promoted tokens.' }));
+    panel.appendChild(el('p', { cls: 'muted small', text: T(isMoe ? 'report.ranked_moe' : 'report.ranked') }));
     updateScrollHints();
   }
 
@@ -503,7 +510,7 @@
 
   function setupNeurons() {
     if (!models.length) {
-      $('neuron-panel').appendChild(el('p', { cls: 'muted', text: 'No model with an FFN to inspect in this directory (its runs have no checkpoint, or no FFN layer).' }));
+      $('neuron-panel').appendChild(el('p', { cls: 'muted', text: T('report.no_models') }));
       document.querySelector('#neurons .controls').style.display = 'none';
       $('tokens').style.display = 'none';
       return;
@@ -552,31 +559,28 @@
     var box = $('collapse-body');
     var c = DATA.collapse;
     if (!c) {
-      box.appendChild(el('p', { cls: 'muted', text: 'No dense run with a linear activation (the variant \u201clinear\u201d) in this directory.' }));
+      box.appendChild(el('p', { cls: 'muted', text: T('report.no_collapse') }));
       return;
     }
     var D = c.D, F = c.F;
-    box.appendChild(el('p', { cls: 'lead' }, ['Without a nonlinearity an FFN is two matrices in a row: y = W_down\u00b7(W_up\u00b7x' + (c.bias ? ' + b_up) + b_down' : ')') +
-      ', which is one matrix W = W_down\u00b7W_up. The run ', el('b', { text: c.run }), ' was trained that way; each layer\u2019s FFN is checked against its merged matrix on ' +
-      c.inputs + ' random inputs.']));
+    box.appendChild(el('p', { cls: 'lead' }, [T('report.collapse_lead1', { y: 'W_down\u00b7(W_up\u00b7x' + (c.bias ? ' + b_up) + b_down' : ')') }),
+      el('b', { text: c.run }), T('report.collapse_lead2', { n: c.inputs })]));
     var worst = 0;
     c.layers.forEach(function (l) { if (l.rel > worst) worst = l.rel; });
     var facts = el('table', { cls: 'facts' }, [el('tbody', null, [
-      el('tr', null, [el('td', { text: 'two layers' }), el('td', { text: 'W_up ' + F + '\u00d7' + D + ' + W_down ' + D + '\u00d7' + F }), el('td', { text: fmtCount(c.params_before) + ' parameters' }), el('td', { text: fmtCount(c.flops_before) + ' FLOPs/token' })]),
-      el('tr', null, [el('td', { text: 'merged' }), el('td', { text: 'W ' + D + '\u00d7' + D }), el('td', { text: fmtCount(c.params_after) + ' parameters' }), el('td', { text: fmtCount(c.flops_after) + ' FLOPs/token' })]),
-      el('tr', null, [el('td', { text: 'saving' }), el('td', { text: '' }), el('td', { text: (c.params_before / c.params_after).toFixed(1) + '\u00d7 fewer' }), el('td', { text: (c.flops_before / c.flops_after).toFixed(1) + '\u00d7 fewer' })])])]);
+      el('tr', null, [el('td', { text: T('report.two_layers') }), el('td', { text: 'W_up ' + F + '\u00d7' + D + ' + W_down ' + D + '\u00d7' + F }), el('td', { text: T('report.n_params', { n: fmtCount(c.params_before) }) }), el('td', { text: T('report.n_flops', { n: fmtCount(c.flops_before) }) })]),
+      el('tr', null, [el('td', { text: T('report.merged') }), el('td', { text: 'W ' + D + '\u00d7' + D }), el('td', { text: T('report.n_params', { n: fmtCount(c.params_after) }) }), el('td', { text: T('report.n_flops', { n: fmtCount(c.flops_after) }) })]),
+      el('tr', null, [el('td', { text: T('report.saving') }), el('td', { text: '' }), el('td', { text: T('report.fewer', { x: (c.params_before / c.params_after).toFixed(1) }) }), el('td', { text: T('report.fewer', { x: (c.flops_before / c.flops_after).toFixed(1) }) })])])]);
     box.appendChild(scrollBox(facts));
     var rows = c.layers.map(function (l) {
       return el('tr', null, [el('td', { text: String(l.layer) }), el('td', { text: fmtNum(l.max_diff, 3) }), el('td', { text: fmtNum(l.max_abs_out, 3) }),
         el('td', { text: fmtNum(l.rel, 3) }), el('td', { text: fmtNum(l.w_norm, 3) })]);
     });
-    var head = el('tr', null, ['layer', 'max |y two-layer \u2212 y merged|', 'max |y|', 'relative', '\u2016W\u2016 (Frobenius)'].map(function (h) { return el('th', { text: h }); }));
+    var head = el('tr', null, ['page.layer', 'report.th_max_diff', 'report.th_max_y', 'report.th_relative', 'report.th_w_norm'].map(function (h) { return el('th', { text: T(h) }); }));
     box.appendChild(scrollBox(el('table', { id: 'collapse-table' }, [el('thead', null, [head]), el('tbody', null, rows)])));
     var verdict = worst < 1e-4;
-    box.appendChild(el('p', { cls: 'note' }, [el('span', { cls: verdict ? 'ok' : 'bad', text: verdict ? 'Same map. ' : 'Differs. ' }),
-      verdict ? 'The largest relative difference, ' + fmtNum(worst, 2) + ', is float rounding: the two-layer linear FFN is exactly one ' + D + '\u00d7' + D +
-        ' matrix, so its ' + F + ' hidden units add parameters but no expressive power. A nonlinearity between the two matrices is what makes an FFN more than a matrix.'
-        : 'The largest relative difference is ' + fmtNum(worst, 2) + '; a linear FFN should equal its merged matrix to float rounding.']));
+    box.appendChild(el('p', { cls: 'note' }, [el('span', { cls: verdict ? 'ok' : 'bad', text: T(verdict ? 'report.same_map' : 'report.differs') }),
+      T(verdict ? 'report.same_text' : 'report.differs_text', { worst: fmtNum(worst, 2), D: D, F: F })]));
   }
 
   /* ---- start ------------------------------------------------------------------ */

@@ -9,9 +9,11 @@
   var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
   var T = DATA.trace;
   if (!T) return;
+  var MSG = DATA.messages || {};
+  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
   var SVGNS = 'http://www.w3.org/2000/svg';
-  var KINDS = [['resid_post', 'hidden state', '128,0,128'], ['mlp_out', 'FFN output', '0,128,0'],
-    ['attn_out', 'attention output', '200,0,0']];
+  var KINDS = [['resid_post', W('report.kind.resid_post'), '128,0,128'], ['mlp_out', W('report.kind.mlp_out'), '0,128,0'],
+    ['attn_out', W('report.kind.attn_out'), '200,0,0']];
   var section = document.getElementById('trace');
   var body = document.getElementById('trace-body');
   section.hidden = false;
@@ -19,7 +21,7 @@
   if (nav) {
     var a = document.createElement('a');
     a.href = '#trace';
-    a.textContent = 'causal tracing';
+    a.textContent = W('report.nav_trace');
     nav.appendChild(document.createTextNode(' '));
     nav.appendChild(a);
   }
@@ -34,16 +36,14 @@
     if (x === null || x === undefined) return '-';
     return x === 0 || Math.abs(x) >= 0.001 ? x.toFixed(3) : x.toExponential(2);
   }
-  p('The subject\u2019s embeddings are corrupted with Gaussian noise (' + T.noise +
-    '\u00d7 the embedding\u2019s spread); then one state at a time is restored to its clean value. ' +
-    'A cell is the probability of the right answer it recovers (p_restored \u2212 p_corrupt), averaged over ' +
-    T.averaged + ' of ' + T.facts + ' facts of the facts corpus (' + T.recalled + ' recalled by the model), ' +
-    'model ' + T.model + '. Mean p_clean ' + fmt(T.p_clean) + ', p_corrupt ' + fmt(T.p_corrupt) + '.', 'lead');
+  p(W('report.trace_lead', { noise: T.noise, averaged: T.averaged, facts: T.facts, recalled: T.recalled,
+    model: T.model, p_clean: fmt(T.p_clean), p_corrupt: fmt(T.p_corrupt) }), 'lead');
   var wrap = document.createElement('div');
   wrap.className = 'trace-maps';
   wrap.style.cssText = 'display:flex;flex-wrap:wrap;gap:16px';
   body.appendChild(wrap);
-  var classes = T.classes, n = T.n_class;
+  // the class names in the page's language (T.classes: the names ffn trace prints)
+  var classes = T.classes.map(function (name, i) { return W('report.class.' + i); }), n = T.n_class;
   KINDS.forEach(function (k) {
     var m = T[k[0]];
     if (!m) return;
@@ -54,7 +54,7 @@
     svg.setAttribute('width', left + C * cw + 4);
     svg.setAttribute('height', top + L * ch + bottom);
     svg.setAttribute('role', 'img');
-    svg.setAttribute('aria-label', k[1] + ' restored, by layer and position');
+    svg.setAttribute('aria-label', W('report.trace_aria', { what: k[1] }));
     function t(x, y, s, extra) {
       var e = document.createElementNS(SVGNS, 'text');
       e.setAttribute('x', x);
@@ -64,7 +64,7 @@
       e.textContent = s;
       svg.appendChild(e);
     }
-    t(left, 12, k[0] + ' (' + k[1] + '), max ' + fmt(max));
+    t(left, 12, W('report.trace_max', { kind: k[0], what: k[1], max: fmt(max) }));
     for (var l = 0; l < L; l++) {
       var y = top + (L - 1 - l) * ch; // layer 0 at the bottom
       t(4, y + 14, String(l));
@@ -78,7 +78,7 @@
         r.setAttribute('fill', n[c] ? 'rgb(' + k[2] + ')' : '#f4f4f4');
         r.setAttribute('fill-opacity', n[c] && max > 0 ? Math.max(v, 0) / max : 1);
         var title = document.createElementNS(SVGNS, 'title');
-        title.textContent = 'layer ' + l + ', ' + classes[c] + ': ' + (n[c] ? fmt(v) : 'no such token');
+        title.textContent = W('report.trace_cell', { l: l, cls: classes[c], v: n[c] ? fmt(v) : W('report.trace_none') });
         r.appendChild(title);
         svg.appendChild(r);
       }
@@ -90,8 +90,7 @@
     wrap.appendChild(svg);
   });
   var s = T.mlp_peak_last_subject, l2 = T.mlp_peak_last;
-  p('FFN (mlp_out) effect: at the last subject token it peaks at layer ' + s.layer + ' (' + fmt(s.effect) +
-    '), at the last token at layer ' + l2.layer + ' (' + fmt(l2.effect) + '); layer ' + s.layer + ' holds ' +
-    Math.round(100 * T.mlp_layer_share) + '% of the positive FFN effect at the last subject token.');
-  p('Read with ffn trace MODEL --facts (tables, SVG, JSON); see ffn trace --help.', 'muted small');
+  p(W('report.trace_summary', { sl: s.layer, se: fmt(s.effect), ll: l2.layer, le: fmt(l2.effect),
+    share: Math.round(100 * T.mlp_layer_share) }));
+  p(W('report.trace_read'), 'muted small');
 })();
