@@ -234,9 +234,7 @@ static int run_parse(int argc, char **argv, run_args *a, int *rc) {
          .help = "the type of the token embedding and the LM head (e.g. keep them at q8_0 "
                  "under --quantize q4_0)"},
         {0}};
-    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
-                           {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     if (cli_parse(&spec, argc, argv, rc)) return 1;
