@@ -1,5 +1,7 @@
 # ffn -- one build system: this Makefile.
 #   make                 build/ffn, build/libffn.a, build/libffn.so, build/ffn.pc
+#                        (and build/libffn_internal.a: every name, for in-tree tests)
+#   make unit            the unit tests (linked with build/libffn_internal.a)
 #   make test            every test (see tests/run.sh); installs nothing
 #   make asan            the library and unit tests under ASan + UBSan
 #   make asan-cli        build/asan/ffn: the command under ASan + UBSan (tests/run.sh
@@ -37,7 +39,7 @@ ASAN_UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/asan/tests/%)
 SAN = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 .PHONY: all test unit asan asan-cli bench install clean fuzz
-all: $(B)/ffn $(B)/libffn.a $(B)/libffn.so $(B)/libffn_dist.a $(B)/libffn_dist.so $(B)/ffn.pc
+all: $(B)/ffn $(B)/libffn.a $(B)/libffn_internal.a $(B)/libffn.so $(B)/libffn_dist.a $(B)/libffn_dist.so $(B)/ffn.pc
 
 $(B)/obj/%_avx2.o: ISA = $(ISA_AVX2)
 $(B)/obj/%_avx512.o: ISA = $(ISA_AVX512)
@@ -74,9 +76,8 @@ DIST_OBJ := $(DIST_SRC:%.c=$(B)/obj/%.o)
 ASAN_DIST_OBJ := $(DIST_SRC:%.c=$(B)/asan/obj/%.o)
 $(B)/obj/src/dist/%.o $(B)/asan/obj/src/dist/%.o: XFLAGS = $(MPI_CFLAGS)
 
-$(B)/libffn_dist.a: $(DIST_OBJ)
-	@rm -f $@.tmp
-	ar rcs $@.tmp $^ && mv -f $@.tmp $@
+$(B)/libffn_dist.a: $(DIST_OBJ) Makefile
+	$(call public_archive,$(DIST_OBJ))
 
 $(B)/libffn_dist.so: $(DIST_OBJ) $(B)/libffn.so
 	$(CC) -shared -Wl,-soname,libffn_dist.so.0 -o $@.tmp $(DIST_OBJ) -L$(B) -lffn $(MPI_LIBS) && mv -f $@.tmp $@
@@ -87,13 +88,37 @@ $(B)/asan/libffn_dist.a: $(ASAN_DIST_OBJ)
 
 # Outputs are built under a temporary name and renamed, so a test running
 # while the tree rebuilds never sees a half-written binary or archive.
-$(B)/libffn.a: $(LIB_OBJ)
+#
+# The installed archives define the same global names as the shared
+# libraries export, all ffn_*: the objects are linked into one relocatable
+# object (ld -r; -d allocates the common symbols, OpenMP's named critical
+# sections), whose hidden-visibility symbols (everything the public headers
+# do not declare) and any other non-ffn_ global are then made local
+# (objcopy), so that a program linking libffn.a cannot collide with, or
+# call, the library's internals.  The unit tests call internal functions:
+# they link build/libffn_internal.a, the objects as they are (not
+# installed).
+LD ?= ld
+OBJCOPY ?= objcopy
+define public_archive
+	@rm -f $@.tmp $(basename $@).o
+	$(LD) -r -d -o $(basename $@).o $(1)
+	$(OBJCOPY) --localize-hidden --wildcard --keep-global-symbol='ffn_*' $(basename $@).o
+	ar rcs $@.tmp $(basename $@).o && rm -f $(basename $@).o && mv -f $@.tmp $@
+endef
+
+$(B)/libffn.a: $(LIB_OBJ) Makefile
+	$(call public_archive,$(LIB_OBJ))
+
+$(B)/libffn_internal.a: $(LIB_OBJ)
 	@rm -f $@.tmp
 	ar rcs $@.tmp $^ && mv -f $@.tmp $@
 
 $(B)/libffn.so: $(LIB_OBJ) src/libffn.map
 	$(CC) -shared -Wl,-soname,libffn.so.0 -Wl,--version-script=src/libffn.map -o $@.tmp $(LIB_OBJ) $(LDLIBS) && mv -f $@.tmp $@
 
+# (the ASan archives keep every name: they are never installed, and the
+# ASan unit tests call internal functions)
 $(B)/asan/libffn.a: $(ASAN_LIB_OBJ)
 	@rm -f $@.tmp
 	ar rcs $@.tmp $^ && mv -f $@.tmp $@
@@ -135,7 +160,13 @@ $(B)/gen/report_assets.c: $(B)/gen/embed $(REPORT_ASSETS)
 $(REPORT_ASSETS_OBJ): $(B)/gen/report_assets.c
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -c $< -o $@
 
-$(B)/tests/%: tests/unit/%.c $(B)/libffn.a $(FLAGS_STAMP)
+$(B)/tests/%: tests/unit/%.c $(B)/libffn_internal.a $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/libffn_internal.a $(LDLIBS) -MF $@.d -MT $@ \
+	  && mv -f $@.tmp $@
+
+# The test of the public API links the installed archive, as a user would.
+$(B)/tests/test_public_tools_api: tests/unit/test_public_tools_api.c $(B)/libffn.a $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -Itests/unit -o $@.tmp $< $(B)/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
@@ -147,9 +178,9 @@ $(B)/asan/tests/%: tests/unit/%.c $(B)/asan/libffn.a $(FLAGS_STAMP)
 
 # The per-level kernels for the ctypes parity tests (libffn.so exports only
 # the public API; see tests/parity/kernels_export.c).
-$(B)/tests/libffn_kernels.so: tests/parity/kernels_export.c $(B)/libffn.a
+$(B)/tests/libffn_kernels.so: tests/parity/kernels_export.c $(B)/libffn_internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -shared -o $@.tmp $< $(B)/libffn.a $(LDLIBS) -MF $@.d -MT $@ \
+	$(CC) $(CFLAGS_BASE) $(DEPFLAGS) $(CFLAGS) -shared -o $@.tmp $< $(B)/libffn_internal.a $(LDLIBS) -MF $@.d -MT $@ \
 	  && mv -f $@.tmp $@
 
 # The MPI tests (tests/dist/*.c), run by tests/cli/test_dist.sh under mpirun.

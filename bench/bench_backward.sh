@@ -25,7 +25,7 @@
 #                       worth, at least 3)
 #   BENCH_BACKWARD_OUT  also write the JSON lines here (default
 #                       build/bench/backward.jsonl)
-# Needs build/ffn and build/libffn.a (make all).  Run it on an otherwise
+# Needs build/ffn and build/libffn_internal.a (make all).  Run it on an otherwise
 # idle machine: the numbers mean nothing under load.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,12 +38,12 @@ mkdir -p "$(dirname "$OUT")"
 rep=()
 [[ -n "${BENCH_REPEATS:-}" ]] && rep=(--repeats "$BENCH_REPEATS")
 [[ -x "$FFN" ]] || { echo "bench_backward.sh: $FFN not built (run make)" >&2; exit 1; }
-[[ -f build/libffn.a ]] || { echo "bench_backward.sh: build/libffn.a not built (run make)" >&2; exit 1; }
+[[ -f build/libffn_internal.a ]] || { echo "bench_backward.sh: build/libffn_internal.a not built (run make)" >&2; exit 1; }
 have_torch=1
 $PY -c 'import torch' 2>/dev/null || { have_torch=0; echo "bench_backward.sh: PyTorch not found; ffn only" >&2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Iinclude -Isrc bench/wgrad_kernel.c build/libffn.a \
+cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -Iinclude -Isrc bench/wgrad_kernel.c build/libffn_internal.a \
     -ldnnl -fopenmp -lm -lpthread -lpcre2-8 -o "$tmp/wgrad_kernel"
 
 uptime | sed 's/^/load: /'

@@ -12,18 +12,18 @@
 #           (ffn bench peak --json).
 #   bash bench/bench_qgemm.sh            (about 5 minutes on 2 cores)
 #   QGEMM_TYPES="q4_0 bf16" QGEMM_THREADS=1 bash bench/bench_qgemm.sh
-# Needs build/ffn and build/libffn.a (make all).  Part of make bench.
+# Needs build/ffn and build/libffn_internal.a (make all).  Part of make bench.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 FFN="$ROOT/build/ffn"
-[[ -x "$FFN" && -f "$ROOT/build/libffn.a" ]] || { echo "bench_qgemm: run make all first" >&2; exit 2; }
+[[ -x "$FFN" && -f "$ROOT/build/libffn_internal.a" ]] || { echo "bench_qgemm: run make all first" >&2; exit 2; }
 read -r -a types <<<"${QGEMM_TYPES:-bf16 f16 q8_0 q6_K q4_K q4_0}"
 read -r -a threads <<<"${QGEMM_THREADS:-1 2}"
 shapes=("2048 8192" "8192 2048")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/qgemm_batch.c" \
-   "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread -o "$tmp/qgemm_batch"
+   "$ROOT/build/libffn_internal.a" -ldnnl -fopenmp -lm -lpthread -o "$tmp/qgemm_batch"
 
 field() { python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d[sys.argv[1]])' "$1"; }
 

@@ -31,7 +31,7 @@
 #                   BENCH_THREADS=1 on a loaded machine: time spent
 #                   descheduled does not count; the table/engine and
 #                   table/old ratios stay meaningful, the roofline % not)
-# Needs build/libffn.a and build/ffn (make all).  Numbers from a loaded
+# Needs build/libffn_internal.a and build/ffn (make all).  Numbers from a loaded
 # machine mean little: run it on an idle one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,11 +42,11 @@ OUT=${BENCH_SB_OUT:-build/bench/smallbatch.jsonl}
 NS=${BENCH_SB_NS:-1 2 4 8 16 24 32 48 64}
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
-[[ -x "$FFN" && -f build/libffn.a ]] || { echo "bench_smallbatch.sh: build first (make all)" >&2; exit 1; }
+[[ -x "$FFN" && -f build/libffn_internal.a ]] || { echo "bench_smallbatch.sh: build first (make all)" >&2; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/smallbatch.c" \
-    "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread -lpcre2-8 -o "$tmp/smallbatch"
+    "$ROOT/build/libffn_internal.a" -ldnnl -fopenmp -lm -lpthread -lpcre2-8 -o "$tmp/smallbatch"
 have_torch=1
 $PY -c 'import torch' 2>/dev/null || { have_torch=0; echo "bench_smallbatch.sh: PyTorch not found; ffn only" >&2; }
 uptime | sed 's/^/load: /'

@@ -4,7 +4,7 @@
  * call (ffn_qgemm_panel) and a bf16 copy of the weight with oneDNN's bf16
  * matmul (src/kernels/qgemm_batch.c; the copy is made once, outside the
  * timing; x's conversion to bf16 is timed).  Built and run by
- * bench/qgemm_batch.sh against build/libffn.a.
+ * bench/qgemm_batch.sh against build/libffn_internal.a.
  *   qgemm_batch TYPE ROWS COLS THREADS N...
  * Prints one line per N: the best of 3 (at least 0.2 s) of each, GFLOP/s,
  * and the largest difference of the panels and of oneDNN from the row

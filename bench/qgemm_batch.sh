@@ -3,7 +3,7 @@
 # inside the call and a bf16 copy of the weight with oneDNN's bf16 matmul,
 # per n (bench/qgemm_batch.c): the crossover table in src/kernels/qgemm.c.
 #   bash bench/qgemm_batch.sh [THREADS] [TYPE...]
-# Needs build/libffn.a (make all).  Defaults: 1 thread, q4_0 and q8_0,
+# Needs build/libffn_internal.a (make all).  Defaults: 1 thread, q4_0 and q8_0,
 # W 2048 × 8192, n = 1 2 4 8 16 32 64 128 512.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -14,7 +14,7 @@ types=("$@")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -I"$ROOT/include" -I"$ROOT/src" "$ROOT/bench/qgemm_batch.c" \
-   "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread -o "$tmp/qgemm_batch"
+   "$ROOT/build/libffn_internal.a" -ldnnl -fopenmp -lm -lpthread -o "$tmp/qgemm_batch"
 for t in "${types[@]}"; do
     "$tmp/qgemm_batch" "$t" 2048 8192 "$threads" ${QGEMM_NS:-1 2 4 8 16 32 64 128 512}
 done

@@ -1,6 +1,6 @@
 /* smallbatch.c -- the layer forward at small batches, the three splits side
  * by side in one process (built and run by bench/bench_smallbatch.sh
- * against build/libffn.a):
+ * against build/libffn_internal.a):
  *   table   the library's split (ffn_stream_max_n: streaming up to it)
  *   engine  every n on the matrix engine (split forced to 0)
  *   old     streaming only up to FFN_DECODE_MAX_N (the split before the

@@ -129,6 +129,16 @@ void cli_error(const char *cmd, const char *fmt, ...) {
     fputc('\n', stderr);
 }
 
+int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type) {
+    ffn_mlp_type implied;
+    if (ffn_act_parse(name, act, &implied)) {
+        cli_error(cmd, "--type: %s", ffn_last_error());
+        return CLI_EXIT_USAGE;
+    }
+    *type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE;
+    return 0;
+}
+
 int cli_fail(const char *cmd, ffn_status st) {
     const char *msg = ffn_last_error();
     cli_error(cmd, "%s", (msg && *msg) ? msg : ffn_status_str(st));

@@ -119,6 +119,11 @@ int cli_edit_distance(const char *a, const char *b);
 #define CLI_OPT_SEED(p, text) {CLI_INT_FIELDS("--seed", p, "S", 0, INT64_MAX, text)}
 #define CLI_OPT_JSON(p, text) {.name = "--json", .type = CLI_FLAG, .dst = (p), .help = (text)}
 #define CLI_OPT_FORCE(p, text) {.name = "--force", .type = CLI_FLAG, .dst = (p), .help = (text)}
+/* the MODEL argument of the commands that read any model file
+ * (ffn_checkpoint_load_any) */
+#define CLI_POS_MODEL(p)                                    \
+    {.name = "MODEL", .dst = (p), .required = 1,            \
+     .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"}
 #define CLI_OPT_OUT(p, mv, text) \
     {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text)}
 /* optimizer steps of a training run */
@@ -230,6 +235,10 @@ int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "ffn <cmd>: <ffn_last_error() or status string>\n" and return CLI_EXIT_FAIL. */
 int cli_fail(const char *cmd, ffn_status st);
+/* --type NAME of a layer (ffn_act_parse): its activation and whether it is
+ * gated (*type FFN_MLP_GATED or _DENSE); 0, else the error is printed and
+ * CLI_EXIT_USAGE returned. */
+int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure print "ffn <cmd>: --flag: expected ..., got '...'" and return

@@ -96,13 +96,9 @@ static int bench_layer(int argc, char **argv) {
     int prc;
     if (cli_parse(&spec, argc, argv, &prc)) return prc;
     ffn_act act;
-    ffn_mlp_type implied;
-    if (ffn_act_parse(type_name, &act, &implied)) {
-        cli_error(cmd, "--type: %s", ffn_last_error());
-        return CLI_EXIT_USAGE;
-    }
-    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
-                            .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
+    ffn_mlp_type type;
+    if (cli_layer_type(cmd, type_name, &act, &type)) return CLI_EXIT_USAGE;
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act, .type = type,
                             .bias = bias, .save = (ffn_save_mode)save,
                             .precision = (ffn_precision)precision};
     ffn_status st = ffn_layer_config_validate(&cfg);

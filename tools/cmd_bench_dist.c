@@ -81,13 +81,9 @@ int bench_layer_tp(int argc, char **argv) {
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     ffn_act act;
-    ffn_mlp_type implied;
-    if (ffn_act_parse(type_name, &act, &implied)) {
-        cli_error(cmd, "--type: %s", ffn_last_error());
-        return CLI_EXIT_USAGE;
-    }
-    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act,
-                            .type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE,
+    ffn_mlp_type type;
+    if (cli_layer_type(cmd, type_name, &act, &type)) return CLI_EXIT_USAGE;
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act, .type = type,
                             .bias = bias, .save = FFN_SAVE_ACTIVATIONS};
     ffn_status st = ffn_layer_config_validate(&cfg);
     if (st) return cli_fail(cmd, st);

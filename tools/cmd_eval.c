@@ -99,9 +99,7 @@ int cmd_eval(int argc, char **argv) {
                      "top1_agree"),
         CLI_OPT_THREADS(&threads),
         {0}};
-    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
-                           {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD,
                            .synopsis = "MODEL --data FILE [--reference MODEL2] [--json] [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};

@@ -86,9 +86,7 @@ int cmd_export(int argc, char **argv) {
         CLI_OPT_FORCE(&force, "replace an existing PATH (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
-    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
-                           {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD,
                            .synopsis = "MODEL --out PATH [--format F] [--dtype T] [--force]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};

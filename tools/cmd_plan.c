@@ -281,16 +281,13 @@ int cmd_plan(int argc, char **argv) {
     }
     if (layer != LAYER_MODEL) {
         ffn_act act;
-        ffn_mlp_type implied;
-        if (ffn_act_parse(type_name, &act, &implied)) {
-            cli_error(CMD, "--type: %s", ffn_last_error());
-            return CLI_EXIT_USAGE;
-        }
+        ffn_mlp_type type;
+        if (cli_layer_type(CMD, type_name, &act, &type)) return CLI_EXIT_USAGE;
         ffn_plan_options o;
         ffn_plan_options_default(&o);
         o.tp = tp, o.ep = ep, o.act_bytes = act_sizes[act_k];
         o.peak_gflops = peak, o.link_gbps = link, o.latency_us = latency, o.mem_gbps = mem;
-        ffn_plan_layer_options l = {.hidden = hidden, .gated = implied == FFN_MLP_GATED,
+        ffn_plan_layer_options l = {.hidden = hidden, .gated = type == FFN_MLP_GATED,
                                     .tokens = tokens};
         l.intermediate = layer == LAYER_FFN ? inter : moe_inter;
         if (layer == LAYER_MOE) l.experts = experts, l.top_k = top_k;

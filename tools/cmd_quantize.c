@@ -109,9 +109,7 @@ int cmd_quantize(int argc, char **argv) {
         CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
-    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
-                           {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL --dtype T --out FILE [--force]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;

@@ -126,11 +126,55 @@ static void on_run_logits(int32_t fed, const float *logits, void *user) {
     o->row++;
 }
 
-/* ---- the command --------------------------------------------------------------- */
+/* ---- the command's steps --------------------------------------------------------
+ * cmd_run parses the options, then runs the steps in order: the vocabulary,
+ * the prompt, loading (MPI first under --tp), generating, dumping the
+ * logits.  A step that fails prints why and returns the exit code (the
+ * generate and dump steps return a status instead: under --tp every rank
+ * agrees on it first); run_free is the one cleanup path. */
 
-int cmd_run(int argc, char **argv) {
+typedef struct run_args {
+    const char *model_path, *ids_s, *prompt, *tok_path, *emit, *dump;
+    int64_t steps, threads, seed, tp_ranks;
+    double temperature, top_p, dist_timeout;
+    int bos, show_info, json, quant, quant_embed, precision;
+    const char *agree; /* the flags every rank must share (--tp: ffn_dist_layout.options) */
+    int agree_len;     /* < 0: they did not fit */
+} run_args;
+
+typedef struct run_state {
+    ffn_model_config cfg;
+    ffn_checkpoint_info info;
+    int64_t V, ctx_len;
+    ffn_vocab *voc;
+    int want_text;
+    int32_t *ids; /* (n_prompt) the prompt */
+    int64_t n_prompt, steps, fed; /* fed: the tokens the model reads */
+    ffn_ctx *ctx;
+    ffn_dist *dist;
+    ffn_model *m;
+    ffn_model_options opt;
+    int write_dump; /* 0 on ranks other than 0 */
+    float *all;     /* (fed, V) --dump-logits: every fed token's logits */
+    int32_t *seq;   /* (fed + 1) the fed tokens */
+    run_out out;
+} run_state;
+
+static void run_free(run_state *s) {
+    free(s->all);
+    free(s->seq);
+    free(s->out.ids);
+    free(s->ids);
+    ffn_model_free(s->m);
+    ffn_vocab_free(s->voc);
+    ffn_ctx_free(s->ctx);
+}
+
+/* The options into *a; 1 when the command is done (--help, a usage error)
+ * with its exit code in *rc. */
+static int run_parse(int argc, char **argv, run_args *a, int *rc) {
     const char *model_path = NULL, *ids_s = NULL, *prompt = NULL, *tok_path = NULL;
-    const char *emit = NULL, *dump = NULL;
+    const char *dump = NULL;
     ffn_generate_options gd;
     ffn_generate_options_default(&gd); /* the sampling defaults of ffn generate */
     int64_t steps = gd.steps, threads = 0, seed = (int64_t)gd.seed;
@@ -139,7 +183,6 @@ int cmd_run(int argc, char **argv) {
     int precision = FFN_PRECISION_FP32;
     int64_t tp_ranks = 1;
     double dist_timeout = FFN_DIST_TIMEOUT_DEFAULT;
-    int write_dump = 1;
     const cli_opt opts[] = {
         {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
          .group = "input (one of)",
@@ -195,271 +238,285 @@ int cmd_run(int argc, char **argv) {
          .help = "the type of the token embedding and the LM head (e.g. keep them at q8_0 "
                  "under --quantize q4_0)"},
         {0}};
-    const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
-                            .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"},
-                           {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
-    int rc;
-    if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    int bos = !no_bos;
-    if (emit_choice >= 0) emit = emit_names[emit_choice];
+    if (cli_parse(&spec, argc, argv, rc)) return 1;
     if (!ids_s == !prompt) {
         cli_error(CMD, "give exactly one of --ids and --prompt");
-        return CLI_EXIT_USAGE;
+        *rc = CLI_EXIT_USAGE;
+        return 1;
     }
+    /* every rank runs the same forwards: the same flags (but those of the
+     * output and the host); run_load adds the model's shape and the prompt */
+    static const char *const host_only[] = {"--threads", "--json", "--info", "--emit",
+                                            "--dist-timeout", NULL};
+    static char agree[32768];
+    int agree_len = cli_agree_text(opts, host_only, agree, sizeof agree);
+    *a = (run_args){.model_path = model_path, .ids_s = ids_s, .prompt = prompt,
+                    .tok_path = tok_path, .emit = emit_choice >= 0 ? emit_names[emit_choice] : NULL,
+                    .dump = dump, .steps = steps, .threads = threads, .seed = seed,
+                    .tp_ranks = tp_ranks, .temperature = temperature, .top_p = top_p,
+                    .bos = !no_bos, .show_info = show_info, .json = json, .quant = quant,
+                    .quant_embed = quant_embed, .precision = precision,
+                    .dist_timeout = dist_timeout, .agree = agree, .agree_len = agree_len};
+    return 0;
+}
 
-    ffn_model_config cfg;
-    ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_read_config_any(model_path, &cfg, &info);
+/* The model's configuration, then the vocabulary when one is asked for or
+ * needed: --tokenizer, a Hugging Face directory's tokenizer.json, the one
+ * the checkpoint names or holds beside it, a GGUF file's own. */
+static int run_vocabulary(const run_args *a, run_state *s) {
+    ffn_status st = ffn_checkpoint_read_config_any(a->model_path, &s->cfg, &s->info);
     if (st) return cli_fail(CMD, st);
-    const int64_t V = cfg.vocab_size;
-    int64_t ctx_len = cfg.max_position_embeddings;
-    if (info.context_cap > 0 && info.context_cap < ctx_len) ctx_len = info.context_cap;
+    s->V = s->cfg.vocab_size;
+    s->ctx_len = s->cfg.max_position_embeddings;
+    if (s->info.context_cap > 0 && s->info.context_cap < s->ctx_len) s->ctx_len = s->info.context_cap;
 
-    /* The vocabulary, when one is asked for or needed. */
-    ffn_vocab *voc = NULL;
     /* a Hugging Face directory's tokenizer.json comes first */
     char *json_tok = NULL;
-    if (!tok_path && ffn_vocab_find_in_dir(model_path, &json_tok) == FFN_OK &&
+    if (!a->tok_path && ffn_vocab_find_in_dir(a->model_path, &json_tok) == FFN_OK &&
         !strstr(json_tok, "tokenizer.json")) {
         free(json_tok);
         json_tok = NULL;
     }
     /* a GGUF file carries its own vocabulary (tokenizer.ggml.*) */
-    const char *gguf_tok = !tok_path && !json_tok && ffn_checkpoint_is_gguf(model_path) ? model_path : NULL;
-    const char *tp = tok_path ? tok_path : json_tok ? json_tok : info.tokenizer_path[0] ? info.tokenizer_path : gguf_tok;
-    int want_text = emit ? !strcmp(emit, "text") : 0;
-    if (prompt || want_text || (!emit && tp)) {
+    const char *gguf_tok = !a->tok_path && !json_tok && ffn_checkpoint_is_gguf(a->model_path)
+                               ? a->model_path : NULL;
+    const char *tp = a->tok_path ? a->tok_path : json_tok ? json_tok
+                     : s->info.tokenizer_path[0] ? s->info.tokenizer_path : gguf_tok;
+    s->want_text = a->emit ? !strcmp(a->emit, "text") : 0;
+    int rc = 0;
+    if (a->prompt || s->want_text || (!a->emit && tp)) {
         if (!tp) {
             /* A Hugging Face tokenizer.json is common and not read: say so. */
             char hf_tok[4096];
             struct stat sb;
-            int has_json = snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", model_path) <
+            int has_json = snprintf(hf_tok, sizeof hf_tok, "%s/tokenizer.json", a->model_path) <
                                (int)sizeof hf_tok &&
                            stat(hf_tok, &sb) == 0;
             cli_error(CMD, "%s: no vocabulary found beside the model%s; give --tokenizer FILE%s",
-                      model_path,
+                      a->model_path,
                       has_json ? " (its tokenizer.json is not read: ffn reads a llama2.c "
                                  "tokenizer.bin or ffn's tokenizer.txt)" : "",
-                      prompt ? " or use --ids" : " or --emit ids");
+                      a->prompt ? " or use --ids" : " or --emit ids");
             return CLI_EXIT_FAIL;
         }
-        int bad = vocab_open(tp, V, &voc);
-        free(json_tok);
-        json_tok = NULL;
-        if (bad) return CLI_EXIT_FAIL;
-        if (!emit) want_text = 1;
+        rc = vocab_open(tp, s->V, &s->voc) ? CLI_EXIT_FAIL : 0;
+        if (!rc && !a->emit) s->want_text = 1;
     }
     free(json_tok);
+    return rc;
+}
 
-    int32_t *ids = NULL;
-    int64_t n_prompt = 0;
-    if (ids_s) {
-        if (!cli_parse_ids(CMD, "--ids", ids_s, V, &ids, &n_prompt)) {
-            ffn_vocab_free(voc);
-            return CLI_EXIT_USAGE;
-        }
+/* The prompt's ids (--ids, or --prompt encoded), checked against the
+ * context; --steps capped by it. */
+static int run_prompt(const run_args *a, run_state *s) {
+    ffn_status st = FFN_OK;
+    if (a->ids_s) {
+        if (!cli_parse_ids(CMD, "--ids", a->ids_s, s->V, &s->ids, &s->n_prompt)) return CLI_EXIT_USAGE;
     } else {
-        st = ffn_vocab_encode(voc, prompt, strlen(prompt), bos, &ids, &n_prompt);
-        int32_t unk = ffn_vocab_specials(voc).unk;
+        st = ffn_vocab_encode(s->voc, a->prompt, strlen(a->prompt), a->bos, &s->ids, &s->n_prompt);
+        int32_t unk = ffn_vocab_specials(s->voc).unk;
         int64_t n_unk = 0;
-        for (int64_t i = 0; st == FFN_OK && unk >= 0 && i < n_prompt; i++) n_unk += ids[i] == unk;
+        for (int64_t i = 0; st == FFN_OK && unk >= 0 && i < s->n_prompt; i++) n_unk += s->ids[i] == unk;
         if (st == FFN_OK && n_unk > 0)
             fprintf(stderr, "ffn run: warning: %lld of the prompt's %lld tokens (%.0f%%) are not in "
-                    "the vocabulary and read as <unk>\n", (long long)n_unk, (long long)n_prompt,
-                    100.0 * (double)n_unk / (double)n_prompt);
+                    "the vocabulary and read as <unk>\n", (long long)n_unk, (long long)s->n_prompt,
+                    100.0 * (double)n_unk / (double)s->n_prompt);
     }
-    if (st == FFN_OK && n_prompt == 0) {
+    if (st) return cli_fail(CMD, st);
+    if (s->n_prompt == 0) {
         cli_error(CMD, "--prompt: the text encodes to no tokens");
-        free(ids);
-        ffn_vocab_free(voc);
         return CLI_EXIT_USAGE;
     }
-    if (st) {
-        free(ids);
-        ffn_vocab_free(voc);
-        return cli_fail(CMD, st);
-    }
-    if (show_info) {
-        fprintf(stderr, "ffn run: prompt ids (%lld):", (long long)n_prompt);
-        for (int64_t i = 0; i < n_prompt; i++) fprintf(stderr, " %d", ids[i]);
+    if (a->show_info) {
+        fprintf(stderr, "ffn run: prompt ids (%lld):", (long long)s->n_prompt);
+        for (int64_t i = 0; i < s->n_prompt; i++) fprintf(stderr, " %d", s->ids[i]);
         fprintf(stderr, "\n");
     }
-    if (n_prompt > ctx_len) {
+    if (s->n_prompt > s->ctx_len) {
         cli_error(CMD, "the prompt has %lld tokens, more than the model's context of %lld%s",
-                  (long long)n_prompt, (long long)ctx_len,
-                  info.context_cap == ctx_len ? " (its sliding_window: ffn attends to the whole "
-                  "context, which equals windowed attention only up to the window)" : "");
-        free(ids);
-        ffn_vocab_free(voc);
+                  (long long)s->n_prompt, (long long)s->ctx_len,
+                  s->info.context_cap == s->ctx_len ? " (its sliding_window: ffn attends to the "
+                  "whole context, which equals windowed attention only up to the window)" : "");
         return CLI_EXIT_USAGE;
     }
-    if (n_prompt + steps - 1 > ctx_len) {
-        int64_t fit = ctx_len - n_prompt + 1;
+    s->steps = a->steps;
+    if (s->n_prompt + s->steps - 1 > s->ctx_len) {
+        int64_t fit = s->ctx_len - s->n_prompt + 1;
         fprintf(stderr, "ffn run: note: generating %lld tokens, not %lld: the context holds %lld\n",
-                (long long)fit, (long long)steps, (long long)ctx_len);
-        steps = fit;
+                (long long)fit, (long long)s->steps, (long long)s->ctx_len);
+        s->steps = fit;
     }
+    s->fed = s->n_prompt + (s->steps > 0 ? s->steps - 1 : 0);
+    return 0;
+}
 
+/* What was loaded, on stderr (--info). */
+static void run_print_info(const run_args *a, const run_state *s) {
+    char dtypes[96];
+    const ffn_checkpoint_info *info = &s->info;
+    if (info->format == FFN_CHECKPOINT_LLAMA2C) /* one fp32 block, no tensor table */
+        snprintf(dtypes, sizeof dtypes, "weights fp32 (the llama2.c format)");
+    else
+        snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info->n_dtypes[0],
+                 info->n_dtypes[1], info->n_dtypes[2],
+                 info->n_dtypes[3] > 0 ? (s->opt.low_precision ? ", quantized (kept in their type)"
+                                                               : ", quantized (dequantized to fp32)")
+                                       : "");
+    fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
+            "bytes; %s; RoPE %s\n", a->model_path,
+            ffn_checkpoint_format_name(info->format), info->model_type,
+            (long long)ffn_model_num_params(s->m), (long long)info->n_files,
+            (long long)info->file_bytes, dtypes,
+            ffn_model_get_config(s->m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
+    if (s->dist)
+        fprintf(stderr, "ffn run: rank %d of %d (--tp %lld), %d thread(s)\n",
+                ffn_dist_rank(s->dist, FFN_DIST_WORLD), ffn_dist_size(s->dist, FFN_DIST_WORLD),
+                (long long)a->tp_ranks, ffn_ctx_threads(s->ctx));
+}
+
+/* The context, MPI under --tp (or mpirun), the model (each rank then keeps
+ * its share), --quantize. */
+static int run_load(const run_args *a, run_state *s) {
+    int64_t threads = a->threads;
+    int several = a->tp_ranks > 1 || ffn_dist_launched();
     /* several processes share the host's cores, as ffn train's ranks do */
-    if (threads == 0 && (tp_ranks > 1 || ffn_dist_launched())) threads = ffn_dist_local_threads();
-    ffn_ctx *ctx = NULL;
-    if (cli_make_ctx(CMD, (int)threads, &ctx)) {
-        free(ids);
-        ffn_vocab_free(voc);
-        return CLI_EXIT_FAIL;
-    }
-    int64_t fed = n_prompt + (steps > 0 ? steps - 1 : 0); /* tokens the model reads */
+    if (threads == 0 && several) threads = ffn_dist_local_threads();
+    if (cli_make_ctx(CMD, (int)threads, &s->ctx)) return CLI_EXIT_FAIL;
     /* a GGUF's low-precision matrices stay as they are (not with --tp: the
      * shares are sliced from fp32 parameters) */
-    ffn_model_options opt = {.max_batch = 1, .max_seq = fed > n_prompt ? fed : n_prompt,
-                             .low_precision = tp_ranks == 1 && !ffn_dist_launched(),
-                             .precision = (ffn_precision)precision};
-    ffn_model *m = NULL;
-    ffn_dist *dist = NULL;
-    if (tp_ranks > 1 || ffn_dist_launched()) { /* several processes: MPI first, then load */
-        /* every rank runs the same forwards: the same flags (but those of
-         * the output and the host), model shape, prompt and steps */
-        static const char *const host_only[] = {"--threads", "--json", "--info", "--emit",
-                                                "--dist-timeout", NULL};
-        static char agree[32768];
-        int w = cli_agree_text(opts, host_only, agree, sizeof agree);
-        uint64_t h = 1469598103934665603ull;
-        for (int64_t i = 0; i < n_prompt; i++) h = (h ^ (uint32_t)ids[i]) * 1099511628211ull;
+    s->opt = (ffn_model_options){.max_batch = 1,
+                                 .max_seq = s->fed > s->n_prompt ? s->fed : s->n_prompt,
+                                 .low_precision = !several,
+                                 .precision = (ffn_precision)a->precision};
+    s->write_dump = 1;
+    ffn_status st = FFN_OK;
+    if (several) { /* MPI first, then load */
+        static char agree[32768 + 512];
+        int w = a->agree_len;
         if (w < 0 || (size_t)w + 512 >= sizeof agree) {
             cli_error(CMD, "the options do not fit the %zu bytes the ranks compare", sizeof agree);
-            free(ids);
-            ffn_vocab_free(voc);
-            ffn_ctx_free(ctx);
             return CLI_EXIT_FAIL;
         }
-        snprintf(agree + w, sizeof agree - (size_t)w,
-                     "model.vocab_size=%lld\nmodel.hidden_size=%lld\nmodel.intermediate_size=%lld\n"
-                     "model.num_hidden_layers=%lld\nmodel.num_attention_heads=%lld\n"
-                     "model.num_key_value_heads=%lld\nmodel.num_experts=%lld\n"
-                     "prompt tokens=%lld (hash %016llx)\ntokens generated=%lld\n",
-                     (long long)cfg.vocab_size, (long long)cfg.hidden_size,
-                     (long long)cfg.intermediate_size, (long long)cfg.num_hidden_layers,
-                     (long long)cfg.num_attention_heads, (long long)cfg.num_key_value_heads,
-                     (long long)cfg.num_experts, (long long)n_prompt, (unsigned long long)h,
-                     (long long)steps);
-        ffn_dist_layout lay = {.tp = tp_ranks, .options = agree,
-                               .timeout_s = dist_timeout > 0 ? dist_timeout : -1};
-        st = ffn_dist_init(NULL, NULL, &lay, &dist);
-        if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0)
+        uint64_t h = 1469598103934665603ull;
+        for (int64_t i = 0; i < s->n_prompt; i++) h = (h ^ (uint32_t)s->ids[i]) * 1099511628211ull;
+        const ffn_model_config *cfg = &s->cfg;
+        snprintf(agree, sizeof agree,
+                 "%s"
+                 "model.vocab_size=%lld\nmodel.hidden_size=%lld\nmodel.intermediate_size=%lld\n"
+                 "model.num_hidden_layers=%lld\nmodel.num_attention_heads=%lld\n"
+                 "model.num_key_value_heads=%lld\nmodel.num_experts=%lld\n"
+                 "prompt tokens=%lld (hash %016llx)\ntokens generated=%lld\n",
+                 a->agree, (long long)cfg->vocab_size, (long long)cfg->hidden_size,
+                 (long long)cfg->intermediate_size, (long long)cfg->num_hidden_layers,
+                 (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads,
+                 (long long)cfg->num_experts, (long long)s->n_prompt, (unsigned long long)h,
+                 (long long)s->steps);
+        ffn_dist_layout lay = {.tp = a->tp_ranks, .options = agree,
+                               .timeout_s = a->dist_timeout > 0 ? a->dist_timeout : -1};
+        st = ffn_dist_init(NULL, NULL, &lay, &s->dist);
+        int rank = st == FFN_OK ? ffn_dist_rank(s->dist, FFN_DIST_WORLD) : 0;
+        if (st == FFN_OK && rank != 0)
             st = freopen("/dev/null", "w", stdout) ? FFN_OK
-                 : ffn_set_error(FFN_ERR_IO, "cannot silence stdout on rank %d",
-                                 ffn_dist_rank(dist, FFN_DIST_WORLD));
+                 : ffn_set_error(FFN_ERR_IO, "cannot silence stdout on rank %d", rank);
         /* every rank runs the same forwards (they meet in the all-reduces); rank 0 writes */
-        if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) write_dump = 0;
+        if (st == FFN_OK && rank != 0) s->write_dump = 0;
     }
-    if (st == FFN_OK) st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
-    if (dist) { /* every rank loaded the model, or all stop; then each keeps its share */
-        st = ffn_dist_agree(dist, st);
+    if (st == FFN_OK) st = ffn_checkpoint_load_any(s->ctx, a->model_path, &s->opt, &s->m, &s->info);
+    if (s->dist) { /* every rank loaded the model, or all stop; then each keeps its share */
+        st = ffn_dist_agree(s->dist, st);
         ffn_model *share = NULL;
-        if (st == FFN_OK) st = ffn_dist_agree(dist, ffn_dist_tp_model_create(dist, ctx, m, &opt, &share));
-        ffn_model_free(m);
-        m = share;
+        if (st == FFN_OK)
+            st = ffn_dist_agree(s->dist, ffn_dist_tp_model_create(s->dist, s->ctx, s->m, &s->opt, &share));
+        ffn_model_free(s->m);
+        s->m = share;
     }
-    if (st) {
-        free(ids);
-        ffn_vocab_free(voc);
-        ffn_ctx_free(ctx);
-        rc = cli_fail(CMD, st); /* said before the ranks end together */
-        ffn_dist_free(dist);
-        return rc;
-    }
-    if (show_info) {
-        char dtypes[96];
-        if (info.format == FFN_CHECKPOINT_LLAMA2C) /* one fp32 block, no tensor table */
-            snprintf(dtypes, sizeof dtypes, "weights fp32 (the llama2.c format)");
-        else
-            snprintf(dtypes, sizeof dtypes, "tensors F32 %d, F16 %d, BF16 %d%s", info.n_dtypes[0],
-                     info.n_dtypes[1], info.n_dtypes[2],
-                     info.n_dtypes[3] > 0 ? (opt.low_precision ? ", quantized (kept in their type)"
-                                                             : ", quantized (dequantized to fp32)")
-                                       : "");
-        fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
-                "bytes; %s; RoPE %s\n", model_path,
-                ffn_checkpoint_format_name(info.format), info.model_type,
-                (long long)ffn_model_num_params(m), (long long)info.n_files,
-                (long long)info.file_bytes, dtypes,
-                ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
-        if (dist)
-            fprintf(stderr, "ffn run: rank %d of %d (--tp %lld), %d thread(s)\n",
-                    ffn_dist_rank(dist, FFN_DIST_WORLD), ffn_dist_size(dist, FFN_DIST_WORLD),
-                    (long long)tp_ranks, ffn_ctx_threads(ctx));
-    }
-    if ((st = quantize_loaded(m, quant, quant_embed, show_info))) {
-        free(ids);
-        ffn_vocab_free(voc);
-        ffn_model_free(m);
-        ffn_ctx_free(ctx);
-        return cli_fail(CMD, st);
-    }
+    if (st) return cli_fail(CMD, st);
+    if (a->show_info) run_print_info(a, s);
+    st = quantize_loaded(s->m, a->quant, a->quant_embed, a->show_info);
+    if (s->dist) st = ffn_dist_agree(s->dist, st);
+    return st ? cli_fail(CMD, st) : 0;
+}
 
+/* The prompt's logits (--dump-logits), the generated tokens to stdout as
+ * they come, or one JSON object at the end. */
+static ffn_status run_generate(const run_args *a, run_state *s) {
+    ffn_status st = FFN_OK;
     size_t rows_bytes = 0;
-    float *all = NULL;
-    int32_t *seq = malloc((size_t)(fed + 1) * sizeof(int32_t));
-    if (dump) {
-        if (__builtin_mul_overflow((size_t)fed, (size_t)V * sizeof(float), &rows_bytes) ||
-            !(all = malloc(rows_bytes ? rows_bytes : 1)))
+    s->seq = malloc((size_t)(s->fed + 1) * sizeof(int32_t));
+    if (a->dump) {
+        if (__builtin_mul_overflow((size_t)s->fed, (size_t)s->V * sizeof(float), &rows_bytes) ||
+            !(s->all = malloc(rows_bytes ? rows_bytes : 1)))
             st = FFN_ERR_NOMEM;
     }
-    if (!seq) st = FFN_ERR_NOMEM;
-    if (st == FFN_OK) memcpy(seq, ids, (size_t)n_prompt * sizeof(int32_t));
-    if (st == FFN_OK && dump) st = ffn_model_logits(m, all, ids, 1, n_prompt);
-    int text = want_text && voc && !json;
-    run_out out = {.text = text, .V = V, .row = n_prompt, .rows = all, .fed = seq};
-    if (json && !(out.ids = malloc((size_t)(steps > 0 ? steps : 1) * sizeof(int32_t))))
+    if (!s->seq) st = FFN_ERR_NOMEM;
+    if (st == FFN_OK) memcpy(s->seq, s->ids, (size_t)s->n_prompt * sizeof(int32_t));
+    if (st == FFN_OK && a->dump) st = ffn_model_logits(s->m, s->all, s->ids, 1, s->n_prompt);
+    int text = s->want_text && s->voc && !a->json;
+    s->out = (run_out){.text = text, .V = s->V, .row = s->n_prompt, .rows = s->all, .fed = s->seq};
+    if (a->json && !(s->out.ids = malloc((size_t)(s->steps > 0 ? s->steps : 1) * sizeof(int32_t))))
         st = FFN_ERR_NOMEM;
     if (st == FFN_OK) {
         ffn_generate_options g;
         ffn_generate_options_default(&g);
-        g.steps = steps;
-        g.temperature = temperature;
-        g.top_p = top_p;
-        g.seed = (uint64_t)seed;
+        g.steps = s->steps;
+        g.temperature = a->temperature;
+        g.top_p = a->top_p;
+        g.seed = (uint64_t)a->seed;
         g.allow_unk = 1;    /* ffn run samples from every token */
         g.whole_prompt = 1; /* a prompt of exactly the context is fed whole */
-        ffn_generate_callbacks cb = {on_run_token, on_run_logits, &out};
-        st = ffn_generate_tokens(m, text ? voc : NULL, ids, n_prompt, &g, &cb);
+        ffn_generate_callbacks cb = {on_run_token, on_run_logits, &s->out};
+        st = ffn_generate_tokens(s->m, text ? s->voc : NULL, s->ids, s->n_prompt, &g, &cb);
     }
-    if (st == FFN_OK && json) {
+    if (st == FFN_OK && a->json) {
         printf("{\"model\": ");
-        cli_json_string(stdout, model_path);
-        printf(", \"prompt_tokens\": %lld, \"generated\": [", (long long)n_prompt);
-        for (int64_t i = 0; i < out.n_emitted; i++) printf(i ? ", %d" : "%d", out.ids[i]);
+        cli_json_string(stdout, a->model_path);
+        printf(", \"prompt_tokens\": %lld, \"generated\": [", (long long)s->n_prompt);
+        for (int64_t i = 0; i < s->out.n_emitted; i++) printf(i ? ", %d" : "%d", s->out.ids[i]);
         printf("], \"weight_bytes\": %zu, \"file_bytes\": %lld, \"peak_rss_bytes\": %lld}\n",
-               ffn_model_weight_bytes(m), (long long)info.file_bytes,
+               ffn_model_weight_bytes(s->m), (long long)s->info.file_bytes,
                (long long)cli_peak_rss_bytes());
-    } else if (st == FFN_OK && (steps > 0 || !text)) printf("\n");
+    } else if (st == FFN_OK && (s->steps > 0 || !text)) printf("\n");
     fflush(stdout);
-    if (st == FFN_OK && dump) {
-        ffn_st_writer *w = NULL;
-        st = ffn_st_writer_create(&w);
-        int64_t shape[2] = {fed, V};
-        char meta[64];
-        if (st == FFN_OK) st = ffn_st_writer_add(w, "logits", FFN_DTYPE_F32, 2, shape, all);
-        if (st == FFN_OK) st = ffn_st_writer_add(w, "tokens", FFN_DTYPE_I32, 1, shape, seq);
-        snprintf(meta, sizeof meta, "%lld", (long long)n_prompt);
-        if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "n_prompt", meta);
-        if (st == FFN_OK)
-            st = ffn_st_writer_set_metadata(w, "rows", "row t: logits after token t; the prompt, "
-                                            "then the generated tokens fed back (not the last)");
-        if (st == FFN_OK && write_dump) st = ffn_st_writer_save(w, dump);
-        ffn_st_writer_free(w);
+    return st;
+}
+
+/* --dump-logits: logits F32 [fed, V] and tokens I32 [fed], written by rank 0. */
+static ffn_status run_dump(const run_args *a, run_state *s) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    int64_t shape[2] = {s->fed, s->V};
+    char meta[64];
+    if (st == FFN_OK) st = ffn_st_writer_add(w, "logits", FFN_DTYPE_F32, 2, shape, s->all);
+    if (st == FFN_OK) st = ffn_st_writer_add(w, "tokens", FFN_DTYPE_I32, 1, shape, s->seq);
+    snprintf(meta, sizeof meta, "%lld", (long long)s->n_prompt);
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "n_prompt", meta);
+    if (st == FFN_OK)
+        st = ffn_st_writer_set_metadata(w, "rows", "row t: logits after token t; the prompt, "
+                                        "then the generated tokens fed back (not the last)");
+    if (st == FFN_OK && s->write_dump) st = ffn_st_writer_save(w, a->dump);
+    ffn_st_writer_free(w);
+    return st;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_args a;
+    int rc;
+    if (run_parse(argc, argv, &a, &rc)) return rc;
+    run_state s = {0};
+    ffn_status st = FFN_OK;
+    rc = run_vocabulary(&a, &s);
+    if (!rc) rc = run_prompt(&a, &s);
+    if (!rc) rc = run_load(&a, &s);
+    if (!rc) {
+        st = run_generate(&a, &s);
+        if (st == FFN_OK && a.dump) st = run_dump(&a, &s);
     }
-    free(all);
-    free(seq);
-    free(out.ids);
-    free(ids);
-    ffn_model_free(m);
-    ffn_vocab_free(voc);
-    ffn_ctx_free(ctx);
-    if (dist) st = ffn_dist_agree(dist, st);
-    rc = st ? cli_fail(CMD, st) : 0; /* before the ranks end together */
-    ffn_dist_free(dist);
+    run_free(&s);
+    if (!rc && s.dist) st = ffn_dist_agree(s.dist, st); /* every rank's result */
+    if (!rc && st) rc = cli_fail(CMD, st); /* said before the ranks end together */
+    ffn_dist_free(s.dist);
     return rc;
 }

@@ -103,6 +103,15 @@ const char *ffn_checkpoint_format_name(ffn_checkpoint_format format);
 
 #define FFN_CHECKPOINT_PATH_MAX 4096
 
+/* The files of an ffn run directory (written by ffn_train_run, read by
+ * ffn_run_dir_load and the checkpoint loaders); the tokenizer's own name,
+ * FFN_TOKENIZER_FILENAME, is in data.h. */
+#define FFN_MODEL_FILENAME "model.safetensors"
+#define FFN_CONFIG_FILENAME "config.json"
+#define FFN_TRAIN_STATE_FILENAME "train_state.safetensors" /* the optimizer's state, for --resume */
+#define FFN_METRICS_FILENAME "metrics.jsonl"               /* the training log */
+#define FFN_LLAMA2C_TOKENIZER_FILENAME "tokenizer.bin"     /* a llama2.c vocabulary */
+
 typedef struct ffn_checkpoint_info {
     ffn_checkpoint_format format;
     char model_type[32];       /* "llama2c", "llama", "mistral", "qwen2", "mixtral", "qwen2_moe" */

@@ -83,6 +83,7 @@
 #include "data.h"
 #include "vocab.h"
 #include "model.h"
+#include "checkpoint.h" /* the run directory's file names */
 
 #include <signal.h>
 #include <stddef.h>
@@ -92,12 +93,9 @@
 extern "C" {
 #endif
 
-#define FFN_TRAIN_STATE_FILENAME "train_state.safetensors"
-#define FFN_MODEL_FILENAME "model.safetensors"
-#define FFN_CONFIG_FILENAME "config.json"
-
-#define FFN_METRICS_FILENAME "metrics.jsonl" /* the log's name in a run directory */
-#define FFN_LLAMA2C_TOKENIZER_FILENAME "tokenizer.bin" /* a llama2.c vocabulary in a run directory */
+/* The names of a run directory's files (FFN_MODEL_FILENAME, FFN_CONFIG_FILENAME,
+ * FFN_TRAIN_STATE_FILENAME, FFN_METRICS_FILENAME, ...) are in checkpoint.h:
+ * the loaders read them as well as the trainer writes them. */
 
 /* Which tensors training updates.  The others are frozen: no update, no
  * weight decay, their gradients are zeroed before the norm is taken (so

@@ -17,6 +17,7 @@
 #include "ffn/train.h"
 #include "nn/tap_internal.h"
 #include "train/train_internal.h"
+#include "analysis/logits.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -411,9 +412,8 @@ static ffn_status logprob(ffn_model *m, const ids *prompt, const ids *cont, floa
     double s = 0;
     for (int64_t i = 0; !st && i < cont->n; i++) {
         const float *z = logits + (prompt->n - 1 + i) * V;
-        double mx = z[0], e = 0;
-        for (int64_t j = 1; j < V; j++) mx = z[j] > mx ? z[j] : mx;
-        for (int64_t j = 0; j < V; j++) e += exp(z[j] - mx);
+        double mx;
+        const double e = ffn_logits_sum_exp(z, V, &mx);
         s += z[cont->v[i]] - mx - log(e);
     }
     ids_free(&seq);
@@ -772,9 +772,8 @@ static int target_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg,
             continue;
         }
         const int32_t y = ps->target.v[i];
-        double mx = z[0], s = 0;
-        for (int64_t k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-        for (int64_t k = 0; k < V; k++) s += exp(z[k] - mx);
+        double mx;
+        const double s = ffn_logits_sum_exp(z, V, &mx);
         const double f = tl->scale / (double)nt;
         *loss += f * (log(s) + mx - z[y]);
         for (int64_t k = 0; k < V; k++) z[k] = (float)(f * exp(z[k] - mx) / s);
@@ -798,9 +797,8 @@ static int kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, dou
             memset(z, 0, (size_t)V * sizeof *z);
             continue;
         }
-        double mx = z[0], s = 0, l = 0;
-        for (int64_t k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-        for (int64_t k = 0; k < V; k++) s += exp(z[k] - mx);
+        double mx, l = 0;
+        const double s = ffn_logits_sum_exp(z, V, &mx);
         for (int64_t k = 0; k < V; k++) {
             const double lp = z[k] - mx - log(s);
             if (kl->p0[k] > 0) l += kl->p0[k] * (log(kl->p0[k]) - lp);
@@ -871,9 +869,8 @@ static ffn_status kl_reference(ffn_model *m, const prompt_set *ps, int64_t V, do
     ffn_status st = ffn_model_logits(m, lg, ps->kl.v, 1, ps->kl.n);
     if (!st) {
         const float *z = lg + (ps->kl.n - 1) * V;
-        double mx = z[0], s = 0;
-        for (int64_t k = 1; k < V; k++) mx = z[k] > mx ? z[k] : mx;
-        for (int64_t k = 0; k < V; k++) s += exp(z[k] - mx);
+        double mx;
+        const double s = ffn_logits_sum_exp(z, V, &mx);
         for (int64_t k = 0; k < V; k++) p0[k] = exp(z[k] - mx) / s;
     }
     free(lg);

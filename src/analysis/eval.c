@@ -6,6 +6,7 @@
 #include "ffn/eval.h"
 #include "ffn/model.h"
 #include "base/common.h"
+#include "analysis/logits.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,15 +14,6 @@
 
 void ffn_eval_options_default(ffn_eval_options *o) {
     memset(o, 0, sizeof *o);
-}
-
-/* log-sum-exp of a row of V logits, in double */
-static double row_lse(const float *z, int64_t V) {
-    double mx = -INFINITY;
-    for (int64_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-    double s = 0;
-    for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - mx);
-    return mx + log(s);
 }
 
 static int64_t row_argmax(const float *z, int64_t V) {
@@ -99,11 +91,11 @@ ffn_status ffn_eval_run(ffn_model *model, ffn_model *ref, const int32_t *tokens,
         for (int64_t p = from; p < start + W - 1; p++) {
             const float *a = zm + (p - start) * V;
             const int32_t y = tokens[p + 1];
-            const double lse = row_lse(a, V);
+            const double lse = ffn_logits_lse(a, V);
             nll += lse - (double)a[y];
             if (ref) {
                 const float *b = zr + (p - start) * V;
-                const double lse_r = row_lse(b, V);
+                const double lse_r = ffn_logits_lse(b, V);
                 ref_nll += lse_r - (double)b[y];
                 double k = 0;
                 for (int64_t v = 0; v < V; v++) {

@@ -24,7 +24,6 @@
 #include "ffn/model.h"
 #include "ffn/moe.h"
 #include "base/common.h"
-#include "kernels/kernels.h"
 #include "nn/tap_internal.h"
 #include "analysis/topk.h"
 
@@ -130,12 +129,6 @@ int64_t ffn_inspect_layer_width(const ffn_model *m, int64_t l) {
 
 /* ---- neurons -------------------------------------------------------------------- */
 
-/* gate (n, F) = act(gate_pre) for a gated FFN, by the same array kernel as
- * the layer's epilogue (so that gate · up == m bit for bit). */
-static void gate_of(ffn_act act, float *gate, const float *gate_pre, int64_t n) {
-    ffn_act_fwd(act, gate, gate_pre, n);
-}
-
 ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t expert,
                                const float *x, int64_t n, float *gate_pre, float *gate, float *up,
                                float *mo) {
@@ -162,7 +155,7 @@ ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t ex
             if (gate_pre) memcpy(gate_pre + r * F, g, (size_t)F * sizeof *g);
             if (up) memcpy(up + r * F, u, (size_t)F * sizeof *u);
             if (gate) {
-                if (v.gated) gate_of(v.act, gate + r * F, g, F);
+                if (v.gated) ffn_taps_gate(v.act, gate + r * F, g, F);
                 else memcpy(gate + r * F, h + r * F, (size_t)F * sizeof *h); /* act(up) = m */
             }
         }
@@ -553,7 +546,7 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     }
     if ((st = lens_work_init(m, &lc.w))) goto done;
     for (int64_t i = 0; i < (E + 2) * width; i++) lc.slot[i] = -1;
-    if (c->mlp_type == FFN_MODEL_MLP_GATED) gate_of(c->hidden_act, GA, GP, T * W);
+    if (c->mlp_type == FFN_MODEL_MLP_GATED) ffn_taps_gate(c->hidden_act, GA, GP, T * W);
     else memcpy(GA, MM, (size_t)(T * W) * sizeof *GA);
     float *gp = nb, *ga = nb + rows * Fs, *up = ga + rows * Fs, *mm = up + rows * Fs;
     ffn_view own;
@@ -582,17 +575,7 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
                 } else {
                     if (Fs <= 0) break;
                     e = FFN_INSPECT_SHARED_EXPERT;
-                    const float *wsg = tensorf(m, 1, D,
-                                               "model.layers.%lld.mlp.shared_expert_gate.weight",
-                                               (long long)l);
-                    if (!wsg) {
-                        st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: shared expert "
-                                       "gate missing", (long long)l);
-                        goto done;
-                    }
-                    double z = 0.0;
-                    for (int64_t d = 0; d < D; d++) z += (double)wsg[d] * x[d];
-                    w = (float)(1.0 / (1.0 + exp(-z)));
+                    if ((st = ffn_model_shared_gate(m, l, x, &w))) goto done;
                 }
                 ffn_view ev;
                 if ((st = ffn_of(m, l, e, &ev))) goto done;

@@ -11,6 +11,7 @@
 #include "ffn/tap.h"
 #include "base/common.h"
 #include "nn/tap_internal.h"
+#include "analysis/logits.h"
 
 #include <errno.h>
 #include <math.h>
@@ -150,16 +151,6 @@ static ffn_status apply_edits(ffn_model *m, const ffn_neuron_edit *e, int64_t n)
     return FFN_OK;
 }
 
-/* log-softmax of one row of logits (V) in double. */
-static void log_softmax(const float *z, int64_t V, double *out) {
-    double mx = -INFINITY;
-    for (int64_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-    double s = 0;
-    for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - mx);
-    double lse = mx + log(s);
-    for (int64_t v = 0; v < V; v++) out[v] = (double)z[v] - lse;
-}
-
 /* KL(p ‖ q) from log-probabilities (V). */
 static double kl_div(const double *lp, const double *lq, int64_t V) {
     double s = 0;
@@ -199,11 +190,11 @@ ffn_status ffn_predict_with_edits(ffn_ctx *ctx, ffn_model *m, const int32_t *tok
     ffn_taps *stash = ffn_model_taps_stash(m);
     if ((st = ffn_model_reserve(m, 1, T))) goto done;
     if ((st = ffn_model_logits(m, logits, tokens, 1, T))) goto done;
-    log_softmax(logits + (T - 1) * V, V, lb);
+    ffn_logits_log_softmax(logits + (T - 1) * V, V, lb);
     if (n_edits > 0) {
         if ((st = apply_edits(m, edits, n_edits))) goto done;
         if ((st = ffn_model_logits(m, logits, tokens, 1, T))) goto done;
-        log_softmax(logits + (T - 1) * V, V, la);
+        ffn_logits_log_softmax(logits + (T - 1) * V, V, la);
     } else memcpy(la, lb, (size_t)V * sizeof *la);
     for (int64_t v = 0; v < V; v++) {
         if (p_before) p_before[v] = (float)exp(lb[v]);
@@ -264,7 +255,7 @@ ffn_status ffn_neuron_effects(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
         int64_t b = n_win - w0 < B ? n_win - w0 : B;
         if ((st = ffn_model_logits(m, logits, tokens + w0 * T, b, T))) break;
         for (int64_t r = 0; r < b * T; r++) {
-            log_softmax(logits + r * V, V, row);
+            ffn_logits_log_softmax(logits + r * V, V, row);
             for (int64_t v = 0; v < V; v++) base[(w0 * T + r) * V + v] = (float)row[v];
             if (r % T < T - 1) {
                 loss0 -= row[tokens[w0 * T + r + 1]];
@@ -284,7 +275,7 @@ ffn_status ffn_neuron_effects(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
             int64_t b = n_win - w0 < B ? n_win - w0 : B;
             if ((st = ffn_model_logits(m, logits, tokens + w0 * T, b, T))) break;
             for (int64_t r = 0; r < b * T; r++) {
-                log_softmax(logits + r * V, V, row);
+                ffn_logits_log_softmax(logits + r * V, V, row);
                 const float *bp = base + (w0 * T + r) * V;
                 for (int64_t v = 0; v < V; v++) brow[v] = bp[v];
                 kl += kl_div(brow, row, V);

@@ -20,7 +20,6 @@
 #include "ffn/model.h"
 #include "base/common.h"
 #include "base/rng.h"
-#include "kernels/kernels.h"
 #include "nn/tap_internal.h"
 #include "analysis/topk.h"
 
@@ -343,7 +342,7 @@ ffn_status ffn_inspect_probe(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens,
                     memcpy(xin + (l * n_lab + k) * D, xrows[l] + row * D, (size_t)D * sizeof *xin);
                     if (!grows[l]) continue;
                     const float *g = grows[l] + row * F;
-                    if (gated) ffn_act_fwd(c->hidden_act, gfeat[l] + k * F, g, F);
+                    if (gated) ffn_taps_gate(c->hidden_act, gfeat[l] + k * F, g, F);
                     else memcpy(gfeat[l] + k * F, g, (size_t)F * sizeof(float)); /* act(up) */
                 }
                 y[k] = labels[i];

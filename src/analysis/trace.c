@@ -10,6 +10,7 @@
 #include "ffn/tap.h"
 #include "base/common.h"
 #include "nn/tap_internal.h"
+#include "analysis/logits.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -42,9 +43,8 @@ static ffn_status prob(ffn_model *m, const int32_t *tokens, int64_t T, int32_t t
     if (st) return st;
     const int64_t V = ffn_model_get_config(m)->vocab_size;
     const float *z = logits + (T - 1) * V;
-    double mx = -INFINITY, s = 0;
-    for (int64_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
-    for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - mx);
+    double mx;
+    const double s = ffn_logits_sum_exp(z, V, &mx);
     *p = exp((double)z[target] - mx) / s;
     return FFN_OK;
 }

@@ -31,14 +31,6 @@ const char *ffn_status_str(ffn_status status) {
 
 const char *ffn_last_error(void) { return last_error; }
 
-ffn_status ffn_error(ffn_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
 ffn_status ffn_set_error(ffn_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -46,6 +38,9 @@ ffn_status ffn_set_error(ffn_status status, const char *fmt, ...) {
     va_end(ap);
     return status;
 }
+
+/* the library's own name for it (base/common.h), hidden */
+ffn_status ffn_error(ffn_status status, const char *fmt, ...) __attribute__((alias("ffn_set_error")));
 
 ffn_status ffn_error_prefix(ffn_status status, const char *fmt, ...) {
     char prefix[1024], old[sizeof last_error];

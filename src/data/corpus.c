@@ -969,18 +969,6 @@ static void pronoun(gen *g, const person *p, char form) {
          p->last);
 }
 
-static int class_of(char c) {
-    switch (c) {
-    case 'n': return FFN_WORD_NAME;
-    case 'p': return FFN_WORD_PRONOUN;
-    case 'o': return FFN_WORD_OBJECT;
-    case 'v': return FFN_WORD_VERB;
-    case 'm': return FFN_WORD_MODIFIER;
-    case '.': return FFN_WORD_PUNCT;
-    default: return FFN_WORD_FUNCTION;
-    }
-}
-
 /* ---- choosing people, objects, verbs, causes ------------------------------ */
 
 static void pick_person(gen *g, person *p, int role, const person *a, const person *b,
@@ -1317,8 +1305,9 @@ static void render(sentence *s, const char *p, const char *end, person *self, pe
         while (q < end && *q != ' ') q++;
         const char *slash = q - 1;
         while (slash > p && *slash != '/') slash--;
-        if (slash > p) emit_n(g, p, (size_t)(slash - p), class_of(slash + 1 < q ? slash[1] : 0),
-                              FFN_GENDER_NONE, FFN_ROLE_NONE, -1);
+        if (slash > p)
+            emit_n(g, p, (size_t)(slash - p), facts_class_of(slash + 1 < q ? slash[1] : 0),
+                   FFN_GENDER_NONE, FFN_ROLE_NONE, -1);
         else emit_n(g, p, (size_t)(q - p), FFN_WORD_FUNCTION, FFN_GENDER_NONE, FFN_ROLE_NONE, -1);
         p = q;
     }

@@ -9,6 +9,7 @@
 #include "ffn/data.h"
 #include "base/common.h"
 #include "base/open.h"
+#include "data/unicode.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,26 +24,7 @@
  * (1..4), or 0 when the bytes there are not valid UTF-8 (overlong forms,
  * surrogates, values above U+10FFFF and truncated sequences included). */
 static int utf8_decode(const unsigned char *s, size_t n, size_t i, uint32_t *cp) {
-    unsigned c = s[i];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    int len;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF) len = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF) len = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4) len = 4, v = c & 0x07, min = 0x10000;
-    else return 0;
-    if (n - i < (size_t)len) return 0;
-    for (int k = 1; k < len; k++) {
-        unsigned b = s[i + (size_t)k];
-        if ((b & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (b & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
+    return utf8_next(s + i, n - i, cp);
 }
 
 static int is_space(uint32_t c) {

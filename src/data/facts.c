@@ -165,18 +165,6 @@ static int render_markup(const char *p, const char *subject, int subject_cls, co
                          int object_cls, const char *tail, int stop_at_object,
                          facts_word_sink sink, void *user);
 
-static int class_of(char c) {
-    switch (c) {
-    case 'n': return FFN_WORD_NAME;
-    case 'p': return FFN_WORD_PRONOUN;
-    case 'o': return FFN_WORD_OBJECT;
-    case 'v': return FFN_WORD_VERB;
-    case 'm': return FFN_WORD_MODIFIER;
-    case '.': return FFN_WORD_PUNCT;
-    default: return FFN_WORD_FUNCTION;
-    }
-}
-
 static int render_markup(const char *p, const char *subject, int subject_cls, const char *object,
                          int object_cls, const char *tail, int stop_at_object,
                          facts_word_sink sink, void *user) {
@@ -198,7 +186,7 @@ static int render_markup(const char *p, const char *subject, int subject_cls, co
         } else {
             const char *slash = memchr(p, '/', n);
             size_t wn = slash && slash > p ? (size_t)(slash - p) : n;
-            int cls = slash && slash > p ? class_of(slash[1]) : FFN_WORD_FUNCTION;
+            int cls = slash && slash > p ? facts_class_of(slash[1]) : FFN_WORD_FUNCTION;
             if (wn >= sizeof w) wn = sizeof w - 1;
             memcpy(w, p, wn);
             w[wn] = 0;

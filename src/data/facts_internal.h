@@ -12,6 +12,21 @@
 #define FACTS_N_NEIGHBOURS 3
 #define FACTS_MAX_LIST 64 /* paraphrases / neighbours a file's fact may list */
 
+/* The ffn_word_class a markup letter names (word/n name, /p pronoun, /o
+ * object, /v verb, /m modifier, /. punctuation; anything else a function
+ * word), for the corpus's templates and the facts' frames alike. */
+static inline int facts_class_of(char c) {
+    switch (c) {
+    case 'n': return FFN_WORD_NAME;
+    case 'p': return FFN_WORD_PRONOUN;
+    case 'o': return FFN_WORD_OBJECT;
+    case 'v': return FFN_WORD_VERB;
+    case 'm': return FFN_WORD_MODIFIER;
+    case '.': return FFN_WORD_PUNCT;
+    default: return FFN_WORD_FUNCTION;
+    }
+}
+
 /* Receives one word (NUL-terminated) and its ffn_word_class. */
 typedef void (*facts_word_sink)(const char *word, int cls, void *user);
 

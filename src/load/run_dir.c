@@ -5,7 +5,7 @@
 #include "load/run_dir.h"
 #include "base/dirswap.h"
 #include "ffn/safetensors.h"
-#include "ffn/train.h"
+#include "ffn/checkpoint.h"
 
 #include <stdio.h>
 #include <string.h>

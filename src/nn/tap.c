@@ -7,8 +7,10 @@
  * layer's FFN, Fe of an expert, Fw the width of one FFN (F or Fe), W a
  * point's width, E experts, K top-k, H heads, S key positions, L layers. */
 #include "nn/tap_internal.h"
+#include "kernels/kernels.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -457,6 +459,25 @@ void ffn_model_taps_clear(ffn_model *m) {
     ffn_taps **ref = ffn_model_taps_ref(m);
     ffn_taps_free(*ref);
     *ref = NULL;
+}
+
+void ffn_taps_gate(ffn_act act, float *gate, const float *gate_pre, int64_t n) {
+    ffn_act_fwd(act, gate, gate_pre, n);
+}
+
+ffn_status ffn_model_shared_gate(ffn_model *m, int64_t l, const float *x, float *w) {
+    const int64_t D = ffn_model_get_config(m)->hidden_size;
+    char name[96];
+    snprintf(name, sizeof name, "model.layers.%lld.mlp.shared_expert_gate.weight", (long long)l);
+    const ffn_model_tensor *t = ffn_model_find_tensor(m, name);
+    if (!t || t->shape[0] != 1 || t->shape[1] != D)
+        return ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: shared expert gate missing",
+                         (long long)l);
+    const float *wsg = ffn_model_params(m, NULL) + t->offset;
+    double z = 0.0;
+    for (int64_t d = 0; d < D; d++) z += (double)wsg[d] * x[d];
+    *w = (float)(1.0 / (1.0 + exp(-z)));
+    return FFN_OK;
 }
 
 ffn_taps *ffn_model_taps_stash(ffn_model *m) {

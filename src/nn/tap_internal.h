@@ -77,4 +77,15 @@ ffn_status ffn_taps_resize(ffn_taps *t, int64_t max_n, int64_t max_seq);
 ffn_taps *ffn_model_taps_stash(ffn_model *model);
 void ffn_model_taps_restore(ffn_model *model, ffn_taps *stash);
 
+/* The gate a gated FFN multiplies up by, from the gate_pre tap: gate (n) =
+ * act(gate_pre) by the array kernel of the layer's epilogue, so that
+ * gate · up equals the m tap bit for bit. */
+void ffn_taps_gate(ffn_act act, float *gate, const float *gate_pre, int64_t n);
+
+/* The weight of layer l's shared expert for one row x (D) of the MoE's
+ * input: sigmoid(shared_expert_gate.weight · x), the dot product and the
+ * sigmoid in double (the forward's own is in float).  FFN_ERR_INTERNAL
+ * when the layer has no shared expert gate. */
+ffn_status ffn_model_shared_gate(ffn_model *model, int64_t l, const float *x, float *w);
+
 #endif /* FFN_NN_TAP_INTERNAL_H */

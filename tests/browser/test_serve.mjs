@@ -95,7 +95,7 @@ const saveDir = path.join(tmp, 'saved');
 fs.mkdirSync(saveDir);
 const driver = path.join(tmp, 'driver');
 run('cc', ['-std=c11', '-D_GNU_SOURCE', '-O2', '-fopenmp', '-I' + path.join(root, 'include'), '-o', driver,
-  path.join(root, 'tests/cli/serve_predict_driver.c'), path.join(root, 'build/libffn.a'), '-ldnnl', '-fopenmp', '-lm', '-lpthread']);
+  path.join(root, 'tests/cli/serve_predict_driver.c'), path.join(root, 'build/libffn.a'), '-ldnnl', '-fopenmp', '-lm', '-lpthread', '-lpcre2-8']);
 
 function startServer(args, which) {
   return new Promise((resolve) => {

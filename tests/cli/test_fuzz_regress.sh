@@ -2,7 +2,8 @@
 # test_fuzz_regress.sh -- replay the fuzzing corpus (seeds and every input
 # that ever crashed a parser, tests/fuzz/corpus/<target>/) through the same
 # harnesses the fuzzers use, built without libFuzzer against the ASan+UBSan
-# library (build/asan/libffn.a, from `make asan`; else build/libffn.a).
+# library (build/asan/libffn.a, from `make asan`; else build/libffn_internal.a:
+# the harnesses call the parsers' internal functions).
 # Every input must be handled without a crash, a sanitizer report or a
 # broken invariant (the harnesses abort on those).
 set -euo pipefail
@@ -13,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 lib=build/asan/libffn.a
 san=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-if [[ ! -f $lib ]]; then lib=build/libffn.a; san=(); fi
+if [[ ! -f $lib ]]; then lib=build/libffn_internal.a; san=(); fi
 [[ -f $lib ]] || { echo "no library built (run make)"; exit 1; }
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}:abort_on_error=0"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

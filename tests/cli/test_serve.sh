@@ -155,7 +155,7 @@ post /api/predict "{\"text\":\"$text\",\"edits\":$edits,\"k\":8}" >"$tmp/p1.json
 jcheck "$tmp/p1.json" "d['kl'] > 0 and len(d['edits']) == 3 and d['edits'][0]['scale'] == 0" "/api/predict with edits: KL > 0, edits echoed"
 
 cc -std=c11 -D_GNU_SOURCE -O2 -fopenmp -I"$ROOT/include" -o "$tmp/driver" "$ROOT/tests/cli/serve_predict_driver.c" \
-    "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread
+    "$ROOT/build/libffn.a" -ldnnl -fopenmp -lm -lpthread -lpcre2-8
 "$tmp/driver" "$m" "$ids" "1:$n1:0" "1:$n2:0" "0:$n3:3.5" >"$tmp/driver.json"
 "$PY" - "$tmp/p1.json" "$tmp/driver.json" <<'EOF' && pass "/api/predict equals the tap-API driver (|dp| <= 1e-6, KL rel 1e-4)" || fail "/api/predict equals the tap-API driver"
 import json, sys

@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
-# test_symbols.sh -- what libffn.so exports, and that a program built
-# against the installed library links and runs.
+# test_symbols.sh -- what libffn.so and libffn.a export, and that a
+# program built against the installed library links and runs.
 #   1. every dynamic symbol build/libffn.so defines starts with ffn_
 #      (the offenders are listed);
 #   2. the exports are exactly the functions the public headers declare:
 #      none missing (a source file that stopped including its public header
 #      would silently hide its definitions), none extra (an internal ffn_*
 #      helper leaking out);
-#   3. `make install` into a temporary prefix, then a small C program built
+#   3. the static archives build/libffn.a and build/libffn_dist.a define
+#      (nm -g --defined-only) exactly the global names their shared
+#      libraries export: all ffn_*, no internal function (the Makefile
+#      links each archive's objects into one and makes the hidden ones
+#      local);
+#   4. `make install` into a temporary prefix, then a small C program built
 #      with `pkg-config --cflags --libs ffn` links against the installed
 #      libffn.so and runs; the same program is also built directly against
-#      build/libffn.so, and the headers compile as C++.
+#      build/libffn.so, and statically against the installed libffn.a
+#      (pkg-config --static) with names of the library's internals
+#      (json_parse, bpe_encode) defined by the program itself; the headers
+#      compile as C++.
 # Needs a built tree (make all); runs nm, pkg-config, cc, c++, make.
 set -euo pipefail
 ROOT="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -87,7 +95,29 @@ if [[ -f "$DSO" ]]; then
     fi
 else bad "$DSO is missing (make all)"; fi
 
-# ---- 3. a program against the installed library ------------------------------
+# ---- 3. the static archives: the same names as the shared libraries ------------
+archive_check() { # archive, file of the names it must define, what they are
+    local a="$1" want="$2" what="$3" n
+    if [[ ! -f "$a" ]]; then bad "$a is missing (make all)"; return; fi
+    nm -g --defined-only "$a" | awk 'NF == 3 {print $3}' | sort -u >"$tmp/adefined"
+    grep -v '^ffn_' "$tmp/adefined" >"$tmp/aoffenders" || true
+    if [[ -s "$tmp/aoffenders" ]]; then
+        n=$(wc -l <"$tmp/aoffenders")
+        bad "$(basename "$a") defines $n global name(s) without the ffn_ prefix (nm -g --defined-only):"
+        sed 's/^/       /' "$tmp/aoffenders"
+    elif cmp -s "$want" "$tmp/adefined"; then
+        ok "$(basename "$a") defines exactly the $(wc -l <"$want") global names of $what, all ffn_*"
+    else
+        bad "$(basename "$a") defines other global names than $what (< $what only, > the archive only):"
+        diff "$want" "$tmp/adefined" | grep '^[<>]' | sed 's/^/       /'
+    fi
+}
+archive_check "$(dirname "$SO")/libffn.a" "$tmp/exported" "libffn.so's exports"
+if [[ -f "$DSO" ]]; then
+    archive_check "$(dirname "$SO")/libffn_dist.a" "$tmp/dexported" "libffn_dist.so's exports"
+fi
+
+# ---- 4. a program against the installed library ------------------------------
 cat >"$tmp/prog.c" <<'EOF'
 /* One gated layer (D=3, F=5, N=2) on known weights, against a direct
  * computation; an invalid call must fail with a message. */
@@ -173,6 +203,29 @@ if flags=$(pkg-config --cflags --libs ffn 2>"$tmp/pc.err"); then
     fi
 else
     bad "pkg-config --cflags --libs ffn failed:"; sed 's/^/       /' "$tmp/pc.err"
+fi
+
+# ---- statically against the installed libffn.a --------------------------------
+# The program also defines functions named as the library's internals are:
+# with those names local to libffn.a there is no clash.
+{ cat "$tmp/prog.c"; printf 'int json_parse(void);\nint json_parse(void) { return 0; }\n'
+  printf 'int bpe_encode(void);\nint bpe_encode(void) { return json_parse(); }\n'; } >"$tmp/prog_static.c"
+if slibs=$(pkg-config --static --libs ffn 2>"$tmp/pcs.err"); then
+    slibs=$(sed -E 's/(^| )-lffn( |$)/ /' <<<"$slibs")
+    # shellcheck disable=SC2086
+    if cc -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$tmp/prog_static" "$tmp/prog_static.c" \
+          "$prefix/lib/libffn.a" $slibs -lm 2>"$tmp/ccs.err"; then
+        if "$tmp/prog_static" >"$tmp/runs.out" 2>&1; then
+            ok "built statically against the installed libffn.a (with its own json_parse and bpe_encode) and runs"
+        else
+            bad "the program built against libffn.a failed:"; sed 's/^/       /' "$tmp/runs.out"
+        fi
+        if ldd "$tmp/prog_static" | grep -q libffn; then bad "the static program still loads a libffn.so"; fi
+    else
+        bad "cannot build statically against the installed libffn.a:"; sed 's/^/       /' "$tmp/ccs.err"
+    fi
+else
+    bad "pkg-config --static --libs ffn failed:"; sed 's/^/       /' "$tmp/pcs.err"
 fi
 
 # ---- and directly against build/libffn.so -------------------------------------

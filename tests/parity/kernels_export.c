@@ -2,7 +2,7 @@
  * parity tests that call them through ctypes (tests/parity/test_act.py).
  * libffn.so exports only the public API, so the tests load this library
  * instead, built by `make unit` into build/tests/libffn_kernels.so from the
- * same objects as libffn.a: kx_<kernel>_<level> calls ffn_<kernel>_<level>. */
+ * same objects as libffn_internal.a: kx_<kernel>_<level> calls ffn_<kernel>_<level>. */
 #include "kernels/kernels.h"
 
 #define KX_EXPORT __attribute__((visibility("default")))

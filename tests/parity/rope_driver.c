@@ -3,8 +3,8 @@
  * does (ffn_model_config_load) and prints, for a sequence length S, the
  * attention factor then every inverse frequency of the rotary dims:
  *   rope_driver CONFIG.json S   ->  "R af\n" then "f_0\n" ... "f_{R/2-1}\n"
- * Compiled by the test against build/libffn.a with -Isrc (the RoPE
- * functions are internal).  Exit 1 with the error on stderr. */
+ * Compiled by the test against build/libffn_internal.a with -Isrc (the
+ * RoPE functions are internal: build/libffn.a keeps only the public names).  Exit 1 with the error on stderr. */
 #include <ffn.h>
 #include "nn/model_internal.h"
 

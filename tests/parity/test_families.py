@@ -358,7 +358,7 @@ def build_rope_driver(tmp):
     exe = os.path.join(tmp, "rope_driver")
     subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O1", "-I" + os.path.join(ROOT, "include"),
                     "-I" + os.path.join(ROOT, "src"), os.path.join(HERE, "rope_driver.c"),
-                    os.path.join(ROOT, "build/libffn.a"), "-ldnnl", "-fopenmp", "-lm", "-lpthread",
+                    os.path.join(ROOT, "build/libffn_internal.a"), "-ldnnl", "-fopenmp", "-lm", "-lpthread",
                     "-o", exe], check=True)
     return exe
 

@@ -41,7 +41,7 @@ def build_driver(tmp):
     exe = os.path.join(tmp, "model_driver")
     subprocess.run(["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-fopenmp", "-I" + os.path.join(ROOT, "include"),
                     os.path.join(HERE, "model_driver.c"), os.path.join(ROOT, "build/libffn.a"),
-                    "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-o", exe], check=True)
+                    "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-lpcre2-8", "-o", exe], check=True)
     return exe
 
 

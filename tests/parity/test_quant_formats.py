@@ -55,7 +55,7 @@ def build(tmp):
     exe = os.path.join(tmp, "qgemm_driver")
     cmd = ["cc", "-std=c11", "-D_GNU_SOURCE", "-O2", "-fopenmp", "-I" + os.path.join(ROOT, "include"),
            os.path.join(HERE, "qgemm_driver.c"), os.path.join(ROOT, "build/libffn.a"),
-           "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-o", exe]
+           "-ldnnl", "-fopenmp", "-lm", "-lpthread", "-lpcre2-8", "-o", exe]
     subprocess.run(cmd, check=True)
     return tq.build_driver(tmp), exe
 
