@@ -31,11 +31,14 @@ m="$tmp/m"
 "$FFN" serve "$m" --port 0 --threads 1 --no-labels >"$tmp/url" 2>"$tmp/serve.err" &
 server_pid=$!
 for _ in $(seq 1 600); do [[ -s "$tmp/url" ]] && break; sleep 0.1; done
-url=$(head -n 1 "$tmp/url")
-[[ "$url" == http://* ]] || { cat "$tmp/serve.err"; echo "FAIL server did not start"; exit 1; }
+full_url=$(head -n 1 "$tmp/url")
+[[ "$full_url" == http://* ]] || { cat "$tmp/serve.err"; echo "FAIL server did not start"; exit 1; }
+url=${full_url%%\?*} token=${full_url#*\?token=}
+# every request as the page sends it: the token, same-origin, JSON
+curl() { command curl -H "Authorization: token $token" -H "Origin: ${url%/}" -H 'Content-Type: application/json' "$@"; }
 
 # ---- load ---------------------------------------------------------------------------------
-if node "$ROOT/tests/cli/serve_load_client.mjs" "$url" 2000 8 >"$tmp/load.json" 2>"$tmp/load.err"; then
+if node "$ROOT/tests/cli/serve_load_client.mjs" "$full_url" 2000 8 >"$tmp/load.json" 2>"$tmp/load.err"; then
     pass "2000 requests from 8 concurrent clients, no error: $(cat "$tmp/load.json")"
 else
     fail "load: $(cat "$tmp/load.json") $(head -c 600 "$tmp/load.err")"
