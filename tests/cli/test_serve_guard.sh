@@ -40,6 +40,12 @@ check() {
 }
 export FFN_NUM_THREADS=2
 
+"$FFN" serve --help >"$tmp/help.txt"
+for w in "?token=" getrandom "constant time" "Host" "421" "Origin" "Sec-Fetch-Site" "application/json" \
+         "415" "no absolute path" --request-timeout --max-per-address --max-saves --max-save-mb statvfs; do
+    check "--help explains $w" grep -q -- "$w" "$tmp/help.txt"
+done
+
 m="$tmp/m"
 "$FFN" train --steps 30 --hidden-size 32 --intermediate-size 50 --num-hidden-layers 2 --batch-size 4 \
     --seq-len 64 --threads 2 --out "$m" >/dev/null 2>"$tmp/train.err" || { cat "$tmp/train.err"; exit 1; }
