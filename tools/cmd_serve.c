@@ -381,6 +381,10 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "ffn serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
         serve_conns_stop(&s);
         MHD_stop_daemon(d);
+        if (s.conns.reaped)
+            fprintf(stderr, "ffn serve: %lld slow connections were closed (no whole request "
+                    "within --request-timeout %lld s)\n", (long long)s.conns.reaped,
+                    (long long)request_timeout);
     }
     serve_conns_stop(&s); /* when the daemon did not start */
     serve_labels_free(&s.labels);
