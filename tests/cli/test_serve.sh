@@ -46,7 +46,7 @@ start_server() {
     local name="$1"; shift
     "$FFN" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     server_pid=$!
-    for _ in $(seq 1 600); do
+    for _ in $(seq 1 1800); do # up to 3 min: labelling under ASan on a loaded machine
         [[ -s "$tmp/$name.out" ]] && break
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.1
