@@ -8,11 +8,14 @@
 #include "ffn/checkpoint.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -21,6 +24,8 @@ enum MHD_Result serve_on_request(void *cls, struct MHD_Connection *c, const char
                                  size_t *upload_size, void **con_cls);
 void serve_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         enum MHD_RequestTerminationCode toe);
+void serve_on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code);
 
 static const char *const CMD = "serve";
 
@@ -43,8 +48,25 @@ static const char about[] =
 "--tokenizer FILE).  Labels come from the built-in corpus of --lang, or of\n"
 "the other language when the model's vocabulary does not cover it.\n"
 "\n"
-"The server binds 127.0.0.1 unless --host says otherwise (then it warns: the\n"
-"page has no authentication).  Everything it serves is built into the binary;\n"
+"Who may drive it.  The server binds 127.0.0.1 unless --host says otherwise\n"
+"(then it warns: anyone who can reach the port may try).  Each launch draws a\n"
+"random token (256 bits from getrandom) and prints the URL with it,\n"
+"http://127.0.0.1:P/?token=T: opening it sets a cookie (HttpOnly,\n"
+"SameSite=Strict, named for the port) and redirects to / (the token leaves the\n"
+"address bar), and every /api/ request must carry the token, in that cookie or\n"
+"as \"Authorization: token T\" or \"X-FFN-Token: T\" (401 without it; compared\n"
+"in constant time).  Every request's Host must be the bound address, localhost,\n"
+"127.0.0.1 or [::1], with no port or the bound one (421 otherwise: a\n"
+"DNS-rebinding name never gets an answer).  A request to /api/ with a\n"
+"Sec-Fetch-Site other than same-origin, or an Origin other than\n"
+"http://<Host>, is refused (403); a POST must have a same-origin Origin (or\n"
+"Sec-Fetch-Site: same-origin; 403) and Content-Type: application/json (415),\n"
+"which another site's page cannot send without a preflight that is never\n"
+"granted.  Replies show no absolute path (the model, --data and saved models by\n"
+"their last component).  Slow clients: a connection whose request has not fully\n"
+"arrived --request-timeout seconds after it opened (or after its previous\n"
+"reply) is closed, one address holds at most --max-per-address connections and\n"
+"the server at most 256.  Everything it serves is built into the binary;\n"
 "it never opens a path a client sends.  One model, one lock: requests that run\n"
 "the model are served one at a time, in the order they arrive.  Limits: a\n"
 "request body of at most 1 MiB (413 above), a text of at most "
@@ -78,7 +100,10 @@ STR(SERVE_MAX_TEXT_BYTES) " bytes,\n"
 "kept.  The same arguments give the numbers `ffn edit --json` prints.  A\n"
 "prompt of the facts file (or facts corpus) is scored on its paraphrases and\n"
 "neighbours too.  The model on disk is never written; with --save-dir DIR the\n"
-"page can save the edited model as a new directory DIR/<model>-edited-<n>.\n"
+"page can save the edited model as a new directory DIR/<model>-edited-<n>:\n"
+"at most --max-saves saves and --max-save-mb MB in all per launch (429 past\n"
+"them), 409 when nothing changed since the last save, 507 when the file system\n"
+"of DIR has less room than the model needs (statvfs, before writing).\n"
 "An edit holds the model's lock: other requests wait until it is done.\n";
 
 static const char epilog[] =
@@ -88,9 +113,10 @@ static const char epilog[] =
 "\n"
 "example:\n"
 "  ffn train --steps 300 --out m\n"
-"  ffn serve m --port 8080          # then open http://127.0.0.1:8080/\n"
-"  curl -s localhost:8080/api/predict -d '{\"text\":\"Mary gave\",\"edits\":\n"
-"      [{\"layer\":1,\"neuron\":7,\"scale\":0}]}'\n";
+"  ffn serve m --port 8080          # then open the URL it prints\n"
+"  curl -s localhost:8080/api/predict -H 'Authorization: token T' \\\n"
+"      -H 'Origin: http://localhost:8080' -H 'Content-Type: application/json' \\\n"
+"      -d '{\"text\":\"Mary gave\",\"edits\":[{\"layer\":1,\"neuron\":7,\"scale\":0}]}'\n";
 
 /* The address to bind: host (numeric or a name) and port. */
 static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *len,
@@ -121,6 +147,56 @@ static int is_loopback(const struct sockaddr_storage *ss) {
     return 0;
 }
 
+/* The launch's token: 32 bytes of getrandom in hex. */
+static int token_make(char out[SERVE_TOKEN_HEX + 1]) {
+    unsigned char raw[SERVE_TOKEN_HEX / 2];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return 0;
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++) snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return 1;
+}
+
+/* The Host names the guard accepts: the bound address as given and as
+ * numbers, localhost, 127.0.0.1, [::1]; any IP literal for a wildcard. */
+static void guard_init(serve_guard *g, const char *host, const struct sockaddr_storage *ss,
+                       unsigned port) {
+    char num[INET6_ADDRSTRLEN] = "";
+    int wildcard = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct in_addr *a = &((const struct sockaddr_in *)ss)->sin_addr;
+        inet_ntop(AF_INET, a, num, sizeof num);
+        wildcard = a->s_addr == htonl(INADDR_ANY);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        inet_ntop(AF_INET6, a, num, sizeof num);
+        wildcard = IN6_IS_ADDR_UNSPECIFIED(a);
+    }
+    const int v6 = ss->ss_family == AF_INET6;
+    char given[300], numeric[300];
+    snprintf(given, sizeof given, v6 && host[0] != '[' && strchr(host, ':') ? "[%s]" : "%s", host);
+    snprintf(numeric, sizeof numeric, v6 ? "[%s]" : "%s", num);
+    const char *names[] = {given, numeric, "localhost", "127.0.0.1", "[::1]"};
+    g->n_hosts = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && g->n_hosts < SERVE_MAX_HOSTS; i++) {
+        char low[300];
+        size_t k = 0;
+        for (; names[i][k] && k + 1 < sizeof low; k++)
+            low[k] = (char)tolower((unsigned char)names[i][k]);
+        low[k] = 0;
+        int seen = !low[0] || !strcmp(low, "[]");
+        for (int j = 0; j < g->n_hosts; j++) seen |= !strcmp(g->hosts[j], low);
+        if (!seen) snprintf(g->hosts[g->n_hosts++], sizeof g->hosts[0], "%s", low);
+    }
+    g->any_ip = wildcard;
+    g->port = port;
+    snprintf(g->cookie_name, sizeof g->cookie_name, "ffn_token_%u", port);
+}
+
 static int load(serve_state *s, const char *path, const char *tokenizer) {
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
@@ -146,13 +222,19 @@ int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *tokenizer = NULL;
     const char *data = NULL, *facts = NULL, *save_dir = NULL;
     int64_t port = 8080, threads = 0, pool = 4, samples = 2000;
+    int64_t max_saves = 10, max_save_mb = 16384, per_address = 32, request_timeout = 10;
     int lang = FFN_LANG_EN, no_labels = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--port", &port, "P", 0, 65535, "the TCP port (0 = any free port; the "
                         "URL printed says which)")},
         {.name = "--host", .type = CLI_STR, .dst = &host, .metavar = "ADDR",
          .help = "the address to bind; anything but a loopback address exposes the model and "
-                 "the page to the network, without authentication (a warning says so)"},
+                 "the page to the network, guarded by the token alone (a warning says so)"},
+        {CLI_INT_FIELDS("--max-per-address", &per_address, "N", 1, 256, "connections one "
+                        "client address may hold at once (more are closed as they come)")},
+        {CLI_INT_FIELDS("--request-timeout", &request_timeout, "S", 1, 3600, "seconds a "
+                        "connection has to send a whole request (headers and body), counted from "
+                        "its opening or its previous reply; a slower one is closed")},
         CLI_OPT_LANG("--lang", &lang, "the language of the page and of the lesson's words (en, "
                      "zh); the gate probes run on the built-in corpus of this language first"),
         {.name = "--tokenizer", .type = CLI_PATH, .dst = &tokenizer, .metavar = "FILE",
@@ -178,6 +260,13 @@ int cmd_serve(int argc, char **argv) {
          .def = "none: the page cannot save",
          .help = "where the page may save the edited model, as DIR/<model>-edited-<n> (a name "
                  "the server picks; an existing one is never replaced)"},
+        {.name = "--max-saves", .type = CLI_INT, .dst = &max_saves, .metavar = "N", .imin = 0,
+         .imax = 1000000, .group = "editing",
+         .help = "saves /api/edit/save may make in one launch (429 after them)"},
+        {.name = "--max-save-mb", .type = CLI_INT, .dst = &max_save_mb, .metavar = "MB",
+         .imin = 1, .imax = 1 << 30, .group = "editing",
+         .help = "megabytes (2^20 bytes) all saves of one launch may write; a save that would "
+                 "pass it is refused before writing (429)"},
         {0}};
     const cli_pos pos[] = {{.name = "MODEL", .dst = &model_path, .required = 1,
                             .help = "a run directory, a Hugging Face directory or a llama2.c .bin",
@@ -207,6 +296,15 @@ int cmd_serve(int argc, char **argv) {
     s.editor.samples = samples;
     s.editor.windows = 8;
     s.editor.save_dir = save_dir;
+    s.editor.max_saves = max_saves;
+    s.editor.max_save_bytes = max_save_mb << 20;
+    serve_base_name(model_path, s.model_name, sizeof s.model_name);
+    pthread_mutex_init(&s.conns.lock, NULL);
+    pthread_cond_init(&s.conns.wake, NULL);
+    if (!token_make(s.guard.token)) {
+        cli_error(CMD, "cannot draw the launch's token from getrandom: %s", strerror(errno));
+        return CLI_EXIT_FAIL;
+    }
     rc = cli_make_ctx(CMD, threads, &s.ctx);
     if (!rc) rc = load(&s, model_path, tokenizer);
     if (!rc) {
@@ -238,14 +336,23 @@ int cmd_serve(int argc, char **argv) {
         sigaddset(&set, SIGINT);
         sigaddset(&set, SIGTERM);
         pthread_sigmask(SIG_BLOCK, &set, NULL);
+        if (!serve_conns_start(&s, (double)request_timeout)) {
+            cli_error(CMD, "cannot start the thread that closes slow connections");
+            rc = CLI_EXIT_FAIL;
+        }
+    }
+    if (!rc) {
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO |
                          (ipv6 ? MHD_USE_IPv6 : 0);
+        /* the inactivity timeout as a backstop; the deadline is the reaper's */
         d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, serve_on_request, &s,
                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                              MHD_OPTION_THREAD_POOL_SIZE, (unsigned)pool,
-                             MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)request_timeout,
                              MHD_OPTION_CONNECTION_LIMIT, 256u,
-                             MHD_OPTION_NOTIFY_COMPLETED, serve_on_completed, NULL,
+                             MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)per_address,
+                             MHD_OPTION_NOTIFY_COMPLETED, serve_on_completed, &s,
+                             MHD_OPTION_NOTIFY_CONNECTION, serve_on_connection, &s,
                              MHD_OPTION_END);
         if (!d) {
             cli_error(CMD, "cannot listen on %s port %lld (in use, or not an address of this "
@@ -256,11 +363,13 @@ int cmd_serve(int argc, char **argv) {
     if (!rc) {
         const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
         unsigned bound = info ? info->port : (unsigned)port;
+        guard_init(&s.guard, host, &addr, bound);
         if (!is_loopback(&addr))
             fprintf(stderr, "ffn serve: WARNING: listening on %s, not a loopback address: anyone "
-                            "who can reach this machine on port %u can use the model and the "
-                            "page; there is no authentication\n", host, bound);
-        printf(ipv6 ? "http://[%s]:%u/\n" : "http://%s:%u/\n", host, bound);
+                            "who can reach this machine on port %u can try the page; only the "
+                            "token in the URL below keeps them out\n", host, bound);
+        printf(ipv6 ? "http://[%s]:%u/?token=%s\n" : "http://%s:%u/?token=%s\n", host, bound,
+               s.guard.token);
         fflush(stdout);
         fprintf(stderr, "ffn serve: serving %s; Ctrl-C stops\n", model_path);
         sigset_t set;
@@ -270,13 +379,21 @@ int cmd_serve(int argc, char **argv) {
         int sig = 0;
         sigwait(&set, &sig);
         fprintf(stderr, "ffn serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        serve_conns_stop(&s);
         MHD_stop_daemon(d);
+        if (s.conns.reaped)
+            fprintf(stderr, "ffn serve: %lld slow connections were closed (no whole request "
+                    "within --request-timeout %lld s)\n", (long long)s.conns.reaped,
+                    (long long)request_timeout);
     }
+    serve_conns_stop(&s); /* when the daemon did not start */
     serve_labels_free(&s.labels);
     serve_editor_free(&s.editor);
     ffn_vocab_free(s.vocab);
     ffn_model_free(s.model);
     ffn_ctx_free(s.ctx);
     pthread_mutex_destroy(&s.lock);
+    pthread_mutex_destroy(&s.conns.lock);
+    pthread_cond_destroy(&s.conns.wake);
     return rc;
 }

@@ -5,6 +5,9 @@
  *   serve_http.c     libmicrohttpd glue: routing, body limits, the
  *                    embedded static assets, JSON error replies
  *   serve_request.c  a request body (JSON) -> serve_req, every field checked
+ *   serve_guard.c    who may drive the server: Host, the launch's token,
+ *                    Origin / Sec-Fetch-Site, Content-Type (libc only: the
+ *                    fuzz target tests/fuzz/fuzz_serve_guard.c links it alone)
  *   serve_json.c     the JSON text and number writers, a handler's error
  *                    (these two use libc and the JSON reader only: the fuzz
  *                    target tests/fuzz/fuzz_serve_request.c links them alone)
@@ -38,6 +41,39 @@
 #define SERVE_MAX_K 50                /* top-k of a prediction / neurons per layer */
 #define SERVE_PROMOTED 5              /* promoted tokens per neuron */
 #define SERVE_MAX_EDIT_STEPS 500      /* "steps" and "ft_steps" of one /api/edit */
+
+/* ---- who may drive the server (serve_guard.c) ------------------------------------ */
+
+#define SERVE_TOKEN_HEX 64            /* the launch's token: 32 bytes of getrandom, in hex */
+#define SERVE_MAX_HOSTS 5
+
+typedef struct serve_guard {
+    char token[SERVE_TOKEN_HEX + 1];
+    char cookie_name[32];             /* ffn_token_<port>: one per server of the machine */
+    char hosts[SERVE_MAX_HOSTS][300]; /* Host names accepted (lowercase, [v6] bracketed);
+                                       * hosts[0] is the bound address */
+    int n_hosts;
+    int any_ip;                       /* bound to a wildcard: any IP literal too */
+    unsigned port;                    /* the bound port */
+} serve_guard;
+
+/* The headers the guard reads (NULL when absent). */
+typedef struct serve_headers {
+    const char *host, *origin, *sec_fetch_site, *content_type, *authorization, *x_token, *cookie;
+} serve_headers;
+
+/* 0 when the request may go on, else the HTTP status (400, 401, 403, 415,
+ * 421) with one sentence for the client in err. */
+int serve_guard_check(const serve_guard *g, const char *method, const char *url,
+                      const serve_headers *h, char *err, size_t n);
+/* The token in one of the places the guard accepts (cookie, Authorization,
+ * X-FFN-Token). */
+int serve_guard_has_token(const serve_guard *g, const serve_headers *h);
+/* s (n bytes) is the token: constant time in s's content. */
+int serve_guard_token_eq(const serve_guard *g, const char *s, size_t n);
+/* host is an accepted Host value; its name and port (0: none) on success. */
+int serve_guard_host_ok(const serve_guard *g, const char *host, char *name, size_t cap,
+                        unsigned *port);
 
 /* ---- the loaded model ----------------------------------------------------------- */
 
@@ -75,18 +111,46 @@ typedef struct serve_editor {
     int64_t *C_rows;           /* (L) keys C was estimated from */
     int64_t n_edits;           /* since the start or the last reset */
     int64_t n_saved;
+    int dirty;                 /* an edit since the last save */
+    int64_t max_saves;         /* --max-saves: saves of one launch */
+    int64_t max_save_bytes;    /* --max-save-mb, in bytes: what all saves may write */
+    int64_t saved_bytes;       /* what the saves of this launch wrote */
 } serve_editor;
+
+/* Connections being read (serve_http.c): one entry per open connection,
+ * from libmicrohttpd's connection notifications; a reaper thread shuts
+ * down a connection whose request has not fully arrived `deadline`
+ * seconds after it opened or after its previous reply. */
+typedef struct serve_conn_entry {
+    struct serve_conn_entry *prev, *next;
+    int fd;
+    int busy;             /* a whole request is in: its handler runs or its reply goes out */
+    double since;         /* CLOCK_MONOTONIC seconds: opened, or the previous reply done */
+} serve_conn_entry;
+
+typedef struct serve_conns {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    serve_conn_entry *head;
+    double deadline;      /* --request-timeout */
+    int stop, started;
+    pthread_t thread;
+    int64_t reaped;       /* connections shut down for being slow */
+} serve_conns;
 
 typedef struct serve_state {
     ffn_ctx *ctx;
     ffn_model *model;
     ffn_vocab *vocab;
     const char *model_path;
+    char model_name[256]; /* its last component: what replies show */
+    serve_guard guard;
     char format[16];      /* ffn_checkpoint_format_name */
     ffn_lang lang;        /* the page's language (--lang) */
     pthread_mutex_t lock; /* serialises every use of model */
     serve_labels labels;
     serve_editor editor;
+    serve_conns conns;
 } serve_state;
 
 /* ---- a request ------------------------------------------------------------------ */
@@ -184,6 +248,21 @@ void serve_json_bytes(FILE *f, const char *s, size_t n);
 void serve_json_str(FILE *f, const char *s);
 /* A float as JSON (null when not finite), with 9 significant digits. */
 void serve_json_num(FILE *f, double v);
+/* msg with every absolute path (a word starting with '/', but /api/...)
+ * cut to its last component, in place: replies never show where the
+ * server's files are. */
+void serve_scrub_paths(char *msg);
+/* serve_json_str of s scrubbed (s cut at 2047 bytes). */
+void serve_json_str_scrubbed(FILE *f, const char *s);
+/* The last component of path (its directories cut), in out. */
+void serve_base_name(const char *path, char *out, size_t cap);
+
+/* ---- the HTTP side (serve_http.c) ------------------------------------------------------- */
+
+/* The reaper of slow connections: started before the daemon, stopped
+ * (joined) before it stops. */
+int serve_conns_start(serve_state *s, double deadline);
+void serve_conns_stop(serve_state *s);
 
 /* ---- the model's side (serve_model.c) ---------------------------------------------- */
 

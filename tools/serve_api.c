@@ -52,8 +52,8 @@ static int api_info(serve_state *s, const serve_req *req, serve_reply *r) {
     const ffn_model_config *c = ffn_model_get_config(s->model);
     fputs("{\"version\":", f);
     serve_json_str(f, ffn_version());
-    fputs(",\"model\":", f);
-    serve_json_str(f, s->model_path);
+    fputs(",\"model\":", f); /* its name only: replies show no path of this machine */
+    serve_json_str(f, s->model_name);
     fputs(",\"format\":", f);
     serve_json_str(f, s->format);
     fprintf(f, ",\"config\":{\"vocab_size\":%lld,\"hidden_size\":%lld,\"intermediate_size\":%lld,"
@@ -81,7 +81,7 @@ static int api_info(serve_state *s, const serve_req *req, serve_reply *r) {
         serve_json_num(f, s->labels.seconds);
     } else {
         fputs(",\"reason\":", f);
-        serve_json_str(f, s->labels.reason);
+        serve_json_str_scrubbed(f, s->labels.reason);
     }
     fputs(",\"classes\":[", f);
     for (int k = 0; k < FFN_WORD_N_CLASSES; k++)

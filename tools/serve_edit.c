@@ -23,7 +23,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 
 /* ---- the start ------------------------------------------------------------------------ */
@@ -41,8 +43,13 @@ void serve_editor_init(serve_state *s, const char *data, const char *facts_path)
     if (!text) {
         snprintf(e->reason, sizeof e->reason, "%s does not record the text it was trained on; "
                  "start ffn serve with --data FILE (text for C and the held-out loss)",
-                 s->model_path);
+                 s->model_name);
         return;
+    }
+    if (strncmp(e->text_what, "the built-in ", 13)) { /* a file: its name, not where it is */
+        char name[sizeof e->text_what];
+        serve_base_name(e->text_what, name, sizeof name);
+        snprintf(e->text_what, sizeof e->text_what, "%s", name);
     }
     st = ffn_vocab_encode(s->vocab, text, n, 0, &e->tokens, &e->n_tokens);
     free(text);
@@ -74,16 +81,18 @@ void serve_editor_info(serve_state *s, FILE *f) {
     fprintf(f, "{\"available\":%s", e->available ? "true" : "false");
     if (!e->available) {
         fputs(",\"reason\":", f);
-        serve_json_str(f, e->reason);
+        serve_json_str_scrubbed(f, e->reason);
     } else {
         fputs(",\"text\":", f);
-        serve_json_str(f, e->text_what);
+        serve_json_str_scrubbed(f, e->text_what);
     }
     fprintf(f, ",\"edited\":%s,\"n_edits\":%lld,\"save\":%s,\"samples\":%lld,\"facts\":%lld,"
-               "\"methods\":[\"rome\",\"ft\"],\"max_steps\":%d}",
+               "\"methods\":[\"rome\",\"ft\"],\"max_steps\":%d,\"saves\":%lld,"
+               "\"max_saves\":%lld,\"saved_bytes\":%lld,\"max_save_bytes\":%lld}",
             e->n_edits ? "true" : "false", (long long)e->n_edits, e->save_dir ? "true" : "false",
             (long long)e->samples, (long long)(e->facts ? e->facts->n_facts : 0),
-            SERVE_MAX_EDIT_STEPS);
+            SERVE_MAX_EDIT_STEPS, (long long)e->n_saved, (long long)e->max_saves,
+            (long long)e->saved_bytes, (long long)e->max_save_bytes);
 }
 
 /* The training copy and the weights as loaded, at the first edit.  Caller
@@ -263,6 +272,7 @@ static int edit_locked(serve_state *s, const serve_req *req, serve_reply *r) {
         return 500;
     }
     e->n_edits++;
+    e->dirty = 1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     FILE *f = r->out;
     fprintf(f, "{\"method\":\"%s\",\"layer\":%lld,\"prompt\":", ffn_edit_method_name(o.method),
@@ -317,7 +327,7 @@ int serve_api_edit_reset(serve_state *s, const serve_req *req, serve_reply *r) {
         st = ffn_model_params_changed(e->train);
         if (!st) st = copy_weights(s->model, e->train, e->n_params);
     }
-    if (!st) e->n_edits = 0;
+    if (!st) e->n_edits = 0, e->dirty = 0;
     pthread_mutex_unlock(&s->lock);
     if (st) return serve_err(r, 500, "%s", ffn_last_error());
     fprintf(r->out, "{\"edited\":false,\"n_edits\":0,\"undone\":%lld}\n", (long long)undone);
@@ -343,6 +353,39 @@ static void base_name(const char *path, char *out, size_t cap) {
             *p = '_';
 }
 
+/* Bytes of the regular files under dir (what a save wrote). */
+static int64_t tree_bytes(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int64_t total = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        char path[4600];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (lstat(path, &sb)) continue;
+        if (S_ISDIR(sb.st_mode)) total += tree_bytes(path);
+        else if (S_ISREG(sb.st_mode)) total += (int64_t)sb.st_size;
+    }
+    closedir(d);
+    return total;
+}
+
+/* The bytes of a save beyond the weights: the last save's, or the
+ * vocabulary file and a MiB for the config and metadata before the first. */
+static int64_t dir_bytes_estimate(const serve_state *s) {
+    const serve_editor *e = &s->editor;
+    if (e->n_saved > 0) {
+        const int64_t per = e->saved_bytes / e->n_saved - e->n_params * (int64_t)sizeof(float);
+        return per > 0 ? per : 0;
+    }
+    struct stat sb;
+    int64_t extra = 1 << 20;
+    if (e->tokenizer_path[0] && stat(e->tokenizer_path, &sb) == 0) extra += (int64_t)sb.st_size;
+    return extra;
+}
+
 static int save_locked(serve_state *s, serve_reply *r, char *name, size_t cap, char **out) {
     serve_editor *e = &s->editor;
     if (!e->save_dir)
@@ -351,6 +394,26 @@ static int save_locked(serve_state *s, serve_reply *r, char *name, size_t cap, c
     if (!e->train || !e->n_edits)
         return serve_err(r, 409, "nothing to save: the model has no edit since the start or the "
                          "last reset");
+    if (!e->dirty)
+        return serve_err(r, 409, "nothing changed since the last save (%s-edited-%lld)",
+                         s->model_name, (long long)e->n_saved);
+    if (e->n_saved >= e->max_saves)
+        return serve_err(r, 429, "this launch has saved %lld models, the most --max-saves "
+                         "allows", (long long)e->n_saved);
+    /* what a save writes: the weights (f32) and the files copied beside them */
+    const int64_t need = e->n_params * (int64_t)sizeof(float) + dir_bytes_estimate(s);
+    if (e->saved_bytes + need > e->max_save_bytes)
+        return serve_err(r, 429, "a save writes about %.1f MB and this launch's saves wrote "
+                         "%.1f MB of the %.1f MB --max-save-mb allows", need / 1048576.0,
+                         e->saved_bytes / 1048576.0, e->max_save_bytes / 1048576.0);
+    struct statvfs vfs;
+    if (statvfs(e->save_dir, &vfs) == 0) {
+        const double avail = (double)vfs.f_bavail * (double)vfs.f_frsize;
+        const double margin = 64.0 * 1048576.0; /* leave the file system some room */
+        if (avail < (double)need + margin)
+            return serve_err(r, 507, "--save-dir has %.1f MB free, a save needs about %.1f MB "
+                             "(and 64 MB to spare)", avail / 1048576.0, need / 1048576.0);
+    }
     char base[200];
     base_name(s->model_path, base, sizeof base);
     /* DIR/<model>-edited-<n>: the first n that is not there; ffn_edit_save
@@ -370,6 +433,8 @@ static int save_locked(serve_state *s, serve_reply *r, char *name, size_t cap, c
                                   e->tokenizer_is_llama2c, *out, 0);
     if (st) return serve_err(r, st == FFN_ERR_INVALID_ARG ? 409 : 500, "%s", ffn_last_error());
     e->n_saved++;
+    e->dirty = 0;
+    e->saved_bytes += tree_bytes(*out);
     return 0;
 }
 
@@ -384,8 +449,12 @@ int serve_api_edit_save(serve_state *s, const serve_req *req, serve_reply *r) {
     if (!rc) {
         fputs("{\"name\":", r->out);
         serve_json_str(r->out, name);
+        char dir[256]; /* where, by the directory's name: no absolute path in a reply */
+        serve_base_name(s->editor.save_dir, dir, sizeof dir);
+        char shown[520];
+        snprintf(shown, sizeof shown, "%s/%s", dir, name);
         fputs(",\"path\":", r->out);
-        serve_json_str(r->out, path);
+        serve_json_str(r->out, shown);
         fprintf(r->out, ",\"n_edits\":%lld}\n", (long long)n_edits);
     }
     free(path);

@@ -68,3 +68,46 @@ void serve_json_num(FILE *f, double v) {
     else fputs("null", f);
 }
 
+
+/* ---- no paths in replies ------------------------------------------------------------------- */
+
+static int path_end(char c) {
+    return c == 0 || c == ' ' || c == '\t' || c == '\n' || c == '\'' || c == '"' || c == ')' ||
+           c == ',' || c == ';' || c == ':';
+}
+
+void serve_scrub_paths(char *msg) {
+    char *w = msg;
+    for (const char *r = msg; *r;) {
+        const int starts = *r == '/' && (r == msg || strchr(" \t\n'\"(=:", r[-1])) &&
+                           r[1] != '/' && strncmp(r, "/api/", 5) && !path_end(r[1]);
+        if (!starts) {
+            *w++ = *r++;
+            continue;
+        }
+        const char *e = r;
+        while (!path_end(*e)) e++;
+        const char *base = r; /* the last component that is not empty */
+        for (const char *p = r; p + 1 < e; p++)
+            if (*p == '/' && p[1] != '/') base = p + 1;
+        while (base < e) *w++ = *base++;
+        r = e;
+    }
+    *w = 0;
+}
+
+void serve_base_name(const char *path, char *out, size_t cap) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(out, cap, "%.*s", (int)(n - b), path + b);
+    if (!out[0]) snprintf(out, cap, "%s", n ? "/" : "");
+}
+
+void serve_json_str_scrubbed(FILE *f, const char *s) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", s);
+    serve_scrub_paths(buf);
+    serve_json_str(f, buf);
+}

@@ -18,7 +18,12 @@
 // --json` prints for the same arguments, the "edited" badge appears, the
 // prediction becomes that of `ffn inspect` on ffn edit's output, "save"
 // writes the same weights, and "reset" brings the original prediction
-// back.  Then the page of `ffn serve --lang zh` shows
+// back.  Every request the page makes to /api/ carries the launch's token
+// (the cookie set when the printed URL ?token=... is opened, which then
+// redirects to /) and is same-origin; a page of another origin
+// (http://localhost:PORT, another site for the browser) that posts to the
+// API with fetch(..., {mode: 'no-cors'}) changes nothing (nothing saved,
+// no edit).  Then the page of `ffn serve --lang zh` shows
 // the Chinese labels of the catalogue, and so does `ffn report --lang zh`
 // of the same run directory (opened offline).  Screenshots are kept in
 // build/test-artifacts/.
@@ -113,9 +118,13 @@ function startServer(args, which) {
   });
 }
 const srv = await startServer([]);
-ok(/^http:\/\/127\.0\.0\.1:\d+\/$/.test(srv.url), `ffn serve prints its URL on 127.0.0.1 (${srv.url})`);
+ok(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64}$/.test(srv.url), `ffn serve prints its URL on 127.0.0.1 with a token`);
+// the test's own requests, as curl would send them: the token, same-origin, JSON
 async function api(url, p, body) {
-  const r = await fetch(url + p.slice(1), body === undefined ? {} : { method: 'POST', body: JSON.stringify(body) });
+  const u = new URL(url);
+  const headers = { Authorization: `token ${u.searchParams.get('token')}`, Origin: u.origin };
+  const init = body === undefined ? { headers } : { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
+  const r = await fetch(u.origin + p, init);
   return { status: r.status, json: await r.json() };
 }
 
@@ -134,9 +143,19 @@ try {
 }
 const problems = [];
 let served = 0;
+const apiSeen = { n: 0, bad: [] }; // the page's /api/ requests: token and same-origin
 async function openPage(url) {
-  const origin = new URL(url).origin;
+  const origin = new URL(url).origin, token = new URL(url).searchParams.get('token');
   const page = await context.newPage();
+  page.on('request', async (req) => {
+    if (!req.url().startsWith(origin + '/api/')) return;
+    const h = await req.allHeaders();
+    apiSeen.n++;
+    const cookie = (h.cookie || '').split(/;\s*/).includes(`ffn_token_${new URL(url).port}=${token}`);
+    // (Chromium sends Sec-Fetch-Site only to secure origins: when it is there it must say same-origin)
+    if (!cookie || (h['sec-fetch-site'] && h['sec-fetch-site'] !== 'same-origin') || (req.method() === 'POST' && h.origin !== origin))
+      apiSeen.bad.push(`${req.method()} ${req.url()}: cookie ${cookie}, sec-fetch-site ${h['sec-fetch-site']}, origin ${h.origin}`);
+  });
   await page.route('**/*', (route) => {
     const u = route.request().url();
     if (u.startsWith(origin + '/') || u.startsWith('data:')) { served++; return route.continue(); }
@@ -339,6 +358,23 @@ try {
   ok(run('sha256sum', [path.join(factsModel, 'model.safetensors')]) === factsModelSum, 'the model on disk never changed');
   await fpage.close();
 
+  // another site's page posting to the API: refused, nothing changes
+  const fport = new URL(fsrv.url).port;
+  const evil = await context.newPage();
+  await evil.goto(`http://localhost:${fport}/`, { waitUntil: 'load' }); // another origin (and site) for the browser
+  const attempts = await evil.evaluate(async (target) => {
+    const out = [];
+    for (const [p, body] of [['/api/edit/save', '{}'], ['/api/edit', '{"prompt":"Sevelle lives in","subject":"Sevelle","target":"Keshdun","layer":1,"method":"ft"}']]) {
+      try { const r = await fetch(target + p, { method: 'POST', mode: 'no-cors', body }); out.push(`${p}: opaque ${r.type}`); } catch (e) { out.push(`${p}: ${e.message}`); }
+      try { await fetch(target + p, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body }); out.push(`${p}: READ`); } catch (e) { out.push(`${p}: cors refused`); }
+    }
+    return out;
+  }, `http://127.0.0.1:${fport}`);
+  await evil.close();
+  const after = (await api(fsrv.url, '/api/info')).json;
+  ok(after.edit.n_edits === 0 && after.edit.saves === 1 && fs.readdirSync(saveDir).length === 1 && !attempts.some((a) => a.endsWith('READ')),
+    `another site's page cannot drive the server (no-cors and CORS posts: no edit, no save; ${attempts.join(', ')})`);
+
   // the page in Chinese
   // (an English model: the probe on the Chinese corpus fails its coverage
   // check, so the labels come from the English one, named in Chinese)
@@ -397,6 +433,7 @@ try {
   await context.close();
 }
 ok(served > 5 && problems.length === 0, `every request went to the server (${served}); no console or page error`, problems.join('\n     '));
+ok(apiSeen.n > 10 && apiSeen.bad.length === 0, `every /api/ request of the page (${apiSeen.n}) carried the token cookie and was same-origin`, apiSeen.bad.slice(0, 5).join('\n     '));
 for (const s of servers) {
   s.kill('SIGINT');
   const code = await new Promise((r) => (s.exitCode !== null ? r(s.exitCode) : s.on('exit', r)));

@@ -46,14 +46,18 @@ start_server() {
     local name="$1"; shift
     "$FFN" serve "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
     server_pid=$!
-    for _ in $(seq 1 600); do
+    for _ in $(seq 1 1800); do # up to 3 min: labelling under ASan on a loaded machine
         [[ -s "$tmp/$name.out" ]] && break
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.1
     done
-    url=$(head -n 1 "$tmp/$name.out")
-    [[ "$url" == http://* ]] || { cat "$tmp/$name.err"; echo "FAIL server $name did not start"; exit 1; }
+    full_url=$(head -n 1 "$tmp/$name.out")
+    [[ "$full_url" == http://* ]] || { cat "$tmp/$name.err"; echo "FAIL server $name did not start"; exit 1; }
+    url=${full_url%%\?*} token=${full_url#*\?token=}
 }
+# every request as the page sends it: the launch's token, same-origin, JSON
+# (the refusals without them are test_serve_guard.sh)
+curl() { command curl -H "Authorization: token $token" -H "Origin: ${url%/}" -H 'Content-Type: application/json' "$@"; }
 stop_server() { # signal; sets $stop_rc
     kill "-$1" "$server_pid"
     stop_rc=0
@@ -93,7 +97,7 @@ m="$tmp/m"
 sum_before=$(sha256sum "$m/model.safetensors" | cut -d' ' -f1)
 
 start_server main "$m" --port 0 --threads 2
-check "the URL is on 127.0.0.1" grep -q '^http://127\.0\.0\.1:[0-9]*/$' "$tmp/main.out"
+check "the URL is on 127.0.0.1 with a 256-bit token" grep -q '^http://127\.0\.0\.1:[0-9]*/?token=[0-9a-f]\{64\}$' "$tmp/main.out"
 check "labels computed at the start (stderr says so)" grep -q "labels from the en corpus" "$tmp/main.err"
 
 curl -s -S "${url}api/info" >"$tmp/info.json"

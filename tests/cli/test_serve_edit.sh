@@ -29,6 +29,7 @@ PY=/usr/bin/python3
 tmp=$(mktemp -d)
 server_pid=
 cleanup() {
+    umount "$tmp/small" 2>/dev/null || true
     [[ -n "$server_pid" ]] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
     rm -rf "$tmp"
 }
@@ -49,9 +50,13 @@ start_server() { # name, args...: ffn serve in the background, its URL in $url
         kill -0 "$server_pid" 2>/dev/null || break
         sleep 0.1
     done
-    url=$(head -n 1 "$tmp/$name.out")
-    [[ "$url" == http://* ]] || { cat "$tmp/$name.err"; echo "FAIL server $name did not start"; exit 1; }
+    full_url=$(head -n 1 "$tmp/$name.out")
+    [[ "$full_url" == http://* ]] || { cat "$tmp/$name.err"; echo "FAIL server $name did not start"; exit 1; }
+    url=${full_url%%\?*} token=${full_url#*\?token=}
 }
+# every request as the page sends it: the launch's token, same-origin, JSON
+# (the refusals without them are test_serve_guard.sh)
+curl() { command curl -H "Authorization: token $token" -H "Origin: ${url%/}" -H 'Content-Type: application/json' "$@"; }
 stop_server() {
     kill -TERM "$server_pid"
     stop_rc=0
@@ -177,11 +182,15 @@ for f in config.json model.safetensors tokenizer.txt; do
 done
 check "the saved weights are byte for byte those of ffn edit --out" cmp -s "$tmp/saved/m-edited-1/model.safetensors" "$tmp/e_ft/model.safetensors"
 mkdir "$tmp/saved/m-edited-2" && echo mine >"$tmp/saved/m-edited-2/notes.txt"
+bad 409 "nothing changed since the last save" "a second save with no edit since the first" /api/edit/save '{}'
+check "and it wrote nothing" bash -c "[[ \$(ls '$tmp/saved' | wc -l) == 2 ]]"
+code=$(status /api/edit "{$e0,\"layer\":1,\"method\":\"ft\",\"ft_steps\":2}")
+check "a third edit: 200" test "$code" = 200
 code=$(status /api/edit/save '{}'); cp "$tmp/reply.json" "$tmp/save2.json"
-jcheck "$tmp/save2.json" "d['name'] == 'm-edited-3'" "a second save skips an existing name"
+jcheck "$tmp/save2.json" "d['name'] == 'm-edited-3' and d['path'] == 'saved/m-edited-3'" "a second save after a new edit skips an existing name; the reply shows no absolute path"
 check "an existing directory under --save-dir is left alone" bash -c "[[ \$(ls '$tmp/saved/m-edited-2') == notes.txt ]]"
 code=$(status /api/edit/reset '{}'); cp "$tmp/reply.json" "$tmp/reset.json"
-jcheck "$tmp/reset.json" "not d['edited'] and d['undone'] == 2" "/api/edit/reset: two edits undone"
+jcheck "$tmp/reset.json" "not d['edited'] and d['undone'] == 3" "/api/edit/reset: three edits undone"
 post /api/predict "{\"text\":\"$prompt\",\"k\":8}" >"$tmp/p2.json"
 check "after the reset the prediction is the original, exactly" cmp -s "$tmp/p0.json" "$tmp/p2.json"
 check "the model on disk never changed" bash -c "sums() { (cd \"\$1\" && sha256sum -- * | sort); }; sums '$m' | cmp -s - '$tmp/m.sums'"
@@ -213,6 +222,37 @@ sys.exit(0 if ok and sum(seen.values()) == 12 else 1)
 EOF
 stop_server
 check "a clean stop (exit 0)" test "$stop_rc" -eq 0
+
+# ---- the limits of saving: --max-saves, --max-save-mb, free space ----------------------------
+start_server caps "$m" --port 0 --threads 2 --no-labels --samples 500 --save-dir "$tmp/saved" --max-saves 1
+jcheck <(curl -s -S "${url}api/info") "d['edit']['max_saves'] == 1 and d['edit']['saves'] == 0" "/api/info shows the save limits"
+ft='"layer":1,"method":"ft","ft_steps":2'
+status /api/edit "{$e0,$ft}" >/dev/null
+code=$(status /api/edit/save '{}')
+check "--max-saves 1: the first save (200)" test "$code" = 200
+n_saved=$(ls "$tmp/saved" | wc -l)
+status /api/edit "{$e0,$ft}" >/dev/null
+bad 429 "most --max-saves allows" "--max-saves 1: the second save is refused" /api/edit/save '{}'
+for i in 1 2 3; do status /api/edit/save '{}' >/dev/null; done
+check "--max-saves 1: nothing more written after 3 more calls" bash -c "[[ \$(ls '$tmp/saved' | wc -l) == $n_saved ]]"
+stop_server
+start_server capmb "$m" --port 0 --threads 2 --no-labels --samples 500 --save-dir "$tmp/saved" --max-save-mb 1
+status /api/edit "{$e0,$ft}" >/dev/null
+bad 429 "max-save-mb allows" "--max-save-mb 1: a save larger than it is refused before writing" /api/edit/save '{}'
+check "--max-save-mb 1: nothing written" bash -c "[[ \$(ls '$tmp/saved' | wc -l) == $n_saved ]]"
+stop_server
+# a file system with less room than a save needs (a 2 MB tmpfs, when this machine lets us mount one)
+mkdir "$tmp/small"
+if mount -t tmpfs -o size=2m tmpfs "$tmp/small" 2>/dev/null; then
+    start_server full "$m" --port 0 --threads 2 --no-labels --samples 500 --save-dir "$tmp/small"
+    status /api/edit "{$e0,$ft}" >/dev/null
+    bad 507 "free, a save needs" "a --save-dir without the room for a save: 507 before writing" /api/edit/save '{}'
+    check "nothing written on the small file system" bash -c "[[ -z \$(ls '$tmp/small') ]]"
+    stop_server
+    umount "$tmp/small"
+else
+    echo "skip the free-space case: cannot mount a tmpfs here"
+fi
 
 # ---- saving without --save-dir -----------------------------------------------------------------
 start_server nosave "$m" --port 0 --threads 2 --no-labels --samples 500

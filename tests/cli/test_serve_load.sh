@@ -2,7 +2,9 @@
 # test_serve_load.sh -- `ffn serve` under load and under bad input.
 # Load: 2,000 requests from 8 concurrent clients on loopback
 # (tests/cli/serve_load_client.mjs: info, tokenize, predict with and
-# without an edit, neurons), no error, latency p50/p90/p99 printed.
+# without an edit, neurons; one client edits a fact and resets it in turn),
+# no error, latency p50/p90/p99 printed (bench/bench_serve_load.sh compares
+# two builds).
 # Bad input, each a 4xx with a JSON {"error"} naming the problem, and the
 # server still answering afterwards: malformed JSON, a body that is not an
 # object, an empty body, a 100 MB body (announced, and chunked), a text of
@@ -31,12 +33,16 @@ m="$tmp/m"
 "$FFN" serve "$m" --port 0 --threads 1 --no-labels >"$tmp/url" 2>"$tmp/serve.err" &
 server_pid=$!
 for _ in $(seq 1 600); do [[ -s "$tmp/url" ]] && break; sleep 0.1; done
-url=$(head -n 1 "$tmp/url")
-[[ "$url" == http://* ]] || { cat "$tmp/serve.err"; echo "FAIL server did not start"; exit 1; }
+full_url=$(head -n 1 "$tmp/url")
+[[ "$full_url" == http://* ]] || { cat "$tmp/serve.err"; echo "FAIL server did not start"; exit 1; }
+url=${full_url%%\?*} token=${full_url#*\?token=}
+# every request as the page sends it: the token, same-origin, JSON
+curl() { command curl -H "Authorization: token $token" -H "Origin: ${url%/}" -H 'Content-Type: application/json' "$@"; }
 
 # ---- load ---------------------------------------------------------------------------------
-if node "$ROOT/tests/cli/serve_load_client.mjs" "$url" 2000 8 >"$tmp/load.json" 2>"$tmp/load.err"; then
-    pass "2000 requests from 8 concurrent clients, no error: $(cat "$tmp/load.json")"
+edit='{"prompt":"Mary gave John the","subject":"John","target":"pear","object":"apple","layer":1,"method":"ft","ft_steps":5}'
+if node "$ROOT/tests/cli/serve_load_client.mjs" "$full_url" 2000 8 "$edit" >"$tmp/load.json" 2>"$tmp/load.err"; then
+    pass "2000 requests from 8 concurrent clients (one editing), no error: $(cat "$tmp/load.json")"
 else
     fail "load: $(cat "$tmp/load.json") $(head -c 600 "$tmp/load.err")"
 fi

@@ -15,7 +15,10 @@
  *     finite and within [0, its bound];
  *   - a refused body leaves a non-empty message and nothing allocated;
  *   - serve_json_bytes of the body's bytes is one JSON string that the
- *     project's reader parses, into valid UTF-8.
+ *     project's reader parses, into valid UTF-8;
+ *   - serve_scrub_paths of the body (as a NUL-terminated message) never
+ *     grows it, leaves no word starting with '/' that holds another '/'
+ *     (an absolute path; /api/ and // words excepted), and is idempotent.
  * Built by `make fuzz`; with -DFFN_FUZZ_REPLAY it gets a main() that
  * replays files (tests/cli/test_fuzz_regress.sh). */
 #include "../../tools/serve_request.c"
@@ -100,6 +103,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(ffn_json_type_of(ffn_json_root(doc)) == FFN_JSON_STRING);
     ffn_json_free(doc);
     free(out);
+    /* the path scrubber of error replies */
+    char *msg = malloc(n + 1), *again = malloc(n + 1);
+    REQUIRE(msg && again);
+    memcpy(msg, body, n);
+    msg[n] = 0;
+    const size_t before = strlen(msg);
+    serve_scrub_paths(msg);
+    REQUIRE(strlen(msg) <= before);
+    for (const char *p = msg; *p; p++) {
+        const int word = *p == '/' && (p == msg || strchr(" \t\n'\"(=:", p[-1])) && p[1] != '/' &&
+                         strncmp(p, "/api/", 5);
+        if (!word) continue;
+        const char *e = p + 1;
+        while (*e && !strchr(" \t\n'\"),;:", *e)) e++;
+        const char *slash = memchr(p + 1, '/', (size_t)(e - p - 1));
+        REQUIRE(!slash || slash == e - 1 || e == p + 1); /* at most a trailing slash */
+    }
+    memcpy(again, msg, strlen(msg) + 1);
+    serve_scrub_paths(again);
+    REQUIRE(!strcmp(again, msg));
+    free(msg);
+    free(again);
     return 0;
 }
 

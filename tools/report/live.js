@@ -36,9 +36,11 @@
     S.busy += d;
     document.body.setAttribute('data-busy', String(S.busy));
   }
+  // Same-origin requests: the browser adds the token's cookie (HttpOnly: this
+  // script never sees the token) and the Origin the server checks.
   function api(method, path, body) {
     setBusy(1);
-    var init = { method: method, headers: {} };
+    var init = { method: method, headers: {}, credentials: 'same-origin' };
     if (body !== undefined) { init.body = JSON.stringify(body); init.headers['Content-Type'] = 'application/json'; }
     return fetch(path, init).then(function (r) {
       return r.json().then(function (j) { return { ok: r.ok, status: r.status, json: j }; });
@@ -333,7 +335,10 @@
   }
 
   function start() {
+    // the API needs the launch's token: the cookie the server set when the
+    // URL it printed (?token=...) was opened; without it every call is a 401
     api('GET', '/api/info').then(function (r) {
+      if (!r.ok) { showError(r.json.error || String(r.status)); return; }
       S.info = r.json;
       S.messages = r.json.messages || {};
       document.documentElement.lang = r.json.lang === 'zh' ? 'zh' : 'en';
