@@ -253,32 +253,38 @@ ffn_status ffn_ggml_row_size(ffn_ggml_type type, int64_t n, size_t *bytes) {
     return FFN_OK;
 }
 
-ffn_status ffn_ggml_dequantize_row(ffn_ggml_type type, const void *src, float *dst, int64_t n) {
-    size_t bytes;
-    ffn_status s = ffn_ggml_row_size(type, n, &bytes);
+/* The checks both row conversions start with: a whole row of a known type,
+ * buffers present, a converter in the table (`decodes` picks which). */
+static ffn_status row_check(ffn_ggml_type type, int64_t n, const void *src, const void *dst,
+                            int decodes, const ffn_type_info **out) {
+    ffn_status s = ffn_ggml_row_size(type, n, NULL);
     if (s != FFN_OK) return s;
-    if (n > 0 && (!src || !dst)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_ggml_dequantize_row: NULL buffer");
+    const char *fn = decodes ? "ffn_ggml_dequantize_row" : "ffn_ggml_quantize_row";
+    if (n > 0 && (!src || !dst)) return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL buffer", fn);
     const ffn_type_info *q = &types[type];
-    if (!q->decode) {
+    if (decodes ? !q->decode : !q->encode) {
         char list[256];
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: ffn cannot decode this type (it decodes %s)", q->name,
-                         ffn_ggml_type_list(FFN_GGML_DECODES, ", ", list, sizeof list));
+        const char *verb = decodes ? "decode" : "encode";
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: ffn cannot %s this type (it %ss %s)", q->name, verb,
+                         verb, ffn_ggml_type_list(decodes ? FFN_GGML_DECODES : FFN_GGML_ENCODES, ", ",
+                                                  list, sizeof list));
     }
+    *out = q;
+    return FFN_OK;
+}
+
+ffn_status ffn_ggml_dequantize_row(ffn_ggml_type type, const void *src, float *dst, int64_t n) {
+    const ffn_type_info *q;
+    ffn_status s = row_check(type, n, src, dst, 1, &q);
+    if (s != FFN_OK) return s;
     q->decode(src, dst, n / q->block);
     return FFN_OK;
 }
 
 ffn_status ffn_ggml_quantize_row(ffn_ggml_type type, const float *src, void *dst, int64_t n) {
-    size_t bytes;
-    ffn_status s = ffn_ggml_row_size(type, n, &bytes);
+    const ffn_type_info *q;
+    ffn_status s = row_check(type, n, src, dst, 0, &q);
     if (s != FFN_OK) return s;
-    if (n > 0 && (!src || !dst)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_ggml_quantize_row: NULL buffer");
-    const ffn_type_info *q = &types[type];
-    if (!q->encode) {
-        char list[256];
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: ffn cannot encode this type (it encodes %s)", q->name,
-                         ffn_ggml_type_list(FFN_GGML_ENCODES, ", ", list, sizeof list));
-    }
     if (q->block > 1)
         for (int64_t i = 0; i < n; i++)
             if (!isfinite(src[i]))
