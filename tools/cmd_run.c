@@ -40,7 +40,7 @@ static const char about[] =
 "                               tokenizer.txt)\n"
 "  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
 "                               qwen2 or qwen2moe; any type ffn computes with\n"
-"                               (see --quantize); its matrices stay in their type,\n"
+"                               (--quantize's); its matrices stay in their type,\n"
 "                               read from the mapped file (f32 ones and llama's\n"
 "                               q/k rows are copied); its tokenizer.ggml.*\n"
 "                               vocabulary encodes --prompt\n"
