@@ -16,7 +16,8 @@
  *   rng.h          the library's seeded pseudo-random generator
  *   json.h         the strict JSON reader
  *   collapse.h     merging a linear FFN into one matrix, and the check
- *   gguf.h         GGUF files and the ggml tensor types (f16, q8_0, q4_K, ...)
+ *   gguf.h         GGUF files (the tensor types they hold: dtype.h)
+ *   dtype.h        the ggml tensor types, their table, fp16/bf16 conversions
  *   quant.h        low-precision weights inside a model (quantize, attach bytes)
  *   eval.h         perplexity, and KL / top-1 against a reference model
  *

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,6 +21,39 @@ const int cli_lang_values[] = {FFN_LANG_EN, FFN_LANG_ZH};
 const char *const cli_corpus_names[] = {"en", "zh", "facts", NULL};
 const int cli_corpus_values[] = {FFN_LANG_EN, FFN_LANG_ZH, FFN_LANG_FACTS};
 const char *const cli_precision_names[] = {"fp32", "bf16", NULL};
+
+cli_types cli_ggml_types(unsigned caps, int with_f32) {
+    enum { SETS = 8 };
+    static struct {
+        int used, with_f32;
+        unsigned caps;
+        const char *names[FFN_GGML_TYPE_COUNT + 1];
+        int values[FFN_GGML_TYPE_COUNT];
+        char list[512];
+    } sets[SETS];
+    int i = 0;
+    while (i < SETS - 1 && sets[i].used && (sets[i].caps != caps || sets[i].with_f32 != with_f32)) i++;
+    if (!sets[i].used || sets[i].caps != caps || sets[i].with_f32 != with_f32) {
+        ffn_ggml_type t[FFN_GGML_TYPE_COUNT];
+        int n = ffn_ggml_types(caps, t, FFN_GGML_TYPE_COUNT), k = 0;
+        size_t used = 0;
+        sets[i].list[0] = 0;
+        for (int j = 0; j < n && j < FFN_GGML_TYPE_COUNT; j++) {
+            if (!with_f32 && t[j] == FFN_GGML_TYPE_F32) continue;
+            sets[i].names[k] = ffn_ggml_type_name(t[j]);
+            sets[i].values[k++] = (int)t[j];
+        }
+        sets[i].names[k] = NULL;
+        for (int j = 0; j < k && used < sizeof sets[i].list; j++) {
+            int w = snprintf(sets[i].list + used, sizeof sets[i].list - used, "%s%s",
+                             j == 0 ? "" : j == k - 1 ? " or " : ", ", sets[i].names[j]);
+            if (w < 0) break;
+            used += (size_t)w;
+        }
+        sets[i].used = 1, sets[i].caps = caps, sets[i].with_f32 = with_f32;
+    }
+    return (cli_types){sets[i].names, sets[i].values, sets[i].list};
+}
 const int cli_precision_values[] = {FFN_PRECISION_FP32, FFN_PRECISION_BF16};
 
 int cli_parse_act(const char *value, void *dst) {

@@ -196,6 +196,19 @@ int cli_edit_distance(const char *a, const char *b);
     {.name = "--precision", .type = CLI_ENUM, .dst = (p), .names = cli_precision_names, \
      .values = cli_precision_values, .help = CLI_PRECISION_HELP}
 extern const char *const cli_precision_names[];
+
+/* The ggml types with every bit of `caps` (FFN_GGML_DECODES, _ENCODES,
+ * _COMPUTES of ffn/dtype.h; f32 left out when !with_f32), read from the
+ * library's type table: the names and values of a CLI_ENUM (NULL-
+ * terminated names, values as ffn_ggml_type), and the names joined for a
+ * help line or a message ("f32, f16, ... or q6_K").  The storage is
+ * static and shared by every call with the same arguments. */
+typedef struct cli_types {
+    const char *const *names;
+    const int *values;
+    const char *list; /* "a, b or c" */
+} cli_types;
+cli_types cli_ggml_types(unsigned caps, int with_f32);
 extern const int cli_precision_values[];
 extern const char *const cli_tokenizer_names[];
 extern const int cli_tokenizer_values[];

@@ -498,9 +498,9 @@ static const char qgemm_about[] =
 
 static const char qgemm_epilog[] =
     "FLOPs are 2·N·R·C per call.  The peak is the int8 dot product (vpdpbusd)\n"
-    "for q8_0, q4_0, q4_K and q6_K, the bf16 one (vdpbf16ps) for bf16, and the\n"
-    "fp32 FMA for f16 and f32 (or the FMA peak where the CPU lacks the\n"
-    "instruction).  Weight bytes count each byte once per call; below the\n"
+    "for the integer block formats, the bf16 one (vdpbf16ps) for bf16, and the\n"
+    "fp32 FMA for the others (or the FMA peak where the CPU lacks the\n"
+    "instruction; the type table says which a type's kernels use).  Weight bytes count each byte once per call; below the\n"
     "prompt-size crossover (32 to 64 rows of x by type) the kernels read the\n"
     "weights once per tile of up to 64 rows of x, from it on (bf16 panels\n"
     "decoded in the call) once per 512 rows.  Unless --hot, the calls\n"
@@ -512,9 +512,11 @@ static int bench_qgemm(int argc, char **argv) {
     const char *type_name = "q4_0";
     int64_t R = 2048, C = 8192, N = 1, threads = 0, repeats = 0;
     int json = 0, hot = 0;
+    const cli_types types = cli_ggml_types(FFN_GGML_COMPUTES, 1);
+    char help[640];
+    snprintf(help, sizeof help, "the weight's ggml type: %s", types.list);
     const cli_opt opts[] = {
-        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
-         .help = "the weight's ggml type: f32, f16, bf16, q8_0, q4_0, q4_K or q6_K"},
+        {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T", .help = help},
         {.name = "--rows", .type = CLI_INT, .dst = &R, .metavar = "R", .imin = 1,
          .imax = INT64_C(1) << 20, .help = "rows of W (outputs)"},
         {.name = "--cols", .type = CLI_INT, .dst = &C, .metavar = "C", .imin = 1,
@@ -533,8 +535,7 @@ static int bench_qgemm(int argc, char **argv) {
     if (cli_parse(&spec, argc, argv, &prc)) return prc;
     ffn_ggml_type type;
     if (!ffn_ggml_type_parse(type_name, &type)) {
-        cli_error(cmd, "--type: unknown ggml type '%s' (expected f32, f16, bf16, q8_0, q4_0, q4_K "
-                       "or q6_K)", type_name);
+        cli_error(cmd, "--type: unknown ggml type '%s' (expected %s)", type_name, types.list);
         return CLI_EXIT_USAGE;
     }
     int64_t bs = ffn_ggml_block_size(type);
@@ -620,12 +621,10 @@ static int bench_qgemm(int argc, char **argv) {
         (void)sink;
     }
     peaks pk = lanes ? measure_peaks(nt, lanes) : (peaks){0, 0, 0};
-    int int8 = type == FFN_GGML_TYPE_Q8_0 || type == FFN_GGML_TYPE_Q4_0 ||
-               type == FFN_GGML_TYPE_Q4_K || type == FFN_GGML_TYPE_Q6_K;
-    const char *peak_name = "fp32 FMA";
+    const char *dot = ffn_ggml_type_dot(type), *peak_name = "fp32 FMA";
     double peak = pk.fma_gflops;
-    if (int8 && pk.int8_gops > 0) peak = pk.int8_gops, peak_name = "int8 vpdpbusd";
-    if (type == FFN_GGML_TYPE_BF16 && pk.bf16_gflops > 0) peak = pk.bf16_gflops, peak_name = "bf16 vdpbf16ps";
+    if (!strcmp(dot, "int8") && pk.int8_gops > 0) peak = pk.int8_gops, peak_name = "int8 vpdpbusd";
+    if (!strcmp(dot, "bf16") && pk.bf16_gflops > 0) peak = pk.bf16_gflops, peak_name = "bf16 vdpbf16ps";
     double flops = 2.0 * (double)N * (double)R * (double)C;
     double gbps = tm.min_s > 0 ? (double)wbytes / tm.min_s * 1e-9 : 0;
     double gflops = tm.min_s > 0 ? flops / tm.min_s * 1e-9 : 0;

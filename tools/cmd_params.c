@@ -228,7 +228,7 @@ static void print_report(const char *path, const ffn_params_report *r, int per_l
            grouped(r->kv_bytes_f16, c, sizeof c));
     printf("  %-6s %8s %20s %22s %14s\n", "format", "bits/w", "weight bytes", "read per token",
            "decode tok/s");
-    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+    for (int i = 0; i < r->n_formats; i++) {
         const ffn_params_memory *m = &r->memory[i];
         printf("  %-6s %8.4g %20s %22s %14.3g\n", m->format, m->bits_per_weight,
                grouped(m->weight_bytes, a, sizeof a), grouped(m->read_bytes_per_token, b, sizeof b),
@@ -307,7 +307,7 @@ static void print_json(const char *path, const ffn_params_report *r) {
            ", \"kv_bytes_f16_at_seq_len\": %" PRId64 ", \"formats\": [",
            r->bandwidth_gbs, r->kv_elements_per_token, r->kv_bytes_per_token_f16,
            r->kv_bytes_per_token_f32, r->kv_bytes_f16);
-    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+    for (int i = 0; i < r->n_formats; i++) {
         const ffn_params_memory *m = &r->memory[i];
         printf("%s{\"format\": \"%s\", \"bits_per_weight\": %.17g, \"weight_bytes\": %" PRId64
                ", \"read_bytes_per_token\": %" PRId64 ", \"decode_tokens_per_s\": %.17g}",

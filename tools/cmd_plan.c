@@ -218,6 +218,10 @@ int cmd_plan(int argc, char **argv) {
     int layer = LAYER_MODEL;
     const char *type_name = "swiglu";
     int64_t hidden = 4096, inter = 11008, moe_inter = 1408, experts = 8, top_k = 2, tokens = 512;
+    const cli_types wtypes = cli_ggml_types(FFN_GGML_COMPUTES, 1);
+    char wt_help[640];
+    snprintf(wt_help, sizeof wt_help, "weight storage: %s (bytes per weight from the block "
+             "size; for the decode estimate)", wtypes.list);
     const cli_opt opts[] = {
         CLI_OPT_TP(&tp),
         CLI_OPT_EP(&ep),
@@ -234,8 +238,7 @@ int cmd_plan(int argc, char **argv) {
         {CLI_INT_FIELDS("--seq-len", &seq_len, "T", 1, (int64_t)1 << 30,
                         "tokens per sequence (also the attention context)")},
         {.name = "--weight-type", .type = CLI_STR, .dst = &wtype, .metavar = "TYPE",
-         .help = "weight storage: f32, f16, bf16, or a ggml block format (q8_0, q4_0, q4_K, "
-                 "q6_K: bytes per weight from the block size; for the decode estimate)"},
+         .help = wt_help},
         {.name = "--act-type", .type = CLI_ENUM, .dst = &act_k, .names = act_names,
          .help = "activations, gradients and messages"},
         {CLI_FLOAT_FIELDS("--peak-gflops", &peak, "X", 0, 1e12,
@@ -295,10 +298,8 @@ int cmd_plan(int argc, char **argv) {
     }
 
     ffn_ggml_type wt;
-    if (!ffn_ggml_type_parse(wtype, &wt) || !ffn_ggml_can_dequantize(wt) ||
-        wt == FFN_GGML_TYPE_F64) {
-        cli_error(CMD, "--weight-type '%s': expected f32, f16, bf16, q8_0, q4_0, q4_K or q6_K",
-                  wtype);
+    if (!ffn_ggml_type_parse(wtype, &wt) || !(ffn_ggml_type_caps(wt) & FFN_GGML_COMPUTES)) {
+        cli_error(CMD, "--weight-type '%s': expected %s", wtype, wtypes.list);
         return CLI_EXIT_USAGE;
     }
     double wbytes = (double)ffn_ggml_type_size(wt) / (double)ffn_ggml_block_size(wt);

@@ -1,5 +1,5 @@
 /* cmd_quantize.c -- `ffn quantize`: write any model ffn loads as a GGUF
- * file of one weight type (bf16, f16, q8_0, q4_0, q4_K, q6_K) that
+ * file of one weight type (any the type table encodes, f32 aside) that
  * llama.cpp runs; also the GGUF writing behind `ffn export --format gguf`. */
 #include "cli.h"
 #include "gguf_out.h"
@@ -75,10 +75,10 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
 static const char about[] =
 "Loads MODEL (a llama2.c .bin, a Hugging Face directory, an ffn run directory\n"
 "or a GGUF file) and writes it as a GGUF file llama.cpp runs, its matrices of\n"
-"one type: bf16, f16 (rounded to nearest even), q8_0, q4_0 (ggml's reference\n"
-"rounding, the same bytes as llama.cpp's), q4_K, q6_K (ffn's own scale search,\n"
-"ggml's decoding).  A matrix whose rows are not a multiple of the block (32\n"
-"for q8_0/q4_0, 256 for q4_K/q6_K) stays f16, as llama.cpp does, and the count\n"
+"one type (--dtype: f16 and bf16 rounded to nearest even; the block formats\n"
+"with ggml's reference rounding where ffn has it, else ffn's own scale search,\n"
+"always ggml's decoding).  A matrix whose rows are not a multiple of the\n"
+"type's block stays f16, as llama.cpp does, and the count\n"
 "is reported; norms, biases and MoE routers stay f32.  The architecture is\n"
 "llama (Mixtral-style experts too), qwen2 (q/k/v biases) or qwen2moe (experts\n"
 "with a shared expert); llama's q/k rows are written in llama.cpp's order.\n"
@@ -93,19 +93,17 @@ static const char epilog[] =
 "  ffn quantize stories260K.bin --dtype q4_K --out stories-q4_K.gguf\n"
 "  ffn eval model-q8_0.gguf --data text.txt --reference my-ffn-run\n";
 
-static const char *const type_names[] = {"bf16", "f16", "q8_0", "q4_0", "q4_K", "q6_K", NULL};
-static const ffn_ggml_type type_values[] = {FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16,
-                                            FFN_GGML_TYPE_Q8_0, FFN_GGML_TYPE_Q4_0,
-                                            FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K};
-
 int cmd_quantize(int argc, char **argv) {
     const char *model_path = NULL, *out = NULL;
     int64_t threads = 0;
     int type_k = -1, force = 0;
+    const cli_types types = cli_ggml_types(FFN_GGML_ENCODES, 0); /* f32 is no quantization */
+    char help[640];
+    snprintf(help, sizeof help, "the matrices' type (required): %s", types.list);
     const cli_opt opts[] = {
         CLI_OPT_OUT(&out, "FILE", "the GGUF file to write (required)"),
-        {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .names = type_names, .def = "",
-         .help = "the matrices' type (required): bf16, f16, q8_0, q4_0, q4_K or q6_K"},
+        {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .names = types.names,
+         .values = types.values, .def = "", .help = help},
         CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
@@ -115,7 +113,7 @@ int cmd_quantize(int argc, char **argv) {
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (!out) return cli_usage_error(CMD, "--out FILE is required");
-    if (type_k < 0) return cli_usage_error(CMD, "--dtype T is required (bf16, f16, q8_0, q4_0, q4_K, q6_K)");
+    if (type_k < 0) return cli_usage_error(CMD, "--dtype T is required (%s)", types.list);
     if (gguf_out_refuse(CMD, model_path, out, force)) return CLI_EXIT_FAIL;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(CMD, threads, &ctx)) return CLI_EXIT_FAIL;
@@ -123,7 +121,7 @@ int cmd_quantize(int argc, char **argv) {
     ffn_checkpoint_info info;
     ffn_model_options opt = {.max_batch = 1, .max_seq = 1}; /* weights only */
     ffn_status st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
-    rc = st ? cli_fail(CMD, st) : gguf_out_write(CMD, m, model_path, &info, out, type_values[type_k]);
+    rc = st ? cli_fail(CMD, st) : gguf_out_write(CMD, m, model_path, &info, out, (ffn_ggml_type)type_k);
     ffn_model_free(m);
     ffn_ctx_free(ctx);
     return rc;

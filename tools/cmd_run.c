@@ -39,8 +39,8 @@ static const char about[] =
 "  an ffn checkpoint DIRECTORY  written by `ffn train` (HF layout and\n"
 "                               tokenizer.txt)\n"
 "  a GGUF FILE                  architecture llama (Llama, Mistral, Mixtral),\n"
-"                               qwen2 or qwen2moe; f32, f16, bf16, q8_0, q4_0,\n"
-"                               q4_K, q6_K; its matrices stay in their type,\n"
+"                               qwen2 or qwen2moe; any type ffn computes with\n"
+"                               (--quantize's); its matrices stay in their type,\n"
 "                               read from the mapped file (f32 ones and llama's\n"
 "                               q/k rows are copied); its tokenizer.ggml.*\n"
 "                               vocabulary encodes --prompt\n"
@@ -55,12 +55,6 @@ static const char epilog[] =
 "  ffn run qwen2-dir --ids \"151643 40\" --steps 0 --dump-logits out.safetensors\n";
 
 static const char *const emit_names[] = {"ids", "text", NULL};
-static const char *const quant_names[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K",
-                                          NULL};
-static const int quant_values[] = {FFN_GGML_TYPE_F32,  FFN_GGML_TYPE_F16,  FFN_GGML_TYPE_BF16,
-                                   FFN_GGML_TYPE_Q8_0, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_K,
-                                   FFN_GGML_TYPE_Q6_K};
-
 /* --quantize / --quantize-embed after loading; with --info, what it gave. */
 static ffn_status quantize_loaded(ffn_model *m, int type, int embed_type, int show_info) {
     if (type < 0 && embed_type < 0) return FFN_OK;
@@ -181,6 +175,7 @@ static int run_parse(int argc, char **argv, run_args *a, int *rc) {
     double temperature = gd.temperature, top_p = gd.top_p;
     int no_bos = 0, show_info = 0, json = 0, emit_choice = -1, quant = -1, quant_embed = -1;
     int precision = FFN_PRECISION_FP32;
+    const cli_types qtypes = cli_ggml_types(FFN_GGML_COMPUTES, 1); /* the type table's */
     int64_t tp_ranks = 1;
     double dist_timeout = FFN_DIST_TIMEOUT_DEFAULT;
     const cli_opt opts[] = {
@@ -226,17 +221,17 @@ static int run_parse(int argc, char **argv, run_args *a, int *rc) {
                         "the heads and FFN units (see include/ffn/dist.h); rank 0 prints; without "
                         "--threads each rank takes the host's cores divided by the ranks on it")},
         CLI_OPT_DIST_TIMEOUT(&dist_timeout),
-        {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = quant_names,
-         .values = quant_values, .group = "low-precision weights (inference in memory)",
+        {.name = "--quantize", .type = CLI_ENUM, .dst = &quant, .names = qtypes.names,
+         .values = qtypes.values, .group = "low-precision weights (inference in memory)",
          .def = "none, the weights as loaded",
          .help = "convert every matrix (embedding, attention, FFN, experts, router, head) to "
                  "this ggml type after loading, in memory; norms and biases stay fp32.  A "
-                 "matrix whose rows are no whole blocks takes q8_0 (for q4_K, q6_K) or f16 "
-                 "instead.  The fp32 copies are given back; --info prints the bytes and types"},
-        {.name = "--quantize-embed", .type = CLI_ENUM, .dst = &quant_embed, .names = quant_names,
-         .values = quant_values, .def = "the --quantize type",
-         .help = "the type of the token embedding and the LM head (e.g. keep them at q8_0 "
-                 "under --quantize q4_0)"},
+                 "matrix whose rows are no whole blocks takes the nearest finer type whose "
+                 "blocks fit (at last f16).  The fp32 copies are given back; --info prints the bytes and types"},
+        {.name = "--quantize-embed", .type = CLI_ENUM, .dst = &quant_embed, .names = qtypes.names,
+         .values = qtypes.values, .def = "the --quantize type",
+         .help = "the type of the token embedding and the LM head (e.g. keep them at a finer "
+                 "type than --quantize's)"},
         {0}};
     const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL (--ids \"1 2 3\" | --prompt TEXT) [options]",

@@ -194,8 +194,8 @@ ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path);
  * {D, Fe, E} / ffn_down_exps {Fe, D, E}, ffn_{gate,up,down}_shexp and
  * ffn_gate_inp_shexp {D}; output_norm; output {D, V} (absent: tied).
  * Routing follows llama.cpp: softmax, top K, renormalised for llama
- * (norm_topk_prob 1), not for qwen2moe (0).  Any type ffn decodes (f32,
- * f16, bf16, q8_0, q4_0, q4_K, q6_K) is dequantized to fp32 at load.
+ * (norm_topk_prob 1), not for qwen2moe (0).  Any type ffn decodes
+ * (ffn/dtype.h: FFN_GGML_DECODES) is dequantized to fp32 at load.
  * RoPE: a llama file's q/k rows are in the order llama.cpp's converter
  * gives them (consecutive pairs rotate); they are permuted back to
  * rotate_half on load, so every loaded model is FFN_ROPE_HALF; qwen2* rows
@@ -237,8 +237,8 @@ ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_mod
  * (ffn_atomic_*): an existing path is replaced whole (callers refuse it
  * without --force). */
 typedef struct ffn_gguf_save_options {
-    int type;                 /* ffn_ggml_type of the matrices (gguf.h): f32, f16, bf16,
-                                 q8_0, q4_0, q4_K, q6_K */
+    int type;                 /* ffn_ggml_type of the matrices (dtype.h): any type ffn
+                                 encodes (FFN_GGML_ENCODES) */
     const ffn_vocab *vocab;   /* may be NULL: byte tokens */
     int64_t context_cap;      /* > 0: context_length = min(the model's, this) */
     const char *name;         /* general.name (NULL: "ffn") */

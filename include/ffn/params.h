@@ -21,8 +21,8 @@
  * 1.3B active).
  *
  * Memory (estimates, printed by `ffn params` too): weight bytes per format
- * (f32, f16, bf16, and the ggml block formats q8_0, q4_0, q4_K, q6_K with
- * their bytes per block from ffn/gguf.h; norm weights stay f32 in the block
+ * (every type ffn computes with, in the type table's order, with their
+ * bytes per block from ffn/dtype.h; norm weights stay f32 in the block
  * formats, as llama.cpp keeps them); the KV cache per token (K and V of
  * every layer: L·Hkv·(d_qk + d_v) elements, GQA/MQA through Hkv; MLA: the
  * latent kv_lora_rank + qk_rope_head_dim per layer; bert none) in f16 and
@@ -128,14 +128,16 @@ typedef struct ffn_params_options {
 
 /* Bytes of the weights in one format, and the decode bound (see Memory). */
 typedef struct ffn_params_memory {
-    char format[8];               /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q6_K" */
+    char format[8];               /* a type's name (ffn_ggml_type_name) */
     double bits_per_weight;       /* 8 · bytes per block / elements per block */
     int64_t weight_bytes;         /* every parameter */
     int64_t read_bytes_per_token; /* weights one decoded token reads + the f16 KV cache at T */
     double decode_tokens_per_s;   /* bandwidth / read_bytes_per_token: an upper bound */
 } ffn_params_memory;
 
-#define FFN_PARAMS_N_FORMATS 7
+/* Room for the formats: every type ffn computes with (ffn_ggml_types with
+ * FFN_GGML_COMPUTES, in that order), n_formats of them. */
+#define FFN_PARAMS_N_FORMATS 24
 
 typedef struct ffn_params_report {
     char model_type[32];      /* as in config.json */
@@ -177,6 +179,7 @@ typedef struct ffn_params_report {
     int64_t kv_bytes_per_token_f16, kv_bytes_per_token_f32;
     int64_t kv_bytes_f16;           /* at seq_len tokens */
     double bandwidth_gbs;           /* the bandwidth assumed */
+    int n_formats;                  /* entries of memory[] filled */
     ffn_params_memory memory[FFN_PARAMS_N_FORMATS];
 } ffn_params_report;
 

@@ -3,8 +3,8 @@
  * Part of the public API; include <ffn.h>, not this file.
  *
  * Every matrix of a model (include/ffn/model.h's tensor table) can hold one
- * of the ggml types ffn computes with: f32, f16, bf16, q8_0, q4_0, q4_K,
- * q6_K (include/ffn/gguf.h gives the layouts): the token embedding, the LM
+ * of the ggml types ffn computes with (FFN_GGML_COMPUTES in
+ * include/ffn/dtype.h; include/ffn/gguf.h gives the layouts): the token embedding, the LM
  * head, attention q/k/v/o, the FFN's gate/up/down, the MoE experts, the
  * shared expert and the router.  Norms and biases stay fp32.  The master
  * precision stays fp32: a model with any low-precision tensor runs
@@ -73,11 +73,11 @@ typedef struct ffn_quantize_options {
 void ffn_quantize_options_default(ffn_quantize_options *opt);
 
 /* Convert the model's matrices, in memory, from their fp32 values to
- * `type` (f32, f16, bf16, q8_0, q4_0, q4_K, q6_K), per kind as opt says
+ * `type` (any type ffn computes with), per kind as opt says
  * (opt NULL: every matrix in `type`).  A tensor whose row length (cols) is
  * not a multiple of its type's block size takes the nearest type that fits,
- * as llama.cpp's quantizer does: q4_K and q6_K fall back to q8_0 when cols
- * is a multiple of 32, and any block type falls back to f16 otherwise
+ * as llama.cpp's quantizer does (ffn_ggml_type_for_cols: the K-quants fall
+ * back to the 32-blocks when cols is a multiple of 32, any block type to f16 otherwise)
  * (stories260K's down_proj, rows of 172, is stored f16 under q4_0).  A
  * tensor already in a low-precision type (quantized before, or attached) is
  * left as it is.  Norms and biases stay fp32.  Calls

@@ -59,6 +59,7 @@
 #pragma GCC visibility push(default) /* what this header declares is the exported API */
 
 #include "core.h"
+#include "dtype.h" /* ffn_f16_to_f32 and the other conversions */
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,14 +90,7 @@ size_t ffn_dtype_size(ffn_dtype dtype);
  * *out when known, 0 otherwise. */
 int ffn_dtype_parse(const char *name, ffn_dtype *out);
 
-/* ---- fp16 / bf16 ------------------------------------------------------ */
-/* Exact widening (subnormals, infinities, NaN payloads kept) and
- * round-to-nearest-even narrowing (overflow gives infinity, NaN stays NaN
- * with its sign, quieted). */
-float ffn_f16_to_f32(uint16_t h);
-float ffn_bf16_to_f32(uint16_t b);
-uint16_t ffn_f32_to_f16(float f);
-uint16_t ffn_f32_to_bf16(float f);
+/* fp16 / bf16 conversions: ffn/dtype.h (included here). */
 
 /* ---- reading ---------------------------------------------------------- */
 

@@ -488,20 +488,16 @@ static void estimate_memory(calc *c, const arch *a, double bw_gbs, ffn_params_re
     const ffn_param_counts *p = &r->params, *act = &r->active;
     int64_t read = act->total - act->embed_token - act->embed_position - act->embed_token_type;
     if (a->tied) read = add(c, read, act->embed_token);
-    static const struct {
-        const char *name;
-        ffn_ggml_type type;
-    } fmts[FFN_PARAMS_N_FORMATS] = {
-        {"f32", FFN_GGML_TYPE_F32}, {"f16", FFN_GGML_TYPE_F16}, {"bf16", FFN_GGML_TYPE_BF16},
-        {"q8_0", FFN_GGML_TYPE_Q8_0}, {"q4_0", FFN_GGML_TYPE_Q4_0}, {"q4_K", FFN_GGML_TYPE_Q4_K},
-        {"q6_K", FFN_GGML_TYPE_Q6_K}};
-    for (int i = 0; i < FFN_PARAMS_N_FORMATS; i++) {
+    ffn_ggml_type fmts[FFN_PARAMS_N_FORMATS];
+    int nf = ffn_ggml_types(FFN_GGML_COMPUTES, fmts, FFN_PARAMS_N_FORMATS);
+    r->n_formats = nf < FFN_PARAMS_N_FORMATS ? nf : FFN_PARAMS_N_FORMATS;
+    for (int i = 0; i < r->n_formats; i++) {
         ffn_params_memory *m = &r->memory[i];
-        const double block = (double)ffn_ggml_block_size(fmts[i].type);
-        const double bytes = (double)ffn_ggml_type_size(fmts[i].type) / block;
+        const double block = (double)ffn_ggml_block_size(fmts[i]);
+        const double bytes = (double)ffn_ggml_type_size(fmts[i]) / block;
         const int quant = block > 1; /* norm weights stay f32 */
         const double norm_bytes = quant ? 4.0 : bytes;
-        snprintf(m->format, sizeof m->format, "%s", fmts[i].name);
+        snprintf(m->format, sizeof m->format, "%s", ffn_ggml_type_name(fmts[i]));
         m->bits_per_weight = 8.0 * bytes;
         m->weight_bytes = (int64_t)ceil((double)(p->total - p->norms) * bytes +
                                         (double)p->norms * norm_bytes);

@@ -672,9 +672,12 @@ ffn_status ffn_gguf_find(const ffn_gguf_file *f, const char *name, ffn_gguf_tens
 
 ffn_status ffn_gguf_tensor_to_f32(const ffn_gguf_file *f, const ffn_gguf_tensor *t, float *dst) {
     if (!f || !t || (!dst && t->numel)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_tensor_to_f32: NULL argument");
-    if (!ffn_ggml_can_dequantize(t->type))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s: type %s: ffn cannot decode it (it decodes f32, f16, bf16, "
-                         "f64, q8_0, q4_0, q4_K, q6_K)", f->path, t->name, ffn_ggml_type_name(t->type));
+    if (!ffn_ggml_can_dequantize(t->type)) {
+        char list[256];
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s: type %s: ffn cannot decode it (it decodes %s)", f->path,
+                         t->name, ffn_ggml_type_name(t->type),
+                         ffn_ggml_type_list(FFN_GGML_DECODES, ", ", list, sizeof list));
+    }
     if (t->numel == 0) return FFN_OK;
     const int64_t rows = t->numel / t->ne[0];
     const size_t row_bytes = t->nbytes / (size_t)rows;
@@ -997,8 +1000,9 @@ ffn_status ffn_gguf_writer_add_f32(ffn_gguf_writer *w, const char *name, ffn_ggm
     if (s != FFN_OK) return s;
     if (!ffn_ggml_can_quantize(type)) {
         drop_tensor(t);
-        return ffn_error(FFN_ERR_UNSUPPORTED, "gguf writer: %s: ffn cannot encode type %s (it encodes f32, f16, bf16, "
-                         "q8_0, q4_0, q4_K, q6_K)", name, ffn_ggml_type_name(type));
+        char list[256];
+        return ffn_error(FFN_ERR_UNSUPPORTED, "gguf writer: %s: ffn cannot encode type %s (it encodes %s)", name,
+                         ffn_ggml_type_name(type), ffn_ggml_type_list(FFN_GGML_ENCODES, ", ", list, sizeof list));
     }
     const int64_t row = t->ne[0];
     const int64_t numel = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];

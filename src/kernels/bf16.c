@@ -7,7 +7,7 @@
  * object keeps a small cache of them keyed by both; the model meets a
  * handful of shapes (q|k|v, o, the head, their gradients) per token count. */
 #include "kernels/bf16.h"
-#include "ffn/safetensors.h"
+#include "base/dtype.h"
 
 #include <dnnl.h>
 #include <immintrin.h>

@@ -22,6 +22,7 @@
  * matches or beats (a) without the copy, so ffn_qgemm takes (c) from the
  * panel crossover on, (b) below it, and (a) only for a packed weight. */
 #include "kernels/qgemm_impl.h"
+#include "kernels/types.h"
 #include "kernels/qgemm_batch.h"
 #include "kernels/kernels.h"
 
@@ -30,16 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int qgemm_type_ok(ffn_ggml_type t) {
-    switch (t) {
-    case FFN_GGML_TYPE_F32: case FFN_GGML_TYPE_F16: case FFN_GGML_TYPE_BF16:
-    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_Q4_0: case FFN_GGML_TYPE_Q4_K:
-    case FFN_GGML_TYPE_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
-}
+static int qgemm_type_ok(ffn_ggml_type t) { return ffn_type_computes(t); }
 
 ffn_status ffn_qweight_init(ffn_qweight *w, ffn_ggml_type type, int64_t rows, int64_t cols,
                             const void *data) {
@@ -63,36 +55,12 @@ void ffn_qweight_release(ffn_qweight *w) {
 }
 
 /* ---- large n: the crossover ---------------------------------------------------
- * From this many rows of x on, ffn_qgemm hands a packed weight to the bf16
- * copy and oneDNN's bf16 matmul (qgemm_batch.c) instead of the int8 /
- * streaming kernels.  Measured with bench/qgemm_batch.sh (W 2048 × 8192,
- * 1 thread, best of >= 3 runs, on a 2-core machine shared with other jobs,
- * load average 12-20, so each figure is rough):
- *
- *   n        q4_0 kernels / bf16 matmul (ms)    q8_0 kernels / bf16 matmul (ms)
- *   1          0.69 /   2.39                      1.75 /   2.38
- *   4          2.51 /   2.72  (2.99 / 3.33)       3.59 /   2.82
- *   8         13.5  /   3.38  (6.77 / 3.58)      17.9  /   3.36
- *   64       176    /  44.8                     180    /  46.0
- *   512     1434    / 412   (12 vs 42 GFLOP/s)  1398    / 381   (12 vs 45 GFLOP/s)
- *
- * The bf16 matmul wins from n = 8 for both (q8_0 ties at 4), at n = 512 by
- * 3.5×: its register-blocked brgemm reuses each decoded weight across many
- * tokens, where the kernels here redo the weight decode per 8 tokens.  The
- * other types are put at the same n (f16 and bf16 convert no cheaper);
- * f32 weights stay on the kernels (the layer has its own fp32 engine). */
-static const struct {
-    ffn_ggml_type type;
-    int64_t min_n;
-} qg_batch_table[] = {
-    {FFN_GGML_TYPE_Q8_0, 8}, {FFN_GGML_TYPE_Q4_0, 8}, {FFN_GGML_TYPE_Q4_K, 8},
-    {FFN_GGML_TYPE_Q6_K, 8}, {FFN_GGML_TYPE_BF16, 8}, {FFN_GGML_TYPE_F16, 8},
-};
-
+ * From the table's batch_min_n rows of x on (src/kernels/types.c has the
+ * measurements), ffn_qgemm hands a packed weight to the bf16 copy and
+ * oneDNN's bf16 matmul (qgemm_batch.c) instead of the streaming kernels. */
 int64_t ffn_qgemm_batch_min_n(ffn_ggml_type type) {
-    for (size_t i = 0; i < sizeof qg_batch_table / sizeof qg_batch_table[0]; i++)
-        if (qg_batch_table[i].type == type) return qg_batch_table[i].min_n;
-    return INT64_MAX;
+    const ffn_type_info *q = ffn_type_info_of(type);
+    return q && q->batch_min_n ? q->batch_min_n : INT64_MAX;
 }
 
 ffn_status ffn_qweight_pack_batch(ffn_qweight *w) {
@@ -159,17 +127,11 @@ int ffn_qg_have_bf16(void) {
     return v;
 }
 
-int ffn_qg_act_kind(ffn_ggml_type type, int level) {
-    if (level == FFN_SIMD_SCALAR) return QG_ACT_NONE;
-    switch (type) {
-    case FFN_GGML_TYPE_Q8_0: return QG_ACT_Q32;
-    case FFN_GGML_TYPE_Q4_0:
-        return level == FFN_SIMD_AVX512 && ffn_qg_have_vnni() ? QG_ACT_Q4X : QG_ACT_Q32;
-    case FFN_GGML_TYPE_Q4_K: case FFN_GGML_TYPE_Q6_K: return QG_ACT_Q256;
-    case FFN_GGML_TYPE_BF16:
-        return level == FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? QG_ACT_BF16 : QG_ACT_NONE;
-    default: return QG_ACT_NONE;
-    }
+/* The activation layout the kernel of `level` wants for `type`. */
+static int qg_act_kind(ffn_ggml_type type, int level) {
+    int act = QG_ACT_NONE;
+    (void)ffn_type_rows(type, level, &act);
+    return act;
 }
 
 /* ---- activation preparation --------------------------------------------------- */
@@ -266,7 +228,7 @@ static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int
         return;
     }
     if (kind == QG_ACT_NONE) return;
-    if ((kind == QG_ACT_Q4X || (kind == QG_ACT_Q32 && type == FFN_GGML_TYPE_Q8_0)) &&
+    if ((kind == QG_ACT_Q4X || (kind == QG_ACT_Q32 && ffn_type_info_of(type)->q32_offset == 128)) &&
         ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_vnni()) {
         ffn_qg_prepare_avx512(xt, cols, kind == QG_ACT_Q4X, a->q + t * a->qs, a->d + t * a->ds,
                               a->c + t * a->cs, a->dl + t * a->cs);
@@ -299,7 +261,7 @@ static void qg_prepare_token(const qg_acts *a, int kind, ffn_ggml_type type, int
     float *d = a->d + t * a->ds;
     for (int64_t b = 0; b < cols / bl; b++) d[b] = qg_quant_block(xt + b * bl, bl, q + b * bl);
     if (kind == QG_ACT_Q32) {
-        int32_t k = type == FFN_GGML_TYPE_Q8_0 ? 128 : 8, *c = a->c + t * a->cs;
+        int32_t k = ffn_type_info_of(type)->q32_offset, *c = a->c + t * a->cs;
         float *dl = a->dl + t * a->cs;
         for (int64_t i = 0; i < cols / 4; i++) {
             c[i] = -k * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
@@ -373,7 +335,7 @@ static int64_t qg_tile(int kind, int64_t cols) {
 #define QG_PAR_MIN_MACS (INT64_C(1) << 18)
 
 static size_t qg_ws_bytes(const ffn_qweight *w, int level, int64_t n) {
-    int kind = ffn_qg_act_kind(w->type, level);
+    int kind = qg_act_kind(w->type, level);
     int64_t tile = qg_tile(kind, w->cols);
     if (n < tile) tile = n;
     return kind == QG_ACT_NONE || tile <= 0 ? 0 : (size_t)tile * ffn_qgemm_token_bytes(kind, w->cols) + 64;
@@ -426,12 +388,8 @@ static void *qg_thread_ws(size_t bytes) { return qg_thread_ws_slot(0, bytes); }
 
 /* ---- the entry points -------------------------------------------------------------- */
 
-static qg_rows_fn qg_rows_for(int level) {
-    switch (level) {
-    case FFN_SIMD_AVX512: return ffn_qg_rows_avx512;
-    case FFN_SIMD_AVX2: return ffn_qg_rows_avx2;
-    default: return ffn_qg_rows_scalar;
-    }
+static qg_rows_fn qg_rows_for(ffn_ggml_type type, int level) {
+    return ffn_type_rows(type, level, NULL);
 }
 
 static ffn_status qg_check(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n,
@@ -469,8 +427,8 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
     if (ws_bytes < need)
         return ffn_error(FFN_ERR_WORKSPACE, "qgemm: workspace of %zu bytes, %zu needed", ws_bytes,
                          need);
-    int kind = ffn_qg_act_kind(w->type, level);
-    qg_rows_fn rows_fn = qg_rows_for(level);
+    int kind = qg_act_kind(w->type, level);
+    qg_rows_fn rows_fn = qg_rows_for(w->type, level);
     ffn_ctx_enter(ctx);
     int64_t nb = (w->rows + QG_ROW_BLOCK - 1) / QG_ROW_BLOCK, tile = qg_tile(kind, w->cols);
     for (int64_t t0 = 0; t0 < n; t0 += tile) {
@@ -496,45 +454,14 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
 }
 
 /* ---- prompt sizes: the bf16 panels ------------------------------------------------
- * From this many rows of x on, ffn_qgemm decodes the weight into bf16
- * panels inside the call (qgemm_panel_avx512.c) instead of running the
- * row kernels.  Measured with bench/qgemm_batch.sh (W 2048 × 8192, 1
- * thread, n = 8, 16, 32, 64; a 2-core machine shared with other jobs, so
- * rough), GFLOP/s of row kernels / panels:
- *
- *   n      q8_0        q4_0        q4_K        q6_K        bf16        f16 (not taken)
- *   8    14.7/28.7   71.8/20.3   33.8/29.5   14.5/18.3   19.9/19.3    7.3/14.8
- *   16   15.8/15.5   27.4/18.4   37.8/22.4   22.5/17.3   21.6/28.2    6.8/18.5
- *   32   11.9/34.7   22.6/23.1   29.5/ 7.5   49.0/23.1   20.1/49.1    9.0/44.3
- *   64   12.1/47.5   15.0/32.9   18.2/42.1   26.3/40.6   16.8/42.3    9.5/43.5
- *
- * (at n = 512 the panels run 3-5× the row kernels: docs/QUANTIZATION.md).
- * The row kernels keep a token's tile of activations next to each weight
- * row, the panels decode the whole weight once per call: the panels win
- * once enough tokens share that decode, soonest for f16 (whose row kernel
- * converts per token) and latest for q4_0 and the K-quants (whose row
- * kernels are the cheapest per weight byte).  No type goes below 32: a
- * shorter prompt stays on the kernels decode uses, so its logits equal
- * the KV-cached steps' to float rounding (the panels round x and W to
- * bf16 instead; tests/cli/test_quant_run.sh holds a prompt of 18 tokens
- * to 1e-4 against its cached steps). */
-static const struct {
-    ffn_ggml_type type;
-    int64_t min_n;
-} qg_panel_table[] = {
-    {FFN_GGML_TYPE_Q8_0, 32}, {FFN_GGML_TYPE_Q4_0, 32}, {FFN_GGML_TYPE_Q4_K, 64},
-    {FFN_GGML_TYPE_Q6_K, 64}, {FFN_GGML_TYPE_BF16, 32},
-};
-/* f16 is not in the table: the panels would round its 11-bit weights to
- * bf16's 8, where its row kernel computes them exactly in fp32 (llama.cpp
- * agrees with that to KL 3e-5 in tests/cli/test_llamacpp.sh; through the
- * panels it measured 4e-4).  ffn_qgemm_panel still takes f16 weights. */
-
+ * From the table's panel_min_n rows of x on (src/kernels/types.c has the
+ * measurements and why f16 has none), ffn_qgemm decodes the weight into
+ * bf16 panels inside the call (qgemm_panel_avx512.c) instead of running
+ * the row kernels. */
 int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
     if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16()) return INT64_MAX;
-    for (size_t i = 0; i < sizeof qg_panel_table / sizeof qg_panel_table[0]; i++)
-        if (qg_panel_table[i].type == type) return qg_panel_table[i].min_n;
-    return INT64_MAX;
+    const ffn_type_info *q = ffn_type_info_of(type);
+    return q && q->panel_min_n ? q->panel_min_n : INT64_MAX;
 }
 
 ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
@@ -629,7 +556,7 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
     const int level = ffn_simd();
     const int64_t rows = gate->rows, cols = gate->cols;
     const int same = gate->type == up->type;
-    int kg = ffn_qg_act_kind(gate->type, level), ku = ffn_qg_act_kind(up->type, level);
+    int kg = qg_act_kind(gate->type, level), ku = qg_act_kind(up->type, level);
     int64_t tile = qg_tile(kg, cols), tu = qg_tile(ku, cols);
     if (tu < tile) tile = tu;
     if (tile > QG_GLU_MAX_TILE) tile = QG_GLU_MAX_TILE;
@@ -639,7 +566,7 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
     if (need_g + need_u && !(ws = qg_thread_ws(need_g + need_u)))
         return ffn_error(FFN_ERR_NOMEM, "qgemm glu: out of memory (%zu bytes of activations)",
                          need_g + need_u);
-    qg_rows_fn rows_fn = qg_rows_for(level);
+    qg_rows_fn rows_g = qg_rows_for(gate->type, level), rows_u = qg_rows_for(up->type, level);
     ffn_ctx_enter(ctx);
     int64_t nb = (rows + QG_ROW_BLOCK - 1) / QG_ROW_BLOCK;
     for (int64_t t0 = 0; t0 < n; t0 += tile) {
@@ -666,8 +593,8 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
                 ffn_qweight gb = *gate, ub = *up;
                 gb.data += (size_t)r0 * gate->row_bytes, gb.rows = r1 - r0;
                 ub.data += (size_t)r0 * up->row_bytes, ub.rows = r1 - r0;
-                rows_fn(&gb, &ag, 0, r1 - r0, g, QG_ROW_BLOCK, 0);
-                rows_fn(&ub, &au, 0, r1 - r0, u, QG_ROW_BLOCK, 0);
+                rows_g(&gb, &ag, 0, r1 - r0, g, QG_ROW_BLOCK, 0);
+                rows_u(&ub, &au, 0, r1 - r0, u, QG_ROW_BLOCK, 0);
                 for (int64_t t = 0; t < T; t++) {
                     const float *gt = g + t * QG_ROW_BLOCK, *ut = u + t * QG_ROW_BLOCK;
                     int64_t o = (t0 + t) * ldh + r0, len = r1 - r0;

@@ -1,8 +1,8 @@
 /* qgemm.h -- matrix products with low-precision weights.  Internal.
  *
  * A weight matrix W (rows, cols), y = W·x, stored row by row in one of the
- * ggml tensor types ffn computes with: f32, f16, bf16, q8_0, q4_0, q4_K,
- * q6_K (include/ffn/gguf.h gives the layouts).  A row is
+ * ggml tensor types ffn computes with (the type table, src/kernels/types.c;
+ * include/ffn/gguf.h gives the layouts).  A row is
  * ffn_ggml_row_size(type, cols) bytes; rows follow each other without
  * padding, so the bytes can be a tensor of a memory-mapped GGUF file (any
  * alignment).  cols must be a multiple of the type's block size.
@@ -16,7 +16,7 @@
 #define FFN_QGEMM_H
 
 #include "base/common.h"
-#include "ffn/gguf.h"
+#include "base/dtype.h"
 #include "ffn/layer.h" /* ffn_act */
 
 #include <stddef.h>

@@ -250,7 +250,7 @@ QA void qa_dot(ffn_ggml_type type, const uint8_t *row, int64_t cols, const qg_ac
 }
 
 #define QA_ROWS(name, TYPE)                                                                     \
-    static void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,  \
+    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,  \
                      int64_t ldy, int accumulate) {                                             \
         float out[QA_T];                                                                        \
         for (int64_t r = r0; r < r1; r++) {                                                     \
@@ -271,23 +271,10 @@ QA void qa_dot(ffn_ggml_type type, const uint8_t *row, int64_t cols, const qg_ac
         }                                                                                       \
     }
 
-QA_ROWS(qa_rows_q8_0, FFN_GGML_TYPE_Q8_0)
-QA_ROWS(qa_rows_q4_0, FFN_GGML_TYPE_Q4_0)
-QA_ROWS(qa_rows_q4_K, FFN_GGML_TYPE_Q4_K)
-QA_ROWS(qa_rows_q6_K, FFN_GGML_TYPE_Q6_K)
-QA_ROWS(qa_rows_bf16, FFN_GGML_TYPE_BF16)
-QA_ROWS(qa_rows_f16, FFN_GGML_TYPE_F16)
-QA_ROWS(qa_rows_f32, FFN_GGML_TYPE_F32)
-
-void ffn_qg_rows_avx2(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
-                      int64_t ldy, int accumulate) {
-    switch (w->type) {
-    case FFN_GGML_TYPE_Q8_0: qa_rows_q8_0(w, a, r0, r1, y, ldy, accumulate); return;
-    case FFN_GGML_TYPE_Q4_0: qa_rows_q4_0(w, a, r0, r1, y, ldy, accumulate); return;
-    case FFN_GGML_TYPE_Q4_K: qa_rows_q4_K(w, a, r0, r1, y, ldy, accumulate); return;
-    case FFN_GGML_TYPE_Q6_K: qa_rows_q6_K(w, a, r0, r1, y, ldy, accumulate); return;
-    case FFN_GGML_TYPE_BF16: qa_rows_bf16(w, a, r0, r1, y, ldy, accumulate); return;
-    case FFN_GGML_TYPE_F16: qa_rows_f16(w, a, r0, r1, y, ldy, accumulate); return;
-    default: qa_rows_f32(w, a, r0, r1, y, ldy, accumulate); return;
-    }
-}
+QA_ROWS(ffn_qg_rows_avx2_q8_0, FFN_GGML_TYPE_Q8_0)
+QA_ROWS(ffn_qg_rows_avx2_q4_0, FFN_GGML_TYPE_Q4_0)
+QA_ROWS(ffn_qg_rows_avx2_q4_K, FFN_GGML_TYPE_Q4_K)
+QA_ROWS(ffn_qg_rows_avx2_q6_K, FFN_GGML_TYPE_Q6_K)
+QA_ROWS(ffn_qg_rows_avx2_bf16, FFN_GGML_TYPE_BF16)
+QA_ROWS(ffn_qg_rows_avx2_f16, FFN_GGML_TYPE_F16)
+QA_ROWS(ffn_qg_rows_avx2_f32, FFN_GGML_TYPE_F32)

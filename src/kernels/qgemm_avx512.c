@@ -616,7 +616,7 @@ QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, 
 #define QK_CASE(TYPE, n) \
     case n: qk_part(TYPE, row, k0, k1, a, t0, n, st0[r], st1[r]); break;
 #define QK_ROWS(name, TYPE)                                                                     \
-    QK_TARGET static void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,  \
+    QK_TARGET void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,  \
                                float *y, int64_t ldy, int accumulate) {                         \
         __m512 st0[QK_RB][QK_T], st1[QK_RB][QK_T];                                              \
         for (int64_t rb = r0; rb < r1; rb += QK_RB) {                                           \
@@ -646,33 +646,24 @@ QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, 
             }                                                                                   \
         }                                                                                       \
     }
-QK_ROWS(qk_rows_q8_0, FFN_GGML_TYPE_Q8_0)
-QK_ROWS(qk_rows_q4_0, FFN_GGML_TYPE_Q4_0)
-QK_ROWS(qk_rows_q4_K, FFN_GGML_TYPE_Q4_K)
-QK_ROWS(qk_rows_q6_K, FFN_GGML_TYPE_Q6_K)
-QK_ROWS(qk_rows_bf16, FFN_GGML_TYPE_BF16)
-QK_ROWS(qk_rows_f16, FFN_GGML_TYPE_F16)
-QK_ROWS(qk_rows_f32, FFN_GGML_TYPE_F32)
+static QK_ROWS(qk_rows_q8_0, FFN_GGML_TYPE_Q8_0)
+static QK_ROWS(qk_rows_q4_0, FFN_GGML_TYPE_Q4_0)
+QK_ROWS(ffn_qg_rows_avx512_q4_K, FFN_GGML_TYPE_Q4_K)
+QK_ROWS(ffn_qg_rows_avx512_q6_K, FFN_GGML_TYPE_Q6_K)
+QK_ROWS(ffn_qg_rows_avx512_bf16, FFN_GGML_TYPE_BF16)
+QK_ROWS(ffn_qg_rows_avx512_f16, FFN_GGML_TYPE_F16)
+QK_ROWS(ffn_qg_rows_avx512_f32, FFN_GGML_TYPE_F32)
 
-void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
-                        int64_t ldy, int accumulate) {
-    int vnni = ffn_qg_have_vnni();
-    switch (w->type) {
-    case FFN_GGML_TYPE_Q8_0:
-        if (vnni && a->n == 1) { qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 1); return; }
-        if (vnni) { qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate); return; }
-        break;
-    case FFN_GGML_TYPE_Q4_0:
-        if (vnni && a->n == 1) { qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 0); return; }
-        if (vnni) { qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate); return; }
-        break;
-    case FFN_GGML_TYPE_Q4_K: if (vnni) { qk_rows_q4_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
-    case FFN_GGML_TYPE_Q6_K: if (vnni) { qk_rows_q6_K(w, a, r0, r1, y, ldy, accumulate); return; } break;
-    case FFN_GGML_TYPE_BF16:
-        if (ffn_qg_have_bf16()) { qk_rows_bf16(w, a, r0, r1, y, ldy, accumulate); return; }
-        break;
-    case FFN_GGML_TYPE_F16: qk_rows_f16(w, a, r0, r1, y, ldy, accumulate); return;
-    default: qk_rows_f32(w, a, r0, r1, y, ldy, accumulate); return;
-    }
-    ffn_qg_rows_avx2(w, a, r0, r1, y, ldy, accumulate);
+/* The table's AVX-512 kernels (src/kernels/types.c): the integer formats
+ * need VNNI and bf16 AVX512_BF16 there, else the AVX2 kernel runs; q8_0 and
+ * q4_0 take a one-token kernel of their own at n = 1. */
+QK_TARGET void ffn_qg_rows_avx512_q8_0(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
+                             float *y, int64_t ldy, int accumulate) {
+    if (a->n == 1) qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 1);
+    else qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate);
+}
+QK_TARGET void ffn_qg_rows_avx512_q4_0(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
+                             float *y, int64_t ldy, int accumulate) {
+    if (a->n == 1) qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 0);
+    else qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate);
 }

@@ -11,7 +11,7 @@
  * the object, and a mutex makes concurrent runs on one object take turns.
  * One oneDNN engine serves every object. */
 #include "kernels/qgemm_batch.h"
-#include "ffn/safetensors.h"
+#include "base/dtype.h"
 
 #include <dnnl.h>
 #include <pthread.h>

@@ -32,7 +32,7 @@
 #define FFN_QGEMM_IMPL_H
 
 #include "kernels/qgemm.h"
-#include "ffn/safetensors.h" /* fp16 / bf16 conversions */
+#include "base/dtype.h" /* fp16 / bf16 conversions */
 
 typedef struct qg_acts {
     int64_t n, cols;
@@ -47,19 +47,33 @@ typedef struct qg_acts {
     int64_t qs, ds, cs, bss, xbs; /* per-token strides in elements: q; d; c and dl; bs; xb */
 } qg_acts;
 
-/* y[t·ldy + r] (+)= W[r] · x[t] for r0 <= r < r1, t < a->n.  One function
- * per SIMD level; each handles every type ffn computes with (a level
- * without the instruction a format wants uses the next lower kernel).
- * Each output is one dot product in a fixed order that depends only on
- * cols and the level, never on n, r0 or the thread count. */
+/* y[t·ldy + r] (+)= W[r] · x[t] for r0 <= r < r1, t < a->n.  The scalar
+ * level's one kernel handles every type ffn computes with (it decodes with
+ * the type table's decoder); the SIMD levels have one kernel per type,
+ * listed in the type table (src/kernels/types.c), which also says what
+ * each needs beyond its level.  Each output is one dot product in a fixed
+ * order that depends only on cols and the level, never on n, r0 or the
+ * thread count. */
 typedef void (*qg_rows_fn)(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
                            float *y, int64_t ldy, int accumulate);
-void ffn_qg_rows_scalar(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
-                        int64_t ldy, int accumulate);
-void ffn_qg_rows_avx2(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
-                      int64_t ldy, int accumulate);
-void ffn_qg_rows_avx512(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
-                        int64_t ldy, int accumulate);
+#define QG_ROWS_DECL(name)                                                                   \
+    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,      \
+              int64_t ldy, int accumulate)
+QG_ROWS_DECL(ffn_qg_rows_scalar);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q8_0);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q4_0);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q4_K);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q6_K);
+QG_ROWS_DECL(ffn_qg_rows_avx2_bf16);
+QG_ROWS_DECL(ffn_qg_rows_avx2_f16);
+QG_ROWS_DECL(ffn_qg_rows_avx2_f32);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q8_0);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q4_0);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q4_K);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q6_K);
+QG_ROWS_DECL(ffn_qg_rows_avx512_bf16);
+QG_ROWS_DECL(ffn_qg_rows_avx512_f16);
+QG_ROWS_DECL(ffn_qg_rows_avx512_f32);
 
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */
@@ -71,9 +85,8 @@ float ffn_qg_quant_block_avx512(const float *x, int len, int8_t *q);
 void ffn_qg_prepare_avx512(const float *x, int64_t cols, int grouped, int8_t *q, float *d,
                            int32_t *c, float *dl);
 
-/* Which activation layout the kernels of `level` want for `type`. */
+/* The activation layouts (the table says which a kernel wants). */
 enum { QG_ACT_NONE = 0, QG_ACT_Q32 = 1, QG_ACT_Q256 = 2, QG_ACT_BF16 = 3, QG_ACT_Q4X = 4 };
-int ffn_qg_act_kind(ffn_ggml_type type, int level);
 /* Bytes of prepared activations per token for a layout (QG_ACT_*). */
 size_t ffn_qgemm_token_bytes(int kind, int64_t cols);
 

@@ -1,13 +1,13 @@
-/* quant.c -- the ggml tensor types: the table of block sizes, scalar
- * decoders (fp32 out) and encoders (fp32 in) of f16, bf16, q8_0, q4_0,
- * q4_K and q6_K, and the public ffn_ggml_* functions (include/ffn/gguf.h).
+/* quant.c -- the reference decoders (fp32 out) and encoders (fp32 in) of
+ * the ggml tensor types ffn converts; the table that lists them, and the
+ * public ffn_ggml_* functions over it, are src/kernels/types.c.
  *
  * Decoders follow ggml's formulas operation for operation in fp32 (this
  * file is built without FMA, so nothing is contracted), which makes them
  * the oracle of later SIMD kernels.  The q8_0 and q4_0 encoders follow
  * ggml's reference rounding (so the bytes match ggml's); the q4_K and q6_K
  * encoders choose their scales by their own small search.
- * What does not live here: files (src/format/gguf.c). */
+ * What does not live here: files (src/format/gguf.c), the table (types.c). */
 #include "kernels/quant.h"
 
 #include <math.h>
@@ -311,162 +311,33 @@ void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb) {
     }
 }
 
-/* ---- the type table --------------------------------------------------------- */
+/* ---- the 1-element types ------------------------------------------------------ */
 
-typedef struct qtype_info {
-    const char *name;
-    int64_t block;  /* elements per block */
-    size_t size;    /* bytes per block */
-    int decode;     /* ffn converts it to fp32 */
-    int encode;     /* ffn converts fp32 to it */
-} qtype_info;
-
-static const qtype_info qtypes[FFN_GGML_TYPE_COUNT] = {
-    [FFN_GGML_TYPE_F32] = {"f32", 1, 4, 1, 1},
-    [FFN_GGML_TYPE_F16] = {"f16", 1, 2, 1, 1},
-    [FFN_GGML_TYPE_Q4_0] = {"q4_0", 32, 18, 1, 1},
-    [FFN_GGML_TYPE_Q4_1] = {"q4_1", 32, 20, 0, 0},
-    [FFN_GGML_TYPE_Q5_0] = {"q5_0", 32, 22, 0, 0},
-    [FFN_GGML_TYPE_Q5_1] = {"q5_1", 32, 24, 0, 0},
-    [FFN_GGML_TYPE_Q8_0] = {"q8_0", 32, 34, 1, 1},
-    [FFN_GGML_TYPE_Q8_1] = {"q8_1", 32, 36, 0, 0},
-    [FFN_GGML_TYPE_Q2_K] = {"q2_K", 256, 84, 0, 0},
-    [FFN_GGML_TYPE_Q3_K] = {"q3_K", 256, 110, 0, 0},
-    [FFN_GGML_TYPE_Q4_K] = {"q4_K", 256, 144, 1, 1},
-    [FFN_GGML_TYPE_Q5_K] = {"q5_K", 256, 176, 0, 0},
-    [FFN_GGML_TYPE_Q6_K] = {"q6_K", 256, 210, 1, 1},
-    [FFN_GGML_TYPE_Q8_K] = {"q8_K", 256, 292, 0, 0},
-    [FFN_GGML_TYPE_IQ2_XXS] = {"iq2_xxs", 256, 66, 0, 0},
-    [FFN_GGML_TYPE_IQ2_XS] = {"iq2_xs", 256, 74, 0, 0},
-    [FFN_GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 256, 98, 0, 0},
-    [FFN_GGML_TYPE_IQ1_S] = {"iq1_s", 256, 50, 0, 0},
-    [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 32, 18, 0, 0},
-    [FFN_GGML_TYPE_IQ3_S] = {"iq3_s", 256, 110, 0, 0},
-    [FFN_GGML_TYPE_IQ2_S] = {"iq2_s", 256, 82, 0, 0},
-    [FFN_GGML_TYPE_IQ4_XS] = {"iq4_xs", 256, 136, 0, 0},
-    [FFN_GGML_TYPE_I8] = {"i8", 1, 1, 0, 0},
-    [FFN_GGML_TYPE_I16] = {"i16", 1, 2, 0, 0},
-    [FFN_GGML_TYPE_I32] = {"i32", 1, 4, 0, 0},
-    [FFN_GGML_TYPE_I64] = {"i64", 1, 8, 0, 0},
-    [FFN_GGML_TYPE_F64] = {"f64", 1, 8, 1, 0},
-    [FFN_GGML_TYPE_IQ1_M] = {"iq1_m", 256, 56, 0, 0},
-    [FFN_GGML_TYPE_BF16] = {"bf16", 1, 2, 1, 1},
-    [FFN_GGML_TYPE_TQ1_0] = {"tq1_0", 256, 54, 0, 0},
-    [FFN_GGML_TYPE_TQ2_0] = {"tq2_0", 256, 66, 0, 0},
-    [FFN_GGML_TYPE_MXFP4] = {"mxfp4", 32, 17, 0, 0},
-};
-
-static const qtype_info *qtype(ffn_ggml_type t) {
-    if ((unsigned)t >= FFN_GGML_TYPE_COUNT || !qtypes[t].name) return NULL;
-    return &qtypes[t];
+void quant_dequantize_f32(const uint8_t *src, float *dst, int64_t n) {
+    if (n) memcpy(dst, src, (size_t)n * 4);
 }
-
-const char *ffn_ggml_type_name(ffn_ggml_type type) {
-    const qtype_info *q = qtype(type);
-    return q ? q->name : "?";
+void quant_dequantize_f16(const uint8_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) dst[i] = load_f16(src + 2 * i);
 }
-
-int ffn_ggml_type_parse(const char *name, ffn_ggml_type *out) {
-    if (!name) return 0;
-    for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++) {
-        if (qtypes[t].name && !strcasecmp(name, qtypes[t].name)) {
-            if (out) *out = (ffn_ggml_type)t;
-            return 1;
-        }
+void quant_dequantize_bf16(const uint8_t *src, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b;
+        memcpy(&b, src + 2 * i, 2);
+        dst[i] = ffn_bf16_to_f32(b);
     }
-    return 0;
 }
-
-/* The table row of a type, or an all-zero row for an unknown one (block 0,
- * size 0, neither decoded nor encoded). */
-static const qtype_info *qtype_or_none(ffn_ggml_type t) {
-    static const qtype_info none;
-    const qtype_info *q = qtype(t);
-    return q ? q : &none;
+void quant_dequantize_f64(const uint8_t *src, float *dst, int64_t n) {
+    ffn_f64_bytes_to_f32(dst, src, (size_t)n);
 }
-
-int64_t ffn_ggml_block_size(ffn_ggml_type type) { return qtype_or_none(type)->block; }
-size_t ffn_ggml_type_size(ffn_ggml_type type) { return qtype_or_none(type)->size; }
-int ffn_ggml_can_dequantize(ffn_ggml_type type) { return qtype_or_none(type)->decode; }
-int ffn_ggml_can_quantize(ffn_ggml_type type) { return qtype_or_none(type)->encode; }
-
-ffn_status ffn_ggml_row_size(ffn_ggml_type type, int64_t n, size_t *bytes) {
-    const qtype_info *q = qtype(type);
-    if (!q) return ffn_error(FFN_ERR_UNSUPPORTED, "ggml type %d: not a known type", (int)type);
-    if (n < 0 || n % q->block != 0)
-        return ffn_error(FFN_ERR_INVALID_ARG,
-                         "%s: a row of %lld elements: expected a multiple of the block size %lld", q->name,
-                         (long long)n, (long long)q->block);
-    size_t r;
-    if (ffn_mul_size((size_t)(n / q->block), q->size, &r))
-        return ffn_error(FFN_ERR_OVERFLOW, "%s: a row of %lld elements overflows size_t", q->name, (long long)n);
-    if (bytes) *bytes = r;
-    return FFN_OK;
+void quant_quantize_f32(const float *src, uint8_t *dst, int64_t n) {
+    if (n) memcpy(dst, src, (size_t)n * 4);
 }
-
-ffn_status ffn_ggml_dequantize_row(ffn_ggml_type type, const void *src, float *dst, int64_t n) {
-    size_t bytes;
-    ffn_status s = ffn_ggml_row_size(type, n, &bytes);
-    if (s != FFN_OK) return s;
-    if (n > 0 && (!src || !dst)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_ggml_dequantize_row: NULL buffer");
-    const uint8_t *p = src;
-    const int64_t nb = n / qtypes[type].block;
-    switch (type) {
-    case FFN_GGML_TYPE_F32: if (n) memcpy(dst, p, bytes); return FFN_OK;
-    case FFN_GGML_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) dst[i] = load_f16(p + 2 * i);
-        return FFN_OK;
-    case FFN_GGML_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t b;
-            memcpy(&b, p + 2 * i, 2);
-            dst[i] = ffn_bf16_to_f32(b);
-        }
-        return FFN_OK;
-    case FFN_GGML_TYPE_F64:
-        ffn_f64_bytes_to_f32(dst, p, (size_t)n);
-        return FFN_OK;
-    case FFN_GGML_TYPE_Q8_0: quant_dequantize_q8_0(p, dst, nb); return FFN_OK;
-    case FFN_GGML_TYPE_Q4_0: quant_dequantize_q4_0(p, dst, nb); return FFN_OK;
-    case FFN_GGML_TYPE_Q4_K: quant_dequantize_q4_K(p, dst, nb); return FFN_OK;
-    case FFN_GGML_TYPE_Q6_K: quant_dequantize_q6_K(p, dst, nb); return FFN_OK;
-    default: break;
+void quant_quantize_f16(const float *src, uint8_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) store_f16(dst + 2 * i, src[i]);
+}
+void quant_quantize_bf16(const float *src, uint8_t *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t b = ffn_f32_to_bf16(src[i]);
+        memcpy(dst + 2 * i, &b, 2);
     }
-    return ffn_error(FFN_ERR_UNSUPPORTED, "%s: ffn cannot decode this type (it decodes f32, f16, bf16, f64, "
-                     "q8_0, q4_0, q4_K, q6_K)", qtypes[type].name);
-}
-
-ffn_status ffn_ggml_quantize_row(ffn_ggml_type type, const float *src, void *dst, int64_t n) {
-    size_t bytes;
-    ffn_status s = ffn_ggml_row_size(type, n, &bytes);
-    if (s != FFN_OK) return s;
-    if (n > 0 && (!src || !dst)) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_ggml_quantize_row: NULL buffer");
-    if (!qtypes[type].encode)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: ffn cannot encode this type (it encodes f32, f16, bf16, "
-                         "q8_0, q4_0, q4_K, q6_K)", qtypes[type].name);
-    uint8_t *p = dst;
-    const int64_t nb = n / qtypes[type].block;
-    if (qtypes[type].block > 1)
-        for (int64_t i = 0; i < n; i++)
-            if (!isfinite(src[i]))
-                return ffn_error(FFN_ERR_INVALID_ARG, "%s: element %lld is %g: expected a finite value",
-                                 qtypes[type].name, (long long)i, (double)src[i]);
-    switch (type) {
-    case FFN_GGML_TYPE_F32: if (n) memcpy(p, src, bytes); break;
-    case FFN_GGML_TYPE_F16:
-        for (int64_t i = 0; i < n; i++) store_f16(p + 2 * i, src[i]);
-        break;
-    case FFN_GGML_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t b = ffn_f32_to_bf16(src[i]);
-            memcpy(p + 2 * i, &b, 2);
-        }
-        break;
-    case FFN_GGML_TYPE_Q8_0: quant_quantize_q8_0(src, p, nb); break;
-    case FFN_GGML_TYPE_Q4_0: quant_quantize_q4_0(src, p, nb); break;
-    case FFN_GGML_TYPE_Q4_K: quant_quantize_q4_K(src, p, nb); break;
-    case FFN_GGML_TYPE_Q6_K: quant_quantize_q6_K(src, p, nb); break;
-    default: return ffn_error(FFN_ERR_INTERNAL, "%s: encoder missing", qtypes[type].name);
-    }
-    return FFN_OK;
 }

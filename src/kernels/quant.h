@@ -1,6 +1,6 @@
 /* quant.h -- the ggml block formats, byte for byte, and their scalar
- * decoders and encoders.  Internal; not installed.  The public face is the
- * ffn_ggml_* part of include/ffn/gguf.h (implemented in quant.c).
+ * decoders and encoders.  Internal; not installed.  The public face is
+ * ffn/dtype.h, over the type table (src/kernels/types.c).
  *
  * The structs document the layouts (offsets are checked below); the code
  * reads blocks as bytes, because blocks in a file or a buffer have any
@@ -11,8 +11,7 @@
 #define FFN_QUANT_H
 
 #include "base/common.h"
-#include "ffn/gguf.h"
-#include "ffn/safetensors.h"
+#include "base/dtype.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -72,5 +71,13 @@ void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb);
+/* The 1-element types: n elements. */
+void quant_dequantize_f32(const uint8_t *src, float *dst, int64_t n);
+void quant_dequantize_f16(const uint8_t *src, float *dst, int64_t n);
+void quant_dequantize_bf16(const uint8_t *src, float *dst, int64_t n);
+void quant_dequantize_f64(const uint8_t *src, float *dst, int64_t n);
+void quant_quantize_f32(const float *src, uint8_t *dst, int64_t n);
+void quant_quantize_f16(const float *src, uint8_t *dst, int64_t n);
+void quant_quantize_bf16(const float *src, uint8_t *dst, int64_t n);
 
 #endif /* FFN_QUANT_H */

@@ -372,10 +372,12 @@ static ffn_status read_config(gg_source *s) {
                              s->path, e->gguf, got, want, s->arch, (long long)D, (long long)F,
                              (long long)H, (long long)G, (long long)V, (long long)E);
         }
-        if (!ffn_ggml_can_dequantize(t.type))
+        if (!ffn_ggml_can_dequantize(t.type)) {
+            char list[256];
             return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which ffn cannot "
-                             "read (it reads f32, f16, bf16, q8_0, q4_0, q4_K and q6_K)", s->path,
-                             e->gguf, ffn_ggml_type_name(t.type));
+                             "read (it reads %s)", s->path, e->gguf, ffn_ggml_type_name(t.type),
+                             ffn_ggml_type_list(FFN_GGML_DECODES, " and ", list, sizeof list));
+        }
         e->used = 1;
     }
     /* Every tensor of the file must be one the plan explains (names in the
@@ -448,8 +450,7 @@ static void drop_mapped(const void *p, size_t n) {
 
 /* The types a matrix keeps in the model as they lie in the file. */
 static int kept_type(ffn_ggml_type t) {
-    return t == FFN_GGML_TYPE_F16 || t == FFN_GGML_TYPE_BF16 || t == FFN_GGML_TYPE_Q8_0 ||
-           t == FFN_GGML_TYPE_Q4_0 || t == FFN_GGML_TYPE_Q4_K || t == FFN_GGML_TYPE_Q6_K;
+    return t != FFN_GGML_TYPE_F32 && (ffn_ggml_type_caps(t) & FFN_GGML_COMPUTES);
 }
 
 /* Place rows [row0, row0 + rows) of GGUF tensor t (rows of `cols`
@@ -667,20 +668,6 @@ static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
     return c->attention_bias ? "qwen2" : "llama";
 }
 
-/* llama.cpp's general.file_type (enum llama_ftype) for a weight type. */
-static uint32_t file_type_of(ffn_ggml_type t) {
-    switch (t) {
-    case FFN_GGML_TYPE_F32: return 0;
-    case FFN_GGML_TYPE_F16: return 1;
-    case FFN_GGML_TYPE_Q4_0: return 2;
-    case FFN_GGML_TYPE_Q8_0: return 7;
-    case FFN_GGML_TYPE_Q4_K: return 15; /* Q4_K_M, the usual name */
-    case FFN_GGML_TYPE_Q6_K: return 18;
-    case FFN_GGML_TYPE_BF16: return 32;
-    default: return 0;
-    }
-}
-
 #define GG_TOKEN_NORMAL 1
 #define GG_TOKEN_UNKNOWN 2
 #define GG_TOKEN_CONTROL 3
@@ -783,7 +770,7 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     } while (0)
     st = ffn_gguf_writer_set_str(w, "general.architecture", arch);
     if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, "general.name", o->name ? o->name : "ffn");
-    if (st == FFN_OK) st = ffn_gguf_writer_set_u32(w, "general.file_type", file_type_of(o->type));
+    if (st == FFN_OK) st = ffn_gguf_writer_set_u32(w, "general.file_type", ffn_ggml_file_type(o->type));
     if (st == FFN_OK && ffn_ggml_block_size(o->type) > 1)
         st = ffn_gguf_writer_set_u32(w, "general.quantization_version", 2);
     U32("context_length", ctx_len);
@@ -826,9 +813,12 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
-    if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64)
-        return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected f32, f16, bf16, q8_0, "
-                         "q4_0, q4_K or q6_K", path, ffn_ggml_type_name(o.type));
+    if (!ffn_ggml_can_quantize(o.type)) {
+        char list[256];
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected %s", path,
+                         ffn_ggml_type_name(o.type),
+                         ffn_ggml_type_list(FFN_GGML_ENCODES, " or ", list, sizeof list));
+    }
     if (o.vocab && ffn_vocab_size(o.vocab) != c->vocab_size)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
                          path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);

@@ -32,6 +32,8 @@
  * Nothing is allocated in forward or backward except when a token count is
  * first met (its primitives) and at the first backward (backward's packs). */
 #include "nn/bf16_layer.h"
+#include "nn/ffn_ew.h"
+#include "nn/ffn_backend.h"
 #include "kernels/bf16.h"
 #include "kernels/kernels.h"
 
@@ -325,46 +327,13 @@ static ffn_status run(const ffn_bf16layer *b, const ffn_mm *m, const bf_bufs *c,
     return ffn_mm_run(b->engine, m, out, a, w, bias, c->scratch, c->scratch_bytes);
 }
 
-/* ---- fp32 elementwise parts (as ffn.c) -------------------------------------- */
+/* ---- fp32 elementwise parts (nn/ffn_ew.c, as every back-end) ------------------ */
 
-enum { EW_BLOCK = 2048 };
-#define PAR_MIN_ELEMS 16384
-
-/* forward (dh NULL): out = h (ld F) = act(g)⊙u | act(u); backward: out =
- * dgu (ld P) = epilogue'(dh (ld F), gu), out may be gu. */
 static void epilogue(const ffn_bf16layer *b, float *out, const float *dh, const float *gu,
                      int64_t n) {
-    int64_t F = b->F, P = b->P, nb = (F + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
-#pragma omp parallel for schedule(static) if (n * F >= PAR_MIN_ELEMS)
-    for (int64_t i = 0; i < total; i++) {
-        int64_t r = i / nb, c0 = (i % nb) * EW_BLOCK, len = F - c0 < EW_BLOCK ? F - c0 : EW_BLOCK;
-        const float *g = gu + r * P + c0, *u = b->gated ? g + F : g;
-        if (!dh) {
-            float *h = out + r * F + c0;
-            if (b->gated) ffn_glu_fwd(b->act, h, g, u, len);
-            else ffn_act_fwd(b->act, h, u, len);
-        } else {
-            float *dg = out + r * P + c0;
-            if (b->gated) ffn_glu_bwd(b->act, dg, dg + F, dh + r * F + c0, g, u, len);
-            else ffn_act_bwd(b->act, dg, dh + r * F + c0, u, len);
-        }
-    }
+    ffn_ew_epilogue(b->act, b->gated, b->F, out, dh, gu, n);
 }
-
-/* db (cols) += Σ_rows dy (n, ld), each column in row order in double */
-static void bias_grad(float *db, const float *dy, int64_t n, int64_t cols, int64_t ld) {
-    enum { CB = 256 };
-    int64_t nb = (cols + CB - 1) / CB;
-#pragma omp parallel for schedule(static) if (n * cols >= PAR_MIN_ELEMS)
-    for (int64_t blk = 0; blk < nb; blk++) {
-        int64_t c0 = blk * CB, len = cols - c0 < CB ? cols - c0 : CB;
-        double acc[CB];
-        for (int64_t j = 0; j < len; j++) acc[j] = 0.0;
-        for (int64_t r = 0; r < n; r++)
-            for (int64_t j = 0; j < len; j++) acc[j] += dy[r * ld + c0 + j];
-        for (int64_t j = 0; j < len; j++) db[c0 + j] += (float)acc[j];
-    }
-}
+#define bias_grad ffn_ew_bias_grad
 
 /* ---- forward and backward -------------------------------------------------- */
 
@@ -429,3 +398,22 @@ ffn_status ffn_bf16layer_backward(ffn_bf16layer *b, float *dx, const ffn_layer_p
     }
     return FFN_OK;
 }
+
+/* ---- as a back-end of the layer (nn/ffn_backend.h) ---------------------------- */
+
+static ffn_status be_forward(void *impl, const ffn_ctx *ctx, float *y, float *gu, float *h,
+                             const float *x, int64_t n, void *ws, size_t ws_bytes,
+                             const ffn_neuron_hook *writer, const ffn_hook_rows *rows) {
+    (void)ctx; /* the layer's (set at create) */
+    return ffn_bf16layer_forward(impl, y, gu, h, x, n, ws, ws_bytes, writer, rows);
+}
+static ffn_status be_backward(void *impl, float *dx, const ffn_layer_params *g, const float *dy,
+                              const float *x, int64_t n, const float *saved, float *dgu, float *h,
+                              void *ws, size_t ws_bytes) {
+    return ffn_bf16layer_backward(impl, dx, g, dy, x, n, saved, dgu, h, ws, ws_bytes);
+}
+static size_t be_extra(void *impl, int64_t max_n) { return ffn_bf16layer_workspace_extra(impl, max_n); }
+
+const ffn_layer_backend ffn_layer_backend_bf16 = {
+    .name = "bf16", .weights = "bf16", .forward = be_forward, .backward = be_backward,
+    .workspace_extra = be_extra};

@@ -76,6 +76,8 @@
 #include "ffn/layer.h"
 #include "base/common.h"
 #include "kernels/kernels.h"
+#include "nn/ffn_backend.h"
+#include "nn/ffn_ew.h"
 #include "nn/ffn_hook.h"
 #include "nn/ffn_quant.h"
 #include "nn/bf16_layer.h"
@@ -121,6 +123,16 @@ struct ffn_layer {
     ffn_qlayer *q; /* low-precision weights (ffn_quant.c), or NULL */
     ffn_bf16layer *bf; /* FFN_PRECISION_BF16: the products (bf16_layer.c), or NULL */
 };
+
+/* The back-end of the layer's products (nn/ffn_backend.h): the ggml one for
+ * low-precision weights, the bf16 one at FFN_PRECISION_BF16, NULL for
+ * ffn.c's own fp32 engines. */
+static const ffn_layer_backend *backend(const ffn_layer *l, void **impl) {
+    if (l->q) return *impl = l->q, &ffn_layer_backend_ggml;
+    if (l->bf) return *impl = l->bf, &ffn_layer_backend_bf16;
+    *impl = NULL;
+    return NULL;
+}
 
 /* Calls below this many multiply-adds run on one thread: waking the others
  * costs more than it saves (and far more on an oversubscribed machine).
@@ -458,7 +470,10 @@ size_t ffn_layer_workspace_size(const ffn_layer *l, int64_t max_n) {
         if (ml->scratch_reserve > scratch) scratch = ml->scratch_reserve;
     }
     if (ffn_add_size(bytes, scratch, &bytes) || ffn_add_size(bytes, 64, &bytes)) return SIZE_MAX;
-    if (l->bf && ffn_add_size(bytes, ffn_bf16layer_workspace_extra(l->bf, max_n), &bytes))
+    void *impl;
+    const ffn_layer_backend *be = backend(l, &impl);
+    if (be && be->workspace_extra &&
+        ffn_add_size(bytes, be->workspace_extra(impl, max_n), &bytes))
         return SIZE_MAX;
     return bytes;
 }
@@ -497,72 +512,13 @@ static ffn_status carve(const ffn_layer *l, const char *fn, int64_t n, void *ws,
     return FFN_OK;
 }
 
-/* ---- parallel elementwise helpers ----------------------------------------
- * Split (rows × cols) into blocks of at most EW_BLOCK columns so that even
- * one row spreads over the threads; elementwise, hence the same result for
- * any split. */
-enum { EW_BLOCK = 2048 };
-/* Below this many elements a parallel region costs more than it saves. */
-#define PAR_MIN_ELEMS 16384
+/* ---- the elementwise parts (nn/ffn_ew.c, shared with the other back-ends) -- */
 
-/* Block b of that split, nb blocks per row: row *r, columns [*c0, *c0 +
- * the returned length). */
-static inline int64_t ew_span(int64_t b, int64_t nb, int64_t cols, int64_t *r, int64_t *c0) {
-    *r = b / nb;
-    *c0 = (b % nb) * EW_BLOCK;
-    return cols - *c0 < EW_BLOCK ? cols - *c0 : EW_BLOCK;
-}
-
-/* The activation epilogue over n rows of gu (ld P) = [g | u] or [u].
- * Forward (dh NULL): out = h (ld F) = act(g) ⊙ u, or act(u).  Backward:
- * out = dgu (ld P) = epilogue'(dh (ld F), gu); out may equal gu. */
 static void epilogue(const ffn_layer *l, float *out, const float *dh, const float *gu, int64_t n) {
-    int64_t F = l->F, P = l->P, nb = (F + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
-    ffn_act act = l->cfg.act;
-    int gated = l->gated;
-#pragma omp parallel for schedule(static) if (n * F >= PAR_MIN_ELEMS)
-    for (int64_t b = 0; b < total; b++) {
-        int64_t r, c0, len = ew_span(b, nb, F, &r, &c0);
-        const float *g = gu + r * P + c0, *u = gated ? g + F : g;
-        if (!dh) {
-            float *h = out + r * F + c0;
-            if (gated) ffn_glu_fwd(act, h, g, u, len);
-            else ffn_act_fwd(act, h, u, len);
-        } else {
-            float *dg = out + r * P + c0;
-            if (gated) ffn_glu_bwd(act, dg, dg + F, dh + r * F + c0, g, u, len);
-            else ffn_act_bwd(act, dg, dh + r * F + c0, u, len);
-        }
-    }
+    ffn_ew_epilogue(l->cfg.act, l->gated, l->F, out, dh, gu, n);
 }
-
-/* y (n, ld) += b (cols) on every row */
-static void add_bias_rows(float *y, const float *b, int64_t n, int64_t cols, int64_t ld) {
-    int64_t nb = (cols + EW_BLOCK - 1) / EW_BLOCK, total = n * nb;
-#pragma omp parallel for schedule(static) if (n * cols >= PAR_MIN_ELEMS)
-    for (int64_t i = 0; i < total; i++) {
-        int64_t r, c0, len = ew_span(i, nb, cols, &r, &c0);
-        ffn_add_bias(y + r * ld + c0, b + c0, len);
-    }
-}
-
-/* db (cols) += Σ_rows dy (n, ld): each column summed in row order in double
- * by one thread, so the result does not depend on the thread count. */
-static void bias_grad(float *db, const float *dy, int64_t n, int64_t cols, int64_t ld) {
-    enum { CB = 256 };
-    int64_t nb = (cols + CB - 1) / CB;
-#pragma omp parallel for schedule(static) if (n * cols >= PAR_MIN_ELEMS)
-    for (int64_t b = 0; b < nb; b++) {
-        int64_t c0 = b * CB, len = cols - c0 < CB ? cols - c0 : CB;
-        double acc[CB];
-        for (int64_t j = 0; j < len; j++) acc[j] = 0.0;
-        for (int64_t r = 0; r < n; r++) {
-            const float *row = dy + r * ld + c0;
-            for (int64_t j = 0; j < len; j++) acc[j] += row[j];
-        }
-        for (int64_t j = 0; j < len; j++) db[c0 + j] += (float)acc[j];
-    }
-}
+#define add_bias_rows ffn_ew_add_bias_rows
+#define bias_grad ffn_ew_bias_grad
 
 /* ---- the products: a cached primitive, else ffn_gemm on the plain weights -- */
 
@@ -658,11 +614,10 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
     if ((st = carve(l, "ffn_layer_forward", n, workspace, workspace_bytes, &c))) return st;
     float *gu = (l->cfg.save == FFN_SAVE_ACTIVATIONS && saved) ? saved : c.gu;
     const ffn_neuron_hook *writer = hook && hook->writes ? hook : NULL;
-    if (l->q) {
-        st = ffn_qlayer_forward(l->q, l->ctx, y, gu, c.h, x, n, writer, rows);
-    } else if (l->bf) {
-        st = ffn_bf16layer_forward(l->bf, y, gu, c.h, x, n, c.scratch, c.scratch_bytes, writer,
-                                   rows);
+    void *impl;
+    const ffn_layer_backend *be = backend(l, &impl);
+    if (be) {
+        st = be->forward(impl, l->ctx, y, gu, c.h, x, n, c.scratch, c.scratch_bytes, writer, rows);
     } else if (!writer && streams(l, n)) {
         ffn_decode_weights w = decode_weights(l);
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
@@ -723,9 +678,11 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
                            void *workspace, size_t workspace_bytes) {
     ffn_status st;
     if (!dy || !x) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_layer_backward: dy or x is NULL");
-    if (l->q)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_layer_backward: the layer holds low-precision "
-                         "weights (inference only)");
+    void *impl;
+    const ffn_layer_backend *be = backend(l, &impl);
+    if (be && !be->backward)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_layer_backward: the layer holds %s "
+                         "weights (inference only)", be->weights);
     if (l->cfg.save == FFN_SAVE_ACTIVATIONS && !saved)
         return ffn_error(FFN_ERR_INVALID_ARG,
                          "ffn_layer_backward: saved is NULL but the layer's save mode is "
@@ -736,10 +693,9 @@ static ffn_status backward(ffn_layer *l, float *dx, const ffn_layer_params *grad
     if ((st = carve(l, "ffn_layer_backward", n, workspace, workspace_bytes, &c))) return st;
     float *dgu = c.gu, *h = c.h;
     int64_t D = l->D, F = l->F, P = l->P;
-    if (l->bf)
-        return ffn_bf16layer_backward(l->bf, dx, g, dy, x, n,
-                                      l->cfg.save == FFN_SAVE_NONE ? NULL : saved, dgu, h,
-                                      c.scratch, c.scratch_bytes);
+    if (be)
+        return be->backward(impl, dx, g, dy, x, n, l->cfg.save == FFN_SAVE_NONE ? NULL : saved,
+                            dgu, h, c.scratch, c.scratch_bytes);
     if (l->packed_fwd && !l->packed_bwd && !l->bwd_pack_failed) { /* first backward: allocates */
         pack_weights(l, 1);
         l->bwd_pack_failed = !l->packed_bwd;

@@ -12,6 +12,8 @@
  * and a tail at the same columns, and the decode and batch paths give the
  * same m bit for bit when the products agree. */
 #include "nn/ffn_quant.h"
+#include "nn/ffn_ew.h"
+#include "nn/ffn_backend.h"
 #include "kernels/kernels.h"
 
 #include <stdlib.h>
@@ -151,21 +153,10 @@ ffn_status ffn_qlayer_forward(const ffn_qlayer *q, const ffn_ctx *ctx, float *y,
     const int64_t nspan = (q->F + QSPAN - 1) / QSPAN, total = n * nspan;
     if (writer) {
         /* the hook sees gu with its biases, before the epilogue */
-        for (int64_t r = 0; r < n; r++) {
-            float *g = gu + r * q->P, *u = q->gated ? g + q->F : g;
-            if (q->gated && q->w.gate_b) ffn_add_bias(g, q->w.gate_b, q->F);
-            if (q->w.up_b) ffn_add_bias(u, q->w.up_b, q->F);
-        }
+        if (q->gated && q->w.gate_b) ffn_ew_add_bias_rows(gu, q->w.gate_b, n, q->F, q->P);
+        if (q->w.up_b) ffn_ew_add_bias_rows(q->gated ? gu + q->F : gu, q->w.up_b, n, q->F, q->P);
         writer->fn(writer->user, FFN_HOOK_GU, gu, n, rows);
-        const ffn_act act = q->cfg.act;
-#pragma omp parallel for schedule(static) if (n * q->F >= 16384)
-        for (int64_t i = 0; i < total; i++) {
-            const int64_t r = i / nspan, c0 = (i % nspan) * QSPAN;
-            const int64_t len = q->F - c0 < QSPAN ? q->F - c0 : QSPAN;
-            float *g = gu + r * q->P + c0, *u = q->gated ? g + q->F : g;
-            if (q->gated) ffn_glu_fwd(act, h + r * q->F + c0, g, u, len);
-            else ffn_act_fwd(act, h + r * q->F + c0, u, len);
-        }
+        ffn_ew_epilogue(q->cfg.act, q->gated, q->F, h, NULL, gu, n);
         writer->fn(writer->user, FFN_HOOK_H, h, n, rows);
     } else {
 #pragma omp parallel for schedule(static) if (n * q->F >= 16384)
@@ -176,3 +167,15 @@ ffn_status ffn_qlayer_forward(const ffn_qlayer *q, const ffn_ctx *ctx, float *y,
     }
     return project_down(q, ctx, y, h, n);
 }
+
+/* ---- as a back-end of the layer (nn/ffn_backend.h): forward only ---------------- */
+
+static ffn_status be_forward(void *impl, const ffn_ctx *ctx, float *y, float *gu, float *h,
+                             const float *x, int64_t n, void *ws, size_t ws_bytes,
+                             const ffn_neuron_hook *writer, const ffn_hook_rows *rows) {
+    (void)ws, (void)ws_bytes; /* ffn_qgemm keeps its scratch per thread */
+    return ffn_qlayer_forward(impl, ctx, y, gu, h, x, n, writer, rows);
+}
+
+const ffn_layer_backend ffn_layer_backend_ggml = {
+    .name = "ggml", .weights = "low-precision", .forward = be_forward};

@@ -320,16 +320,12 @@ ffn_status model_q_set_moe(const model_qstate *q, ffn_moe *moe, const float *par
 
 /* ---- the public API: types -------------------------------------------------- */
 
-/* The types ffn computes with (ffn_qgemm's list). */
-static int computes_with(ffn_ggml_type t) {
-    switch (t) {
-    case FFN_GGML_TYPE_F32: case FFN_GGML_TYPE_F16: case FFN_GGML_TYPE_BF16:
-    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_Q4_0: case FFN_GGML_TYPE_Q4_K:
-    case FFN_GGML_TYPE_Q6_K:
-        return 1;
-    default:
-        return 0;
-    }
+/* The types ffn computes with (the type table's COMPUTES). */
+static int computes_with(ffn_ggml_type t) { return (ffn_ggml_type_caps(t) & FFN_GGML_COMPUTES) != 0; }
+
+/* "f32, f16, ..." of those types, for messages */
+static const char *computed_list(char *buf, size_t cap) {
+    return ffn_ggml_type_list(FFN_GGML_COMPUTES, ", ", buf, cap);
 }
 
 static int is_matrix(const ffn_model_tensor *t) {
@@ -375,21 +371,18 @@ static ffn_ggml_type type_for(const ffn_model_tensor *t, ffn_ggml_type type,
     case FFN_TENSOR_ROUTER: k = o->router; break;
     default: return FFN_GGML_TYPE_F32;
     }
-    ffn_ggml_type tt = k == FFN_QUANT_SAME ? type : (ffn_ggml_type)k;
-    const int64_t cols = t->shape[1];
-    if (cols % ffn_ggml_block_size(tt) == 0) return tt;
-    if ((tt == FFN_GGML_TYPE_Q4_K || tt == FFN_GGML_TYPE_Q6_K) && cols % 32 == 0)
-        return FFN_GGML_TYPE_Q8_0;
-    return FFN_GGML_TYPE_F16;
+    return ffn_ggml_type_for_cols(k == FFN_QUANT_SAME ? type : (ffn_ggml_type)k, t->shape[1]);
 }
 
 static ffn_status check_type(int k, const char *field) {
     if (k == FFN_QUANT_SAME) return FFN_OK;
+    char list[256];
     if (k < 0 || k >= FFN_GGML_TYPE_COUNT || !computes_with((ffn_ggml_type)k))
         return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_model_quantize: %s: type %d (%s) is not one "
-                         "ffn computes with (f32, f16, bf16, q8_0, q4_0, q4_K, q6_K)", field, k,
+                         "ffn computes with (%s)", field, k,
                          k >= 0 && k < FFN_GGML_TYPE_COUNT ? ffn_ggml_type_name((ffn_ggml_type)k)
-                                                           : "?");
+                                                           : "?",
+                         computed_list(list, sizeof list));
     return FFN_OK;
 }
 
@@ -506,10 +499,10 @@ ffn_status ffn_model_set_tensor_data(ffn_model *m, const char *name, ffn_ggml_ty
         q->dirty = 1;
         return FFN_OK;
     }
+    char list[256];
     if (!computes_with(type))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s: type %s is not one ffn computes with "
-                         "(f32, f16, bf16, q8_0, q4_0, q4_K, q6_K)", fn, name,
-                         ffn_ggml_type_name(type));
+                         "(%s)", fn, name, ffn_ggml_type_name(type), computed_list(list, sizeof list));
     void *owned = NULL;
     const void *data = bytes;
     if (!borrow) {
