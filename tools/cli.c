@@ -202,6 +202,21 @@ void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
+const char *cli_nonfinite_name(double v) {
+    return isnan(v) ? "nan" : isinf(v) ? (v > 0 ? "inf" : "-inf") : NULL;
+}
+
+const char *cli_json_num(double v, const char *fmt) {
+    static _Thread_local char ring[64][40];
+    static _Thread_local unsigned next;
+    char *b = ring[next++ % 64];
+    if (!isfinite(v)) return "null";
+    snprintf(b, sizeof ring[0], fmt, v);
+    return b;
+}
+
+void cli_json_number(FILE *f, double v, const char *fmt) { fputs(cli_json_num(v, fmt), f); }
+
 /* ---- the option table: what a flag accepts, in words ---------------------------- */
 
 static void join_names(const cli_opt *o, const char *sep, char *buf, size_t n) {
