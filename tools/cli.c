@@ -33,9 +33,13 @@ int cli_parse_act(const char *value, void *dst) {
 /* ---- errors ------------------------------------------------------------------ */
 
 /* "ffn <cmd>: <message>" on stderr, without the end of the line. */
+/* The text goes through ffn_escape_controls (as the library's messages
+ * do): a control character from a file's names reaches the terminal as
+ * \xNN. */
 static void vmessage(const char *cmd, const char *fmt, va_list ap) {
-    fprintf(stderr, "ffn %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
+    char raw[4096], text[4096];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    fprintf(stderr, "ffn %s: %s", cmd, ffn_escape_controls(text, sizeof text, raw));
 }
 
 void cli_error(const char *cmd, const char *fmt, ...) {
