@@ -269,6 +269,13 @@ static ffn_status read_config(gg_source *s) {
         (st = key_int(s, "expert_feed_forward_length", 0, F, &Fe)) ||
         (st = key_int(s, "expert_shared_feed_forward_length", 0, 0, &Fs)))
         return st;
+    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, 3 FFN or router
+     * and experts): a block_count the file cannot hold is named before
+     * anything is sized by it. */
+    if ((uint64_t)L > ffn_gguf_count(s->f) / 9)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
+                         "tensors (at least 9 a layer)", s->path, s->arch, (long long)L,
+                         ffn_gguf_count(s->f));
     if (!strcmp(s->arch, "qwen2moe") && E == 0)
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key qwen2moe.expert_count is missing "
                          "(required for architecture qwen2moe)", s->path);
@@ -345,11 +352,6 @@ static ffn_status read_config(gg_source *s) {
         c->shared_expert_intermediate_size = 0;
     }
     if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
-    /* Every layer has tensors: a block_count beyond the file's tensors is
-     * named before a plan of that many layers is built. */
-    if ((uint64_t)L > ffn_gguf_count(s->f))
-        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
-                         "tensors", s->path, s->arch, (long long)L, ffn_gguf_count(s->f));
     /* The plan, checked against the file before anything is allocated. */
     if ((st = plan_build(c, s->arch, &s->plan))) return st;
     for (int64_t i = 0; i < s->plan.n; i++) {
