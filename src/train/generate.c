@@ -139,7 +139,9 @@ ffn_status ffn_generate_tokens(ffn_model *model, const ffn_vocab *vocab, const i
      * window, the history and the model's cache are sized by what the run
      * uses (the prompt and the steps), at most the context, never by a
      * context the file declares alone */
-    const int64_t need = n_prompt + opts->steps, window = need < ctx_len ? need : ctx_len;
+    /* the last sampled token is never fed: prompt + steps - 1 positions */
+    const int64_t need = n_prompt + (opts->steps > 0 ? opts->steps - 1 : 0);
+    const int64_t window = need < ctx_len ? need : ctx_len;
     ffn_status st = ffn_model_reserve(model, 1, window);
     if (st) return ffn_error_prefix(st, "generate: a cache of %lld positions", (long long)window);
     int32_t *hist = malloc((size_t)window * sizeof(int32_t));
