@@ -215,7 +215,8 @@ const char *cli_json_num(double v, const char *fmt) {
     static _Thread_local unsigned next;
     char *b = ring[next++ % 64];
     if (!isfinite(v)) return "null";
-    snprintf(b, sizeof ring[0], fmt, v);
+    /* a number too long for the buffer in fmt (%.0f of 1e300) is written in %.17g */
+    if (snprintf(b, sizeof ring[0], fmt, v) >= (int)sizeof ring[0]) snprintf(b, sizeof ring[0], "%.17g", v);
     return b;
 }
 
