@@ -150,9 +150,13 @@ int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size
 /* ---- errors ------------------------------------------------------------------ */
 
 /* "ffn <cmd>: <message>" on stderr, without the end of the line. */
+/* The text goes through ffn_escape_controls (as the library's messages
+ * do): a control character from a file's names reaches the terminal as
+ * \xNN. */
 static void vmessage(const char *cmd, const char *fmt, va_list ap) {
-    fprintf(stderr, "ffn %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
+    char raw[4096], text[4096];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    fprintf(stderr, "ffn %s: %s", cmd, ffn_escape_controls(text, sizeof text, raw));
 }
 
 void cli_error(const char *cmd, const char *fmt, ...) {
@@ -328,6 +332,22 @@ void cli_json_string(FILE *f, const char *s) {
     }
     fputc('"', f);
 }
+
+const char *cli_nonfinite_name(double v) {
+    return isnan(v) ? "nan" : isinf(v) ? (v > 0 ? "inf" : "-inf") : NULL;
+}
+
+const char *cli_json_num(double v, const char *fmt) {
+    static _Thread_local char ring[64][40];
+    static _Thread_local unsigned next;
+    char *b = ring[next++ % 64];
+    if (!isfinite(v)) return "null";
+    /* a number too long for the buffer in fmt (%.0f of 1e300) is written in %.17g */
+    if (snprintf(b, sizeof ring[0], fmt, v) >= (int)sizeof ring[0]) snprintf(b, sizeof ring[0], "%.17g", v);
+    return b;
+}
+
+void cli_json_number(FILE *f, double v, const char *fmt) { fputs(cli_json_num(v, fmt), f); }
 
 /* ---- the option table: what a flag accepts, in words ---------------------------- */
 

@@ -300,6 +300,15 @@ int cli_text_piece(const char *bytes, size_t len, void *user);
 
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void cli_json_string(FILE *f, const char *s);
+/* v as a JSON number in the printf format fmt ("%.6g"), or null when v is
+ * NaN or infinite (JSON has neither): every --json writer prints its
+ * numbers through these.  cli_json_num returns the text for a "%s" of a
+ * printf call, in one of 64 rotating buffers (so up to 64 of them may feed
+ * one call); cli_nonfinite_name says which of nan, inf, -inf v is (NULL
+ * when it is finite), for a reason beside a null. */
+void cli_json_number(FILE *f, double v, const char *fmt);
+const char *cli_json_num(double v, const char *fmt);
+const char *cli_nonfinite_name(double v);
 
 /* The fp32 FMA peak in GFLOP/s on `threads` threads, measured by the code
  * of `ffn bench peak` (tools/cmd_bench.c); 0 without AVX2 or AVX-512. */

@@ -179,16 +179,19 @@ static int bench_layer(int argc, char **argv) {
         printf("{\"bench\": \"layer\", \"type\": \"%s\", \"mlp_type\": \"%s\", \"act\": \"%s\", "
                "\"hidden\": %lld, \"intermediate\": %lld, \"tokens\": %lld, \"threads\": %d, "
                "\"bias\": %s, \"save\": \"%s\", \"simd\": \"%s\", \"repeats\": %lld, "
-               "\"flops_forward\": %.0f, \"flops_forward_backward\": %.0f, "
-               "\"weight_bytes\": %.0f, \"precision\": \"%s\", \"refresh_ms\": %.4f, "
-               "\"forward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}, "
-               "\"forward_backward\": {\"min_ms\": %.4f, \"median_ms\": %.4f, \"gflops\": %.2f}}\n",
+               "\"flops_forward\": %s, \"flops_forward_backward\": %s, "
+               "\"weight_bytes\": %s, \"precision\": \"%s\", \"refresh_ms\": %s, "
+               "\"forward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}, "
+               "\"forward_backward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}}\n",
                type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), bias ? "true" : "false",
-               save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(),
-               (long long)repeats, flops_fwd, flops_both, weight_bytes,
-               ffn_precision_name((ffn_precision)precision), t_refresh * 1e3, fwd.min_s * 1e3,
-               fwd.median_s * 1e3, gf_fwd, both.min_s * 1e3, both.median_s * 1e3, gf_both);
+               save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(), (long long)repeats,
+               cli_json_num(flops_fwd, "%.0f"), cli_json_num(flops_both, "%.0f"),
+               cli_json_num(weight_bytes, "%.0f"), ffn_precision_name((ffn_precision)precision),
+               cli_json_num(t_refresh * 1e3, "%.4f"), cli_json_num(fwd.min_s * 1e3, "%.4f"),
+               cli_json_num(fwd.median_s * 1e3, "%.4f"), cli_json_num(gf_fwd, "%.2f"),
+               cli_json_num(both.min_s * 1e3, "%.4f"), cli_json_num(both.median_s * 1e3, "%.4f"),
+               cli_json_num(gf_both, "%.2f"));
     } else {
         printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %s, %lld repeats\n",
                type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
@@ -386,9 +389,9 @@ static int bench_peak(int argc, char **argv) {
         char b[32], i[32];
         json_num(b, sizeof b, p.bf16_gflops);
         json_num(i, sizeof i, p.int8_gops);
-        printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %.2f, "
+        printf("{\"bench\": \"peak\", \"threads\": %d, \"simd\": \"%s\", \"gflops\": %s, "
                "\"bf16_gflops\": %s, \"int8_gops\": %s}\n",
-               nt, simd, p.fma_gflops, b, i);
+               nt, simd, cli_json_num(p.fma_gflops, "%.2f"), b, i);
     } else {
         printf("fp32 FMA peak: %.1f GFLOP/s (%d threads, %s)\n", p.fma_gflops, nt, simd);
         if (p.bf16_gflops > 0) printf("bf16 dot-product peak (vdpbf16ps): %.1f GFLOP/s\n", p.bf16_gflops);
@@ -471,8 +474,8 @@ static int bench_bandwidth(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
     if (json)
-        printf("{\"bench\": \"bandwidth\", \"threads\": %d, \"mib\": %lld, \"gbps\": %.2f}\n", nt,
-               (long long)mb, best);
+        printf("{\"bench\": \"bandwidth\", \"threads\": %d, \"mib\": %lld, \"gbps\": %s}\n", nt,
+               (long long)mb, cli_json_num(best, "%.2f"));
     else
         printf("memory read bandwidth: %.1f GB/s (%d threads, %lld MiB buffer)\n", best, nt,
                (long long)mb);
@@ -632,13 +635,16 @@ static int bench_qgemm(int argc, char **argv) {
     if (json) {
         printf("{\"bench\": \"qgemm\", \"type\": \"%s\", \"rows\": %lld, \"cols\": %lld, "
                "\"n\": %lld, \"threads\": %d, \"simd\": \"%s\", \"repeats\": %lld, "
-               "\"copies\": %zu, \"weight_bytes\": %zu, \"min_ms\": %.6f, \"median_ms\": %.6f, "
-               "\"weight_gbps\": %.2f, \"gflops\": %.2f, \"bandwidth_gbps\": %.2f, "
-               "\"peak_name\": \"%s\", \"peak_gflops\": %.2f, \"pct_bandwidth\": %.1f, "
-               "\"pct_peak\": %.1f}\n",
+               "\"copies\": %zu, \"weight_bytes\": %zu, \"min_ms\": %s, \"median_ms\": %s, "
+               "\"weight_gbps\": %s, \"gflops\": %s, \"bandwidth_gbps\": %s, "
+               "\"peak_name\": \"%s\", \"peak_gflops\": %s, \"pct_bandwidth\": %s, "
+               "\"pct_peak\": %s}\n",
                ffn_ggml_type_name(type), (long long)R, (long long)C, (long long)N, nt, simd,
-               (long long)repeats, copies, wbytes, tm.min_s * 1e3, tm.median_s * 1e3, gbps, gflops, bw,
-               peak_name, peak, pct_bw, pct_peak);
+               (long long)repeats, copies, wbytes, cli_json_num(tm.min_s * 1e3, "%.6f"),
+               cli_json_num(tm.median_s * 1e3, "%.6f"), cli_json_num(gbps, "%.2f"),
+               cli_json_num(gflops, "%.2f"), cli_json_num(bw, "%.2f"), peak_name,
+               cli_json_num(peak, "%.2f"), cli_json_num(pct_bw, "%.1f"),
+               cli_json_num(pct_peak, "%.1f"));
     } else {
         printf("qgemm %s W (%lld, %lld), n = %lld, %d threads, simd %s, %lld repeats, "
                "%zu cop%s of W\n", ffn_ggml_type_name(type), (long long)R, (long long)C,

@@ -148,13 +148,16 @@ int bench_layer_tp(int argc, char **argv) {
             double flops = (double)ffn_layer_flops_per_token(&cfg) * (double)N;
             double sent = 2.0 * (double)(tp - 1) / (double)tp * (double)(N * D) * 4.0;
             if (json)
-                printf("{\"bench\": \"layer_tp\", \"tp\": %lld, \"hidden\": %lld, \"intermediate\": "
-                       "%lld, \"tokens\": %lld, \"threads\": %d, \"type\": \"%s\", "
-                       "\"forward_ms\": %.4f, \"forward_comm_ms\": %.4f, \"forward_backward_ms\": "
-                       "%.4f, \"forward_backward_comm_ms\": %.4f, \"gflops_forward\": %.2f, "
-                       "\"bytes_sent_per_allreduce\": %.0f}\n",
-                       (long long)tp, (long long)D, (long long)F, (long long)N, ffn_ctx_threads(ctx),
-                       type_name, mf * 1e3, mfc * 1e3, mb * 1e3, mbc * 1e3, flops / mf * 1e-9, sent);
+                printf(
+                    "{\"bench\": \"layer_tp\", \"tp\": %lld, \"hidden\": %lld, \"intermediate\": "
+                    "%lld, \"tokens\": %lld, \"threads\": %d, \"type\": \"%s\", "
+                    "\"forward_ms\": %s, \"forward_comm_ms\": %s, \"forward_backward_ms\": "
+                    "%s, \"forward_backward_comm_ms\": %s, \"gflops_forward\": %s, "
+                    "\"bytes_sent_per_allreduce\": %s}\n",
+                    (long long)tp, (long long)D, (long long)F, (long long)N, ffn_ctx_threads(ctx),
+                    type_name, cli_json_num(mf * 1e3, "%.4f"), cli_json_num(mfc * 1e3, "%.4f"),
+                    cli_json_num(mb * 1e3, "%.4f"), cli_json_num(mbc * 1e3, "%.4f"),
+                    cli_json_num(flops / mf * 1e-9, "%.2f"), cli_json_num(sent, "%.0f"));
             else
                 printf("tp layer %s D=%lld F=%lld N=%lld, tp %lld x %d threads: forward %.3f ms "
                        "(all-reduce %.1f%%), forward+backward %.3f ms (all-reduce %.1f%%), "
@@ -260,14 +263,16 @@ int bench_moe_ep(int argc, char **argv) {
             double mf = median(tf, (int)repeats), mb = median(tb, (int)repeats);
             double tokens = (double)N * (double)ep;
             if (json)
-                printf("{\"bench\": \"moe_ep\", \"ep\": %lld, \"hidden\": %lld, \"moe_intermediate\": "
-                       "%lld, \"experts\": %lld, \"top_k\": %lld, \"tokens_per_rank\": %lld, "
-                       "\"threads\": %d, \"forward_ms\": %.4f, \"forward_backward_ms\": %.4f, "
-                       "\"tokens_per_s_forward\": %.1f, \"tokens_per_s_forward_backward\": %.1f, "
-                       "\"bytes_sent_forward\": %lld, \"bytes_sent_backward\": %lld}\n",
-                       (long long)ep, (long long)D, (long long)F, (long long)E, (long long)K,
-                       (long long)N, ffn_ctx_threads(ctx), mf * 1e3, mb * 1e3, tokens / mf,
-                       tokens / mb, (long long)sf, (long long)sb);
+                printf(
+                    "{\"bench\": \"moe_ep\", \"ep\": %lld, \"hidden\": %lld, \"moe_intermediate\": "
+                    "%lld, \"experts\": %lld, \"top_k\": %lld, \"tokens_per_rank\": %lld, "
+                    "\"threads\": %d, \"forward_ms\": %s, \"forward_backward_ms\": %s, "
+                    "\"tokens_per_s_forward\": %s, \"tokens_per_s_forward_backward\": %s, "
+                    "\"bytes_sent_forward\": %lld, \"bytes_sent_backward\": %lld}\n",
+                    (long long)ep, (long long)D, (long long)F, (long long)E, (long long)K,
+                    (long long)N, ffn_ctx_threads(ctx), cli_json_num(mf * 1e3, "%.4f"),
+                    cli_json_num(mb * 1e3, "%.4f"), cli_json_num(tokens / mf, "%.1f"),
+                    cli_json_num(tokens / mb, "%.1f"), (long long)sf, (long long)sb);
             else
                 printf("ep moe D=%lld F=%lld E=%lld top-%lld, %lld tokens a rank, ep %lld x %d "
                        "threads: forward %.3f ms (%.0f tokens/s), forward+backward %.3f ms (%.0f "
@@ -342,10 +347,12 @@ int bench_link(int argc, char **argv) {
         double sent = 2.0 * (double)(P - 1) / (double)P * (double)n * sizeof(float);
         double gbps = P > 1 ? sent / big / 1e9 : 0, lat = P > 1 ? small / (2.0 * (P - 1)) * 1e6 : 0;
         if (json)
-            printf("{\"bench\": \"link\", \"ranks\": %d, \"bytes\": %lld, \"allreduce_ms\": %.4f, "
-                   "\"sent_bytes\": %.0f, \"link_gbps\": %.4f, \"allreduce_1_us\": %.3f, "
-                   "\"latency_us\": %.3f}\n",
-                   P, (long long)(n * (int64_t)sizeof(float)), big * 1e3, sent, gbps, small * 1e6, lat);
+            printf("{\"bench\": \"link\", \"ranks\": %d, \"bytes\": %lld, \"allreduce_ms\": %s, "
+                   "\"sent_bytes\": %s, \"link_gbps\": %s, \"allreduce_1_us\": %s, "
+                   "\"latency_us\": %s}\n",
+                   P, (long long)(n * (int64_t)sizeof(float)), cli_json_num(big * 1e3, "%.4f"),
+                   cli_json_num(sent, "%.0f"), cli_json_num(gbps, "%.4f"),
+                   cli_json_num(small * 1e6, "%.3f"), cli_json_num(lat, "%.3f"));
         else
             printf("link, %d ranks: all-reduce of %lld MiB in %.3f ms: a rank sends %.2f GB/s; "
                    "all-reduce of 1 float %.2f us = %.2f us a message\n",

@@ -203,15 +203,18 @@ int bench_model(int argc, char **argv) {
     if (json) {
         printf("{\"bench\": \"model\", \"model\": ");
         cli_json_string(stdout, path);
-        printf(", \"threads\": %d, \"load_s\": %.3f, \"prompt_tokens\": %lld, \"repeats\": %lld, "
-               "\"prompt_s\": %.6f, \"prompt_tok_s\": %.3f, \"context\": %lld, \"gen\": %lld, "
-               "\"decode_s\": %.6f, \"decode_tok_s\": %.3f, \"decode_step_min_ms\": %.4f, "
-               "\"weight_bytes_per_token\": %.0f, \"kv_bytes_per_token\": %.0f, "
-               "\"bytes_per_token\": %.0f, \"decode_gbps\": %.3f, \"weight_bytes\": %zu, "
+        printf(", \"threads\": %d, \"load_s\": %s, \"prompt_tokens\": %lld, \"repeats\": %lld, "
+               "\"prompt_s\": %s, \"prompt_tok_s\": %s, \"context\": %lld, \"gen\": %lld, "
+               "\"decode_s\": %s, \"decode_tok_s\": %s, \"decode_step_min_ms\": %s, "
+               "\"weight_bytes_per_token\": %s, \"kv_bytes_per_token\": %s, "
+               "\"bytes_per_token\": %s, \"decode_gbps\": %s, \"weight_bytes\": %zu, "
                "\"file_bytes\": %lld, \"peak_rss_bytes\": %lld}\n",
-               nt, load_s, (long long)P, (long long)repeats, prompt_s, prompt_tps, (long long)C,
-               (long long)G, decode_s, decode_tps, step_min * 1e3, w_bytes, kv_bytes,
-               w_bytes + kv_bytes, gbps, ffn_model_weight_bytes(m), (long long)info.file_bytes,
+               nt, cli_json_num(load_s, "%.3f"), (long long)P, (long long)repeats,
+               cli_json_num(prompt_s, "%.6f"), cli_json_num(prompt_tps, "%.3f"), (long long)C,
+               (long long)G, cli_json_num(decode_s, "%.6f"), cli_json_num(decode_tps, "%.3f"),
+               cli_json_num(step_min * 1e3, "%.4f"), cli_json_num(w_bytes, "%.0f"),
+               cli_json_num(kv_bytes, "%.0f"), cli_json_num(w_bytes + kv_bytes, "%.0f"),
+               cli_json_num(gbps, "%.3f"), ffn_model_weight_bytes(m), (long long)info.file_bytes,
                (long long)rss);
     } else {
         printf("model %s: %d threads, loaded in %.2f s, weights %zu bytes, peak RSS %lld bytes\n",

@@ -169,12 +169,13 @@ static int run(const collapse_args *a) {
     const int64_t before = res.params_before, after = res.params_after;
     if (a->json) {
         printf("{\"hidden_size\": %lld, \"intermediate_size\": %lld, \"bias\": %s, "
-               "\"samples\": %lld, \"seed\": %lld, \"max_abs_diff\": %.9g, "
-               "\"max_rel_diff\": %.9g, \"max_abs_y\": %.9g, \"params_before\": %lld, "
+               "\"samples\": %lld, \"seed\": %lld, \"max_abs_diff\": %s, "
+               "\"max_rel_diff\": %s, \"max_abs_y\": %s, \"params_before\": %lld, "
                "\"params_after\": %lld, \"flops_per_token_before\": %lld, "
                "\"flops_per_token_after\": %lld, \"output\": ",
                (long long)D, (long long)F, cfg.bias ? "true" : "false", (long long)S,
-               (long long)a->seed, max_abs, max_rel, max_y, (long long)before, (long long)after,
+               (long long)a->seed, cli_json_num(max_abs, "%.9g"), cli_json_num(max_rel, "%.9g"),
+               cli_json_num(max_y, "%.9g"), (long long)before, (long long)after,
                (long long)ffn_layer_flops_per_token(&cfg), (long long)(2 * D * D));
         json_string(stdout, a->output);
         printf("}\n");

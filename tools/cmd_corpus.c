@@ -146,12 +146,14 @@ static void print_stats(const ffn_corpus *c, int json) {
         for (int k = 0; k < FFN_WORD_N_CLASSES; k++)
             printf("%s\"%s\": %lld", k ? ", " : "", ffn_word_class_name((ffn_word_class)k),
                    (long long)per_class[k]);
-        printf("}, \"majority_class\": \"%s\", \"majority_share\": %.4f, \"gendered_pronouns\": %lld, "
-               "\"to_giver\": %lld, \"to_receiver\": %lld, \"to_other\": %lld, "
-               "\"resolved_by_gender\": %lld}\n",
-               ffn_word_class_name((ffn_word_class)best), (double)per_class[best] / nw, (long long)pronouns,
-               (long long)by_role[FFN_ROLE_GIVER], (long long)by_role[FFN_ROLE_RECEIVER],
-               (long long)by_role[FFN_ROLE_OTHER], (long long)by_gender);
+        printf(
+            "}, \"majority_class\": \"%s\", \"majority_share\": %s, \"gendered_pronouns\": %lld, "
+            "\"to_giver\": %lld, \"to_receiver\": %lld, \"to_other\": %lld, "
+            "\"resolved_by_gender\": %lld}\n",
+            ffn_word_class_name((ffn_word_class)best),
+            cli_json_num((double)per_class[best] / nw, "%.4f"), (long long)pronouns,
+            (long long)by_role[FFN_ROLE_GIVER], (long long)by_role[FFN_ROLE_RECEIVER],
+            (long long)by_role[FFN_ROLE_OTHER], (long long)by_gender);
         return;
     }
     printf("corpus %s, seed %llu: %lld sentences, %lld bytes, %lld words\n", ffn_lang_name(c->lang),

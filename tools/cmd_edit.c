@@ -95,10 +95,8 @@ static int load_text(const args *a, char **text, size_t *n, char *what, size_t c
 
 /* ---- printing ------------------------------------------------------------------------ */
 
-static void json_num(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, "%.9g", v); /* enough digits for a reader to recompute sums */
-    else fputs("null", f);
-}
+/* nine digits: enough for a reader to recompute sums */
+static void json_num(FILE *f, double v) { cli_json_number(f, v, "%.9g"); }
 
 static void json_scores(FILE *f, const ffn_edit_scores *s, double heldout) {
     fputs("{\"efficacy\": ", f);
@@ -487,7 +485,8 @@ static int run_sweep(args *a, session *s, const ffn_edit_request *reqs, int64_t 
         free(C);
         if (st) return cli_fail(CMD, st);
     }
-    if (a->json) printf("], \"heldout_before\": %.6g}\n", hb);
+    if (a->json)
+        printf("], \"heldout_before\": %s}\n", cli_json_num(hb, "%.6g"));
     return 0;
 }
 
@@ -519,8 +518,9 @@ static int run_batch(args *a, session *s, const ffn_facts *facts) {
         return CLI_EXIT_FAIL;
     }
     st = heldout(s, a, &hb);
-    if (a->json) printf("{\"method\": \"%s\", \"layer\": %lld, \"heldout_before\": %.6g, \"rows\": [",
-                        ffn_edit_method_name(a->o.method), (long long)a->o.layer, hb);
+    if (a->json)
+        printf("{\"method\": \"%s\", \"layer\": %lld, \"heldout_before\": %s, \"rows\": [",
+               ffn_edit_method_name(a->o.method), (long long)a->o.layer, cli_json_num(hb, "%.6g"));
     else if (!st)
         printf("%-6s %-10s %-15s %-12s %-10s\n", "edits", "efficacy", "generalisation",
                "specificity", "held-out");

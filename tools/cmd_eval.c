@@ -7,6 +7,7 @@
 #include "ffn/vocab.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -73,8 +74,14 @@ static int read_text(const char *path, char **out, size_t *len) {
     return 0;
 }
 
+/* `"key": v`, or `"key": null, "key_reason": "..."` when v is not finite
+ * (an overflow in the model's activations gives a NaN or infinite loss). */
 static void json_num(const char *key, double v, int last) {
-    printf("  \"%s\": %.17g%s\n", key, v, last ? "" : ",");
+    printf("  \"%s\": %s", key, cli_json_num(v, "%.17g"));
+    if (!isfinite(v))
+        printf(",\n  \"%s_reason\": \"not finite (%s): the model's log-probabilities overflowed "
+               "or are NaN\"", key, cli_nonfinite_name(v));
+    printf("%s\n", last ? "" : ",");
 }
 
 int cmd_eval(int argc, char **argv) {

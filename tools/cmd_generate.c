@@ -79,7 +79,9 @@ int cmd_generate(int argc, char **argv) {
     ffn_vocab *voc = NULL;
     ffn_status st;
     if (ffn_checkpoint_is_gguf(model_dir)) { /* its vocabulary, its matrices as they lie */
-        ffn_model_options mo = {.max_batch = 1, .low_precision = 1};
+        /* the cache grows to what the run uses (ffn_generate_tokens), not to a context
+         * the file declares */
+        ffn_model_options mo = {.max_batch = 1, .max_seq = 1, .low_precision = 1};
         ffn_model_config cfg;
         st = ffn_checkpoint_read_config_any(model_dir, &cfg, NULL);
         if (st == FFN_OK) st = ffn_vocab_load(model_dir, cfg.vocab_size, &voc);

@@ -242,10 +242,7 @@ static const char *tok_text(const loaded *ld, int32_t prev, int32_t id, sbuf *b)
     return b->s;
 }
 
-static void json_num(FILE *f, double x) {
-    if (isfinite(x)) fprintf(f, "%.6g", x);
-    else fputs("null", f);
-}
+static void json_num(FILE *f, double x) { cli_json_number(f, x, "%.6g"); }
 
 /* `, "key": x` on stdout: a number field after the first of an object. */
 static void json_field(const char *key, double x) {
@@ -422,9 +419,10 @@ static int run_edits(const loaded *ld, const int32_t *ids, int64_t n, const char
     if (json) {
         printf("{\"edits\": [");
         for (int64_t e = 0; e < n_edits; e++)
-            printf("%s{\"layer\": %lld, \"neuron\": %lld, \"factor\": %.9g}", e ? ", " : "",
-                   (long long)edits[e].layer, (long long)edits[e].neuron, edits[e].factor);
-        printf("], \"kl\": %.9g", kl);
+            printf("%s{\"layer\": %lld, \"neuron\": %lld, \"factor\": %s}", e ? ", " : "",
+                   (long long)edits[e].layer, (long long)edits[e].neuron,
+                   cli_json_num(edits[e].factor, "%.9g"));
+        printf("], \"kl\": %s", cli_json_num(kl, "%.9g"));
         for (int side = 0; side < 2; side++) {
             const int32_t *t = side ? ta : tb;
             const float *p = side ? after : before;
@@ -432,8 +430,9 @@ static int run_edits(const loaded *ld, const int32_t *ids, int64_t n, const char
             for (int j = 0; j < k; j++) {
                 printf("%s{\"id\": %d, \"text\": ", j ? ", " : "", t[j]);
                 cli_json_string(stdout, tok_text(ld, last, t[j], &a));
-                printf(", \"p\": %.6g, \"p_%s\": %.6g}", p[t[j]], side ? "before" : "after",
-                       side ? before[t[j]] : after[t[j]]);
+                printf(", \"p\": %s, \"p_%s\": %s}", cli_json_num(p[t[j]], "%.6g"),
+                       side ? "before" : "after",
+                       cli_json_num(side ? before[t[j]] : after[t[j]], "%.6g"));
             }
             printf("]");
         }
@@ -633,8 +632,9 @@ static int run_effect(const loaded *ld, const char *model_path, const char *data
         cli_json_string(stdout, model_path);
         printf(", \"data\": ");
         cli_json_string(stdout, data);
-        printf(", \"layer\": %lld, \"tokens\": %lld, \"base_loss\": %.9g, \"rank_by\": \"%s\", "
-               "\"neurons\": [", (long long)layer, (long long)n, base, by_loss ? "loss" : "kl");
+        printf(", \"layer\": %lld, \"tokens\": %lld, \"base_loss\": %s, \"rank_by\": \"%s\", "
+               "\"neurons\": [",
+               (long long)layer, (long long)n, cli_json_num(base, "%.9g"), by_loss ? "loss" : "kl");
     } else {
         printf("layer %lld: %lld neurons ablated one at a time on %lld tokens of %s (loss %.4f)\n",
                (long long)layer, (long long)W, (long long)n, data, base);
@@ -646,8 +646,9 @@ static int run_effect(const loaded *ld, const char *model_path, const char *data
         st = ffn_inspect_value_top(ld->model, layer, moe ? i / fe : -1, i % fe, n_promoted, pr, NULL);
         if (st) break;
         if (json) {
-            printf("%s\n {\"neuron\": %lld, \"mean_kl\": %.9g, \"delta_loss\": %.9g, \"promoted\": [",
-                   r ? "," : "", (long long)i, kl[i], dl[i]);
+            printf("%s\n {\"neuron\": %lld, \"mean_kl\": %s, \"delta_loss\": %s, \"promoted\": [",
+                   r ? "," : "", (long long)i, cli_json_num(kl[i], "%.9g"),
+                   cli_json_num(dl[i], "%.9g"));
             for (int64_t p = 0; p < n_promoted; p++) {
                 printf("%s{\"id\": %d, \"text\": ", p ? ", " : "", pr[p]);
                 cli_json_string(stdout, tok_text(ld, -1, pr[p], &a));
@@ -925,10 +926,11 @@ static int run_gates(int argc, char **argv, FILE *opts_only) {
         if (json) {
             printf("{\"model\": ");
             cli_json_string(stdout, model_path);
-            printf(", \"corpus\": \"%s\", \"sentences\": %lld, \"split\": \"%s\", \"heldout\": %g, "
+            printf(", \"corpus\": \"%s\", \"sentences\": %lld, \"split\": \"%s\", \"heldout\": %s, "
                    "\"train_tokens\": %lld, \"heldout_tokens\": %lld, \"majority_class\": \"%s\", "
-                   "\"baseline\": ", ffn_lang_name(o.lang), (long long)o.sentences,
-                   ffn_probe_split_name(o.split), o.heldout_fraction, (long long)res->n_train,
+                   "\"baseline\": ",
+                   ffn_lang_name(o.lang), (long long)o.sentences, ffn_probe_split_name(o.split),
+                   cli_json_num(o.heldout_fraction, "%g"), (long long)res->n_train,
                    (long long)res->n_test, ffn_word_class_name(res->majority_class));
             json_num(stdout, res->baseline);
             printf(", \"class_counts\": {");

@@ -585,22 +585,29 @@ int cmd_bench_moe(int argc, char **argv) {
     double bytes_active = (double)(N * K < E ? N * K : E) * bytes_expert; /* at most min(N·K, E) run */
     double bytes_all = (double)E * bytes_expert;
     if (json) {
-        printf("{\"bench\": \"moe\", \"experts\": %lld, \"top_k\": %lld, \"hidden\": %lld, "
-               "\"intermediate\": %lld, \"tokens\": %lld, \"threads\": %d, \"repeats\": %lld,\n"
-               " \"moe\": {\"forward\": {\"min_s\": %.6e, \"median_s\": %.6e}, "
-               "\"forward_backward\": {\"min_s\": %.6e, \"median_s\": %.6e}},\n"
-               " \"dense\": {\"intermediate\": %lld, \"forward\": {\"min_s\": %.6e, \"median_s\": %.6e}, "
-               "\"forward_backward\": {\"min_s\": %.6e, \"median_s\": %.6e}},\n"
-               " \"ratio_moe_dense_forward\": %.4f, \"ratio_moe_dense_forward_backward\": %.4f,\n"
-               " \"forward_gflops\": %.3f, \"experts_run_avg\": %.3f, \"bytes_router\": %.0f, "
-               "\"bytes_per_expert\": %.0f, \"bytes_forward_weights\": %.0f, "
-               "\"bytes_k_experts_bound\": %.0f, \"bytes_all_experts\": %.0f, "
-               "\"forward_weight_GBps\": %.3f}\n",
-               (long long)E, (long long)K, (long long)D, (long long)F, (long long)N, ffn_ctx_threads(ctx),
-               (long long)repeats, mr.fwd_min, mr.fwd_med, mr.fb_min, mr.fb_med, (long long)(F * K),
-               dr.fwd_min, dr.fwd_med, dr.fb_min, dr.fb_med, mr.fwd_med / dr.fwd_med,
-               mr.fb_med / dr.fb_med, flops_fwd / mr.fwd_med * 1e-9, experts_run, bytes_router,
-               bytes_expert, bytes_read, bytes_active, bytes_all, bytes_read / mr.fwd_min * 1e-9);
+        printf(
+            "{\"bench\": \"moe\", \"experts\": %lld, \"top_k\": %lld, \"hidden\": %lld, "
+            "\"intermediate\": %lld, \"tokens\": %lld, \"threads\": %d, \"repeats\": %lld,\n"
+            " \"moe\": {\"forward\": {\"min_s\": %s, \"median_s\": %s}, "
+            "\"forward_backward\": {\"min_s\": %s, \"median_s\": %s}},\n"
+            " \"dense\": {\"intermediate\": %lld, \"forward\": {\"min_s\": %s, \"median_s\": %s}, "
+            "\"forward_backward\": {\"min_s\": %s, \"median_s\": %s}},\n"
+            " \"ratio_moe_dense_forward\": %s, \"ratio_moe_dense_forward_backward\": %s,\n"
+            " \"forward_gflops\": %s, \"experts_run_avg\": %s, \"bytes_router\": %s, "
+            "\"bytes_per_expert\": %s, \"bytes_forward_weights\": %s, "
+            "\"bytes_k_experts_bound\": %s, \"bytes_all_experts\": %s, "
+            "\"forward_weight_GBps\": %s}\n",
+            (long long)E, (long long)K, (long long)D, (long long)F, (long long)N,
+            ffn_ctx_threads(ctx), (long long)repeats, cli_json_num(mr.fwd_min, "%.6e"),
+            cli_json_num(mr.fwd_med, "%.6e"), cli_json_num(mr.fb_min, "%.6e"),
+            cli_json_num(mr.fb_med, "%.6e"), (long long)(F * K), cli_json_num(dr.fwd_min, "%.6e"),
+            cli_json_num(dr.fwd_med, "%.6e"), cli_json_num(dr.fb_min, "%.6e"),
+            cli_json_num(dr.fb_med, "%.6e"), cli_json_num(mr.fwd_med / dr.fwd_med, "%.4f"),
+            cli_json_num(mr.fb_med / dr.fb_med, "%.4f"),
+            cli_json_num(flops_fwd / mr.fwd_med * 1e-9, "%.3f"), cli_json_num(experts_run, "%.3f"),
+            cli_json_num(bytes_router, "%.0f"), cli_json_num(bytes_expert, "%.0f"),
+            cli_json_num(bytes_read, "%.0f"), cli_json_num(bytes_active, "%.0f"),
+            cli_json_num(bytes_all, "%.0f"), cli_json_num(bytes_read / mr.fwd_min * 1e-9, "%.3f"));
     } else {
         printf("moe: E=%lld K=%lld D=%lld F=%lld (SwiGLU experts) N=%lld threads=%d repeats=%lld\n",
                (long long)E, (long long)K, (long long)D, (long long)F, (long long)N, ffn_ctx_threads(ctx),

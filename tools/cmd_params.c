@@ -294,25 +294,28 @@ static void print_json(const char *path, const ffn_params_report *r) {
     json_params(&r->params);
     printf(",\n \"active\": ");
     json_params(&r->active);
-    printf(",\n \"ffn_share\": %.17g, \"ffn_share_active\": %.17g, \"expansion_ratio\": %.17g"
-           ", \"moe_expansion_ratio\": %.17g",
-           r->ffn_share, r->ffn_share_active, r->expansion_ratio, r->moe_expansion_ratio);
+    printf(",\n \"ffn_share\": %s, \"ffn_share_active\": %s, \"expansion_ratio\": %s"
+           ", \"moe_expansion_ratio\": %s",
+           cli_json_num(r->ffn_share, "%.17g"), cli_json_num(r->ffn_share_active, "%.17g"),
+           cli_json_num(r->expansion_ratio, "%.17g"),
+           cli_json_num(r->moe_expansion_ratio, "%.17g"));
     printf(",\n \"seq_len\": %" PRId64 ", \"forward_flops_per_token\": ", r->seq_len);
     json_flops(&r->forward);
     printf(",\n \"training_flops_per_token\": %" PRId64
            ", \"training_flops_per_token_matmul\": %" PRId64,
            r->training_flops, r->training_flops_matmul);
-    printf(",\n \"memory\": {\"estimate\": true, \"bandwidth_gbs\": %.17g, \"kv_elements_per_token\": %"
-           PRId64 ", \"kv_bytes_per_token_f16\": %" PRId64 ", \"kv_bytes_per_token_f32\": %" PRId64
-           ", \"kv_bytes_f16_at_seq_len\": %" PRId64 ", \"formats\": [",
-           r->bandwidth_gbs, r->kv_elements_per_token, r->kv_bytes_per_token_f16,
-           r->kv_bytes_per_token_f32, r->kv_bytes_f16);
+    printf(",\n \"memory\": {\"estimate\": true, \"bandwidth_gbs\": %s, \"kv_elements_per_token\": "
+           "%" PRId64 ", \"kv_bytes_per_token_f16\": %" PRId64
+           ", \"kv_bytes_per_token_f32\": %" PRId64 ", \"kv_bytes_f16_at_seq_len\": %" PRId64
+           ", \"formats\": [",
+           cli_json_num(r->bandwidth_gbs, "%.17g"), r->kv_elements_per_token,
+           r->kv_bytes_per_token_f16, r->kv_bytes_per_token_f32, r->kv_bytes_f16);
     for (int i = 0; i < r->n_formats; i++) {
         const ffn_params_memory *m = &r->memory[i];
-        printf("%s{\"format\": \"%s\", \"bits_per_weight\": %.17g, \"weight_bytes\": %" PRId64
-               ", \"read_bytes_per_token\": %" PRId64 ", \"decode_tokens_per_s\": %.17g}",
-               i ? ", " : "", m->format, m->bits_per_weight, m->weight_bytes,
-               m->read_bytes_per_token, m->decode_tokens_per_s);
+        printf("%s{\"format\": \"%s\", \"bits_per_weight\": %s, \"weight_bytes\": %" PRId64
+               ", \"read_bytes_per_token\": %" PRId64 ", \"decode_tokens_per_s\": %s}",
+               i ? ", " : "", m->format, cli_json_num(m->bits_per_weight, "%.17g"), m->weight_bytes,
+               m->read_bytes_per_token, cli_json_num(m->decode_tokens_per_s, "%.17g"));
     }
     printf("]}");
     printf(",\n \"conventions\": [");
@@ -354,13 +357,14 @@ static int suggest(int64_t d, int64_t multiple_of, double mult, int json) {
                d, multiple_of);
         if (mult > 0) printf("%.17g", mult);
         else printf("null");
-        printf(", \"intermediate_size\": %" PRId64 ", \"expansion_ratio\": %.17g"
+        printf(", \"intermediate_size\": %" PRId64 ", \"expansion_ratio\": %s"
                ", \"dense_intermediate_size\": %" PRId64 ", \"dense_params\": %" PRId64
-               ", \"gated_two_thirds_intermediate\": %.17g, \"gated_two_thirds_params\": %" PRId64
+               ", \"gated_two_thirds_intermediate\": %s, \"gated_two_thirds_params\": %" PRId64
                ", \"gated_two_thirds_floor_intermediate\": %" PRId64
                ", \"gated_two_thirds_floor_params\": %" PRId64 ", \"gated_params\": %" PRId64 "}\n",
-               f, (double)f / (double)d, 4 * d, dense, 8.0 * (double)d / 3.0, gated_exact,
-               two_thirds, gated_floor, gated_rule);
+               f, cli_json_num((double)f / (double)d, "%.17g"), 4 * d, dense,
+               cli_json_num(8.0 * (double)d / 3.0, "%.17g"), gated_exact, two_thirds, gated_floor,
+               gated_rule);
         return 0;
     }
     char a[32], b[32], c[32];

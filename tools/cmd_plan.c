@@ -131,34 +131,43 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
     printf(" \"layout\": {\"tp\": %" PRId64 ", \"ep\": %" PRId64 ", \"dp\": %" PRId64
            ", \"pp\": %" PRId64 ", \"world\": %" PRId64 ", \"zero1\": %s},\n",
            o->tp, o->ep, o->dp, o->pp, p->world, o->zero1 ? "true" : "false");
-    printf(" \"assumptions\": {\"weight_type\": \"%s\", \"act_type\": \"%s\", \"weight_bytes\": %.17g, "
-           "\"grad_bytes\": %.17g, \"act_bytes\": %.17g, \"batch_size\": %" PRId64
-           ", \"grad_accum\": %" PRId64 ", \"seq_len\": %" PRId64
-           ", \"peak_gflops\": %.17g, \"link_gbps\": %.17g, \"latency_us\": %.17g, \"mem_gbps\": %.17g},\n",
-           wtype, atype, o->weight_bytes, o->grad_bytes, o->act_bytes, o->micro_batch,
-           o->n_micro, o->seq_len, o->peak_gflops, o->link_gbps, o->latency_us, o->mem_gbps);
+    printf(
+        " \"assumptions\": {\"weight_type\": \"%s\", \"act_type\": \"%s\", \"weight_bytes\": %s, "
+        "\"grad_bytes\": %s, \"act_bytes\": %s, \"batch_size\": %" PRId64
+        ", \"grad_accum\": %" PRId64 ", \"seq_len\": %" PRId64
+        ", \"peak_gflops\": %s, \"link_gbps\": %s, \"latency_us\": %s, \"mem_gbps\": %s},\n",
+        wtype, atype, cli_json_num(o->weight_bytes, "%.17g"), cli_json_num(o->grad_bytes, "%.17g"),
+        cli_json_num(o->act_bytes, "%.17g"), o->micro_batch, o->n_micro, o->seq_len,
+        cli_json_num(o->peak_gflops, "%.17g"), cli_json_num(o->link_gbps, "%.17g"),
+        cli_json_num(o->latency_us, "%.17g"), cli_json_num(o->mem_gbps, "%.17g"));
     printf(" \"rank\": {\"heads\": %" PRId64 ", \"kv_heads\": %" PRId64 ", \"ffn_units\": %" PRId64
            ", \"layers\": %" PRId64 ", \"experts\": %" PRId64 ", \"params\": %" PRId64
            ", \"params_experts\": %" PRId64 "},\n",
            p->heads_per_rank, p->kv_heads_per_rank, p->ffn_units_per_rank, p->layers_per_stage,
            p->experts_per_rank, p->params_rank, p->params_rank_expert);
-    printf(" \"memory_bytes\": {\"weights\": %.17g, \"gradients\": %.17g, \"optimizer\": %.17g, "
-           "\"activations\": %.17g, \"total\": %.17g},\n",
-           p->weight_bytes, p->grad_bytes, p->optim_bytes, p->act_bytes, p->total_bytes);
-    printf(" \"sent_bytes_step\": {\"tp\": %.17g, \"ep\": %.17g, \"dp\": %.17g, \"pp\": %.17g, "
-           "\"total\": %.17g}, \"sent_bytes_per_token\": %.17g, \"messages_step\": %.17g,\n",
-           p->sent_step.tp, p->sent_step.ep, p->sent_step.dp, p->sent_step.pp,
-           p->sent_step.total, p->sent_per_token, p->messages_step);
+    printf(" \"memory_bytes\": {\"weights\": %s, \"gradients\": %s, \"optimizer\": %s, "
+           "\"activations\": %s, \"total\": %s},\n",
+           cli_json_num(p->weight_bytes, "%.17g"), cli_json_num(p->grad_bytes, "%.17g"),
+           cli_json_num(p->optim_bytes, "%.17g"), cli_json_num(p->act_bytes, "%.17g"),
+           cli_json_num(p->total_bytes, "%.17g"));
+    printf(" \"sent_bytes_step\": {\"tp\": %s, \"ep\": %s, \"dp\": %s, \"pp\": %s, "
+           "\"total\": %s}, \"sent_bytes_per_token\": %s, \"messages_step\": %s,\n",
+           cli_json_num(p->sent_step.tp, "%.17g"), cli_json_num(p->sent_step.ep, "%.17g"),
+           cli_json_num(p->sent_step.dp, "%.17g"), cli_json_num(p->sent_step.pp, "%.17g"),
+           cli_json_num(p->sent_step.total, "%.17g"), cli_json_num(p->sent_per_token, "%.17g"),
+           cli_json_num(p->messages_step, "%.17g"));
     printf(" \"tokens_rank_step\": %" PRId64 ", \"tokens_global_step\": %" PRId64
-           ", \"flops_rank_step\": %.17g,\n",
-           p->tokens_rank_step, p->tokens_global_step, p->flops_rank_step);
-    printf(" \"time_s\": {\"compute\": %.17g, \"bubble\": %.17g, \"comm\": %.17g, \"step_serial\": "
-           "%.17g, \"step_overlap\": %.17g}, \"tokens_per_s\": %.17g,\n",
-           p->compute_s, p->bubble_s, p->comm_s, p->step_s_serial, p->step_s_overlap,
-           p->tokens_per_s);
-    printf(" \"decode\": {\"bytes_rank\": %.17g, \"comm_s\": %.17g, \"token_s\": %.17g, "
-           "\"tokens_per_s\": %.17g}}\n",
-           p->decode_bytes_rank, p->decode_comm_s, p->decode_s, 1.0 / p->decode_s);
+           ", \"flops_rank_step\": %s,\n",
+           p->tokens_rank_step, p->tokens_global_step, cli_json_num(p->flops_rank_step, "%.17g"));
+    printf(" \"time_s\": {\"compute\": %s, \"bubble\": %s, \"comm\": %s, \"step_serial\": "
+           "%s, \"step_overlap\": %s}, \"tokens_per_s\": %s,\n",
+           cli_json_num(p->compute_s, "%.17g"), cli_json_num(p->bubble_s, "%.17g"),
+           cli_json_num(p->comm_s, "%.17g"), cli_json_num(p->step_s_serial, "%.17g"),
+           cli_json_num(p->step_s_overlap, "%.17g"), cli_json_num(p->tokens_per_s, "%.17g"));
+    printf(" \"decode\": {\"bytes_rank\": %s, \"comm_s\": %s, \"token_s\": %s, "
+           "\"tokens_per_s\": %s}}\n",
+           cli_json_num(p->decode_bytes_rank, "%.17g"), cli_json_num(p->decode_comm_s, "%.17g"),
+           cli_json_num(p->decode_s, "%.17g"), cli_json_num(1.0 / p->decode_s, "%.17g"));
 }
 
 /* --layer ffn|moe: one layer alone, as ffn bench layer --tp / bench moe --ep time it. */
@@ -173,17 +182,20 @@ static int plan_layer(int kind, const ffn_plan_layer_options *l, const ffn_plan_
         cli_json_string(stdout, type_name);
         printf(", \"hidden\": %" PRId64 ", \"intermediate\": %" PRId64 ", \"experts\": %" PRId64
                ", \"top_k\": %" PRId64 ", \"tokens\": %" PRId64 ", \"%s\": %" PRId64 ",\n"
-               " \"assumptions\": {\"peak_gflops\": %.17g, \"link_gbps\": %.17g, \"latency_us\": "
-               "%.17g, \"act_bytes\": %.17g},\n"
-               " \"flops_forward\": %.17g, \"flops_backward\": %.17g, \"sent_bytes_forward\": "
-               "%.17g, \"sent_bytes_backward\": %.17g,\n"
-               " \"time_s\": {\"forward\": %.17g, \"forward_comm\": %.17g, \"forward_backward\": "
-               "%.17g, \"forward_backward_comm\": %.17g}}\n",
+               " \"assumptions\": {\"peak_gflops\": %s, \"link_gbps\": %s, \"latency_us\": "
+               "%s, \"act_bytes\": %s},\n"
+               " \"flops_forward\": %s, \"flops_backward\": %s, \"sent_bytes_forward\": "
+               "%s, \"sent_bytes_backward\": %s,\n"
+               " \"time_s\": {\"forward\": %s, \"forward_comm\": %s, \"forward_backward\": "
+               "%s, \"forward_backward_comm\": %s}}\n",
                l->hidden, l->intermediate, l->experts, l->top_k, l->tokens,
-               kind == LAYER_FFN ? "tp" : "ep", ranks, o->peak_gflops, o->link_gbps,
-               o->latency_us, o->act_bytes, p.flops_forward, p.flops_backward, p.sent_forward,
-               p.sent_backward, p.forward_s, p.forward_comm_s, p.forward_backward_s,
-               p.forward_backward_comm_s);
+               kind == LAYER_FFN ? "tp" : "ep", ranks, cli_json_num(o->peak_gflops, "%.17g"),
+               cli_json_num(o->link_gbps, "%.17g"), cli_json_num(o->latency_us, "%.17g"),
+               cli_json_num(o->act_bytes, "%.17g"), cli_json_num(p.flops_forward, "%.17g"),
+               cli_json_num(p.flops_backward, "%.17g"), cli_json_num(p.sent_forward, "%.17g"),
+               cli_json_num(p.sent_backward, "%.17g"), cli_json_num(p.forward_s, "%.17g"),
+               cli_json_num(p.forward_comm_s, "%.17g"), cli_json_num(p.forward_backward_s, "%.17g"),
+               cli_json_num(p.forward_backward_comm_s, "%.17g"));
         return 0;
     }
     char a[32], b[32];

@@ -353,14 +353,16 @@ static int run_recall(loaded *ld, const ffn_facts *fs, int64_t n, int json) {
         }
     }
     if (json) {
-        printf("{\"facts\": %lld, \"trained\": {\"recalled\": %lld, \"of\": %lld, \"share\": %.4f}, "
-               "\"paraphrases\": {\"recalled\": %lld, \"of\": %lld, \"share\": %.4f}, "
-               "\"all_paraphrases\": {\"recalled\": %lld, \"of\": %lld, \"share\": %.4f}, "
-               "\"neighbours\": {\"recalled\": %lld, \"of\": %lld, \"share\": %.4f}, \"relations\": {",
-               (long long)n, (long long)trained.hits, (long long)trained.total, share(trained),
-               (long long)para.hits, (long long)para.total, share(para), (long long)any_para.hits,
-               (long long)any_para.total, share(any_para), (long long)neigh.hits,
-               (long long)neigh.total, share(neigh));
+        printf(
+            "{\"facts\": %lld, \"trained\": {\"recalled\": %lld, \"of\": %lld, \"share\": %s}, "
+            "\"paraphrases\": {\"recalled\": %lld, \"of\": %lld, \"share\": %s}, "
+            "\"all_paraphrases\": {\"recalled\": %lld, \"of\": %lld, \"share\": %s}, "
+            "\"neighbours\": {\"recalled\": %lld, \"of\": %lld, \"share\": %s}, \"relations\": {",
+            (long long)n, (long long)trained.hits, (long long)trained.total,
+            cli_json_num(share(trained), "%.4f"), (long long)para.hits, (long long)para.total,
+            cli_json_num(share(para), "%.4f"), (long long)any_para.hits, (long long)any_para.total,
+            cli_json_num(share(any_para), "%.4f"), (long long)neigh.hits, (long long)neigh.total,
+            cli_json_num(share(neigh), "%.4f"));
         for (int r = 0; r < n_rel; r++) {
             printf("%s", r ? ", " : "");
             cli_json_string(stdout, rel_names[r]);
@@ -390,7 +392,7 @@ static void json_matrix(const double *e, int64_t rows, int64_t cols) {
     putchar('[');
     for (int64_t l = 0; l < rows; l++) {
         printf("%s[", l ? ", " : "");
-        for (int64_t t = 0; t < cols; t++) printf("%s%.6g", t ? ", " : "", e[l * cols + t]);
+        for (int64_t t = 0; t < cols; t++) printf("%s%s", t ? ", " : "", cli_json_num(e[l * cols + t], "%.6g"));
         putchar(']');
     }
     putchar(']');
@@ -473,9 +475,10 @@ static int trace_prompt(loaded *ld, const char *prompt, const char *subject, con
             cli_json_string(stdout, ffn_trace_class_name(ffn_trace_position_class(r, t)));
         }
         printf("], \"subject_begin\": %lld, \"subject_end\": %lld, \"samples\": %lld, "
-               "\"noise_std\": %.6g, \"p_clean\": %.6g, \"p_corrupt\": %.6g, \"p_restore_input\": %.6g",
-               (long long)b, (long long)e, (long long)r->samples, r->noise_std, r->p_clean,
-               r->p_corrupt, r->p_restore_input);
+               "\"noise_std\": %s, \"p_clean\": %s, \"p_corrupt\": %s, \"p_restore_input\": %s",
+               (long long)b, (long long)e, (long long)r->samples,
+               cli_json_num(r->noise_std, "%.6g"), cli_json_num(r->p_clean, "%.6g"),
+               cli_json_num(r->p_corrupt, "%.6g"), cli_json_num(r->p_restore_input, "%.6g"));
         for (int k = 0; k < FFN_TRACE_N_KINDS; k++) {
             printf(", \"%s\": ", ffn_trace_kind_name((ffn_trace_kind)k));
             json_matrix(r->effect[k], L, T);

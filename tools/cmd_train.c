@@ -544,15 +544,15 @@ int cmd_train(int argc, char **argv) {
          * between evaluations): say from which step it is */
         int64_t val_step = res.n_evals > 0 ? res.eval_step[res.n_evals - 1] : -1;
         if (c.json) {
-            printf("{\"steps_done\": %lld, \"loss\": %.9g, \"val_loss\": ", (long long)res.steps_done,
-                   res.final_loss);
-            if (isnan(res.final_val_loss)) printf("null");
-            else printf("%.9g", res.final_val_loss);
+            printf("{\"steps_done\": %lld, \"loss\": %s, \"val_loss\": ", (long long)res.steps_done,
+                   cli_json_num(res.final_loss, "%.9g"));
+            cli_json_number(stdout, res.final_val_loss, "%.9g");
             if (val_step >= 0) printf(", \"val_loss_step\": %lld", (long long)val_step);
             else printf(", \"val_loss_step\": null");
-            printf(", \"tokens_per_s\": %.1f, \"seconds\": %.3f, \"params\": %lld, "
+            printf(", \"tokens_per_s\": %s, \"seconds\": %s, \"params\": %lld, "
                    "\"active_params\": %lld, \"checkpoint\": ",
-                   res.tokens_per_s, res.seconds, (long long)res.n_params, (long long)res.active_params);
+                   cli_json_num(res.tokens_per_s, "%.1f"), cli_json_num(res.seconds, "%.3f"),
+                   (long long)res.n_params, (long long)res.active_params);
             if (res.checkpoint_dir) {
                 putchar('"');
                 for (const char *s = res.checkpoint_dir; *s; s++) {
@@ -564,8 +564,10 @@ int cmd_train(int argc, char **argv) {
             if (dist) { /* this rank's gradient sums: their share of the training time */
                 ffn_dist_grad_stats gs;
                 ffn_dist_get_grad_stats(dist, &gs);
-                printf(", \"grad_sum_s\": %.6f, \"grad_buckets_per_step\": %.1f", gs.seconds,
-                       gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0);
+                printf(
+                    ", \"grad_sum_s\": %s, \"grad_buckets_per_step\": %s",
+                    cli_json_num(gs.seconds, "%.6f"),
+                    cli_json_num(gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0, "%.1f"));
                 if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
                                       (long long)optimizer_bytes(dist, res.n_params, c.zero));
             }

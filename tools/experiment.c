@@ -563,22 +563,20 @@ void exp_print_table(FILE *f, const exp_plan *plan) {
 }
 
 /* A JSON number, or null when not finite (a diverged run). */
-static void json_num(FILE *f, double v, const char *fmt) {
-    if (isfinite(v)) fprintf(f, fmt, v);
-    else fputs("null", f);
-}
+static void json_num(FILE *f, double v, const char *fmt) { cli_json_number(f, v, fmt); }
 
 void exp_print_json(FILE *f, const exp_plan *plan) {
     const ffn_train_options *t = &plan->train;
-    fprintf(f, "{\"settings\": {\"hidden_size\": %lld, \"num_hidden_layers\": %lld, "
-               "\"num_attention_heads\": %lld, \"dense_width\": %lld, \"gated_width\": %lld, "
-               "\"experts\": %lld, \"top_k\": %lld, \"steps\": %lld, \"batch_size\": %lld, "
-               "\"seq_len\": %lld, \"seeds\": %d, \"lr\": %g},\n \"variants\": [",
+    fprintf(f,
+            "{\"settings\": {\"hidden_size\": %lld, \"num_hidden_layers\": %lld, "
+            "\"num_attention_heads\": %lld, \"dense_width\": %lld, \"gated_width\": %lld, "
+            "\"experts\": %lld, \"top_k\": %lld, \"steps\": %lld, \"batch_size\": %lld, "
+            "\"seq_len\": %lld, \"seeds\": %d, \"lr\": %s},\n \"variants\": [",
             (long long)t->model.hidden_size, (long long)t->model.num_hidden_layers,
             (long long)t->model.num_attention_heads, (long long)dense_width(plan),
             (long long)gated_width(plan), (long long)plan->experts, (long long)plan->top_k,
             (long long)t->steps, (long long)t->batch_size, (long long)t->seq_len, plan->seeds,
-            t->lr);
+            cli_json_num(t->lr, "%g"));
     for (int i = 0; i < plan->n_variants; i++) {
         const exp_variant *v = &plan->variants[i];
         fprintf(f,
@@ -605,8 +603,8 @@ void exp_print_json(FILE *f, const exp_plan *plan) {
         json_num(f, v->n_runs ? v->val_std : NAN, "%.6f");
         fputs(", \"train_loss_mean\": ", f);
         json_num(f, v->n_runs ? v->train_mean : NAN, "%.6f");
-        fprintf(f, ", \"tokens_per_s\": %.1f, \"seconds\": %.2f, \"runs\": %d, \"best_checkpoint\": ",
-                v->tokens_per_s, v->seconds, v->n_runs);
+        fprintf(f, ", \"tokens_per_s\": %s, \"seconds\": %s, \"runs\": %d, \"best_checkpoint\": ",
+                cli_json_num(v->tokens_per_s, "%.1f"), cli_json_num(v->seconds, "%.2f"), v->n_runs);
         if (v->best_dir[0]) cli_json_string(f, v->best_dir);
         else fputs("null", f);
         fputs(", \"eval_step\": [", f);

@@ -167,15 +167,9 @@ static void jw_str(FILE *f, const char *s) {
 }
 
 /* A float with 4 significant digits (null when not finite). */
-static void jw_num(FILE *f, double v) {
-    if (!isfinite(v)) fputs("null", f);
-    else fprintf(f, "%.4g", v);
-}
+static void jw_num(FILE *f, double v) { cli_json_number(f, v, "%.4g"); }
 
-static void jw_num_full(FILE *f, double v) {
-    if (!isfinite(v)) fputs("null", f);
-    else fprintf(f, "%.9g", v);
-}
+static void jw_num_full(FILE *f, double v) { cli_json_number(f, v, "%.9g"); }
 
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
@@ -459,7 +453,8 @@ static const char *const part_names[N_PARTS] = {"embeddings", "attention", "ffn"
 
 static void write_parts(FILE *f, const char *key, const double *parts) {
     fprintf(f, ",\"%s\":{", key);
-    for (int p = 0; p < N_PARTS; p++) fprintf(f, "%s\"%s\":%.0f", p ? "," : "", part_names[p], parts[p]);
+    for (int p = 0; p < N_PARTS; p++)
+        fprintf(f, "%s\"%s\":%s", p ? "," : "", part_names[p], cli_json_num(parts[p], "%.0f"));
     fputc('}', f);
 }
 

@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void num(FILE *f, double x) {
-    if (isfinite(x)) fprintf(f, "%.6g", x);
-    else fputs("null", f);
-}
+static void num(FILE *f, double x) { cli_json_number(f, x, "%.6g"); }
 
 void trace_summary_json(FILE *f, const ffn_trace_summary *s, int64_t n_facts, int64_t n_recalled,
                         const ffn_trace_options *o) {

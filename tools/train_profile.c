@@ -4,6 +4,7 @@
  * the FMA peak (measured once, after training, by `ffn bench peak`'s code).
  * The measuring itself is the library's (src/nn/model.c, src/train/train.c). */
 #include "train_profile.h"
+#include "cli.h"
 
 static double parts_sum(const ffn_profile *p) {
     double s = 0.0;
@@ -36,14 +37,20 @@ void train_profile_table(FILE *f, const ffn_profile *p, double peak, int threads
 
 void train_profile_json(FILE *f, const ffn_profile *p, double peak, int threads) {
     const double g = product_gflops(p);
-    fprintf(f, "\"profile\": {\"steps\": %lld, \"threads\": %d, \"step_seconds\": %.6f, "
-            "\"parts_seconds\": %.6f, \"seconds\": {", (long long)p->steps, threads,
-            p->step_seconds, parts_sum(p));
+    fprintf(f,
+            "\"profile\": {\"steps\": %lld, \"threads\": %d, \"step_seconds\": %s, "
+            "\"parts_seconds\": %s, \"seconds\": {",
+            (long long)p->steps, threads, cli_json_num(p->step_seconds, "%.6f"),
+            cli_json_num(parts_sum(p), "%.6f"));
     for (int k = 0; k < FFN_PROFILE_PARTS; k++)
-        fprintf(f, "%s\"%s\": %.6f", k ? ", " : "", ffn_profile_part_name((ffn_profile_part)k),
-                p->seconds[k]);
-    fprintf(f, "}, \"product_flops\": %.0f, \"product_seconds\": %.6f, \"product_gflops\": %.2f, "
-            "\"fma_peak_gflops\": ", p->product_flops, p->product_seconds, g);
-    if (peak > 0) fprintf(f, "%.2f, \"product_pct_peak\": %.1f}", peak, 100.0 * g / peak);
+        fprintf(f, "%s\"%s\": %s", k ? ", " : "", ffn_profile_part_name((ffn_profile_part)k),
+                cli_json_num(p->seconds[k], "%.6f"));
+    fprintf(f,
+            "}, \"product_flops\": %s, \"product_seconds\": %s, \"product_gflops\": %s, "
+            "\"fma_peak_gflops\": ",
+            cli_json_num(p->product_flops, "%.0f"), cli_json_num(p->product_seconds, "%.6f"),
+            cli_json_num(g, "%.2f"));
+    if (peak > 0)
+        fprintf(f, "%s, \"product_pct_peak\": %s}", cli_json_num(peak, "%.2f"), cli_json_num(100.0 * g / peak, "%.1f"));
     else fprintf(f, "null, \"product_pct_peak\": null}");
 }

@@ -56,6 +56,15 @@ const char *ffn_last_error(void);
 ffn_status ffn_set_error(ffn_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Copy the string src to dst (at most cap bytes, with the terminating NUL;
+ * cut at a whole escape) with every control character written as \xNN:
+ * C0 (newline and tab too), DEL, and C1 (U+0080..U+009F as its two UTF-8
+ * bytes, \xc2\x9b).  Text a file chose (a tensor name, a key, a token, a
+ * path) then cannot drive the terminal a message is printed on.  Every
+ * message ffn_last_error() returns has been through it; programs print
+ * their own messages with file-derived text through it too.  Returns dst. */
+char *ffn_escape_controls(char *dst, size_t cap, const char *src);
+
 /* ---- execution context ------------------------------------------------
  * Threads hang off an explicit context, never off hidden global state.
  * n_threads <= 0 means: the FFN_NUM_THREADS environment variable if set,

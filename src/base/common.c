@@ -31,10 +31,41 @@ const char *ffn_status_str(ffn_status status) {
 
 const char *ffn_last_error(void) { return last_error; }
 
+char *ffn_escape_controls(char *dst, size_t cap, const char *src) {
+    static const char hex[] = "0123456789abcdef";
+    if (!dst || cap == 0) return dst;
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)(src ? src : ""); *p; p++) {
+        const int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p >= 0x20 && *p != 0x7f && !c1) {
+            if (o + 1 >= cap) break;
+            dst[o++] = (char)*p;
+            continue;
+        }
+        const int n = c1 ? 2 : 1;
+        if (o + 4 * (size_t)n >= cap) break;
+        for (int k = 0; k < n; k++) {
+            dst[o++] = '\\', dst[o++] = 'x';
+            dst[o++] = hex[p[k] >> 4], dst[o++] = hex[p[k] & 15];
+        }
+        p += n - 1;
+    }
+    dst[o] = '\0';
+    return dst;
+}
+
+/* Every message is stored escaped: the file-derived text in it (names,
+ * keys, paths, tokens) reaches a terminal only as \xNN. */
+static void set_last_error(const char *fmt, va_list ap) {
+    char raw[sizeof last_error];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    ffn_escape_controls(last_error, sizeof last_error, raw);
+}
+
 ffn_status ffn_set_error(ffn_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    set_last_error(fmt, ap);
     va_end(ap);
     return status;
 }
@@ -43,11 +74,12 @@ ffn_status ffn_set_error(ffn_status status, const char *fmt, ...) {
 ffn_status ffn_error(ffn_status status, const char *fmt, ...) __attribute__((alias("ffn_set_error")));
 
 ffn_status ffn_error_prefix(ffn_status status, const char *fmt, ...) {
-    char prefix[1024], old[sizeof last_error];
+    char raw[1024], prefix[1024], old[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    ffn_escape_controls(prefix, sizeof prefix, raw); /* the old message already is */
     memcpy(old, last_error, sizeof old);
     size_t n = strlen(prefix);
     if (n > sizeof last_error - 3) n = sizeof last_error - 3;

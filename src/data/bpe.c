@@ -303,7 +303,8 @@ ffn_status bpe_set_regex(bpe_tokenizer *t, const char *pattern, const char *what
         return ffn_error(FFN_ERR_FORMAT, "%s: regex does not compile (PCRE2: %s at offset %zu): %s",
                          what, (const char *)msg, (size_t)off, pattern);
     }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* without JIT it still matches, slower */
+    /* complete and partial (the bounded split's windows); without JIT it still matches, slower */
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
     if (t->re) pcre2_code_free(t->re);
     t->re = re;
     return FFN_OK;
@@ -632,13 +633,68 @@ static ffn_status encode_word_cached(const bpe_tokenizer *t, scratch *s, const c
     return FFN_OK;
 }
 
+/* ---- pre-tokenization: the regex split, with its work bounded ----------------------
+ *
+ * A pattern's lookahead may read to the end of the text on every match
+ * (`\S(?=[\s\S]*x)`), which makes splitting quadratic in the text: PCRE2's
+ * match and depth limits bound one call, not the calls of one input.  So
+ * every match runs over a window of the text (RE_WINDOW bytes from where it
+ * starts) with PCRE2_PARTIAL_HARD: a match that needed to read past the
+ * window's end comes back partial and is run again over a window twice as
+ * long, up to the whole text.  The result is exactly that of matching over
+ * the whole text (a complete match of PARTIAL_HARD never looked past its
+ * window), and the patterns of real tokenizers, whose matches are words,
+ * numbers, runs of punctuation or of spaces, retry only at the odd match
+ * that straddles a window's end.  The retried windows are the work a
+ * pattern costs beyond the linear; they are bounded per input
+ * (RE_BUDGET_FACTOR times its length, plus RE_BUDGET_BASE bytes).  A
+ * pattern that exhausts the bound (the hostile kind) gets the rest of the
+ * input in pieces of RE_PIECE bytes (at character boundaries), each split
+ * as a text of its own -- as the reference libraries cut long inputs into
+ * chunks -- so its cost stays linear in the input; its tokens then differ
+ * from a whole-text split only near the cuts. */
+enum { RE_WINDOW = 1024, RE_PIECE = 256, RE_BUDGET_FACTOR = 8, RE_BUDGET_BASE = 1 << 20 };
+
+/* min(pos, n), moved back to the start of a UTF-8 character, never to `at` or before */
+static size_t char_boundary(const char *x, size_t n, size_t at, size_t pos) {
+    if (pos >= n) return n;
+    while (pos > at + 1 && ((unsigned char)x[pos] & 0xC0) == 0x80) pos--;
+    return pos;
+}
+
 /* Byte-level: regex split (matches and the gaps between them), each piece a word. */
 static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n) {
     if (!t->re) return encode_word_cached(t, s, x, n);
     size_t at = 0, last = 0;
+    uint64_t budget = (uint64_t)RE_BUDGET_FACTOR * n + RE_BUDGET_BASE;
+    int pieces = 0;             /* the bound is spent: split the rest in pieces */
+    size_t seg0 = 0, seg1 = 0;  /* the current piece */
     ffn_status st;
     while (at <= n) {
-        int rc = pcre2_match(t->re, (PCRE2_SPTR)x, n, at, 0, s->md, NULL);
+        int rc = PCRE2_ERROR_PARTIAL;
+        size_t base = 0, end = n;
+        for (size_t w = RE_WINDOW; !pieces;) {
+            end = char_boundary(x, n, at, at + w);
+            rc = pcre2_match(t->re, (PCRE2_SPTR)x, end, at, end < n ? PCRE2_PARTIAL_HARD : 0, s->md,
+                             NULL);
+            if (rc != PCRE2_ERROR_PARTIAL) break;
+            if (budget < end - at) pieces = 1;
+            else budget -= end - at, w *= 2;
+        }
+        if (!pieces && rc == PCRE2_ERROR_NOMATCH && end < n) {
+            /* no match starts in the window (none read past it): the next window */
+            at = end;
+            continue;
+        }
+        if (pieces) {
+            if (at >= seg1 && (seg1 < n || seg1 == 0)) seg0 = at, seg1 = char_boundary(x, n, at, at + RE_PIECE);
+            base = seg0;
+            rc = pcre2_match(t->re, (PCRE2_SPTR)(x + seg0), seg1 - seg0, at - seg0, 0, s->md, NULL);
+            if (rc == PCRE2_ERROR_NOMATCH && seg1 < n) { /* none in this piece: the next */
+                at = seg1;
+                continue;
+            }
+        }
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
@@ -647,7 +703,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
                              at, (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
-        size_t ms = ov[0], me = ov[1];
+        size_t ms = base + ov[0], me = base + ov[1];
         if (ms > last && (st = encode_word_cached(t, s, x + last, ms - last))) return st;
         if (me > ms && (st = encode_word_cached(t, s, x + ms, me - ms))) return st;
         last = me;

@@ -27,6 +27,9 @@
 #endif
 
 #define GGUF_ALIGNMENT_KEY "general.alignment"
+/* the most metadata entries and tensors a file may declare (see ffn_gguf_open) */
+#define GGUF_MAX_KV 65536
+#define GGUF_MAX_TENSORS (1 << 20)
 
 /* ---- value types -------------------------------------------------------- */
 
@@ -351,6 +354,17 @@ static ffn_status validate(ffn_gguf_file *f) {
     rd_u64(&r, "header", "metadata count", &n_kv);
     /* the smallest metadata entry is 14 bytes (a 1-byte key, a type, a
      * 1-byte value), the smallest tensor info 25 (a 1-byte name, no dims) */
+    /* Caps beside the file's size: an entry takes about 100 bytes in memory
+     * (its record, an index, the key's copy) against its 14 in the file, so
+     * a file of tiny entries would cost seven times its size and a sort;
+     * llama.cpp's files hold tens of entries and at most thousands of
+     * tensors. */
+    if (n_kv > GGUF_MAX_KV)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata count: expected at most %d entries, found %" PRIu64,
+                         path, GGUF_MAX_KV, n_kv);
+    if (n_tensors > GGUF_MAX_TENSORS)
+        return ffn_error(FFN_ERR_FORMAT, "%s: tensor count: expected at most %d tensors, found %" PRIu64,
+                         path, GGUF_MAX_TENSORS, n_tensors);
     if (n_kv > left(&r) / 14)
         return ffn_error(FFN_ERR_FORMAT, "%s: metadata count: expected at most %" PRIu64 " entries in a file of %zu "
                          "bytes, found %" PRIu64, path, left(&r) / 14, f->size, n_kv);

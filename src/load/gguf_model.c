@@ -23,6 +23,7 @@
 #include "ffn/checkpoint.h"
 #include "ffn/gguf.h"
 #include "ffn/quant.h"
+#include "ffn/safetensors.h"
 #include "ffn/model.h"
 #include "ffn/vocab.h"
 #include "base/common.h"
@@ -268,6 +269,13 @@ static ffn_status read_config(gg_source *s) {
         (st = key_int(s, "expert_feed_forward_length", 0, F, &Fe)) ||
         (st = key_int(s, "expert_shared_feed_forward_length", 0, 0, &Fs)))
         return st;
+    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, 3 FFN or router
+     * and experts): a block_count the file cannot hold is named before
+     * anything is sized by it. */
+    if ((uint64_t)L > ffn_gguf_count(s->f) / 9)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
+                         "tensors (at least 9 a layer)", s->path, s->arch, (long long)L,
+                         ffn_gguf_count(s->f));
     if (!strcmp(s->arch, "qwen2moe") && E == 0)
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key qwen2moe.expert_count is missing "
                          "(required for architecture qwen2moe)", s->path);
@@ -344,11 +352,6 @@ static ffn_status read_config(gg_source *s) {
         c->shared_expert_intermediate_size = 0;
     }
     if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
-    /* Every layer has tensors: a block_count beyond the file's tensors is
-     * named before a plan of that many layers is built. */
-    if ((uint64_t)L > ffn_gguf_count(s->f))
-        return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
-                         "tensors", s->path, s->arch, (long long)L, ffn_gguf_count(s->f));
     /* The plan, checked against the file before anything is allocated. */
     if ((st = plan_build(c, s->arch, &s->plan))) return st;
     for (int64_t i = 0; i < s->plan.n; i++) {
@@ -453,6 +456,129 @@ static int kept_type(ffn_ggml_type t) {
     return t != FFN_GGML_TYPE_F32 && (ffn_ggml_type_caps(t) & FFN_GGML_COMPUTES);
 }
 
+/* The one rule for the values of every tensor, whatever its type and
+ * whichever command loads it: each element decodes to a finite number.
+ * The check reads bits, not decoded values, where it can, so that it runs
+ * at memory speed: fp16 and bf16 elements by their exponent field (all
+ * ones is Inf or NaN); the block types by their fp16 scales, as their elements are small
+ * integers times these (|d| <= 65504 times at most 63·15 or 128·32 stays
+ * finite, while a NaN or infinite scale makes its block non-finite even
+ * beside a zero quant).  Any other type (f32, f64, a type added later) is
+ * scanned as decoded: `dec` (rows of `cols` fp32) when the caller has
+ * decoded it, else a row at a time here.  Kept or decoded, a tensor gets
+ * the same message.  The first bad element is named by its index in the
+ * file's tensor (row0 is the first row's). */
+/* The exponent field of a 2-byte float element type (all ones: Inf or
+ * NaN), 0 for any other type. */
+static uint16_t half_exponent(ffn_ggml_type t) {
+    return t == FFN_GGML_TYPE_F16 ? 0x7c00u : t == FFN_GGML_TYPE_BF16 ? 0x7f80u : 0;
+}
+
+/* Whether any of n 2-byte elements at p has all the bits of `mask` set:
+ * eight lanes at a time (GCC's vector extension; SSE2 on x86-64, plain
+ * code elsewhere), as the scan runs at memory speed over the file. */
+typedef uint16_t u16x8 __attribute__((vector_size(16)));
+static int any_all_ones(const unsigned char *p, int64_t n, uint16_t mask) {
+    u16x8 acc = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        u16x8 x;
+        memcpy(&x, p + 2 * i, sizeof x);
+        acc |= (x & mask) == mask;
+    }
+    int bad = 0;
+    for (int k = 0; k < 8; k++) bad |= acc[k] != 0;
+    for (; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, 2);
+        bad |= (h & mask) == mask;
+    }
+    return bad;
+}
+
+/* The fp16 scales of a block type: n of them from byte `off` of a block. */
+static int f16_scales(ffn_ggml_type t, size_t *off, int *n) {
+    switch (t) {
+    case FFN_GGML_TYPE_Q8_0: /* d, int8 qs[32] */
+    case FFN_GGML_TYPE_Q4_0: *off = 0, *n = 1; return 1; /* d, qs[16] */
+    case FFN_GGML_TYPE_Q4_K: *off = 0, *n = 2; return 1; /* d, dmin, 6-bit scales, qs */
+    case FFN_GGML_TYPE_Q6_K: *off = 208, *n = 1; return 1; /* ql, qh, int8 scales, d */
+    default: return 0;
+    }
+}
+
+static ffn_status bad_value(const char *path, const ffn_gguf_tensor *t, int64_t e, int64_t cols,
+                            double v) {
+    return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s (%s): element %lld (row %lld, column %lld) is "
+                     "%g: expected a finite value", path, t->name, ffn_ggml_type_name(t->type),
+                     (long long)e, (long long)(e / cols), (long long)(e % cols), v);
+}
+
+static ffn_status check_values(const char *path, const ffn_gguf_tensor *t, const float *dec,
+                               const unsigned char *src, size_t row_bytes, int64_t row0,
+                               int64_t rows, int64_t cols) {
+    const int64_t n = rows * cols, e0 = row0 * cols;
+    const uint16_t mask = half_exponent(t->type);
+    size_t off;
+    int ns;
+    if (mask) {
+        if (!any_all_ones(src, n, mask)) return FFN_OK;
+        for (int64_t i = 0;; i++) {
+            uint16_t h;
+            memcpy(&h, src + 2 * i, 2);
+            if ((h & mask) == mask)
+                return bad_value(path, t, e0 + i, cols, t->type == FFN_GGML_TYPE_F16 ? ffn_f16_to_f32(h)
+                                                                                    : ffn_bf16_to_f32(h));
+        }
+    }
+    if (f16_scales(t->type, &off, &ns)) {
+        const int64_t bs = ffn_ggml_block_size(t->type), nb = n / bs;
+        const size_t size = ffn_ggml_type_size(t->type);
+        const unsigned char *p = src + off;
+        unsigned bad = 0;
+        for (int64_t b = 0; b < nb; b++, p += size)
+            for (int k = 0; k < ns; k++) {
+                uint16_t h;
+                memcpy(&h, p + 2 * k, 2);
+                bad |= (h & 0x7c00u) == 0x7c00u;
+            }
+        p = src + off;
+        for (int64_t b = 0; bad && b < nb; b++, p += size)
+            for (int k = 0; k < ns; k++) {
+                uint16_t h;
+                memcpy(&h, p + 2 * k, 2);
+                if ((h & 0x7c00u) != 0x7c00u) continue;
+                const int64_t e = e0 + b * bs;
+                return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s (%s): the %sscale of block %lld "
+                                 "(elements %lld..%lld, row %lld) is %g: expected a finite value",
+                                 path, t->name, ffn_ggml_type_name(t->type), k ? "second " : "",
+                                 (long long)(e / bs), (long long)e, (long long)(e + bs - 1),
+                                 (long long)(e / cols), (double)ffn_f16_to_f32(h));
+            }
+        return FFN_OK;
+    }
+    if (dec) {
+        int bad = 0; /* branch-free; the search only on a hit */
+        for (int64_t i = 0; i < n; i++) bad |= !isfinite(dec[i]);
+        for (int64_t i = 0; bad && i < n; i++)
+            if (!isfinite(dec[i])) return bad_value(path, t, e0 + i, cols, dec[i]);
+        return FFN_OK;
+    }
+    float *buf = malloc((size_t)(cols > 0 ? cols : 1) * sizeof(float));
+    if (!buf) return ffn_error(FFN_ERR_NOMEM, "%s: tensor %s: out of memory", path, t->name);
+    ffn_status st = FFN_OK;
+    for (int64_t r = 0; r < rows && st == FFN_OK; r++) {
+        if ((st = ffn_ggml_dequantize_row(t->type, src + (size_t)r * row_bytes, buf, cols))) break;
+        for (int64_t i = 0; i < cols; i++)
+            if (!isfinite(buf[i])) {
+                st = bad_value(path, t, e0 + r * cols + i, cols, buf[i]);
+                break;
+            }
+    }
+    free(buf);
+    return st;
+}
+
 /* Place rows [row0, row0 + rows) of GGUF tensor t (rows of `cols`
  * elements) into model tensor `hf`, permuting q/k rows from the
  * interleaved order when rope_heads > 0.  This is the one place a tensor
@@ -474,6 +600,7 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
     const unsigned char *src = (const unsigned char *)t->data + (size_t)row0 * row_bytes;
     const size_t nbytes = (size_t)rows * row_bytes;
     if (low_precision && mt->ndim == 2 && t->n_dims >= 2 && kept_type(t->type)) {
+        if ((st = check_values(path, t, NULL, src, row_bytes, row0, rows, cols))) return st;
         if (rope_heads == 0) {
             st = ffn_model_set_tensor_data(m, hf, t->type, src, nbytes, mapped);
             if (st == FFN_OK && mapped) (*borrowed)++;
@@ -507,17 +634,15 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
         for (int64_t r = 0; r < rows && st == FFN_OK; r++)
             st = ffn_ggml_dequantize_row(t->type, src + (size_t)r * row_bytes, out + r * cols, cols);
     }
+    if (st) st = ffn_error_prefix(st, "%s: tensor %s", path, t->name);
+    else st = check_values(path, t, out, src, row_bytes, row0, rows, cols); /* the file's order */
     if (st == FFN_OK && rope_heads > 0) {
         const int64_t Dh = mt->shape[0] / rope_heads;
         ckpt_permute_rope_rows(dst, tmp, rope_heads, Dh, mt->ndim == 2 ? mt->shape[1] : 1, 1);
     }
     free(tmp);
-    if (st) return ffn_error_prefix(st, "%s: tensor %s", path, t->name);
+    if (st) return st;
     if (mapped) drop_mapped(src, t->n_dims == 1 || mt->ndim == 1 ? t->nbytes : nbytes);
-    for (int64_t i = 0; i < mt->numel; i++)
-        if (!isfinite(dst[i]))
-            return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g (not finite)", path,
-                             t->name, (long long)(row0 * cols + i), (double)dst[i]);
     return FFN_OK;
 }
 

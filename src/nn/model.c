@@ -122,9 +122,9 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     if (c->rope_style != FFN_ROPE_HALF && c->rope_style != FFN_ROPE_INTERLEAVED)
         return CFG_ERR("rope_style: unknown value %d (expected half or interleaved)",
                        (int)c->rope_style);
-    int any_dense = 0;
-    for (int64_t l = 0; l < c->num_hidden_layers; l++)
-        if (!ffn_model_config_layer_is_moe(c, l)) any_dense = 1;
+    /* a dense layer exists unless every layer is MoE (layer 0 is dense when
+     * moe_layer_freq > 1): no loop over a hostile count of layers */
+    const int any_dense = !(c->num_experts > 0 && c->moe_layer_freq == 1);
     if (c->mlp_type != FFN_MODEL_MLP_NONE && any_dense &&
         (c->intermediate_size < 1 || c->intermediate_size > lim))
         return CFG_ERR("intermediate_size: expected 1..%lld, got %lld", (long long)lim,
@@ -153,6 +153,13 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
     }
     /* Every tensor must be addressable: V·D, F·D, E·Fe·D, (H+2G)·Dh·D. */
     int64_t t;
+    /* the layers together: at least their attention matrices and norms each */
+    const int64_t per_layer = (2 * c->num_attention_heads + 2 * c->num_key_value_heads) *
+                              ffn_cfg_head_dim(c) * c->hidden_size + 2 * c->hidden_size;
+    if (ffn_mul_i64(per_layer, c->num_hidden_layers, &t) || t > ((int64_t)1 << 40))
+        return CFG_ERR("num_hidden_layers: %lld layers of at least %lld parameters each are more "
+                       "than 2^40 parameters", (long long)c->num_hidden_layers,
+                       (long long)per_layer);
     if (ffn_mul_i64(c->num_attention_heads + 2 * c->num_key_value_heads, ffn_cfg_head_dim(c), &t) ||
         ffn_mul_i64(t, c->hidden_size, &t) || t > ((int64_t)1 << 40) ||
         ffn_mul_i64(c->vocab_size, c->hidden_size, &t) ||

@@ -135,9 +135,16 @@ ffn_status ffn_generate_tokens(ffn_model *model, const ffn_vocab *vocab, const i
             return ffn_error(FFN_ERR_INVALID_ARG,
                              "generate: prompt token %lld: id %d outside the vocabulary [0, %lld)",
                              (long long)i, prompt[i], (long long)V);
-    /* history: the last ctx_len tokens (the window re-fed when the cache fills) */
-    ffn_status st = FFN_OK;
-    int32_t *hist = malloc((size_t)ctx_len * sizeof(int32_t));
+    /* history: the last `window` tokens (re-fed when the cache fills); the
+     * window, the history and the model's cache are sized by what the run
+     * uses (the prompt and the steps), at most the context, never by a
+     * context the file declares alone */
+    /* the last sampled token is never fed: prompt + steps - 1 positions */
+    const int64_t need = n_prompt + (opts->steps > 0 ? opts->steps - 1 : 0);
+    const int64_t window = need < ctx_len ? need : ctx_len;
+    ffn_status st = ffn_model_reserve(model, 1, window);
+    if (st) return ffn_error_prefix(st, "generate: a cache of %lld positions", (long long)window);
+    int32_t *hist = malloc((size_t)window * sizeof(int32_t));
     float *logits = malloc((size_t)V * sizeof(float));
     ffn_sampler *sampler = NULL;
     if (!hist || !logits) {

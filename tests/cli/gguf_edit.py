@@ -8,6 +8,9 @@ keep every other byte where it was.
   python3 gguf_edit.py IN OUT set-u32 KEY VALUE   a uint32 value changed
   python3 gguf_edit.py IN OUT tensor-type NAME T  a tensor's ggml type number := T
   python3 gguf_edit.py IN OUT rename-tensor OLD NEW  (same length)
+  python3 gguf_edit.py IN OUT set-u16 NAME BYTE HEX  the 16 bits at byte BYTE of a
+                                                   tensor's data := HEX (an fp16
+                                                   element or a block's scale)
 """
 import struct
 import sys
@@ -51,8 +54,15 @@ def parse(b):
         name, o = string(o)
         (nd,) = struct.unpack_from("<I", b, o)
         o += 4 + 8 * nd
-        tensors[name] = (n0, o)
+        (off,) = struct.unpack_from("<Q", b, o + 4)
+        tensors[name] = (n0, o, off)
         o += 4 + 8
+    align = 32
+    if "general.alignment" in kv:
+        (align,) = struct.unpack_from("<I", b, kv["general.alignment"][2])
+    data = (o + align - 1) // align * align
+    for name, (n0, to, off) in tensors.items():
+        tensors[name] = (n0, to, data + off)
     return kv, tensors
 
 
@@ -80,6 +90,8 @@ def main():
         n0 = tensors[args[0]][0]
         assert len(args[0]) == len(args[1])
         b[n0 + 8:n0 + 8 + len(args[1])] = args[1].encode()
+    elif op == "set-u16":
+        struct.pack_into("<H", b, tensors[args[0]][2] + int(args[1]), int(args[2], 16))
     else:
         sys.exit("unknown edit " + op)
     open(dst, "wb").write(bytes(b))

@@ -47,9 +47,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st != FFN_OK) {
         /* the config was accepted: only non-finite weights may fail the load */
         REQUIRE(st == FFN_ERR_FORMAT || st == FFN_ERR_NOMEM);
-        REQUIRE(strstr(ffn_last_error(), "not finite") || st == FFN_ERR_NOMEM);
+        REQUIRE(strstr(ffn_last_error(), "expected a finite value") || st == FFN_ERR_NOMEM);
         return 0;
     }
+    /* kept in their types (as run, eval and generate load): the same values
+     * rule, so the same verdict */
+    ffn_model_options lp = opt;
+    lp.low_precision = 1;
+    ffn_model *mk = NULL;
+    st = gguf_model_load_buffer(ctx, data, size, "fuzz.gguf", &lp, &mk);
+    REQUIRE(st == FFN_OK || st == FFN_ERR_NOMEM);
+    ffn_model_free(mk);
     const ffn_model_config *c = ffn_model_get_config(m);
     REQUIRE(c->vocab_size == cfg.vocab_size && c->hidden_size == cfg.hidden_size &&
             c->num_hidden_layers == cfg.num_hidden_layers && c->num_experts == cfg.num_experts);

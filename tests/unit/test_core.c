@@ -54,6 +54,18 @@ int main(void) {
               "an overflowing size is refused");
         free(items);
     }
+    /* control characters of file-derived text reach a message only as \xNN */
+    {
+        char out[64];
+        CHECK(!strcmp(ffn_escape_controls(out, sizeof out, "a\x1b[31mb\n\t\x7f\xc2\x9b\xc3\xa9z"),
+                      "a\\x1b[31mb\\x0a\\x09\\x7f\\xc2\\x9b\xc3\xa9z"),
+              "escaped: %s", out);
+        CHECK(!strcmp(ffn_escape_controls(out, 6, "ab\x1b"), "ab"), "a cut never halves an escape: %s", out);
+        CHECK(!strcmp(ffn_escape_controls(out, 7, "ab\x1b"), "ab\\x1b"), "fits: %s", out);
+        ffn_set_error(FFN_ERR_FORMAT, "tensor %s", "x\x1b]0;pwned\x07");
+        CHECK(!strcmp(ffn_last_error(), "tensor x\\x1b]0;pwned\\x07"), "stored escaped: %s",
+              ffn_last_error());
+    }
     ffn_ctx *ctx = NULL;
     CHECK(ffn_ctx_create(3, &ctx) == FFN_OK && ffn_ctx_threads(ctx) == 3, "explicit threads");
     ffn_ctx_free(ctx);
