@@ -116,6 +116,9 @@ static int load(const char *path, int threads, loaded *ld) {
     char *json = NULL; /* a directory's tokenizer.json comes first */
     if (!st && ffn_vocab_find_in_dir(path, &json) == FFN_OK && strstr(json, "tokenizer.json")) {
         st = ffn_vocab_load(json, ffn_model_get_config(ld->model)->vocab_size, &ld->hf);
+    } else if (!st && info.format == FFN_CHECKPOINT_GGUF && info.tokenizer_path[0]) {
+        /* a GGUF's own vocabulary (tokenizer.ggml.*, or ffn's exact copy) */
+        st = ffn_vocab_load(info.tokenizer_path, ffn_model_get_config(ld->model)->vocab_size, &ld->hf);
     } else if (!st && info.tokenizer_path[0]) {
         int64_t V = ffn_model_get_config(ld->model)->vocab_size;
         st = info.tokenizer_is_llama2c ? ffn_llama2c_tokenizer_load(info.tokenizer_path, V, &ld->l2tok)

@@ -52,6 +52,7 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     ffn_gguf_save_options_default(&o);
     o.type = type;
     o.vocab = voc;
+    o.vocab_path = info->tokenizer_path[0] ? info->tokenizer_path : NULL;
     o.context_cap = info->context_cap;
     o.progress = on_tensor;
     o.progress_user = &p;
@@ -67,8 +68,9 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
         fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
                 (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
                 (long long)ffn_ggml_block_size((ffn_ggml_type)type));
-    fprintf(stderr, "; vocabulary: %s\n", info->tokenizer_path[0] ? info->tokenizer_path
-                                                                  : "byte tokens <0x00>..<0xFF>");
+    fprintf(stderr, "; vocabulary: %s%s%s\n", info->tokenizer_path[0] ? info->tokenizer_path : "",
+            info->tokenizer_path[0] ? ", " : "", r.vocab_kind ? r.vocab_kind : "");
+    if (r.vocab_warning) fprintf(stderr, "ffn %s: warning: %s\n", cmd, r.vocab_warning);
     return 0;
 }
 

@@ -261,10 +261,40 @@ static ffn_status vocab_parse_json(const char *buf, size_t n, const char *name, 
     return check_bpe_size(out, name, expected_vocab);
 }
 
+/* The vocabulary ffn keeps exactly inside a GGUF it wrote (see
+ * vocab_internal.h), when there is one: *found = 1. */
+static ffn_status vocab_from_gguf_ffn_keys(const ffn_gguf_file *g, const char *name,
+                                           int64_t expected_vocab, ffn_vocab **out, int *found) {
+    const char *s = NULL, *cfg = NULL;
+    size_t n = 0, cfg_n = 0;
+    char what[512];
+    *found = 0;
+    if (ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER) >= 0) {
+        *found = 1;
+        ffn_status st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER, &s, &n);
+        if (st != FFN_OK) return st;
+        snprintf(what, sizeof what, "%s: %s", name, FFN_GGUF_KEY_TOKENIZER);
+        return ffn_vocab_parse(s, n, what, expected_vocab, out);
+    }
+    if (ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER_JSON) >= 0) {
+        *found = 1;
+        ffn_status st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER_JSON, &s, &n);
+        if (st == FFN_OK && ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER_CONFIG) >= 0)
+            st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER_CONFIG, &cfg, &cfg_n);
+        if (st != FFN_OK) return st;
+        snprintf(what, sizeof what, "%s: %s", name, FFN_GGUF_KEY_TOKENIZER_JSON);
+        return vocab_parse_json(s, n, what, cfg, cfg_n, expected_vocab, out);
+    }
+    return FFN_OK;
+}
+
 static ffn_status vocab_from_gguf_file(const ffn_gguf_file *g, const char *name,
                                        int64_t expected_vocab, ffn_vocab **out) {
+    int found = 0;
+    ffn_status st = vocab_from_gguf_ffn_keys(g, name, expected_vocab, out, &found);
+    if (found || st != FFN_OK) return st;
     bpe_tokenizer *t = NULL;
-    ffn_status st = bpe_from_gguf(g, name, &t);
+    st = bpe_from_gguf(g, name, &t);
     if (st != FFN_OK) return st;
     if ((st = vocab_from_bpe(t, out))) return st;
     return check_bpe_size(out, name, expected_vocab);
@@ -330,7 +360,9 @@ static int is_regular(const char *path) {
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path) {
     if (!dir || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_find_in_dir: NULL argument");
     *path = NULL;
-    static const char *const names[] = {"tokenizer.json", FFN_TOKENIZER_FILENAME, "tokenizer.bin"};
+    /* ffn's own tokenizer.txt first: the tokenizer.json beside it is its
+     * export for Hugging Face readers (the same ids) */
+    static const char *const names[] = {FFN_TOKENIZER_FILENAME, "tokenizer.json", "tokenizer.bin"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *p = join_path(dir, names[i]);
         if (!p) return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
