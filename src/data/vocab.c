@@ -7,6 +7,7 @@
  * tokenizer.bin (llama2c_vocab.c).  Letters: V vocab size, N tokens. */
 #include "data/bpe.h"
 #include "data/vocab_internal.h"
+#include "data/unicode.h"
 #include "ffn/gguf.h"
 
 #include <stdio.h>
@@ -538,5 +539,79 @@ ffn_status ffn_vocab_roundtrip(const ffn_vocab *v, const char *text, size_t n, i
     }
     free(ids);
     free(back);
+    return st;
+}
+
+/* ---- words typed by a user ------------------------------------------------------ */
+
+/* CJK characters and CJK / fullwidth punctuation: no spaces around them. */
+static int unspaced(uint32_t c) {
+    return (c >= 0x3000 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xF900 && c <= 0xFAFF) ||
+           (c >= 0xFF00 && c <= 0xFF65) || (c >= 0x20000 && c <= 0x2FFFF);
+}
+
+static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* The last code point of s[0..n) (0 when none or not UTF-8). */
+static uint32_t last_cp(const char *s, size_t n) {
+    size_t i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && n - i < 3) i--;
+    if (i == 0) return 0;
+    uint32_t cp = 0;
+    return utf8_next((const unsigned char *)s + i - 1, n - i + 1, &cp) > 0 ? cp : 0;
+}
+
+int ffn_vocab_word_space(const char *text, const char *word) {
+    if (!text || !word) return 0;
+    size_t n = strlen(text);
+    if (n == 0 || is_ws((unsigned char)text[n - 1]) || !*word || is_ws((unsigned char)word[0])) return 0;
+    uint32_t first = 0;
+    if (utf8_next((const unsigned char *)word, strlen(word), &first) <= 0) first = 0;
+    return !unspaced(last_cp(text, n)) && !unspaced(first);
+}
+
+ffn_status ffn_vocab_check_known(const ffn_vocab *v, const int32_t *ids, int64_t n_ids, const char *what,
+                                 const char *text, size_t n) {
+    const int32_t unk = v ? ffn_vocab_specials(v).unk : -1;
+    if (unk < 0) return FFN_OK;
+    for (int64_t i = 0; i < n_ids; i++) {
+        if (ids[i] != unk) continue;
+        const ffn_vocab_kind k = ffn_vocab_get_kind(v);
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s '%.*s': %s is not in the model's vocabulary (%s, "
+                         "%lld tokens)%s", what ? what : "text", (int)n, text,
+                         k == FFN_VOCAB_CHAR ? "a character" : k == FFN_VOCAB_WORD ? "a word" : "a token",
+                         ffn_vocab_kind_name(k), (long long)ffn_vocab_size(v),
+                         k == FFN_VOCAB_CHAR || k == FFN_VOCAB_WORD
+                             ? "; use words of the text the model was trained on" : "");
+    }
+    return FFN_OK;
+}
+
+ffn_status ffn_vocab_encode_word(const ffn_vocab *v, const char *text, const char *word, const char *what,
+                                 int32_t **ids, int64_t *n_ids, int *prefix_space) {
+    if (!v || !text || !word || !ids || !n_ids)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_encode_word: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    if (!what) what = "word";
+    if (!*word) return ffn_error(FFN_ERR_INVALID_ARG, "%s: empty", what);
+    const int sp = ffn_vocab_word_space(text, word);
+    if (prefix_space) *prefix_space = sp;
+    size_t n = strlen(word);
+    char *s = malloc(n + 2);
+    if (!s) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", what);
+    if (sp) s[0] = ' ';
+    memcpy(s + sp, word, n + 1);
+    ffn_status st = ffn_vocab_encode(v, s, n + (size_t)sp, 0, ids, n_ids);
+    if (st) st = ffn_error_prefix(st, "%s '%s'", what, word);
+    if (!st && *n_ids == 0) st = ffn_error(FFN_ERR_INVALID_ARG, "%s '%s': encodes to no tokens", what, word);
+    if (!st) st = ffn_vocab_check_known(v, *ids, *n_ids, what, word, n);
+    free(s);
+    if (st) {
+        free(*ids);
+        *ids = NULL;
+        *n_ids = 0;
+    }
     return st;
 }
