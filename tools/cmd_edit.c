@@ -152,7 +152,7 @@ static int session_open(const args *a, session *s) {
     memset(s, 0, sizeof *s);
     if (cli_make_ctx(CMD, a->threads, &s->ctx)) return CLI_EXIT_FAIL;
     ffn_model_options mo = {.max_batch = 1, .training = 1};
-    ffn_status st = ffn_checkpoint_load_model(s->ctx, a->model, &mo, &s->model, &s->info);
+    ffn_status st = ffn_checkpoint_load_any(s->ctx, a->model, &mo, &s->model, &s->info);
     if (st) return cli_fail(CMD, st);
     if (!s->info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); "

@@ -1289,7 +1289,7 @@ ffn_status ffn_edit_save(ffn_model *m, const char *model_path, const char *token
         return ffn_error(FFN_ERR_INVALID_ARG, "%s exists; pass --force to replace it", out_dir);
     ffn_model_config cfg;
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_read_config(model_path, &cfg, &info);
+    ffn_status st = ffn_checkpoint_read_config_any(model_path, &cfg, &info);
     if (st) return st;
     if (info.format != FFN_CHECKPOINT_FFN) {
         ffn_hf_save_options ho = {NULL, tokenizer_path, tokenizer_is_llama2c, info.context_cap,
