@@ -565,7 +565,39 @@ void cli_help_options(FILE *f, const cli_opt *opts, const char *heading) {
 
 void cli_help(const cli_spec *s, FILE *f) {
     if (s->synopsis) {
-        fprintf(f, "usage: ffn %s %s\n", s->cmd, s->synopsis);
+        /* each line of the synopsis within 80 columns: a long one wraps at
+         * a space, its continuation indented under the first argument */
+        const int indent = (int)strlen("usage: ffn  ") + (int)strlen(s->cmd);
+        int col = fprintf(f, "usage: ffn %s", s->cmd), space = 1;
+        for (const char *p = s->synopsis; *p;) {
+            if (*p == '\n') { /* the synopsis's own next line, as written */
+                fputc('\n', f);
+                p++;
+                col = 0;
+                while (*p == ' ') fputc(*p++, f), col++;
+                space = 0;
+                continue;
+            }
+            if (*p == ' ') {
+                p++;
+                space = 1;
+                continue;
+            }
+            /* a flag keeps its metavar ("--target T", "[--threads N]"):
+             * the unit runs to the next space before a flag or bracket */
+            size_t w = strcspn(p, " \n");
+            while (p[w] == ' ' && p[w + 1] >= 'A' && p[w + 1] <= 'Z')
+                w += 1 + strcspn(p + w + 1, " \n");
+            if (col > indent && col + space + (int)w > 80) {
+                fprintf(f, "\n%*s", indent + 2, "");
+                col = indent + 2;
+                space = 0;
+            }
+            col += fprintf(f, "%s%.*s", space ? " " : "", (int)w, p);
+            p += w;
+            space = 0;
+        }
+        fputc('\n', f);
     } else {
         int col = fprintf(f, "usage: ffn %s", s->cmd);
         for (int k = 0; s->pos && s->pos[k].name; k++)

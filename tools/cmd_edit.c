@@ -623,7 +623,7 @@ int cmd_edit(int argc, char **argv) {
                  "(repeatable)"},
         {.name = "--facts", .type = CLI_PATH, .dst = &a.facts, .metavar = "FILE",
          .help = "a facts file (JSON lines, as `ffn corpus --facts --json` prints)"},
-        {.name = "--fact", .type = CLI_INT, .dst = &a.fact, .metavar = "ID", .imin = INT64_MIN,
+        {.name = "--fact", .type = CLI_INT, .dst = &a.fact, .metavar = "ID", .imin = 0,
          .imax = INT64_MAX, .seen = &a.fact_seen, .def = "",
          .help = "the fact of --facts to edit: its prompt, subject, object, paraphrases and "
                  "neighbours"},

@@ -53,7 +53,8 @@ static const char epilog[] =
 "examples:\n"
 "  ffn train --corpus facts --tokenizer word --steps 2000 --out facts1\n"
 "  ffn trace facts1 --recall\n"
-"  ffn trace facts1 --prompt 'Sevelle lives in' --subject Sevelle --target Thardun\n"
+"  ffn trace facts1 --prompt 'Sevelle lives in' --subject Sevelle \\\n"
+"      --target Thardun\n"
 "  ffn trace facts1 --facts --n-facts 20 --svg trace.svg\n";
 
 static const char synopsis[] =
