@@ -48,8 +48,23 @@ void cli_error(const char *cmd, const char *fmt, ...) {
 
 int cli_fail(const char *cmd, ffn_status st) {
     const char *msg = ffn_last_error();
-    cli_error(cmd, "%s", (msg && *msg) ? msg : ffn_status_str(st));
+    if (!msg || !*msg) msg = ffn_status_str(st);
+    /* the library's own function name ("ffn_inspect_run: ") is not for the
+     * user: the message after it names what is wrong */
+    if (!strncmp(msg, "ffn_", 4)) {
+        size_t k = 4;
+        while ((msg[k] >= 'a' && msg[k] <= 'z') || (msg[k] >= '0' && msg[k] <= '9') || msg[k] == '_') k++;
+        if (msg[k] == ':' && msg[k + 1] == ' ' && msg[k + 2]) msg += k + 2;
+    }
+    cli_error(cmd, "%s", msg);
     return CLI_EXIT_FAIL;
+}
+
+int cli_check_layer(const char *cmd, int64_t layer, int64_t n_layers) {
+    if (layer < n_layers) return 0;
+    cli_error(cmd, "--layer %lld out of range: the model has %lld layer%s (0..%lld)", (long long)layer,
+              (long long)n_layers, n_layers == 1 ? "" : "s", (long long)n_layers - 1);
+    return CLI_EXIT_USAGE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {

@@ -206,6 +206,10 @@ int cli_parse_act(const char *value, void *dst);
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "ffn <cmd>: <ffn_last_error() or status string>\n" and return CLI_EXIT_FAIL. */
 int cli_fail(const char *cmd, ffn_status st);
+/* A --layer beyond the model's layers (known only once it is loaded): one
+ * message and exit 2 (CLI_EXIT_USAGE), as for every other bad flag value;
+ * 0 when layer < n_layers. */
+int cli_check_layer(const char *cmd, int64_t layer, int64_t n_layers);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure print "ffn <cmd>: --flag: expected ..., got '...'" and return

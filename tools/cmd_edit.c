@@ -771,11 +771,7 @@ int cmd_edit(int argc, char **argv) {
     if (!rc) rc = session_open(&a, &s);
     if (!rc) {
         const int64_t L = ffn_model_get_config(s.model)->num_hidden_layers;
-        if (a.layer >= L) {
-            cli_error(CMD, "--layer %lld out of range: the model has %lld layers (0..%lld)",
-                      (long long)a.layer, (long long)L, (long long)L - 1);
-            rc = CLI_EXIT_USAGE;
-        }
+        rc = cli_check_layer(CMD, a.layer, L);
     }
     if (!rc) {
         if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);

@@ -511,6 +511,7 @@ static int run_tokens(int argc, char **argv) {
     }
     loaded ld;
     int rc = load(model_path, threads, &ld);
+    if (!rc) rc = cli_check_layer(CMD, o.layer, ffn_model_get_config(ld.model)->num_hidden_layers);
     ffn_inspect_result *res = NULL;
     if (!rc && prompt) {
         ffn_status st = FFN_OK;
@@ -672,13 +673,27 @@ static int run_effect(const loaded *ld, const char *model_path, const char *data
     return st ? cli_fail(CMD, st) : 0;
 }
 
+/* qsort's comparison for the keys table: a neuron's top example activation,
+ * largest first (no example: last), then the lower index. */
+static const ffn_keys_layer *keys_rank_layer;
+static float top_activation(int64_t i) {
+    const ffn_key_example *ex = keys_rank_layer->examples + i * keys_rank_layer->n_examples;
+    return keys_rank_layer->n_examples > 0 && ex[0].position >= 0 ? ex[0].activation : -INFINITY;
+}
+static int cmp_top_activation(const void *a, const void *b) {
+    const int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    const float x = top_activation(i), y = top_activation(j);
+    if (x != y) return x > y ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
 /* opts_only: print the flags to it and return (for ffn inspect --help). */
 static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
     ffn_keys_options o;
     ffn_keys_options_default(&o);
     int64_t layer = -1, neurons = -1, show = 3, max_tokens = 100000;
-    int json = 0, effect = 0, rank_by = 0, max_tokens_given = 0;
+    int json = 0, effect = 0, rank_by = 0, max_tokens_given = 0, top_given = 0, show_given = 0;
     static const char *const rank_names[] = {"kl", "loss", NULL};
     int64_t threads = 0;
     const cli_opt opts[] = {
@@ -686,12 +701,14 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
          .help = "UTF-8 text (required)"},
         LAYER_OPT(&layer, ", one rate per layer"),
         {.name = "--top", .type = CLI_INT, .dst = &o.top_examples, .metavar = "T", .imin = 1,
-         .imax = 10000, .help = "trigger examples per neuron"},
+         .imax = 10000, .seen = &top_given,
+         .help = "trigger examples kept per neuron (and printed, unless --show)"},
         {.name = "--neurons", .type = CLI_INT, .dst = &neurons, .metavar = "N", .imin = 0,
          .imax = INT64_MAX, .def = "8 in the table, all with --json",
          .help = "neurons listed per layer (the rate always counts every neuron)"},
         {.name = "--show", .type = CLI_INT, .dst = &show, .metavar = "S", .imin = 0,
-         .imax = 10000, .help = "trigger examples printed per neuron"},
+         .imax = 10000, .seen = &show_given, .def = "3, or --top when given",
+         .help = "trigger examples printed per neuron"},
         {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
          .imax = 1000, .help = "promoted tokens per neuron"},
         {.name = "--window", .type = CLI_INT, .dst = &o.window, .metavar = "T", .imin = 1,
@@ -721,9 +738,15 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
     }
     if (effect && !max_tokens_given) max_tokens = 2048;
     if (neurons < 0) neurons = json ? 0 : 8;
-    o.max_neurons = neurons;
+    /* the table lists the most selective neurons (the largest top
+     * activation), so every neuron is gathered and ranked here; --json
+     * keeps the first N by index, as documented */
+    o.max_neurons = json || effect ? neurons : 0;
+    /* --top T alone prints its T examples (--show says otherwise) */
+    if (top_given && !show_given) show = o.top_examples;
     loaded ld;
     int rc = load(model_path, threads, &ld);
+    if (!rc) rc = cli_check_layer(CMD, layer, ffn_model_get_config(ld.model)->num_hidden_layers);
     char *text = NULL;
     size_t n_bytes = 0;
     int32_t *ids = NULL;
@@ -777,10 +800,25 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                 json_field("chance", kl->chance);
                 printf(", \"reported\": [");
             } else {
-                printf("\n== layer %lld: %lld neurons ==\n", (long long)kl->layer,
-                       (long long)kl->n_neurons);
+                printf("\n== layer %lld: %lld neurons, the %lld most selective (largest top "
+                       "activation) ==\n", (long long)kl->layer, (long long)kl->n_neurons,
+                       (long long)(neurons > 0 && neurons < kl->n_reported ? neurons : kl->n_reported));
             }
-            for (int64_t i = 0; i < kl->n_reported; i++) {
+            /* the table: neurons by their top example's activation, largest first */
+            int64_t *order = malloc((size_t)(kl->n_reported > 0 ? kl->n_reported : 1) * sizeof *order);
+            if (!order) {
+                cli_error(CMD, "out of memory");
+                rc = CLI_EXIT_FAIL;
+                break;
+            }
+            for (int64_t i = 0; i < kl->n_reported; i++) order[i] = i;
+            if (!json) {
+                keys_rank_layer = kl;
+                qsort(order, (size_t)kl->n_reported, sizeof *order, cmp_top_activation);
+            }
+            const int64_t n_list = !json && neurons > 0 && neurons < kl->n_reported ? neurons : kl->n_reported;
+            for (int64_t oi = 0; oi < n_list; oi++) {
+                const int64_t i = order[oi];
                 const ffn_key_example *ex = kl->examples + i * kl->n_examples;
                 const int32_t *pr = kl->promoted + i * P;
                 if (json) {
@@ -833,6 +871,7 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                     }
                 }
             }
+            free(order);
             if (json) printf("]}");
         }
         if (json) {
