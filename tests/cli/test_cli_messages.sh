@@ -3,7 +3,8 @@
 # model is one message and exit 2 in every command (inspect, inspect keys,
 # edit), with no internal function name in it; `inspect keys --top T` prints
 # T examples per neuron and lists neurons by selectivity (their largest
-# activation, descending).
+# activation, descending); `compare` refusing another experiment in --out
+# names the settings that differ, not its internal key.
 set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
@@ -42,4 +43,12 @@ tops = [n[0] for n in neurons]
 assert tops == sorted(tops, reverse=True), tops
 PY
 ok "inspect keys --top 5: 5 examples per neuron, neurons by largest activation"
+C=(--sentences 300 --hidden-size 32 --num-attention-heads 2 --batch-size 2 --seq-len 16 --eval-every 1
+   --eval-batches 1 --out "$tmp/cmp")
+"$FFN" compare --variants relu --steps 2 "${C[@]}" >/dev/null 2>&1 || fail "compare"
+if "$FFN" compare --variants relu,swiglu --steps 3 "${C[@]}" >/dev/null 2>"$tmp/err"; then fail "compare over another experiment"; fi
+grep -q "holds another experiment (steps 2 there, 3 here; variants relu there, relu,swiglu here)" "$tmp/err" ||
+    fail "compare's refusal: $(cat "$tmp/err")"
+(( $(wc -c <"$tmp/err") < 300 )) || fail "compare's refusal is $(wc -c <"$tmp/err") bytes: $(cat "$tmp/err")"
+ok "compare names the settings that differ from the experiment in --out"
 echo "test_cli_messages: ok"
