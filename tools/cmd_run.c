@@ -327,6 +327,7 @@ int cmd_run(int argc, char **argv) {
         if (st == FFN_OK && ffn_dist_rank(dist, FFN_DIST_WORLD) != 0) write_dump = 0;
     }
     if (st == FFN_OK) st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
+    const int64_t model_params = st == FFN_OK && m ? ffn_model_num_params(m) : 0;
     if (dist) { /* every rank loaded the model, or all stop; then each keeps its share */
         st = ffn_dist_agree(dist, st);
         ffn_model *share = NULL;
@@ -354,13 +355,14 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
                 "bytes; %s; RoPE %s\n", model_path,
                 ffn_checkpoint_format_name(info.format), info.model_type,
-                (long long)ffn_model_num_params(m), (long long)info.n_files,
+                (long long)model_params, (long long)info.n_files,
                 (long long)info.file_bytes, dtypes,
                 ffn_model_get_config(m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
         if (dist)
-            fprintf(stderr, "ffn run: rank %d of %d (--tp %lld), %d thread(s)\n",
-                    ffn_dist_rank(dist, FFN_DIST_WORLD), ffn_dist_size(dist, FFN_DIST_WORLD),
-                    (long long)tp_ranks, ffn_ctx_threads(ctx));
+            fprintf(stderr, "ffn run: rank %d of %d (--tp %lld) holds %lld of the parameters, %d "
+                    "thread(s)\n", ffn_dist_rank(dist, FFN_DIST_WORLD),
+                    ffn_dist_size(dist, FFN_DIST_WORLD), (long long)tp_ranks,
+                    (long long)ffn_model_num_params(m), ffn_ctx_threads(ctx));
     }
     if ((st = quantize_loaded(m, quant, quant_embed, show_info))) {
         free(ids);

@@ -1547,7 +1547,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     }
     if (st != FFN_OK) goto done;
     if (cb && cb->on_start)
-        cb->on_start(o, start, t->n_params, t->n_train, t->n_val, cb->user);
+        /* the model's parameters, not a tensor-parallel rank's share */
+        cb->on_start(o, start, t->full ? t->full_np : t->n_params, t->n_train, t->n_val, cb->user);
     const char *saved = NULL;
     int interrupted = 0;
     while (t->step < end) {
