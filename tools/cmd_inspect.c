@@ -267,6 +267,47 @@ static void json_promoted(const loaded *ld, const char *sep, int32_t id, double 
 /* ---- ffn inspect MODEL ----------------------------------------------------------------- */
 
 
+/* A MoE layer's expert load over the prompt: tokens routed to each expert
+ * (of the K slots a token has) and their summed router weight. */
+static void print_expert_load(const loaded *ld, const ffn_inspect_result *r, int64_t li) {
+    const int64_t E = ffn_model_get_config(ld->model)->num_experts;
+    if (E <= 0) return;
+    int64_t *count = calloc((size_t)E, sizeof *count);
+    double *weight = calloc((size_t)E, sizeof *weight);
+    if (!count || !weight) {
+        free(count);
+        free(weight);
+        return;
+    }
+    int64_t slots = 0;
+    for (int64_t t = 0; t < r->n_tokens; t++) {
+        const ffn_inspect_token *tk = ffn_inspect_token_at(r, li, t);
+        for (int64_t j = 0; j < tk->n_experts; j++) {
+            const int32_t e = tk->experts[j];
+            if (e < 0 || e >= E) continue;
+            count[e]++;
+            weight[e] += tk->expert_weights[j];
+            slots++;
+        }
+    }
+    int64_t busiest = 0, idle = 0;
+    for (int64_t e = 0; e < E; e++) {
+        if (count[e] > count[busiest]) busiest = e;
+        idle += count[e] == 0;
+    }
+    printf("layer %lld expert load (%lld tokens x %lld experts each = %lld slots):",
+           (long long)r->layers[li], (long long)r->n_tokens,
+           (long long)(r->n_tokens > 0 ? slots / r->n_tokens : 0), (long long)slots);
+    for (int64_t e = 0; e < E; e++)
+        printf("%s e%lld %lld (w %.2f)", e % 6 == 0 ? "\n " : "", (long long)e, (long long)count[e],
+               weight[e]);
+    printf("\n  busiest e%lld takes %.1f%% of the slots (even: %.1f%%); %lld of %lld experts unused\n",
+           (long long)busiest, slots ? 100.0 * (double)count[busiest] / (double)slots : 0.0,
+           100.0 / (double)E, (long long)idle, (long long)E);
+    free(count);
+    free(weight);
+}
+
 static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
     sbuf a = {0}, b = {0};
     for (int64_t li = 0; li < r->n_layers; li++) {
@@ -309,8 +350,10 @@ static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
             sc += ffn_inspect_token_at(r, li, t)->cosine;
         }
         printf("layer %lld: the top %lld neurons explain on average %.3f of |y| (norm ratio), "
-               "cosine %.3f\n\n", (long long)l, (long long)r->top_k,
+               "cosine %.3f\n", (long long)l, (long long)r->top_k,
                se / (double)r->n_tokens, sc / (double)r->n_tokens);
+        if (r->layer_is_moe[li]) print_expert_load(ld, r, li);
+        printf("\n");
     }
     free(a.s);
     free(b.s);

@@ -4,7 +4,8 @@
 # edit), with no internal function name in it; `inspect keys --top T` prints
 # T examples per neuron and lists neurons by selectivity (their largest
 # activation, descending); `compare` refusing another experiment in --out
-# names the settings that differ, not its internal key.
+# names the settings that differ, not its internal key; the MoE `inspect`
+# ends each MoE layer with its expert load (counts summing to tokens x K).
 set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
@@ -51,4 +52,19 @@ grep -q "holds another experiment (steps 2 there, 3 here; variants relu there, r
     fail "compare's refusal: $(cat "$tmp/err")"
 (( $(wc -c <"$tmp/err") < 300 )) || fail "compare's refusal is $(wc -c <"$tmp/err") bytes: $(cat "$tmp/err")"
 ok "compare names the settings that differ from the experiment in --out"
+"$FFN" train --corpus en --corpus-sentences 1000 --tokenizer word --mlp-type moe --steps 2 --hidden-size 64 \
+    --intermediate-size 96 --num-hidden-layers 2 --num-attention-heads 4 --seq-len 32 --batch-size 2 \
+    --out "$tmp/moe" --quiet >/dev/null 2>&1 || fail "train moe"
+"$FFN" inspect "$tmp/moe" --prompt "Mary gave John the apple" 2>/dev/null >"$tmp/moe.txt"
+/usr/bin/python3 - "$tmp/moe.txt" <<'PY' || fail "MoE expert load: $(grep -A3 'expert load' "$tmp/moe.txt")"
+import re, sys
+t = open(sys.argv[1]).read()
+loads = re.findall(r"layer (\d+) expert load \((\d+) tokens x (\d+) experts each = (\d+) slots\):\n((?:  .*\n)+)", t)
+assert len(loads) == 2, loads
+for layer, n, k, slots, body in loads:
+    counts = [int(c) for c in re.findall(r"e\d+ (\d+) \(w", body)]
+    assert sum(counts) == int(slots) == int(n) * int(k), (counts, n, k, slots)
+    assert "busiest" in body
+PY
+ok "MoE inspect: per-layer expert load, counts summing to tokens x K"
 echo "test_cli_messages: ok"
