@@ -84,9 +84,13 @@ static const char about[] =
 "is reported; norms, biases and MoE routers stay f32.  The architecture is\n"
 "llama (Mixtral-style experts too), qwen2 (q/k/v biases) or qwen2moe (experts\n"
 "with a shared expert); llama's q/k rows are written in llama.cpp's order.\n"
-"The vocabulary beside MODEL is written as a llama vocabulary (byte tokens as\n"
-"<0xXX>); without one, byte tokens <0x00>..<0xFF>.  The file is written beside\n"
-"OUT and renamed into place; an existing OUT is replaced only with --force.\n"
+"The vocabulary goes along: a GGUF MODEL's tokenizer keys are copied; ffn's\n"
+"own (byte, char, word) is kept whole for ffn (ffn.tokenizer) beside a llama\n"
+"vocabulary llama.cpp encodes the same way (byte; char for text in the\n"
+"vocabulary; a word vocabulary is warned about: llama.cpp cannot encode it);\n"
+"a llama2.c tokenizer.bin with its scores; without one, byte tokens.  The file\n"
+"is written beside OUT and renamed into place; an existing OUT is replaced only\n"
+"with --force.\n"
 "Measured effect on perplexity: docs/QUANTIZATION.md (ffn eval --reference).\n";
 
 static const char epilog[] =

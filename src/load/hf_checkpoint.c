@@ -306,10 +306,13 @@ static char *dir_of(const char *path) {
 static void find_tokenizer(const ckpt_source *s, ffn_checkpoint_info *info) {
     info->tokenizer_path[0] = '\0';
     info->tokenizer_is_llama2c = 0;
-    const char *cands[3] = {s->extra.tokenizer_file[0] ? s->extra.tokenizer_file : NULL,
-                            s->format == FFN_CHECKPOINT_LLAMA2C ? NULL : FFN_TOKENIZER_FILENAME,
-                            "tokenizer.bin"};
-    for (int i = 0; i < 3; i++) {
+    /* a llama2.c .bin: its tokenizer.bin, else the tokenizer.txt that ffn
+     * export --format llama2c writes beside it for ffn's own vocabularies */
+    const int l2c = s->format == FFN_CHECKPOINT_LLAMA2C;
+    const char *cands[4] = {s->extra.tokenizer_file[0] ? s->extra.tokenizer_file : NULL,
+                            l2c ? NULL : FFN_TOKENIZER_FILENAME, "tokenizer.bin",
+                            l2c ? FFN_TOKENIZER_FILENAME : NULL};
+    for (int i = 0; i < 4; i++) {
         if (!cands[i]) continue;
         char p[FFN_CHECKPOINT_PATH_MAX];
         int n = snprintf(p, sizeof p, "%s/%s", s->dir, cands[i]);

@@ -8,6 +8,9 @@
 #     char texts whose characters are in the vocabulary; word is warned;
 #   - GGUF of a GGUF (quantize / export of a GGUF input): its vocabulary
 #     copied, not replaced by placeholders;
+#   - llama2.c (export --format llama2c): ffn's vocabulary as tokenizer.txt
+#     beside the .bin (llama2.c's run.c has no char/word encoding; ffn reads
+#     it), a llama2.c tokenizer.bin copied as tokenizer.bin;
 #   - Hugging Face directories (export --format hf): tokenizer.json read by
 #     the JavaScript port of Hugging Face tokenizers (@lenml/tokenizers,
 #     tests/tokenizers) to the same ids, English and Chinese, char and word;
@@ -116,6 +119,22 @@ for m in char word byte zhc zhw; do
     done
     ok "tokenizer.json of the $m vocabulary: Hugging Face's ids equal ffn's on ${#files[@]} texts"
 done
+
+# ---- llama2.c: ffn's vocabulary beside the .bin (tokenizer.txt) -----------
+for m in char word; do
+    mkdir -p "$tmp/l2c-$m"
+    "$FFN" export "$tmp/$m" --out "$tmp/l2c-$m/model.bin" --format llama2c 2>"$tmp/err" || fail "export llama2c $m: $(cat "$tmp/err")"
+    cmp -s "$tmp/l2c-$m/tokenizer.txt" "$tmp/$m/tokenizer.txt" || fail "llama2c export of $m: no tokenizer.txt beside the .bin"
+    a=$("$FFN" run "$tmp/$m" --prompt "Mary gave John the" --steps 5 --temperature 0 2>/dev/null)
+    b=$("$FFN" run "$tmp/l2c-$m/model.bin" --prompt "Mary gave John the" --steps 5 --temperature 0 2>/dev/null)
+    [[ "$a" == "$b" ]] || fail "llama2c export of $m: ffn run differs: '$a' vs '$b'"
+done
+mkdir -p "$tmp/l2c-x" && echo "someone else's" >"$tmp/l2c-x/tokenizer.txt"
+if "$FFN" export "$tmp/word" --out "$tmp/l2c-x/model.bin" --format llama2c 2>"$tmp/err"; then
+    fail "llama2c export replaced another tokenizer.txt without --force"; fi
+grep -q "exists with another vocabulary" "$tmp/err" || fail "llama2c export over a tokenizer.txt: $(cat "$tmp/err")"
+[[ ! -e "$tmp/l2c-x/model.bin" ]] || fail "llama2c export wrote the .bin before refusing the vocabulary"
+ok "llama2.c export: ffn's vocabulary beside the .bin (ffn run reads it), another one kept without --force"
 
 # a GGUF ffn wrote, exported to Hugging Face: the vocabulary comes along
 "$FFN" export "$tmp/zhw.gguf" --out "$tmp/hf-gg" 2>/dev/null || fail "export --format hf of a GGUF"
