@@ -6,6 +6,7 @@
 #include "ffn/gguf.h"
 #include "ffn/vocab.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -45,21 +46,32 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     ffn_vocab *voc = NULL;
     ffn_status st = FFN_OK;
     const int64_t V = ffn_model_get_config(m)->vocab_size;
-    if (info->tokenizer_path[0]) st = ffn_vocab_load(info->tokenizer_path, V, &voc);
+    /* the vocabulary beside MODEL; a Hugging Face directory's tokenizer.json too */
+    char *found = NULL;
+    const char *vpath = info->tokenizer_path[0] ? info->tokenizer_path : NULL;
+    struct stat sb;
+    if (!vpath && stat(model_path, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+        ffn_vocab_find_in_dir(model_path, &found) == FFN_OK)
+        vpath = found;
+    if (vpath) st = ffn_vocab_load(vpath, V, &voc);
+    if (st) free(found);
     if (st) return cli_fail(cmd, st);
     progress p = {cli_progress_tty(), out};
     ffn_gguf_save_options o;
     ffn_gguf_save_options_default(&o);
     o.type = type;
     o.vocab = voc;
-    o.vocab_path = info->tokenizer_path[0] ? info->tokenizer_path : NULL;
+    o.vocab_path = vpath;
     o.context_cap = info->context_cap;
     o.progress = on_tensor;
     o.progress_user = &p;
     ffn_gguf_save_report r;
     st = ffn_gguf_save_model(m, out, &o, &r);
     ffn_vocab_free(voc);
-    if (st) return cli_fail(cmd, st);
+    if (st) {
+        free(found);
+        return cli_fail(cmd, st);
+    }
     fprintf(stderr, "ffn %s: %s (%s, %s) -> %s (GGUF, %s): %lld tensors, %lld kept f32 (norms, "
             "biases, routers)", cmd, model_path, ffn_checkpoint_format_name(info->format),
             info->model_type, out, ffn_ggml_type_name((ffn_ggml_type)type), (long long)r.n_tensors,
@@ -68,8 +80,9 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
         fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
                 (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
                 (long long)ffn_ggml_block_size((ffn_ggml_type)type));
-    fprintf(stderr, "; vocabulary: %s%s%s\n", info->tokenizer_path[0] ? info->tokenizer_path : "",
-            info->tokenizer_path[0] ? ", " : "", r.vocab_kind ? r.vocab_kind : "");
+    fprintf(stderr, "; vocabulary: %s%s%s\n", vpath ? vpath : "", vpath ? ", " : "",
+            r.vocab_kind ? r.vocab_kind : "");
+    free(found);
     if (r.vocab_warning) fprintf(stderr, "ffn %s: warning: %s\n", cmd, r.vocab_warning);
     return 0;
 }

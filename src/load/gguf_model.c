@@ -901,8 +901,11 @@ static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_gguf_save_options *o
             if (txt && len == 6 && sscanf(txt, "<0x%2X>", &hx) == 1) types[i] = GG_TOKEN_BYTE;
         } else if (voc && i < ffn_vocab_size(voc)) {
             char b1[1];
+            (void)b1;
+            /* ffn's own: the piece; a tokenizer.json's: the token as the file writes it
+             * ("Ġthe", "▁the", "<0x0A>"; holes become unused fillers) */
             if (own) txt = ffn_tokenizer_token(own, (int32_t)i, &len);
-            else if ((st = ffn_vocab_piece(voc, -1, (int32_t)i, b1, &txt, &len))) break;
+            else txt = ffn_vocab_token(voc, (int32_t)i, &len);
             sp_spaces = own != NULL; /* llama.cpp's SPM encoder sees spaces as U+2581 */
             if (bytes && len == 1 && txt[0] != ' ' && (int32_t)i != sp.unk) {
                 snprintf(buf, sizeof buf, "<0x%02X>", (unsigned char)txt[0]);
@@ -1048,7 +1051,11 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected f32, f16, bf16, q8_0, "
                          "q4_0, q4_K or q6_K", path, ffn_ggml_type_name(o.type));
-    if (o.vocab && ffn_vocab_size(o.vocab) != c->vocab_size)
+    /* a tokenizer.json may hold fewer ids than the embedding (Qwen pads V): the
+     * rest are written as unused tokens */
+    if (o.vocab && (ffn_vocab_size(o.vocab) > c->vocab_size ||
+                    (ffn_vocab_size(o.vocab) != c->vocab_size &&
+                     (ffn_vocab_tokenizer(o.vocab) || ffn_vocab_llama2c(o.vocab)))))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
                          path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);
     const int llama = !strcmp(arch, "llama");

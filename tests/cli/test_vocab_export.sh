@@ -142,6 +142,18 @@ mapfile -t out < <(node "$root/tests/tokenizers/encode_json.mjs" "$tk_dir" "$tmp
 [[ "${out[0]}" == "$(ids "$tmp/zhw" "${zh[0]}")" && "$(ids "$tmp/hf-gg" "${zh[1]}")" == "$(ids "$tmp/zhw" "${zh[1]}")" ]] ||
     fail "hf export of zhw.gguf: '${out[0]}'"
 ok "a GGUF of ffn's vocabulary exported to Hugging Face keeps it (tokenizer.txt and tokenizer.json)"
+# a BPE vocabulary (a Hugging Face directory's tokenizer.json): the GGUF
+# keeps it whole for ffn (ffn.tokenizer_json), with a warning for llama.cpp
+cp -r "$tmp/hf-word" "$tmp/hf-bpe"
+rm -f "$tmp/hf-bpe/tokenizer.txt" "$tmp/hf-bpe/tokenizer_config.json"
+cp "$root/tests/tokenizers/fixtures/gpt2_small.json" "$tmp/hf-bpe/tokenizer.json"
+sed -i 's/"ffn_tokenizer_file": "tokenizer.txt",\{0,1\}//' "$tmp/hf-bpe/config.json"
+"$FFN" export "$tmp/hf-bpe" --out "$tmp/bpe.gguf" --format gguf 2>"$tmp/err" || fail "export of a BPE model: $(cat "$tmp/err")"
+grep -q "warning: the tokenizer.json is kept whole for ffn" "$tmp/err" || fail "no warning for a BPE vocabulary: $(cat "$tmp/err")"
+for t in "${en[@]}" "${zh[@]}"; do
+    [[ "$(ids "$tmp/hf-bpe" "$t")" == "$(ids "$tmp/bpe.gguf" "$t")" ]] || fail "bpe.gguf: $(basename "$t"): ffn's ids differ"
+done
+ok "a tokenizer.json (BPE) vocabulary in a GGUF: ffn's ids unchanged, llama.cpp warned about"
 grep -q "warning: llama.cpp encodes a text whose characters are all in the char vocabulary" \
     <("$FFN" export "$tmp/char" --out "$tmp/c2.gguf" --format gguf 2>&1) || fail "no warning for char"
 ok "a char vocabulary in a GGUF is warned about (llama.cpp aborts on characters outside it)"
