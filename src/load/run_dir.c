@@ -37,6 +37,13 @@ static char *in_dir(const char *rdir, const char *name) {
  * Face tokenizer.json (looked for first), or the llama2.c tokenizer.bin of
  * a model fine-tuned from one (ffn train --init); NULL when neither. */
 static const char *foreign_vocab(const char *rdir) {
+    /* ffn's own tokenizer.txt first: a tokenizer.json beside it is its
+     * export for Hugging Face readers (ffn export --format hf) */
+    char *own = ffn_path_join(rdir, "/", FFN_TOKENIZER_FILENAME);
+    struct stat osb;
+    const int has_own = own && lstat(own, &osb) == 0 && S_ISREG(osb.st_mode);
+    free(own);
+    if (has_own) return NULL;
     static const char *const names[] = {"tokenizer.json", FFN_LLAMA2C_TOKENIZER_FILENAME};
     for (int i = 0; i < 2; i++) {
         char *path = ffn_path_join(rdir, "/", names[i]);

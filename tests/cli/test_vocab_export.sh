@@ -117,6 +117,9 @@ for m in char word byte zhc zhw; do
         # and ffn reads the directory (tokenizer.txt first) to the same ids
         [[ "$(ids "$tmp/hf-$m" "${files[$i]}")" == "$want" ]] || fail "ffn on hf-$m"
     done
+    # and ffn's commands read the directory by its tokenizer.txt, not the tokenizer.json
+    [[ "$("$FFN" generate "$tmp/hf-$m" --prompt "Mary" --steps 4 --temperature 0 2>&1)" == \
+       "$("$FFN" generate "$tmp/$m" --prompt "Mary" --steps 4 --temperature 0 2>&1)" ]] || fail "generate on hf-$m"
     ok "tokenizer.json of the $m vocabulary: Hugging Face's ids equal ffn's on ${#files[@]} texts"
 done
 
