@@ -148,9 +148,10 @@ typedef struct ffn_vocab ffn_vocab;
  * that many tokens; a tokenizer.json or GGUF may have fewer ids, not more);
  * 0: any.  Errors name the file and what is wrong. */
 ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **out);
-/* The vocabulary file of a model directory, in this order: tokenizer.txt
- * (ffn's own: a tokenizer.json beside it is its export for Hugging Face),
- * tokenizer.json, tokenizer.bin.  *path is malloc'd (free() it);
+/* The vocabulary file of a model directory, in this order: tokenizer.json
+ * (unless it is ffn's own export of the tokenizer.txt beside it, as `ffn
+ * export --format hf` writes: then tokenizer.txt), tokenizer.txt,
+ * tokenizer.bin.  *path is malloc'd (free() it);
  * FFN_ERR_IO (as for a missing file) when there is none. */
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path);
 /* The same from memory (`name` is used in messages). */

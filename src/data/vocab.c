@@ -358,13 +358,33 @@ static int is_regular(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+int vocab_dir_json_is_export(const char *dir) {
+    char *jp = join_path(dir, "tokenizer.json"), *tp = join_path(dir, FFN_TOKENIZER_FILENAME);
+    int yes = 0;
+    if (jp && tp && is_regular(jp) && is_regular(tp)) {
+        ffn_tokenizer *tok = NULL;
+        char *want = NULL, *have = NULL;
+        size_t nw = 0, nh = 0;
+        if (ffn_tokenizer_load(tp, &tok) == FFN_OK && tokenizer_to_hf_json(tok, &want, &nw) == FFN_OK &&
+            ffn_text_read(jp, &have, &nh) == FFN_OK)
+            yes = nw == nh && !memcmp(want, have, nw);
+        ffn_tokenizer_free(tok);
+        free(want);
+        free(have);
+    }
+    free(jp);
+    free(tp);
+    return yes;
+}
+
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path) {
     if (!dir || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_find_in_dir: NULL argument");
     *path = NULL;
-    /* ffn's own tokenizer.txt first: the tokenizer.json beside it is its
-     * export for Hugging Face readers (the same ids) */
-    static const char *const names[] = {FFN_TOKENIZER_FILENAME, "tokenizer.json", "tokenizer.bin"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    /* tokenizer.json first, unless it is ffn's own export of the
+     * tokenizer.txt beside it (export --format hf): then tokenizer.txt */
+    static const char *const names[] = {"tokenizer.json", FFN_TOKENIZER_FILENAME, "tokenizer.bin"};
+    const int skip_json = vocab_dir_json_is_export(dir);
+    for (size_t i = skip_json; i < sizeof names / sizeof names[0]; i++) {
         char *p = join_path(dir, names[i]);
         if (!p) return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
         if (is_regular(p)) {

@@ -25,6 +25,12 @@ ffn_status tokenizer_to_hf_json(const ffn_tokenizer *tok, char **json, size_t *n
     "{\n  \"tokenizer_class\": \"PreTrainedTokenizerFast\",\n  \"unk_token\": \"<unk>\",\n" \
     "  \"clean_up_tokenization_spaces\": false,\n  \"model_max_length\": 1000000000\n}\n"
 
+/* 1 when dir's tokenizer.json is exactly what tokenizer_to_hf_json makes
+ * of the tokenizer.txt beside it (ffn's Hugging Face export): readers then
+ * take tokenizer.txt, which is the same vocabulary in ffn's own engine; a
+ * tokenizer.json put there by hand is still read first. */
+int vocab_dir_json_is_export(const char *dir);
+
 /* GGUF keys under which ffn keeps a vocabulary exactly, beside the
  * tokenizer.ggml.* that llama.cpp reads: its own tokenizer file, or a
  * tokenizer.json (and the tokenizer_config.json that was beside it). */
