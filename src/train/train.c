@@ -441,7 +441,8 @@ static ffn_status load_text(trainer *t) {
         st = ffn_text_read(o->data_path, &t->text_owned, &t->text_len);
         /* a model or a vocabulary given as text: name it, not its first bad byte */
         ffn_sniff kind = st == FFN_OK ? ffn_sniff_bytes(t->text_owned, t->text_len) : FFN_SNIFF_UNKNOWN;
-        if (st == FFN_OK && ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON)
+        if (st == FFN_OK && ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON &&
+            kind != FFN_SNIFF_PICKLE)
             st = ffn_error(FFN_ERR_FORMAT, "--data %s is %s, not text to train on; %s", o->data_path,
                            ffn_sniff_name(kind), ffn_sniff_advice(kind));
         if (st != FFN_OK) return st;
