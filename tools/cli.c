@@ -179,8 +179,23 @@ int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type
 
 int cli_fail(const char *cmd, ffn_status st) {
     const char *msg = ffn_last_error();
-    cli_error(cmd, "%s", (msg && *msg) ? msg : ffn_status_str(st));
+    if (!msg || !*msg) msg = ffn_status_str(st);
+    /* the library's own function name ("ffn_inspect_run: ") is not for the
+     * user: the message after it names what is wrong */
+    if (!strncmp(msg, "ffn_", 4)) {
+        size_t k = 4;
+        while ((msg[k] >= 'a' && msg[k] <= 'z') || (msg[k] >= '0' && msg[k] <= '9') || msg[k] == '_') k++;
+        if (msg[k] == ':' && msg[k + 1] == ' ' && msg[k + 2]) msg += k + 2;
+    }
+    cli_error(cmd, "%s", msg);
     return CLI_EXIT_FAIL;
+}
+
+int cli_check_layer(const char *cmd, int64_t layer, int64_t n_layers) {
+    if (layer < n_layers) return 0;
+    cli_error(cmd, "--layer %lld out of range: the model has %lld layer%s (0..%lld)", (long long)layer,
+              (long long)n_layers, n_layers == 1 ? "" : "s", (long long)n_layers - 1);
+    return CLI_EXIT_USAGE;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -712,7 +727,39 @@ void cli_help_options(FILE *f, const cli_opt *opts, const char *heading) {
 
 void cli_help(const cli_spec *s, FILE *f) {
     if (s->synopsis) {
-        fprintf(f, "usage: ffn %s %s\n", s->cmd, s->synopsis);
+        /* each line of the synopsis within 80 columns: a long one wraps at
+         * a space, its continuation indented under the first argument */
+        const int indent = (int)strlen("usage: ffn  ") + (int)strlen(s->cmd);
+        int col = fprintf(f, "usage: ffn %s", s->cmd), space = 1;
+        for (const char *p = s->synopsis; *p;) {
+            if (*p == '\n') { /* the synopsis's own next line, as written */
+                fputc('\n', f);
+                p++;
+                col = 0;
+                while (*p == ' ') fputc(*p++, f), col++;
+                space = 0;
+                continue;
+            }
+            if (*p == ' ') {
+                p++;
+                space = 1;
+                continue;
+            }
+            /* a flag keeps its metavar ("--target T", "[--threads N]"):
+             * the unit runs to the next space before a flag or bracket */
+            size_t w = strcspn(p, " \n");
+            while (p[w] == ' ' && p[w + 1] >= 'A' && p[w + 1] <= 'Z')
+                w += 1 + strcspn(p + w + 1, " \n");
+            if (col > indent && col + space + (int)w > 80) {
+                fprintf(f, "\n%*s", indent + 2, "");
+                col = indent + 2;
+                space = 0;
+            }
+            col += fprintf(f, "%s%.*s", space ? " " : "", (int)w, p);
+            p += w;
+            space = 0;
+        }
+        fputc('\n', f);
     } else {
         int col = fprintf(f, "usage: ffn %s", s->cmd);
         for (int k = 0; s->pos && s->pos[k].name; k++)

@@ -252,6 +252,10 @@ int cli_fail(const char *cmd, ffn_status st);
  * gated (*type FFN_MLP_GATED or _DENSE); 0, else the error is printed and
  * CLI_EXIT_USAGE returned. */
 int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type);
+/* A --layer beyond the model's layers (known only once it is loaded): one
+ * message and exit 2 (CLI_EXIT_USAGE), as for every other bad flag value;
+ * 0 when layer < n_layers. */
+int cli_check_layer(const char *cmd, int64_t layer, int64_t n_layers);
 
 /* Strict number parsing: the whole string must be a number in [lo, hi].
  * On failure print "ffn <cmd>: --flag: expected ..., got '...'" and return

@@ -663,7 +663,7 @@ static int bench_qgemm(int argc, char **argv) {
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|qgemm|model> [options]\n"
+    fprintf(f, "usage: ffn bench <layer|moe|peak|bandwidth|link|qgemm|model> [options]\n"
                "(--help on each)\n\n"
                "  layer      forward and forward+backward time of one FFN layer, GFLOP/s\n"
                "  moe        the same for a Mixture-of-Experts layer\n"

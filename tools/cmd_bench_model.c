@@ -21,7 +21,8 @@ static const char model_about[] =
     "  prompt  one forward of P tokens from an empty cache (ffn_model_prefill; the\n"
     "          logits of the last token only): P / time, the best of R runs;\n"
     "  decode  after a C-token context (prefilled, not timed), G single-token steps\n"
-    "          (ffn_model_step, KV cache, logits of every step): G / their total time.\n"
+    "          (ffn_model_step, KV cache, logits of every step): G / their total\n"
+    "          time.\n"
     "Bytes read per decoded token: every weight once, except the token embedding\n"
     "(one row; unless tied, when it is the head), MoE experts counted K of E; plus\n"
     "the fp32 K and V cache rows the steps attend to (their mean over the steps).\n"
@@ -33,7 +34,8 @@ static const char model_epilog[] =
     "decode_gbps, weight_bytes, file_bytes and peak_rss_bytes (VmHWM).\n"
     "Compare decode_gbps with `ffn bench bandwidth --json` at the same --threads.\n\n"
     "Example:\n"
-    "  ffn bench model m.gguf --prompt-tokens 512 --context 128 --gen 32 --threads 2 --json\n";
+    "  ffn bench model m.gguf --prompt-tokens 512 --context 128 --gen 32 \\\n"
+    "      --threads 2 --json\n";
 
 /* The bytes of tensor t as the model holds it. */
 static double tensor_bytes(const ffn_model *m, const ffn_model_tensor *t) {

@@ -10,9 +10,11 @@
 #include "ffn/safetensors.h"
 #include "ffn/train.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char *const CMD = "edit";
 
@@ -148,7 +150,7 @@ static int session_open(const args *a, session *s) {
     memset(s, 0, sizeof *s);
     if (cli_make_ctx(CMD, a->threads, &s->ctx)) return CLI_EXIT_FAIL;
     ffn_model_options mo = {.max_batch = 1, .training = 1};
-    ffn_status st = ffn_checkpoint_load_model(s->ctx, a->model, &mo, &s->model, &s->info);
+    ffn_status st = ffn_checkpoint_load_any(s->ctx, a->model, &mo, &s->model, &s->info);
     if (st) return cli_fail(CMD, st);
     if (!s->info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); "
@@ -187,8 +189,9 @@ static ffn_status heldout(session *s, const args *a, double *loss) {
                                  a->windows, loss);
 }
 
-/* C for one layer of the unedited model (cached beside the model, or in
- * --cache); 0, or the exit status after printing the error. */
+/* C for one layer of the unedited model (cached in $XDG_CACHE_HOME/ffn,
+ * default ~/.cache/ffn, or in --cache); 0, or the exit status after
+ * printing the error. */
 static int covariance(session *s, const args *a, int64_t layer, double **C, int64_t *rows,
                       int *cached) {
     char name[96];
@@ -207,14 +210,27 @@ static int covariance(session *s, const args *a, int64_t layer, double **C, int6
     }
     char dir[4200];
     const char *cache = a->cache;
-    if (!cache) { /* beside the model */
-        snprintf(dir, sizeof dir, "%s", a->model);
-        size_t k = strlen(dir);
-        while (k > 1 && dir[k - 1] == '/') dir[--k] = 0;
-        char *slash = strrchr(dir, '/');
-        if (!slash) snprintf(dir, sizeof dir, ".");
-        else if (slash == dir) dir[1] = 0;
-        else *slash = 0;
+    if (!cache) { /* the user's cache directory: $XDG_CACHE_HOME/ffn, else ~/.cache/ffn */
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && xdg[0] == '/') snprintf(dir, sizeof dir, "%s/ffn", xdg);
+        else if (home && home[0]) snprintf(dir, sizeof dir, "%s/.cache/ffn", home);
+        else {
+            cli_error(CMD, "no cache directory for C: neither XDG_CACHE_HOME nor HOME is set; "
+                      "give --cache DIR");
+            return CLI_EXIT_FAIL;
+        }
+        /* mkdir -p, private to the user */
+        for (char *q = dir + 1; *q; q++) {
+            if (*q != '/') continue;
+            *q = 0;
+            if (mkdir(dir, 0700) != 0 && errno != EEXIST) break;
+            *q = '/';
+        }
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+            cli_error(CMD, "%s: cannot create the cache directory: %s (give --cache DIR)", dir,
+                      strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
         cache = dir;
     }
     ffn_status st = ffn_edit_covariance_cached(s->model, layer, s->tokens, s->n_train, a->samples,
@@ -617,7 +633,7 @@ int cmd_edit(int argc, char **argv) {
                  "(repeatable)"},
         {.name = "--facts", .type = CLI_PATH, .dst = &a.facts, .metavar = "FILE",
          .help = "a facts file (JSON lines, as `ffn corpus --facts --json` prints)"},
-        {.name = "--fact", .type = CLI_INT, .dst = &a.fact, .metavar = "ID", .imin = INT64_MIN,
+        {.name = "--fact", .type = CLI_INT, .dst = &a.fact, .metavar = "ID", .imin = 0,
          .imax = INT64_MAX, .seen = &a.fact_seen, .def = "",
          .help = "the fact of --facts to edit: its prompt, subject, object, paraphrases and "
                  "neighbours"},
@@ -669,8 +685,9 @@ int cmd_edit(int argc, char **argv) {
         {.name = "--eval-windows", .type = CLI_INT, .dst = &a.windows, .metavar = "N", .imin = 1,
          .imax = 100000, .help = "context-length windows of the held-out loss"},
         {.name = "--cache", .type = CLI_PATH, .dst = &a.cache, .metavar = "DIR",
-         .def = "beside MODEL", .help = "where C is cached (named by layer, samples and the "
-                                        "weights' hash)"},
+         .def = "$XDG_CACHE_HOME/ffn, else ~/.cache/ffn",
+         .help = "where C is cached (named by layer, samples and the weights' hash); the "
+                 "directory of MODEL to keep it beside the model"},
         CLI_OPT_OUT(&a.out, "DIR", "write the edited model here (the layout of MODEL)"),
         CLI_OPT_FORCE(&a.force, "replace an existing --out"),
         CLI_OPT_JSON(&a.json, "one JSON object on stdout"),
@@ -764,11 +781,7 @@ int cmd_edit(int argc, char **argv) {
     if (!rc) rc = session_open(&a, &s);
     if (!rc) {
         const int64_t L = ffn_model_get_config(s.model)->num_hidden_layers;
-        if (a.layer >= L) {
-            cli_error(CMD, "--layer %lld out of range: the model has %lld layers (0..%lld)",
-                      (long long)a.layer, (long long)L, (long long)L - 1);
-            rc = CLI_EXIT_USAGE;
-        }
+        rc = cli_check_layer(CMD, a.layer, L);
     }
     if (!rc) {
         if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);

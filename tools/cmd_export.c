@@ -6,6 +6,9 @@
 #include "gguf_out.h"
 #include "ffn/checkpoint.h"
 #include "ffn/gguf.h"
+#include "ffn/vocab.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 #include <sys/stat.h>
@@ -32,6 +35,130 @@ static int refuse_out(const char *model, const char *out, int force) {
     }
     cli_error(CMD, "%s already exists: replace it with --force, or choose another --out", out);
     return 1;
+}
+
+/* ---- the vocabulary beside a llama2.c export ----------------------------
+ * llama2.c reads tokenizer.bin from beside the checkpoint; ffn reads that,
+ * else tokenizer.txt.  A llama2.c vocabulary is copied as tokenizer.bin; ffn's
+ * own (byte, char, word: an encoding llama2.c's run.c does not have) is
+ * written as tokenizer.txt, which ffn reads beside PATH; a BPE vocabulary
+ * (tokenizer.json, a GGUF's) has no llama2.c form and is not written (said
+ * so).  An existing file of that name with other bytes is replaced only with
+ * --force. */
+typedef struct l2c_vocab {
+    char path[4200];
+    char *bytes;
+    size_t n;
+    const char *what;
+} l2c_vocab;
+
+static int read_all(const char *path, char **buf, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t got = fread(b + len, 1, cap - len, f);
+        len += got;
+        if (len < cap) break;
+        char *nb = realloc(b, cap *= 2);
+        if (!nb) {
+            free(b);
+            b = NULL;
+        } else {
+            b = nb;
+        }
+    }
+    fclose(f);
+    if (!b) return -1;
+    *buf = b;
+    *n = len;
+    return 0;
+}
+
+/* What to write beside `out` (v->bytes NULL: nothing); 1 after printing an
+ * error. */
+static int l2c_vocab_plan(const char *out, const ffn_checkpoint_info *info, int64_t V, int force,
+                          l2c_vocab *v) {
+    memset(v, 0, sizeof *v);
+    if (!info->tokenizer_path[0]) {
+        fprintf(stderr, "ffn export: note: MODEL has no vocabulary beside it; none is written\n");
+        return 0;
+    }
+    const char *name = NULL;
+    if (info->tokenizer_is_llama2c) {
+        name = "tokenizer.bin";
+        v->what = "its llama2.c tokenizer.bin";
+        if (read_all(info->tokenizer_path, &v->bytes, &v->n)) {
+            cli_error(CMD, "%s: cannot read the vocabulary", info->tokenizer_path);
+            return 1;
+        }
+    } else {
+        ffn_vocab *voc = NULL;
+        ffn_status st = ffn_vocab_load(info->tokenizer_path, V, &voc);
+        if (st) {
+            cli_fail(CMD, st);
+            return 1;
+        }
+        const ffn_tokenizer *tok = ffn_vocab_tokenizer(voc);
+        if (!tok) {
+            fprintf(stderr, "ffn export: warning: the %s vocabulary of %s has no llama2.c form (a "
+                    "tokenizer.bin holds no merges): none is written beside the .bin; export "
+                    "--format gguf or hf to keep it\n", ffn_vocab_kind_name(ffn_vocab_get_kind(voc)),
+                    info->tokenizer_path);
+            ffn_vocab_free(voc);
+            return 0;
+        }
+        /* ffn's own vocabulary as its tokenizer file: through a temporary file */
+        char tmpl[] = "/tmp/ffn-export-vocab-XXXXXX";
+        int fd = mkstemp(tmpl);
+        if (fd < 0 || (close(fd), st = ffn_tokenizer_save(tok, tmpl)) || read_all(tmpl, &v->bytes, &v->n)) {
+            if (fd >= 0) unlink(tmpl);
+            ffn_vocab_free(voc);
+            if (st) cli_fail(CMD, st);
+            else cli_error(CMD, "cannot write the vocabulary");
+            return 1;
+        }
+        unlink(tmpl);
+        ffn_vocab_free(voc);
+        name = FFN_TOKENIZER_FILENAME;
+        v->what = "ffn's vocabulary (llama2.c's run.c cannot encode with it; ffn reads it beside the .bin)";
+    }
+    const char *slash = strrchr(out, '/');
+    if (slash) snprintf(v->path, sizeof v->path, "%.*s/%s", (int)(slash - out), out, name);
+    else snprintf(v->path, sizeof v->path, "%s", name);
+    char *old = NULL;
+    size_t on = 0;
+    if (!read_all(v->path, &old, &on)) {
+        int same = on == v->n && !memcmp(old, v->bytes, on);
+        free(old);
+        if (same) {
+            free(v->bytes);
+            v->bytes = NULL;
+            fprintf(stderr, "ffn export: %s already holds the vocabulary\n", v->path);
+        } else if (!force) {
+            cli_error(CMD, "%s exists with another vocabulary: the export writes %s there; "
+                      "replace it with --force, or write PATH in another directory", v->path, v->what);
+            free(v->bytes);
+            v->bytes = NULL;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static ffn_status l2c_vocab_write(const l2c_vocab *v) {
+    if (!v->bytes) return FFN_OK;
+    ffn_atomic_file af;
+    ffn_status st = ffn_atomic_open(&af, v->path);
+    if (st) return st;
+    if (fwrite(v->bytes, 1, v->n, af.f) != v->n) {
+        ffn_atomic_abort(&af);
+        return ffn_set_error(FFN_ERR_IO, "%s: write error", v->path);
+    }
+    st = ffn_atomic_commit(&af);
+    if (st == FFN_OK) fprintf(stderr, "ffn export: wrote %s: %s\n", v->path, v->what);
+    return st;
 }
 
 static const char about[] =
@@ -65,20 +192,24 @@ int cmd_export(int argc, char **argv) {
                  "convention: a model whose RoPE rotates consecutive pairs (llama2.c) gets its "
                  "q_proj/k_proj rows permuted per head (row 2j+h -> h*Dh/2 + j), so HF code "
                  "computes the same logits.  The vocabulary found beside MODEL (tokenizer.txt "
-                 "or tokenizer.bin) is copied along.  The directory is written beside PATH and "
+                 "or tokenizer.bin) is copied along, ffn's own also as a tokenizer.json "
+                 "(and tokenizer_config.json) Hugging Face tokenizers read to the same ids.  The directory is written beside PATH and "
                  "swapped in atomically; an existing PATH must be an empty directory, or a model "
                  "directory and --force given (files in it that ffn does not write are kept).  A "
                  "source with a sliding window (mistral) is written with "
                  "max_position_embeddings = the window: ffn runs it with full attention up to "
                  "there.\n"
                  "llama2c: a llama2.c .bin file PATH (the legacy layout, freq_cis included; q/k "
-                 "permuted back to consecutive pairs).  Only gated-SiLU models without biases "
+                 "permuted back to consecutive pairs), its vocabulary beside it: a llama2.c "
+                 "tokenizer.bin copied as tokenizer.bin, ffn's own as tokenizer.txt (ffn reads it; "
+                 "llama2.c's run.c has no char/word encoding), a BPE one not at all (said so).  "
+                 "Only gated-SiLU models without biases "
                  "or experts, with RMSNorm eps 1e-5 and RoPE theta 10000, fit the format.  "
                  "Written to a new PATH.tmp-XXXXXX, fsynced, renamed; an existing PATH is replaced "
                  "only with --force.\n"
                  "gguf: a GGUF file PATH llama.cpp runs (architecture llama, qwen2 or qwen2moe; "
-                 "llama's q/k rows in llama.cpp's order; the vocabulary beside MODEL, else byte "
-                 "tokens), the matrices in --dtype, norms f32; for quantized types see `ffn "
+                 "llama's q/k rows in llama.cpp's order; the vocabulary as `ffn quantize` writes "
+                 "it), the matrices in --dtype, norms f32; for quantized types see `ffn "
                  "quantize`.  Written atomically; an existing PATH is replaced only with --force."},
         {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,
          .help = "weight dtype for --format hf and gguf: F32 (exact), F16 or BF16 (rounded to "
@@ -116,7 +247,15 @@ int cmd_export(int argc, char **argv) {
     }
     if (st == FFN_OK) {
         if (l2c) {
+            l2c_vocab v;
+            if (l2c_vocab_plan(out, &info, ffn_model_get_config(m)->vocab_size, force, &v)) {
+                ffn_model_free(m);
+                ffn_ctx_free(ctx);
+                return CLI_EXIT_FAIL;
+            }
             st = ffn_checkpoint_save_llama2c(m, out);
+            if (st == FFN_OK) st = l2c_vocab_write(&v);
+            free(v.bytes);
         } else {
             ffn_hf_save_options o = {dtype, info.tokenizer_path[0] ? info.tokenizer_path : NULL,
                                      info.tokenizer_is_llama2c, info.context_cap,

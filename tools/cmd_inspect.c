@@ -116,6 +116,9 @@ static int load(const char *path, int threads, loaded *ld) {
     char *json = NULL; /* a directory's tokenizer.json comes first */
     if (!st && ffn_vocab_find_in_dir(path, &json) == FFN_OK && strstr(json, "tokenizer.json")) {
         st = ffn_vocab_load(json, ffn_model_get_config(ld->model)->vocab_size, &ld->hf);
+    } else if (!st && info.format == FFN_CHECKPOINT_GGUF && info.tokenizer_path[0]) {
+        /* a GGUF's own vocabulary (tokenizer.ggml.*, or ffn's exact copy) */
+        st = ffn_vocab_load(info.tokenizer_path, ffn_model_get_config(ld->model)->vocab_size, &ld->hf);
     } else if (!st && info.tokenizer_path[0]) {
         int64_t V = ffn_model_get_config(ld->model)->vocab_size;
         st = info.tokenizer_is_llama2c ? ffn_llama2c_tokenizer_load(info.tokenizer_path, V, &ld->l2tok)
@@ -261,6 +264,47 @@ static void json_promoted(const loaded *ld, const char *sep, int32_t id, double 
 /* ---- ffn inspect MODEL ----------------------------------------------------------------- */
 
 
+/* A MoE layer's expert load over the prompt: tokens routed to each expert
+ * (of the K slots a token has) and their summed router weight. */
+static void print_expert_load(const loaded *ld, const ffn_inspect_result *r, int64_t li) {
+    const int64_t E = ffn_model_get_config(ld->model)->num_experts;
+    if (E <= 0) return;
+    int64_t *count = calloc((size_t)E, sizeof *count);
+    double *weight = calloc((size_t)E, sizeof *weight);
+    if (!count || !weight) {
+        free(count);
+        free(weight);
+        return;
+    }
+    int64_t slots = 0;
+    for (int64_t t = 0; t < r->n_tokens; t++) {
+        const ffn_inspect_token *tk = ffn_inspect_token_at(r, li, t);
+        for (int64_t j = 0; j < tk->n_experts; j++) {
+            const int32_t e = tk->experts[j];
+            if (e < 0 || e >= E) continue;
+            count[e]++;
+            weight[e] += tk->expert_weights[j];
+            slots++;
+        }
+    }
+    int64_t busiest = 0, idle = 0;
+    for (int64_t e = 0; e < E; e++) {
+        if (count[e] > count[busiest]) busiest = e;
+        idle += count[e] == 0;
+    }
+    printf("layer %lld expert load (%lld tokens x %lld experts each = %lld slots):",
+           (long long)r->layers[li], (long long)r->n_tokens,
+           (long long)(r->n_tokens > 0 ? slots / r->n_tokens : 0), (long long)slots);
+    for (int64_t e = 0; e < E; e++)
+        printf("%s e%lld %lld (w %.2f)", e % 6 == 0 ? "\n " : "", (long long)e, (long long)count[e],
+               weight[e]);
+    printf("\n  busiest e%lld takes %.1f%% of the slots (even: %.1f%%); %lld of %lld experts unused\n",
+           (long long)busiest, slots ? 100.0 * (double)count[busiest] / (double)slots : 0.0,
+           100.0 / (double)E, (long long)idle, (long long)E);
+    free(count);
+    free(weight);
+}
+
 static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
     sbuf a = {0}, b = {0};
     for (int64_t li = 0; li < r->n_layers; li++) {
@@ -303,8 +347,10 @@ static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
             sc += ffn_inspect_token_at(r, li, t)->cosine;
         }
         printf("layer %lld: the top %lld neurons explain on average %.3f of |y| (norm ratio), "
-               "cosine %.3f\n\n", (long long)l, (long long)r->top_k,
+               "cosine %.3f\n", (long long)l, (long long)r->top_k,
                se / (double)r->n_tokens, sc / (double)r->n_tokens);
+        if (r->layer_is_moe[li]) print_expert_load(ld, r, li);
+        printf("\n");
     }
     free(a.s);
     free(b.s);
@@ -507,6 +553,7 @@ static int run_tokens(int argc, char **argv) {
     }
     loaded ld;
     int rc = load(model_path, threads, &ld);
+    if (!rc) rc = cli_check_layer(CMD, o.layer, ffn_model_get_config(ld.model)->num_hidden_layers);
     ffn_inspect_result *res = NULL;
     if (!rc && prompt) {
         ffn_status st = FFN_OK;
@@ -670,13 +717,27 @@ static int run_effect(const loaded *ld, const char *model_path, const char *data
     return st ? cli_fail(CMD, st) : 0;
 }
 
+/* qsort's comparison for the keys table: a neuron's top example activation,
+ * largest first (no example: last), then the lower index. */
+static const ffn_keys_layer *keys_rank_layer;
+static float top_activation(int64_t i) {
+    const ffn_key_example *ex = keys_rank_layer->examples + i * keys_rank_layer->n_examples;
+    return keys_rank_layer->n_examples > 0 && ex[0].position >= 0 ? ex[0].activation : -INFINITY;
+}
+static int cmp_top_activation(const void *a, const void *b) {
+    const int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
+    const float x = top_activation(i), y = top_activation(j);
+    if (x != y) return x > y ? -1 : 1;
+    return i < j ? -1 : i > j;
+}
+
 /* opts_only: print the flags to it and return (for ffn inspect --help). */
 static int run_keys(int argc, char **argv, FILE *opts_only) {
     const char *model_path = NULL, *data = NULL;
     ffn_keys_options o;
     ffn_keys_options_default(&o);
     int64_t layer = -1, neurons = -1, show = 3, max_tokens = 100000;
-    int json = 0, effect = 0, rank_by = 0, max_tokens_given = 0;
+    int json = 0, effect = 0, rank_by = 0, max_tokens_given = 0, top_given = 0, show_given = 0;
     static const char *const rank_names[] = {"kl", "loss", NULL};
     int64_t threads = 0;
     const cli_opt opts[] = {
@@ -684,12 +745,14 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
          .help = "UTF-8 text (required)"},
         LAYER_OPT(&layer, ", one rate per layer"),
         {.name = "--top", .type = CLI_INT, .dst = &o.top_examples, .metavar = "T", .imin = 1,
-         .imax = 10000, .help = "trigger examples per neuron"},
+         .imax = 10000, .seen = &top_given,
+         .help = "trigger examples kept per neuron (and printed, unless --show)"},
         {.name = "--neurons", .type = CLI_INT, .dst = &neurons, .metavar = "N", .imin = 0,
          .imax = INT64_MAX, .def = "8 in the table, all with --json",
          .help = "neurons listed per layer (the rate always counts every neuron)"},
         {.name = "--show", .type = CLI_INT, .dst = &show, .metavar = "S", .imin = 0,
-         .imax = 10000, .help = "trigger examples printed per neuron"},
+         .imax = 10000, .seen = &show_given, .def = "3, or --top when given",
+         .help = "trigger examples printed per neuron"},
         {.name = "--promoted", .type = CLI_INT, .dst = &o.n_promoted, .metavar = "P", .imin = 1,
          .imax = 1000, .help = "promoted tokens per neuron"},
         {.name = "--window", .type = CLI_INT, .dst = &o.window, .metavar = "T", .imin = 1,
@@ -719,9 +782,15 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
     }
     if (effect && !max_tokens_given) max_tokens = 2048;
     if (neurons < 0) neurons = json ? 0 : 8;
-    o.max_neurons = neurons;
+    /* the table lists the most selective neurons (the largest top
+     * activation), so every neuron is gathered and ranked here; --json
+     * keeps the first N by index, as documented */
+    o.max_neurons = json || effect ? neurons : 0;
+    /* --top T alone prints its T examples (--show says otherwise) */
+    if (top_given && !show_given) show = o.top_examples;
     loaded ld;
     int rc = load(model_path, threads, &ld);
+    if (!rc) rc = cli_check_layer(CMD, layer, ffn_model_get_config(ld.model)->num_hidden_layers);
     char *text = NULL;
     size_t n_bytes = 0;
     int32_t *ids = NULL;
@@ -775,10 +844,25 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                 json_field("chance", kl->chance);
                 printf(", \"reported\": [");
             } else {
-                printf("\n== layer %lld: %lld neurons ==\n", (long long)kl->layer,
-                       (long long)kl->n_neurons);
+                printf("\n== layer %lld: %lld neurons, the %lld most selective (largest top "
+                       "activation) ==\n", (long long)kl->layer, (long long)kl->n_neurons,
+                       (long long)(neurons > 0 && neurons < kl->n_reported ? neurons : kl->n_reported));
             }
-            for (int64_t i = 0; i < kl->n_reported; i++) {
+            /* the table: neurons by their top example's activation, largest first */
+            int64_t *order = malloc((size_t)(kl->n_reported > 0 ? kl->n_reported : 1) * sizeof *order);
+            if (!order) {
+                cli_error(CMD, "out of memory");
+                rc = CLI_EXIT_FAIL;
+                break;
+            }
+            for (int64_t i = 0; i < kl->n_reported; i++) order[i] = i;
+            if (!json) {
+                keys_rank_layer = kl;
+                qsort(order, (size_t)kl->n_reported, sizeof *order, cmp_top_activation);
+            }
+            const int64_t n_list = !json && neurons > 0 && neurons < kl->n_reported ? neurons : kl->n_reported;
+            for (int64_t oi = 0; oi < n_list; oi++) {
+                const int64_t i = order[oi];
                 const ffn_key_example *ex = kl->examples + i * kl->n_examples;
                 const int32_t *pr = kl->promoted + i * P;
                 if (json) {
@@ -831,6 +915,7 @@ static int run_keys(int argc, char **argv, FILE *opts_only) {
                     }
                 }
             }
+            free(order);
             if (json) printf("]}");
         }
         if (json) {

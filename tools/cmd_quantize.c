@@ -6,6 +6,7 @@
 #include "ffn/gguf.h"
 #include "ffn/vocab.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -45,20 +46,32 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     ffn_vocab *voc = NULL;
     ffn_status st = FFN_OK;
     const int64_t V = ffn_model_get_config(m)->vocab_size;
-    if (info->tokenizer_path[0]) st = ffn_vocab_load(info->tokenizer_path, V, &voc);
+    /* the vocabulary beside MODEL; a Hugging Face directory's tokenizer.json too */
+    char *found = NULL;
+    const char *vpath = info->tokenizer_path[0] ? info->tokenizer_path : NULL;
+    struct stat sb;
+    if (!vpath && stat(model_path, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+        ffn_vocab_find_in_dir(model_path, &found) == FFN_OK)
+        vpath = found;
+    if (vpath) st = ffn_vocab_load(vpath, V, &voc);
+    if (st) free(found);
     if (st) return cli_fail(cmd, st);
     progress p = {cli_progress_tty(), out};
     ffn_gguf_save_options o;
     ffn_gguf_save_options_default(&o);
     o.type = type;
     o.vocab = voc;
+    o.vocab_path = vpath;
     o.context_cap = info->context_cap;
     o.progress = on_tensor;
     o.progress_user = &p;
     ffn_gguf_save_report r;
     st = ffn_gguf_save_model(m, out, &o, &r);
     ffn_vocab_free(voc);
-    if (st) return cli_fail(cmd, st);
+    if (st) {
+        free(found);
+        return cli_fail(cmd, st);
+    }
     fprintf(stderr, "ffn %s: %s (%s, %s) -> %s (GGUF, %s): %lld tensors, %lld kept f32 (norms, "
             "biases, routers)", cmd, model_path, ffn_checkpoint_format_name(info->format),
             info->model_type, out, ffn_ggml_type_name((ffn_ggml_type)type), (long long)r.n_tensors,
@@ -67,8 +80,10 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
         fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
                 (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
                 (long long)ffn_ggml_block_size((ffn_ggml_type)type));
-    fprintf(stderr, "; vocabulary: %s\n", info->tokenizer_path[0] ? info->tokenizer_path
-                                                                  : "byte tokens <0x00>..<0xFF>");
+    fprintf(stderr, "; vocabulary: %s%s%s\n", vpath ? vpath : "", vpath ? ", " : "",
+            r.vocab_kind ? r.vocab_kind : "");
+    free(found);
+    if (r.vocab_warning) fprintf(stderr, "ffn %s: warning: %s\n", cmd, r.vocab_warning);
     return 0;
 }
 
@@ -82,9 +97,13 @@ static const char about[] =
 "is reported; norms, biases and MoE routers stay f32.  The architecture is\n"
 "llama (Mixtral-style experts too), qwen2 (q/k/v biases) or qwen2moe (experts\n"
 "with a shared expert); llama's q/k rows are written in llama.cpp's order.\n"
-"The vocabulary beside MODEL is written as a llama vocabulary (byte tokens as\n"
-"<0xXX>); without one, byte tokens <0x00>..<0xFF>.  The file is written beside\n"
-"OUT and renamed into place; an existing OUT is replaced only with --force.\n"
+"The vocabulary goes along: a GGUF MODEL's tokenizer keys are copied; ffn's\n"
+"own (byte, char, word) is kept whole for ffn (ffn.tokenizer) beside a llama\n"
+"vocabulary llama.cpp encodes the same way (byte; char for text in the\n"
+"vocabulary; a word vocabulary is warned about: llama.cpp cannot encode it);\n"
+"a llama2.c tokenizer.bin with its scores; without one, byte tokens.  The file\n"
+"is written beside OUT and renamed into place; an existing OUT is replaced only\n"
+"with --force.\n"
 "Measured effect on perplexity: docs/QUANTIZATION.md (ffn eval --reference).\n";
 
 static const char epilog[] =

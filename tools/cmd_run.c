@@ -148,6 +148,7 @@ typedef struct run_state {
     ffn_dist *dist;
     ffn_model *m;
     ffn_model_options opt;
+    int64_t model_params; /* the whole model's (a --tp rank holds a share) */
     int write_dump; /* 0 on ranks other than 0 */
     float *all;     /* (fed, V) --dump-logits: every fed token's logits */
     int32_t *seq;   /* (fed + 1) the fed tokens */
@@ -363,13 +364,14 @@ static void run_print_info(const run_args *a, const run_state *s) {
     fprintf(stderr, "ffn run: %s (%s, model_type %s): %lld parameters, %lld file(s), %lld "
             "bytes; %s; RoPE %s\n", a->model_path,
             ffn_checkpoint_format_name(info->format), info->model_type,
-            (long long)ffn_model_num_params(s->m), (long long)info->n_files,
+            (long long)s->model_params, (long long)info->n_files,
             (long long)info->file_bytes, dtypes,
             ffn_model_get_config(s->m)->rope_style == FFN_ROPE_HALF ? "rotate_half" : "interleaved");
     if (s->dist)
-        fprintf(stderr, "ffn run: rank %d of %d (--tp %lld), %d thread(s)\n",
-                ffn_dist_rank(s->dist, FFN_DIST_WORLD), ffn_dist_size(s->dist, FFN_DIST_WORLD),
-                (long long)a->tp_ranks, ffn_ctx_threads(s->ctx));
+        fprintf(stderr, "ffn run: rank %d of %d (--tp %lld) holds %lld of the parameters, %d "
+                "thread(s)\n", ffn_dist_rank(s->dist, FFN_DIST_WORLD),
+                ffn_dist_size(s->dist, FFN_DIST_WORLD), (long long)a->tp_ranks,
+                (long long)ffn_model_num_params(s->m), ffn_ctx_threads(s->ctx));
 }
 
 /* The context, MPI under --tp (or mpirun), the model (each rank then keeps
@@ -420,6 +422,7 @@ static int run_load(const run_args *a, run_state *s) {
         if (st == FFN_OK && rank != 0) s->write_dump = 0;
     }
     if (st == FFN_OK) st = ffn_checkpoint_load_any(s->ctx, a->model_path, &s->opt, &s->m, &s->info);
+    s->model_params = st == FFN_OK && s->m ? ffn_model_num_params(s->m) : 0; /* before the shares */
     if (s->dist) { /* every rank loaded the model, or all stop; then each keeps its share */
         st = ffn_dist_agree(s->dist, st);
         ffn_model *share = NULL;

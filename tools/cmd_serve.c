@@ -200,7 +200,7 @@ static void guard_init(serve_guard *g, const char *host, const struct sockaddr_s
 static int load(serve_state *s, const char *path, const char *tokenizer) {
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
-    ffn_status st = ffn_checkpoint_load_model(s->ctx, path, NULL, &s->model, &info);
+    ffn_status st = ffn_checkpoint_load_any(s->ctx, path, NULL, &s->model, &info);
     if (st) return cli_fail(CMD, st);
     snprintf(s->format, sizeof s->format, "%s", ffn_checkpoint_format_name(info.format));
     snprintf(s->editor.tokenizer_path, sizeof s->editor.tokenizer_path, "%s",

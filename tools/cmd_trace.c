@@ -55,7 +55,8 @@ static const char epilog[] =
 "examples:\n"
 "  ffn train --corpus facts --tokenizer word --steps 2000 --out facts1\n"
 "  ffn trace facts1 --recall\n"
-"  ffn trace facts1 --prompt 'Sevelle lives in' --subject Sevelle --target Thardun\n"
+"  ffn trace facts1 --prompt 'Sevelle lives in' --subject Sevelle \\\n"
+"      --target Thardun\n"
 "  ffn trace facts1 --facts --n-facts 20 --svg trace.svg\n";
 
 static const char synopsis[] =
@@ -82,7 +83,7 @@ static int load(const char *path, int64_t threads, loaded *ld) {
     if (cli_make_ctx(CMD, threads, &ld->ctx)) return CLI_EXIT_FAIL;
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
-    ffn_status st = ffn_checkpoint_load_model(ld->ctx, path, NULL, &ld->model, &info);
+    ffn_status st = ffn_checkpoint_load_any(ld->ctx, path, NULL, &ld->model, &info);
     if (!st && !info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the weights (tokenizer.txt or tokenizer.bin): "
                   "tracing needs text", path);

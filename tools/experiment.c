@@ -209,6 +209,54 @@ static void read_key(const char *out, char *buf, size_t n) {
     fclose(f);
 }
 
+/* The value of field `name` ("steps") in a key ("... steps=300 ..."), as a
+ * pointer and length; NULL when absent.  The first field (the command) is
+ * named "command". */
+static const char *key_field(const char *key, const char *name, size_t *len) {
+    if (!strcmp(name, "command")) {
+        *len = strcspn(key, " ");
+        return key;
+    }
+    size_t nl = strlen(name);
+    for (const char *p = key; (p = strstr(p, name)) != NULL; p += nl) {
+        if ((p == key || p[-1] == ' ') && p[nl] == '=') {
+            *len = strcspn(p + nl + 1, " ");
+            return p + nl + 1;
+        }
+    }
+    return NULL;
+}
+
+/* "steps 300 there, 600 here; ..." for the fields of two keys that differ. */
+static void key_diff(const char *old, const char *key, char *buf, size_t n) {
+    buf[0] = '\0';
+    size_t k = 0;
+    const char *p = key;
+    int first = 1;
+    for (;;) {
+        char name[64];
+        size_t w = strcspn(p, " ");
+        const char *eq = memchr(p, '=', w);
+        size_t nl = first ? strlen("command") : eq ? (size_t)(eq - p) : 0;
+        if (nl > 0 && nl < sizeof name) {
+            memcpy(name, first ? "command" : p, nl);
+            name[nl] = '\0';
+            size_t la = 0, lb = 0;
+            const char *a = key_field(old, name, &la), *b = key_field(key, name, &lb);
+            if (b && (!a || la != lb || memcmp(a, b, la)) && k + 1 < n) {
+                int m = snprintf(buf + k, n - k, "%s%s %.*s there, %.*s here", k ? "; " : "", name,
+                                 a ? (int)la : 1, a ? a : "-", (int)lb, b);
+                if (m > 0) k += (size_t)m < n - k ? (size_t)m : n - k - 1;
+            }
+        }
+        first = 0;
+        p += w;
+        if (!*p) break;
+        p++;
+    }
+    if (!buf[0]) snprintf(buf, n, "the settings are written in another form");
+}
+
 static int write_key(const exp_plan *p, const char *key) {
     char path[1100];
     path_in(path, sizeof path, p->out_dir, "experiment.txt");
@@ -299,11 +347,14 @@ static int prepare_results(exp_plan *p) {
                       "%s already holds this experiment: continue it with --resume (finished runs "
                       "are kept), start it over with --force, or choose another --out",
                       out);
-        else if (old[0])
+        else if (old[0]) {
+            char diff[1024];
+            key_diff(old, key, diff, sizeof diff);
             cli_error(p->cmd,
-                      "%s holds another experiment (its settings differ: %s); replace its runs "
-                      "with --force, or choose another --out",
-                      out, old);
+                      "%s holds another experiment (%s); replace its runs with --force, or "
+                      "choose another --out",
+                      out, diff);
+        }
         else
             cli_error(p->cmd,
                       "%s exists and does not hold an experiment of this ffn (no experiment.txt); "

@@ -103,7 +103,7 @@ static int editor_ready(serve_state *s, serve_reply *r) {
     if (e->train) return 0;
     ffn_model_options mo = {.max_batch = 1, .training = 1}; /* the whole context, fp32 */
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_load_model(s->ctx, s->model_path, &mo, &e->train, &info);
+    ffn_status st = ffn_checkpoint_load_any(s->ctx, s->model_path, &mo, &e->train, &info);
     if (st) return serve_err(r, 500, "loading the training copy of the model: %s", ffn_last_error());
     int64_t n_train = 0, n_served = 0;
     float *p = ffn_model_params(e->train, &n_train);

@@ -204,8 +204,10 @@ ffn_status ffn_checkpoint_save_llama2c(ffn_model *model, const char *path);
  * the expected and the found (unknown architecture, a missing key or
  * tensor, a shape the metadata disagrees with, a type ffn cannot decode, a
  * tensor the model has no place for).  info->format is FFN_CHECKPOINT_GGUF,
- * model_type the architecture, n_dtypes[3] counts quantized tensors; no
- * vocabulary is read from the file yet (tokenizer_path is ""). */
+ * model_type the architecture, n_dtypes[3] counts quantized tensors;
+ * tokenizer_path is the file itself when it holds a vocabulary
+ * (tokenizer.ggml.*, or the ffn.tokenizer* keys ffn writes; ffn_vocab_load
+ * reads it), else "". */
 ffn_status ffn_gguf_read_config(const char *path, ffn_model_config *cfg, ffn_checkpoint_info *info);
 ffn_status ffn_gguf_load_model(ffn_ctx *ctx, const char *path, const ffn_model_options *opt,
                                ffn_model **model, ffn_checkpoint_info *info);
@@ -230,16 +232,25 @@ ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_mod
  * biases, the shared-expert gate and the routers (ffn_gate_inp, as
  * llama.cpp keeps them) stay f32.  Metadata: general.architecture, .name,
  * .file_type, .quantization_version, every {arch}.* key the reader above
- * reads, and a llama (SPM) vocabulary in tokenizer.ggml.*: the given
- * vocab's tokens (byte tokens of a byte vocabulary as <0xXX>; a llama2.c
- * vocabulary with its scores), or without one <0x00>..<0xFF> byte tokens
- * and <unusedN> fillers up to V.  The file is written atomically
+ * reads, and the vocabulary: a GGUF vocab_path's tokenizer.* keys copied
+ * verbatim; else a llama (SPM) vocabulary in tokenizer.ggml.* of the given
+ * vocab's tokens -- ffn's own byte/char/word with spaces as U+2581 and
+ * add_space_prefix false (byte tokens as <0xXX>, the space as U+2581) and
+ * the tokenizer file itself in "ffn.tokenizer"; a llama2.c vocabulary
+ * with its scores; a tokenizer.json's pieces and the file itself (read from
+ * vocab_path) in "ffn.tokenizer_json" -- or without one <0x00>..<0xFF>
+ * byte tokens and <unusedN> fillers up to V.  ffn_vocab_load reads the
+ * ffn.* keys first, so ffn encodes as the source did; report->vocab_warning
+ * says when llama.cpp will not (word pieces, a tokenizer.json).  The file is written atomically
  * (ffn_atomic_*): an existing path is replaced whole (callers refuse it
  * without --force). */
 typedef struct ffn_gguf_save_options {
     int type;                 /* ffn_ggml_type of the matrices (dtype.h): any type ffn
                                  encodes (FFN_GGML_ENCODES) */
     const ffn_vocab *vocab;   /* may be NULL: byte tokens */
+    const char *vocab_path;   /* the file `vocab` was read from, or NULL: a GGUF's
+                                 tokenizer.* keys are copied from it verbatim, a
+                                 tokenizer.json is kept whole (below) */
     int64_t context_cap;      /* > 0: context_length = min(the model's, this) */
     const char *name;         /* general.name (NULL: "ffn") */
     void (*progress)(void *user, int64_t done, int64_t total); /* per tensor; may be NULL */
@@ -250,6 +261,9 @@ typedef struct ffn_gguf_save_report {
     int64_t n_tensors;  /* written */
     int64_t n_f32;      /* of them kept f32 (vectors, routers) */
     int64_t n_fallback; /* matrices kept f16: rows not a multiple of the block */
+    const char *vocab_warning; /* NULL, or why llama.cpp will not encode every text to the
+                                  ids ffn does (a static string) */
+    const char *vocab_kind;    /* how the vocabulary was written (a static string) */
 } ffn_gguf_save_report;
 
 void ffn_gguf_save_options_default(ffn_gguf_save_options *opts); /* f32, no vocab */

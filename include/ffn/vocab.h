@@ -148,8 +148,10 @@ typedef struct ffn_vocab ffn_vocab;
  * that many tokens; a tokenizer.json or GGUF may have fewer ids, not more);
  * 0: any.  Errors name the file and what is wrong. */
 ffn_status ffn_vocab_load(const char *path, int64_t expected_vocab, ffn_vocab **out);
-/* The vocabulary file of a model directory, in this order: tokenizer.json,
- * tokenizer.txt, tokenizer.bin.  *path is malloc'd (free() it);
+/* The vocabulary file of a model directory, in this order: tokenizer.json
+ * (unless it is ffn's own export of the tokenizer.txt beside it, as `ffn
+ * export --format hf` writes: then tokenizer.txt), tokenizer.txt,
+ * tokenizer.bin.  *path is malloc'd (free() it);
  * FFN_ERR_IO (as for a missing file) when there is none. */
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path);
 /* The same from memory (`name` is used in messages). */
@@ -217,6 +219,31 @@ const char *ffn_vocab_token(const ffn_vocab *vocab, int32_t id, size_t *len);
  * errors of encode (invalid UTF-8) are returned. */
 ffn_status ffn_vocab_roundtrip(const ffn_vocab *vocab, const char *text, size_t n_bytes,
                                int *exact);
+
+/* ---- words typed by a user (a target, an object, a subject) -------------- */
+
+/* 1 when `word` follows `text` after a space in writing: not when the text
+ * ends in white space or either side is a CJK character or CJK / fullwidth
+ * punctuation (Chinese and Japanese write no spaces between words):
+ * "小明把苹果递给了" + "王" is "小明把苹果递给了王", "Mary gave" + "John"
+ * is "Mary gave John". */
+int ffn_vocab_word_space(const char *text, const char *word);
+
+/* The continuation `word` of `text` as the model reads it: `word` with a
+ * space before it when ffn_vocab_word_space says so, encoded without bos,
+ * into a malloc'd array (free() it).  Every token must be a known one: a
+ * "<unk>" is refused with a message naming `what` ("target"), the word and
+ * what is missing -- "a character" for a char vocabulary, "a word" for a
+ * word vocabulary, "a token" otherwise.  *prefix_space (may be NULL) says
+ * whether the space was put. */
+ffn_status ffn_vocab_encode_word(const ffn_vocab *vocab, const char *text, const char *word,
+                                 const char *what, int32_t **ids, int64_t *n_tokens,
+                                 int *prefix_space);
+
+/* Refuse ids[0..n) when one is "<unk>": the same message as above for the
+ * text they came from. */
+ffn_status ffn_vocab_check_known(const ffn_vocab *vocab, const int32_t *ids, int64_t n_tokens,
+                                 const char *what, const char *text, size_t n_bytes);
 
 /* The engine inside, for calls only it has (NULL when it is another). */
 const ffn_tokenizer *ffn_vocab_tokenizer(const ffn_vocab *vocab);

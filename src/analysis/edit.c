@@ -334,34 +334,18 @@ static ffn_status encode(const ffn_vocab *vocab, const char *text, size_t n, con
     out->n = 0;
     ffn_status st = ffn_vocab_encode(vocab, text, n, 0, &out->v, &out->n);
     if (st) return ffn_error_prefix(st, "%s '%.*s'", what, (int)n, text);
-    const int32_t unk = ffn_vocab_specials(vocab).unk;
-    for (int64_t i = 0; unk >= 0 && i < out->n; i++)
-        if (out->v[i] == unk) {
-            ids_free(out);
-            return ffn_error(FFN_ERR_INVALID_ARG, "%s '%.*s': a word is not in the model's "
-                             "vocabulary (%s, %lld tokens); use words of the text the model "
-                             "was trained on", what, (int)n, text,
-                             ffn_vocab_kind_name(ffn_vocab_get_kind(vocab)),
-                             (long long)ffn_vocab_size(vocab));
-        }
-    return FFN_OK;
-}
-
-/* " " + text: how a continuation follows a prompt */
-static ffn_status encode_continuation(const ffn_vocab *vocab, const char *text, const char *what,
-                                      ids *out) {
-    size_t n = strlen(text);
-    char *s = malloc(n + 2);
-    if (!s) return ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
-    s[0] = ' ';
-    memcpy(s + 1, text, n + 1);
-    ffn_status st = encode(vocab, s, n + 1, what, out);
-    free(s);
-    if (st == FFN_OK && out->n == 0)
-        st = ffn_error(FFN_ERR_INVALID_ARG, "%s '%s': encodes to no tokens", what, text);
+    if ((st = ffn_vocab_check_known(vocab, out->v, out->n, what, text, n))) ids_free(out);
     return st;
 }
 
+/* text after prompt as the vocabulary reads a continuation: with a space
+ * between them unless the language writes none (ffn_vocab_encode_word) */
+static ffn_status encode_continuation(const ffn_vocab *vocab, const char *prompt, const char *text,
+                                      const char *what, ids *out) {
+    out->v = NULL;
+    out->n = 0;
+    return ffn_vocab_encode_word(vocab, prompt, text, what, &out->v, &out->n, NULL);
+}
 /* A prompt's tokens (with the vocabulary's bos first when it has one) and
  * the index of the subject's last token in them. */
 static ffn_status encode_prompt(const ffn_vocab *vocab, const char *prompt, const char *subject,
@@ -701,7 +685,7 @@ static ffn_status build_prompts(ffn_model *m, const ffn_vocab *vocab, const ffn_
     ids prompt = {NULL, 0}, sep = {NULL, 0};
     int64_t subj;
     ffn_status st = encode_prompt(vocab, req->prompt, req->subject, &prompt, &subj);
-    if (!st) st = encode_continuation(vocab, req->target, "target", &ps->target);
+    if (!st) st = encode_continuation(vocab, req->prompt, req->target, "target", &ps->target);
     if (!st) st = kl_prompt(vocab, req, o->kl_prompt, ps);
     if (st) goto done;
     /* a newline between a generated prefix and the prompt, when the vocabulary has one */
@@ -1173,8 +1157,8 @@ static ffn_status prefer(ffn_model *m, const ffn_vocab *vocab, const char *promp
     ffn_status st = encode_prompt(vocab, prompt, NULL, &p, NULL);
     if (st) return st;
     double x = 0, y = 0;
-    if (!(st = encode_continuation(vocab, a, "object", &ca)) &&
-        !(st = encode_continuation(vocab, b, "object", &cb)) &&
+    if (!(st = encode_continuation(vocab, prompt, a, "object", &ca)) &&
+        !(st = encode_continuation(vocab, prompt, b, "object", &cb)) &&
         !(st = logprob(m, &p, &ca, lg, &x)))
         st = logprob(m, &p, &cb, lg, &y);
     ids_free(&p);
@@ -1302,7 +1286,7 @@ ffn_status ffn_edit_save(ffn_model *m, const char *model_path, const char *token
         return ffn_error(FFN_ERR_INVALID_ARG, "%s exists; pass --force to replace it", out_dir);
     ffn_model_config cfg;
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_read_config(model_path, &cfg, &info);
+    ffn_status st = ffn_checkpoint_read_config_any(model_path, &cfg, &info);
     if (st) return st;
     if (info.format != FFN_CHECKPOINT_FFN) {
         ffn_hf_save_options ho = {NULL, tokenizer_path, tokenizer_is_llama2c, info.context_cap,

@@ -275,14 +275,19 @@ ffn_status ffn_trace_prepare(const ffn_vocab *v, const char *prompt, const char 
     if (!st && target) {
         if (!*target) st = ffn_error(FFN_ERR_INVALID_ARG, "trace: the target is empty");
         char *full = NULL;
+        /* a space before the target unless the language writes none */
+        const int sp = ffn_vocab_word_space(prompt, target);
         if (!st && !(full = malloc(len + strlen(target) + 2))) st = ffn_error(FFN_ERR_NOMEM, "trace");
         if (!st) {
             memcpy(full, prompt, len);
-            full[len] = ' ';
-            strcpy(full + len + 1, target);
+            if (sp) full[len] = ' ';
+            strcpy(full + len + (size_t)sp, target);
             st = encode_n(v, full, strlen(full), &tt, &nt);
         }
         free(full);
+        /* never trace <unk> in the target's place */
+        if (!st && nt > n)
+            st = ffn_vocab_check_known(v, tt + n, nt - n, "target", target, strlen(target));
         if (!st && (!is_prefix(ids, n, tt, nt) || nt <= n))
             st = ffn_error(FFN_ERR_INVALID_ARG,
                            "trace: the target '%.100s' does not start a new token after the prompt '%.200s'",

@@ -33,6 +33,7 @@ const char *const ffn_dirswap_owned[] = {
     "config.json",        "tokenizer.txt",
     "tokenizer.bin",      "train_state.safetensors",
     "model.safetensors.index.json", "metrics.jsonl",
+    "tokenizer.json",     "tokenizer_config.json",
     "model.safetensors", /* with config.json, last: the two mark a model directory */
     NULL,
 };

@@ -143,8 +143,8 @@ const char *ffn_sniff_name(ffn_sniff s) {
 const char *ffn_sniff_advice(ffn_sniff s) {
     switch (s) {
     case FFN_SNIFF_GGUF:
-        return "a GGUF model (its vocabulary with it) goes where a MODEL is asked for: ffn run, "
-               "inspect, params, eval, quantize";
+        return "a GGUF model (its vocabulary with it) goes where a MODEL is asked for (ffn run, "
+               "inspect, eval, trace, edit, serve, quantize, export), or to ffn train --init";
     case FFN_SNIFF_SAFETENSORS:
         return "for a model, pass the Hugging Face directory that holds it and its config.json";
     case FFN_SNIFF_ZIP:
@@ -190,4 +190,28 @@ ffn_status ffn_map_regular(const char *path, ffn_mapped *m) {
 void ffn_unmap(ffn_mapped *m) {
     if (m->map) munmap(m->map, m->size);
     memset(m, 0, sizeof *m);
+}
+
+int ffn_bytes_look_like_text(const void *buf, size_t n) {
+    const unsigned char *s = buf;
+    if (n > 4096) n = 4096;
+    if (n == 0) return 0;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        if (c == 0 || (c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f' && c != '\v') ||
+            c == 0x7f)
+            return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        int len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!len) return 0;
+        if (i + (size_t)len > n) break; /* a sequence cut by the 4096-byte window */
+        for (int k = 1; k < len; k++)
+            if ((s[i + (size_t)k] & 0xC0) != 0x80) return 0;
+        i += (size_t)len;
+    }
+    return 1;
 }

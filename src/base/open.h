@@ -60,4 +60,8 @@ const char *ffn_sniff_name(ffn_sniff s);
  * vocabulary with it) goes where a MODEL is asked for: ...". */
 const char *ffn_sniff_advice(ffn_sniff s);
 
+/* 1 when the first bytes (up to 4096) are UTF-8 text: no NUL, no control
+ * character but white space.  For naming a text file given as a model. */
+int ffn_bytes_look_like_text(const void *buf, size_t n);
+
 #endif /* FFN_OPEN_H */

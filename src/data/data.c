@@ -501,15 +501,112 @@ static void write_escaped(FILE *f, const char *p, size_t n) {
     fputc('\n', f);
 }
 
+static void write_tokenizer(FILE *f, const ffn_tokenizer *tok) {
+    fprintf(f, "ffn-tokenizer %d\nmode %s\nvocab_size %lld\n", FFN_TOKENIZER_VERSION,
+            ffn_tokenizer_mode_name(tok->mode), (long long)tok->vocab_size);
+    for (int64_t i = 0; i < tok->vocab_size; i++)
+        write_escaped(f, tok->tok[i], (size_t)tok->tok_len[i]);
+}
+
+ffn_status tokenizer_serialize(const ffn_tokenizer *tok, char **text, size_t *n_bytes) {
+    if (!tok || !text || !n_bytes)
+        return ffn_error(FFN_ERR_INVALID_ARG, "tokenizer_serialize: NULL argument");
+    *text = NULL;
+    *n_bytes = 0;
+    FILE *f = open_memstream(text, n_bytes);
+    if (!f) return ffn_error(FFN_ERR_NOMEM, "tokenizer file: out of memory");
+    write_tokenizer(f, tok);
+    if (fclose(f) != 0 || !*text) {
+        free(*text);
+        *text = NULL;
+        return ffn_error(FFN_ERR_NOMEM, "tokenizer file: out of memory");
+    }
+    return FFN_OK;
+}
+
+/* ---- a Hugging Face tokenizer.json of the same encoding -------------------
+ * byte: BPE without merges over <0x00>..<0xFF> with byte_fallback (every
+ * character becomes its UTF-8 bytes' tokens); char: a Split pre-tokenizer
+ * that isolates each code point; word: a Split regex that cuts exactly the
+ * pieces next_piece cuts.  char and word use the WordPiece model without
+ * continuation tokens, so a pre-token is a token whole or "<unk>" whole, as
+ * ffn encodes; the decoder fuses the pieces.  (One difference remains: a
+ * word run longer than FFN_TOKEN_MAX_BYTES is cut by ffn and is one "<unk>"
+ * in the regex.) */
+
+static void json_str(FILE *f, const char *p, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)p[i];
+        if (b == '"' || b == '\\') fprintf(f, "\\%c", b);
+        else if (b < 0x20 || b == 0x7f) fprintf(f, "\\u%04x", b);
+        else fputc(b, f);
+    }
+    fputc('"', f);
+}
+
+/* The word splitter's classes as regex character-class contents (no
+ * brackets), the non-ASCII ranges as literal code points (JSON-escaped as
+ * \uXXXX, astral ones as surrogate pairs), which every regex engine reads
+ * alike. */
+#define HF_WS "\\\\t\\\\n\\\\x0B\\\\f\\\\r "
+#define HF_PUNCT "!-/:-@\\\\[-`{-~\\u2000-\\u206f\\u3000-\\u303f\\uff01-\\uff0f\\uff1a-\\uff20" \
+                 "\\uff3b-\\uff40\\uff5b-\\uff65"
+#define HF_CJK "\\u3040-\\u30ff\\u3400-\\u4dbf\\u4e00-\\u9fff\\uf900-\\ufaff" \
+               "\\ud840\\udc00-\\ud87f\\udfff"
+
+ffn_status tokenizer_to_hf_json(const ffn_tokenizer *tok, char **json, size_t *n_bytes) {
+    if (!tok || !json || !n_bytes) return ffn_error(FFN_ERR_INVALID_ARG, "tokenizer_to_hf_json: NULL argument");
+    *json = NULL;
+    *n_bytes = 0;
+    FILE *f = open_memstream(json, n_bytes);
+    if (!f) return ffn_error(FFN_ERR_NOMEM, "tokenizer.json: out of memory");
+    const int byte = tok->mode == FFN_TOK_BYTE;
+    fprintf(f, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n"
+               "  \"added_tokens\": [],\n  \"normalizer\": null,\n  \"pre_tokenizer\": ");
+    if (byte)
+        fprintf(f, "null");
+    else if (tok->mode == FFN_TOK_CHAR)
+        fprintf(f, "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"[\\\\s\\\\S]\"}, "
+                   "\"behavior\": \"Isolated\", \"invert\": false}");
+    else
+        fprintf(f, "{\"type\": \"Split\", \"pattern\": {\"Regex\": \""
+                   " ?[^" HF_WS HF_PUNCT HF_CJK "]+| ?[" HF_PUNCT "]| ?[" HF_CJK "]|"
+                   "[" HF_WS "]+(?= [^" HF_WS "])|[" HF_WS "]+"
+                   "\"}, \"behavior\": \"Isolated\", \"invert\": false}");
+    fprintf(f, ",\n  \"post_processor\": null,\n  \"decoder\": ");
+    if (byte) fprintf(f, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}]}");
+    else fprintf(f, "{\"type\": \"Fuse\"}");
+    if (byte)
+        fprintf(f, ",\n  \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\", "
+                   "\"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, "
+                   "\"fuse_unk\": false, \"byte_fallback\": true, \"ignore_merges\": false, "
+                   "\"vocab\": {");
+    else
+        fprintf(f, ",\n  \"model\": {\"type\": \"WordPiece\", \"unk_token\": \"<unk>\", "
+                   "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": %d, "
+                   "\"vocab\": {", FFN_TOKEN_MAX_BYTES + 1);
+    for (int64_t i = 0; i < tok->vocab_size; i++) {
+        fprintf(f, "%s\n    ", i ? "," : "");
+        if (byte && i < 256) fprintf(f, "\"<0x%02X>\"", (unsigned)i);
+        else json_str(f, tok->tok[i], (size_t)tok->tok_len[i]);
+        fprintf(f, ": %lld", (long long)i);
+    }
+    fprintf(f, "}%s}\n}\n", byte ? ", \"merges\": []" : "");
+    if (fclose(f) != 0 || !*json) {
+        free(*json);
+        *json = NULL;
+        return ffn_error(FFN_ERR_NOMEM, "tokenizer.json: out of memory");
+    }
+    return FFN_OK;
+}
+
 ffn_status ffn_tokenizer_save(const ffn_tokenizer *tok, const char *path) {
     if (!tok || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tokenizer_save: NULL argument");
     ffn_atomic_file af;
     ffn_status st = ffn_atomic_open(&af, path);
     if (st) return st;
-    fprintf(af.f, "ffn-tokenizer %d\nmode %s\nvocab_size %lld\n", FFN_TOKENIZER_VERSION,
-            ffn_tokenizer_mode_name(tok->mode), (long long)tok->vocab_size);
-    for (int64_t i = 0; i < tok->vocab_size; i++)
-        write_escaped(af.f, tok->tok[i], (size_t)tok->tok_len[i]);
+    write_tokenizer(af.f, tok);
     return ffn_atomic_commit(&af);
 }
 

@@ -7,6 +7,7 @@
  * tokenizer.bin (llama2c_vocab.c).  Letters: V vocab size, N tokens. */
 #include "data/bpe.h"
 #include "data/vocab_internal.h"
+#include "data/unicode.h"
 #include "ffn/gguf.h"
 
 #include <stdio.h>
@@ -261,10 +262,40 @@ static ffn_status vocab_parse_json(const char *buf, size_t n, const char *name, 
     return check_bpe_size(out, name, expected_vocab);
 }
 
+/* The vocabulary ffn keeps exactly inside a GGUF it wrote (see
+ * vocab_internal.h), when there is one: *found = 1. */
+static ffn_status vocab_from_gguf_ffn_keys(const ffn_gguf_file *g, const char *name,
+                                           int64_t expected_vocab, ffn_vocab **out, int *found) {
+    const char *s = NULL, *cfg = NULL;
+    size_t n = 0, cfg_n = 0;
+    char what[512];
+    *found = 0;
+    if (ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER) >= 0) {
+        *found = 1;
+        ffn_status st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER, &s, &n);
+        if (st != FFN_OK) return st;
+        snprintf(what, sizeof what, "%s: %s", name, FFN_GGUF_KEY_TOKENIZER);
+        return ffn_vocab_parse(s, n, what, expected_vocab, out);
+    }
+    if (ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER_JSON) >= 0) {
+        *found = 1;
+        ffn_status st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER_JSON, &s, &n);
+        if (st == FFN_OK && ffn_gguf_find_key(g, FFN_GGUF_KEY_TOKENIZER_CONFIG) >= 0)
+            st = ffn_gguf_get_str(g, FFN_GGUF_KEY_TOKENIZER_CONFIG, &cfg, &cfg_n);
+        if (st != FFN_OK) return st;
+        snprintf(what, sizeof what, "%s: %s", name, FFN_GGUF_KEY_TOKENIZER_JSON);
+        return vocab_parse_json(s, n, what, cfg, cfg_n, expected_vocab, out);
+    }
+    return FFN_OK;
+}
+
 static ffn_status vocab_from_gguf_file(const ffn_gguf_file *g, const char *name,
                                        int64_t expected_vocab, ffn_vocab **out) {
+    int found = 0;
+    ffn_status st = vocab_from_gguf_ffn_keys(g, name, expected_vocab, out, &found);
+    if (found || st != FFN_OK) return st;
     bpe_tokenizer *t = NULL;
-    ffn_status st = bpe_from_gguf(g, name, &t);
+    st = bpe_from_gguf(g, name, &t);
     if (st != FFN_OK) return st;
     if ((st = vocab_from_bpe(t, out))) return st;
     return check_bpe_size(out, name, expected_vocab);
@@ -327,11 +358,33 @@ static int is_regular(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+int vocab_dir_json_is_export(const char *dir) {
+    char *jp = join_path(dir, "tokenizer.json"), *tp = join_path(dir, FFN_TOKENIZER_FILENAME);
+    int yes = 0;
+    if (jp && tp && is_regular(jp) && is_regular(tp)) {
+        ffn_tokenizer *tok = NULL;
+        char *want = NULL, *have = NULL;
+        size_t nw = 0, nh = 0;
+        if (ffn_tokenizer_load(tp, &tok) == FFN_OK && tokenizer_to_hf_json(tok, &want, &nw) == FFN_OK &&
+            ffn_text_read(jp, &have, &nh) == FFN_OK)
+            yes = nw == nh && !memcmp(want, have, nw);
+        ffn_tokenizer_free(tok);
+        free(want);
+        free(have);
+    }
+    free(jp);
+    free(tp);
+    return yes;
+}
+
 ffn_status ffn_vocab_find_in_dir(const char *dir, char **path) {
     if (!dir || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_find_in_dir: NULL argument");
     *path = NULL;
+    /* tokenizer.json first, unless it is ffn's own export of the
+     * tokenizer.txt beside it (export --format hf): then tokenizer.txt */
     static const char *const names[] = {"tokenizer.json", FFN_TOKENIZER_FILENAME, "tokenizer.bin"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const int skip_json = vocab_dir_json_is_export(dir);
+    for (size_t i = skip_json; i < sizeof names / sizeof names[0]; i++) {
         char *p = join_path(dir, names[i]);
         if (!p) return ffn_error(FFN_ERR_NOMEM, "vocab: out of memory");
         if (is_regular(p)) {
@@ -506,5 +559,79 @@ ffn_status ffn_vocab_roundtrip(const ffn_vocab *v, const char *text, size_t n, i
     }
     free(ids);
     free(back);
+    return st;
+}
+
+/* ---- words typed by a user ------------------------------------------------------ */
+
+/* CJK characters and CJK / fullwidth punctuation: no spaces around them. */
+static int unspaced(uint32_t c) {
+    return (c >= 0x3000 && c <= 0x30FF) || (c >= 0x3400 && c <= 0x4DBF) ||
+           (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0xF900 && c <= 0xFAFF) ||
+           (c >= 0xFF00 && c <= 0xFF65) || (c >= 0x20000 && c <= 0x2FFFF);
+}
+
+static int is_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* The last code point of s[0..n) (0 when none or not UTF-8). */
+static uint32_t last_cp(const char *s, size_t n) {
+    size_t i = n;
+    while (i > 0 && ((unsigned char)s[i - 1] & 0xC0) == 0x80 && n - i < 3) i--;
+    if (i == 0) return 0;
+    uint32_t cp = 0;
+    return utf8_next((const unsigned char *)s + i - 1, n - i + 1, &cp) > 0 ? cp : 0;
+}
+
+int ffn_vocab_word_space(const char *text, const char *word) {
+    if (!text || !word) return 0;
+    size_t n = strlen(text);
+    if (n == 0 || is_ws((unsigned char)text[n - 1]) || !*word || is_ws((unsigned char)word[0])) return 0;
+    uint32_t first = 0;
+    if (utf8_next((const unsigned char *)word, strlen(word), &first) <= 0) first = 0;
+    return !unspaced(last_cp(text, n)) && !unspaced(first);
+}
+
+ffn_status ffn_vocab_check_known(const ffn_vocab *v, const int32_t *ids, int64_t n_ids, const char *what,
+                                 const char *text, size_t n) {
+    const int32_t unk = v ? ffn_vocab_specials(v).unk : -1;
+    if (unk < 0) return FFN_OK;
+    for (int64_t i = 0; i < n_ids; i++) {
+        if (ids[i] != unk) continue;
+        const ffn_vocab_kind k = ffn_vocab_get_kind(v);
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s '%.*s': %s is not in the model's vocabulary (%s, "
+                         "%lld tokens)%s", what ? what : "text", (int)n, text,
+                         k == FFN_VOCAB_CHAR ? "a character" : k == FFN_VOCAB_WORD ? "a word" : "a token",
+                         ffn_vocab_kind_name(k), (long long)ffn_vocab_size(v),
+                         k == FFN_VOCAB_CHAR || k == FFN_VOCAB_WORD
+                             ? "; use words of the text the model was trained on" : "");
+    }
+    return FFN_OK;
+}
+
+ffn_status ffn_vocab_encode_word(const ffn_vocab *v, const char *text, const char *word, const char *what,
+                                 int32_t **ids, int64_t *n_ids, int *prefix_space) {
+    if (!v || !text || !word || !ids || !n_ids)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_vocab_encode_word: NULL argument");
+    *ids = NULL;
+    *n_ids = 0;
+    if (!what) what = "word";
+    if (!*word) return ffn_error(FFN_ERR_INVALID_ARG, "%s: empty", what);
+    const int sp = ffn_vocab_word_space(text, word);
+    if (prefix_space) *prefix_space = sp;
+    size_t n = strlen(word);
+    char *s = malloc(n + 2);
+    if (!s) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", what);
+    if (sp) s[0] = ' ';
+    memcpy(s + sp, word, n + 1);
+    ffn_status st = ffn_vocab_encode(v, s, n + (size_t)sp, 0, ids, n_ids);
+    if (st) st = ffn_error_prefix(st, "%s '%s'", what, word);
+    if (!st && *n_ids == 0) st = ffn_error(FFN_ERR_INVALID_ARG, "%s '%s': encodes to no tokens", what, word);
+    if (!st) st = ffn_vocab_check_known(v, *ids, *n_ids, what, word, n);
+    free(s);
+    if (st) {
+        free(*ids);
+        *ids = NULL;
+        *n_ids = 0;
+    }
     return st;
 }

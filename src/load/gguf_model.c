@@ -29,6 +29,7 @@
 #include "base/common.h"
 #include "base/open.h"
 #include "load/checkpoint_internal.h"
+#include "data/vocab_internal.h"
 #include "load/gguf_model.h"
 #include "nn/model_internal.h"
 #include "kernels/qgemm.h"
@@ -436,6 +437,12 @@ static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
         info->n_dtypes[t.type == FFN_GGML_TYPE_F32 ? 0 : t.type == FFN_GGML_TYPE_F16 ? 1
                        : t.type == FFN_GGML_TYPE_BF16 ? 2 : 3]++;
     }
+    /* the vocabulary is in the file itself (ffn_vocab_load reads a GGUF's) */
+    if ((ffn_gguf_find_key(s->f, "tokenizer.ggml.tokens") >= 0 ||
+         ffn_gguf_find_key(s->f, FFN_GGUF_KEY_TOKENIZER) >= 0 ||
+         ffn_gguf_find_key(s->f, FFN_GGUF_KEY_TOKENIZER_JSON) >= 0) &&
+        strlen(s->path) < sizeof info->tokenizer_path)
+        snprintf(info->tokenizer_path, sizeof info->tokenizer_path, "%s", s->path);
 }
 
 /* ---- reading: tensors -> the model ---------------------------------------- */
@@ -799,10 +806,171 @@ static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
 #define GG_TOKEN_UNUSED 5
 #define GG_TOKEN_BYTE 6
 
-/* tokenizer.ggml.*: the model's vocabulary when it has one, else byte
- * tokens <0x00>..<0xFF> (and unused fillers above 256), as a llama (SPM)
- * vocabulary llama.cpp accepts. */
-static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t V) {
+/* ---- the vocabulary of a GGUF written ----------------------------------------
+ * Every export carries the model's vocabulary so that ffn and llama.cpp
+ * encode a text to the ids the source model did:
+ *   - a GGUF source: its tokenizer.* keys (and ffn.tokenizer*) copied
+ *     verbatim;
+ *   - ffn's own byte / char / word vocabulary: the tokenizer file itself
+ *     in "ffn.tokenizer" (what ffn reads back), and for llama.cpp a llama
+ *     (SPM) vocabulary without the dummy prefix (add_space_prefix false),
+ *     spaces written as U+2581 as llama.cpp's SPM encoder sees them.  byte
+ *     and char are exact in llama.cpp for text whose characters the
+ *     vocabulary has; word pieces are not an encoding llama.cpp runs
+ *     (report->vocab_warning says so);
+ *   - a tokenizer.json: kept whole in "ffn.tokenizer_json" (+ its
+ *     tokenizer_config.json), its pieces for llama.cpp (warned: llama.cpp
+ *     gets no merges);
+ *   - a llama2.c tokenizer.bin: its pieces and scores (SPM with the dummy
+ *     prefix, llama2.c's own encoding);
+ *   - none: byte tokens <0x00>..<0xFF> and unused fillers. */
+
+#define GG_TOKEN_NORMAL 1
+#define GG_TOKEN_UNKNOWN 2
+#define GG_TOKEN_CONTROL 3
+#define GG_TOKEN_UNUSED 5
+#define GG_TOKEN_BYTE 6
+
+/* Copy one metadata value of `src` into the writer under the same key. */
+static ffn_status copy_kv(ffn_gguf_writer *w, const ffn_gguf_file *src, size_t i) {
+    const char *key = ffn_gguf_kv_key(src, i);
+    ffn_gguf_value v;
+    ffn_status st = ffn_gguf_kv_value(src, i, &v);
+    if (st) return st;
+    switch (v.type) {
+    case FFN_GGUF_VTYPE_UINT8: return ffn_gguf_writer_set_u8(w, key, v.v.u8);
+    case FFN_GGUF_VTYPE_INT8: return ffn_gguf_writer_set_i8(w, key, v.v.i8);
+    case FFN_GGUF_VTYPE_UINT16: return ffn_gguf_writer_set_u16(w, key, v.v.u16);
+    case FFN_GGUF_VTYPE_INT16: return ffn_gguf_writer_set_i16(w, key, v.v.i16);
+    case FFN_GGUF_VTYPE_UINT32: return ffn_gguf_writer_set_u32(w, key, v.v.u32);
+    case FFN_GGUF_VTYPE_INT32: return ffn_gguf_writer_set_i32(w, key, v.v.i32);
+    case FFN_GGUF_VTYPE_FLOAT32: return ffn_gguf_writer_set_f32(w, key, v.v.f32);
+    case FFN_GGUF_VTYPE_BOOL: return ffn_gguf_writer_set_bool(w, key, v.v.boolean);
+    case FFN_GGUF_VTYPE_UINT64: return ffn_gguf_writer_set_u64(w, key, v.v.u64);
+    case FFN_GGUF_VTYPE_INT64: return ffn_gguf_writer_set_i64(w, key, v.v.i64);
+    case FFN_GGUF_VTYPE_FLOAT64: return ffn_gguf_writer_set_f64(w, key, v.v.f64);
+    case FFN_GGUF_VTYPE_STRING:
+        if (strlen(v.v.str.ptr) != v.v.str.len)
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: key %s: a string with a NUL byte is not copied",
+                             ffn_gguf_path(src), key);
+        return ffn_gguf_writer_set_str(w, key, v.v.str.ptr);
+    case FFN_GGUF_VTYPE_ARRAY: break;
+    default: return ffn_error(FFN_ERR_FORMAT, "%s: key %s: value type %d", ffn_gguf_path(src), key, (int)v.type);
+    }
+    const ffn_gguf_array *a = &v.v.arr;
+    if (a->type != FFN_GGUF_VTYPE_STRING && a->type != FFN_GGUF_VTYPE_ARRAY)
+        return ffn_gguf_writer_set_array(w, key, a->type, a->data, a->count);
+    if (a->type == FFN_GGUF_VTYPE_ARRAY)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: key %s: an array of arrays is not copied",
+                         ffn_gguf_path(src), key);
+    const char **strs = a->count ? calloc((size_t)a->count, sizeof *strs) : NULL;
+    if (a->count && !strs) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    for (uint64_t k = 0; k < a->count && st == FFN_OK; k++) {
+        ffn_gguf_value e;
+        if ((st = ffn_gguf_array_get(a, k, &e))) break;
+        if (strlen(e.v.str.ptr) != e.v.str.len)
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: key %s[%llu]: a string with a NUL byte is not "
+                           "copied", ffn_gguf_path(src), key, (unsigned long long)k);
+        strs[k] = e.v.str.ptr;
+    }
+    if (st == FFN_OK) st = ffn_gguf_writer_set_str_array(w, key, strs, a->count);
+    free(strs);
+    return st;
+}
+
+static int is_vocab_key(const char *key) {
+    return !strncmp(key, "tokenizer.", 10) || !strncmp(key, "ffn.tokenizer", 13);
+}
+
+/* The vocabulary keys of the GGUF at `path`, copied verbatim. */
+static ffn_status copy_gguf_vocab(ffn_gguf_writer *w, const char *path, int64_t V) {
+    ffn_gguf_file *src = NULL;
+    ffn_status st = ffn_gguf_open(path, &src);
+    if (st) return st;
+    if (ffn_gguf_find_key(src, "tokenizer.ggml.tokens") < 0)
+        st = ffn_error(FFN_ERR_MISSING, "%s: no tokenizer.ggml.tokens to copy", path);
+    ffn_gguf_array a;
+    if (st == FFN_OK && (st = ffn_gguf_get_array(src, "tokenizer.ggml.tokens", &a)) == FFN_OK &&
+        (int64_t)a.count != V)
+        st = ffn_error(FFN_ERR_CONFIG, "%s: tokenizer.ggml.tokens holds %llu tokens, the model %lld",
+                       path, (unsigned long long)a.count, (long long)V);
+    for (size_t i = 0; st == FFN_OK && i < ffn_gguf_kv_count(src); i++)
+        if (is_vocab_key(ffn_gguf_kv_key(src, i))) st = copy_kv(w, src, i);
+    ffn_gguf_close(src);
+    return st;
+}
+
+/* s with every ' ' as U+2581 (malloc'd, NUL-terminated). */
+static char *spaces_as_sp(const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += s[i] == ' ' ? 3 : 1;
+    char *o = malloc(k + 1);
+    if (!o) return NULL;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (s[i] == ' ') o[j++] = (char)0xE2, o[j++] = (char)0x96, o[j++] = (char)0x81;
+        else o[j++] = s[i];
+    }
+    o[k] = '\0';
+    return o;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 1 when two of the V tokens are the same string (llama.cpp would map
+ * both to one id). */
+static int has_duplicates(char **tokens, int64_t V) {
+    char **c = malloc((size_t)V * sizeof *c);
+    if (!c) return 0;
+    memcpy(c, tokens, (size_t)V * sizeof *c);
+    qsort(c, (size_t)V, sizeof *c, cmp_str);
+    int dup = 0;
+    for (int64_t i = 1; i < V && !dup; i++) dup = !strcmp(c[i - 1], c[i]);
+    free(c);
+    return dup;
+}
+
+/* A tokenizer.json (and the tokenizer_config.json beside it) kept whole. */
+static ffn_status embed_tokenizer_json(ffn_gguf_writer *w, const char *path) {
+    char *json = NULL, *cfg = NULL;
+    size_t n = 0, cn = 0;
+    ffn_status st = ffn_text_read(path, &json, &n);
+    if (st) return st;
+    if (strlen(json) != n) st = ffn_error(FFN_ERR_FORMAT, "%s: a NUL byte in the file", path);
+    if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, FFN_GGUF_KEY_TOKENIZER_JSON, json);
+    free(json);
+    const char *slash = strrchr(path, '/');
+    char cp[FFN_CHECKPOINT_PATH_MAX];
+    int k = slash ? snprintf(cp, sizeof cp, "%.*s/tokenizer_config.json", (int)(slash - path), path)
+                  : snprintf(cp, sizeof cp, "tokenizer_config.json");
+    struct stat sb;
+    if (st == FFN_OK && k > 0 && (size_t)k < sizeof cp && stat(cp, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        ffn_text_read(cp, &cfg, &cn) == FFN_OK && strlen(cfg) == cn)
+        st = ffn_gguf_writer_set_str(w, FFN_GGUF_KEY_TOKENIZER_CONFIG, cfg);
+    free(cfg);
+    return st;
+}
+
+static int file_starts_with(const char *path, const char *magic) {
+    int fd = -1;
+    if (!path || ffn_open_regular(path, &fd, NULL) != FFN_OK) return 0;
+    char b[8] = {0};
+    size_t n = strlen(magic);
+    ssize_t got = read(fd, b, n);
+    close(fd);
+    return got == (ssize_t)n && !memcmp(b, magic, n);
+}
+
+static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_gguf_save_options *o, int64_t V,
+                              ffn_gguf_save_report *report) {
+    const ffn_vocab *voc = o->vocab;
+    const char *warning = NULL, *kind = NULL;
+    if (o->vocab_path && file_starts_with(o->vocab_path, "GGUF")) {
+        ffn_status st = copy_gguf_vocab(w, o->vocab_path, V);
+        if (st == FFN_OK && report) report->vocab_kind = "the source GGUF's tokenizer, copied";
+        return st;
+    }
     char **tokens = calloc((size_t)V, sizeof *tokens);
     float *scores = calloc((size_t)V, sizeof *scores);
     int32_t *types = calloc((size_t)V, sizeof *types);
@@ -813,12 +981,31 @@ static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t 
     }
     ffn_vocab_special sp = {-1, -1, -1, -1};
     const ffn_llama2c_tokenizer *l2c = voc ? ffn_vocab_llama2c(voc) : NULL;
-    const int bytes = voc && ffn_vocab_get_kind(voc) == FFN_VOCAB_BYTE;
+    const ffn_tokenizer *own = voc ? ffn_vocab_tokenizer(voc) : NULL;
+    const ffn_vocab_kind vk = voc ? ffn_vocab_get_kind(voc) : FFN_VOCAB_BYTE;
+    const int bytes = own && vk == FFN_VOCAB_BYTE;
     if (voc) sp = ffn_vocab_specials(voc);
+    if (!voc) kind = "byte tokens <0x00>..<0xFF> (MODEL has no vocabulary)";
+    else if (l2c) kind = "llama2.c tokenizer.bin (SentencePiece-style, llama2.c's encoding)";
+    else if (own) kind = vk == FFN_VOCAB_WORD ? "ffn word vocabulary" : vk == FFN_VOCAB_CHAR
+                         ? "ffn char vocabulary" : "ffn byte vocabulary";
+    else kind = "tokenizer.json, kept whole for ffn";
+    if (own && vk == FFN_VOCAB_WORD)
+        warning = "a word vocabulary is not an encoding llama.cpp runs: ffn reads this file's "
+                  "vocabulary exactly (ffn.tokenizer), llama.cpp will not encode text to the same "
+                  "ids (give it token ids, or export --format hf: its tokenizer.json is exact)";
+    else if (own && vk == FFN_VOCAB_CHAR)
+        warning = "llama.cpp encodes a text whose characters are all in the char vocabulary to "
+                  "ffn's ids, but a character outside it (ffn: <unk>) has no byte token to fall "
+                  "back on, which llama.cpp treats as a fatal error";
+    else if (voc && !own && !l2c)
+        warning = "the tokenizer.json is kept whole for ffn (ffn.tokenizer_json), but llama.cpp "
+                  "gets its pieces without merges: llama.cpp will not encode text to the same ids";
     for (int64_t i = 0; i < V && st == FFN_OK; i++) {
         char buf[64];
         const char *txt = NULL;
         size_t len = 0;
+        int sp_spaces = 0;
         types[i] = GG_TOKEN_NORMAL;
         if (l2c) {
             txt = ffn_llama2c_tokenizer_token(l2c, (int32_t)i, &len, &scores[i]);
@@ -826,9 +1013,13 @@ static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t 
             if (txt && len == 6 && sscanf(txt, "<0x%2X>", &hx) == 1) types[i] = GG_TOKEN_BYTE;
         } else if (voc && i < ffn_vocab_size(voc)) {
             char b1[1];
-            if ((st = ffn_vocab_piece(voc, -1, (int32_t)i, b1, &txt, &len))) break;
-            if (bytes && len == 1 && (int32_t)i != sp.bos && (int32_t)i != sp.eos &&
-                (int32_t)i != sp.unk && (int32_t)i != sp.pad) {
+            (void)b1;
+            /* ffn's own: the piece; a tokenizer.json's: the token as the file writes it
+             * ("Ġthe", "▁the", "<0x0A>"; holes become unused fillers) */
+            if (own) txt = ffn_tokenizer_token(own, (int32_t)i, &len);
+            else txt = ffn_vocab_token(voc, (int32_t)i, &len);
+            sp_spaces = own != NULL; /* llama.cpp's SPM encoder sees spaces as U+2581 */
+            if (bytes && len == 1 && txt[0] != ' ' && (int32_t)i != sp.unk) {
                 snprintf(buf, sizeof buf, "<0x%02X>", (unsigned char)txt[0]);
                 txt = buf;
                 len = strlen(buf);
@@ -845,12 +1036,22 @@ static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t 
             txt = buf;
             len = strlen(buf);
             types[i] = GG_TOKEN_UNUSED;
+            sp_spaces = 0;
         }
         if ((int32_t)i == sp.unk) types[i] = GG_TOKEN_UNKNOWN;
         else if ((int32_t)i == sp.bos || (int32_t)i == sp.eos || (int32_t)i == sp.pad)
             types[i] = GG_TOKEN_CONTROL;
-        if (!(tokens[i] = strndup(txt, len))) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        if (memchr(txt, '\0', len)) {
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "token %lld holds a NUL byte, which a GGUF token "
+                           "cannot", (long long)i);
+            break;
+        }
+        tokens[i] = sp_spaces ? spaces_as_sp(txt, len) : strndup(txt, len);
+        if (!tokens[i]) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     }
+    if (st == FFN_OK && own && !warning && has_duplicates(tokens, V))
+        warning = "the vocabulary holds U+2581 as well as a space, which llama.cpp's SentencePiece "
+                  "encoder reads as one: llama.cpp will encode U+2581 as a space";
     if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     if (st == FFN_OK)
         st = ffn_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", (const char *const *)tokens,
@@ -867,6 +1068,27 @@ static ffn_status write_vocab(ffn_gguf_writer *w, const ffn_vocab *voc, int64_t 
     if (st == FFN_OK && sp.pad >= 0) st = ffn_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)sp.pad);
     if (st == FFN_OK) st = ffn_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", sp.bos >= 0);
     if (st == FFN_OK) st = ffn_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    /* ffn's own vocabularies have no dummy prefix: neither may llama.cpp */
+    if (st == FFN_OK && own) st = ffn_gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", 0);
+    if (st == FFN_OK && own) {
+        char *text = NULL;
+        size_t n = 0;
+        if ((st = tokenizer_serialize(own, &text, &n)) == FFN_OK)
+            st = ffn_gguf_writer_set_str(w, FFN_GGUF_KEY_TOKENIZER, text);
+        free(text);
+    }
+    if (st == FFN_OK && voc && !own && !l2c) {
+        if (!o->vocab_path || !file_starts_with(o->vocab_path, "{"))
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "a %s vocabulary is written to a GGUF from the "
+                           "tokenizer.json it was read from: give its path (vocab_path)",
+                           ffn_vocab_kind_name(vk));
+        else
+            st = embed_tokenizer_json(w, o->vocab_path);
+    }
+    if (st == FFN_OK && report) {
+        report->vocab_warning = warning;
+        report->vocab_kind = kind;
+    }
 done:
     if (tokens)
         for (int64_t i = 0; i < V; i++) free(tokens[i]);
@@ -938,13 +1160,17 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
-    if (!ffn_ggml_can_quantize(o.type)) {
+    if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64) {
         char list[256];
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected %s", path,
                          ffn_ggml_type_name(o.type),
                          ffn_ggml_type_list(FFN_GGML_ENCODES, " or ", list, sizeof list));
     }
-    if (o.vocab && ffn_vocab_size(o.vocab) != c->vocab_size)
+    /* a tokenizer.json may hold fewer ids than the embedding (Qwen pads V): the
+     * rest are written as unused tokens */
+    if (o.vocab && (ffn_vocab_size(o.vocab) > c->vocab_size ||
+                    (ffn_vocab_size(o.vocab) != c->vocab_size &&
+                     (ffn_vocab_tokenizer(o.vocab) || ffn_vocab_llama2c(o.vocab)))))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
                          path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);
     const int llama = !strcmp(arch, "llama");
@@ -959,7 +1185,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
         return st;
     }
     st = write_metadata(w, c, arch, &o);
-    if (st == FFN_OK) st = write_vocab(w, o.vocab, c->vocab_size);
+    if (st == FFN_OK) st = write_vocab(w, &o, c->vocab_size, report);
     const float *params = ffn_model_params(model, NULL);
     float *buf = NULL;
     int64_t buf_cap = 0;

@@ -28,6 +28,8 @@
 #include "ffn/safetensors.h"
 #include "base/dirswap.h"
 #include "nn/model_internal.h"
+#include "data/vocab_internal.h"
+#include "ffn/vocab.h"
 
 #include <errno.h>
 #include <math.h>
@@ -304,10 +306,13 @@ static char *dir_of(const char *path) {
 static void find_tokenizer(const ckpt_source *s, ffn_checkpoint_info *info) {
     info->tokenizer_path[0] = '\0';
     info->tokenizer_is_llama2c = 0;
-    const char *cands[3] = {s->extra.tokenizer_file[0] ? s->extra.tokenizer_file : NULL,
-                            s->format == FFN_CHECKPOINT_LLAMA2C ? NULL : FFN_TOKENIZER_FILENAME,
-                            "tokenizer.bin"};
-    for (int i = 0; i < 3; i++) {
+    /* a llama2.c .bin: its tokenizer.bin, else the tokenizer.txt that ffn
+     * export --format llama2c writes beside it for ffn's own vocabularies */
+    const int l2c = s->format == FFN_CHECKPOINT_LLAMA2C;
+    const char *cands[4] = {s->extra.tokenizer_file[0] ? s->extra.tokenizer_file : NULL,
+                            l2c ? NULL : FFN_TOKENIZER_FILENAME, "tokenizer.bin",
+                            l2c ? FFN_TOKENIZER_FILENAME : NULL};
+    for (int i = 0; i < 4; i++) {
         if (!cands[i]) continue;
         char p[FFN_CHECKPOINT_PATH_MAX];
         int n = snprintf(p, sizeof p, "%s/%s", s->dir, cands[i]);
@@ -882,6 +887,34 @@ ffn_status ffn_checkpoint_load_model(ffn_ctx *ctx, const char *path,
 
 /* ---- writing a Hugging Face directory ----------------------------------------------- */
 
+static ffn_status write_text(const char *path, const char *text, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return ffn_error(FFN_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    int bad = fwrite(text, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    return bad ? ffn_error(FFN_ERR_IO, "%s: write error", path) : FFN_OK;
+}
+
+/* tokenizer.json + tokenizer_config.json of ffn's tokenizer file `from`
+ * into directory `dir`. */
+static ffn_status write_hf_tokenizer(const char *from, const char *dir) {
+    ffn_tokenizer *tok = NULL;
+    ffn_status st = ffn_tokenizer_load(from, &tok);
+    char *json = NULL, *p = NULL;
+    size_t n = 0;
+    if (st == FFN_OK) st = tokenizer_to_hf_json(tok, &json, &n);
+    ffn_tokenizer_free(tok);
+    if (st == FFN_OK && !(p = ckpt_path_join(dir, "/", "tokenizer.json"))) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = write_text(p, json, n);
+    free(p);
+    free(json);
+    p = NULL;
+    if (st == FFN_OK && !(p = ckpt_path_join(dir, "/", "tokenizer_config.json"))) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+    if (st == FFN_OK) st = write_text(p, FFN_HF_TOKENIZER_CONFIG, strlen(FFN_HF_TOKENIZER_CONFIG));
+    free(p);
+    return st;
+}
+
 static ffn_status copy_file(const char *from, const char *to) {
     char *buf = NULL;
     size_t n = 0;
@@ -1097,14 +1130,39 @@ ffn_status ffn_checkpoint_save_hf(ffn_model *model, const char *dir,
     const int64_t Dh = ffn_cfg_head_dim(c);
     const float *params = ffn_model_params(model, NULL);
     const char *tok_name = NULL;
-    if (opts && opts->tokenizer_path)
+    /* a GGUF source's vocabulary: ffn's own (ffn.tokenizer) is written out
+     * as tokenizer.txt (+ tokenizer.json); another is not converted */
+    ffn_tokenizer *gguf_tok = NULL;
+    if (opts && opts->tokenizer_path && ffn_checkpoint_is_gguf(opts->tokenizer_path)) {
+        ffn_vocab *gv = NULL;
+        if (ffn_vocab_load(opts->tokenizer_path, c->vocab_size, &gv) == FFN_OK && ffn_vocab_tokenizer(gv)) {
+            char *text = NULL;
+            size_t tn = 0;
+            if (tokenizer_serialize(ffn_vocab_tokenizer(gv), &text, &tn) == FFN_OK &&
+                ffn_tokenizer_parse(text, tn, opts->tokenizer_path, &gguf_tok) != FFN_OK)
+                gguf_tok = NULL;
+            free(text);
+        }
+        ffn_vocab_free(gv);
+        if (gguf_tok) tok_name = FFN_TOKENIZER_FILENAME;
+    } else if (opts && opts->tokenizer_path) {
         tok_name = opts->tokenizer_is_llama2c ? "tokenizer.bin" : FFN_TOKENIZER_FILENAME;
+    }
     char *p = ckpt_path_join(tmp, "/", CONFIG_NAME);
     st = p ? write_hf_config(c, type, dname, tok_name, opts ? opts->context_cap : 0, p) : ffn_error(FFN_ERR_NOMEM, "out of memory");
     free(p);
     if (st == FFN_OK && tok_name) {
         p = ckpt_path_join(tmp, "/", tok_name);
-        st = p ? copy_file(opts->tokenizer_path, p) : ffn_error(FFN_ERR_NOMEM, "out of memory");
+        st = !p ? ffn_error(FFN_ERR_NOMEM, "out of memory")
+             : gguf_tok ? ffn_tokenizer_save(gguf_tok, p) : copy_file(opts->tokenizer_path, p);
+        free(p);
+    }
+    ffn_tokenizer_free(gguf_tok);
+    /* ffn's own vocabulary also as a tokenizer.json Hugging Face reads to
+     * the same ids (ffn itself reads tokenizer.txt first) */
+    if (st == FFN_OK && tok_name && !opts->tokenizer_is_llama2c) {
+        p = ckpt_path_join(tmp, "/", tok_name);
+        st = p ? write_hf_tokenizer(p, tmp) : ffn_error(FFN_ERR_NOMEM, "out of memory");
         free(p);
     }
     ffn_st_writer *w = NULL;

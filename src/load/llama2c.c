@@ -167,6 +167,10 @@ ffn_status l2c_parse_header(const void *buf, size_t size, const char *name,
     if (ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_LLAMA2C_CHECKPOINT)
         return ffn_error(FFN_ERR_FORMAT, "%s is %s, not a llama2.c checkpoint; %s", name,
                          ffn_sniff_name(kind), ffn_sniff_advice(kind));
+    if (kind == FFN_SNIFF_UNKNOWN && ffn_bytes_look_like_text(buf, size))
+        return ffn_error(FFN_ERR_FORMAT, "%s is a text file, not a model (a model is a GGUF file, a "
+                         "llama2.c .bin, a Hugging Face or ffn directory); text to train on goes to "
+                         "ffn train --data, text to score to ffn eval --data", name);
     ffn_status st = l2c_read_header(buf, size, name, &h);
     if (st == FFN_OK) st = l2c_compute_layout(&h, name, &lay);
     if (st && kind == FFN_SNIFF_LLAMA2C_TOKENIZER)

@@ -4,6 +4,7 @@
  * directory swap's answer (src/base/dirswap.c). */
 #include "load/run_dir.h"
 #include "base/dirswap.h"
+#include "data/vocab_internal.h"
 #include "ffn/safetensors.h"
 #include "ffn/checkpoint.h"
 
@@ -37,6 +38,9 @@ static char *in_dir(const char *rdir, const char *name) {
  * Face tokenizer.json (looked for first), or the llama2.c tokenizer.bin of
  * a model fine-tuned from one (ffn train --init); NULL when neither. */
 static const char *foreign_vocab(const char *rdir) {
+    /* a tokenizer.json that is ffn's own export of the tokenizer.txt beside
+     * it (ffn export --format hf) is not a foreign vocabulary */
+    if (vocab_dir_json_is_export(rdir)) return NULL;
     static const char *const names[] = {"tokenizer.json", FFN_LLAMA2C_TOKENIZER_FILENAME};
     for (int i = 0; i < 2; i++) {
         char *path = ffn_path_join(rdir, "/", names[i]);

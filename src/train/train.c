@@ -451,6 +451,12 @@ static ffn_status load_text(trainer *t) {
         snprintf(t->data_source, sizeof t->data_source, "text");
     } else if (o->data_path) {
         st = ffn_text_read(o->data_path, &t->text_owned, &t->text_len);
+        /* a model or a vocabulary given as text: name it, not its first bad byte */
+        ffn_sniff kind = st == FFN_OK ? ffn_sniff_bytes(t->text_owned, t->text_len) : FFN_SNIFF_UNKNOWN;
+        if (st == FFN_OK && ffn_sniff_is_magic(kind) && kind != FFN_SNIFF_JSON &&
+            kind != FFN_SNIFF_PICKLE)
+            st = ffn_error(FFN_ERR_FORMAT, "--data %s is %s, not text to train on; %s", o->data_path,
+                           ffn_sniff_name(kind), ffn_sniff_advice(kind));
         if (st != FFN_OK) return st;
         t->text = t->text_owned;
         /* The absolute path, so that a resume from another directory finds it. */
@@ -626,7 +632,7 @@ static ffn_status load_init(trainer *t) {
     ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1,
                               .precision = o->precision};
     ffn_checkpoint_info info;
-    ffn_status st = ffn_checkpoint_load_model(t->ctx, o->init_path, &mopt, &t->model, &info);
+    ffn_status st = ffn_checkpoint_load_any(t->ctx, o->init_path, &mopt, &t->model, &info);
     if (st != FFN_OK) return ffn_error_prefix(st, "--init %s", o->init_path);
     const ffn_model_config *cfg = ffn_model_get_config(t->model);
     if (o->seq_len > cfg->max_position_embeddings)
@@ -1568,7 +1574,8 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     }
     if (st != FFN_OK) goto done;
     if (cb && cb->on_start)
-        cb->on_start(o, start, t->n_params, t->n_train, t->n_val, cb->user);
+        /* the model's parameters, not a tensor-parallel rank's share */
+        cb->on_start(o, start, t->full ? t->full_np : t->n_params, t->n_train, t->n_val, cb->user);
     const char *saved = NULL;
     int interrupted = 0;
     while (t->step < end) {

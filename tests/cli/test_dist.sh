@@ -106,8 +106,13 @@ PY
     done
     # without --threads each rank takes the host's cores divided by the ranks on it
     want=$(( $(nproc) / 2 )); ((want >= 1)) || want=1
-    got=$(timeout 60 "${MPIRUN[@]}" -np 2 "$FFN" run "$M260" --tp 2 --ids "1" --steps 2 --info 2>&1 >/dev/null | grep -c "rank [01] of 2 (--tp 2), $want thread(s)")
+    info=$(timeout 60 "${MPIRUN[@]}" -np 2 "$FFN" run "$M260" --tp 2 --ids "1" --steps 2 --info 2>&1 >/dev/null)
+    got=$(grep -c "rank [01] of 2 (--tp 2) holds [0-9]* of the parameters, $want thread(s)" <<<"$info")
     [[ "$got" == 2 ]] && ok "run --tp 2 without --threads: $want thread(s) a rank ($(nproc) cores, 2 ranks)" || bad "run --tp 2 threads: $got ranks report $want thread(s)"
+    # the model's parameter count, not a rank's share (that is the rank line's)
+    one=$("$FFN" run "$M260" --ids "1" --steps 1 --info 2>&1 >/dev/null | grep -o "[0-9]* parameters")
+    [[ -n "$one" ]] && grep -q ": $one" <<<"$info" && ok "run --tp 2 --info prints the model's $one" ||
+        bad "run --tp 2 --info parameters: one process '$one', --tp 2: $(grep parameters <<<"$info" | head -1)"
     expect_tp=$(timeout 60 "${MPIRUN[@]}" -np 3 "$FFN" run "$M260" --tp 3 --ids "1" --steps 2 --threads 1 2>&1 >/dev/null)
     grep -q -- "--tp 3 does not divide the 8 attention heads" <<<"$expect_tp" && ok "run --tp 3 on 8 heads: refused, naming both" || bad "run --tp 3: $expect_tp"
 else bad "$M260 missing (FFN_SHARED)"; fi

@@ -8,8 +8,9 @@
 #      directory is complete and loads (`ffn generate`), differs from the
 #      input only in model.layers.1.mlp.down_proj.weight, and the input is
 #      untouched (checksums);
-#   2. C is cached beside the model (named by layer, samples and the
-#      weights' hash) and read back on the next run;
+#   2. C is cached in $XDG_CACHE_HOME/ffn (named by layer, samples and the
+#      weights' hash), never in the working directory or beside the model,
+#      and read back on the next run; --cache DIR puts it in DIR;
 #   3. --force: an existing --out is refused without it and replaced with
 #      it; --out MODEL itself and a directory that is not a model are
 #      refused either way;
@@ -31,6 +32,7 @@
 set -euo pipefail
 FFN_BIN="${FFN_BIN:-build/ffn}"
 tmp=$(mktemp -d)
+export XDG_CACHE_HOME="$tmp/xdg" # C's cache: never the user's own
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export FFN_NUM_THREADS=2
@@ -110,8 +112,12 @@ assert changed == ["model.layers.1.mlp.down_proj.weight"], changed
 PY
 sums "$tmp/m" | cmp -s - "$tmp/m.sums" || fail "the input model changed"
 
-# 2. the cache of C, beside the model
-ls "$tmp"/ffn-cov-L1-n2000-*.bin > /dev/null 2>&1 || fail "no cache file of C beside the model"
+# 2. the cache of C, in $XDG_CACHE_HOME/ffn
+ls "$tmp"/xdg/ffn/ffn-cov-L1-n2000-*.bin > /dev/null 2>&1 || fail "no cache file of C in \$XDG_CACHE_HOME/ffn"
+! ls "$tmp"/ffn-cov-* ./ffn-cov-* > /dev/null 2>&1 || fail "a cache file of C beside the model or in the working directory"
+"$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --out "$tmp/e" --force \
+    --cache "$tmp" --samples 500 > /dev/null 2>&1 || fail "edit --cache DIR"
+ls "$tmp"/ffn-cov-L1-n500-*.bin > /dev/null 2>&1 || fail "--cache DIR: no cache file in DIR"
 "$FFN_BIN" edit "$tmp/m" "${F[@]}" --fact 0 --target Varn --layer 1 --out "$tmp/e" --force --json \
     > "$tmp/rome2.json"
 /usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['cov_cached'] is True, r" \
@@ -231,4 +237,26 @@ for fmt in text json; do
     grep -q "did not take" "$tmp/nil.out" && fail "the warning went to stdout ($fmt)"
 done
 echo "ok 8. the nil edit warns"
+# 9. a language without word spaces (a char model of the Chinese corpus):
+# the target is taken as typed (no space before it), a character the
+# vocabulary lacks is refused naming "a character", in edit and in trace
+# (never a silent <unk>), and ffn_vocab_word_space's rule holds
+"$FFN_BIN" train --corpus zh --corpus-sentences 3000 --tokenizer char --steps 2 --hidden-size 64 \
+    --intermediate-size 96 --num-hidden-layers 1 --num-attention-heads 4 --seq-len 32 --batch-size 2 \
+    --out "$tmp/zh" --quiet > /dev/null 2>&1 || fail "train zh"
+"$FFN_BIN" edit "$tmp/zh" --prompt "小明把苹果递给了" --subject 小明 --target 王 --layer 0 \
+    --samples 200 --out "$tmp/zh-ed" --json > "$tmp/zh.json" 2> "$tmp/err" ||
+    { cat "$tmp/err"; fail "edit of a Chinese char model with target 王"; }
+/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r['target'] == '王', r" \
+    "$tmp/zh.json" || fail "the edit's target is not '王' as typed"
+"$FFN_BIN" trace "$tmp/zh" --prompt "小明把苹果递给了" --subject 小明 --target 王 > "$tmp/trace" 2>&1 ||
+    { cat "$tmp/trace"; fail "trace of a Chinese char model with target 王"; }
+grep -q "'王' (id [0-9]*)" "$tmp/trace" || fail "trace: the target is not 王: $(head -1 "$tmp/trace")"
+bad "'𠀀': a character is not in the model's vocabulary" "$tmp/zh" --prompt "小明把苹果递给了" \
+    --subject 小明 --target 𠀀 --layer 0 --out "$tmp/x"
+if "$FFN_BIN" trace "$tmp/zh" --prompt "小明把苹果递给了" --subject 小明 --target 𠀀 > "$tmp/out" 2> "$tmp/err"; then
+    fail "trace of a target the vocabulary lacks succeeded (a silent <unk>)"
+fi
+grep -q "target '𠀀': a character is not in the model's vocabulary" "$tmp/err" || { cat "$tmp/err"; fail "trace: message for a missing character"; }
+echo "ok 9. the target as typed in a Chinese model"
 echo "test_edit: ok"

@@ -35,7 +35,10 @@ head -c 241 "$tmp/train.txt" >"$tmp/data.txt"
 expect_fail 2 "--data FILE is required" "$FFN" eval "$tmp/run"
 expect_fail 2 "--stride 9 is larger than --window 8" "$FFN" eval "$tmp/run" --data "$tmp/data.txt" --window 8 --stride 9
 expect_fail 2 "--window 33 is longer than the context of 32" "$FFN" eval "$tmp/run" --data "$tmp/data.txt" --window 33
-expect_fail 1 "q4.gguf: no vocabulary found beside the model; give --tokenizer FILE" "$FFN" eval "$tmp/q4.gguf" --data "$tmp/data.txt"
+# a GGUF ffn wrote holds its vocabulary: eval reads it (issue 24: one opener)
+if "$FFN" eval "$tmp/q4.gguf" --data "$tmp/data.txt" >"$tmp/q4.out" 2>&1 && grep -q "perplexity" "$tmp/q4.out"; then
+    echo "ok   eval reads the GGUF's own vocabulary"
+else bad "eval on q4.gguf: $(cat "$tmp/q4.out")"; fi
 expect_fail 1 "--data .*/nope.txt: No such file" "$FFN" eval "$tmp/run" --data "$tmp/nope.txt"
 
 "$FFN" eval "$tmp/run" --data "$tmp/data.txt" --window 20 --stride 7 --json >"$tmp/e1.json" || bad "eval run"
