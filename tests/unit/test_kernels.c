@@ -560,7 +560,7 @@ static void test_widths(ffn_ctx *ctx) {
            "%.3g of max|y| (tolerance 1e-5); F = 86 (--tp 2 of 172) h bitwise F = 172's\n",
            ffn_simd_level(), (long long)nw, worst);
     if (levels < 3)
-        check_note("no AVX-512 (CPUID): kernel widths at %s only",
+        check_note("no AVX-512 (CPUID): gemv (plain and packed), activations and widths at %s only",
                    levels == 2 ? "scalar and avx2" : "scalar");
     free(W); free(Wa); free(x); free(xa); free(o); free(r); free(m);
     free(gu); free(hh); free(yy); free(wg); free(wu); free(wd); free(h172);
