@@ -36,10 +36,13 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp "$src_bin" "$tmp/ffn"
 FFN=$tmp/ffn
+# Without AVX512_BF16 ffn refuses bf16: the run goes on with ffn fp32 and
+# PyTorch, and every ffn bf16 figure (and the ratios that need one) is n/a.
+have_bf16=1
 if ! $FFN bench layer --hidden 16 --intermediate 16 --tokens 8 --repeats 1 --precision bf16 \
         >/dev/null 2>"$tmp/err"; then
-    echo "bench_bf16.sh: no bf16 products here: $(cat "$tmp/err")" >&2
-    exit 0
+    have_bf16=0
+    echo "bench_bf16.sh: no bf16 products here (ffn bf16 figures n/a): $(cat "$tmp/err")" >&2
 fi
 have_torch=1
 $PY -c 'import torch' 2>/dev/null || { have_torch=0; echo "bench_bf16.sh: PyTorch not found; ffn only" >&2; }
@@ -52,10 +55,12 @@ for T in $THREADS; do
         IFS=: read -r type D F <<<"$shape"
         for N in 64 512; do
             echo "== $type D=$D F=$F N=$N threads=$T" >&2
-            $FFN bench layer --type "$type" --hidden "$D" --intermediate "$F" --tokens "$N" \
-                --threads "$T" --repeats "$R" --precision bf16 --json |
-                sed 's/^{/{"peer": "ffn", /' >>"$OUT"
-            if [[ $T == "$last_t" ]]; then
+            if ((have_bf16)); then
+                $FFN bench layer --type "$type" --hidden "$D" --intermediate "$F" --tokens "$N" \
+                    --threads "$T" --repeats "$R" --precision bf16 --json |
+                    sed 's/^{/{"peer": "ffn", /' >>"$OUT"
+            fi
+            if [[ $T == "$last_t" ]] || ((!have_bf16)); then
                 $FFN bench layer --type "$type" --hidden "$D" --intermediate "$F" --tokens "$N" \
                     --threads "$T" --repeats "$R" --precision fp32 --json |
                     sed 's/^{/{"peer": "ffn", /' >>"$OUT"
@@ -81,27 +86,37 @@ def find(peer, prec, r):
             return q
     return None
 print()
+def num(v, fmt):  # n/a: a figure this CPU cannot give (no AVX512_BF16)
+    return format(v, fmt) if v is not None else "n/a"
 for t, p in sorted(peaks.items()):
-    print(f"threads {t}: bf16 peak {p['bf16_gflops']:.1f} GFLOP/s, FMA peak {p['gflops']:.1f} GFLOP/s (same run)")
+    bp = p["bf16_gflops"]
+    print(f"threads {t}: bf16 peak {num(bp, '.1f')}{' GFLOP/s' if bp else ''}, FMA peak {p['gflops']:.1f} GFLOP/s (same run)")
+have_bf16 = any(r.get("peer") == "ffn" and r.get("precision") == "bf16" for r in lay)
+if not have_bf16:
+    print("no ffn bf16 here (no AVX512_BF16): its columns and the ratios that need it are n/a")
 print("ms = minimum over repeats; %peak = ffn bf16 GFLOP/s / bf16 peak; "
       "vs torch = PyTorch-autocast ms / ffn bf16 ms; vs fp32 = ffn fp32 ms / ffn bf16 ms")
 hdr = (f"{'layer':<7}{'D':>5}{'F':>6}{'N':>5}{'thr':>4}  {'pass':<9}{'bf16 ms':>9}{'GFLOP/s':>9}"
        f"{'%peak':>7}{'torch ms':>10}{'vs torch':>9}{'fp32 ms':>9}{'vs fp32':>8}")
 print(hdr)
 print("-" * len(hdr))
-for r in lay:
-    if r.get("peer") != "ffn" or r.get("precision") != "bf16":
+for key in lay:  # a row per ffn bf16 run, or per ffn fp32 run where bf16 is n/a
+    if key.get("peer") != "ffn" or key.get("precision") != ("bf16" if have_bf16 else "fp32"):
         continue
-    peak = peaks[r["threads"]]["bf16_gflops"]
-    tq, fq = find("pytorch", "bf16", r), find("ffn", "fp32", r)
+    r = key if have_bf16 else None
+    peak = peaks[key["threads"]]["bf16_gflops"]
+    tq, fq = find("pytorch", "bf16", key), find("ffn", "fp32", key)
     for k, name in (("forward", "fwd"), ("forward_backward", "fwd+bwd")):
-        ms = r[k]["min_ms"]
-        gf = r[k]["gflops"]
-        tms = tq[k]["min_ms"] if tq else float("nan")
-        fms = fq[k]["min_ms"] if fq else float("nan")
-        print(f"{r['type']:<7}{r['hidden']:>5}{r['intermediate']:>6}{r['tokens']:>5}{r['threads']:>4}  "
-              f"{name:<9}{ms:>9.2f}{gf:>9.1f}{100 * gf / peak:>6.0f}%{tms:>10.2f}{tms / ms:>8.2f}x"
-              f"{fms:>9.2f}{fms / ms:>7.2f}x")
+        ms = r[k]["min_ms"] if r else None
+        gf = r[k]["gflops"] if r else None
+        tms = tq[k]["min_ms"] if tq else None
+        fms = fq[k]["min_ms"] if fq else None
+        pct = f"{num(100 * gf / peak, '.0f')}%" if gf and peak else "n/a"
+        vs_t = f"{tms / ms:.2f}x" if ms and tms else "n/a"
+        vs_f = f"{fms / ms:.2f}x" if ms and fms else "n/a"
+        print(f"{key['type']:<7}{key['hidden']:>5}{key['intermediate']:>6}{key['tokens']:>5}{key['threads']:>4}  "
+              f"{name:<9}{num(ms, '.2f'):>9}{num(gf, '.1f'):>9}{pct:>7}{num(tms, '.2f'):>10}{vs_t:>9}"
+              f"{num(fms, '.2f'):>9}{vs_f:>8}")
 print()
 for r in lay:
     if r.get("peer") == "ffn" and r.get("precision") == "bf16" and r["tokens"] == 64:

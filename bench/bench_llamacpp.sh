@@ -113,8 +113,9 @@ for T in $THREADS; do
     bw=$(j gbps "$(FFN_NUM_THREADS=$T "$FFN" bench bandwidth --threads "$T" --json)")
     pk=$(FFN_NUM_THREADS=$T "$FFN" bench peak --threads "$T" --json)
     fma=$(j gflops "$pk"); bf16=$(j bf16_gflops "$pk")
+    [[ $bf16 == None ]] && bf16=n/a # a CPU without AVX512_BF16: no bf16 peak, no %peak against it
     echo
-    echo "threads $T: read bandwidth $bw GB/s, fp32 FMA peak $fma GFLOP/s, bf16 peak $bf16 GFLOP/s"
+    echo "threads $T: read bandwidth $bw GB/s, fp32 FMA peak $fma GFLOP/s, bf16 peak $bf16$([[ $bf16 == n/a ]] || echo " GFLOP/s")"
     printf '%-12s %-5s | %9s %9s %6s %6s | %8s %8s %6s | %7s %5s %7s %5s\n' model type \
         "pp ffn" "pp llama" ratio "%peak" "tg ffn" "tg llama" ratio "GB/s" "%bw" "llamaGB" "%bw"
     for name in $MODELS; do
@@ -127,7 +128,8 @@ for T in $THREADS; do
             "$PY" - "$a" "$b" "$bw" "$fma" "$bf16" "$name" "$ty" "$T" $(shape "$name") >>"$results" <<'EOF'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-bw, fma, bf16 = map(float, sys.argv[3:6])
+bw, fma = map(float, sys.argv[3:5])
+bf16 = None if sys.argv[5] == "n/a" else float(sys.argv[5])  # n/a: no AVX512_BF16
 name, ty, T = sys.argv[6], sys.argv[7], int(sys.argv[8])
 D, F, L, H, G, V, E, K, tied = map(int, sys.argv[9:18])
 Dh = D // H
@@ -139,7 +141,7 @@ bpt = a["bytes_per_token"]
 r = dict(model=name, type=ty, threads=T, bandwidth_gbps=bw, peak_gflops=peak,
          ffn_prompt_tok_s=a["prompt_tok_s"], llama_prompt_tok_s=b["prompt_tok_s"],
          prompt_ratio=a["prompt_tok_s"] / b["prompt_tok_s"] if b["prompt_tok_s"] else 0,
-         ffn_prompt_gflops=pp_gflops, prompt_pct_peak=100 * pp_gflops / peak if peak else 0,
+         ffn_prompt_gflops=pp_gflops, prompt_pct_peak=100 * pp_gflops / peak if peak else None,
          ffn_decode_tok_s=a["decode_tok_s"], llama_decode_tok_s=b["decode_tok_s"],
          decode_ratio=a["decode_tok_s"] / b["decode_tok_s"] if b["decode_tok_s"] else 0,
          bytes_per_token=bpt, ffn_decode_gbps=bpt * a["decode_tok_s"] * 1e-9,
@@ -152,9 +154,10 @@ EOF
             "$PY" -c '
 import json, sys
 r = json.loads(sys.argv[1])
-print("%-12s %-5s | %9.1f %9.1f %5.2fx %5.0f%% | %8.2f %8.2f %5.2fx | %7.1f %4.0f%% %7.1f %4.0f%%" % (
+pct = "%5.0f%%" % r["prompt_pct_peak"] if r["prompt_pct_peak"] is not None else "   n/a"
+print("%-12s %-5s | %9.1f %9.1f %5.2fx %s | %8.2f %8.2f %5.2fx | %7.1f %4.0f%% %7.1f %4.0f%%" % (
     "%s L%s" % (r["model"], sys.argv[2]), r["type"], r["ffn_prompt_tok_s"], r["llama_prompt_tok_s"],
-    r["prompt_ratio"], r["prompt_pct_peak"], r["ffn_decode_tok_s"], r["llama_decode_tok_s"],
+    r["prompt_ratio"], pct, r["ffn_decode_tok_s"], r["llama_decode_tok_s"],
     r["decode_ratio"], r["ffn_decode_gbps"], r["ffn_pct_bw"], r["llama_decode_gbps"],
     r["llama_pct_bw"]))' "$(tail -n 1 "$results")" "$(shape "$name" | cut -d' ' -f3)"
         done
@@ -162,5 +165,5 @@ print("%-12s %-5s | %9.1f %9.1f %5.2fx %5.0f%% | %8.2f %8.2f %5.2fx | %7.1f %4.0
 done
 echo
 echo "pp: prompt tokens/s; tg: decode tokens/s; ratio ffn / llama.cpp; %peak: ffn's prompt"
-echo "GFLOP/s (weight products) / the peak above; GB/s: bytes per token × tokens/s, %bw of the"
+echo "GFLOP/s (weight products) / the peak above (n/a where the CPU gives no such peak); GB/s: bytes per token × tokens/s, %bw of the"
 echo "read bandwidth above.  One JSON object per row: $results"

@@ -55,10 +55,14 @@ for th in "${threads[@]}"; do
             python3 - "$t" "${R}x${C}" "$th" "$peak" "$g_rows" "$g_panel" "$g_dnn" <<'EOF'
 import sys
 t, w, th = sys.argv[1:4]
-peak, rows, panel, dnn = map(float, sys.argv[4:8])
-pct = lambda g: 100.0 * g / peak if peak > 0 else 0.0
-print("%-5s %-11s %7s %8.1f %8.1f %8.1f %8.1f %7.1f %7.1f %7.1f"
-      % (t, w, th, peak, rows, panel, dnn, pct(rows), pct(panel), pct(dnn)))
+# n/a: a figure this CPU cannot give (no bf16 peak, no panels without
+# AVX512_BF16), and every share of it
+val = lambda a: None if a in ("None", "n/a") else float(a)
+peak, rows, panel, dnn = map(val, sys.argv[4:8])
+f = lambda v: "%.1f" % v if v is not None else "n/a"
+pct = lambda g: f(100.0 * g / peak) if peak and g is not None else "n/a"
+print("%-5s %-11s %7s %8s %8s %8s %8s %7s %7s %7s"
+      % (t, w, th, f(peak), f(rows), f(panel), f(dnn), pct(rows), pct(panel), pct(dnn)))
 EOF
         done
     done

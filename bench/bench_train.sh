@@ -75,8 +75,18 @@ fi
 [[ -x /usr/bin/time ]] || { echo "bench_train.sh: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 have_torch=1
 $PY -c 'import torch' 2>/dev/null || { have_torch=0; echo "bench_train.sh: PyTorch not found; ffn only" >&2; }
-have_bf16=0
-"$FFN" train --help 2>/dev/null | grep -q -- '--precision' && have_bf16=1
+# bf16 only where ffn runs it here: a CPU without AVX512_BF16 refuses it (the
+# ffn-bf16 figures and their ratios are then n/a, not guessed)
+have_bf16=0 no_bf16="no --precision"
+if "$FFN" train --help 2>/dev/null | grep -q -- '--precision'; then
+    if "$FFN" bench layer --hidden 16 --intermediate 16 --tokens 8 --repeats 1 --precision bf16 \
+        --json >/dev/null 2>"${TMPDIR:-/tmp}/bench_train_bf16.$$"; then
+        have_bf16=1
+    else
+        no_bf16="refused here: $(head -c 160 "${TMPDIR:-/tmp}/bench_train_bf16.$$")"
+    fi
+    rm -f "${TMPDIR:-/tmp}/bench_train_bf16.$$"
+fi
 
 mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
@@ -84,7 +94,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 echo "train: sizes D = $SIZES, $TH and 1 threads, char vocab of $(basename "$DATA")," \
-     "steps ffn $FFN_STEPS / pytorch $TORCH_STEPS, first $WARM untimed; ffn bf16: $([[ $have_bf16 == 1 ]] && echo yes || echo 'no (no --precision)')"
+     "steps ffn $FFN_STEPS / pytorch $TORCH_STEPS, first $WARM untimed; ffn bf16: $([[ $have_bf16 == 1 ]] && echo yes || echo "n/a ($no_bf16)")"
 uptime | sed 's/^/load before: /'
 "$FFN" bench peak --threads "$TH" --json | tee -a "$OUT"
 if ((have_torch)); then
@@ -232,7 +242,9 @@ def get(peer, v, D, th):  # the fastest run of that set-up
 def tps(r):
     return r["tokens_per_s"] if r else float("nan")
 def ratio(a, b):
-    return f"{tps(a) / tps(b):.2f}x" if a and b else "-"
+    return f"{tps(a) / tps(b):.2f}x" if a and b else "n/a"
+def cell(r):  # n/a: not measured here (no PyTorch, or bf16 refused by this CPU)
+    return f"{tps(r):.0f}" if r else "n/a"
 print("\nsteady training tokens/s (wall clock, after the warm-up steps); "
       f"threads {TH} unless marked 1t; pt = PyTorch 1.13 eager, pt-bf16 = with bf16 autocast "
       "(each the faster of OPENBLAS_NUM_THREADS %d / 1)" % TH)
@@ -251,9 +263,9 @@ for D, v in seen:
     p, p1, pb = get("pytorch", v, D, TH), get("pytorch", v, D, 1), get("pytorch-bf16", v, D, TH)
     fb = get("ffn-bf16", v, D, TH)
     pk = f.get("profile", {}).get("product_pct_peak") if f else None
-    print(f"{D:>5} {v:<7}{f['params']:>11}{tps(f):>8.0f}{tps(p):>8.0f}{ratio(f, p):>8}"
-          f"{tps(pb):>9.0f}{ratio(f, pb):>9}{tps(fb):>9.0f}{ratio(fb, f):>7}{ratio(fb, pb):>8}"
-          f"{tps(f1):>8.0f}{ratio(f, f1):>7}{tps(p1):>7.0f}{ratio(p, p1):>7}"
+    print(f"{D:>5} {v:<7}{f['params']:>11}{cell(f):>8}{cell(p):>8}{ratio(f, p):>8}"
+          f"{cell(pb):>9}{ratio(f, pb):>9}{cell(fb):>9}{ratio(fb, f):>7}{ratio(fb, pb):>8}"
+          f"{cell(f1):>8}{ratio(f, f1):>7}{cell(p1):>7}{ratio(p, p1):>7}"
           f"{(f'{pk:.1f}%' if pk is not None else '-'):>8}")
 print("\nwhere ffn's step goes (--profile, share of the step time, threads %d):" % TH)
 parts = ["ffn_forward", "ffn_backward", "attn_proj", "attn_core", "norm", "embed_head",

@@ -7,6 +7,15 @@
 #   asan-cli the CLI tests that run $FFN_BIN again, through build/asan/ffn
 #            (the command under ASan + UBSan, from make asan-cli)
 #   browser  tests/browser/test_*.mjs  (headless Chromium, node)
+#   simd-avx2, simd-scalar
+#            the kernel, layer, model and GGUF tests again on an emulated
+#            AVX2-only machine (FFN_SIMD=avx2 and ONEDNN_MAX_CPU_ISA=AVX2,
+#            which caps oneDNN too) and at ffn's scalar level
+#            (FFN_SIMD=scalar), so that an AVX-512 machine runs what an AVX2
+#            one would; the line says when the CPU itself is below the level
+# A test's lines "note: ..." (what it checked where the machine decides,
+# e.g. an instruction set it lacks, so the refusal was tested) are printed
+# beside its PASS or FAIL: nothing is skipped silently.
 # Usage: tests/run.sh [substring]   -- only tests whose name contains it.
 # Each test's output goes to build/test-logs/<name>.log; a failure prints
 # the log's tail.  Build first (make all unit asan asan-cli).
@@ -28,14 +37,28 @@ passed=0; failed=0; failed_names=()
 run_one() { # name, command...
     local name="$1"; shift
     [[ -n "$filter" && "$name" != *"$filter"* ]] && return
-    local log="$logs/${name//\//_}.log" t0=$SECONDS
+    local log="$logs/${name//\//_}.log" t0=$SECONDS notes
     if "$@" >"$log" 2>&1; then
-        passed=$((passed + 1)); printf 'PASS %-40s %4ds\n' "$name" $((SECONDS - t0))
+        passed=$((passed + 1)); printf 'PASS %-40s %4ds' "$name" $((SECONDS - t0))
+        print_notes "$log"
     else
         failed=$((failed + 1)); failed_names+=("$name")
-        printf 'FAIL %-40s %4ds  (log: %s)\n' "$name" $((SECONDS - t0)) "$log"
+        printf 'FAIL %-40s %4ds  (log: %s)' "$name" $((SECONDS - t0)) "$log"
+        print_notes "$log"
         tail -n 30 "$log" | sed 's/^/    /'
     fi
+}
+print_notes() { # the log's "note: " lines, after the result on one line
+    local notes
+    notes=$(sed -n 's/^ *note: //p' "$1" | head -n 4 | paste -sd';' - | sed 's/;/; /g')
+    [[ -n "$notes" ]] && printf '  [%s]' "$notes"
+    printf '\n'
+}
+
+simd_run() { # note (or ""), command...: the note first, then the command
+    [[ -n "$1" ]] && echo "$1"
+    shift
+    "$@"
 }
 
 # (test_* with no dot: not the .d dependency files, nor a .tmp being linked)
@@ -58,6 +81,35 @@ elif [[ -z "$filter" || "asan-cli/" == *"$filter"* ]]; then
     failed=$((failed + 1)); failed_names+=("asan-cli")
     echo "FAIL asan-cli: build/asan/ffn is missing (make asan-cli)"
 fi
+# The kernel, layer, model and GGUF tests at the lower SIMD levels (about
+# 1.5 minutes a level on 2 cores).  Not here: test_gemv_multi (it runs its
+# layer under FFN_SIMD=avx2 and scalar in child processes itself) and
+# test_model_quant (by design at the scalar level, whose activations stay
+# exact for its dequantized-fp32 reference; the SIMD levels' quantized
+# kernels have their own bounds in test_qgemm and cli/test_llamacpp).
+simd_unit=(test_kernels test_wgrad test_attention test_qgemm test_quant test_bf16
+           test_layer test_moe test_model test_model_grad test_generate
+           test_gguf test_gguf_mmap test_adamw_lanes)
+simd_parity=(test_act test_layer test_moe test_moe_routing test_model test_stories260k test_bf16
+             test_quant test_quant_formats test_families)
+simd_cli=(test_gguf_model test_quant_run)
+for level in avx2 scalar; do
+    lenv=(env FFN_SIMD=$level)
+    [[ $level == avx2 ]] && lenv+=(ONEDNN_MAX_CPU_ISA=AVX2)
+    got=$("${lenv[@]}" build/ffn version 2>/dev/null | sed -n 's/^simd //p')
+    below=""
+    [[ -n "$got" && "$got" != "$level" ]] && below="note: this CPU is below $level: ran at $got"
+    for t in "${simd_unit[@]}"; do
+        [[ -x build/tests/$t ]] && run_one "simd-$level/$t" simd_run "$below" "${lenv[@]}" "build/tests/$t"
+    done
+    for t in "${simd_parity[@]}"; do
+        [[ -f tests/parity/$t.py ]] &&
+            run_one "simd-$level/parity/$t" simd_run "$below" "${lenv[@]}" /usr/bin/python3 "tests/parity/$t.py"
+    done
+    for t in "${simd_cli[@]}"; do
+        [[ -f tests/cli/$t.sh ]] && run_one "simd-$level/cli/$t" simd_run "$below" "${lenv[@]}" bash "tests/cli/$t.sh"
+    done
+done
 for t in tests/browser/test_*.mjs; do [[ -f "$t" ]] && run_one "browser/$(basename "$t" .mjs)" node "$t"; done
 
 if ((failed)); then printf 'failed: %s\n' "${failed_names[*]}"; fi

@@ -395,7 +395,9 @@ static int bench_peak(int argc, char **argv) {
     } else {
         printf("fp32 FMA peak: %.1f GFLOP/s (%d threads, %s)\n", p.fma_gflops, nt, simd);
         if (p.bf16_gflops > 0) printf("bf16 dot-product peak (vdpbf16ps): %.1f GFLOP/s\n", p.bf16_gflops);
+        else printf("bf16 dot-product peak (vdpbf16ps): n/a (no AVX-512 with AVX512_BF16 here)\n");
         if (p.int8_gops > 0) printf("int8 dot-product peak (vpdpbusd): %.1f GOP/s\n", p.int8_gops);
+        else printf("int8 dot-product peak (vpdpbusd): n/a (no AVX-512 with AVX512_VNNI here)\n");
     }
     ffn_ctx_free(ctx);
     return 0;

@@ -60,14 +60,29 @@ PYEOF
     then ok "bench qgemm --type $1 --json"; else bad "bench qgemm --type $1: $(cat "$T/j" "$T/e" | head -c 400)"; fi
 done
 
-if "$FFN" bench peak --threads 1 --json >"$T/p" 2>"$T/e" && $PY - "$T/p" <<'PYEOF'
+# bf16_gflops and int8_gops are null exactly where the CPU (its
+# /proc/cpuinfo flags, FFN_SIMD's cap) has no AVX512_BF16 / AVX512_VNNI
+. "$(dirname "$0")/lib_cpu.sh"
+hw_bf16=0; hw_vnni=0
+cpu_has avx512_bf16 && hw_bf16=1
+cpu_has avx512_vnni && hw_vnni=1
+if "$FFN" bench peak --threads 1 --json >"$T/p" 2>"$T/e" && $PY - "$T/p" $hw_bf16 $hw_vnni <<'PYEOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["bench"] == "peak" and d["gflops"] > 0
-for k in ("bf16_gflops", "int8_gops"):
-    assert k in d and (d[k] is None or d[k] > 0), (k, d)
+for k, hw in (("bf16_gflops", sys.argv[2]), ("int8_gops", sys.argv[3])):
+    assert k in d and (d[k] is None if hw == "0" else d[k] > 0), (k, hw, d)
 PYEOF
-then ok "bench peak --json: gflops, bf16_gflops, int8_gops"; else bad "bench peak --json: $(cat "$T/p" "$T/e" | head -c 300)"; fi
+then ok "bench peak --json: gflops, bf16_gflops ($( ((hw_bf16)) && echo measured || echo 'null: no AVX512_BF16')), int8_gops ($( ((hw_vnni)) && echo measured || echo 'null: no AVX512_VNNI'))"
+else bad "bench peak --json: $(cat "$T/p" "$T/e" | head -c 300)"; fi
+if "$FFN" bench peak --threads 1 >"$T/p" 2>"$T/e" &&
+   { ((hw_bf16)) || grep -q "^bf16 dot-product peak (vdpbf16ps): n/a" "$T/p"; } &&
+   { ((hw_vnni)) || grep -q "^int8 dot-product peak (vpdpbusd): n/a" "$T/p"; }
+then ok "bench peak: every figure printed, n/a where the CPU cannot give it"; else bad "bench peak: $(cat "$T/p" "$T/e" | head -c 300)"; fi
+missing=()
+((hw_bf16)) || missing+=(AVX512_BF16)
+((hw_vnni)) || missing+=(AVX512_VNNI)
+((${#missing[@]} == 0)) || note "no ${missing[*]} (/proc/cpuinfo, FFN_SIMD=${FFN_SIMD:-unset}): bench peak's null and n/a for it tested"
 
 [[ $fails -eq 0 ]] && echo "all ok" || echo "$fails failed"
 exit $((fails > 0))

@@ -15,22 +15,48 @@
 #   - refusals: --precision fp16 (exit 2, the accepted names), bf16 where the
 #     SIMD level has no AVX512_BF16 (FFN_SIMD=avx2: exit 1, a message naming
 #     it, no run directory written).
-# Skipped (exit 0 with a note) on a CPU without AVX512_BF16.
+# On a CPU without AVX512_BF16 (its /proc/cpuinfo flags, capped by FFN_SIMD;
+# lib_cpu.sh) the refusals instead: ffn bench layer, ffn train and ffn run
+# with --precision bf16 each exit 1 with a message naming AVX512_BF16 and
+# bf16 and write nothing; the "note:" line says which was tested.
 set -euo pipefail
 FFN_BIN="${FFN_BIN:-build/ffn}"
 FFN_SHARED="${FFN_SHARED:-../shared}"
+. "$(dirname "$0")/lib_cpu.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 head -c 60000 "$FFN_SHARED/data/tinyshakespeare.txt" > "$tmp/data.txt"
 
-if ! "$FFN_BIN" bench layer --hidden 16 --intermediate 16 --tokens 8 --repeats 1 \
-        --precision bf16 --json > "$tmp/bench.json" 2> "$tmp/bench.err"; then
-    if grep -q "AVX512_BF16" "$tmp/bench.err"; then
-        echo "skip: this CPU has no AVX512_BF16 ($(cat "$tmp/bench.err"))"; exit 0
-    fi
-    fail "bench layer --precision bf16: $(cat "$tmp/bench.err")"
+small=(--data "$tmp/data.txt" --hidden-size 32 --intermediate-size 48 --num-hidden-layers 2
+       --num-attention-heads 4 --num-key-value-heads 2 --seq-len 32 --batch-size 4
+       --eval-every 4 --eval-batches 2 --quiet --threads 1)
+
+# refused: exit 1, the instruction set and the type named, PATH not written,
+# nothing on stdout
+refused() { # what, path that must not appear, command...
+    local what="$1" path="$2" rc=0; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+    [[ ! -s "$tmp/out" ]] || fail "$what without AVX512_BF16 printed $(head -c 200 "$tmp/out")"
+    [[ $rc -eq 1 ]] && grep -q "AVX512_BF16" "$tmp/err" && grep -q "bf16" "$tmp/err" ||
+        fail "$what without AVX512_BF16: exit $rc, $(cat "$tmp/err")"
+    [[ ! -e "$path" ]] || fail "$what without AVX512_BF16 wrote $path"
+    echo "ok $what refused: exit 1, nothing written, $(head -c 200 "$tmp/err")"
+}
+
+if ! cpu_has avx512_bf16; then
+    refused "bench layer --precision bf16" "$tmp/none" "$FFN_BIN" bench layer --hidden 16 --intermediate 16 --tokens 8 --repeats 1 --precision bf16 --json
+    refused "train --precision bf16" "$tmp/t" "$FFN_BIN" train "${small[@]}" --precision bf16 --steps 2 --out "$tmp/t"
+    "$FFN_BIN" train "${small[@]}" --steps 2 --out "$tmp/f" >/dev/null
+    refused "run --precision bf16" "$tmp/l.safetensors" "$FFN_BIN" run "$tmp/f" --ids "1 2 3" --steps 2 \
+        --temperature 0 --threads 1 --precision bf16 --dump-logits "$tmp/l.safetensors"
+    note "no AVX512_BF16 (/proc/cpuinfo, FFN_SIMD=${FFN_SIMD:-unset}): tested the refusal of bench layer, train and run --precision bf16"
+    exit 0
 fi
+note "AVX512_BF16 present: bf16 training, resume, run and bench tested"
+"$FFN_BIN" bench layer --hidden 16 --intermediate 16 --tokens 8 --repeats 1 \
+    --precision bf16 --json > "$tmp/bench.json" 2> "$tmp/bench.err" ||
+    fail "bench layer --precision bf16 on a CPU with AVX512_BF16: $(cat "$tmp/bench.err")"
 python3 - "$tmp/bench.json" <<'EOF' || fail "bench layer --json does not report precision bf16"
 import json, sys
 o = json.load(open(sys.argv[1]))
@@ -43,10 +69,6 @@ import json, sys
 for line in open(sys.argv[1]):
     o = json.loads(line)
     print(o["step"], repr(o["loss"]))' "$1"; }
-
-small=(--data "$tmp/data.txt" --hidden-size 32 --intermediate-size 48 --num-hidden-layers 2
-       --num-attention-heads 4 --num-key-value-heads 2 --seq-len 32 --batch-size 4
-       --eval-every 4 --eval-batches 2 --quiet --threads 1)
 
 # ---- resume bit-identical, dense and MoE ----
 for kind in dense moe; do
@@ -137,11 +159,6 @@ rc=0
 [[ $rc -eq 2 ]] && grep -q "expected fp32 or bf16, got 'fp16'" "$tmp/err" ||
     fail "--precision fp16: exit $rc, $(cat "$tmp/err")"
 echo "ok --precision fp16: exit 2, $(cat "$tmp/err")"
-rc=0
-FFN_SIMD=avx2 "$FFN_BIN" train "${small[@]}" --precision bf16 --steps 2 --out "$tmp/y" \
-    >/dev/null 2>"$tmp/err" || rc=$?
-[[ $rc -eq 1 ]] && grep -q "AVX512_BF16" "$tmp/err" ||
-    fail "bf16 under FFN_SIMD=avx2: exit $rc, $(cat "$tmp/err")"
-[[ ! -e "$tmp/y/model.safetensors" ]] || fail "bf16 under FFN_SIMD=avx2 wrote a model"
-echo "ok bf16 under FFN_SIMD=avx2: exit 1, $(head -c 200 "$tmp/err")"
+refused "train --precision bf16 under FFN_SIMD=avx2" "$tmp/y" \
+    env FFN_SIMD=avx2 "$FFN_BIN" train "${small[@]}" --precision bf16 --steps 2 --out "$tmp/y"
 echo "all bf16 CLI tests passed"

@@ -181,6 +181,41 @@ def write_config(path, **cfg):
 
 # ---- comparing --------------------------------------------------------------
 
+# ---- the instruction sets a test may need --------------------------------------
+
+def cpu_has(isa, env=None):
+    """Whether the CPU (its /proc/cpuinfo flags, not the code under test)
+    has `isa`, capped by FFN_SIMD=scalar|avx2|avx512 (from env, else this
+    process's environment) the way ffn caps itself: "avx2" (with FMA),
+    "avx512" (F, BW, VL, DQ), "avx512_bf16" and "avx512_vnni" (each also
+    needing "avx512")."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    cap = (env if env is not None and "FFN_SIMD" in env else os.environ).get("FFN_SIMD")
+    level = {"scalar": 0, "avx2": 1}.get(cap, 2)
+    avx2 = {"avx2", "fma"} <= flags and level >= 1
+    avx512 = avx2 and {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags and level >= 2
+    if isa == "avx2":
+        return avx2
+    if isa == "avx512":
+        return avx512
+    return avx512 and isa in flags
+
+
+def note(msg):
+    """A line tests/run.sh prints beside the test's result: what was checked
+    where the machine decides (nothing is skipped silently)."""
+    print("note: " + msg)
+    sys.stdout.flush()
+
+
 class Checker:
     """Collects comparisons; `exit()` ends the test with their verdict."""
 

@@ -42,6 +42,16 @@ FP = ctypes.POINTER(ctypes.c_float)
 
 levels = ["scalar"] + {"avx512": ["avx2", "avx512"], "avx2": ["avx2"]}.get(
     lib.ffn_simd_level().decode(), [])
+# the library's level against the CPU's flags (capped by FFN_SIMD), read here
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ffn_testlib as T  # noqa: E402
+want = "avx512" if T.cpu_has("avx512") else "avx2" if T.cpu_has("avx2") else "scalar"
+level_ok = lib.ffn_simd_level().decode() == want
+print(f"{'ok ' if level_ok else 'BAD'} simd level {lib.ffn_simd_level().decode()}, "
+      f"/proc/cpuinfo and FFN_SIMD say {want}")
+if want != "avx512":
+    T.note("levels tested: %s (no AVX-512 by /proc/cpuinfo, FFN_SIMD=%s)"
+           % (", ".join(levels), os.environ.get("FFN_SIMD", "unset")))
 
 grid = np.arange(-2400, 2401, dtype=np.float64) * 0.005 + 0.00123
 extremes = [0.0, 1e-30, -1e-30, 1e-7, -1e-7, 30, -30, 88, -88, 100, -100, 1e3, -1e3,
@@ -97,5 +107,6 @@ for code, name, fn in ACTS:
         print(f"{'ok ' if ok else 'BAD'} {name:18s} {label:9s} forward {ef:7.3f}  grad {eg:7.3f}"
               f"  (in units of the tolerance; torch fp32 forward: {e32:.3f})")
 
+failures += not level_ok
 print(f"tolerance: |ffn - torch64| <= 2e-5·|torch64| + 1e-6; {failures} failed")
 sys.exit(1 if failures else 0)

@@ -7,7 +7,9 @@
  *   - RoPE: the inverse rotation undoes the forward one; position 0 is the
  *     identity; the two conventions rotate the pairs they claim;
  *   - finite-difference gradient checks of attention (q, k, v) and of RMSNorm
- *     (x, w), for L = Σ out ⊙ R with a random R. */
+ *     (x, w), for L = Σ out ⊙ R with a random R;
+ *   - one head's forward at every SIMD level, head dims 1..17, 32, 64, 70
+ *     and 1..70 keys, decoding and prompt, against double (test_widths). */
 #include "check.h"
 #include "nn/model_internal.h"
 
@@ -190,6 +192,88 @@ static void test_rmsnorm_grad(void) {
     fd_check("rmsnorm dw", nw, dw, ND, norm_loss, 1);
 }
 
+/* ---- every width ------------------------------------------------------------
+ * One head's forward task at every SIMD level the CPU has, against a double
+ * reference: head dims Dh 1..17 (the 16-column blocks' tails), 32, 64, 70
+ * (stories260K's heads are 8: the same at any --tp, which splits heads, not
+ * their width), S = 1..70 keys decoding (one query at pos0 = S - 1, as
+ * ffn run's KV-cache steps) and prompts of T = S rows (the 4-row blocks and
+ * the staircase), |out - ref| <= 1e-5 · max|v|. */
+void ffn_attn_fwd_task_scalar(float *, int64_t, float *, float *, const float *, int64_t,
+                              const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                              int64_t, float);
+void ffn_attn_fwd_task_avx2(float *, int64_t, float *, float *, const float *, int64_t,
+                            const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                            int64_t, float);
+void ffn_attn_fwd_task_avx512(float *, int64_t, float *, float *, const float *, int64_t,
+                              const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                              int64_t, float);
+typedef void (*attn_task)(float *, int64_t, float *, float *, const float *, int64_t,
+                          const float *, int64_t, const float *, int64_t, int64_t, int64_t,
+                          int64_t, float);
+
+static void test_widths(void) {
+    static const attn_task task[3] = {ffn_attn_fwd_task_scalar, ffn_attn_fwd_task_avx2,
+                                      ffn_attn_fwd_task_avx512};
+    static const char *name[3] = {"scalar", "avx2", "avx512"};
+    int64_t dhs[20], nd = 0;
+    for (int64_t d = 1; d <= 17; d++) dhs[nd++] = d;
+    dhs[nd++] = 32, dhs[nd++] = 64, dhs[nd++] = 70;
+    enum { SMAX = 70, DMAX = 70 };
+    float *q = malloc(SMAX * DMAX * 4), *k = malloc(SMAX * DMAX * 4), *v = malloc(SMAX * DMAX * 4);
+    float *out = malloc(SMAX * DMAX * 4), *scratch = malloc((DMAX + 4) * 80 * 4);
+    fill(q, SMAX * DMAX, 2.0f);
+    fill(k, SMAX * DMAX, 2.0f);
+    fill(v, SMAX * DMAX, 1.0f);
+    int levels = 0;
+    for (int lv = 0; lv < 3; lv++) {
+        if ((lv == 1 && !check_cpu_has("avx2")) || (lv == 2 && !check_cpu_has("avx512"))) continue;
+        levels++;
+        int bad = 0, cases = 0;
+        double worst = 0;
+        for (int64_t a = 0; a < nd; a++) {
+            const int64_t Dh = dhs[a];
+            const float scale = 1.0f / sqrtf((float)Dh);
+            for (int64_t S = 1; S <= SMAX; S++)
+                for (int prompt = 0; prompt < 2; prompt++) {
+                    if (prompt && S > 20 && S != 33 && S != 64 && S != 70) continue;
+                    const int64_t T = prompt ? S : 1, pos0 = S - T;
+                    task[lv](out, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh, T, pos0, Dh, scale);
+                    cases++;
+                    for (int64_t t = 0; t < T; t++) {
+                        const int64_t n = pos0 + t + 1;
+                        double p[SMAX], mx = -1e300, sum = 0;
+                        for (int64_t j = 0; j < n; j++) {
+                            double s = 0;
+                            for (int64_t i = 0; i < Dh; i++) s += (double)q[t * Dh + i] * k[j * Dh + i];
+                            p[j] = s * scale;
+                            mx = fmax(mx, p[j]);
+                        }
+                        for (int64_t j = 0; j < n; j++) sum += p[j] = exp(p[j] - mx);
+                        for (int64_t i = 0; i < Dh; i++) {
+                            double r = 0;
+                            for (int64_t j = 0; j < n; j++) r += p[j] / sum * v[j * Dh + i];
+                            double e = fabs(r - out[t * Dh + i]);
+                            if (e > worst) worst = e;
+                            if (!(e <= 1e-5) && bad++ < 3)
+                                fprintf(stderr, "  attention %s Dh=%lld S=%lld T=%lld: %g, reference %g\n",
+                                        name[lv], (long long)Dh, (long long)S, (long long)T,
+                                        out[t * Dh + i], r);
+                        }
+                    }
+                }
+        }
+        CHECK(!bad, "attention %s at the widths: %d outputs off", name[lv], bad);
+        printf("widths %s: attention forward, %d cases (Dh 1..17, 32, 64, 70; S 1..70), worst "
+               "|error| %.3g (tolerance 1e-5 of max|v| = 1)\n", name[lv], cases, worst);
+    }
+    if (levels < 3)
+        check_note("attention widths at %s only (CPUID, FFN_SIMD=%s)",
+                   levels == 2 ? "scalar and avx2" : "scalar",
+                   getenv("FFN_SIMD") ? getenv("FFN_SIMD") : "unset");
+    free(q); free(k); free(v); free(out); free(scratch);
+}
+
 int main(void) {
     CHECK(ffn_attention_scratch_floats(NT, 16, DH, 1) <= (size_t)NT * (DH + 2 * 16) * 16,
           "the tests' scratch arrays are too small");
@@ -198,5 +282,6 @@ int main(void) {
     test_rope();
     test_attention_grad();
     test_rmsnorm_grad();
+    test_widths();
     return check_done("test_attention");
 }

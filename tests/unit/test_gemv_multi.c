@@ -76,7 +76,7 @@ static void test_gemv_rows(void) {
     static const int64_t shapes[][2] = {{37, 13}, {131, 6}, {1031, 5}}; /* K, rows */
     for (int lv = 0; lv < 3; lv++) {
         if (!have_level(lv)) {
-            printf("gemv rows %s: not supported by this CPU, skipped\n", level_name[lv]);
+            check_note("no %s (CPUID): gemv rows not run at that level", level_name[lv]);
             continue;
         }
         double worst = 0;
@@ -120,7 +120,7 @@ static void test_gemv_rows(void) {
 
 static void test_gemv_packed(void) {
     if (!have_level(FFN_SIMD_AVX512)) {
-        printf("gemv packed: no AVX-512, skipped\n");
+        check_note("no AVX-512 (CPUID): the packed-panel gemv (AVX-512 only) not run");
         return;
     }
     /* K, N: K ends inside a 16-row tile and inside a 64-row block; N ends

@@ -6,7 +6,10 @@
  *   activations: the array kernels and fused epilogues at every SIMD level
  *     vs the double-precision scalar reference; finite everywhere up to
  *     |x| = FLT_MAX; finite-difference checks of every derivative;
- *   names and parsing.
+ *   names and parsing;
+ *   every width 1..70 and every tensor-parallel split of the models'
+ *     widths: gemv, activations (each element's bits independent of the
+ *     array's length) and the decode layer (test_widths).
  * Tolerances are stated next to each check. */
 #include "check.h"
 #include "kernels/kernels.h"
@@ -375,6 +378,194 @@ static void test_act_arrays(void) {
     free(x); free(y); free(dy); free(u); free(g2); free(u2); free(dg); free(du);
 }
 
+/* ---- every width ------------------------------------------------------------
+ * The widths a layer meets: every width 1..70 (every vector tail and block
+ * split at 8 and 16 lanes, the 4-row blocks, the 3- and 4-token groups) and
+ * every tensor-parallel split (ceil and floor of W/P, P = 1..8) of the
+ * widths of the models the suite runs -- stories260K's F = 172 (86 a rank at
+ * --tp 2, 43 at --tp 4), D = 64, heads of 8 -- at every SIMD level the CPU
+ * has (the dispatched layer at the level in use: tests/run.sh runs this
+ * file again under FFN_SIMD=avx2 and FFN_SIMD=scalar):
+ *   - gemv with K, and with rows, each such width (n = 1, 2, 3, 4, 7)
+ *     against the double reference, 1e-6·(K+2) of Σ|w·x|;
+ *   - the activations and fused epilogues at n = each width against the
+ *     double reference (the tolerances of test_act_arrays), and every
+ *     element's bits the same at every n: a value never depends on where
+ *     the array's vector tail falls, so a split of F changes no unit;
+ *   - ffn_decode_forward (SwiGLU, D 64, F each width, n = 1 and 3: the
+ *     decode and prompt steps of ffn run) against the double layer,
+ *     1e-5 of max|y| (and at F = 86, n = 1: each unit of h bitwise the
+ *     unit of the F = 172 layer, the split the --tp 2 run makes). */
+static int64_t layer_widths(int64_t *w, int64_t cap) {
+    int64_t n = 0;
+    for (int64_t i = 1; i <= 70 && n < cap; i++) w[n++] = i;
+    static const int64_t full[] = {172, 96, 131, 257, 64};
+    for (size_t f = 0; f < sizeof full / sizeof full[0]; f++)
+        for (int64_t P = 1; P <= 8; P++)
+            for (int64_t c = full[f] / P; c <= (full[f] + P - 1) / P; c++) {
+                int seen = 0;
+                for (int64_t i = 0; i < n; i++) seen |= w[i] == c;
+                if (!seen && n < cap) w[n++] = c;
+            }
+    return n;
+}
+
+static void test_widths(ffn_ctx *ctx) {
+    static const gemv_fn gv[3] = {ffn_gemv_scalar, ffn_gemv_avx2, ffn_gemv_avx512};
+    static const glu_fwd_fn gf[3] = {ffn_glu_fwd_scalar, ffn_glu_fwd_avx2, ffn_glu_fwd_avx512};
+    static const glu_bwd_fn gb[3] = {ffn_glu_bwd_scalar, ffn_glu_bwd_avx2, ffn_glu_bwd_avx512};
+    static const act_fn af[3] = {ffn_act_fwd_scalar, ffn_act_fwd_avx2, ffn_act_fwd_avx512};
+    static const int64_t other[] = {1, 3, 8, 17, 64}, ns[] = {1, 2, 3, 4, 7};
+    int64_t widths[128];
+    const int64_t nw = layer_widths(widths, 128);
+    enum { WMAX = 257, NMAX = 7 };
+    float *W = malloc(WMAX * WMAX * 4), *Wa = malloc(WMAX * WMAX * 4);
+    float *x = malloc(NMAX * WMAX * 4), *xa = malloc(NMAX * WMAX * 4);
+    float *o = malloc(NMAX * WMAX * 4), *r = malloc(NMAX * WMAX * 4), *m = malloc(NMAX * WMAX * 4);
+    fill(W, WMAX * WMAX);
+    fill(x, NMAX * WMAX);
+    for (int64_t i = 0; i < WMAX * WMAX; i++) Wa[i] = fabsf(W[i]);
+    for (int64_t i = 0; i < NMAX * WMAX; i++) xa[i] = fabsf(x[i]);
+    int levels = 0;
+    for (int lv = 0; lv < 3; lv++) {
+        if (!have_level(lv)) continue;
+        levels++;
+        /* gemv: K a width with rows from `other`, and rows a width with K from it */
+        int bad = 0, calls = 0;
+        double worst = 0;
+        for (int64_t a = 0; a < nw; a++)
+            for (size_t b = 0; b < sizeof other / sizeof other[0]; b++)
+                for (int swap = 0; swap < 2; swap++)
+                    for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+                        int64_t K = swap ? other[b] : widths[a], rows = swap ? widths[a] : other[b];
+                        int64_t n = ns[c];
+                        gv[lv](o, rows, W, K, x, K, n, rows);
+                        ffn_gemm_ref(0, 1, n, rows, K, 1, x, K, W, K, 0, r, rows);
+                        ffn_gemm_ref(0, 1, n, rows, K, 1, xa, K, Wa, K, 0, m, rows);
+                        calls++;
+                        for (int64_t i = 0; i < n * rows; i++) {
+                            double e = fabs((double)o[i] - r[i]) / (m[i] + 1e-30);
+                            if (e > worst) worst = e;
+                            if (!(e <= 1e-6 * (K + 2)) && bad++ < 3)
+                                fprintf(stderr, "  gemv %s K=%lld rows=%lld n=%lld: %g, reference %g\n",
+                                        level_name[lv], (long long)K, (long long)rows, (long long)n,
+                                        o[i], r[i]);
+                        }
+                    }
+        CHECK(!bad, "gemv %s at the layer widths: %d outputs off", level_name[lv], bad);
+        printf("widths %s: gemv %d shapes (K or rows each of %lld widths), worst error relative to "
+               "Σ|w·x| %.3g (tolerance 1e-6·(K+2))\n", level_name[lv], calls, (long long)nw, worst);
+        /* activations and epilogues at each width: within tolerance, and the
+         * bits of the longest array's first n elements */
+        enum { AMAX = 257 };
+        float g[AMAX], u[AMAX], dy[AMAX], h0[AMAX], dg0[AMAX], du0[AMAX], y0[AMAX];
+        float h[AMAX], dg[AMAX], du[AMAX], y[AMAX];
+        for (int64_t i = 0; i < AMAX; i++) g[i] = 6.0f * frand(), u[i] = frand(), dy[i] = frand();
+        int bad_tol = 0, bad_bits = 0;
+        for (int a = 0; a < N_ACTS; a++) {
+            ffn_act act = all_acts[a];
+            double rel = act == FFN_ACT_GELU ? 2e-5 : 8e-6;
+            gf[lv](act, h0, g, u, AMAX);
+            gb[lv](act, dg0, du0, dy, g, u, AMAX);
+            af[lv](act, y0, g, AMAX);
+            for (int64_t wi = 0; wi < nw; wi++) {
+                int64_t n = widths[wi];
+                gf[lv](act, h, g, u, n);
+                gb[lv](act, dg, du, dy, g, u, n);
+                af[lv](act, y, g, n);
+                for (int64_t i = 0; i < n; i++) {
+                    float rh = ffn_act_forward(act, g[i]) * u[i];
+                    float rdg = dy[i] * u[i] * ffn_act_grad(act, g[i]);
+                    float rdu = dy[i] * ffn_act_forward(act, g[i]);
+                    if (!(close_rel(h[i], rh, 2 * rel) && close_rel(du[i], rdu, 2 * rel) &&
+                          close_tol(dg[i], rdg, 2 * rel, 1e-6 * fabsf(dy[i] * u[i]) + 1e-30) &&
+                          close_rel(y[i], ffn_act_forward(act, g[i]), rel)) &&
+                        bad_tol++ < 3)
+                        fprintf(stderr, "  %s %s n=%lld at %lld: h %g/%g\n", level_name[lv],
+                                ffn_act_name(act), (long long)n, (long long)i, h[i], rh);
+                    if ((memcmp(&h[i], &h0[i], 4) || memcmp(&dg[i], &dg0[i], 4) ||
+                         memcmp(&du[i], &du0[i], 4) || memcmp(&y[i], &y0[i], 4)) &&
+                        bad_bits++ < 3)
+                        fprintf(stderr, "  %s %s: element %lld of %lld differs from the same element "
+                                "of %d: h %.9g/%.9g\n", level_name[lv], ffn_act_name(act),
+                                (long long)i, (long long)n, AMAX, h[i], h0[i]);
+                }
+            }
+        }
+        CHECK(!bad_tol, "%s activations at the layer widths: %d off", level_name[lv], bad_tol);
+        CHECK(!bad_bits, "%s activations: %d elements depend on the array's length", level_name[lv],
+              bad_bits);
+        printf("widths %s: activations and epilogues at %lld widths within tolerance, each element "
+               "the same bits at every length\n", level_name[lv], (long long)nw);
+    }
+    /* the decode layer at the level in use: SwiGLU, D 64, F each width */
+    const int64_t D = 64;
+    double worst = 0;
+    int bad = 0;
+    float *gu = malloc(3 * 2 * WMAX * 4), *hh = malloc(3 * WMAX * 4), *yy = malloc(3 * D * 4);
+    float *wg = malloc(WMAX * D * 4), *wu = malloc(WMAX * D * 4), *wd = malloc(D * WMAX * 4);
+    float *h172 = malloc(WMAX * 4);
+    fill(wg, WMAX * D);
+    fill(wu, WMAX * D);
+    fill(wd, D * WMAX);
+    for (int64_t wi = 0; wi < nw; wi++) {
+        const int64_t F = widths[wi];
+        for (int64_t n = 1; n <= 3; n += 2) {
+            /* the rank's slice: rows [0, F) of gate/up, columns [0, F) of down */
+            float *wdF = malloc(D * F * 4);
+            for (int64_t i = 0; i < D; i++) memcpy(wdF + i * F, wd + i * WMAX, F * 4);
+            ffn_decode_weights w = {.w_gate = wg, .w_up = wu, .w_down = wdF};
+            CHECK(ffn_decode_forward(ctx, yy, gu, hh, x, n, D, F, FFN_ACT_SILU, &w) == FFN_OK, "%s",
+                  ffn_last_error());
+            double ymax = 0, emax = 0;
+            for (int64_t t = 0; t < n; t++) {
+                double href[WMAX];
+                for (int64_t j = 0; j < F; j++) {
+                    double gj = 0, uj = 0;
+                    for (int64_t k = 0; k < D; k++) {
+                        gj += (double)wg[j * D + k] * x[t * D + k];
+                        uj += (double)wu[j * D + k] * x[t * D + k];
+                    }
+                    href[j] = gj / (1 + exp(-gj)) * uj;
+                }
+                for (int64_t i = 0; i < D; i++) {
+                    double acc = 0;
+                    for (int64_t j = 0; j < F; j++) acc += (double)wd[i * WMAX + j] * href[j];
+                    ymax = fmax(ymax, fabs(acc));
+                    emax = fmax(emax, fabs(acc - yy[t * D + i]));
+                }
+            }
+            double e = emax / (ymax + 1e-30);
+            if (e > worst) worst = e;
+            if (!(e <= 1e-5) && bad++ < 3)
+                fprintf(stderr, "  decode F=%lld n=%lld: error %.3g of max|y|\n", (long long)F,
+                        (long long)n, e);
+            if (F == 172 && n == 1) memcpy(h172, hh, 172 * 4);
+            free(wdF);
+        }
+    }
+    CHECK(!bad, "ffn_decode_forward (%s) at the layer widths: %d off", ffn_simd_level(), bad);
+    /* --tp 2's rank 0 holds units 0..85 of stories260K's 172: the same bits */
+    {
+        float *wdF = malloc(D * 86 * 4);
+        for (int64_t i = 0; i < D; i++) memcpy(wdF + i * 86, wd + i * WMAX, 86 * 4);
+        ffn_decode_weights w = {.w_gate = wg, .w_up = wu, .w_down = wdF};
+        CHECK(ffn_decode_forward(ctx, yy, gu, hh, x, 1, D, 86, FFN_ACT_SILU, &w) == FFN_OK, "%s",
+              ffn_last_error());
+        CHECK(!memcmp(hh, h172, 86 * 4), "decode %s: h of F = 86 differs from units 0..85 of F = 172",
+              ffn_simd_level());
+        free(wdF);
+    }
+    printf("widths: ffn_decode_forward (%s, SwiGLU, D 64) at %lld widths F, n = 1 and 3: worst "
+           "%.3g of max|y| (tolerance 1e-5); F = 86 (--tp 2 of 172) h bitwise F = 172's\n",
+           ffn_simd_level(), (long long)nw, worst);
+    if (levels < 3)
+        check_note("no AVX-512 (CPUID): gemv (plain and packed), activations and widths at %s only",
+                   levels == 2 ? "scalar and avx2" : "scalar");
+    free(W); free(Wa); free(x); free(xa); free(o); free(r); free(m);
+    free(gu); free(hh); free(yy); free(wg); free(wu); free(wd); free(h172);
+}
+
 /* The scalar reference: finite everywhere, exact known values, and its
  * derivative against central finite differences (in double around float
  * evaluation: h = 1e-2·max(1, |x|), tolerance 2e-3·(1 + |f'|)). */
@@ -461,6 +652,7 @@ int main(void) {
     test_gemm_determinism();
     test_gemv();
     test_gemv_packed();
+    test_widths(ctx);
     ffn_ctx_free(ctx);
     return check_done("test_kernels");
 }

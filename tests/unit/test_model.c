@@ -252,9 +252,12 @@ static void test_gradcheck(ffn_ctx *ctx) {
 static void test_determinism(ffn_ctx *ctx) {
     ffn_model *a = make(ctx, 99), *b = make(ctx, 99);
     if (!a || !b) return;
-    int64_t n;
-    CHECK(!memcmp(ffn_model_params(a, &n), ffn_model_params(b, NULL), (size_t)n * sizeof(float)),
-          "init from one seed differs");
+    /* n is set by the first call before anything reads it: the arguments of
+     * one call are evaluated in no given order, so not inside the memcmp */
+    int64_t n = 0, nb = 0;
+    const float *pa = ffn_model_params(a, &n), *pb = ffn_model_params(b, &nb);
+    CHECK(n > 0 && n == nb, "parameter counts %lld and %lld", (long long)n, (long long)nb);
+    CHECK(!memcmp(pa, pb, (size_t)n * sizeof(float)), "init from one seed differs");
     ffn_model_loss la, lb;
     ffn_model_zero_grads(a);
     ffn_model_zero_grads(b);

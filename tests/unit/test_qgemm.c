@@ -232,6 +232,9 @@ static void test_packed(ffn_ctx *ctx, ffn_ggml_type type, int64_t rows, int64_t 
     CHECK(ffn_qweight_init(&w, type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
     CHECK(ffn_qweight_pack_batch(&w) == FFN_OK, "%s", ffn_last_error());
     if (!w.packed) {
+        /* only where CPUID (capped by FFN_SIMD) has no AVX-512 with AVX512_BF16 */
+        CHECK(!check_cpu_has("avx512bf16") || ffn_qgemm_batch_min_n(type) == INT64_MAX,
+              "%s: no packed path on a CPU with AVX512_BF16", ffn_ggml_type_name(type));
         printf("  packed path: not used on this CPU / level (%s)\n", ffn_ggml_type_name(type));
         ffn_qweight_release(&w);
         free(src); free(x); free(wf); free(wq); free(ref); free(y);
@@ -285,11 +288,20 @@ static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t
         float x1[2] = {0, 0}, y1[1];
         uint8_t zero[8] = {0};
         ffn_qweight w1;
-        if (ffn_qweight_init(&w1, FFN_GGML_TYPE_BF16, 1, 2, zero) != FFN_OK ||
-            ffn_qgemm_panel(ctx1, &w1, x1, 2, 1, y1, 1, 0) == FFN_ERR_UNSUPPORTED) {
-            printf("  panel path: not on this CPU (%s)\n", ffn_ggml_type_name(type));
+        CHECK(ffn_qweight_init(&w1, FFN_GGML_TYPE_BF16, 1, 2, zero) == FFN_OK, "%s",
+              ffn_last_error());
+        ffn_status st = ffn_qgemm_panel(ctx1, &w1, x1, 2, 1, y1, 1, 0);
+        if (!check_cpu_has("avx512bf16")) { /* then refused, naming it */
+            CHECK(st == FFN_ERR_UNSUPPORTED && strstr(ffn_last_error(), "AVX512_BF16") &&
+                      strstr(ffn_last_error(), "bf16"),
+                  "panels without AVX512_BF16: status %d, %s", (int)st, ffn_last_error());
+            CHECK(ffn_qgemm_panel_min_n(type) == INT64_MAX, "%s: panels chosen without AVX512_BF16",
+                  ffn_ggml_type_name(type));
+            printf("  panel path: refused on this CPU (%s): %s\n", ffn_ggml_type_name(type),
+                   ffn_last_error());
             return;
         }
+        CHECK(st == FFN_OK, "panels on a CPU with AVX512_BF16: %s", ffn_last_error());
     }
     size_t rb;
     (void)ffn_ggml_row_size(type, cols, &rb);
@@ -475,6 +487,12 @@ int main(void) {
     test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
     test_errors(ctx1);
+    if (check_cpu_has("avx512bf16"))
+        check_note("AVX512_BF16 present: the packed and panel paths tested");
+    else
+        check_note("no AVX512_BF16 (CPUID, FFN_SIMD=%s): the packed and panel paths' refusal "
+                   "tested, the row kernels at %s and below", getenv("FFN_SIMD") ? getenv("FFN_SIMD") : "unset",
+                   ffn_simd_level());
     ffn_ctx_free(ctx1);
     ffn_ctx_free(ctx2);
     return check_done("test_qgemm");

@@ -91,7 +91,7 @@ static void test_variants(void) {
     static const int64_t bigK[] = {64, 128, 255, 256, 257, 300, 520};
     for (int lv = 0; lv < 3; lv++) {
         if (!have_level(lv)) {
-            printf("wgrad %s: not supported by this CPU, skipped\n", level_name[lv]);
+            check_note("no %s (CPUID): wgrad not run at that level", level_name[lv]);
             continue;
         }
         double worst = 0, w;
