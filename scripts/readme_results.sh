@@ -4,8 +4,9 @@
 # README.md marks each block whose numbers come from a run:
 #     <!-- begin results: NAME -->  ...  <!-- end results: NAME -->
 # For each NAME this script runs the command below at a fixed thread count
-# (the numbers are then the same on every machine at that count, except the
-# speeds, which are left out of the tables), records what it printed in
+# (the numbers are then the same on every machine of the same SIMD level at
+# that count, except the speeds, which are left out of the tables; the level
+# goes to tests/data/readme/simd), records what it printed in
 # tests/data/readme/NAME.out, the per-run losses in NAME.runs and how long it
 # took on which machine in NAME.meta, and writes the block from them.
 # tests/cli/test_readme_results.sh fails when a block differs from its
@@ -116,6 +117,7 @@ EOF
     echo "$cmd" > "$rec/$name.cmd"
     cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
     load=$(cut -d' ' -f1 /proc/loadavg)
+    "$FFN" version | awk '$1 == "simd" {print $2}' > "$rec/simd"
     echo "$THREADS threads; the speeds (tok/s) are left out; it took ${secs} s on $(date -u +%Y-%m-%d) on $(nproc) cores of an $cpu, load average $load before the run" > "$rec/$name.meta"
     render "$name" > "$out/block"
     splice "$name" "$out/block"
