@@ -87,9 +87,11 @@ def reference(P, cfg, tokens, edits):
     return torch.softmax((x @ head.T)[0, -1], -1)
 
 
-def post(url, path, body):
+def post(url, token, path, body):
+    """A same-origin POST with the launch's token, as the page sends it."""
     req = urllib.request.Request(url + path.lstrip("/"), data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+                                 headers={"Content-Type": "application/json",
+                                          "Origin": url.rstrip("/"), "X-FFN-Token": token})
     with urllib.request.urlopen(req, timeout=120) as r:
         return json.loads(r.read())
 
@@ -104,10 +106,14 @@ def check_model(ck, tmp, name, train_args, prompt, cases):
     srv = subprocess.Popen([FFN_BIN, "serve", d, "--port", "0", "--threads", "1", "--no-labels"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        url = srv.stdout.readline().strip()
-        if not re.match(r"^http://127\.0\.0\.1:\d+/$", url):
-            ck.fail(name, "ffn serve did not start: " + srv.stderr.read())
+        line = srv.stdout.readline().strip()
+        m = re.match(r"^(http://127\.0\.0\.1:\d+/)\?token=([0-9a-f]+)$", line)
+        if not m:
+            srv.kill()  # the server may still be running: its stderr ends only then
+            ck.fail(name, f"ffn serve did not print its address and token ({line!r}): " +
+                    srv.stderr.read())
             return
+        url, token = m.group(1), m.group(2)
         print(f"== {name}: D={cfg['hidden_size']} F={cfg['intermediate_size']} "
               f"V={cfg['vocab_size']} L={cfg['num_hidden_layers']} mlp={cfg['mlp_type']}/"
               f"{cfg['hidden_act']} E={cfg['num_experts']} tied={cfg['tie_word_embeddings']}")
@@ -115,7 +121,7 @@ def check_model(ck, tmp, name, train_args, prompt, cases):
             body = {"text": prompt, "k": 8,
                     "edits": [{"layer": l, "neuron": n, "scale": s, "position": p}
                               for l, n, s, p in edits]}
-            r = post(url, "/api/predict", body)
+            r = post(url, token, "/api/predict", body)
             tokens = [t["id"] for t in r["tokens"]]
             before = reference(P, cfg, tokens, [])
             after = reference(P, cfg, tokens, edits)
