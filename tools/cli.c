@@ -153,18 +153,23 @@ int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size
 /* The text goes through ffn_escape_controls (as the library's messages
  * do): a control character from a file's names reaches the terminal as
  * \xNN. */
-static void vmessage(const char *cmd, const char *fmt, va_list ap) {
-    char raw[4096], text[4096];
+/* The whole line goes out in one write: under mpirun every rank's stderr
+ * meets in one stream, and a line written in pieces can be cut by another
+ * rank's. */
+static void vmessage(const char *cmd, const char *tail, const char *fmt, va_list ap) {
+    char raw[4096], text[4096], line[4096 + 256];
     vsnprintf(raw, sizeof raw, fmt, ap);
-    fprintf(stderr, "ffn %s: %s", cmd, ffn_escape_controls(text, sizeof text, raw));
+    snprintf(line, sizeof line, "ffn %s: %s%s\n", cmd, ffn_escape_controls(text, sizeof text, raw),
+             tail);
+    fputs(line, stderr);
+    fflush(stderr);
 }
 
 void cli_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vmessage(cmd, fmt, ap);
+    vmessage(cmd, "", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type) {
@@ -201,9 +206,10 @@ int cli_check_layer(const char *cmd, int64_t layer, int64_t n_layers) {
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vmessage(cmd, fmt, ap);
+    char tail[128];
+    snprintf(tail, sizeof tail, " (see 'ffn %s --help')", cmd);
+    vmessage(cmd, tail, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see 'ffn %s --help')\n", cmd);
     return CLI_EXIT_USAGE;
 }
 

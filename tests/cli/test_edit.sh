@@ -251,7 +251,7 @@ echo "ok 8. the nil edit warns"
     "$tmp/zh.json" || fail "the edit's target is not '王' as typed"
 "$FFN_BIN" trace "$tmp/zh" --prompt "小明把苹果递给了" --subject 小明 --target 王 > "$tmp/trace" 2>&1 ||
     { cat "$tmp/trace"; fail "trace of a Chinese char model with target 王"; }
-grep -q "'王' (id [0-9]*)" "$tmp/trace" || fail "trace: the target is not 王: $(head -1 "$tmp/trace")"
+grep -q "^trace of p('王' | " "$tmp/trace" || fail "trace: the target is not 王: $(cat "$tmp/trace")"
 bad "'𠀀': a character is not in the model's vocabulary" "$tmp/zh" --prompt "小明把苹果递给了" \
     --subject 小明 --target 𠀀 --layer 0 --out "$tmp/x"
 if "$FFN_BIN" trace "$tmp/zh" --prompt "小明把苹果递给了" --subject 小明 --target 𠀀 > "$tmp/out" 2> "$tmp/err"; then
