@@ -505,10 +505,11 @@ static const char qgemm_epilog[] =
     "FLOPs are 2·N·R·C per call.  The peak is the int8 dot product (vpdpbusd)\n"
     "for the integer block formats, the bf16 one (vdpbf16ps) for bf16, and the\n"
     "fp32 FMA for the others (or the FMA peak where the CPU lacks the\n"
-    "instruction; the type table says which a type's kernels use).  Weight bytes count each byte once per call; below the\n"
-    "prompt-size crossover (32 to 64 rows of x by type) the kernels read the\n"
-    "weights once per tile of up to 64 rows of x, from it on (bf16 panels\n"
-    "decoded in the call) once per 512 rows.  Unless --hot, the calls\n"
+    "instruction; the type table says which a type's kernels use).  Weight\n"
+    "bytes count each byte once per call; below the prompt-size crossover\n"
+    "(32 to 64 rows of x by type) the kernels read the weights once per tile\n"
+    "of up to 64 rows of x, from it on (bf16 panels decoded in the call) once\n"
+    "per 512 rows.  Unless --hot, the calls\n"
     "cycle through copies of W totalling at least 256 MiB, so that each call\n"
     "reads its weights from memory rather than from the caches.\n";
 
