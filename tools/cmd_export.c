@@ -257,6 +257,18 @@ int cmd_export(int argc, char **argv) {
             if (st == FFN_OK) st = l2c_vocab_write(&v);
             free(v.bytes);
         } else {
+            /* a GGUF's own BPE/SentencePiece vocabulary is not converted to a
+             * tokenizer.json: said, never dropped in silence */
+            if (info.tokenizer_path[0] && ffn_checkpoint_is_gguf(info.tokenizer_path)) {
+                ffn_vocab *gv = NULL;
+                if (ffn_vocab_load(info.tokenizer_path, ffn_model_get_config(m)->vocab_size, &gv) == FFN_OK &&
+                    !ffn_vocab_tokenizer(gv))
+                    fprintf(stderr, "ffn export: warning: the %s vocabulary of %s is not converted to "
+                            "a tokenizer.json: the Hugging Face directory has none; export --format "
+                            "gguf to keep it\n", ffn_vocab_kind_name(ffn_vocab_get_kind(gv)),
+                            info.tokenizer_path);
+                ffn_vocab_free(gv);
+            }
             ffn_hf_save_options o = {dtype, info.tokenizer_path[0] ? info.tokenizer_path : NULL,
                                      info.tokenizer_is_llama2c, info.context_cap,
                                      info.model_type};

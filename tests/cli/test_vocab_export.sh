@@ -157,6 +157,12 @@ for t in "${en[@]}" "${zh[@]}"; do
     [[ "$(ids "$tmp/hf-bpe" "$t")" == "$(ids "$tmp/bpe.gguf" "$t")" ]] || fail "bpe.gguf: $(basename "$t"): ffn's ids differ"
 done
 ok "a tokenizer.json (BPE) vocabulary in a GGUF: ffn's ids unchanged, llama.cpp warned about"
+# ... and that GGUF exported to a Hugging Face directory: its BPE vocabulary
+# is not converted, and the export says so (never a silent loss)
+"$FFN" export "$tmp/bpe.gguf" --out "$tmp/bpe-hf" --format hf 2>"$tmp/err" || fail "export of bpe.gguf to hf: $(cat "$tmp/err")"
+grep -q "warning: the .* vocabulary of .* is not converted to a tokenizer.json" "$tmp/err" ||
+    fail "export of a BPE GGUF to hf: no warning: $(cat "$tmp/err")"
+ok "a BPE GGUF exported to Hugging Face: the vocabulary it cannot convert is warned about"
 grep -q "warning: llama.cpp encodes a text whose characters are all in the char vocabulary" \
     <("$FFN" export "$tmp/char" --out "$tmp/c2.gguf" --format gguf 2>&1) || fail "no warning for char"
 ok "a char vocabulary in a GGUF is warned about (llama.cpp aborts on characters outside it)"
