@@ -79,28 +79,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef FFN_FUZZ_REPLAY
-int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        FILE *fp = fopen(argv[i], "rb");
-        if (!fp) {
-            perror(argv[i]);
-            return 1;
-        }
-        size_t cap = 1 << 16, n = 0, r;
-        unsigned char *buf = malloc(cap);
-        while (buf && (r = fread(buf + n, 1, cap - n, fp)) > 0) {
-            n += r;
-            if (n == cap) buf = realloc(buf, cap *= 2);
-        }
-        fclose(fp);
-        if (!buf) return 1;
-        LLVMFuzzerTestOneInput(buf, n);
-        free(buf);
-    }
-    ffn_ctx_free(ctx);
-    ctx = NULL;
-    printf("fuzz_gguf_model: replayed %d inputs\n", argc - 1);
-    return 0;
-}
-#endif
+#include "replay.h"
+FFN_FUZZ_REPLAY_MAIN("fuzz_gguf_model")

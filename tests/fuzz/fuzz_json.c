@@ -149,28 +149,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
 }
 
-#ifdef FFN_FUZZ_REPLAY
-/* Replay files through the target: argv are files; exit 0 when none crash. */
-int main(int argc, char **argv) {
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (!f) {
-            perror(argv[i]);
-            return 1;
-        }
-        size_t cap = 1 << 16, n = 0;
-        unsigned char *buf = malloc(cap);
-        size_t r;
-        while (buf && (r = fread(buf + n, 1, cap - n, f)) > 0) {
-            n += r;
-            if (n == cap) buf = realloc(buf, cap *= 2);
-        }
-        fclose(f);
-        if (!buf) return 1;
-        LLVMFuzzerTestOneInput(buf, n);
-        free(buf);
-    }
-    printf("fuzz_json: replayed %d inputs\n", argc - 1);
-    return 0;
-}
-#endif
+#include "replay.h"
+FFN_FUZZ_REPLAY_MAIN("fuzz_json")
