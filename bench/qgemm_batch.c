@@ -1,7 +1,8 @@
 /* qgemm_batch.c -- the large-n question for low-precision weights, timed:
  * the row kernels of ffn_qgemm (int8 activations, VNNI; the weight
  * streamed once per tile of tokens), the bf16 panels decoded inside the
- * call (ffn_qgemm_panel) and a bf16 copy of the weight with oneDNN's bf16
+ * call (ffn_qgemm_panel; on a CPU without AVX512_BF16 the fp32 panels
+ * ffn_qgemm_panel_f32 instead) and a bf16 copy of the weight with oneDNN's bf16
  * matmul (src/kernels/qgemm_batch.c; the copy is made once, outside the
  * timing; x's conversion to bf16 is timed).  Built and run by
  * bench/qgemm_batch.sh against build/libffn_internal.a.
@@ -65,12 +66,14 @@ int main(int argc, char **argv) {
             na[2] = 1;
         }
         double best[3] = {1e30, 1e30, 1e30};
+        const int f32_panels = ffn_qgemm_panel_min_n(type) == INT64_MAX; /* no bf16 panels here */
         for (int method = 0; method < 3; method++) {
             double spent = 0;
             for (int rep = 0; !na[method] && (rep < 3 || spent < 0.2); rep++) {
                 double t0 = now_s();
                 ffn_status st = method == 2 ? ffn_qgemm_bf16mm_run(mm, ctx, x, C, n, y2, R, 0)
-                                : method == 1 ? ffn_qgemm_panel(ctx, &qw, x, C, n, y3, R, 0)
+                                : method == 1 ? (f32_panels ? ffn_qgemm_panel_f32 : ffn_qgemm_panel)(
+                                                    ctx, &qw, x, C, n, y3, R, 0)
                                               : ffn_qgemm_at_level(ctx, ffn_simd(), &qw, x, C, n, y1, R, 0);
                 double t = now_s() - t0;
                 if (st == FFN_ERR_UNSUPPORTED && method > 0 && rep == 0) {

@@ -482,6 +482,41 @@ ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float
     return FFN_OK;
 }
 
+/* ---- prompt sizes without AVX512_BF16: the fp32 panels -----------------------------
+ * From the table's avx2_panel_min_n rows of x on (types.c has the
+ * measurements), where the bf16 panels do not run, ffn_qgemm decodes the
+ * weight into fp32 panels inside the call (qgemm_panel_avx2.c). */
+static int qg_bf16_panels(void) { return ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16(); }
+
+int64_t ffn_qgemm_panel_f32_min_n(ffn_ggml_type type) {
+    if (ffn_simd() < FFN_SIMD_AVX2 || qg_bf16_panels()) return INT64_MAX;
+    const ffn_type_info *q = ffn_type_info_of(type);
+    return q && q->avx2_panel_min_n && q->decode ? q->avx2_panel_min_n : INT64_MAX;
+}
+
+ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const float *x,
+                               int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate) {
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    if (ffn_simd() < FFN_SIMD_AVX2)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm fp32 panels: %s weights at SIMD level %s (AVX2 needed)",
+                         ffn_ggml_type_name(w->type), ffn_simd_level());
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+    ffn_ctx_enter(ctx);
+    size_t need = ffn_qg_panel_avx2_ws_bytes(ffn_ctx_threads(ctx));
+    void *ws = qg_thread_ws(need);
+    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm fp32 panels: out of memory (%zu bytes)", need);
+    ffn_qg_panel_avx2_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    return FFN_OK;
+}
+
+/* n from which ffn_qgemm leaves the row kernels for a panel path. */
+static int64_t qg_prompt_min_n(ffn_ggml_type type) {
+    int64_t a = ffn_qgemm_panel_min_n(type), b = ffn_qgemm_panel_f32_min_n(type);
+    return a < b ? a : b;
+}
+
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                      int64_t n, float *y, int64_t ldy, int accumulate) {
     if (w && w->packed && n >= ffn_qgemm_batch_min_n(w->type)) {
@@ -490,6 +525,8 @@ ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, i
     }
     if (w && n >= ffn_qgemm_panel_min_n(w->type))
         return ffn_qgemm_panel(ctx, w, x, ldx, n, y, ldy, accumulate);
+    if (w && n >= ffn_qgemm_panel_f32_min_n(w->type))
+        return ffn_qgemm_panel_f32(ctx, w, x, ldx, n, y, ldy, accumulate);
     return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
 }
 
@@ -535,7 +572,7 @@ ffn_status ffn_qgemm_glu(const ffn_ctx *ctx, ffn_act act, const ffn_qweight *gat
                          (long long)gate->rows, (long long)gate->cols, (long long)up->rows,
                          (long long)up->cols);
     if (!n || !gate->rows) return FFN_OK;
-    if (n >= ffn_qgemm_panel_min_n(gate->type) || n >= ffn_qgemm_panel_min_n(up->type)) {
+    if (n >= qg_prompt_min_n(gate->type) || n >= qg_prompt_min_n(up->type)) {
         /* prompt sizes: each product as ffn_qgemm computes it (the panels for
          * a weight past its crossover), then the epilogue */
         int64_t ld = ldh;

@@ -89,6 +89,21 @@ int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type);
 ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                            int64_t n, float *y, int64_t ldy, int accumulate);
 
+/* The same on CPUs without the bf16 panels (AVX2, or AVX-512 without
+ * AVX512_BF16, at FFN_SIMD avx2 or above): from ffn_qgemm_panel_f32_min_n
+ * rows of x on (a measured crossover, INT64_MAX where the bf16 panels run
+ * instead, below AVX2, or for a type without one) ffn_qgemm decodes the
+ * weight with the type table's decoder into fp32 panels of 16 rows × 256
+ * columns inside the call, 256 tokens at a time, and multiplies them with
+ * x in fp32 by FMA.  ffn_qgemm_panel_f32 runs that path at any n on an
+ * AVX2 CPU (FFN_ERR_UNSUPPORTED below AVX2).  Workspace: 32 KiB per thread
+ * of the calling thread's own, grown once and reused.  A token's result
+ * does not depend on n or the thread count; it is the dequantized weight's
+ * product in fp32 (x is not quantized), not the row kernels' result. */
+int64_t ffn_qgemm_panel_f32_min_n(ffn_ggml_type type);
+ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const float *x,
+                               int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate);
+
 /* The gated input projection of the decode path in one pass:
  *   g = x·W_gateᵀ, u = x·W_upᵀ (n, rows),  h = act(g) ⊙ u  (row stride ldh)
  * The activations are prepared once for both weights, and each block of

@@ -104,4 +104,14 @@ size_t ffn_qg_panel_ws_bytes(const ffn_qweight *w, int64_t n, int threads);
 void ffn_qg_panel_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
                       int64_t ldy, int accumulate, void *ws);
 
+/* The prompt-size path of AVX2 machines (qgemm_panel_avx2.c): the weight
+ * decoded by the type table's decoder into fp32 panels of 16 rows × 256
+ * columns inside the call, an FMA product with x as it is.  ws holds
+ * ffn_qg_panel_avx2_ws_bytes(threads) bytes for the context's thread count
+ * (one decode buffer and one panel per thread); the weight's type must
+ * decode, with w->rows, w->cols, n > 0. */
+size_t ffn_qg_panel_avx2_ws_bytes(int threads);
+void ffn_qg_panel_avx2_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n, float *y,
+                           int64_t ldy, int accumulate, void *ws);
+
 #endif /* FFN_QGEMM_IMPL_H */

@@ -46,6 +46,8 @@ typedef struct ffn_type_info {
     int32_t q32_offset;       /* QG_ACT_Q32 layouts: the weights' offset to unsigned (q8_0 128, q4_0 8) */
     int64_t panel_min_n;      /* n from which the bf16 panels take the product (0: never) */
     int64_t batch_min_n;      /* n from which a packed bf16 copy takes it (0: never) */
+    int64_t avx2_panel_min_n; /* n from which the fp32 panels take it where the bf16 ones
+                                 do not run (AVX2; qgemm_panel_avx2.c; 0: never) */
     ffn_ggml_type fallback;   /* for rows that are no whole blocks (F32: none) */
     uint32_t file_type;       /* llama.cpp's general.file_type */
     const char *dot;          /* "int8", "bf16", "fp32": what bounds its products */

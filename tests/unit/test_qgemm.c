@@ -26,7 +26,9 @@
  * same token's output in any larger call, and 1 and 2 threads agree bit for
  * bit; outputs outside the rows × n region (the ldy padding) stay intact.
  * The packed large-n path (ffn_qweight_pack_batch) and the prompt-size
- * panels (ffn_qgemm_panel) have their own bound (test_packed, test_panel); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
+ * panels (ffn_qgemm_panel, and the fp32 ones of CPUs without AVX512_BF16,
+ * ffn_qgemm_panel_f32) have their own bounds (test_packed, test_panel,
+ * test_panel_f32); the fused ffn_qgemm_glu equals ffn_qgemm + ffn_glu_fwd bit
  * for bit (test_glu). */
 #include "check.h"
 #include "kernels/kernels.h"
@@ -378,6 +380,109 @@ static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t
     free(src); free(x); free(wf); free(wq); free(ref); free(y); free(yfull);
 }
 
+/* The prompt-size path of CPUs without AVX512_BF16 (ffn_qgemm_panel_f32:
+ * the weight decoded by the type table's decoder into fp32 panels inside
+ * the call, x as it is, FMA).  W is the decoder's (the oracle's) fp32 and
+ * x is not rounded, so only the summation differs: per output one FMA
+ * chain per 256 columns and the blocks' sums added in order,
+ * m = cols + cols/256 + 2 roundings at most (+1 accumulating).  Every n
+ * from 1 to 70 (every split of the 6-token micro-tile) and across the
+ * 256-token tile, rows cut short of the 16-row panel, cols short of and
+ * across the 256-column block, every type the table computes with and
+ * decodes (so a format added to the table is tested here with no new
+ * code).  Beyond the bound: a token's output is bitwise the same at any n
+ * and with 1 or 2 threads, ffn_qgemm takes this path from
+ * ffn_qgemm_panel_f32_min_n on (bitwise) and the row kernels below it,
+ * and nothing outside rows × n is written. */
+static void test_panel_f32(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t rows, int64_t cols) {
+    if (ffn_simd() < FFN_SIMD_AVX2) {
+        float x1[2] = {0, 0}, y1[1];
+        uint8_t zero[8] = {0};
+        ffn_qweight w1;
+        CHECK(ffn_qweight_init(&w1, FFN_GGML_TYPE_BF16, 1, 2, zero) == FFN_OK, "%s", ffn_last_error());
+        ffn_status st = ffn_qgemm_panel_f32(ctx1, &w1, x1, 2, 1, y1, 1, 0);
+        CHECK(st == FFN_ERR_UNSUPPORTED && strstr(ffn_last_error(), "AVX2"),
+              "fp32 panels below AVX2: status %d, %s", (int)st, ffn_last_error());
+        CHECK(ffn_qgemm_panel_f32_min_n(type) == INT64_MAX, "%s: fp32 panels chosen below AVX2",
+              ffn_ggml_type_name(type));
+        return;
+    }
+    size_t rb;
+    (void)ffn_ggml_row_size(type, cols, &rb);
+    const int64_t ldx = cols + 3, ldy = rows + 2, N = 300;
+    float *src = malloc((size_t)cols * sizeof *src), *x = malloc((size_t)(N * ldx) * sizeof *x);
+    float *wf = malloc((size_t)(rows * cols) * sizeof *wf);
+    uint8_t *wq = malloc((size_t)rows * rb);
+    size_t ny = (size_t)(N * ldy);
+    float *ref = malloc(ny * 4), *y = malloc(ny * 4), *yfull = malloc(ny * 4);
+    double *S = malloc((size_t)(N * rows) * sizeof *S);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) src[c] = frand();
+        (void)ffn_ggml_quantize_row(type, src, wq + (size_t)r * rb, cols);
+        (void)ffn_ggml_dequantize_row(type, wq + (size_t)r * rb, wf + r * cols, cols);
+    }
+    make_x(x, N, cols, ldx, 0);
+    for (int64_t t = 0; t < N; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t c = 0; c < cols; c++) s += fabs((double)wf[r * cols + c] * x[t * ldx + c]);
+            S[t * rows + r] = s;
+        }
+    ffn_qweight w;
+    CHECK(ffn_qweight_init(&w, type, rows, cols, wq) == FFN_OK, "%s", ffn_last_error());
+    ffn_qgemm_ref(&w, x, ldx, N, ref, ldy, 0);
+    CHECK(ffn_qgemm_panel_f32(ctx2, &w, x, ldx, N, yfull, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+    double worst = 0;
+    int ok = 1, same = 1;
+    for (int64_t n = 1; n <= N; n = n < 70 ? n + 1 : n == 70 ? 255 : n == 257 ? N : n + 1) {
+        int acc = (int)(n % 2);
+        ffn_ctx *ctx = n % 3 ? ctx1 : ctx2;
+        for (size_t k = 0; k < ny; k++) y[k] = acc ? 1.0f : -5.0f;
+        CHECK(ffn_qgemm_panel_f32(ctx, &w, x, ldx, n, y, ldy, acc) == FFN_OK, "%s", ffn_last_error());
+        for (int64_t t = 0; t < N; t++)
+            for (int64_t r = 0; r < ldy; r++) {
+                float v = y[t * ldy + r];
+                if (t >= n || r >= rows) {
+                    ok &= v == (acc ? 1.0f : -5.0f);
+                    continue;
+                }
+                if (!acc) same &= !memcmp(&v, &yfull[t * ldy + r], 4);
+                double m = (double)cols + (double)(cols / 256) + 3;
+                double tol = m * ldexp(1.0, -24) * S[t * rows + r] * 1.01 + (acc ? ldexp(1.0, -23) : 0) + 1e-30;
+                double e = fabs(v - ((acc ? 1.0 : 0.0) + ref[t * ldy + r]));
+                if (e / tol > worst) worst = e / tol;
+                ok &= e <= tol;
+            }
+    }
+    CHECK(ok, "fp32 panel %s rows %lld cols %lld: worst error/tol %.3g (or wrote outside the output)",
+          ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
+    CHECK(same, "fp32 panel %s: a token's output depends on n or the thread count", ffn_ggml_type_name(type));
+    /* the entry point: these panels from their crossover on where the bf16
+     * ones do not run, the row kernels below it */
+    int64_t mn = ffn_qgemm_panel_f32_min_n(type);
+    if (check_cpu_has("avx512bf16") && ffn_simd() >= FFN_SIMD_AVX512) {
+        CHECK(mn == INT64_MAX, "%s: fp32 panels chosen where the bf16 ones run", ffn_ggml_type_name(type));
+    } else if (mn != INT64_MAX) {
+        CHECK(mn >= 2 && mn <= N, "fp32 panel crossover %lld", (long long)mn);
+        CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+        int entry = 1;
+        for (int64_t t = 0; t < mn; t++) entry &= !memcmp(y + t * ldy, yfull + t * ldy, (size_t)rows * 4);
+        CHECK(entry, "ffn_qgemm at n = %lld is not the fp32 panel path", (long long)mn);
+        CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn - 1, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
+        float *yrow = malloc((size_t)(mn * ldy) * 4);
+        CHECK(ffn_qgemm_at_level(ctx2, ffn_simd(), &w, x, ldx, mn - 1, yrow, ldy, 0) == FFN_OK, "%s",
+              ffn_last_error());
+        int below = 1;
+        for (int64_t t = 0; t < mn - 1; t++) below &= !memcmp(y + t * ldy, yrow + t * ldy, (size_t)rows * 4);
+        CHECK(below, "ffn_qgemm below the fp32 panel crossover is not the row kernels");
+        free(yrow);
+    }
+    printf("  fp32 panel %-6s rows %3lld cols %4lld  n 1..70, 255..257, 300  worst error/tol %.3f  crossover %lld\n",
+           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst,
+           mn == INT64_MAX ? -1LL : (long long)mn);
+    free(src); free(x); free(wf); free(wq); free(ref); free(y); free(yfull); free(S);
+}
+
 /* ffn_qgemm_glu: g and u bitwise equal to ffn_qgemm of each weight (the
  * same kernels), h = act(g) ⊙ u equal to ffn_glu_fwd on them, for gate and
  * up of the same type and of different types, n across the tile. */
@@ -483,6 +588,25 @@ int main(void) {
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_BF16, 33, 77);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_F16, 17, 777);
+    /* every type the table computes with and decodes, rows cut short of
+     * the 16-row panel and cols short of, at and across 256 */
+    for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++) {
+        ffn_ggml_type ty = (ffn_ggml_type)t;
+        if (!(ffn_ggml_type_caps(ty) & FFN_GGML_COMPUTES) || !ffn_ggml_can_dequantize(ty) ||
+            !ffn_ggml_can_quantize(ty))
+            continue;
+        int64_t b = ffn_ggml_block_size(ty);
+        if (b == 1) {
+            test_panel_f32(ctx1, ctx2, ty, 19, 301);
+            test_panel_f32(ctx1, ctx2, ty, 5, 8);
+        } else if (b < 256) {
+            test_panel_f32(ctx1, ctx2, ty, 37, 9 * b);
+            test_panel_f32(ctx1, ctx2, ty, 16, 3 * b);
+        } else {
+            test_panel_f32(ctx1, ctx2, ty, 19, 3 * b);
+            test_panel_f32(ctx1, ctx2, ty, 33, b);
+        }
+    }
     test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
     test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
