@@ -15,7 +15,9 @@
  *   y   micro-tile of PA_MT tokens × 16 rows: 12 ymm accumulators, two
  *       panel loads and six broadcasts per column.
  *
- * Each weight is decoded once per tile of PA_TOK tokens.  The panels are
+ * Decoding: vector code for q8_0, q4_0, q4_K, q6_K, f16 and bf16 (each
+ * value bit for bit the table decoder's), the table's decoder for any
+ * other type.  Each weight is decoded once per tile of PA_TOK tokens.  The panels are
  * split across the threads; an output is a fixed sum: per block of 256
  * columns one fp32 FMA chain in column order from zero, the blocks added
  * to y in order (to y's value when accumulating, else from the first
@@ -69,6 +71,116 @@ PA void pa_transpose8(__m256 r[8]) {
     }
 }
 
+/* ---- decoding ---------------------------------------------------------------------
+ * nb whole blocks of a row to fp32: vector code for the types whose table
+ * decoder is scalar, with the table decoder's formulas operation for
+ * operation (each value bit for bit the decoder's: the same products and
+ * differences in fp32, fp16 scales widened exactly by F16C), and the table's
+ * own decoder for every other type. */
+
+static inline float pa_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+PA __m256i pa_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
+static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t *src, float *dst,
+                      int64_t nb) {
+    const __m256i m4 = _mm256_set1_epi32(15), m2 = _mm256_set1_epi32(3);
+    switch (type) {
+    case FFN_GGML_TYPE_Q8_0: /* (float)q · d */
+        for (int64_t b = 0; b < nb; b++, src += 34, dst += 32) {
+            const __m256 d = _mm256_set1_ps(pa_f16(src));
+            for (int i = 0; i < 4; i++) {
+                __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(src + 2 + 8 * i)));
+                _mm256_storeu_ps(dst + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+            }
+        }
+        return;
+    case FFN_GGML_TYPE_Q4_0: /* (float)(nibble − 8) · d, low nibbles first */
+        for (int64_t b = 0; b < nb; b++, src += 18, dst += 32) {
+            const __m256 d = _mm256_set1_ps(pa_f16(src));
+            const __m256i eight = _mm256_set1_epi32(8);
+            for (int i = 0; i < 2; i++) {
+                __m256i v = pa_u8x8(src + 2 + 8 * i);
+                __m256i lo = _mm256_sub_epi32(_mm256_and_si256(v, m4), eight);
+                __m256i hi = _mm256_sub_epi32(_mm256_srli_epi32(v, 4), eight);
+                _mm256_storeu_ps(dst + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d));
+                _mm256_storeu_ps(dst + 16 + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d));
+            }
+        }
+        return;
+    case FFN_GGML_TYPE_Q4_K: /* (d · sc) · q − (dmin · m), per 32 values */
+        for (int64_t b = 0; b < nb; b++, src += 144) {
+            const float d = pa_f16(src), dmin = pa_f16(src + 2);
+            const uint8_t *s = src + 4, *qs = src + 16;
+            for (int j = 0; j < 4; j++, qs += 32, dst += 64) {
+                float dd[2], mm[2];
+                for (int h = 0; h < 2; h++) {
+                    int is = 2 * j + h, sc, mn;
+                    if (is < 4) sc = s[is] & 63, mn = s[is + 4] & 63;
+                    else sc = (s[is + 4] & 0xF) | ((s[is - 4] >> 6) << 4), mn = (s[is + 4] >> 4) | ((s[is] >> 6) << 4);
+                    dd[h] = d * (float)sc, mm[h] = dmin * (float)mn;
+                }
+                const __m256 d1 = _mm256_set1_ps(dd[0]), m1 = _mm256_set1_ps(mm[0]);
+                const __m256 d2 = _mm256_set1_ps(dd[1]), mv2 = _mm256_set1_ps(mm[1]);
+                for (int i = 0; i < 4; i++) {
+                    __m256i v = pa_u8x8(qs + 8 * i);
+                    __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, m4));
+                    __m256 hi = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+                    _mm256_storeu_ps(dst + 8 * i, _mm256_sub_ps(_mm256_mul_ps(d1, lo), m1));
+                    _mm256_storeu_ps(dst + 32 + 8 * i, _mm256_sub_ps(_mm256_mul_ps(d2, hi), mv2));
+                }
+            }
+        }
+        return;
+    case FFN_GGML_TYPE_Q6_K: /* (d · sc) · (float)(q − 32) */
+        for (int64_t b = 0; b < nb; b++, src += 210) {
+            const float d = pa_f16(src + 208);
+            const __m256i o32 = _mm256_set1_epi32(32);
+            const uint8_t *ql = src, *qh = src + 128;
+            const int8_t *sc = (const int8_t *)(src + 192);
+            for (int n = 0; n < 2; n++, ql += 64, qh += 32, sc += 8, dst += 128)
+                for (int l = 0; l < 32; l += 8) {
+                    const int is = l / 16;
+                    __m256i a = pa_u8x8(ql + l), c = pa_u8x8(ql + l + 32), h = pa_u8x8(qh + l);
+                    __m256i q1 = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_slli_epi32(_mm256_and_si256(h, m2), 4));
+                    __m256i q2 = _mm256_or_si256(_mm256_and_si256(c, m4),
+                                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 2), m2), 4));
+                    __m256i q3 = _mm256_or_si256(_mm256_srli_epi32(a, 4),
+                                                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(h, 4), m2), 4));
+                    __m256i q4 = _mm256_or_si256(_mm256_srli_epi32(c, 4), _mm256_slli_epi32(_mm256_srli_epi32(h, 6), 4));
+#define PA_Q6K(qv, i) _mm256_mul_ps(_mm256_set1_ps(d * (float)sc[is + (i)]), _mm256_cvtepi32_ps(_mm256_sub_epi32(qv, o32)))
+                    _mm256_storeu_ps(dst + l, PA_Q6K(q1, 0));
+                    _mm256_storeu_ps(dst + l + 32, PA_Q6K(q2, 2));
+                    _mm256_storeu_ps(dst + l + 64, PA_Q6K(q3, 4));
+                    _mm256_storeu_ps(dst + l + 96, PA_Q6K(q4, 6));
+#undef PA_Q6K
+                }
+        }
+        return;
+    case FFN_GGML_TYPE_F16: { /* exact widening */
+        int64_t k = 0;
+        for (; k + 8 <= nb; k += 8)
+            _mm256_storeu_ps(dst + k, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * k))));
+        if (k < nb) q->decode(src + 2 * k, dst + k, nb - k);
+        return;
+    }
+    case FFN_GGML_TYPE_BF16: { /* the upper half of a float */
+        int64_t k = 0;
+        for (; k + 8 <= nb; k += 8) {
+            __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * k)));
+            _mm256_storeu_ps(dst + k, _mm256_castsi256_ps(_mm256_slli_epi32(v, 16)));
+        }
+        if (k < nb) q->decode(src + 2 * k, dst + k, nb - k);
+        return;
+    }
+    default: q->decode(src, dst, nb); return;
+    }
+}
+
 /* Rows r0..r0+15 (zero past w->rows), columns [k0, k0 + len) into the
  * panel; len is a whole number of blocks, len8 = len rounded up to 8. */
 static void pa_fill(const ffn_qweight *w, const ffn_type_info *q, int64_t r0, int64_t k0,
@@ -78,7 +190,7 @@ static void pa_fill(const ffn_qweight *w, const ffn_type_info *q, int64_t r0, in
     for (int i = 0; i < PA_RB; i++) {
         float *t = tmp + i * PA_KC;
         if (r0 + i < w->rows) {
-            q->decode(w->data + (size_t)(r0 + i) * w->row_bytes + off, t, len / q->block);
+            pa_decode(q, w->type, w->data + (size_t)(r0 + i) * w->row_bytes + off, t, len / q->block);
             for (int64_t k = len; k < len8; k++) t[k] = 0.0f;
         } else {
             memset(t, 0, (size_t)len8 * sizeof *t);

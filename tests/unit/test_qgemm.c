@@ -390,7 +390,8 @@ static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t
  * 256-token tile, rows cut short of the 16-row panel, cols short of and
  * across the 256-column block, every type the table computes with and
  * decodes (so a format added to the table is tested here with no new
- * code).  Beyond the bound: a token's output is bitwise the same at any n
+ * code).  With x = I the outputs are the decoded weights, equal to the
+ * table decoder's (the vector decoders' claim).  Beyond the bound: a token's output is bitwise the same at any n
  * and with 1 or 2 threads, ffn_qgemm takes this path from
  * ffn_qgemm_panel_f32_min_n on (bitwise) and the row kernels below it,
  * and nothing outside rows × n is written. */
@@ -457,6 +458,18 @@ static void test_panel_f32(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int
     CHECK(ok, "fp32 panel %s rows %lld cols %lld: worst error/tol %.3g (or wrote outside the output)",
           ffn_ggml_type_name(type), (long long)rows, (long long)cols, worst);
     CHECK(same, "fp32 panel %s: a token's output depends on n or the thread count", ffn_ggml_type_name(type));
+    /* the decode itself, exactly: x = I (cols tokens) gives y[t][r] = W[r][t],
+     * which must equal the table decoder's value (== : a −0 sums to +0) */
+    {
+        float *xi = calloc((size_t)(cols * cols), sizeof *xi), *yi = malloc((size_t)(cols * rows) * 4);
+        for (int64_t c = 0; c < cols; c++) xi[c * cols + c] = 1.0f;
+        CHECK(ffn_qgemm_panel_f32(ctx2, &w, xi, cols, cols, yi, rows, 0) == FFN_OK, "%s", ffn_last_error());
+        int exact = 1;
+        for (int64_t t = 0; t < cols; t++)
+            for (int64_t r = 0; r < rows; r++) exact &= yi[t * rows + r] == wf[r * cols + t];
+        CHECK(exact, "fp32 panel %s: a decoded weight differs from the table decoder's", ffn_ggml_type_name(type));
+        free(xi); free(yi);
+    }
     /* the entry point: these panels from their crossover on where the bf16
      * ones do not run, the row kernels below it */
     int64_t mn = ffn_qgemm_panel_f32_min_n(type);
