@@ -145,9 +145,10 @@ static inline int32_t qg_nearest(float v) {
 }
 
 /* One block of len values: q = round(x / d), d = amax / 127; returns d.
- * On an AVX-512 CPU the vector version (the same values). */
+ * At the AVX2 and AVX-512 levels the vector versions (the same values). */
 static float qg_quant_block(const float *x, int len, int8_t *q) {
     if (ffn_simd() >= FFN_SIMD_AVX512) return ffn_qg_quant_block_avx512(x, len, q);
+    if (ffn_simd() >= FFN_SIMD_AVX2) return ffn_qg_quant_block_avx2(x, len, q);
     float amax = 0.0f;
     for (int j = 0; j < len; j++) {
         float a = x[j] < 0 ? -x[j] : x[j];

@@ -78,6 +78,7 @@ QG_ROWS_DECL(ffn_qg_rows_avx512_f32);
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */
 float ffn_qg_quant_block_avx512(const float *x, int len, int8_t *q);
+float ffn_qg_quant_block_avx2(const float *x, int len, int8_t *q); /* the same, AVX2 */
 
 /* A token's QG_ACT_Q32 arrays for q8_0 (grouped 0) or its QG_ACT_Q4X
  * arrays (grouped 1), the scalar preparation's values.  Needs AVX-512

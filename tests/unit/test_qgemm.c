@@ -33,6 +33,7 @@
 #include "check.h"
 #include "kernels/kernels.h"
 #include "kernels/qgemm.h"
+#include "kernels/qgemm_impl.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -380,6 +381,40 @@ static void test_panel(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int64_t
     free(src); free(x); free(wf); free(wq); free(ref); free(y); free(yfull);
 }
 
+/* The AVX2 activation quantizer (ffn_qg_quant_block_avx2) against the rule
+ * written out here (d = amax/127, q = nearest-even of x · (1/d), clamped
+ * to ±127), bit for bit: random blocks of 32 and 256 at scales 2^-20..2^20,
+ * blocks with exact ties (k + 1/2 after the scaling), all zeros, one
+ * nonzero, and −0. */
+static void test_quant_block(void) {
+    if (!check_cpu_has("avx2") || ffn_simd() < FFN_SIMD_AVX2) return;
+    float x[256];
+    int8_t q[256], want[256];
+    int ok = 1, cases = 0;
+    for (int it = 0; it < 3000; it++) {
+        int len = it % 3 ? 32 : 256, kind = it % 7;
+        float sc = ldexpf(1.0f, (int)(rnd() % 41) - 20);
+        for (int j = 0; j < len; j++) {
+            if (kind == 0) x[j] = 0.0f;
+            else if (kind == 1) x[j] = j == (int)(rnd() % (unsigned)len) ? sc : -0.0f;
+            else if (kind == 2) x[j] = j == 0 ? 127.0f : (float)((int)(rnd() % 253) - 126) * 0.5f; /* ties */
+            else x[j] = frand() * sc;
+        }
+        float amax = 0.0f;
+        for (int j = 0; j < len; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < len; j++) {
+            float v = nearbyintf(x[j] * id);
+            want[j] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        }
+        float got = ffn_qg_quant_block_avx2(x, len, q);
+        ok &= !memcmp(&got, &d, 4) && !memcmp(q, want, (size_t)len);
+        cases++;
+    }
+    CHECK(ok, "ffn_qg_quant_block_avx2 differs from the rule");
+    printf("  quant block avx2: %d blocks bit for bit the rule\n", cases);
+}
+
 /* The prompt-size path of CPUs without AVX512_BF16 (ffn_qgemm_panel_f32:
  * the weight decoded by the type table's decoder into fp32 panels inside
  * the call, x as it is, FMA).  W is the decoder's (the oracle's) fp32 and
@@ -623,6 +658,7 @@ int main(void) {
     test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
     test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
+    test_quant_block();
     test_errors(ctx1);
     if (check_cpu_has("avx512bf16"))
         check_note("AVX512_BF16 present: the packed and panel paths tested");
