@@ -34,6 +34,25 @@
  * tests/cli/test_llamacpp.sh; through the panels it measured 4e-4).
  * ffn_qgemm_panel still takes f16 weights.
  *
+ * avx2_panel_min_n: from this many rows of x on, where the bf16 panels
+ * do not run (AVX2, or AVX-512 without AVX512_BF16), ffn_qgemm decodes
+ * the weight into fp32 panels inside the call (qgemm_panel_avx2.c, the
+ * row's own decoder; 0: never).  Measured with bench/qgemm_batch.sh on the
+ * AVX2-only Zen 3 (W 2048 × 2816, 1 thread, best of >= 3; the machine
+ * shared with 7 other jobs, load average 4, so rough), GFLOP/s of row
+ * kernels / fp32 panels (panels still on the table decoders):
+ *
+ *   n      q4_0         q4_K
+ *   32    28.3/14.6    19.8/18.7
+ *   64    14.5/23.3    13.6/15.3
+ *   256   18.6/53.4    17.7/38.0
+ *
+ * q4_0 and the K-quants (the cheapest row kernels per weight byte) cross
+ * at 64; q8_0, f16 and bf16 (dearer row kernels: q8_0 reads twice the
+ * bytes, f16/bf16 convert per token) are put at 32, the lowest n any type
+ * takes a panel at (a shorter prompt stays on the decode kernels, as
+ * above).  f32 takes none (the layer has its own fp32 engine).
+ *
  * batch_min_n: from this many rows of x on, ffn_qgemm hands a weight
  * packed by ffn_qweight_pack_batch to its bf16 copy and oneDNN's bf16
  * matmul (qgemm_batch.c).  Measured with bench/qgemm_batch.sh (W 2048 ×
@@ -92,18 +111,18 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_Q4_0] = {"q4_0", 5, 32, 18, quant_dequantize_q4_0, quant_quantize_q4_0,
                             KERNELS(ffn_qg_rows_avx2_q4_0, QG_ACT_Q32, ffn_qg_rows_avx512_q4_0,
                                     QG_ACT_Q4X, FFN_CPU_VNNI),
-                            .q32_offset = 8, .panel_min_n = 32, .batch_min_n = 8, .avx2_panel_min_n = 32,
+                            .q32_offset = 8, .panel_min_n = 32, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_F16, .file_type = 2, .dot = "int8"},
     [FFN_GGML_TYPE_Q4_K] = {"q4_K", 6, 256, 144, quant_dequantize_q4_K, quant_quantize_q4_K,
                             KERNELS(ffn_qg_rows_avx2_q4_K, QG_ACT_Q256, ffn_qg_rows_avx512_q4_K,
                                     QG_ACT_Q256, FFN_CPU_VNNI),
-                            .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 32,
+                            .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_Q8_0,
                             .file_type = 15 /* Q4_K_M, the usual name */, .dot = "int8"},
     [FFN_GGML_TYPE_Q6_K] = {"q6_K", 7, 256, 210, quant_dequantize_q6_K, quant_quantize_q6_K,
                             KERNELS(ffn_qg_rows_avx2_q6_K, QG_ACT_Q256, ffn_qg_rows_avx512_q6_K,
                                     QG_ACT_Q256, FFN_CPU_VNNI),
-                            .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 32,
+                            .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_Q8_0,
                             .file_type = 18, .dot = "int8"},
     [FFN_GGML_TYPE_F64] = {"f64", 8, 1, 8, quant_dequantize_f64, NULL, .dot = "fp32"},
