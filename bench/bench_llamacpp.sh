@@ -38,6 +38,9 @@
 #
 #   bash bench/bench_llamacpp.sh            (about 10 minutes once the files exist)
 #   BENCH_QUICK=1 bash bench/bench_llamacpp.sh   (8-layer dense shape, shorter runs)
+# BENCH_FFN_OLD=PATH also times another build of ffn (e.g. main before a
+# change) right before this one on every file and thread count: its
+# prompt and decode tokens/s and new / old, in the same run and load.
 # Env: BENCH_TYPES, BENCH_THREADS (default "1 2"), BENCH_MODELS (default
 # "dense moe"; tiny and tinymoe are small smoke-test shapes), BENCH_PROMPT
 # (default 512), BENCH_GEN (default 32, quick 16), BENCH_DIR, FFN_NPM_DIR (default build/npm-llamacpp).
@@ -45,6 +48,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 FFN="${FFN_BIN:-$ROOT/build/ffn}"
+OLD="${BENCH_FFN_OLD:-}"
 PY=/usr/bin/python3
 NPM_DIR="${FFN_NPM_DIR:-$ROOT/build/npm-llamacpp}"
 DIR="${BENCH_DIR:-$ROOT/build/bench}"
@@ -118,24 +122,31 @@ for T in $THREADS; do
     echo "threads $T: read bandwidth $bw GB/s, fp32 FMA peak $fma GFLOP/s, bf16 peak $bf16$([[ $bf16 == n/a ]] || echo " GFLOP/s")"
     printf '%-12s %-5s | %9s %9s %6s %6s | %8s %8s %6s | %7s %5s %7s %5s\n' model type \
         "pp ffn" "pp llama" ratio "%peak" "tg ffn" "tg llama" ratio "GB/s" "%bw" "llamaGB" "%bw"
+    [[ -z $OLD ]] || printf '%-12s %-5s | %9s %9s %6s | %8s %8s %6s\n' "" "" "pp old" "pp new" new/old \
+        "tg old" "tg new" new/old
     for name in $MODELS; do
         for ty in $TYPES; do
             f=$(ensure "$name" "$ty")
+            o='{}'
+            [[ -z $OLD ]] || o=$(FFN_NUM_THREADS=$T "$OLD" bench model "$f" --prompt-tokens $P --context $C \
+                --gen $G --repeats $R --threads "$T" --ids "$ids" --json)
             a=$(FFN_NUM_THREADS=$T "$FFN" bench model "$f" --prompt-tokens $P --context $C --gen $G \
                 --repeats $R --threads "$T" --ids "$ids" --json)
             b=$(cd "$NPM_DIR" && node llamacpp_speed.mjs "$f" "$T" $P $C $G $R "$ids")
             # shellcheck disable=SC2086
-            "$PY" - "$a" "$b" "$bw" "$fma" "$bf16" "$name" "$ty" "$T" $(shape "$name") >>"$results" <<'EOF'
+            "$PY" - "$a" "$b" "$bw" "$fma" "$bf16" "$name" "$ty" "$T" $(shape "$name") "$o" >>"$results" <<'EOF'
 import json, sys
 a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 bw, fma = map(float, sys.argv[3:5])
 bf16 = None if sys.argv[5] == "n/a" else float(sys.argv[5])  # n/a: no AVX512_BF16
 name, ty, T = sys.argv[6], sys.argv[7], int(sys.argv[8])
 D, F, L, H, G, V, E, K, tied = map(int, sys.argv[9:18])
+old = json.loads(sys.argv[18])
 Dh = D // H
 per_layer = 2 * D * H * Dh + 2 * D * G * Dh + 3 * D * F * (K if E else 1) + (D * E if E else 0)
 flops_tok = 2 * (L * per_layer)  # the last token's head is one row: not counted
-peak = fma if ty == "f32" else bf16
+# without AVX512_BF16 the products of every type run in fp32 (the AVX2 panels)
+peak = fma if ty == "f32" or bf16 is None else bf16
 pp_gflops = flops_tok * a["prompt_tokens"] / a["prompt_s"] * 1e-9 if a["prompt_s"] else 0
 bpt = a["bytes_per_token"]
 r = dict(model=name, type=ty, threads=T, bandwidth_gbps=bw, peak_gflops=peak,
@@ -149,6 +160,10 @@ r = dict(model=name, type=ty, threads=T, bandwidth_gbps=bw, peak_gflops=peak,
          file_bytes=a["file_bytes"], ffn_peak_rss_bytes=a["peak_rss_bytes"])
 r["ffn_pct_bw"] = 100 * r["ffn_decode_gbps"] / bw
 r["llama_pct_bw"] = 100 * r["llama_decode_gbps"] / bw
+if old:
+    r["old_prompt_tok_s"], r["old_decode_tok_s"] = old["prompt_tok_s"], old["decode_tok_s"]
+    r["prompt_new_old"] = a["prompt_tok_s"] / old["prompt_tok_s"] if old["prompt_tok_s"] else 0
+    r["decode_new_old"] = a["decode_tok_s"] / old["decode_tok_s"] if old["decode_tok_s"] else 0
 print(json.dumps(r))
 EOF
             "$PY" -c '
@@ -159,11 +174,15 @@ print("%-12s %-5s | %9.1f %9.1f %5.2fx %s | %8.2f %8.2f %5.2fx | %7.1f %4.0f%% %
     "%s L%s" % (r["model"], sys.argv[2]), r["type"], r["ffn_prompt_tok_s"], r["llama_prompt_tok_s"],
     r["prompt_ratio"], pct, r["ffn_decode_tok_s"], r["llama_decode_tok_s"],
     r["decode_ratio"], r["ffn_decode_gbps"], r["ffn_pct_bw"], r["llama_decode_gbps"],
-    r["llama_pct_bw"]))' "$(tail -n 1 "$results")" "$(shape "$name" | cut -d' ' -f3)"
+    r["llama_pct_bw"]))
+if "old_prompt_tok_s" in r:
+    print("%-12s %-5s | %9.1f %9.1f %5.2fx | %8.2f %8.2f %5.2fx" % ("", "", r["old_prompt_tok_s"],
+        r["ffn_prompt_tok_s"], r["prompt_new_old"], r["old_decode_tok_s"], r["ffn_decode_tok_s"],
+        r["decode_new_old"]))' "$(tail -n 1 "$results")" "$(shape "$name" | cut -d' ' -f3)"
         done
     done
 done
 echo
 echo "pp: prompt tokens/s; tg: decode tokens/s; ratio ffn / llama.cpp; %peak: ffn's prompt"
-echo "GFLOP/s (weight products) / the peak above (n/a where the CPU gives no such peak); GB/s: bytes per token × tokens/s, %bw of the"
+echo "GFLOP/s (weight products) / the peak above (bf16 where the CPU has AVX512_BF16, else fp32 FMA) (n/a where the CPU gives no such peak); GB/s: bytes per token × tokens/s, %bw of the"
 echo "read bandwidth above.  One JSON object per row: $results"
