@@ -50,12 +50,12 @@ typedef struct gg_entry {
     int64_t ne[3];     /* fastest first */
     int64_t experts;   /* > 0: a stack of this many experts (ne[2]) */
     int64_t rope_heads; /* > 0: q/k rows (of this many heads) that RoPE rotates */
-    int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER */
+    int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS */
     int required;      /* absent from a file is an error */
     int used;          /* reading: found in the file */
 } gg_entry;
 
-enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER };
+enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS /* no model tensor: from the config */ };
 
 typedef struct gg_plan {
     gg_entry *e;
@@ -109,6 +109,10 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
 #define HF(...) snprintf(hf, sizeof hf, __VA_ARGS__)
     HF("model.embed_tokens.weight");
     ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "token_embd.weight", 0);
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3) {
+        HF("%s", "");
+        ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_freqs.weight", 0);
+    }
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         const long long L = (long long)l;
         HF("model.layers.%lld.input_layernorm.weight", L);
@@ -239,6 +243,113 @@ static int by_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* llama3 RoPE scaling as the llama.cpp converter writes it: rope_freqs.weight,
+ * one factor ff_j per rotary pair that divides the pair's frequency
+ * f_j = theta^(-2j/R).  ffn holds llama3 scaling by its parameters, so they
+ * are recovered from the factors: factor = the largest ff_j; on the pairs
+ * strictly between 1 and factor (the ramp) 1/ff is linear in 1/wavelength,
+ * (1/ff - 1/factor) / (1 - 1/factor) = a/w - b with a = O/(hi - lo),
+ * b = lo/(hi - lo), which fixes the ramp but not O: O = a/b (lo = 1) rounded
+ * to a whole context, lo and hi from it (Llama 3.1: O 8192, lo 1, hi 4).  The
+ * factors recomputed from the parameters must give the tensor back (relative
+ * 2e-5: the converter computes f_j in float32), else the file is refused. */
+static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
+    ffn_gguf_tensor t;
+    if (ffn_gguf_find(s->f, "rope_freqs.weight", &t) != FFN_OK) return FFN_OK;
+    const int64_t R = ffn_cfg_rotary_dim(c), n = R / 2;
+    if (strcmp(s->arch, "llama"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: RoPE frequency factors "
+                         "are read for architecture llama, not %s", s->path, s->arch);
+    if (t.n_dims != 1 || t.ne[0] != n)
+        return ffn_error(FFN_ERR_SHAPE, "%s: tensor rope_freqs.weight has %d dims, ne[0] %lld; "
+                         "expected one dim of %lld (half the rotary dim %lld)", s->path, t.n_dims,
+                         (long long)t.ne[0], (long long)n, (long long)R);
+    if (!ffn_ggml_can_dequantize(t.type) || ffn_ggml_block_size(t.type) != 1)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight has type %s (expected "
+                         "f32, f16 or bf16)", s->path, ffn_ggml_type_name(t.type));
+    float *ff = malloc((size_t)n * sizeof *ff);
+    if (!ff) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = ffn_ggml_dequantize_row(t.type, t.data, ff, n);
+    double fmax = 0;
+    for (int64_t j = 0; st == FFN_OK && j < n; j++) {
+        if (!isfinite(ff[j]) || ff[j] < 1.0f - 1e-6f)
+            st = ffn_error(FFN_ERR_FORMAT, "%s: tensor rope_freqs.weight: element %lld is %g, "
+                           "expected a factor >= 1", s->path, (long long)j, (double)ff[j]);
+        else if (ff[j] > fmax) fmax = ff[j];
+    }
+    /* least squares of y = a·u - b over the ramp, u = 1/w = f/(2π) */
+    double su = 0, sy = 0, suu = 0, suy = 0;
+    int64_t m = 0;
+    for (int64_t j = 0; st == FFN_OK && j < n; j++) {
+        if (!(ff[j] > 1.0 + 1e-5 && ff[j] < fmax * (1.0 - 1e-5))) continue;
+        const double u = pow(c->rope_theta, -2.0 * (double)j / (double)R) / (2.0 * M_PI);
+        const double y = (1.0 / ff[j] - 1.0 / fmax) / (1.0 - 1.0 / fmax);
+        su += u, sy += y, suu += u * u, suy += u * y, m++;
+    }
+    if (st == FFN_OK && fmax <= 1.0 + 1e-6) {
+        free(ff); /* every factor 1: plain RoPE */
+        return FFN_OK;
+    }
+    const double det = (double)m * suu - su * su;
+    const double a = m >= 2 && det > 0 ? ((double)m * suy - su * sy) / det : 0;
+    const double b = m >= 2 && det > 0 ? -(sy - a * su) / (double)m : 0;
+    if (st == FFN_OK && (m < 2 || !(a > 0) || !(b > 0) || !(a / b < 1e9)))
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: the factors (largest "
+                       "%g, %lld between 1 and it) are not llama3 RoPE scaling ffn can recover "
+                       "(expected at least 2 pairs on the ramp, ramp a %g b %g)", s->path, fmax,
+                       (long long)m, a, b);
+    if (st == FFN_OK) {
+        ffn_rope_scaling *r = &c->rope_scaling;
+        memset(r, 0, sizeof *r);
+        r->type = FFN_ROPE_SCALING_LLAMA3;
+        r->factor = fmax;
+        r->original_max_position_embeddings = llround(a / b);
+        const double O = (double)r->original_max_position_embeddings;
+        r->low_freq_factor = b * O / a;
+        r->high_freq_factor = (1.0 + b) * O / a;
+        for (int64_t j = 0; j < n; j++) {
+            const double f = pow(c->rope_theta, -2.0 * (double)j / (double)R);
+            const double g = f / ffn_rope_inv_freq(c, j, 0);
+            if (fabs(g - ff[j]) > 2e-5 * ff[j]) {
+                st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: element %lld "
+                               "is %.9g, llama3 scaling (factor %g, original context %lld, low %g, "
+                               "high %g) fitted to the factors gives %.9g: not llama3 scaling",
+                               s->path, (long long)j, (double)ff[j], r->factor,
+                               (long long)r->original_max_position_embeddings, r->low_freq_factor,
+                               r->high_freq_factor, g);
+                break;
+            }
+        }
+    }
+    free(ff);
+    return st;
+}
+
+/* {arch}.rope.scaling.*: none and linear (factor) as keys; llama3 as
+ * rope_freqs.weight; others refused by name. */
+static ffn_status read_rope_scaling(const gg_source *s, ffn_model_config *c) {
+    char key[96];
+    ffn_status st;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
+    const char *v = "none";
+    if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_str(s->f, key, &v, NULL))) return st;
+    if (!strcmp(v, "linear")) {
+        double factor;
+        if ((st = key_float(s, "rope.scaling.factor", 1, 1.0, &factor))) return st;
+        memset(&c->rope_scaling, 0, sizeof c->rope_scaling);
+        c->rope_scaling.type = FFN_ROPE_SCALING_LINEAR;
+        c->rope_scaling.factor = factor;
+        if (has_tensor(s, "rope_freqs.weight"))
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s linear together with tensor "
+                             "rope_freqs.weight is not supported", s->path, key);
+        return FFN_OK;
+    }
+    if (strcmp(v, "none"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; ffn reads none and linear (and "
+                         "llama3 as rope_freqs.weight)", s->path, key, v);
+    return read_rope_freqs(s, c);
+}
+
 /* general.architecture and the {arch}.* keys -> s->cfg, then the plan. */
 static ffn_status read_config(gg_source *s) {
     const char *arch = NULL;
@@ -290,14 +401,6 @@ static ffn_status read_config(gg_source *s) {
                          "head size %lld (partial rotary embeddings are not supported)", s->path,
                          s->arch, (long long)rope_dims, (long long)(D / H));
     char key[96];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
-    if (ffn_gguf_find_key(s->f, key) >= 0) {
-        const char *v = NULL;
-        if ((st = ffn_gguf_get_str(s->f, key, &v, NULL))) return st;
-        if (strcmp(v, "none"))
-            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; scaled RoPE is not "
-                             "supported", s->path, key, v);
-    }
     snprintf(key, sizeof key, "%s.attention.key_length", s->arch);
     int64_t kl = 0;
     if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_int(s->f, key, &kl)) == FFN_OK &&
@@ -306,9 +409,6 @@ static ffn_status read_config(gg_source *s) {
                          "head_count = %lld; not supported", s->path, key, (long long)kl,
                          (long long)(D / H));
     if (st) return st;
-    if (has_tensor(s, "rope_freqs.weight"))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight (RoPE with per-pair "
-                         "frequency factors, llama 3.1 style) is not supported", s->path);
     /* V: the token list, or token_embd */
     ffn_gguf_tensor te;
     if ((st = ffn_gguf_find(s->f, "token_embd.weight", &te))) return st;
@@ -327,6 +427,7 @@ static ffn_status read_config(gg_source *s) {
     c->rms_norm_eps = eps;
     c->rope_theta = theta;
     c->rope_style = FFN_ROPE_HALF; /* llama's rows are permuted back on load */
+    if ((st = read_rope_scaling(s, c))) return st;
     c->hidden_act = FFN_ACT_SILU;
     c->mlp_type = FFN_MODEL_MLP_GATED;
     c->mlp_bias = 0;
@@ -661,6 +762,7 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrow
         ffn_gguf_tensor t;
         ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
         if (st) return st;
+        if (e->kind == GG_ROPE_FREQS) continue; /* read into the config */
         if (e->experts == 0) {
             if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision,
                                    s->mapped, borrowed))) return st;
@@ -781,6 +883,12 @@ static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
     if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
     else if (c->hidden_act != FFN_ACT_SILU) *why = "an activation other than silu";
     else if (c->mlp_bias) *why = "biases in the FFN";
+    else if (c->rope_scaling.type == FFN_ROPE_SCALING_DYNAMIC ||
+             c->rope_scaling.type == FFN_ROPE_SCALING_YARN)
+        *why = "dynamic or yarn RoPE scaling (ffn writes linear and llama3)";
+    else if (c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3 &&
+             (c->attention_bias || c->shared_expert_intermediate_size > 0))
+        *why = "llama3 RoPE scaling on a model that is not written as llama (rope_freqs.weight)";
     if (*why) return NULL;
     if (c->num_experts > 0) {
         if (c->moe_layer_freq != 1) *why = "dense layers between MoE layers (decoder_sparse_step > 1)";
@@ -1130,6 +1238,11 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
     F32("rope.freq_base", c->rope_theta);
     U32("rope.dimension_count", c->hidden_size / c->num_attention_heads);
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LINEAR) { /* llama3: rope_freqs.weight */
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, key, "linear");
+        F32("rope.scaling.factor", c->rope_scaling.factor);
+    }
     U32("vocab_size", c->vocab_size);
     if (c->num_experts > 0) {
         U32("expert_count", c->num_experts);
@@ -1217,6 +1330,17 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
          * model quantized in memory) are written as their bytes when the
          * type written is theirs (q/k rows moved whole), else decoded. */
         float *decoded = NULL;
+        if (e->kind == GG_ROPE_FREQS) { /* f_j / the scaled frequency, as llama.cpp's converter */
+            if (!(decoded = malloc((size_t)numel * sizeof(float)))) {
+                st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            const int64_t R = ffn_cfg_rotary_dim(c);
+            for (int64_t j = 0; j < numel; j++)
+                decoded[j] = (float)(pow(c->rope_theta, -2.0 * (double)j / (double)R) /
+                                     ffn_rope_inv_freq(c, j, 0));
+            src = decoded;
+        }
         if (src && (e->kind == GG_MATRIX || e->kind == GG_ROUTER)) {
             const int64_t parts = e->experts > 0 ? e->experts : 1, cols = e->ne[0];
             const int64_t rows = e->ne[1] * e->ne[2] / parts;
