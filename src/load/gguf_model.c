@@ -41,6 +41,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ---- the architectures --------------------------------------------------- */
+
+/* What each architecture's files hold, as llama.cpp reads them
+ * (src/models/<arch>.cpp there).  All but llama rotate_half (NEOX) pairs. */
+typedef struct gg_arch {
+    const char *name;
+    int permute;      /* q/k rows interleaved in the file (llama) */
+    int qkv_bias;     /* 1: q/k/v biases always written (qwen2*; zeros without) */
+    int moe;          /* 0: dense only, 1: MoE only, 2: either (llama: Mixtral) */
+    int shared;       /* a shared expert (qwen2moe) */
+    ffn_qk_norm qk_norm;
+    int norm_topk;    /* the top-k router weights renormalised */
+    int gemma;        /* norms (1 + w) in the file, embeddings times sqrt(D), GeGLU (tanh), tied */
+    int experts_ff;   /* experts sized by feed_forward_length (llama, olmoe) */
+} gg_arch;
+
+static const gg_arch gg_archs[] = {
+    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1},
+    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0},
+    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0},
+    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0},
+    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0},
+    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1},
+    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0},
+};
+#define GG_N_ARCHS (sizeof gg_archs / sizeof gg_archs[0])
+#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe or gemma"
+
+static const gg_arch *arch_find(const char *name) {
+    for (size_t i = 0; i < GG_N_ARCHS; i++)
+        if (!strcmp(name, gg_archs[i].name)) return &gg_archs[i];
+    return NULL;
+}
+
 /* ---- the plan: GGUF tensors <-> model tensors ---------------------------- */
 
 typedef struct gg_entry {
@@ -53,6 +87,7 @@ typedef struct gg_entry {
     int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS */
     int required;      /* absent from a file is an error */
     int used;          /* reading: found in the file */
+    double offset;     /* the file holds offset + w (gemma's norms) */
 } gg_entry;
 
 enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS /* no model tensor: from the config */ };
@@ -88,18 +123,17 @@ static ffn_status plan_add(gg_plan *p, int kind, const char *hf, int64_t experts
     return FFN_OK;
 }
 
-/* The tensors of a model of config c written as `arch`; `permute`: llama's
- * q/k rows are in the interleaved order in the file.  qwen2* files always
- * have q/k/v biases (llama.cpp requires them). */
-static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_plan *p) {
+/* The tensors of a model of config c written as architecture a.  qwen2*
+ * files always have q/k/v biases (older llama.cpp required them). */
+static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_plan *p) {
     memset(p, 0, sizeof *p);
-    const int qwen = strcmp(arch, "llama") != 0;
     const int64_t D = c->hidden_size, V = c->vocab_size, H = c->num_attention_heads;
-    const int64_t G = c->num_key_value_heads, Dh = D / H, F = c->intermediate_size;
+    const int64_t G = c->num_key_value_heads, Dh = ffn_cfg_head_dim(c), F = c->intermediate_size;
     const int64_t E = c->num_experts;
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : F;
     const int64_t Fs = c->shared_expert_intermediate_size;
-    const int bias = c->attention_bias || qwen;
+    const int bias = c->attention_bias || a->qkv_bias;
+    const double noff = a->gemma ? c->norm_weight_offset : 0.0;
     ffn_status st = FFN_OK;
     char hf[96];
 #define ADD(kind, experts, rope, nd, a, b, cc, gname, layer)                                     \
@@ -117,6 +151,7 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
         const long long L = (long long)l;
         HF("model.layers.%lld.input_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_norm.weight", l);
+        p->e[p->n - 1].offset = noff;
         HF("model.layers.%lld.self_attn.q_proj.weight", L);
         ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
         HF("model.layers.%lld.self_attn.k_proj.weight", L);
@@ -133,8 +168,16 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
             HF("model.layers.%lld.self_attn.v_proj.bias", L);
             ADD(GG_VECTOR, 0, 0, 1, G * Dh, 1, 1, "blk.%lld.attn_v.bias", l);
         }
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            const int head = c->qk_norm == FFN_QK_NORM_HEAD;
+            HF("model.layers.%lld.self_attn.q_norm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, head ? Dh : H * Dh, 1, 1, "blk.%lld.attn_q_norm.weight", l);
+            HF("model.layers.%lld.self_attn.k_norm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, head ? Dh : G * Dh, 1, 1, "blk.%lld.attn_k_norm.weight", l);
+        }
         HF("model.layers.%lld.post_attention_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_norm.weight", l);
+        p->e[p->n - 1].offset = noff;
         if (ffn_model_config_layer_is_moe(c, l)) {
             HF("model.layers.%lld.mlp.gate.weight", L);
             ADD(GG_ROUTER, 0, 0, 2, D, E, 1, "blk.%lld.ffn_gate_inp.weight", l);
@@ -165,6 +208,7 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
     }
     HF("model.norm.weight");
     ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.weight", 0);
+    p->e[p->n - 1].offset = noff;
     if (!c->tie_word_embeddings) {
         HF("lm_head.weight");
         ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "output.weight", 0);
@@ -186,12 +230,11 @@ static void ne_str(char *out, size_t cap, int n_dims, const int64_t *ne) {
 
 /* ---- reading: metadata -> config ----------------------------------------- */
 
-static const char *const known_archs[] = {"llama", "qwen2", "qwen2moe"};
-
 typedef struct gg_source {
     ffn_gguf_file *f;
     const char *path;
     char arch[32];
+    const gg_arch *a;
     ffn_model_config cfg;
     gg_plan plan;
     int low_precision; /* keep low-precision matrices in their type (ffn_model_options) */
@@ -257,7 +300,7 @@ static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
     ffn_gguf_tensor t;
     if (ffn_gguf_find(s->f, "rope_freqs.weight", &t) != FFN_OK) return FFN_OK;
     const int64_t R = ffn_cfg_rotary_dim(c), n = R / 2;
-    if (strcmp(s->arch, "llama"))
+    if (!s->a->permute)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: RoPE frequency factors "
                          "are read for architecture llama, not %s", s->path, s->arch);
     if (t.n_dims != 1 || t.ne[0] != n)
@@ -356,15 +399,14 @@ static ffn_status read_config(gg_source *s) {
     size_t alen = 0;
     if (ffn_gguf_find_key(s->f, "general.architecture") < 0)
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key general.architecture is missing "
-                         "(expected llama, qwen2 or qwen2moe)", s->path);
+                         "(expected " GG_ARCH_LIST ")", s->path);
     ffn_status st = ffn_gguf_get_str(s->f, "general.architecture", &arch, &alen);
     if (st) return st;
-    size_t k = 0;
-    while (k < sizeof known_archs / sizeof known_archs[0] && strcmp(arch, known_archs[k])) k++;
-    if (k == sizeof known_archs / sizeof known_archs[0] || alen != strlen(arch))
+    if (!(s->a = arch_find(arch)) || alen != strlen(arch))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: general.architecture '%.40s' is not supported "
-                         "(expected llama, qwen2 or qwen2moe)", s->path, arch);
+                         "(expected " GG_ARCH_LIST ")", s->path, arch);
     snprintf(s->arch, sizeof s->arch, "%s", arch);
+    const gg_arch *a = s->a;
     ffn_model_config *c = &s->cfg;
     ffn_model_config_default(c);
     int64_t D, L, F, T, H, G, E, K, Fe, Fs, rope_dims;
@@ -388,27 +430,39 @@ static ffn_status read_config(gg_source *s) {
         return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
                          "tensors (at least 9 a layer)", s->path, s->arch, (long long)L,
                          ffn_gguf_count(s->f));
-    if (!strcmp(s->arch, "qwen2moe") && E == 0)
-        return ffn_error(FFN_ERR_MISSING, "%s: metadata key qwen2moe.expert_count is missing "
-                         "(required for architecture qwen2moe)", s->path);
-    if (H <= 0 || D % H != 0 || (D / H) % 2 != 0)
+    if (a->moe == 1 && E == 0)
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s.expert_count is missing "
+                         "(required for architecture %s)", s->path, s->arch, s->arch);
+    if (a->moe == 0 && E > 0)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: metadata key %s.expert_count is %lld: "
+                         "architecture %s has no experts in llama.cpp", s->path, s->arch,
+                         (long long)E, s->arch);
+    /* the head size: attention.key_length, else embedding_length / head_count */
+    int64_t Dh = 0, vl = 0;
+    if (H <= 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count is 0, expected >= 1",
+                         s->path, s->arch);
+    if (G <= 0 || H % G != 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count_kv %lld does not divide "
+                         "%s.attention.head_count %lld", s->path, s->arch, (long long)G, s->arch,
+                         (long long)H);
+    if ((st = key_int(s, "attention.key_length", 0, D % H == 0 ? D / H : 0, &Dh)) ||
+        (st = key_int(s, "attention.value_length", 0, Dh, &vl)))
+        return st;
+    if (Dh <= 0 || Dh % 2 != 0)
         return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count %lld must divide %s."
-                         "embedding_length %lld into heads of even size", s->path, s->arch,
-                         (long long)H, s->arch, (long long)D);
-    if ((st = key_int(s, "rope.dimension_count", 0, D / H, &rope_dims))) return st;
-    if (rope_dims != D / H)
+                         "embedding_length %lld into heads of even size (or give %s.attention."
+                         "key_length)", s->path, s->arch, (long long)H, s->arch, (long long)D,
+                         s->arch);
+    if (vl != Dh)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from "
+                         "key_length %lld (ffn's heads have one size)", s->path, s->arch,
+                         (long long)vl, (long long)Dh);
+    if ((st = key_int(s, "rope.dimension_count", 0, Dh, &rope_dims))) return st;
+    if (rope_dims != Dh)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count %lld differs from the "
-                         "head size %lld (partial rotary embeddings are not supported)", s->path,
-                         s->arch, (long long)rope_dims, (long long)(D / H));
-    char key[96];
-    snprintf(key, sizeof key, "%s.attention.key_length", s->arch);
-    int64_t kl = 0;
-    if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_int(s->f, key, &kl)) == FFN_OK &&
-        kl != D / H)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s %lld differs from embedding_length / "
-                         "head_count = %lld; not supported", s->path, key, (long long)kl,
-                         (long long)(D / H));
-    if (st) return st;
+                         "head size %lld (partial rotary embeddings are not supported for %s)",
+                         s->path, s->arch, (long long)rope_dims, (long long)Dh, s->arch);
     /* V: the token list, or token_embd */
     ffn_gguf_tensor te;
     if ((st = ffn_gguf_find(s->f, "token_embd.weight", &te))) return st;
@@ -423,6 +477,7 @@ static ffn_status read_config(gg_source *s) {
     c->num_hidden_layers = L;
     c->num_attention_heads = H;
     c->num_key_value_heads = G;
+    c->head_dim = Dh * H == D ? 0 : Dh;
     c->max_position_embeddings = T;
     c->rms_norm_eps = eps;
     c->rope_theta = theta;
@@ -433,7 +488,15 @@ static ffn_status read_config(gg_source *s) {
     c->mlp_bias = 0;
     c->intermediate_size = F;
     c->tie_word_embeddings = !has_tensor(s, "output.weight");
-    c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || strcmp(s->arch, "llama") != 0;
+    c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || a->qkv_bias;
+    c->qk_norm = a->qk_norm;
+    if (a->gemma) {
+        /* llama.cpp's converter writes gemma's norms as 1 + w: read back as w */
+        c->norm_weight_offset = 1.0;
+        c->embed_scale = (double)sqrtf((float)D);
+        c->hidden_act = FFN_ACT_GELU_TANH;
+        c->tie_word_embeddings = 1;
+    }
     if (has_tensor(s, "blk.0.attn_output.bias"))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_output.bias: ffn's "
                          "attention has no bias on its output projection", s->path);
@@ -443,8 +506,8 @@ static ffn_status read_config(gg_source *s) {
         c->moe_intermediate_size = Fe;
         c->moe_layer_freq = 1;
         /* llama.cpp renormalises the top-k weights for llama (Mixtral), not for qwen2moe */
-        c->norm_topk_prob = !strcmp(s->arch, "llama");
-        if (!strcmp(s->arch, "qwen2moe") && Fs == 0) {
+        c->norm_topk_prob = a->norm_topk;
+        if (a->shared && Fs == 0) {
             ffn_gguf_tensor t;
             if (ffn_gguf_find(s->f, "blk.0.ffn_up_shexp.weight", &t) == FFN_OK && t.n_dims == 2)
                 Fs = t.ne[1];
@@ -455,7 +518,7 @@ static ffn_status read_config(gg_source *s) {
     }
     if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
     /* The plan, checked against the file before anything is allocated. */
-    if ((st = plan_build(c, s->arch, &s->plan))) return st;
+    if ((st = plan_build(c, a, &s->plan))) return st;
     for (int64_t i = 0; i < s->plan.n; i++) {
         gg_entry *e = &s->plan.e[i];
         ffn_gguf_tensor t;
@@ -755,8 +818,9 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
 }
 
 static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrowed) {
-    const int llama = !strcmp(s->arch, "llama"); /* q/k rows interleaved in the file */
+    const int llama = s->a->permute; /* q/k rows interleaved in the file */
     int64_t placed = 0;
+    float *params = ffn_model_params(m, NULL);
     for (int64_t i = 0; i < s->plan.n; i++) {
         const gg_entry *e = &s->plan.e[i];
         ffn_gguf_tensor t;
@@ -766,6 +830,11 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrow
         if (e->experts == 0) {
             if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision,
                                    s->mapped, borrowed))) return st;
+            if (e->offset != 0.0) { /* a norm: vectors are always fp32 in the model */
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->hf);
+                for (int64_t k = 0; k < mt->numel; k++)
+                    params[mt->offset + k] = (float)(params[mt->offset + k] - e->offset);
+            }
             placed++;
             continue;
         }
@@ -878,24 +947,51 @@ ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_mod
 /* ---- writing ------------------------------------------------------------------ */
 
 /* The architecture a model is written as, or NULL with *why set. */
-static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
+static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char **why) {
     *why = NULL;
-    if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
-    else if (c->hidden_act != FFN_ACT_SILU) *why = "an activation other than silu";
+    const int64_t D = c->hidden_size, Dh = ffn_cfg_head_dim(c);
+    const int gemma = c->norm_weight_offset == 1.0 && c->embed_scale == (double)sqrtf((float)D);
+    if (c->norm_type != FFN_NORM_RMS) *why = "LayerNorm (norms with biases)";
+    else if (c->learned_positions) *why = "learned position embeddings";
+    else if (c->attention_out_bias) *why = "a bias on the attention output";
+    else if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
+    else if (c->hidden_act != (gemma ? FFN_ACT_GELU_TANH : FFN_ACT_SILU))
+        *why = gemma ? "a Gemma model whose GeGLU is not gelu_pytorch_tanh"
+                     : "an activation other than silu";
     else if (c->mlp_bias) *why = "biases in the FFN";
+    else if (!gemma && (c->norm_weight_offset != 0.0 || (c->embed_scale != 0.0 && c->embed_scale != 1.0)))
+        *why = "a norm weight offset or embedding scale other than Gemma's (1 and sqrt(D))";
+    else if (ffn_cfg_rotary_dim(c) != Dh) *why = "partial rotary embeddings";
     else if (c->rope_scaling.type == FFN_ROPE_SCALING_DYNAMIC ||
              c->rope_scaling.type == FFN_ROPE_SCALING_YARN)
         *why = "dynamic or yarn RoPE scaling (ffn writes linear and llama3)";
-    else if (c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3 &&
-             (c->attention_bias || c->shared_expert_intermediate_size > 0))
-        *why = "llama3 RoPE scaling on a model that is not written as llama (rope_freqs.weight)";
     if (*why) return NULL;
-    if (c->num_experts > 0) {
+    const char *name = NULL;
+    if (gemma) {
+        if (c->num_experts > 0 || c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias ||
+            !c->tie_word_embeddings)
+            *why = "Gemma norms and embeddings with experts, q/k norms, attention biases or an "
+                   "untied head (llama.cpp's gemma has none)";
+        else name = "gemma";
+    } else if (c->qk_norm == FFN_QK_NORM_HEAD) {
+        if (c->num_experts == 0) name = "qwen3";
+        else if (c->moe_layer_freq == 1 && c->shared_expert_intermediate_size == 0 && c->norm_topk_prob)
+            name = "qwen3moe";
+        else *why = "q/k norms per head with experts other than qwen3moe's (every layer, no shared "
+                    "expert, renormalised top-k)";
+    } else if (c->qk_norm == FFN_QK_NORM_FULL) {
+        if (c->num_experts > 0 && c->moe_layer_freq == 1 && c->shared_expert_intermediate_size == 0 &&
+            !c->norm_topk_prob && !c->attention_bias && c->num_key_value_heads == c->num_attention_heads &&
+            !c->tie_word_embeddings)
+            name = "olmoe";
+        else *why = "q/k norms over the whole projection outside OLMoE's form (experts in every "
+                    "layer without renormalised top-k, G = H, no biases, an untied head)";
+    } else if (c->num_experts > 0) {
         if (c->moe_layer_freq != 1) *why = "dense layers between MoE layers (decoder_sparse_step > 1)";
         else if (c->shared_expert_intermediate_size == 0 && c->norm_topk_prob && !c->attention_bias)
-            return "llama"; /* Mixtral */
+            name = "llama"; /* Mixtral */
         else if (c->shared_expert_intermediate_size > 0 && !c->norm_topk_prob)
-            return "qwen2moe";
+            name = "qwen2moe";
         else if (c->shared_expert_intermediate_size > 0)
             *why = "a shared expert with renormalised top-k weights (llama.cpp's qwen2moe does "
                    "not renormalise)";
@@ -903,9 +999,14 @@ static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
             *why = "experts without renormalised top-k weights and no shared expert";
         else
             *why = "experts together with attention biases";
-        return NULL;
+    } else {
+        name = c->attention_bias ? "qwen2" : "llama";
     }
-    return c->attention_bias ? "qwen2" : "llama";
+    if (name && c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3 && strcmp(name, "llama")) {
+        *why = "llama3 RoPE scaling on a model that is not written as llama (rope_freqs.weight)";
+        name = NULL;
+    }
+    return name ? arch_find(name) : NULL;
 }
 
 #define GG_TOKEN_NORMAL 1
@@ -1206,8 +1307,9 @@ done:
     return st;
 }
 
-static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, const char *arch,
+static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, const gg_arch *a,
                                  const ffn_gguf_save_options *o) {
+    const char *arch = a->name;
     char key[96];
     ffn_status st = FFN_OK;
     int64_t ctx_len = c->max_position_embeddings;
@@ -1231,13 +1333,15 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     U32("context_length", ctx_len);
     U32("embedding_length", c->hidden_size);
     U32("block_count", c->num_hidden_layers);
-    /* llama (Mixtral) sizes its experts by feed_forward_length */
-    U32("feed_forward_length", c->num_experts > 0 && !strcmp(arch, "llama") ? Fe : c->intermediate_size);
+    /* llama (Mixtral) and olmoe size their experts by feed_forward_length */
+    U32("feed_forward_length", c->num_experts > 0 && a->experts_ff ? Fe : c->intermediate_size);
     U32("attention.head_count", c->num_attention_heads);
     U32("attention.head_count_kv", c->num_key_value_heads);
     F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
     F32("rope.freq_base", c->rope_theta);
-    U32("rope.dimension_count", c->hidden_size / c->num_attention_heads);
+    U32("rope.dimension_count", ffn_cfg_rotary_dim(c));
+    U32("attention.key_length", ffn_cfg_head_dim(c));
+    U32("attention.value_length", ffn_cfg_head_dim(c));
     if (c->rope_scaling.type == FFN_ROPE_SCALING_LINEAR) { /* llama3: rope_freqs.weight */
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
         if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, key, "linear");
@@ -1269,7 +1373,8 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     else ffn_gguf_save_options_default(&o);
     if (report) memset(report, 0, sizeof *report);
     const ffn_model_config *c = ffn_model_get_config(model);
-    const char *why = NULL, *arch = gguf_arch_for(c, &why);
+    const char *why = NULL;
+    const gg_arch *arch = gguf_arch_for(c, &why);
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
@@ -1286,7 +1391,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                      (ffn_vocab_tokenizer(o.vocab) || ffn_vocab_llama2c(o.vocab)))))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
                          path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);
-    const int llama = !strcmp(arch, "llama");
+    const int llama = arch->permute;
     /* the file's q/k order: interleaved for llama, rotate_half for qwen2* */
     const int permute = llama ? c->rope_style == FFN_ROPE_HALF : c->rope_style == FFN_ROPE_INTERLEAVED;
     gg_plan plan;
@@ -1432,6 +1537,18 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             else /* rotate_half -> interleaved for llama, the inverse for qwen2* */
                 ckpt_permute_rope_rows(buf, src, e->rope_heads, e->ne[1 - (e->n_dims == 1)] /
                                        e->rope_heads, e->n_dims == 2 ? e->ne[0] : 1, !llama);
+            src = buf;
+        }
+        if (e->offset != 0.0 && src) { /* gemma's norms: the file holds offset + w */
+            if (numel > buf_cap) {
+                free(buf);
+                buf_cap = numel;
+                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            }
+            for (int64_t k = 0; k < numel; k++) buf[k] = (float)(src[k] + e->offset);
             src = buf;
         }
         ffn_ggml_type ty = o.type;

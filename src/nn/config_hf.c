@@ -3,7 +3,8 @@
  * partial_rotary_factor, rope_scaling / rope_parameters, and what each
  * model_type implies (qwen3: q/k RMSNorm per head, head_dim 128 when
  * absent; gemma: (1 + w) norms, scaled embeddings, GeGLU; olmoe: q/k
- * RMSNorm over the whole projection, experts of intermediate_size).  One function per concern; every error names the file and the
+ * RMSNorm over the whole projection, experts of intermediate_size;
+ * qwen3_moe: qwen3's norms with qwen2_moe's expert keys, no shared expert).  One function per concern; every error names the file and the
  * field, what was expected and what was found. */
 #include "nn/model_internal.h"
 #include "ffn/model.h"
@@ -122,7 +123,8 @@ ffn_status ffn_config_hf_gpt2(const json_value *root, const char *path, ffn_mode
 ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const char *model_type,
                                 ffn_model_config *c) {
     ffn_status st;
-    const int qwen3 = !strcmp(model_type, "qwen3"), gemma = !strcmp(model_type, "gemma");
+    const int qwen3 = !strcmp(model_type, "qwen3") || !strcmp(model_type, "qwen3_moe");
+    const int gemma = !strcmp(model_type, "gemma");
     if (!strcmp(model_type, "olmoe")) {
         /* OlmoeAttention: q_norm over all H·Dh features of q, k_norm over
          * G·Dh; every layer is MoE with experts of intermediate_size;

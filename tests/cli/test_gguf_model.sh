@@ -137,7 +137,7 @@ ok "run dir, qwen2, qwen2moe, mixtral -> GGUF -> HF: bitwise the same tensors"
 # ---- bad files: each named, with what was expected and what was found ----
 E() { "$PY" tests/cli/gguf_edit.py "$tmp/s.gguf" "$tmp/bad.gguf" "$@"; }
 E arch bloom
-expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2 or qwen2moe\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe or gemma\)" "$FFN" run "$tmp/bad.gguf" --ids 1
 expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported" "$FFN" params "$tmp/bad.gguf"
 E rename-key general.architecture general.architecturX
 expect_fail 1 "bad.gguf: metadata key general.architecture is missing" "$FFN" run "$tmp/bad.gguf" --ids 1
@@ -151,7 +151,14 @@ E set-u32 llama.attention.head_count_kv 2
 expect_fail 1 "bad.gguf: tensor blk.0.attn_k.weight has ne \{64, 32\}, expected \{64, 16\}" "$FFN" export "$tmp/bad.gguf" --out "$tmp/never"
 [[ ! -e "$tmp/never" ]] && ok "a failed export writes nothing" || bad "a failed export left $tmp/never"
 E set-u32 llama.attention.head_count 7
-expect_fail 1 "bad.gguf: llama.attention.head_count 7 must divide llama.embedding_length 64" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: llama.attention.head_count_kv 4 does not divide llama.attention.head_count 7" "$FFN" run "$tmp/bad.gguf" --ids 1
+E set-u32 llama.attention.head_count 16
+expect_fail 1 "bad.gguf: tensor blk.0.attn_q.weight has ne \{64, 64\}, expected \{64, 128\} from the metadata" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-key llama.attention.key_length llama.attention.key_lengtX
+"$PY" tests/cli/gguf_edit.py "$tmp/bad.gguf" "$tmp/bad2.gguf" set-u32 llama.attention.head_count 12
+expect_fail 1 "bad2.gguf: llama.attention.head_count 12 must divide llama.embedding_length 64 into heads of even size" "$FFN" run "$tmp/bad2.gguf" --ids 1
+E set-u32 llama.attention.value_length 16
+expect_fail 1 "bad.gguf: llama.attention.value_length 16 differs from key_length 8" "$FFN" run "$tmp/bad.gguf" --ids 1
 E set-u32 llama.rope.dimension_count 4
 expect_fail 1 "bad.gguf: llama.rope.dimension_count 4 differs from the head size 8" "$FFN" run "$tmp/bad.gguf" --ids 1
 E tensor-type blk.0.attn_norm.weight 99
@@ -163,7 +170,7 @@ expect_fail 1 "bad.gguf: tensor output_norm.weight is missing \(the metadata des
 E rename-tensor blk.4.ffn_up.weight blk.4.ffn_uX.weight
 expect_fail 1 "bad.gguf: tensor blk.4.ffn_up.weight is missing" "$FFN" quantize "$tmp/bad.gguf" --dtype q8_0 --out "$tmp/never.gguf"
 head -c 5000 "$tmp/s.gguf" >"$tmp/bad.gguf"
-expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*bytes left in the file" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*(bytes left in the file|truncated file)" "$FFN" run "$tmp/bad.gguf" --ids 1
 
 # a GGUF's own vocabulary encodes --prompt (no --tokenizer): the byte
 # vocabulary ffn writes (<0x00>..<0xFF> at ids 0..255, tokenizer.ggml.model

@@ -47,6 +47,18 @@ def family_config(fam):
         # Llama 3.1's scaling, shrunk: Dh 32 puts pairs 2..4 on the ramp
         cfg.update(rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                      high_freq_factor=4.0, original_max_position_embeddings=64))
+    elif fam == "qwen3":  # heads wider than D / H: attention.key_length
+        cfg.update(model_type="qwen3", head_dim=48, rope_theta=1e6, rms_norm_eps=1e-6)
+    elif fam == "qwen3moe":
+        cfg.update(model_type="qwen3_moe", head_dim=32, num_experts=4, num_experts_per_tok=2,
+                   moe_intermediate_size=96, norm_topk_prob=True, decoder_sparse_step=1,
+                   mlp_only_layers=[])
+    elif fam == "olmoe":  # llama.cpp's olmoe has k_norm of n_embd: G = H
+        cfg.update(model_type="olmoe", num_key_value_heads=H, num_experts=4,
+                   num_experts_per_tok=2, intermediate_size=96, norm_topk_prob=False)
+    elif fam == "gemma":
+        cfg.update(model_type="gemma", head_dim=48, hidden_activation="gelu_pytorch_tanh",
+                   tie_word_embeddings=True, rms_norm_eps=1e-6)
     else:
         raise ValueError(fam)
     return cfg
@@ -56,6 +68,9 @@ def make_model(path, fam, seed):
     rng = np.random.default_rng(seed)
     cfg = family_config(fam)
     Dh = cfg.get("head_dim", D // H)
+    E = cfg.get("num_experts", 0)
+    Fe = cfg.get("moe_intermediate_size", cfg["intermediate_size"])
+    Gh = cfg["num_key_value_heads"]
 
     def mat(out, inp, std=0.08):
         return (rng.standard_normal((out, inp)) * std).astype(np.float32)
@@ -68,13 +83,27 @@ def make_model(path, fam, seed):
         p = "model.layers.%d." % l
         w[p + "input_layernorm.weight"] = norm(D)
         w[p + "self_attn.q_proj.weight"] = mat(H * Dh, D, 0.15)
-        w[p + "self_attn.k_proj.weight"] = mat(G * Dh, D, 0.15)
-        w[p + "self_attn.v_proj.weight"] = mat(G * Dh, D)
+        w[p + "self_attn.k_proj.weight"] = mat(Gh * Dh, D, 0.15)
+        w[p + "self_attn.v_proj.weight"] = mat(Gh * Dh, D)
+        if fam in ("qwen3", "qwen3moe"):
+            w[p + "self_attn.q_norm.weight"] = norm(Dh)
+            w[p + "self_attn.k_norm.weight"] = norm(Dh)
+        if fam == "olmoe":
+            w[p + "self_attn.q_norm.weight"] = norm(H * Dh)
+            w[p + "self_attn.k_norm.weight"] = norm(Gh * Dh)
         w[p + "self_attn.o_proj.weight"] = mat(D, H * Dh)
         w[p + "post_attention_layernorm.weight"] = norm(D)
-        w[p + "mlp.gate_proj.weight"] = mat(F, D)
-        w[p + "mlp.up_proj.weight"] = mat(F, D)
-        w[p + "mlp.down_proj.weight"] = mat(D, F)
+        if E:
+            w[p + "mlp.gate.weight"] = mat(E, D, 0.3)
+            for e in range(E):
+                q = p + "mlp.experts.%d." % e
+                w[q + "gate_proj.weight"] = mat(Fe, D)
+                w[q + "up_proj.weight"] = mat(Fe, D)
+                w[q + "down_proj.weight"] = mat(D, Fe)
+        else:
+            w[p + "mlp.gate_proj.weight"] = mat(F, D)
+            w[p + "mlp.up_proj.weight"] = mat(F, D)
+            w[p + "mlp.down_proj.weight"] = mat(D, F)
     w["model.norm.weight"] = norm(D)
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = mat(V, D, 0.3)
@@ -127,7 +156,7 @@ def check_family(fam, seed, work, node_dir):
     return bad, line
 
 
-FAMILIES = ["llama3"]
+FAMILIES = ["llama3", "qwen3", "qwen3moe", "olmoe", "gemma"]
 
 
 def main():
