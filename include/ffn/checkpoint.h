@@ -255,6 +255,10 @@ typedef struct ffn_gguf_save_options {
     const char *name;         /* general.name (NULL: "ffn") */
     void (*progress)(void *user, int64_t done, int64_t total); /* per tensor; may be NULL */
     void *progress_user;
+    const char *model_type;   /* the source's family (ffn_checkpoint_info.model_type) or NULL:
+                                 "phi3" writes a llama-shaped model as phi3 (fused attn_qkv and
+                                 gate | up), as it came; every other architecture follows from
+                                 the config */
 } ffn_gguf_save_options;
 
 typedef struct ffn_gguf_save_report {

@@ -55,19 +55,26 @@ typedef struct gg_arch {
     int norm_topk;    /* the top-k router weights renormalised */
     int gemma;        /* norms (1 + w) in the file, embeddings times sqrt(D), GeGLU (tanh), tied */
     int experts_ff;   /* experts sized by feed_forward_length (llama, olmoe) */
+    int layer_norm;   /* LayerNorm with biases, eps attention.layer_norm_epsilon (gpt2, starcoder2) */
+    int dense;        /* ffn_up / ffn_down with biases, GELU (tanh) (gpt2, starcoder2) */
+    int fused;        /* 1: attn_qkv (gpt2, phi3); 2: also ffn_up = gate | up (phi3) */
+    int positions;    /* learned position_embd, no RoPE (gpt2) */
 } gg_arch;
 
 static const gg_arch gg_archs[] = {
-    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1},
-    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0},
-    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0},
-    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0},
-    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0},
-    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1},
-    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0},
+    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1, 0, 0, 0, 0},
+    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0, 0, 0, 0, 0},
+    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1, 0, 0, 0, 0},
+    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0, 0, 0, 0, 0},
+    {"phi3", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 2, 0},
+    {"gpt2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 1, 1},
+    {"starcoder2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 0, 0},
 };
 #define GG_N_ARCHS (sizeof gg_archs / sizeof gg_archs[0])
-#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe or gemma"
+#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2"
 
 static const gg_arch *arch_find(const char *name) {
     for (size_t i = 0; i < GG_N_ARCHS; i++)
@@ -88,6 +95,8 @@ typedef struct gg_entry {
     int required;      /* absent from a file is an error */
     int used;          /* reading: found in the file */
     double offset;     /* the file holds offset + w (gemma's norms) */
+    int n_fused;       /* > 0: the rows of these model tensors one after another (q|k|v, gate|up) */
+    char part[3][72];
 } gg_entry;
 
 enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS /* no model tensor: from the config */ };
@@ -100,6 +109,17 @@ typedef struct gg_plan {
 static void plan_free(gg_plan *p) {
     free(p->e);
     memset(p, 0, sizeof *p);
+}
+
+/* The model tensors an entry holds: experts, fused parts, or one. */
+static int64_t entry_parts(const gg_entry *e) {
+    return e->experts > 0 ? e->experts : e->n_fused > 0 ? e->n_fused : 1;
+}
+
+static void entry_part(const gg_entry *e, int64_t x, char *out, size_t cap) {
+    if (e->n_fused > 0) snprintf(out, cap, "%s", e->part[x]);
+    else if (e->experts > 0) snprintf(out, cap, e->hf, (long long)x);
+    else snprintf(out, cap, "%s", e->hf);
 }
 
 static ffn_status plan_add(gg_plan *p, int kind, const char *hf, int64_t experts, int64_t rope,
@@ -136,13 +156,34 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
     const double noff = a->gemma ? c->norm_weight_offset : 0.0;
     ffn_status st = FFN_OK;
     char hf[96];
+    const char *qkv[3] = {"q_proj", "k_proj", "v_proj"}, *gu[2] = {"gate_proj", "up_proj"};
 #define ADD(kind, experts, rope, nd, a, b, cc, gname, layer)                                     \
     do {                                                                                      \
         if ((st = plan_add(p, kind, hf, experts, rope, nd, a, b, cc, gname, layer))) goto fail; \
     } while (0)
 #define HF(...) snprintf(hf, sizeof hf, __VA_ARGS__)
+/* the last entry holds these n model tensors model.layers.L.<grp>.<names[i]>.<what> */
+#define FUSE(cnt, grp, names, what)                                                          \
+    do {                                                                                  \
+        gg_entry *fe = &p->e[p->n - 1];                                                    \
+        fe->n_fused = cnt;                                                                  \
+        for (int k_ = 0; k_ < cnt; k_++)                                                     \
+            snprintf(fe->part[k_], sizeof fe->part[k_], "model.layers.%lld.%s.%s.%s", L, grp, \
+                     names[k_], what);                                                    \
+    } while (0)
+#define LN_BIAS(name, gname, layer)                                                        \
+    do {                                                                                  \
+        if (a->layer_norm) {                                                              \
+            HF(name, (long long)(layer));                                                  \
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, gname, layer);                                \
+        }                                                                                 \
+    } while (0)
     HF("model.embed_tokens.weight");
     ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "token_embd.weight", 0);
+    if (c->learned_positions) {
+        HF("model.embed_positions.weight");
+        ADD(GG_MATRIX, 0, 0, 2, D, c->max_position_embeddings, 1, "position_embd.weight", 0);
+    }
     if (c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3) {
         HF("%s", "");
         ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_freqs.weight", 0);
@@ -152,15 +193,30 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
         HF("model.layers.%lld.input_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_norm.weight", l);
         p->e[p->n - 1].offset = noff;
-        HF("model.layers.%lld.self_attn.q_proj.weight", L);
-        ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
-        HF("model.layers.%lld.self_attn.k_proj.weight", L);
-        ADD(GG_MATRIX, 0, G, 2, D, G * Dh, 1, "blk.%lld.attn_k.weight", l);
-        HF("model.layers.%lld.self_attn.v_proj.weight", L);
-        ADD(GG_MATRIX, 0, 0, 2, D, G * Dh, 1, "blk.%lld.attn_v.weight", l);
+        LN_BIAS("model.layers.%lld.input_layernorm.bias", "blk.%lld.attn_norm.bias", l);
+        if (a->fused) { /* q | k | v rows in one tensor; no permutation (NEOX or no RoPE) */
+            HF("%s", "");
+            ADD(GG_MATRIX, 0, 0, 2, D, (H + 2 * G) * Dh, 1, "blk.%lld.attn_qkv.weight", l);
+            FUSE(3, "self_attn", qkv, "weight");
+            if (bias) {
+                ADD(GG_VECTOR, 0, 0, 1, (H + 2 * G) * Dh, 1, 1, "blk.%lld.attn_qkv.bias", l);
+                FUSE(3, "self_attn", qkv, "bias");
+            }
+        } else {
+            HF("model.layers.%lld.self_attn.q_proj.weight", L);
+            ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
+            HF("model.layers.%lld.self_attn.k_proj.weight", L);
+            ADD(GG_MATRIX, 0, G, 2, D, G * Dh, 1, "blk.%lld.attn_k.weight", l);
+            HF("model.layers.%lld.self_attn.v_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, G * Dh, 1, "blk.%lld.attn_v.weight", l);
+        }
         HF("model.layers.%lld.self_attn.o_proj.weight", L);
         ADD(GG_MATRIX, 0, 0, 2, H * Dh, D, 1, "blk.%lld.attn_output.weight", l);
-        if (bias) {
+        if (c->attention_out_bias) {
+            HF("model.layers.%lld.self_attn.o_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_output.bias", l);
+        }
+        if (bias && !a->fused) {
             HF("model.layers.%lld.self_attn.q_proj.bias", L);
             ADD(GG_VECTOR, 0, H, 1, H * Dh, 1, 1, "blk.%lld.attn_q.bias", l);
             HF("model.layers.%lld.self_attn.k_proj.bias", L);
@@ -178,7 +234,23 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
         HF("model.layers.%lld.post_attention_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_norm.weight", l);
         p->e[p->n - 1].offset = noff;
-        if (ffn_model_config_layer_is_moe(c, l)) {
+        LN_BIAS("model.layers.%lld.post_attention_layernorm.bias", "blk.%lld.ffn_norm.bias", l);
+        if (a->dense) { /* up, act, down, with biases */
+            HF("model.layers.%lld.mlp.up_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_up.weight", l);
+            HF("model.layers.%lld.mlp.up_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, F, 1, 1, "blk.%lld.ffn_up.bias", l);
+            HF("model.layers.%lld.mlp.down_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+            HF("model.layers.%lld.mlp.down_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_down.bias", l);
+        } else if (a->fused == 2) { /* gate | up rows in ffn_up */
+            HF("%s", "");
+            ADD(GG_MATRIX, 0, 0, 2, D, 2 * F, 1, "blk.%lld.ffn_up.weight", l);
+            FUSE(2, "mlp", gu, "weight");
+            HF("model.layers.%lld.mlp.down_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+        } else if (ffn_model_config_layer_is_moe(c, l)) {
             HF("model.layers.%lld.mlp.gate.weight", L);
             ADD(GG_ROUTER, 0, 0, 2, D, E, 1, "blk.%lld.ffn_gate_inp.weight", l);
             HF("model.layers.%lld.mlp.experts.%%lld.gate_proj.weight", L);
@@ -209,12 +281,18 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
     HF("model.norm.weight");
     ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.weight", 0);
     p->e[p->n - 1].offset = noff;
+    if (a->layer_norm) {
+        HF("model.norm.bias");
+        ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.bias", 0);
+    }
     if (!c->tie_word_embeddings) {
         HF("lm_head.weight");
         ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "output.weight", 0);
     }
 #undef ADD
 #undef HF
+#undef FUSE
+#undef LN_BIAS
     return FFN_OK;
 fail:
     plan_free(p);
@@ -239,6 +317,7 @@ typedef struct gg_source {
     gg_plan plan;
     int low_precision; /* keep low-precision matrices in their type (ffn_model_options) */
     int mapped;        /* s->f maps the file (not a caller's buffer): matrices may borrow */
+    int64_t context_cap; /* {arch}.attention.sliding_window when shorter than the context */
 } gg_source;
 
 static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
@@ -416,19 +495,20 @@ static ffn_status read_config(gg_source *s) {
         (st = key_int(s, "context_length", 1, 0, &T)) ||
         (st = key_int(s, "attention.head_count", 1, 0, &H)) ||
         (st = key_int(s, "attention.head_count_kv", 0, H, &G)) ||
-        (st = key_float(s, "attention.layer_norm_rms_epsilon", 1, 0, &eps)) ||
+        (st = key_float(s, a->layer_norm ? "attention.layer_norm_epsilon"
+                                         : "attention.layer_norm_rms_epsilon", 1, 0, &eps)) ||
         (st = key_float(s, "rope.freq_base", 0, 10000.0, &theta)) ||
         (st = key_int(s, "expert_count", 0, 0, &E)) ||
         (st = key_int(s, "expert_used_count", E > 0, 0, &K)) ||
         (st = key_int(s, "expert_feed_forward_length", 0, F, &Fe)) ||
         (st = key_int(s, "expert_shared_feed_forward_length", 0, 0, &Fs)))
         return st;
-    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, 3 FFN or router
-     * and experts): a block_count the file cannot hold is named before
-     * anything is sized by it. */
-    if ((uint64_t)L > ffn_gguf_count(s->f) / 9)
+    /* Every layer has at least 6 tensors (2 norms, q/k/v or qkv, o, and
+     * gate|up and down or router and experts, phi3 having the fewest): a
+     * block_count the file cannot hold is named before anything is sized by it. */
+    if ((uint64_t)L > ffn_gguf_count(s->f) / 6)
         return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
-                         "tensors (at least 9 a layer)", s->path, s->arch, (long long)L,
+                         "tensors (at least 6 a layer)", s->path, s->arch, (long long)L,
                          ffn_gguf_count(s->f));
     if (a->moe == 1 && E == 0)
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s.expert_count is missing "
@@ -468,9 +548,9 @@ static ffn_status read_config(gg_source *s) {
     if ((st = ffn_gguf_find(s->f, "token_embd.weight", &te))) return st;
     int64_t V = te.n_dims == 2 ? te.ne[1] : 0;
     if (ffn_gguf_find_key(s->f, "tokenizer.ggml.tokens") >= 0) {
-        ffn_gguf_array a;
-        if ((st = ffn_gguf_get_array(s->f, "tokenizer.ggml.tokens", &a))) return st;
-        V = (int64_t)a.count;
+        ffn_gguf_array toks;
+        if ((st = ffn_gguf_get_array(s->f, "tokenizer.ggml.tokens", &toks))) return st;
+        V = (int64_t)toks.count;
     }
     c->vocab_size = V;
     c->hidden_size = D;
@@ -490,6 +570,22 @@ static ffn_status read_config(gg_source *s) {
     c->tie_word_embeddings = !has_tensor(s, "output.weight");
     c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || a->qkv_bias;
     c->qk_norm = a->qk_norm;
+    if (a->layer_norm) c->norm_type = FFN_NORM_LAYER;
+    if (a->dense) {
+        c->mlp_type = FFN_MODEL_MLP_DENSE;
+        c->mlp_bias = 1;
+        c->hidden_act = FFN_ACT_GELU_TANH; /* ggml_gelu: the tanh form */
+    }
+    c->learned_positions = a->positions;
+    c->attention_out_bias = has_tensor(s, "blk.0.attn_output.bias");
+    if (has_tensor(s, "rope_factors_long.weight") || has_tensor(s, "rope_factors_short.weight"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_factors_long.weight / "
+                         "rope_factors_short.weight (LongRoPE) is not supported", s->path);
+    /* a sliding window shorter than the context caps it, as for a Hugging Face
+     * directory (the window is exact up to its length) */
+    int64_t swa = 0;
+    if ((st = key_int(s, "attention.sliding_window", 0, 0, &swa))) return st;
+    s->context_cap = swa > 0 && swa < T ? swa : 0;
     if (a->gemma) {
         /* llama.cpp's converter writes gemma's norms as 1 + w: read back as w */
         c->norm_weight_offset = 1.0;
@@ -497,9 +593,6 @@ static ffn_status read_config(gg_source *s) {
         c->hidden_act = FFN_ACT_GELU_TANH;
         c->tie_word_embeddings = 1;
     }
-    if (has_tensor(s, "blk.0.attn_output.bias"))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_output.bias: ffn's "
-                         "attention has no bias on its output projection", s->path);
     c->num_experts = E;
     if (E > 0) {
         c->num_experts_per_tok = K;
@@ -593,6 +686,7 @@ static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
     info->format = FFN_CHECKPOINT_GGUF;
     snprintf(info->model_type, sizeof info->model_type, "%s", s->arch);
     info->n_files = 1;
+    info->context_cap = s->context_cap;
     struct stat sb;
     if (stat(s->path, &sb) == 0) info->file_bytes = (int64_t)sb.st_size;
     for (int64_t i = 0; i < s->plan.n; i++) {
@@ -827,6 +921,39 @@ static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrow
         ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
         if (st) return st;
         if (e->kind == GG_ROPE_FREQS) continue; /* read into the config */
+        if (e->n_fused > 0 && e->kind == GG_VECTOR) { /* q|k|v biases: decoded whole, then split */
+            const int64_t n = t.ne[0];
+            float *tmp = malloc((size_t)n * sizeof *tmp);
+            if (!tmp) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+            st = ffn_ggml_dequantize_row(t.type, t.data, tmp, n);
+            if (st) st = ffn_error_prefix(st, "%s: tensor %s", s->path, t.name);
+            else st = check_values(s->path, &t, tmp, t.data, 0, 0, 1, n);
+            int64_t at = 0;
+            for (int x = 0; st == FFN_OK && x < e->n_fused; x++) {
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->part[x]);
+                if (!mt || at + mt->numel > n)
+                    st = ffn_error(FFN_ERR_INTERNAL, "%s: tensor %s: no room for %s", s->path,
+                                   t.name, e->part[x]);
+                else memcpy(params + mt->offset, tmp + at, (size_t)mt->numel * sizeof *tmp);
+                if (mt) at += mt->numel;
+                placed++;
+            }
+            free(tmp);
+            if (st) return st;
+            continue;
+        }
+        if (e->n_fused > 0) { /* q|k|v or gate|up rows: each part from its rows */
+            int64_t row0 = 0;
+            for (int x = 0; x < e->n_fused; x++) {
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->part[x]);
+                if (!mt) return ffn_error(FFN_ERR_INTERNAL, "%s: no model tensor %s", s->path, e->part[x]);
+                if ((st = place_tensor(m, s->path, e->part[x], &t, row0, 0, s->low_precision,
+                                       s->mapped, borrowed))) return st;
+                row0 += mt->numel / t.ne[0];
+                placed++;
+            }
+            continue;
+        }
         if (e->experts == 0) {
             if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision,
                                    s->mapped, borrowed))) return st;
@@ -946,13 +1073,32 @@ ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_mod
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* The architecture a model is written as, or NULL with *why set. */
-static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char **why) {
+/* The architecture a model is written as, or NULL with *why set; hint: the
+ * source's model_type (phi3 is llama's model in other tensors). */
+static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char *hint, const char **why) {
     *why = NULL;
     const int64_t D = c->hidden_size, Dh = ffn_cfg_head_dim(c);
     const int gemma = c->norm_weight_offset == 1.0 && c->embed_scale == (double)sqrtf((float)D);
-    if (c->norm_type != FFN_NORM_RMS) *why = "LayerNorm (norms with biases)";
-    else if (c->learned_positions) *why = "learned position embeddings";
+    if (c->norm_type == FFN_NORM_LAYER) {
+        /* gpt2 and starcoder2: LayerNorm, q/k/v and o biases, a dense GELU (tanh) MLP with biases */
+        const int plain = c->attention_bias && c->attention_out_bias && c->mlp_type == FFN_MODEL_MLP_DENSE &&
+                          c->mlp_bias && c->hidden_act == FFN_ACT_GELU_TANH && c->num_experts == 0 &&
+                          c->qk_norm == FFN_QK_NORM_NONE && c->norm_weight_offset == 0.0 &&
+                          (c->embed_scale == 0.0 || c->embed_scale == 1.0);
+        if (!plain)
+            *why = "LayerNorm outside gpt2's and starcoder2's form (q/k/v and o biases, a dense "
+                   "gelu_pytorch_tanh MLP with biases, no experts or q/k norms)";
+        else if (c->learned_positions)
+            return Dh * c->num_attention_heads == D && c->num_key_value_heads == c->num_attention_heads
+                       ? arch_find("gpt2") : (*why = "gpt2 with grouped or wider heads", NULL);
+        else if (ffn_cfg_rotary_dim(c) != Dh || c->rope_scaling.type != FFN_ROPE_SCALING_NONE)
+            *why = "starcoder2 with partial or scaled RoPE";
+        else if (Dh * c->num_attention_heads != D)
+            *why = "starcoder2 with heads wider than D / H";
+        else return arch_find("starcoder2");
+        return NULL;
+    }
+    if (c->learned_positions) *why = "learned position embeddings without LayerNorm";
     else if (c->attention_out_bias) *why = "a bias on the attention output";
     else if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
     else if (c->hidden_act != (gemma ? FFN_ACT_GELU_TANH : FFN_ACT_SILU))
@@ -966,6 +1112,10 @@ static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char **why)
              c->rope_scaling.type == FFN_ROPE_SCALING_YARN)
         *why = "dynamic or yarn RoPE scaling (ffn writes linear and llama3)";
     if (*why) return NULL;
+    if (hint && !strcmp(hint, "phi3") && !gemma && c->num_experts == 0 && !c->attention_bias &&
+        c->qk_norm == FFN_QK_NORM_NONE && c->rope_scaling.type == FFN_ROPE_SCALING_NONE &&
+        Dh * c->num_attention_heads == D)
+        return arch_find("phi3");
     const char *name = NULL;
     if (gemma) {
         if (c->num_experts > 0 || c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias ||
@@ -1313,7 +1463,8 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     char key[96];
     ffn_status st = FFN_OK;
     int64_t ctx_len = c->max_position_embeddings;
-    if (o->context_cap > 0 && o->context_cap < ctx_len) ctx_len = o->context_cap;
+    /* gpt2's position_embd has context_length rows: never capped */
+    if (o->context_cap > 0 && o->context_cap < ctx_len && !a->positions) ctx_len = o->context_cap;
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
 #define U32(suffix, v)                                                                 \
     do {                                                                               \
@@ -1337,7 +1488,8 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     U32("feed_forward_length", c->num_experts > 0 && a->experts_ff ? Fe : c->intermediate_size);
     U32("attention.head_count", c->num_attention_heads);
     U32("attention.head_count_kv", c->num_key_value_heads);
-    F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
+    if (a->layer_norm) F32("attention.layer_norm_epsilon", c->rms_norm_eps);
+    else F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
     F32("rope.freq_base", c->rope_theta);
     U32("rope.dimension_count", ffn_cfg_rotary_dim(c));
     U32("attention.key_length", ffn_cfg_head_dim(c));
@@ -1374,7 +1526,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     if (report) memset(report, 0, sizeof *report);
     const ffn_model_config *c = ffn_model_get_config(model);
     const char *why = NULL;
-    const gg_arch *arch = gguf_arch_for(c, &why);
+    const gg_arch *arch = gguf_arch_for(c, o.model_type, &why);
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
@@ -1412,18 +1564,21 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
         const gg_entry *e = &plan.e[i];
         int64_t numel = e->ne[0] * e->ne[1] * e->ne[2];
         const float *src = NULL;
-        if (e->experts > 0) {
-            /* the experts of one kind are adjacent in the flat block */
+        const int64_t nparts = entry_parts(e);
+        if (e->experts > 0 || e->n_fused > 0) {
+            /* the experts of one kind (q, k, v; gate, up) are adjacent in the flat block */
             char hf[128];
-            snprintf(hf, sizeof hf, e->hf, (long long)0);
+            entry_part(e, 0, hf, sizeof hf);
             const ffn_model_tensor *t0 = ffn_model_find_tensor(model, hf);
-            for (int64_t x = 0; t0 && x < e->experts; x++) {
-                snprintf(hf, sizeof hf, e->hf, (long long)x);
+            int64_t at = t0 ? t0->offset : 0;
+            for (int64_t x = 0; t0 && x < nparts; x++) {
+                entry_part(e, x, hf, sizeof hf);
                 const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
-                if (!tx || tx->offset != t0->offset + x * t0->numel) t0 = NULL;
+                if (!tx || tx->offset != at) t0 = NULL;
+                else at += tx->numel;
             }
-            if (!t0) {
-                st = ffn_error(FFN_ERR_INTERNAL, "%s: the experts of %s are not adjacent", path, e->gguf);
+            if (!t0 || at - t0->offset != numel) {
+                st = ffn_error(FFN_ERR_INTERNAL, "%s: the parts of %s are not adjacent", path, e->gguf);
                 break;
             }
             src = params + t0->offset;
@@ -1447,22 +1602,22 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             src = decoded;
         }
         if (src && (e->kind == GG_MATRIX || e->kind == GG_ROUTER)) {
-            const int64_t parts = e->experts > 0 ? e->experts : 1, cols = e->ne[0];
-            const int64_t rows = e->ne[1] * e->ne[2] / parts;
+            const int64_t parts = nparts, cols = e->ne[0];
+            const int64_t rows = e->ne[1] * e->ne[2] / parts; /* experts: each alike */
             const ffn_ggml_type want = e->kind == GG_ROUTER ? FFN_GGML_TYPE_F32
                                        : cols % bs != 0 ? FFN_GGML_TYPE_F16 : o.type;
             int n_low = 0, same = 1;
             const ffn_qweight *qw0 = NULL;
             for (int64_t x = 0; x < parts; x++) {
                 char hf[128];
-                snprintf(hf, sizeof hf, e->hf, (long long)x);
+                entry_part(e, x, hf, sizeof hf);
                 const ffn_qweight *qw = model_q_weight(model, ffn_model_find_tensor(model, hf));
                 if (!qw) continue;
                 if (!qw0) qw0 = qw;
                 same &= qw->type == qw0->type;
                 n_low++;
             }
-            if (n_low == parts && same && qw0->type == want) {
+            if (n_low == parts && same && qw0->type == want && e->n_fused == 0) {
                 const size_t rb = qw0->row_bytes;
                 unsigned char *raw = malloc((size_t)(rows * parts) * rb + 1);
                 if (!raw) {
@@ -1504,16 +1659,18 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                     st = ffn_error(FFN_ERR_NOMEM, "out of memory");
                     break;
                 }
+                float *dst = decoded;
                 for (int64_t x = 0; x < parts && st == FFN_OK; x++) {
                     char hf[128];
-                    snprintf(hf, sizeof hf, e->hf, (long long)x);
+                    entry_part(e, x, hf, sizeof hf);
                     const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
                     const ffn_qweight *qw = model_q_weight(model, tx);
-                    float *dst = decoded + x * rows * cols;
-                    if (!qw) memcpy(dst, params + tx->offset, (size_t)(rows * cols) * sizeof(float));
-                    for (int64_t r = 0; qw && r < rows && st == FFN_OK; r++)
+                    const int64_t prow = tx->numel / cols; /* fused parts differ */
+                    if (!qw) memcpy(dst, params + tx->offset, (size_t)(prow * cols) * sizeof(float));
+                    for (int64_t r = 0; qw && r < prow && st == FFN_OK; r++)
                         st = ffn_ggml_dequantize_row(qw->type, qw->data + (size_t)r * qw->row_bytes,
                                                      dst + r * cols, cols);
+                    dst += prow * cols;
                 }
                 if (st) {
                     free(decoded);

@@ -137,7 +137,7 @@ ok "run dir, qwen2, qwen2moe, mixtral -> GGUF -> HF: bitwise the same tensors"
 # ---- bad files: each named, with what was expected and what was found ----
 E() { "$PY" tests/cli/gguf_edit.py "$tmp/s.gguf" "$tmp/bad.gguf" "$@"; }
 E arch bloom
-expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe or gemma\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2\)" "$FFN" run "$tmp/bad.gguf" --ids 1
 expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported" "$FFN" params "$tmp/bad.gguf"
 E rename-key general.architecture general.architecturX
 expect_fail 1 "bad.gguf: metadata key general.architecture is missing" "$FFN" run "$tmp/bad.gguf" --ids 1
