@@ -120,7 +120,7 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "qwen3_moe", "gemma", "phi3", "olmoe", "gpt2"};
+                                     "qwen3_moe", "gemma", "phi3", "olmoe", "gpt2", "starcoder2"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -139,7 +139,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe or gpt2)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -937,6 +937,11 @@ static ffn_status copy_file(const char *from, const char *to) {
 static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     *why = NULL;
     if (hf_family_is_gpt2(c)) return "gpt2";
+    if (c->norm_type == FFN_NORM_LAYER && !c->learned_positions && c->attention_bias &&
+        c->attention_out_bias && c->mlp_type == FFN_MODEL_MLP_DENSE && c->mlp_bias &&
+        c->num_experts == 0 && c->qk_norm == FFN_QK_NORM_NONE && c->norm_weight_offset == 0.0 &&
+        c->embed_scale == 0.0)
+        return "starcoder2";
     if (c->mlp_type == FFN_MODEL_MLP_NONE) *why = "blocks without an FFN";
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
@@ -1023,7 +1028,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
                        : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
                        : !strcmp(type, "gemma") ? "GemmaForCausalLM"
                        : !strcmp(type, "phi3") ? "Phi3ForCausalLM"
-                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM"
+                       : !strcmp(type, "starcoder2") ? "Starcoder2ForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
@@ -1054,6 +1060,9 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     fprintf(f, ",\n");
     if (!strcmp(type, "phi3"))
         fprintf(f, "  \"sliding_window\": null,\n");
+    if (!strcmp(type, "starcoder2"))
+        fprintf(f, "  \"norm_epsilon\": %.17g,\n  \"use_bias\": true,\n  \"sliding_window\": null,\n",
+                c->rms_norm_eps);
     if (!strcmp(type, "olmoe")) /* experts are intermediate_size wide there */
         fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
                 "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"

@@ -65,6 +65,10 @@ def family_config(fam):
                    tie_word_embeddings=True, rms_norm_eps=1e-6)
     elif fam == "phi3":  # fused qkv_proj and gate_up_proj
         cfg.update(model_type="phi3", sliding_window=None, rope_scaling=None)
+    elif fam == "starcoder2":
+        cfg.update(model_type="starcoder2", hidden_act="gelu_pytorch_tanh", norm_epsilon=1e-5,
+                   use_bias=True, tie_word_embeddings=True, rope_theta=1e5, sliding_window=None)
+        del cfg["rms_norm_eps"]
     elif fam == "gpt2":
         cfg = dict(model_type="gpt2", vocab_size=V, n_embd=D, n_layer=L, n_head=H,
                    n_positions=T_CTX, n_inner=F, activation_function="gelu_new",
@@ -139,6 +143,19 @@ def make_model(path, fam, seed):
             w[p + "mlp.gate_proj.weight"] = mat(F, D)
             w[p + "mlp.up_proj.weight"] = mat(F, D)
             w[p + "mlp.down_proj.weight"] = mat(D, F)
+    if fam == "starcoder2":  # LayerNorm and projection biases, mlp.c_fc / mlp.c_proj
+        for l in range(L):
+            p = "model.layers.%d." % l
+            for n in ("input_layernorm", "post_attention_layernorm"):
+                w[p + n + ".bias"] = (0.05 * rng.standard_normal(D)).astype(np.float32)
+            for n, rows in (("q", H * Dh), ("k", Gh * Dh), ("v", Gh * Dh), ("o", D)):
+                w[p + "self_attn.%s_proj.bias" % n] = (0.1 * rng.standard_normal(rows)).astype(np.float32)
+            w.pop(p + "mlp.gate_proj.weight")
+            w[p + "mlp.c_fc.weight"] = w.pop(p + "mlp.up_proj.weight")
+            w[p + "mlp.c_proj.weight"] = w.pop(p + "mlp.down_proj.weight")
+            w[p + "mlp.c_fc.bias"] = (0.05 * rng.standard_normal(F)).astype(np.float32)
+            w[p + "mlp.c_proj.bias"] = (0.05 * rng.standard_normal(D)).astype(np.float32)
+        w["model.norm.bias"] = (0.05 * rng.standard_normal(D)).astype(np.float32)
     if fam == "phi3":
         for l in range(L):
             p = "model.layers.%d." % l
@@ -199,7 +216,7 @@ def check_family(fam, seed, work, node_dir):
     return bad, line
 
 
-FAMILIES = ["llama3", "qwen3", "qwen3moe", "olmoe", "gemma", "phi3", "gpt2"]
+FAMILIES = ["llama3", "qwen3", "qwen3moe", "olmoe", "gemma", "phi3", "gpt2", "starcoder2"]
 
 
 def main():
