@@ -418,8 +418,9 @@ static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
     if (st == FFN_OK && (m < 2 || !(a > 0) || !(b > 0) || !(a / b < 1e9)))
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: the factors (largest "
                        "%g, %lld between 1 and it) are not llama3 RoPE scaling ffn can recover "
-                       "(expected at least 2 pairs on the ramp, ramp a %g b %g)", s->path, fmax,
-                       (long long)m, a, b);
+                       "(expected 1 on the high frequencies, the largest on the low ones and at "
+                       "least 2 pairs on a ramp 1/factor = a/wavelength - b with a, b > 0 between; "
+                       "fit a %g, b %g)", s->path, fmax, (long long)m, a, b);
     if (st == FFN_OK) {
         ffn_rope_scaling *r = &c->rope_scaling;
         memset(r, 0, sizeof *r);
