@@ -95,7 +95,8 @@ typedef enum ffn_checkpoint_format {
     FFN_CHECKPOINT_LLAMA2C = 0, /* a llama2.c .bin file */
     FFN_CHECKPOINT_HF,          /* a Hugging Face safetensors directory */
     FFN_CHECKPOINT_FFN,         /* an ffn checkpoint directory (HF layout + ffn keys) */
-    FFN_CHECKPOINT_GGUF         /* a GGUF file (llama, qwen2, qwen2moe) */
+    FFN_CHECKPOINT_GGUF         /* a GGUF file (llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe,
+                                   gemma, phi3, gpt2, starcoder2) */
 } ffn_checkpoint_format;
 
 /* "llama2c", "hf", "ffn", "gguf". */

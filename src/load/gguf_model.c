@@ -1,8 +1,11 @@
 /* gguf_model.c -- GGUF files as ffn models, both ways: the architectures
- * llama (Llama, Mistral; Mixtral is llama with {arch}.expert_count), qwen2
- * and qwen2moe, read into an ffn_model and written from one; and the
- * dispatch that lets a MODEL path be a GGUF file beside everything
- * ffn_checkpoint_load_model reads.
+ * llama (Llama, Mistral; Mixtral is llama with {arch}.expert_count; Llama
+ * 3.1/3.2's rope_freqs.weight as llama3 RoPE scaling), qwen2, qwen2moe,
+ * qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 and starcoder2 (gg_archs: what
+ * each one's files hold, as llama.cpp's src/models/<arch>.cpp reads them),
+ * read into an ffn_model and written from one; and the dispatch that lets
+ * a MODEL path be a GGUF file beside everything ffn_checkpoint_load_model
+ * reads.
  *
  * One table of names (gg_plan) serves both directions: built from a
  * configuration, it lists every GGUF tensor the model has, its dims
@@ -13,8 +16,10 @@
  * place_tensor; writing walks the same plan over the model.
  *
  * RoPE: llama.cpp's converter permutes llama's q/k rows (and biases) so
- * that its RoPE may rotate consecutive pairs; qwen2 and qwen2moe keep the
- * Hugging Face (rotate_half) order.  Loaded models are always
+ * that its RoPE may rotate consecutive pairs; every other architecture keeps
+ * the Hugging Face (rotate_half) order.  Fused file tensors (attn_qkv:
+ * q | k | v rows, phi3's ffn_up: gate | up) fill the model's adjacent
+ * tensors.  Loaded models are always
  * FFN_ROPE_HALF: llama's rows are permuted back on load and forth again
  * on write (row 2j+h of a head <-> row h·Dh/2 + j).
  *
