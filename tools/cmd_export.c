@@ -207,8 +207,10 @@ int cmd_export(int argc, char **argv) {
                  "or experts, with RMSNorm eps 1e-5 and RoPE theta 10000, fit the format.  "
                  "Written to a new PATH.tmp-XXXXXX, fsynced, renamed; an existing PATH is replaced "
                  "only with --force.\n"
-                 "gguf: a GGUF file PATH llama.cpp runs (architecture llama, qwen2 or qwen2moe; "
-                 "llama's q/k rows in llama.cpp's order; the vocabulary as `ffn quantize` writes "
+                 "gguf: a GGUF file PATH llama.cpp runs (architecture llama, with rope_freqs.weight "
+                 "for llama3 RoPE scaling; qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, gpt2, "
+                 "starcoder2, or phi3 when MODEL was a phi3 model, each as the model has its "
+                 "architecture; llama's q/k rows in llama.cpp's order; the vocabulary as `ffn quantize` writes "
                  "it), the matrices in --dtype, norms f32; for quantized types see `ffn "
                  "quantize`.  Written atomically; an existing PATH is replaced only with --force."},
         {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,

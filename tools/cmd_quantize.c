@@ -63,6 +63,7 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     o.vocab = voc;
     o.vocab_path = vpath;
     o.context_cap = info->context_cap;
+    o.model_type = info->model_type;
     o.progress = on_tensor;
     o.progress_user = &p;
     ffn_gguf_save_report r;

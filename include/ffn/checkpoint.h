@@ -95,7 +95,8 @@ typedef enum ffn_checkpoint_format {
     FFN_CHECKPOINT_LLAMA2C = 0, /* a llama2.c .bin file */
     FFN_CHECKPOINT_HF,          /* a Hugging Face safetensors directory */
     FFN_CHECKPOINT_FFN,         /* an ffn checkpoint directory (HF layout + ffn keys) */
-    FFN_CHECKPOINT_GGUF         /* a GGUF file (llama, qwen2, qwen2moe) */
+    FFN_CHECKPOINT_GGUF         /* a GGUF file (llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe,
+                                   gemma, phi3, gpt2, starcoder2) */
 } ffn_checkpoint_format;
 
 /* "llama2c", "hf", "ffn", "gguf". */
@@ -255,6 +256,10 @@ typedef struct ffn_gguf_save_options {
     const char *name;         /* general.name (NULL: "ffn") */
     void (*progress)(void *user, int64_t done, int64_t total); /* per tensor; may be NULL */
     void *progress_user;
+    const char *model_type;   /* the source's family (ffn_checkpoint_info.model_type) or NULL:
+                                 "phi3" writes a llama-shaped model as phi3 (fused attn_qkv and
+                                 gate | up), as it came; every other architecture follows from
+                                 the config */
 } ffn_gguf_save_options;
 
 typedef struct ffn_gguf_save_report {

@@ -255,7 +255,7 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *t
  * hidden_act ("swiglu") implies gated.  Also read: head_dim,
  * partial_rotary_factor, rope_scaling or rope_parameters (rope_type or
  * type: default, linear, dynamic, llama3, yarn; any other type is an error
- * naming the field); model_type qwen3 implies qk_norm HEAD and head_dim 128
+ * naming the field); model_type qwen3 (and qwen3_moe) implies qk_norm HEAD and head_dim 128
  * when absent; gemma implies norm_weight_offset 1, embed_scale
  * (float)sqrt(D), gated with the act of hidden_activation (absent:
  * gelu_pytorch_tanh), head_dim 256 and a tied head when absent.  ffn's
@@ -265,7 +265,8 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *cfg, int64_t *t
  * activation_function, layer_norm_epsilon) as norm LAYER, learned
  * positions, q/k/v and o biases, a dense MLP with biases and a tied head
  * ("ffn_norm_type", "ffn_learned_positions", "ffn_attention_out_bias" are
- * ffn's keys for these).
+ * ffn's keys for these); starcoder2 as norm LAYER (eps norm_epsilon), a dense
+ * MLP, q/k/v/o and MLP biases under use_bias (true), a tied head when absent.
  * Unknown keys are ignored; the result is validated and errors name the
  * file and the field.
  * Save: writes every field above (so a load gives the config back), with

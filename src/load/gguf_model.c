@@ -1,8 +1,11 @@
 /* gguf_model.c -- GGUF files as ffn models, both ways: the architectures
- * llama (Llama, Mistral; Mixtral is llama with {arch}.expert_count), qwen2
- * and qwen2moe, read into an ffn_model and written from one; and the
- * dispatch that lets a MODEL path be a GGUF file beside everything
- * ffn_checkpoint_load_model reads.
+ * llama (Llama, Mistral; Mixtral is llama with {arch}.expert_count; Llama
+ * 3.1/3.2's rope_freqs.weight as llama3 RoPE scaling), qwen2, qwen2moe,
+ * qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 and starcoder2 (gg_archs: what
+ * each one's files hold, as llama.cpp's src/models/<arch>.cpp reads them),
+ * read into an ffn_model and written from one; and the dispatch that lets
+ * a MODEL path be a GGUF file beside everything ffn_checkpoint_load_model
+ * reads.
  *
  * One table of names (gg_plan) serves both directions: built from a
  * configuration, it lists every GGUF tensor the model has, its dims
@@ -13,8 +16,10 @@
  * place_tensor; writing walks the same plan over the model.
  *
  * RoPE: llama.cpp's converter permutes llama's q/k rows (and biases) so
- * that its RoPE may rotate consecutive pairs; qwen2 and qwen2moe keep the
- * Hugging Face (rotate_half) order.  Loaded models are always
+ * that its RoPE may rotate consecutive pairs; every other architecture keeps
+ * the Hugging Face (rotate_half) order.  Fused file tensors (attn_qkv:
+ * q | k | v rows, phi3's ffn_up: gate | up) fill the model's adjacent
+ * tensors.  Loaded models are always
  * FFN_ROPE_HALF: llama's rows are permuted back on load and forth again
  * on write (row 2j+h of a head <-> row h·Dh/2 + j).
  *
@@ -41,6 +46,47 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* ---- the architectures --------------------------------------------------- */
+
+/* What each architecture's files hold, as llama.cpp reads them
+ * (src/models/<arch>.cpp there).  All but llama rotate_half (NEOX) pairs. */
+typedef struct gg_arch {
+    const char *name;
+    int permute;      /* q/k rows interleaved in the file (llama) */
+    int qkv_bias;     /* 1: q/k/v biases always written (qwen2*; zeros without) */
+    int moe;          /* 0: dense only, 1: MoE only, 2: either (llama: Mixtral) */
+    int shared;       /* a shared expert (qwen2moe) */
+    ffn_qk_norm qk_norm;
+    int norm_topk;    /* the top-k router weights renormalised */
+    int gemma;        /* norms (1 + w) in the file, embeddings times sqrt(D), GeGLU (tanh), tied */
+    int experts_ff;   /* experts sized by feed_forward_length (llama, olmoe) */
+    int layer_norm;   /* LayerNorm with biases, eps attention.layer_norm_epsilon (gpt2, starcoder2) */
+    int dense;        /* ffn_up / ffn_down with biases, GELU (tanh) (gpt2, starcoder2) */
+    int fused;        /* 1: attn_qkv (gpt2, phi3); 2: also ffn_up = gate | up (phi3) */
+    int positions;    /* learned position_embd, no RoPE (gpt2) */
+} gg_arch;
+
+static const gg_arch gg_archs[] = {
+    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1, 0, 0, 0, 0},
+    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0, 0, 0, 0, 0},
+    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1, 0, 0, 0, 0},
+    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0, 0, 0, 0, 0},
+    {"phi3", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 2, 0},
+    {"gpt2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 1, 1},
+    {"starcoder2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 0, 0},
+};
+#define GG_N_ARCHS (sizeof gg_archs / sizeof gg_archs[0])
+#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2"
+
+static const gg_arch *arch_find(const char *name) {
+    for (size_t i = 0; i < GG_N_ARCHS; i++)
+        if (!strcmp(name, gg_archs[i].name)) return &gg_archs[i];
+    return NULL;
+}
+
 /* ---- the plan: GGUF tensors <-> model tensors ---------------------------- */
 
 typedef struct gg_entry {
@@ -50,12 +96,15 @@ typedef struct gg_entry {
     int64_t ne[3];     /* fastest first */
     int64_t experts;   /* > 0: a stack of this many experts (ne[2]) */
     int64_t rope_heads; /* > 0: q/k rows (of this many heads) that RoPE rotates */
-    int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER */
+    int kind;          /* GG_MATRIX, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS */
     int required;      /* absent from a file is an error */
     int used;          /* reading: found in the file */
+    double offset;     /* the file holds offset + w (gemma's norms) */
+    int n_fused;       /* > 0: the rows of these model tensors one after another (q|k|v, gate|up) */
+    char part[3][72];
 } gg_entry;
 
-enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER };
+enum { GG_MATRIX = 0, GG_VECTOR, GG_ROUTER, GG_ROPE_FREQS /* no model tensor: from the config */ };
 
 typedef struct gg_plan {
     gg_entry *e;
@@ -65,6 +114,17 @@ typedef struct gg_plan {
 static void plan_free(gg_plan *p) {
     free(p->e);
     memset(p, 0, sizeof *p);
+}
+
+/* The model tensors an entry holds: experts, fused parts, or one. */
+static int64_t entry_parts(const gg_entry *e) {
+    return e->experts > 0 ? e->experts : e->n_fused > 0 ? e->n_fused : 1;
+}
+
+static void entry_part(const gg_entry *e, int64_t x, char *out, size_t cap) {
+    if (e->n_fused > 0) snprintf(out, cap, "%s", e->part[x]);
+    else if (e->experts > 0) snprintf(out, cap, e->hf, (long long)x);
+    else snprintf(out, cap, "%s", e->hf);
 }
 
 static ffn_status plan_add(gg_plan *p, int kind, const char *hf, int64_t experts, int64_t rope,
@@ -88,40 +148,80 @@ static ffn_status plan_add(gg_plan *p, int kind, const char *hf, int64_t experts
     return FFN_OK;
 }
 
-/* The tensors of a model of config c written as `arch`; `permute`: llama's
- * q/k rows are in the interleaved order in the file.  qwen2* files always
- * have q/k/v biases (llama.cpp requires them). */
-static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_plan *p) {
+/* The tensors of a model of config c written as architecture a.  qwen2*
+ * files always have q/k/v biases (older llama.cpp required them). */
+static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_plan *p) {
     memset(p, 0, sizeof *p);
-    const int qwen = strcmp(arch, "llama") != 0;
     const int64_t D = c->hidden_size, V = c->vocab_size, H = c->num_attention_heads;
-    const int64_t G = c->num_key_value_heads, Dh = D / H, F = c->intermediate_size;
+    const int64_t G = c->num_key_value_heads, Dh = ffn_cfg_head_dim(c), F = c->intermediate_size;
     const int64_t E = c->num_experts;
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : F;
     const int64_t Fs = c->shared_expert_intermediate_size;
-    const int bias = c->attention_bias || qwen;
+    const int bias = c->attention_bias || a->qkv_bias;
+    const double noff = a->gemma ? c->norm_weight_offset : 0.0;
     ffn_status st = FFN_OK;
     char hf[96];
+    const char *qkv[3] = {"q_proj", "k_proj", "v_proj"}, *gu[2] = {"gate_proj", "up_proj"};
 #define ADD(kind, experts, rope, nd, a, b, cc, gname, layer)                                     \
     do {                                                                                      \
         if ((st = plan_add(p, kind, hf, experts, rope, nd, a, b, cc, gname, layer))) goto fail; \
     } while (0)
 #define HF(...) snprintf(hf, sizeof hf, __VA_ARGS__)
+/* the last entry holds these n model tensors model.layers.L.<grp>.<names[i]>.<what> */
+#define FUSE(cnt, grp, names, what)                                                          \
+    do {                                                                                  \
+        gg_entry *fe = &p->e[p->n - 1];                                                    \
+        fe->n_fused = cnt;                                                                  \
+        for (int k_ = 0; k_ < cnt; k_++)                                                     \
+            snprintf(fe->part[k_], sizeof fe->part[k_], "model.layers.%lld.%s.%s.%s", L, grp, \
+                     names[k_], what);                                                    \
+    } while (0)
+#define LN_BIAS(name, gname, layer)                                                        \
+    do {                                                                                  \
+        if (a->layer_norm) {                                                              \
+            HF(name, (long long)(layer));                                                  \
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, gname, layer);                                \
+        }                                                                                 \
+    } while (0)
     HF("model.embed_tokens.weight");
     ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "token_embd.weight", 0);
+    if (c->learned_positions) {
+        HF("model.embed_positions.weight");
+        ADD(GG_MATRIX, 0, 0, 2, D, c->max_position_embeddings, 1, "position_embd.weight", 0);
+    }
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3) {
+        HF("%s", "");
+        ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_freqs.weight", 0);
+    }
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         const long long L = (long long)l;
         HF("model.layers.%lld.input_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_norm.weight", l);
-        HF("model.layers.%lld.self_attn.q_proj.weight", L);
-        ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
-        HF("model.layers.%lld.self_attn.k_proj.weight", L);
-        ADD(GG_MATRIX, 0, G, 2, D, G * Dh, 1, "blk.%lld.attn_k.weight", l);
-        HF("model.layers.%lld.self_attn.v_proj.weight", L);
-        ADD(GG_MATRIX, 0, 0, 2, D, G * Dh, 1, "blk.%lld.attn_v.weight", l);
+        p->e[p->n - 1].offset = noff;
+        LN_BIAS("model.layers.%lld.input_layernorm.bias", "blk.%lld.attn_norm.bias", l);
+        if (a->fused) { /* q | k | v rows in one tensor; no permutation (NEOX or no RoPE) */
+            HF("%s", "");
+            ADD(GG_MATRIX, 0, 0, 2, D, (H + 2 * G) * Dh, 1, "blk.%lld.attn_qkv.weight", l);
+            FUSE(3, "self_attn", qkv, "weight");
+            if (bias) {
+                ADD(GG_VECTOR, 0, 0, 1, (H + 2 * G) * Dh, 1, 1, "blk.%lld.attn_qkv.bias", l);
+                FUSE(3, "self_attn", qkv, "bias");
+            }
+        } else {
+            HF("model.layers.%lld.self_attn.q_proj.weight", L);
+            ADD(GG_MATRIX, 0, H, 2, D, H * Dh, 1, "blk.%lld.attn_q.weight", l);
+            HF("model.layers.%lld.self_attn.k_proj.weight", L);
+            ADD(GG_MATRIX, 0, G, 2, D, G * Dh, 1, "blk.%lld.attn_k.weight", l);
+            HF("model.layers.%lld.self_attn.v_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, G * Dh, 1, "blk.%lld.attn_v.weight", l);
+        }
         HF("model.layers.%lld.self_attn.o_proj.weight", L);
         ADD(GG_MATRIX, 0, 0, 2, H * Dh, D, 1, "blk.%lld.attn_output.weight", l);
-        if (bias) {
+        if (c->attention_out_bias) {
+            HF("model.layers.%lld.self_attn.o_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.attn_output.bias", l);
+        }
+        if (bias && !a->fused) {
             HF("model.layers.%lld.self_attn.q_proj.bias", L);
             ADD(GG_VECTOR, 0, H, 1, H * Dh, 1, 1, "blk.%lld.attn_q.bias", l);
             HF("model.layers.%lld.self_attn.k_proj.bias", L);
@@ -129,9 +229,33 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
             HF("model.layers.%lld.self_attn.v_proj.bias", L);
             ADD(GG_VECTOR, 0, 0, 1, G * Dh, 1, 1, "blk.%lld.attn_v.bias", l);
         }
+        if (c->qk_norm != FFN_QK_NORM_NONE) {
+            const int head = c->qk_norm == FFN_QK_NORM_HEAD;
+            HF("model.layers.%lld.self_attn.q_norm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, head ? Dh : H * Dh, 1, 1, "blk.%lld.attn_q_norm.weight", l);
+            HF("model.layers.%lld.self_attn.k_norm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, head ? Dh : G * Dh, 1, 1, "blk.%lld.attn_k_norm.weight", l);
+        }
         HF("model.layers.%lld.post_attention_layernorm.weight", L);
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_norm.weight", l);
-        if (ffn_model_config_layer_is_moe(c, l)) {
+        p->e[p->n - 1].offset = noff;
+        LN_BIAS("model.layers.%lld.post_attention_layernorm.bias", "blk.%lld.ffn_norm.bias", l);
+        if (a->dense) { /* up, act, down, with biases */
+            HF("model.layers.%lld.mlp.up_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_up.weight", l);
+            HF("model.layers.%lld.mlp.up_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, F, 1, 1, "blk.%lld.ffn_up.bias", l);
+            HF("model.layers.%lld.mlp.down_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+            HF("model.layers.%lld.mlp.down_proj.bias", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_down.bias", l);
+        } else if (a->fused == 2) { /* gate | up rows in ffn_up */
+            HF("%s", "");
+            ADD(GG_MATRIX, 0, 0, 2, D, 2 * F, 1, "blk.%lld.ffn_up.weight", l);
+            FUSE(2, "mlp", gu, "weight");
+            HF("model.layers.%lld.mlp.down_proj.weight", L);
+            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+        } else if (ffn_model_config_layer_is_moe(c, l)) {
             HF("model.layers.%lld.mlp.gate.weight", L);
             ADD(GG_ROUTER, 0, 0, 2, D, E, 1, "blk.%lld.ffn_gate_inp.weight", l);
             HF("model.layers.%lld.mlp.experts.%%lld.gate_proj.weight", L);
@@ -161,12 +285,19 @@ static ffn_status plan_build(const ffn_model_config *c, const char *arch, gg_pla
     }
     HF("model.norm.weight");
     ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.weight", 0);
+    p->e[p->n - 1].offset = noff;
+    if (a->layer_norm) {
+        HF("model.norm.bias");
+        ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "output_norm.bias", 0);
+    }
     if (!c->tie_word_embeddings) {
         HF("lm_head.weight");
         ADD(GG_MATRIX, 0, 0, 2, D, V, 1, "output.weight", 0);
     }
 #undef ADD
 #undef HF
+#undef FUSE
+#undef LN_BIAS
     return FFN_OK;
 fail:
     plan_free(p);
@@ -182,16 +313,16 @@ static void ne_str(char *out, size_t cap, int n_dims, const int64_t *ne) {
 
 /* ---- reading: metadata -> config ----------------------------------------- */
 
-static const char *const known_archs[] = {"llama", "qwen2", "qwen2moe"};
-
 typedef struct gg_source {
     ffn_gguf_file *f;
     const char *path;
     char arch[32];
+    const gg_arch *a;
     ffn_model_config cfg;
     gg_plan plan;
     int low_precision; /* keep low-precision matrices in their type (ffn_model_options) */
     int mapped;        /* s->f maps the file (not a caller's buffer): matrices may borrow */
+    int64_t context_cap; /* {arch}.attention.sliding_window when shorter than the context */
 } gg_source;
 
 static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
@@ -239,21 +370,128 @@ static int by_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* llama3 RoPE scaling as the llama.cpp converter writes it: rope_freqs.weight,
+ * one factor ff_j per rotary pair that divides the pair's frequency
+ * f_j = theta^(-2j/R).  ffn holds llama3 scaling by its parameters, so they
+ * are recovered from the factors: factor = the largest ff_j; on the pairs
+ * strictly between 1 and factor (the ramp) 1/ff is linear in 1/wavelength,
+ * (1/ff - 1/factor) / (1 - 1/factor) = a/w - b with a = O/(hi - lo),
+ * b = lo/(hi - lo), which fixes the ramp but not O: O = a/b (lo = 1) rounded
+ * to a whole context, lo and hi from it (Llama 3.1: O 8192, lo 1, hi 4).  The
+ * factors recomputed from the parameters must give the tensor back (relative
+ * 2e-5: the converter computes f_j in float32), else the file is refused. */
+static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
+    ffn_gguf_tensor t;
+    if (ffn_gguf_find(s->f, "rope_freqs.weight", &t) != FFN_OK) return FFN_OK;
+    const int64_t R = ffn_cfg_rotary_dim(c), n = R / 2;
+    if (!s->a->permute)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: RoPE frequency factors "
+                         "are read for architecture llama, not %s", s->path, s->arch);
+    if (t.n_dims != 1 || t.ne[0] != n)
+        return ffn_error(FFN_ERR_SHAPE, "%s: tensor rope_freqs.weight has %d dims, ne[0] %lld; "
+                         "expected one dim of %lld (half the rotary dim %lld)", s->path, t.n_dims,
+                         (long long)t.ne[0], (long long)n, (long long)R);
+    if (!ffn_ggml_can_dequantize(t.type) || ffn_ggml_block_size(t.type) != 1)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight has type %s (expected "
+                         "f32, f16 or bf16)", s->path, ffn_ggml_type_name(t.type));
+    float *ff = malloc((size_t)n * sizeof *ff);
+    if (!ff) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = ffn_ggml_dequantize_row(t.type, t.data, ff, n);
+    double fmax = 0;
+    for (int64_t j = 0; st == FFN_OK && j < n; j++) {
+        if (!isfinite(ff[j]) || ff[j] < 1.0f - 1e-6f)
+            st = ffn_error(FFN_ERR_FORMAT, "%s: tensor rope_freqs.weight: element %lld is %g, "
+                           "expected a factor >= 1", s->path, (long long)j, (double)ff[j]);
+        else if (ff[j] > fmax) fmax = ff[j];
+    }
+    /* least squares of y = a·u - b over the ramp, u = 1/w = f/(2π) */
+    double su = 0, sy = 0, suu = 0, suy = 0;
+    int64_t m = 0;
+    for (int64_t j = 0; st == FFN_OK && j < n; j++) {
+        if (!(ff[j] > 1.0 + 1e-5 && ff[j] < fmax * (1.0 - 1e-5))) continue;
+        const double u = pow(c->rope_theta, -2.0 * (double)j / (double)R) / (2.0 * M_PI);
+        const double y = (1.0 / ff[j] - 1.0 / fmax) / (1.0 - 1.0 / fmax);
+        su += u, sy += y, suu += u * u, suy += u * y, m++;
+    }
+    if (st == FFN_OK && fmax <= 1.0 + 1e-6) {
+        free(ff); /* every factor 1: plain RoPE */
+        return FFN_OK;
+    }
+    const double det = (double)m * suu - su * su;
+    const double a = m >= 2 && det > 0 ? ((double)m * suy - su * sy) / det : 0;
+    const double b = m >= 2 && det > 0 ? -(sy - a * su) / (double)m : 0;
+    if (st == FFN_OK && (m < 2 || !(a > 0) || !(b > 0) || !(a / b < 1e9)))
+        st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: the factors (largest "
+                       "%g, %lld between 1 and it) are not llama3 RoPE scaling ffn can recover "
+                       "(expected 1 on the high frequencies, the largest on the low ones and at "
+                       "least 2 pairs on a ramp 1/factor = a/wavelength - b with a, b > 0 between; "
+                       "fit a %g, b %g)", s->path, fmax, (long long)m, a, b);
+    if (st == FFN_OK) {
+        ffn_rope_scaling *r = &c->rope_scaling;
+        memset(r, 0, sizeof *r);
+        r->type = FFN_ROPE_SCALING_LLAMA3;
+        r->factor = fmax;
+        r->original_max_position_embeddings = llround(a / b);
+        const double O = (double)r->original_max_position_embeddings;
+        r->low_freq_factor = b * O / a;
+        r->high_freq_factor = (1.0 + b) * O / a;
+        for (int64_t j = 0; j < n; j++) {
+            const double f = pow(c->rope_theta, -2.0 * (double)j / (double)R);
+            const double g = f / ffn_rope_inv_freq(c, j, 0);
+            if (fabs(g - ff[j]) > 2e-5 * ff[j]) {
+                st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: element %lld "
+                               "is %.9g, llama3 scaling (factor %g, original context %lld, low %g, "
+                               "high %g) fitted to the factors gives %.9g: not llama3 scaling",
+                               s->path, (long long)j, (double)ff[j], r->factor,
+                               (long long)r->original_max_position_embeddings, r->low_freq_factor,
+                               r->high_freq_factor, g);
+                break;
+            }
+        }
+    }
+    free(ff);
+    return st;
+}
+
+/* {arch}.rope.scaling.*: none and linear (factor) as keys; llama3 as
+ * rope_freqs.weight; others refused by name. */
+static ffn_status read_rope_scaling(const gg_source *s, ffn_model_config *c) {
+    char key[96];
+    ffn_status st;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
+    const char *v = "none";
+    if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_str(s->f, key, &v, NULL))) return st;
+    if (!strcmp(v, "linear")) {
+        double factor;
+        if ((st = key_float(s, "rope.scaling.factor", 1, 1.0, &factor))) return st;
+        memset(&c->rope_scaling, 0, sizeof c->rope_scaling);
+        c->rope_scaling.type = FFN_ROPE_SCALING_LINEAR;
+        c->rope_scaling.factor = factor;
+        if (has_tensor(s, "rope_freqs.weight"))
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s linear together with tensor "
+                             "rope_freqs.weight is not supported", s->path, key);
+        return FFN_OK;
+    }
+    if (strcmp(v, "none"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; ffn reads none and linear (and "
+                         "llama3 as rope_freqs.weight)", s->path, key, v);
+    return read_rope_freqs(s, c);
+}
+
 /* general.architecture and the {arch}.* keys -> s->cfg, then the plan. */
 static ffn_status read_config(gg_source *s) {
     const char *arch = NULL;
     size_t alen = 0;
     if (ffn_gguf_find_key(s->f, "general.architecture") < 0)
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key general.architecture is missing "
-                         "(expected llama, qwen2 or qwen2moe)", s->path);
+                         "(expected " GG_ARCH_LIST ")", s->path);
     ffn_status st = ffn_gguf_get_str(s->f, "general.architecture", &arch, &alen);
     if (st) return st;
-    size_t k = 0;
-    while (k < sizeof known_archs / sizeof known_archs[0] && strcmp(arch, known_archs[k])) k++;
-    if (k == sizeof known_archs / sizeof known_archs[0] || alen != strlen(arch))
+    if (!(s->a = arch_find(arch)) || alen != strlen(arch))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: general.architecture '%.40s' is not supported "
-                         "(expected llama, qwen2 or qwen2moe)", s->path, arch);
+                         "(expected " GG_ARCH_LIST ")", s->path, arch);
     snprintf(s->arch, sizeof s->arch, "%s", arch);
+    const gg_arch *a = s->a;
     ffn_model_config *c = &s->cfg;
     ffn_model_config_default(c);
     int64_t D, L, F, T, H, G, E, K, Fe, Fs, rope_dims;
@@ -263,87 +501,112 @@ static ffn_status read_config(gg_source *s) {
         (st = key_int(s, "context_length", 1, 0, &T)) ||
         (st = key_int(s, "attention.head_count", 1, 0, &H)) ||
         (st = key_int(s, "attention.head_count_kv", 0, H, &G)) ||
-        (st = key_float(s, "attention.layer_norm_rms_epsilon", 1, 0, &eps)) ||
+        (st = key_float(s, a->layer_norm ? "attention.layer_norm_epsilon"
+                                         : "attention.layer_norm_rms_epsilon", 1, 0, &eps)) ||
         (st = key_float(s, "rope.freq_base", 0, 10000.0, &theta)) ||
         (st = key_int(s, "expert_count", 0, 0, &E)) ||
         (st = key_int(s, "expert_used_count", E > 0, 0, &K)) ||
         (st = key_int(s, "expert_feed_forward_length", 0, F, &Fe)) ||
         (st = key_int(s, "expert_shared_feed_forward_length", 0, 0, &Fs)))
         return st;
-    /* Every layer has at least 9 tensors (2 norms, q/k/v/o, 3 FFN or router
-     * and experts): a block_count the file cannot hold is named before
-     * anything is sized by it. */
-    if ((uint64_t)L > ffn_gguf_count(s->f) / 9)
+    /* Every layer has at least 6 tensors (2 norms, q/k/v or qkv, o, and
+     * gate|up and down or router and experts, phi3 having the fewest): a
+     * block_count the file cannot hold is named before anything is sized by it. */
+    if ((uint64_t)L > ffn_gguf_count(s->f) / 6)
         return ffn_error(FFN_ERR_FORMAT, "%s: %s.block_count %lld, but the file holds only %zu "
-                         "tensors (at least 9 a layer)", s->path, s->arch, (long long)L,
+                         "tensors (at least 6 a layer)", s->path, s->arch, (long long)L,
                          ffn_gguf_count(s->f));
-    if (!strcmp(s->arch, "qwen2moe") && E == 0)
-        return ffn_error(FFN_ERR_MISSING, "%s: metadata key qwen2moe.expert_count is missing "
-                         "(required for architecture qwen2moe)", s->path);
-    if (H <= 0 || D % H != 0 || (D / H) % 2 != 0)
+    if (a->moe == 1 && E == 0)
+        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s.expert_count is missing "
+                         "(required for architecture %s)", s->path, s->arch, s->arch);
+    if (a->moe == 0 && E > 0)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: metadata key %s.expert_count is %lld: "
+                         "architecture %s has no experts in llama.cpp", s->path, s->arch,
+                         (long long)E, s->arch);
+    /* the head size: attention.key_length, else embedding_length / head_count */
+    int64_t Dh = 0, vl = 0;
+    if (H <= 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count is 0, expected >= 1",
+                         s->path, s->arch);
+    if (G <= 0 || H % G != 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count_kv %lld does not divide "
+                         "%s.attention.head_count %lld", s->path, s->arch, (long long)G, s->arch,
+                         (long long)H);
+    if ((st = key_int(s, "attention.key_length", 0, D % H == 0 ? D / H : 0, &Dh)) ||
+        (st = key_int(s, "attention.value_length", 0, Dh, &vl)))
+        return st;
+    if (Dh <= 0 || Dh % 2 != 0)
         return ffn_error(FFN_ERR_FORMAT, "%s: %s.attention.head_count %lld must divide %s."
-                         "embedding_length %lld into heads of even size", s->path, s->arch,
-                         (long long)H, s->arch, (long long)D);
-    if ((st = key_int(s, "rope.dimension_count", 0, D / H, &rope_dims))) return st;
-    if (rope_dims != D / H)
+                         "embedding_length %lld into heads of even size (or give %s.attention."
+                         "key_length)", s->path, s->arch, (long long)H, s->arch, (long long)D,
+                         s->arch);
+    if (vl != Dh)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s.attention.value_length %lld differs from "
+                         "key_length %lld (ffn's heads have one size)", s->path, s->arch,
+                         (long long)vl, (long long)Dh);
+    if ((st = key_int(s, "rope.dimension_count", 0, Dh, &rope_dims))) return st;
+    if (rope_dims != Dh)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s.rope.dimension_count %lld differs from the "
-                         "head size %lld (partial rotary embeddings are not supported)", s->path,
-                         s->arch, (long long)rope_dims, (long long)(D / H));
-    char key[96];
-    snprintf(key, sizeof key, "%s.rope.scaling.type", s->arch);
-    if (ffn_gguf_find_key(s->f, key) >= 0) {
-        const char *v = NULL;
-        if ((st = ffn_gguf_get_str(s->f, key, &v, NULL))) return st;
-        if (strcmp(v, "none"))
-            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; scaled RoPE is not "
-                             "supported", s->path, key, v);
-    }
-    snprintf(key, sizeof key, "%s.attention.key_length", s->arch);
-    int64_t kl = 0;
-    if (ffn_gguf_find_key(s->f, key) >= 0 && (st = ffn_gguf_get_int(s->f, key, &kl)) == FFN_OK &&
-        kl != D / H)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s %lld differs from embedding_length / "
-                         "head_count = %lld; not supported", s->path, key, (long long)kl,
-                         (long long)(D / H));
-    if (st) return st;
-    if (has_tensor(s, "rope_freqs.weight"))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight (RoPE with per-pair "
-                         "frequency factors, llama 3.1 style) is not supported", s->path);
+                         "head size %lld (partial rotary embeddings are not supported for %s)",
+                         s->path, s->arch, (long long)rope_dims, (long long)Dh, s->arch);
     /* V: the token list, or token_embd */
     ffn_gguf_tensor te;
     if ((st = ffn_gguf_find(s->f, "token_embd.weight", &te))) return st;
     int64_t V = te.n_dims == 2 ? te.ne[1] : 0;
     if (ffn_gguf_find_key(s->f, "tokenizer.ggml.tokens") >= 0) {
-        ffn_gguf_array a;
-        if ((st = ffn_gguf_get_array(s->f, "tokenizer.ggml.tokens", &a))) return st;
-        V = (int64_t)a.count;
+        ffn_gguf_array toks;
+        if ((st = ffn_gguf_get_array(s->f, "tokenizer.ggml.tokens", &toks))) return st;
+        V = (int64_t)toks.count;
     }
     c->vocab_size = V;
     c->hidden_size = D;
     c->num_hidden_layers = L;
     c->num_attention_heads = H;
     c->num_key_value_heads = G;
+    c->head_dim = Dh * H == D ? 0 : Dh;
     c->max_position_embeddings = T;
     c->rms_norm_eps = eps;
     c->rope_theta = theta;
     c->rope_style = FFN_ROPE_HALF; /* llama's rows are permuted back on load */
+    if ((st = read_rope_scaling(s, c))) return st;
     c->hidden_act = FFN_ACT_SILU;
     c->mlp_type = FFN_MODEL_MLP_GATED;
     c->mlp_bias = 0;
     c->intermediate_size = F;
     c->tie_word_embeddings = !has_tensor(s, "output.weight");
-    c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || strcmp(s->arch, "llama") != 0;
-    if (has_tensor(s, "blk.0.attn_output.bias"))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor blk.0.attn_output.bias: ffn's "
-                         "attention has no bias on its output projection", s->path);
+    c->attention_bias = has_tensor(s, "blk.0.attn_q.bias") || a->qkv_bias;
+    c->qk_norm = a->qk_norm;
+    if (a->layer_norm) c->norm_type = FFN_NORM_LAYER;
+    if (a->dense) {
+        c->mlp_type = FFN_MODEL_MLP_DENSE;
+        c->mlp_bias = 1;
+        c->hidden_act = FFN_ACT_GELU_TANH; /* ggml_gelu: the tanh form */
+    }
+    c->learned_positions = a->positions;
+    c->attention_out_bias = has_tensor(s, "blk.0.attn_output.bias");
+    if (has_tensor(s, "rope_factors_long.weight") || has_tensor(s, "rope_factors_short.weight"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_factors_long.weight / "
+                         "rope_factors_short.weight (LongRoPE) is not supported", s->path);
+    /* a sliding window shorter than the context caps it, as for a Hugging Face
+     * directory (the window is exact up to its length) */
+    int64_t swa = 0;
+    if ((st = key_int(s, "attention.sliding_window", 0, 0, &swa))) return st;
+    s->context_cap = swa > 0 && swa < T ? swa : 0;
+    if (a->gemma) {
+        /* llama.cpp's converter writes gemma's norms as 1 + w: read back as w */
+        c->norm_weight_offset = 1.0;
+        c->embed_scale = (double)sqrtf((float)D);
+        c->hidden_act = FFN_ACT_GELU_TANH;
+        c->tie_word_embeddings = 1;
+    }
     c->num_experts = E;
     if (E > 0) {
         c->num_experts_per_tok = K;
         c->moe_intermediate_size = Fe;
         c->moe_layer_freq = 1;
         /* llama.cpp renormalises the top-k weights for llama (Mixtral), not for qwen2moe */
-        c->norm_topk_prob = !strcmp(s->arch, "llama");
-        if (!strcmp(s->arch, "qwen2moe") && Fs == 0) {
+        c->norm_topk_prob = a->norm_topk;
+        if (a->shared && Fs == 0) {
             ffn_gguf_tensor t;
             if (ffn_gguf_find(s->f, "blk.0.ffn_up_shexp.weight", &t) == FFN_OK && t.n_dims == 2)
                 Fs = t.ne[1];
@@ -354,7 +617,7 @@ static ffn_status read_config(gg_source *s) {
     }
     if ((st = ffn_model_config_validate(c))) return ffn_error_prefix(st, "%s", s->path);
     /* The plan, checked against the file before anything is allocated. */
-    if ((st = plan_build(c, s->arch, &s->plan))) return st;
+    if ((st = plan_build(c, a, &s->plan))) return st;
     for (int64_t i = 0; i < s->plan.n; i++) {
         gg_entry *e = &s->plan.e[i];
         ffn_gguf_tensor t;
@@ -429,6 +692,7 @@ static void fill_info(const gg_source *s, ffn_checkpoint_info *info) {
     info->format = FFN_CHECKPOINT_GGUF;
     snprintf(info->model_type, sizeof info->model_type, "%s", s->arch);
     info->n_files = 1;
+    info->context_cap = s->context_cap;
     struct stat sb;
     if (stat(s->path, &sb) == 0) info->file_bytes = (int64_t)sb.st_size;
     for (int64_t i = 0; i < s->plan.n; i++) {
@@ -654,16 +918,56 @@ static ffn_status place_tensor(ffn_model *m, const char *path, const char *hf,
 }
 
 static ffn_status load_weights(ffn_model *m, const gg_source *s, int64_t *borrowed) {
-    const int llama = !strcmp(s->arch, "llama"); /* q/k rows interleaved in the file */
+    const int llama = s->a->permute; /* q/k rows interleaved in the file */
     int64_t placed = 0;
+    float *params = ffn_model_params(m, NULL);
     for (int64_t i = 0; i < s->plan.n; i++) {
         const gg_entry *e = &s->plan.e[i];
         ffn_gguf_tensor t;
         ffn_status st = ffn_gguf_find(s->f, e->gguf, &t);
         if (st) return st;
+        if (e->kind == GG_ROPE_FREQS) continue; /* read into the config */
+        if (e->n_fused > 0 && e->kind == GG_VECTOR) { /* q|k|v biases: decoded whole, then split */
+            const int64_t n = t.ne[0];
+            float *tmp = malloc((size_t)n * sizeof *tmp);
+            if (!tmp) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+            st = ffn_ggml_dequantize_row(t.type, t.data, tmp, n);
+            if (st) st = ffn_error_prefix(st, "%s: tensor %s", s->path, t.name);
+            else st = check_values(s->path, &t, tmp, t.data, 0, 0, 1, n);
+            int64_t at = 0;
+            for (int x = 0; st == FFN_OK && x < e->n_fused; x++) {
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->part[x]);
+                if (!mt || at + mt->numel > n)
+                    st = ffn_error(FFN_ERR_INTERNAL, "%s: tensor %s: no room for %s", s->path,
+                                   t.name, e->part[x]);
+                else memcpy(params + mt->offset, tmp + at, (size_t)mt->numel * sizeof *tmp);
+                if (mt) at += mt->numel;
+                placed++;
+            }
+            free(tmp);
+            if (st) return st;
+            continue;
+        }
+        if (e->n_fused > 0) { /* q|k|v or gate|up rows: each part from its rows */
+            int64_t row0 = 0;
+            for (int x = 0; x < e->n_fused; x++) {
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->part[x]);
+                if (!mt) return ffn_error(FFN_ERR_INTERNAL, "%s: no model tensor %s", s->path, e->part[x]);
+                if ((st = place_tensor(m, s->path, e->part[x], &t, row0, 0, s->low_precision,
+                                       s->mapped, borrowed))) return st;
+                row0 += mt->numel / t.ne[0];
+                placed++;
+            }
+            continue;
+        }
         if (e->experts == 0) {
             if ((st = place_tensor(m, s->path, e->hf, &t, 0, llama ? e->rope_heads : 0, s->low_precision,
                                    s->mapped, borrowed))) return st;
+            if (e->offset != 0.0) { /* a norm: vectors are always fp32 in the model */
+                const ffn_model_tensor *mt = ffn_model_find_tensor(m, e->hf);
+                for (int64_t k = 0; k < mt->numel; k++)
+                    params[mt->offset + k] = (float)(params[mt->offset + k] - e->offset);
+            }
             placed++;
             continue;
         }
@@ -775,19 +1079,75 @@ ffn_status ffn_checkpoint_load_any(ffn_ctx *ctx, const char *path, const ffn_mod
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* The architecture a model is written as, or NULL with *why set. */
-static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
+/* The architecture a model is written as, or NULL with *why set; hint: the
+ * source's model_type (phi3 is llama's model in other tensors). */
+static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char *hint, const char **why) {
     *why = NULL;
-    if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
-    else if (c->hidden_act != FFN_ACT_SILU) *why = "an activation other than silu";
+    const int64_t D = c->hidden_size, Dh = ffn_cfg_head_dim(c);
+    const int gemma = c->norm_weight_offset == 1.0 && c->embed_scale == (double)sqrtf((float)D);
+    if (c->norm_type == FFN_NORM_LAYER) {
+        /* gpt2 and starcoder2: LayerNorm, q/k/v and o biases, a dense GELU (tanh) MLP with biases */
+        const int plain = c->attention_bias && c->attention_out_bias && c->mlp_type == FFN_MODEL_MLP_DENSE &&
+                          c->mlp_bias && c->hidden_act == FFN_ACT_GELU_TANH && c->num_experts == 0 &&
+                          c->qk_norm == FFN_QK_NORM_NONE && c->norm_weight_offset == 0.0 &&
+                          (c->embed_scale == 0.0 || c->embed_scale == 1.0);
+        if (!plain)
+            *why = "LayerNorm outside gpt2's and starcoder2's form (q/k/v and o biases, a dense "
+                   "gelu_pytorch_tanh MLP with biases, no experts or q/k norms)";
+        else if (c->learned_positions)
+            return Dh * c->num_attention_heads == D && c->num_key_value_heads == c->num_attention_heads
+                       ? arch_find("gpt2") : (*why = "gpt2 with grouped or wider heads", NULL);
+        else if (ffn_cfg_rotary_dim(c) != Dh || c->rope_scaling.type != FFN_ROPE_SCALING_NONE)
+            *why = "starcoder2 with partial or scaled RoPE";
+        else if (Dh * c->num_attention_heads != D)
+            *why = "starcoder2 with heads wider than D / H";
+        else return arch_find("starcoder2");
+        return NULL;
+    }
+    if (c->learned_positions) *why = "learned position embeddings without LayerNorm";
+    else if (c->attention_out_bias) *why = "a bias on the attention output";
+    else if (c->mlp_type != FFN_MODEL_MLP_GATED) *why = "an FFN that is not gated";
+    else if (c->hidden_act != (gemma ? FFN_ACT_GELU_TANH : FFN_ACT_SILU))
+        *why = gemma ? "a Gemma model whose GeGLU is not gelu_pytorch_tanh"
+                     : "an activation other than silu";
     else if (c->mlp_bias) *why = "biases in the FFN";
+    else if (!gemma && (c->norm_weight_offset != 0.0 || (c->embed_scale != 0.0 && c->embed_scale != 1.0)))
+        *why = "a norm weight offset or embedding scale other than Gemma's (1 and sqrt(D))";
+    else if (ffn_cfg_rotary_dim(c) != Dh) *why = "partial rotary embeddings";
+    else if (c->rope_scaling.type == FFN_ROPE_SCALING_DYNAMIC ||
+             c->rope_scaling.type == FFN_ROPE_SCALING_YARN)
+        *why = "dynamic or yarn RoPE scaling (ffn writes linear and llama3)";
     if (*why) return NULL;
-    if (c->num_experts > 0) {
+    if (hint && !strcmp(hint, "phi3") && !gemma && c->num_experts == 0 && !c->attention_bias &&
+        c->qk_norm == FFN_QK_NORM_NONE && c->rope_scaling.type == FFN_ROPE_SCALING_NONE &&
+        Dh * c->num_attention_heads == D)
+        return arch_find("phi3");
+    const char *name = NULL;
+    if (gemma) {
+        if (c->num_experts > 0 || c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias ||
+            !c->tie_word_embeddings)
+            *why = "Gemma norms and embeddings with experts, q/k norms, attention biases or an "
+                   "untied head (llama.cpp's gemma has none)";
+        else name = "gemma";
+    } else if (c->qk_norm == FFN_QK_NORM_HEAD) {
+        if (c->num_experts == 0) name = "qwen3";
+        else if (c->moe_layer_freq == 1 && c->shared_expert_intermediate_size == 0 && c->norm_topk_prob)
+            name = "qwen3moe";
+        else *why = "q/k norms per head with experts other than qwen3moe's (every layer, no shared "
+                    "expert, renormalised top-k)";
+    } else if (c->qk_norm == FFN_QK_NORM_FULL) {
+        if (c->num_experts > 0 && c->moe_layer_freq == 1 && c->shared_expert_intermediate_size == 0 &&
+            !c->norm_topk_prob && !c->attention_bias && c->num_key_value_heads == c->num_attention_heads &&
+            !c->tie_word_embeddings)
+            name = "olmoe";
+        else *why = "q/k norms over the whole projection outside OLMoE's form (experts in every "
+                    "layer without renormalised top-k, G = H, no biases, an untied head)";
+    } else if (c->num_experts > 0) {
         if (c->moe_layer_freq != 1) *why = "dense layers between MoE layers (decoder_sparse_step > 1)";
         else if (c->shared_expert_intermediate_size == 0 && c->norm_topk_prob && !c->attention_bias)
-            return "llama"; /* Mixtral */
+            name = "llama"; /* Mixtral */
         else if (c->shared_expert_intermediate_size > 0 && !c->norm_topk_prob)
-            return "qwen2moe";
+            name = "qwen2moe";
         else if (c->shared_expert_intermediate_size > 0)
             *why = "a shared expert with renormalised top-k weights (llama.cpp's qwen2moe does "
                    "not renormalise)";
@@ -795,9 +1155,14 @@ static const char *gguf_arch_for(const ffn_model_config *c, const char **why) {
             *why = "experts without renormalised top-k weights and no shared expert";
         else
             *why = "experts together with attention biases";
-        return NULL;
+    } else {
+        name = c->attention_bias ? "qwen2" : "llama";
     }
-    return c->attention_bias ? "qwen2" : "llama";
+    if (name && c->rope_scaling.type == FFN_ROPE_SCALING_LLAMA3 && strcmp(name, "llama")) {
+        *why = "llama3 RoPE scaling on a model that is not written as llama (rope_freqs.weight)";
+        name = NULL;
+    }
+    return name ? arch_find(name) : NULL;
 }
 
 #define GG_TOKEN_NORMAL 1
@@ -1098,12 +1463,14 @@ done:
     return st;
 }
 
-static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, const char *arch,
+static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, const gg_arch *a,
                                  const ffn_gguf_save_options *o) {
+    const char *arch = a->name;
     char key[96];
     ffn_status st = FFN_OK;
     int64_t ctx_len = c->max_position_embeddings;
-    if (o->context_cap > 0 && o->context_cap < ctx_len) ctx_len = o->context_cap;
+    /* gpt2's position_embd has context_length rows: never capped */
+    if (o->context_cap > 0 && o->context_cap < ctx_len && !a->positions) ctx_len = o->context_cap;
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
 #define U32(suffix, v)                                                                 \
     do {                                                                               \
@@ -1123,13 +1490,21 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     U32("context_length", ctx_len);
     U32("embedding_length", c->hidden_size);
     U32("block_count", c->num_hidden_layers);
-    /* llama (Mixtral) sizes its experts by feed_forward_length */
-    U32("feed_forward_length", c->num_experts > 0 && !strcmp(arch, "llama") ? Fe : c->intermediate_size);
+    /* llama (Mixtral) and olmoe size their experts by feed_forward_length */
+    U32("feed_forward_length", c->num_experts > 0 && a->experts_ff ? Fe : c->intermediate_size);
     U32("attention.head_count", c->num_attention_heads);
     U32("attention.head_count_kv", c->num_key_value_heads);
-    F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
+    if (a->layer_norm) F32("attention.layer_norm_epsilon", c->rms_norm_eps);
+    else F32("attention.layer_norm_rms_epsilon", c->rms_norm_eps);
     F32("rope.freq_base", c->rope_theta);
-    U32("rope.dimension_count", c->hidden_size / c->num_attention_heads);
+    U32("rope.dimension_count", ffn_cfg_rotary_dim(c));
+    U32("attention.key_length", ffn_cfg_head_dim(c));
+    U32("attention.value_length", ffn_cfg_head_dim(c));
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LINEAR) { /* llama3: rope_freqs.weight */
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, key, "linear");
+        F32("rope.scaling.factor", c->rope_scaling.factor);
+    }
     U32("vocab_size", c->vocab_size);
     if (c->num_experts > 0) {
         U32("expert_count", c->num_experts);
@@ -1156,7 +1531,8 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     else ffn_gguf_save_options_default(&o);
     if (report) memset(report, 0, sizeof *report);
     const ffn_model_config *c = ffn_model_get_config(model);
-    const char *why = NULL, *arch = gguf_arch_for(c, &why);
+    const char *why = NULL;
+    const gg_arch *arch = gguf_arch_for(c, o.model_type, &why);
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
@@ -1173,7 +1549,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                      (ffn_vocab_tokenizer(o.vocab) || ffn_vocab_llama2c(o.vocab)))))
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the vocabulary has %lld tokens, the model %lld",
                          path, (long long)ffn_vocab_size(o.vocab), (long long)c->vocab_size);
-    const int llama = !strcmp(arch, "llama");
+    const int llama = arch->permute;
     /* the file's q/k order: interleaved for llama, rotate_half for qwen2* */
     const int permute = llama ? c->rope_style == FFN_ROPE_HALF : c->rope_style == FFN_ROPE_INTERLEAVED;
     gg_plan plan;
@@ -1194,18 +1570,21 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
         const gg_entry *e = &plan.e[i];
         int64_t numel = e->ne[0] * e->ne[1] * e->ne[2];
         const float *src = NULL;
-        if (e->experts > 0) {
-            /* the experts of one kind are adjacent in the flat block */
+        const int64_t nparts = entry_parts(e);
+        if (e->experts > 0 || e->n_fused > 0) {
+            /* the experts of one kind (q, k, v; gate, up) are adjacent in the flat block */
             char hf[128];
-            snprintf(hf, sizeof hf, e->hf, (long long)0);
+            entry_part(e, 0, hf, sizeof hf);
             const ffn_model_tensor *t0 = ffn_model_find_tensor(model, hf);
-            for (int64_t x = 0; t0 && x < e->experts; x++) {
-                snprintf(hf, sizeof hf, e->hf, (long long)x);
+            int64_t at = t0 ? t0->offset : 0;
+            for (int64_t x = 0; t0 && x < nparts; x++) {
+                entry_part(e, x, hf, sizeof hf);
                 const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
-                if (!tx || tx->offset != t0->offset + x * t0->numel) t0 = NULL;
+                if (!tx || tx->offset != at) t0 = NULL;
+                else at += tx->numel;
             }
-            if (!t0) {
-                st = ffn_error(FFN_ERR_INTERNAL, "%s: the experts of %s are not adjacent", path, e->gguf);
+            if (!t0 || at - t0->offset != numel) {
+                st = ffn_error(FFN_ERR_INTERNAL, "%s: the parts of %s are not adjacent", path, e->gguf);
                 break;
             }
             src = params + t0->offset;
@@ -1217,23 +1596,34 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
          * model quantized in memory) are written as their bytes when the
          * type written is theirs (q/k rows moved whole), else decoded. */
         float *decoded = NULL;
+        if (e->kind == GG_ROPE_FREQS) { /* f_j / the scaled frequency, as llama.cpp's converter */
+            if (!(decoded = malloc((size_t)numel * sizeof(float)))) {
+                st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                break;
+            }
+            const int64_t R = ffn_cfg_rotary_dim(c);
+            for (int64_t j = 0; j < numel; j++)
+                decoded[j] = (float)(pow(c->rope_theta, -2.0 * (double)j / (double)R) /
+                                     ffn_rope_inv_freq(c, j, 0));
+            src = decoded;
+        }
         if (src && (e->kind == GG_MATRIX || e->kind == GG_ROUTER)) {
-            const int64_t parts = e->experts > 0 ? e->experts : 1, cols = e->ne[0];
-            const int64_t rows = e->ne[1] * e->ne[2] / parts;
+            const int64_t parts = nparts, cols = e->ne[0];
+            const int64_t rows = e->ne[1] * e->ne[2] / parts; /* experts: each alike */
             const ffn_ggml_type want = e->kind == GG_ROUTER ? FFN_GGML_TYPE_F32
                                        : cols % bs != 0 ? FFN_GGML_TYPE_F16 : o.type;
             int n_low = 0, same = 1;
             const ffn_qweight *qw0 = NULL;
             for (int64_t x = 0; x < parts; x++) {
                 char hf[128];
-                snprintf(hf, sizeof hf, e->hf, (long long)x);
+                entry_part(e, x, hf, sizeof hf);
                 const ffn_qweight *qw = model_q_weight(model, ffn_model_find_tensor(model, hf));
                 if (!qw) continue;
                 if (!qw0) qw0 = qw;
                 same &= qw->type == qw0->type;
                 n_low++;
             }
-            if (n_low == parts && same && qw0->type == want) {
+            if (n_low == parts && same && qw0->type == want && e->n_fused == 0) {
                 const size_t rb = qw0->row_bytes;
                 unsigned char *raw = malloc((size_t)(rows * parts) * rb + 1);
                 if (!raw) {
@@ -1275,16 +1665,18 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                     st = ffn_error(FFN_ERR_NOMEM, "out of memory");
                     break;
                 }
+                float *dst = decoded;
                 for (int64_t x = 0; x < parts && st == FFN_OK; x++) {
                     char hf[128];
-                    snprintf(hf, sizeof hf, e->hf, (long long)x);
+                    entry_part(e, x, hf, sizeof hf);
                     const ffn_model_tensor *tx = ffn_model_find_tensor(model, hf);
                     const ffn_qweight *qw = model_q_weight(model, tx);
-                    float *dst = decoded + x * rows * cols;
-                    if (!qw) memcpy(dst, params + tx->offset, (size_t)(rows * cols) * sizeof(float));
-                    for (int64_t r = 0; qw && r < rows && st == FFN_OK; r++)
+                    const int64_t prow = tx->numel / cols; /* fused parts differ */
+                    if (!qw) memcpy(dst, params + tx->offset, (size_t)(prow * cols) * sizeof(float));
+                    for (int64_t r = 0; qw && r < prow && st == FFN_OK; r++)
                         st = ffn_ggml_dequantize_row(qw->type, qw->data + (size_t)r * qw->row_bytes,
                                                      dst + r * cols, cols);
+                    dst += prow * cols;
                 }
                 if (st) {
                     free(decoded);
@@ -1308,6 +1700,18 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             else /* rotate_half -> interleaved for llama, the inverse for qwen2* */
                 ckpt_permute_rope_rows(buf, src, e->rope_heads, e->ne[1 - (e->n_dims == 1)] /
                                        e->rope_heads, e->n_dims == 2 ? e->ne[0] : 1, !llama);
+            src = buf;
+        }
+        if (e->offset != 0.0 && src) { /* gemma's norms: the file holds offset + w */
+            if (numel > buf_cap) {
+                free(buf);
+                buf_cap = numel;
+                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
+                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+                    break;
+                }
+            }
+            for (int64_t k = 0; k < numel; k++) buf[k] = (float)(src[k] + e->offset);
             src = buf;
         }
         ffn_ggml_type ty = o.type;

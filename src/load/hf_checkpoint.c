@@ -120,7 +120,7 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "gemma", "phi3", "olmoe", "gpt2"};
+                                     "qwen3_moe", "gemma", "phi3", "olmoe", "gpt2", "starcoder2"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -139,7 +139,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, olmoe or gpt2)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -937,6 +937,11 @@ static ffn_status copy_file(const char *from, const char *to) {
 static const char *hf_type_for(const ffn_model_config *c, const char **why) {
     *why = NULL;
     if (hf_family_is_gpt2(c)) return "gpt2";
+    if (c->norm_type == FFN_NORM_LAYER && !c->learned_positions && c->attention_bias &&
+        c->attention_out_bias && c->mlp_type == FFN_MODEL_MLP_DENSE && c->mlp_bias &&
+        c->num_experts == 0 && c->qk_norm == FFN_QK_NORM_NONE && c->norm_weight_offset == 0.0 &&
+        c->embed_scale == 0.0)
+        return "starcoder2";
     if (c->mlp_type == FFN_MODEL_MLP_NONE) *why = "blocks without an FFN";
     else if (c->mlp_type == FFN_MODEL_MLP_DENSE) *why = "a dense (ungated) FFN";
     if (*why) return NULL;
@@ -945,9 +950,14 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
             c->moe_layer_freq == 1 && !c->attention_bias && !c->mlp_bias &&
             c->norm_weight_offset == 0.0 && c->embed_scale == 0.0)
             return "olmoe";
+        if (c->qk_norm == FFN_QK_NORM_HEAD && c->shared_expert_intermediate_size == 0 &&
+            !c->attention_bias && !c->mlp_bias && c->norm_weight_offset == 0.0 &&
+            c->embed_scale == 0.0)
+            return "qwen3_moe";
         if (c->qk_norm != FFN_QK_NORM_NONE) {
             *why = "q/k norms in a MoE model other than OLMoE's (whole-projection norms, "
-                   "no shared expert, every layer MoE, no biases)";
+                   "no shared expert, every layer MoE, no biases) or Qwen3-MoE's (per-head "
+                   "norms, no shared expert, no biases)";
             return NULL;
         }
         if (c->mlp_bias) {
@@ -1010,13 +1020,16 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
             gs = ffn_error(FFN_ERR_IO, "%s: write failed: %s", path, strerror(errno));
         return gs ? ffn_error_prefix(gs, "%s", path) : FFN_OK;
     }
-    const int mixtral = !strcmp(type, "mixtral"), qmoe = !strcmp(type, "qwen2_moe");
-    const char *arch = mixtral ? "MixtralForCausalLM" : qmoe ? "Qwen2MoeForCausalLM"
+    const int mixtral = !strcmp(type, "mixtral"), q3moe = !strcmp(type, "qwen3_moe");
+    const int qmoe = !strcmp(type, "qwen2_moe") || q3moe;
+    const char *arch = mixtral ? "MixtralForCausalLM" : q3moe ? "Qwen3MoeForCausalLM"
+                       : qmoe ? "Qwen2MoeForCausalLM"
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
                        : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
                        : !strcmp(type, "gemma") ? "GemmaForCausalLM"
                        : !strcmp(type, "phi3") ? "Phi3ForCausalLM"
-                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM" : "LlamaForCausalLM";
+                       : !strcmp(type, "olmoe") ? "OlmoeForCausalLM"
+                       : !strcmp(type, "starcoder2") ? "Starcoder2ForCausalLM" : "LlamaForCausalLM";
     const int64_t Fe = c->moe_intermediate_size > 0 ? c->moe_intermediate_size : c->intermediate_size;
     fprintf(f, "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n", arch, type);
     fprintf(f, "  \"vocab_size\": %lld,\n  \"hidden_size\": %lld,\n  \"intermediate_size\": %lld,\n",
@@ -1036,7 +1049,7 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
         json_write_string(f, ffn_act_name(c->hidden_act));
         fprintf(f, ",\n  \"attention_bias\": false,\n");
     }
-    if (!strcmp(type, "qwen3")) { /* head_dim absent means 128 there: always written */
+    if (!strcmp(type, "qwen3") || q3moe) { /* head_dim absent means 128 there: always written */
         if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
         fprintf(f, "  \"attention_bias\": false,\n  \"use_sliding_window\": false,\n"
                 "  \"sliding_window\": null,\n");
@@ -1047,6 +1060,9 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
     fprintf(f, ",\n");
     if (!strcmp(type, "phi3"))
         fprintf(f, "  \"sliding_window\": null,\n");
+    if (!strcmp(type, "starcoder2"))
+        fprintf(f, "  \"norm_epsilon\": %.17g,\n  \"use_bias\": true,\n  \"sliding_window\": null,\n",
+                c->rms_norm_eps);
     if (!strcmp(type, "olmoe")) /* experts are intermediate_size wide there */
         fprintf(f, "  \"num_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"
                 "  \"norm_topk_prob\": %s,\n  \"router_aux_loss_coef\": %.17g,\n"
@@ -1055,7 +1071,7 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
                 c->norm_topk_prob ? "true" : "false", c->router_aux_loss_coef);
     if (!strcmp(type, "llama"))
         fprintf(f, "  \"attention_bias\": false,\n  \"mlp_bias\": %s,\n", c->mlp_bias ? "true" : "false");
-    if (!strcmp(type, "qwen2") || qmoe)
+    if (!strcmp(type, "qwen2") || (qmoe && !q3moe)) /* qwen3_moe: above */
         fprintf(f, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n");
     if (mixtral)
         fprintf(f, "  \"num_local_experts\": %lld,\n  \"num_experts_per_tok\": %lld,\n"

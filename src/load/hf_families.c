@@ -1,6 +1,7 @@
 /* hf_families.c -- the tensor layouts of Hugging Face families whose files
  * do not use the model's own (Llama) names one to one, for the loader and
- * the writer in hf_checkpoint.c:
+ * the writer in hf_checkpoint.c (starcoder2: mlp.c_fc / mlp.c_proj for the
+ * dense MLP's up / down):
  *   phi3  self_attn.qkv_proj (q | k | v rows) and mlp.gate_up_proj (gate
  *         rows, then up): one file tensor fills the model's adjacent q, k, v
  *         (gate, up) tensors;
@@ -82,10 +83,23 @@ static int gpt2_tensor(const ffn_model_tensor *t, const ffn_model_config *c, cha
     return HF_MAP_RENAMED;
 }
 
+/* starcoder2: nn.Linear [out, in] as the model's, the MLP named c_fc / c_proj */
+static int starcoder2_tensor(const ffn_model_tensor *t, char *out, size_t cap) {
+    const char *sfx = t->expert >= 0 ? NULL : layer_suffix(t);
+    if (!sfx || strncmp(sfx, "mlp.", 4)) return HF_MAP_SAME;
+    const char *rest = !strncmp(sfx, "mlp.up_proj.", 12) ? sfx + 12
+                       : !strncmp(sfx, "mlp.down_proj.", 14) ? sfx + 14 : NULL;
+    if (!rest) return HF_MAP_SAME;
+    snprintf(out, cap, "model.layers.%lld.mlp.%s.%s", (long long)t->layer,
+             sfx[4] == 'u' ? "c_fc" : "c_proj", rest);
+    return HF_MAP_RENAMED;
+}
+
 int hf_family_tensor(const ffn_model_tensor *t, const char *model_type, const ffn_model_config *c,
                      char *out, size_t cap, int64_t *rows, int *transpose) {
     *rows = 0;
     *transpose = 0;
+    if (!strcmp(model_type, "starcoder2")) return starcoder2_tensor(t, out, cap);
     if (!strcmp(model_type, "phi3")) return phi3_tensor(t, c, out, cap, rows);
     if (!strcmp(model_type, "gpt2")) return gpt2_tensor(t, c, out, cap, rows, transpose);
     return HF_MAP_SAME;

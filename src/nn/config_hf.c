@@ -3,7 +3,9 @@
  * partial_rotary_factor, rope_scaling / rope_parameters, and what each
  * model_type implies (qwen3: q/k RMSNorm per head, head_dim 128 when
  * absent; gemma: (1 + w) norms, scaled embeddings, GeGLU; olmoe: q/k
- * RMSNorm over the whole projection, experts of intermediate_size).  One function per concern; every error names the file and the
+ * RMSNorm over the whole projection, experts of intermediate_size;
+ * qwen3_moe: qwen3's norms with qwen2_moe's expert keys, no shared expert;
+ * starcoder2: LayerNorm, biases (use_bias), a dense MLP).  One function per concern; every error names the file and the
  * field, what was expected and what was found. */
 #include "nn/model_internal.h"
 #include "ffn/model.h"
@@ -122,7 +124,8 @@ ffn_status ffn_config_hf_gpt2(const json_value *root, const char *path, ffn_mode
 ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const char *model_type,
                                 ffn_model_config *c) {
     ffn_status st;
-    const int qwen3 = !strcmp(model_type, "qwen3"), gemma = !strcmp(model_type, "gemma");
+    const int qwen3 = !strcmp(model_type, "qwen3") || !strcmp(model_type, "qwen3_moe");
+    const int gemma = !strcmp(model_type, "gemma");
     if (!strcmp(model_type, "olmoe")) {
         /* OlmoeAttention: q_norm over all H·Dh features of q, k_norm over
          * G·Dh; every layer is MoE with experts of intermediate_size;
@@ -133,6 +136,21 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
         if (clip && clip->type != JSON_NULL)
             return ffn_error(FFN_ERR_UNSUPPORTED, "%s: clip_qkv: clamping q, k, v is not "
                              "supported (expected null)", path);
+    }
+    if (!strcmp(model_type, "starcoder2")) {
+        /* Starcoder2Config: LayerNorm (norm_epsilon) with biases, q/k/v/o and MLP
+         * biases when use_bias (true), a dense MLP c_fc -> act -> c_proj, a tied
+         * head unless said otherwise */
+        int use_bias = 1;
+        if ((st = json_get_bool(root, "use_bias", 0, path, &use_bias)) ||
+            (st = json_get_f64(root, "norm_epsilon", 0, path, &c->rms_norm_eps)))
+            return st;
+        if (!json_get(root, "norm_epsilon") && !json_get(root, "rms_norm_eps")) c->rms_norm_eps = 1e-5;
+        if (!json_get(root, "tie_word_embeddings")) c->tie_word_embeddings = 1;
+        if (!json_get(root, "hidden_act")) c->hidden_act = FFN_ACT_GELU_TANH;
+        c->norm_type = FFN_NORM_LAYER;
+        c->mlp_type = FFN_MODEL_MLP_DENSE;
+        c->mlp_bias = c->attention_bias = c->attention_out_bias = use_bias;
     }
     if (qwen3) {
         c->qk_norm = FFN_QK_NORM_HEAD;

@@ -137,7 +137,7 @@ ok "run dir, qwen2, qwen2moe, mixtral -> GGUF -> HF: bitwise the same tensors"
 # ---- bad files: each named, with what was expected and what was found ----
 E() { "$PY" tests/cli/gguf_edit.py "$tmp/s.gguf" "$tmp/bad.gguf" "$@"; }
 E arch bloom
-expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2 or qwen2moe\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2\)" "$FFN" run "$tmp/bad.gguf" --ids 1
 expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported" "$FFN" params "$tmp/bad.gguf"
 E rename-key general.architecture general.architecturX
 expect_fail 1 "bad.gguf: metadata key general.architecture is missing" "$FFN" run "$tmp/bad.gguf" --ids 1
@@ -151,7 +151,14 @@ E set-u32 llama.attention.head_count_kv 2
 expect_fail 1 "bad.gguf: tensor blk.0.attn_k.weight has ne \{64, 32\}, expected \{64, 16\}" "$FFN" export "$tmp/bad.gguf" --out "$tmp/never"
 [[ ! -e "$tmp/never" ]] && ok "a failed export writes nothing" || bad "a failed export left $tmp/never"
 E set-u32 llama.attention.head_count 7
-expect_fail 1 "bad.gguf: llama.attention.head_count 7 must divide llama.embedding_length 64" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: llama.attention.head_count_kv 4 does not divide llama.attention.head_count 7" "$FFN" run "$tmp/bad.gguf" --ids 1
+E set-u32 llama.attention.head_count 16
+expect_fail 1 "bad.gguf: tensor blk.0.attn_q.weight has ne \{64, 64\}, expected \{64, 128\} from the metadata" "$FFN" run "$tmp/bad.gguf" --ids 1
+E rename-key llama.attention.key_length llama.attention.key_lengtX
+"$PY" tests/cli/gguf_edit.py "$tmp/bad.gguf" "$tmp/bad2.gguf" set-u32 llama.attention.head_count 12
+expect_fail 1 "bad2.gguf: llama.attention.head_count 12 must divide llama.embedding_length 64 into heads of even size" "$FFN" run "$tmp/bad2.gguf" --ids 1
+E set-u32 llama.attention.value_length 16
+expect_fail 1 "bad.gguf: llama.attention.value_length 16 differs from key_length 8" "$FFN" run "$tmp/bad.gguf" --ids 1
 E set-u32 llama.rope.dimension_count 4
 expect_fail 1 "bad.gguf: llama.rope.dimension_count 4 differs from the head size 8" "$FFN" run "$tmp/bad.gguf" --ids 1
 E tensor-type blk.0.attn_norm.weight 99
@@ -162,8 +169,36 @@ E rename-tensor output_norm.weight output_norX.weight
 expect_fail 1 "bad.gguf: tensor output_norm.weight is missing \(the metadata describes a llama model of 5 layers" "$FFN" run "$tmp/bad.gguf" --ids 1
 E rename-tensor blk.4.ffn_up.weight blk.4.ffn_uX.weight
 expect_fail 1 "bad.gguf: tensor blk.4.ffn_up.weight is missing" "$FFN" quantize "$tmp/bad.gguf" --dtype q8_0 --out "$tmp/never.gguf"
+# the other architectures: tiny models of each family (tests/llamacpp/families.py)
+"$PY" - "$tmp" <<'PY' || bad "family seeds"
+import os, sys
+sys.path.insert(0, "tests/parity"); sys.path.insert(0, "tests/llamacpp")
+import families as f, ffn_testlib as tl
+f.V, f.D, f.H, f.G, f.L, f.T_CTX, f.F = 40, 32, 2, 1, 1, 16, 32
+for i, fam in enumerate(["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2"]):
+    src = os.path.join(sys.argv[1], "fam-" + fam)
+    f.make_model(src, fam, 900 + i)
+    tl.run_ffn(["export", src, "--format", "gguf", "--out", src + ".gguf"])
+PY
+F() { "$PY" tests/cli/gguf_edit.py "$tmp/fam-$1.gguf" "$tmp/bad.gguf" "${@:2}"; }
+F qwen3 rename-tensor blk.0.attn_q_norm.weight blk.0.attn_q_norX.weight
+expect_fail 1 "bad.gguf: tensor blk.0.attn_q_norm.weight is missing \(the metadata describes a qwen3 model of 1 layers" "$FFN" run "$tmp/bad.gguf" --ids 1
+F qwen3 set-u32 qwen3.attention.key_length 24
+expect_fail 1 "bad.gguf: qwen3.attention.value_length 48 differs from key_length 24" "$FFN" run "$tmp/bad.gguf" --ids 1
+F llama3 set-u16 rope_freqs.weight 2 4000
+expect_fail 1 "bad.gguf: tensor rope_freqs.weight: the factors \(largest 8, .*are not llama3 RoPE scaling" "$FFN" run "$tmp/bad.gguf" --ids 1
+F gpt2 set-u32 gpt2.context_length 8
+expect_fail 1 "bad.gguf: tensor position_embd.weight has ne \{32, 16\}, expected \{32, 8\}" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3 set-u32 phi3.feed_forward_length 16
+expect_fail 1 "bad.gguf: tensor blk.0.ffn_up.weight has ne \{32, 64\}, expected \{32, 32\}" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3 set-u32 phi3.rope.dimension_count 8
+expect_fail 1 "bad.gguf: phi3.rope.dimension_count 8 differs from the head size 16" "$FFN" run "$tmp/bad.gguf" --ids 1
+F olmoe set-u32 olmoe.expert_count 3
+expect_fail 1 "bad.gguf: tensor blk.0.ffn_gate_inp.weight has ne \{32, 4\}, expected \{32, 3\}" "$FFN" run "$tmp/bad.gguf" --ids 1
+F gemma rename-tensor blk.0.ffn_gate.weight blk.0.ffn_gatX.weight
+expect_fail 1 "bad.gguf: tensor blk.0.ffn_gate.weight is missing \(the metadata describes a gemma model" "$FFN" run "$tmp/bad.gguf" --ids 1
 head -c 5000 "$tmp/s.gguf" >"$tmp/bad.gguf"
-expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*bytes left in the file" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*(bytes left in the file|truncated file)" "$FFN" run "$tmp/bad.gguf" --ids 1
 
 # a GGUF's own vocabulary encodes --prompt (no --tokenizer): the byte
 # vocabulary ffn writes (<0x00>..<0xFF> at ids 0..255, tokenizer.ggml.model

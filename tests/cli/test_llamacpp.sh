@@ -2,7 +2,9 @@
 # test_llamacpp.sh -- GGUF files written by ffn run in llama.cpp and give
 # the same next-token distributions: llama, qwen2, a Mixtral-style MoE and
 # qwen2moe, each as f32, f16, bf16, q8_0, q4_0, q4_K and q6_K, 60 positions
-# each (tests/llamacpp/interop.py states the bounds).
+# each (tests/llamacpp/interop.py states the bounds); then every other
+# family ffn writes (tests/llamacpp/families.py: f32 against llama.cpp, the
+# HF directory it came from, and the GGUF and HF round trips).
 # llama.cpp is node-llama-cpp 3.21.1 (tests/llamacpp/package.json and its
 # lock file), installed here into $FFN_NPM_DIR (default build/npm-llamacpp,
 # outside the source tree) from the npm registry; its prebuilt CPU binary
@@ -33,3 +35,6 @@ cp "$ROOT/tests/llamacpp/probs.mjs" "$NPM_DIR/probs.mjs"
 echo "ok   node-llama-cpp $(cd "$NPM_DIR" && node -p 'require("node-llama-cpp/package.json").version') in $NPM_DIR"
 
 FFN_BIN="$FFN" "$PY" "$ROOT/tests/llamacpp/interop.py" "$tmp" "$NPM_DIR"
+# the other families (llama3 RoPE, ...), f32, with the HF-dir and round-trip checks
+mkdir -p "$tmp/families"
+FFN_BIN="$FFN" "$PY" "$ROOT/tests/llamacpp/families.py" "$tmp/families" "$NPM_DIR"
