@@ -19,7 +19,8 @@ over the same 60 ids.  Checks, per file:
   - L1 = mean over positions of sum |p - q|: L1(ffn, cpp) <= 2 L1(cpp, ex) +
     SLACK (llama.cpp's own distance from the exact forward sets the scale);
   - `ffn quantize --dtype FTYPE` of the same f32 file gives every tensor the
-    type llama.cpp gave it (ffn's mixes are llama.cpp's rules);
+    type llama.cpp gave it (ffn's mixes are llama.cpp's rules), and the
+    bytes of every q4_0, q4_1, q5_0, q5_1, q8_0 tensor equal llama.cpp's;
   - an ftype in PENDING whose file holds a type ffn cannot read yet (q2_K,
     q3_K, q5_K, iq4_xs arrive with another branch) must be refused by both
     `ffn run` and `ffn quantize`, naming a tensor and the type; one not in
@@ -52,6 +53,11 @@ FTYPES = [("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 8), ("Q5_1", 9), ("Q8_0", 7), ("Q2_
 # ftypes whose files may hold q2_K, q3_K, q5_K or iq4_xs (another branch's
 # block formats): until those merge, ffn must refuse such a file clearly.
 PENDING = {"Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q5_K_S", "Q5_K_M", "IQ4_NL", "IQ4_XS"}
+# llama.cpp quantizes these without an importance matrix by ggml's reference
+# rounding, which ffn's encoders follow: ffn quantize writes the same bytes
+# (iq4_nl: llama.cpp searches 15 scales, ffn writes the reference's one;
+# the K types: each its own search)
+BYTE_EQUAL = {"q4_0", "q4_1", "q5_0", "q5_1", "q8_0"}
 GAP = 0.5
 SLACK = 0.01
 IDS = interop.IDS
@@ -290,10 +296,17 @@ def main():
             mine = os.path.join(work, "%s-%s.ffn.gguf" % (tag, name))
             rc, err = run(["quantize", f32, "--dtype", name, "--out", mine, "--force"])
             if rc == 0:
-                _, ts2, _ = read_gguf(mine)
+                _, ts2, b2 = read_gguf(mine)
                 diff = [(n, GGML.get(ts[n][0]), GGML.get(ts2[n][0])) for n in ts if n in ts2 and ts[n][0] != ts2[n][0]]
                 if diff or set(ts) != set(ts2):
                     bad("%s %s: ffn quantize's types differ from llama.cpp's: %s" % (tag, name, diff[:4]))
+                # the formats with a reference quantizer that llama.cpp's uses: the same bytes
+                b1 = open(path, "rb").read()
+                for n, (ty, ne, off) in ts.items():
+                    if GGML.get(ty) in BYTE_EQUAL and ts2.get(n, (None,))[0] == ty:
+                        size = int(np.prod(ne)) // gg.lib.ggml_blck_size(ty) * gg.lib.ggml_type_size(ty)
+                        if b1[off:off + size] != b2[ts2[n][2]:ts2[n][2] + size]:
+                            bad("%s %s: tensor %s (%s): ffn's bytes differ from llama.cpp's" % (tag, name, n, GGML[ty]))
             elif not (name in PENDING and unreadable and re.search(r"tensor \S+: %s gives it type (q2_K|q3_K|q5_K|iq4_xs)" % name, err)):
                 bad("%s %s: ffn quantize --dtype %s failed: %s" % (tag, name, name, err.strip()[-300:]))
         z, err = ffn_logits(path, work, "%s-%s" % (tag, name))
