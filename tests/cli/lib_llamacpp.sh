@@ -20,4 +20,4 @@ if ! cmp -s "$ROOT/tests/llamacpp/package-lock.json" "$NPM_DIR/package-lock.json
     fi
 fi
 cp "$ROOT/tests/llamacpp/probs.mjs" "$ROOT/tests/llamacpp/probs_many.mjs" "$NPM_DIR/"
-echo "ok   node-llama-cpp $(cd "$NPM_DIR" && node -p 'require("node-llama-cpp/package.json").version') in $NPM_DIR"
+echo "ok   node-llama-cpp $(cd "$NPM_DIR" && node -p 'require("./node_modules/node-llama-cpp/package.json").version') in $NPM_DIR"
