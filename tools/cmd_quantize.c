@@ -41,8 +41,13 @@ static void on_tensor(void *user, int64_t done, int64_t total) {
     if (done == total) fprintf(stderr, "\n");
 }
 
+/* --dtype's values at and above this are llama.cpp's mixes: MIX_BASE + ftype */
+enum { MIX_BASE = 1000 };
+
 int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
                    const ffn_checkpoint_info *info, const char *out, int type) {
+    const uint32_t ftype = type >= MIX_BASE ? (uint32_t)(type - MIX_BASE) : 0;
+    if (ftype) type = (int)ffn_ftype_base(ftype);
     ffn_vocab *voc = NULL;
     ffn_status st = FFN_OK;
     const int64_t V = ffn_model_get_config(m)->vocab_size;
@@ -60,6 +65,7 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     ffn_gguf_save_options o;
     ffn_gguf_save_options_default(&o);
     o.type = type;
+    o.ftype = ftype;
     o.vocab = voc;
     o.vocab_path = vpath;
     o.context_cap = info->context_cap;
@@ -75,9 +81,16 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
     }
     fprintf(stderr, "ffn %s: %s (%s, %s) -> %s (GGUF, %s): %lld tensors, %lld kept f32 (norms, "
             "biases, routers)", cmd, model_path, ffn_checkpoint_format_name(info->format),
-            info->model_type, out, ffn_ggml_type_name((ffn_ggml_type)type), (long long)r.n_tensors,
-            (long long)r.n_f32);
-    if (r.n_fallback > 0)
+            info->model_type, out, ftype ? ffn_ftype_name(ftype) : ffn_ggml_type_name((ffn_ggml_type)type),
+            (long long)r.n_tensors, (long long)r.n_f32);
+    if (ftype) { /* the mix's types, and its fallbacks */
+        for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++)
+            if (r.n_by_type[t] && t != FFN_GGML_TYPE_F32)
+                fprintf(stderr, ", %lld %s", (long long)r.n_by_type[t], ffn_ggml_type_name((ffn_ggml_type)t));
+        if (r.n_fallback > 0)
+            fprintf(stderr, " (%lld by llama.cpp's fallback for rows of no whole block)",
+                    (long long)r.n_fallback);
+    } else if (r.n_fallback > 0)
         fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
                 (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
                 (long long)ffn_ggml_block_size((ffn_ggml_type)type));
@@ -105,24 +118,51 @@ static const char about[] =
 "a llama2.c tokenizer.bin with its scores; without one, byte tokens.  The file\n"
 "is written beside OUT and renamed into place; an existing OUT is replaced only\n"
 "with --force.\n"
+"--dtype in capitals names one of llama.cpp's mixes (its file types, as\n"
+"llama-quantize spells them: Q4_K_M, Q3_K_S, IQ4_NL, ...): each matrix gets\n"
+"the type llama.cpp's own quantizer gives it without an importance matrix --\n"
+"the base type (Q4_K_M: q4_K); output.weight (or a tied token embedding) q6_K;\n"
+"attn_v and ffn_down more bits in some layers (Q4_K_M, Q5_K_M: q6_K in the\n"
+"first and last eighth of the layers and every third between; Q3_K_M, Q3_K_L,\n"
+"Q2_K, Q4_K_S, IQ4_*: their own rules); rows of no whole 256-block fall back\n"
+"as llama.cpp does (q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, q2_K and q3_K to\n"
+"q4_0, iq4_xs to iq4_nl; f16 when 32 does not divide them either).  The rules\n"
+"in full: src/load/gguf_mix.c; docs/QUANTIZATION.md.  A lower-case type\n"
+"(q4_0) is that one type for every matrix.\n"
 "Measured effect on perplexity: docs/QUANTIZATION.md (ffn eval --reference).\n";
 
 static const char epilog[] =
 "examples:\n"
 "  ffn quantize my-ffn-run --dtype q8_0 --out model-q8_0.gguf\n"
-"  ffn quantize stories260K.bin --dtype q4_K --out stories-q4_K.gguf\n"
+"  ffn quantize stories260K.bin --dtype q4_K --out stories-q4_K.gguf\n""  ffn quantize my-hf-dir --dtype Q4_K_M --out model-Q4_K_M.gguf\n"
 "  ffn eval model-q8_0.gguf --data text.txt --reference my-ffn-run\n";
 
 int cmd_quantize(int argc, char **argv) {
     const char *model_path = NULL, *out = NULL;
     int64_t threads = 0;
     int type_k = -1, force = 0;
-    const cli_types types = cli_ggml_types(FFN_GGML_ENCODES, 0); /* f32 is no quantization */
-    char help[640];
-    snprintf(help, sizeof help, "the matrices' type (required): %s", types.list);
+    const cli_types tt = cli_ggml_types(FFN_GGML_ENCODES, 0); /* f32 is no quantization */
+    /* the types, then llama.cpp's mixes */
+    const char *names[FFN_GGML_TYPE_COUNT + 64];
+    int values[FFN_GGML_TYPE_COUNT + 64], k = 0;
+    for (; tt.names[k] && k < FFN_GGML_TYPE_COUNT; k++) names[k] = tt.names[k], values[k] = tt.values[k];
+    char mixlist[400] = "";
+    size_t used = 0;
+    for (int i = 0; i < ffn_ftype_count() && k < FFN_GGML_TYPE_COUNT + 63; i++) {
+        uint32_t f;
+        names[k] = ffn_ftype_at(i, &f);
+        values[k++] = MIX_BASE + (int)f;
+        int w = snprintf(mixlist + used, sizeof mixlist - used, "%s%s", i ? ", " : "", names[k - 1]);
+        if (w > 0 && (size_t)w < sizeof mixlist - used) used += (size_t)w;
+    }
+    names[k] = NULL;
+    const cli_types types = {names, values, tt.list};
+    char help[1024];
+    snprintf(help, sizeof help, "the matrices' type (required): %s; or llama.cpp's mix: %s", tt.list,
+             mixlist);
     const cli_opt opts[] = {
         CLI_OPT_OUT(&out, "FILE", "the GGUF file to write (required)"),
-        {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .names = types.names,
+        {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .metavar = "T", .names = types.names,
          .values = types.values, .def = "", .help = help},
         CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),

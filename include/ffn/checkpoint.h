@@ -85,6 +85,7 @@
 
 #include "core.h"
 #include "model.h"
+#include "dtype.h" /* ffn_ggml_type (the GGUF writer's types and mixes) */
 #include "vocab.h" /* ffn_llama2c_tokenizer, declared there since it moved to the data floor */
 
 #ifdef __cplusplus
@@ -260,6 +261,9 @@ typedef struct ffn_gguf_save_options {
                                  "phi3" writes a llama-shaped model as phi3 (fused attn_qkv and
                                  gate | up), as it came; every other architecture follows from
                                  the config */
+    uint32_t ftype;           /* > 0: llama.cpp's mix of that number (ffn_ftype_parse),
+                                 each matrix the type ffn_ftype_tensor_type gives it; `type`
+                                 is then ignored */
 } ffn_gguf_save_options;
 
 typedef struct ffn_gguf_save_report {
@@ -269,7 +273,26 @@ typedef struct ffn_gguf_save_report {
     const char *vocab_warning; /* NULL, or why llama.cpp will not encode every text to the
                                   ids ffn does (a static string) */
     const char *vocab_kind;    /* how the vocabulary was written (a static string) */
+    int64_t n_by_type[FFN_GGML_TYPE_COUNT]; /* tensors written per type */
 } ffn_gguf_save_report;
+
+/* llama.cpp's file types, the mixes llama-quantize names (Q4_K_M, Q3_K_S, ...;
+ * src/load/gguf_mix.c has the per-tensor rules, after llama.cpp's
+ * llama_tensor_get_type without an importance matrix).  The names: i in
+ * 0..ffn_ftype_count()-1 gives the name and *ftype (llama_ftype's number). */
+int ffn_ftype_count(void);
+const char *ffn_ftype_at(int i, uint32_t *ftype);
+int ffn_ftype_parse(const char *name, uint32_t *ftype); /* 1 when known (case-insensitive) */
+const char *ffn_ftype_name(uint32_t ftype);              /* NULL when unknown */
+ffn_ggml_type ffn_ftype_base(uint32_t ftype);            /* Q4_K_M: q4_K */
+typedef struct ffn_ftype_shape {
+    int64_t n_layer, n_head, n_head_kv, n_expert;
+    int tied; /* 1: token_embd.weight is also the output (no output.weight) */
+} ffn_ftype_shape;
+/* The type the mix gives matrix `name` (its GGUF name) of rows of `cols`;
+ * *fell_back (may be NULL) 1 when the rows forced a fallback type. */
+ffn_ggml_type ffn_ftype_tensor_type(uint32_t ftype, const ffn_ftype_shape *shape, const char *name,
+                                    int64_t cols, int *fell_back);
 
 void ffn_gguf_save_options_default(ffn_gguf_save_options *opts); /* f32, no vocab */
 /* opts may be NULL (defaults), report may be NULL. */

@@ -74,6 +74,11 @@ QG_ROWS_DECL(ffn_qg_rows_avx512_q6_K);
 QG_ROWS_DECL(ffn_qg_rows_avx512_bf16);
 QG_ROWS_DECL(ffn_qg_rows_avx512_f16);
 QG_ROWS_DECL(ffn_qg_rows_avx512_f32);
+/* q4_1, q5_0, q5_1, iq4_nl (qgemm_legacy_avx2.c) */
+QG_ROWS_DECL(ffn_qg_rows_avx2_q4_1);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q5_0);
+QG_ROWS_DECL(ffn_qg_rows_avx2_q5_1);
+QG_ROWS_DECL(ffn_qg_rows_avx2_iq4_nl);
 
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */

@@ -43,6 +43,30 @@ typedef struct quant_block_q6_K { /* 210 bytes, x = d·sc·(q − 32) per sub-bl
     uint16_t d;
 } quant_block_q6_K;
 
+/* The other 32-element formats (src/kernels/quant_legacy.c):
+ *   q4_1    20 bytes: d, m (fp16), qs[16]; x = d·q + m, q = nibble (element
+ *           j: low nibble of qs[j]; j + 16: high nibble, as q4_0).
+ *   q5_0    22 bytes: d (fp16), qh[4], qs[16]; x = d·(q − 16), q = nibble |
+ *           bit j of the little-endian uint32 qh << 4.
+ *   q5_1    24 bytes: d, m (fp16), qh[4], qs[16]; x = d·q + m, q as q5_0.
+ *   iq4_nl  18 bytes: d (fp16), qs[16]; x = d·quant_iq4nl_values[nibble]. */
+typedef struct quant_block_q4_1 {
+    uint16_t d, m;
+    uint8_t qs[16];
+} quant_block_q4_1;
+typedef struct quant_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4], qs[16];
+} quant_block_q5_0;
+typedef struct quant_block_q5_1 {
+    uint16_t d, m;
+    uint8_t qh[4], qs[16];
+} quant_block_q5_1;
+_Static_assert(sizeof(quant_block_q4_1) == 20 && sizeof(quant_block_q5_0) == 22 &&
+                   sizeof(quant_block_q5_1) == 24, "q4_1, q5_0, q5_1 blocks");
+/* iq4_nl's 16 values (ggml's kvalues_iq4nl) */
+extern const int8_t quant_iq4nl_values[16];
+
 _Static_assert(sizeof(quant_block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(quant_block_q4_0) == 18, "q4_0 block");
 _Static_assert(sizeof(quant_block_q4_K) == 144 && offsetof(quant_block_q4_K, qs) == 16, "q4_K block");
@@ -71,6 +95,14 @@ void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_dequantize_q4_1(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q5_0(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q5_1(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_iq4_nl(const uint8_t *src, float *dst, int64_t nb);
+void quant_quantize_q4_1(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_iq4_nl(const float *src, uint8_t *dst, int64_t nb);
 /* The 1-element types: n elements. */
 void quant_dequantize_f32(const uint8_t *src, float *dst, int64_t n);
 void quant_dequantize_f16(const uint8_t *src, float *dst, int64_t n);

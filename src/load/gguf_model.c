@@ -1484,7 +1484,8 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     } while (0)
     st = ffn_gguf_writer_set_str(w, "general.architecture", arch);
     if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, "general.name", o->name ? o->name : "ffn");
-    if (st == FFN_OK) st = ffn_gguf_writer_set_u32(w, "general.file_type", ffn_ggml_file_type(o->type));
+    if (st == FFN_OK)
+        st = ffn_gguf_writer_set_u32(w, "general.file_type", o->ftype ? o->ftype : ffn_ggml_file_type(o->type));
     if (st == FFN_OK && ffn_ggml_block_size(o->type) > 1)
         st = ffn_gguf_writer_set_u32(w, "general.quantization_version", 2);
     U32("context_length", ctx_len);
@@ -1536,7 +1537,12 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     if (!arch)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: no GGUF architecture llama.cpp runs can express "
                          "this model: %s", path, why);
-    if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64) {
+    if (o.ftype) {
+        if (!ffn_ftype_name(o.ftype))
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: file type %u is none of llama.cpp's mixes ffn "
+                             "writes", path, (unsigned)o.ftype);
+        o.type = ffn_ftype_base(o.ftype);
+    } else if (!ffn_ggml_can_quantize(o.type) || o.type == FFN_GGML_TYPE_F64) {
         char list[256];
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: weight type %s: expected %s", path,
                          ffn_ggml_type_name(o.type),
@@ -1566,9 +1572,26 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     float *buf = NULL;
     int64_t buf_cap = 0;
     const int64_t bs = ffn_ggml_block_size(o.type);
+    ffn_ftype_shape mshape = {.n_layer = c->num_hidden_layers, .n_head = c->num_attention_heads,
+                              .n_head_kv = c->num_key_value_heads, .n_expert = c->num_experts, .tied = 1};
+    for (int64_t i = 0; i < plan.n; i++)
+        if (!strcmp(plan.e[i].gguf, "output.weight")) mshape.tied = 0;
     for (int64_t i = 0; i < plan.n && st == FFN_OK; i++) {
         const gg_entry *e = &plan.e[i];
         int64_t numel = e->ne[0] * e->ne[1] * e->ne[2];
+        int fell = 0; /* a matrix's type: the mix's choice, or o.type (f16 for rows of no whole block) */
+        const ffn_ggml_type etype = e->kind != GG_MATRIX ? FFN_GGML_TYPE_F32
+                                    : o.ftype ? ffn_ftype_tensor_type(o.ftype, &mshape, e->gguf, e->ne[0], &fell)
+                                    : e->ne[0] % bs != 0 ? FFN_GGML_TYPE_F16 : (ffn_ggml_type)o.type;
+        if (o.ftype ? fell : e->kind == GG_MATRIX && e->ne[0] % bs != 0) fell = 1;
+        if (!ffn_ggml_can_quantize(etype)) {
+            char list[256];
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s: %s gives it type %s, which ffn cannot "
+                           "encode yet (it encodes %s)", path, e->gguf, ffn_ftype_name(o.ftype),
+                           ffn_ggml_type_name(etype),
+                           ffn_ggml_type_list(FFN_GGML_ENCODES, " and ", list, sizeof list));
+            break;
+        }
         const float *src = NULL;
         const int64_t nparts = entry_parts(e);
         if (e->experts > 0 || e->n_fused > 0) {
@@ -1610,8 +1633,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
         if (src && (e->kind == GG_MATRIX || e->kind == GG_ROUTER)) {
             const int64_t parts = nparts, cols = e->ne[0];
             const int64_t rows = e->ne[1] * e->ne[2] / parts; /* experts: each alike */
-            const ffn_ggml_type want = e->kind == GG_ROUTER ? FFN_GGML_TYPE_F32
-                                       : cols % bs != 0 ? FFN_GGML_TYPE_F16 : o.type;
+            const ffn_ggml_type want = e->kind == GG_ROUTER ? FFN_GGML_TYPE_F32 : etype;
             int n_low = 0, same = 1;
             const ffn_qweight *qw0 = NULL;
             for (int64_t x = 0; x < parts; x++) {
@@ -1655,7 +1677,8 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                 if (st) st = ffn_error_prefix(st, "%s: tensor %s", path, e->gguf);
                 if (report) {
                     report->n_tensors++;
-                    report->n_fallback += cols % bs != 0;
+                    report->n_fallback += fell;
+                    report->n_by_type[want]++;
                 }
                 if (st == FFN_OK && o.progress) o.progress(o.progress_user, i + 1, plan.n);
                 continue;
@@ -1714,14 +1737,11 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             for (int64_t k = 0; k < numel; k++) buf[k] = (float)(src[k] + e->offset);
             src = buf;
         }
-        ffn_ggml_type ty = o.type;
-        if (e->kind != GG_MATRIX) ty = FFN_GGML_TYPE_F32;
-        else if (e->ne[0] % bs != 0) {
-            ty = FFN_GGML_TYPE_F16; /* rows not a multiple of the block, as llama.cpp does */
-            if (report) report->n_fallback++;
-        }
+        const ffn_ggml_type ty = etype;
         if (report) {
             report->n_tensors++;
+            report->n_fallback += fell;
+            report->n_by_type[ty]++;
             if (e->kind != GG_MATRIX) report->n_f32++;
         }
         st = ffn_gguf_writer_add_f32(w, e->gguf, ty, e->n_dims, e->ne, src);

@@ -14,25 +14,11 @@ set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 ROOT="${FFN_ROOT:-$PWD}"
 PY=/usr/bin/python3
-NPM_DIR="${FFN_NPM_DIR:-$ROOT/build/npm-llamacpp}"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-command -v node >/dev/null || { echo "FAIL node is not installed (scripts/setup.sh installs it)"; exit 1; }
-command -v npm >/dev/null || { echo "FAIL npm is not installed (scripts/setup.sh installs it)"; exit 1; }
-mkdir -p "$NPM_DIR"
-# reinstall when the pinned files change
-if ! cmp -s "$ROOT/tests/llamacpp/package-lock.json" "$NPM_DIR/package-lock.json" ||
-   [[ ! -d "$NPM_DIR/node_modules/node-llama-cpp" ]]; then
-    cp "$ROOT/tests/llamacpp/package.json" "$ROOT/tests/llamacpp/package-lock.json" "$NPM_DIR/"
-    echo "installing node-llama-cpp into $NPM_DIR"
-    if ! (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --ignore-scripts --no-audit \
-            --no-fund >"$tmp/npm.log" 2>&1); then
-        echo "FAIL npm ci in $NPM_DIR:"; tail -n 20 "$tmp/npm.log"; exit 1
-    fi
-fi
-cp "$ROOT/tests/llamacpp/probs.mjs" "$NPM_DIR/probs.mjs"
-echo "ok   node-llama-cpp $(cd "$NPM_DIR" && node -p 'require("node-llama-cpp/package.json").version') in $NPM_DIR"
+# shellcheck source=tests/cli/lib_llamacpp.sh
+source "$ROOT/tests/cli/lib_llamacpp.sh"
 
 FFN_BIN="$FFN" "$PY" "$ROOT/tests/llamacpp/interop.py" "$tmp" "$NPM_DIR"
 # the other families (llama3 RoPE, ...), f32, with the HF-dir and round-trip checks

@@ -28,9 +28,9 @@ bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 "$FFN" run --help >"$tmp/h" && grep -q -- "--quantize " "$tmp/h" && grep -q -- "--quantize-embed" "$tmp/h" &&
     grep -q "norms and biases stay fp32" "$tmp/h" && ok "run --help explains --quantize" || bad "run --help: --quantize"
 rc=0
-"$FFN" run "$MODEL" --ids 1 --quantize q5_0 >"$tmp/out" 2>"$tmp/err" || rc=$?
+"$FFN" run "$MODEL" --ids 1 --quantize iq2_xxs >"$tmp/out" 2>"$tmp/err" || rc=$?
 [[ $rc -eq 2 ]] && grep -q -- "--quantize" "$tmp/err" && grep -q "q4_K" "$tmp/err" &&
-    ok "--quantize q5_0: exit 2, '$(head -c 120 "$tmp/err")'" || bad "--quantize q5_0: exit $rc, $(cat "$tmp/err")"
+    ok "--quantize iq2_xxs: exit 2, '$(head -c 120 "$tmp/err")'" || bad "--quantize iq2_xxs: exit $rc, $(cat "$tmp/err")"
 
 # ---- what --info reports ----
 info() { "$FFN" run "$MODEL" --ids 1 --steps 1 --temperature 0 --info "$@" 2>&1 >/dev/null | grep "quantized in memory"; }

@@ -294,8 +294,8 @@ static void test_types_and_training(ffn_ctx *ctx) {
     o.mlp = 9999;
     CHECK(ffn_model_quantize(m, FFN_GGML_TYPE_Q4_K, &o) == FFN_ERR_UNSUPPORTED &&
               strstr(ffn_last_error(), "mlp"), "bad option type: %s", ffn_last_error());
-    CHECK(ffn_model_quantize(m, FFN_GGML_TYPE_Q5_0, NULL) == FFN_ERR_UNSUPPORTED &&
-              strstr(ffn_last_error(), "q5_0"), "q5_0 accepted: %s", ffn_last_error());
+    CHECK(ffn_model_quantize(m, FFN_GGML_TYPE_IQ2_XXS, NULL) == FFN_ERR_UNSUPPORTED &&
+              strstr(ffn_last_error(), "iq2_xxs"), "iq2_xxs accepted: %s", ffn_last_error());
     ffn_model_free(m);
 }
 
@@ -342,9 +342,9 @@ static void test_attach(ffn_ctx *ctx) {
                                     (size_t)nt->numel * 2, 0) == FFN_OK &&
               ffn_model_tensor_type(b, "model.norm.weight") == FFN_GGML_TYPE_F32,
           "norm as f16: %s", ffn_last_error());
-    CHECK(ffn_model_set_tensor_data(b, "model.layers.0.mlp.up_proj.weight", FFN_GGML_TYPE_Q5_0,
+    CHECK(ffn_model_set_tensor_data(b, "model.layers.0.mlp.up_proj.weight", FFN_GGML_TYPE_IQ2_XXS,
                                     h, 10, 0) != FFN_OK &&
-              strstr(ffn_last_error(), "up_proj"), "q5_0 attach: %s", ffn_last_error());
+              strstr(ffn_last_error(), "up_proj"), "iq2_xxs attach: %s", ffn_last_error());
     float *la = malloc(sizeof(float) * T * V), *lb = malloc(sizeof(float) * T * V);
     CHECK(ffn_model_logits(a, la, toks, 1, T) == FFN_OK && ffn_model_logits(b, lb, toks, 1, T) == FFN_OK,
           "logits: %s", ffn_last_error());

@@ -61,7 +61,9 @@ typedef struct tcase {
 /* The activation block a kernel of `level` quantizes to int8, 0 if none. */
 static int act_block(ffn_ggml_type t, int level) {
     if (level == FFN_SIMD_SCALAR) return 0;
-    if (t == FFN_GGML_TYPE_Q8_0 || t == FFN_GGML_TYPE_Q4_0) return 32;
+    if (t == FFN_GGML_TYPE_Q8_0 || t == FFN_GGML_TYPE_Q4_0 || t == FFN_GGML_TYPE_Q4_1 ||
+        t == FFN_GGML_TYPE_Q5_0 || t == FFN_GGML_TYPE_Q5_1 || t == FFN_GGML_TYPE_IQ4_NL)
+        return 32;
     if (t == FFN_GGML_TYPE_Q4_K || t == FFN_GGML_TYPE_Q6_K) return 256;
     return 0;
 }
@@ -622,6 +624,10 @@ int main(void) {
         {FFN_GGML_TYPE_BF16, 37, 37},  {FFN_GGML_TYPE_BF16, 19, 96},  {FFN_GGML_TYPE_BF16, 5, 777},
         {FFN_GGML_TYPE_F16, 37, 37},   {FFN_GGML_TYPE_F16, 19, 96},   {FFN_GGML_TYPE_F16, 5, 777},
         {FFN_GGML_TYPE_F32, 37, 37},   {FFN_GGML_TYPE_F32, 19, 200},
+        /* the other 32-element formats (qgemm_legacy_avx2.c) */
+        {FFN_GGML_TYPE_Q4_1, 37, 32},  {FFN_GGML_TYPE_Q4_1, 19, 288}, {FFN_GGML_TYPE_Q5_0, 37, 96},
+        {FFN_GGML_TYPE_Q5_0, 5, 160},  {FFN_GGML_TYPE_Q5_1, 37, 32},  {FFN_GGML_TYPE_Q5_1, 19, 288},
+        {FFN_GGML_TYPE_IQ4_NL, 37, 96}, {FFN_GGML_TYPE_IQ4_NL, 5, 160},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx1, ctx2, &cases[i]);
     test_packed(ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
