@@ -462,8 +462,10 @@ ffn_status bpe_from_gguf(const ffn_gguf_file *f, const char *name, bpe_tokenizer
     if (st) return ffn_error_prefix(st, "%s", name);
     int llama = !strcmp(model, "llama"), gpt2 = !strcmp(model, "gpt2");
     if (!llama && !gpt2)
-        return ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.model \"%s\" (ffn reads "
-                         "\"llama\" and \"gpt2\")", name, model);
+        return ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.model \"%s\"%s (ffn reads "
+                         "\"llama\", SentencePiece-style BPE, and \"gpt2\", byte-level BPE)", name, model,
+                         !strcmp(model, "bert") ? " (WordPiece)"
+                         : !strcmp(model, "t5") ? " (Unigram)" : "");
     ffn_gguf_array toks, scores, types, merges;
     if ((st = gguf_array(f, name, "tokenizer.ggml.tokens", FFN_GGUF_VTYPE_STRING, 1, &toks))) return st;
     if ((st = gguf_array(f, name, "tokenizer.ggml.scores", FFN_GGUF_VTYPE_FLOAT32, llama, &scores)))
