@@ -662,6 +662,18 @@ static size_t char_boundary(const char *x, size_t n, size_t at, size_t pos) {
 
 static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n, int k);
 
+/* pcre2_match, again through the interpreter (whose backtracking lives on
+ * the heap) when the JIT's stack is too small for the match: nested
+ * quantifiers over a long run (Exaone's letters and spaces) need more than
+ * its default 32 KiB. */
+static int re_match(const pcre2_code *re, const char *x, size_t n, size_t at, uint32_t opts,
+                    pcre2_match_data *md) {
+    int rc = pcre2_match(re, (PCRE2_SPTR)x, n, at, opts, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        rc = pcre2_match(re, (PCRE2_SPTR)x, n, at, opts | PCRE2_NO_JIT, md, NULL);
+    return rc;
+}
+
 /* A piece of split k: cut by the next split, or a word after the last. */
 static ffn_status split_piece(const bpe_tokenizer *t, scratch *s, const char *x, size_t n, int k) {
     return k + 1 < t->n_re ? encode_split(t, s, x, n, k + 1) : encode_word_cached(t, s, x, n);
@@ -683,8 +695,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         size_t base = 0, end = n;
         for (size_t w = RE_WINDOW; !pieces;) {
             end = char_boundary(x, n, at, at + w);
-            rc = pcre2_match(re, (PCRE2_SPTR)x, end, at, end < n ? PCRE2_PARTIAL_HARD : 0, s->md,
-                             NULL);
+            rc = re_match(re, x, end, at, end < n ? PCRE2_PARTIAL_HARD : 0, s->md);
             if (rc != PCRE2_ERROR_PARTIAL) break;
             if (*budget < end - at) pieces = 1;
             else *budget -= end - at, w *= 2;
@@ -697,7 +708,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         if (pieces) {
             if (at >= seg1 && (seg1 < n || seg1 == 0)) seg0 = at, seg1 = char_boundary(x, n, at, at + RE_PIECE);
             base = seg0;
-            rc = pcre2_match(re, (PCRE2_SPTR)(x + seg0), seg1 - seg0, at - seg0, 0, s->md, NULL);
+            rc = re_match(re, x + seg0, seg1 - seg0, at - seg0, 0, s->md);
             if (rc == PCRE2_ERROR_NOMATCH && seg1 < n) { /* none in this piece: the next */
                 at = seg1;
                 continue;

@@ -190,7 +190,9 @@ static ffn_vocab *pre_vocab[2 * N_PRE];
 static ffn_vocab *bl, *bl_nfc, *sp;
 
 static void encode_ok(const ffn_vocab *v, const char *x, size_t n, int32_t **ids, int64_t *k) {
-    REQUIRE(ffn_vocab_encode(v, x, n, 0, ids, k) == FFN_OK);
+    ffn_status st = ffn_vocab_encode(v, x, n, 0, ids, k);
+    if (st != FFN_OK) fprintf(stderr, "fuzz_bpe_encode: %s\n", ffn_last_error());
+    REQUIRE(st == FFN_OK);
     for (int64_t i = 0; i < *k; i++) REQUIRE((*ids)[i] >= 0 && (*ids)[i] < ffn_vocab_size(v));
 }
 
