@@ -19,12 +19,6 @@
 
 const char bpe_regex_gpt2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char bpe_regex_llama3[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const char bpe_regex_qwen2[] =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
-    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 #define SPACE_MARK "\xE2\x96\x81" /* U+2581, SentencePiece's space */
 
@@ -117,7 +111,7 @@ void bpe_free(bpe_tokenizer *t) {
     free(t->table);
     free(t->merges);
     free(t->added);
-    if (t->re) pcre2_code_free(t->re);
+    for (int k = 0; k < t->n_re; k++) pcre2_code_free(t->re[k]);
     free(t);
 }
 
@@ -292,7 +286,10 @@ ffn_status bpe_reserve_merges(bpe_tokenizer *t, int64_t m) {
     return FFN_OK;
 }
 
-ffn_status bpe_set_regex(bpe_tokenizer *t, const char *pattern, const char *what) {
+ffn_status bpe_add_regex(bpe_tokenizer *t, const char *pattern, const char *what) {
+    if (t->n_re >= BPE_MAX_SPLITS)
+        return ffn_error(FFN_ERR_FORMAT, "%s: more than %d regex splits in the pre-tokenizer are "
+                         "unsupported", what, BPE_MAX_SPLITS);
     int err = 0;
     PCRE2_SIZE off = 0;
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED,
@@ -305,8 +302,7 @@ ffn_status bpe_set_regex(bpe_tokenizer *t, const char *pattern, const char *what
     }
     /* complete and partial (the bounded split's windows); without JIT it still matches, slower */
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE | PCRE2_JIT_PARTIAL_HARD);
-    if (t->re) pcre2_code_free(t->re);
-    t->re = re;
+    t->re[t->n_re++] = re;
     return FFN_OK;
 }
 
@@ -370,6 +366,7 @@ typedef struct scratch {
     char *buf;            /* a mapped / normalised word */
     int64_t cap_buf;
     pcre2_match_data *md;
+    uint64_t re_budget;   /* retried window bytes left for this call (see encode_split) */
     /* words seen in this call -> their ids (long texts repeat their words) */
     struct cache_slot *cache; /* CACHE_SLOTS, or NULL: no cache */
     int64_t cache_used;
@@ -647,7 +644,8 @@ static ffn_status encode_word_cached(const bpe_tokenizer *t, scratch *s, const c
  * numbers, runs of punctuation or of spaces, retry only at the odd match
  * that straddles a window's end.  The retried windows are the work a
  * pattern costs beyond the linear; they are bounded per input
- * (RE_BUDGET_FACTOR times its length, plus RE_BUDGET_BASE bytes).  A
+ * (RE_BUDGET_FACTOR times its length, plus RE_BUDGET_BASE bytes, for all
+ * the splits of one call together).  A
  * pattern that exhausts the bound (the hostile kind) gets the rest of the
  * input in pieces of RE_PIECE bytes (at character boundaries), each split
  * as a text of its own -- as the reference libraries cut long inputs into
@@ -662,11 +660,33 @@ static size_t char_boundary(const char *x, size_t n, size_t at, size_t pos) {
     return pos;
 }
 
-/* Byte-level: regex split (matches and the gaps between them), each piece a word. */
-static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n) {
-    if (!t->re) return encode_word_cached(t, s, x, n);
+static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n, int k);
+
+/* pcre2_match, again through the interpreter (whose backtracking lives on
+ * the heap) when the JIT's stack is too small for the match: nested
+ * quantifiers over a long run (Exaone's letters and spaces) need more than
+ * its default 32 KiB. */
+static int re_match(const pcre2_code *re, const char *x, size_t n, size_t at, uint32_t opts,
+                    pcre2_match_data *md) {
+    int rc = pcre2_match(re, (PCRE2_SPTR)x, n, at, opts, md, NULL);
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        rc = pcre2_match(re, (PCRE2_SPTR)x, n, at, opts | PCRE2_NO_JIT, md, NULL);
+    return rc;
+}
+
+/* A piece of split k: cut by the next split, or a word after the last. */
+static ffn_status split_piece(const bpe_tokenizer *t, scratch *s, const char *x, size_t n, int k) {
+    return k + 1 < t->n_re ? encode_split(t, s, x, n, k + 1) : encode_word_cached(t, s, x, n);
+}
+
+/* Byte-level: regex split k (matches and the gaps between them), each
+ * piece cut by the splits after it, then a word. */
+static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x, size_t n, int k) {
+    if (t->n_re == 0) return encode_word_cached(t, s, x, n);
+    if (n == 0) return FFN_OK;
+    const pcre2_code *re = t->re[k];
     size_t at = 0, last = 0;
-    uint64_t budget = (uint64_t)RE_BUDGET_FACTOR * n + RE_BUDGET_BASE;
+    uint64_t *budget = &s->re_budget; /* shared by the nested splits of the call */
     int pieces = 0;             /* the bound is spent: split the rest in pieces */
     size_t seg0 = 0, seg1 = 0;  /* the current piece */
     ffn_status st;
@@ -675,11 +695,10 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         size_t base = 0, end = n;
         for (size_t w = RE_WINDOW; !pieces;) {
             end = char_boundary(x, n, at, at + w);
-            rc = pcre2_match(t->re, (PCRE2_SPTR)x, end, at, end < n ? PCRE2_PARTIAL_HARD : 0, s->md,
-                             NULL);
+            rc = re_match(re, x, end, at, end < n ? PCRE2_PARTIAL_HARD : 0, s->md);
             if (rc != PCRE2_ERROR_PARTIAL) break;
-            if (budget < end - at) pieces = 1;
-            else budget -= end - at, w *= 2;
+            if (*budget < end - at) pieces = 1;
+            else *budget -= end - at, w *= 2;
         }
         if (!pieces && rc == PCRE2_ERROR_NOMATCH && end < n) {
             /* no match starts in the window (none read past it): the next window */
@@ -689,7 +708,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         if (pieces) {
             if (at >= seg1 && (seg1 < n || seg1 == 0)) seg0 = at, seg1 = char_boundary(x, n, at, at + RE_PIECE);
             base = seg0;
-            rc = pcre2_match(t->re, (PCRE2_SPTR)(x + seg0), seg1 - seg0, at - seg0, 0, s->md, NULL);
+            rc = re_match(re, x + seg0, seg1 - seg0, at - seg0, 0, s->md);
             if (rc == PCRE2_ERROR_NOMATCH && seg1 < n) { /* none in this piece: the next */
                 at = seg1;
                 continue;
@@ -704,8 +723,11 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(s->md);
         size_t ms = base + ov[0], me = base + ov[1];
-        if (ms > last && (st = encode_word_cached(t, s, x + last, ms - last))) return st;
-        if (me > ms && (st = encode_word_cached(t, s, x + ms, me - ms))) return st;
+        const int drop = t->re_drop[k];
+        if (ms > last && drop != BPE_DROP_GAPS && (st = split_piece(t, s, x + last, ms - last, k)))
+            return st;
+        if (me > ms && drop != BPE_DROP_MATCHES && (st = split_piece(t, s, x + ms, me - ms, k)))
+            return st;
         last = me;
         if (me == ms) { /* an empty match: step one character */
             uint32_t cp;
@@ -715,7 +737,7 @@ static ffn_status encode_split(const bpe_tokenizer *t, scratch *s, const char *x
         }
         at = me;
     }
-    if (last < n) return encode_word_cached(t, s, x + last, n - last);
+    if (last < n && t->re_drop[k] != BPE_DROP_GAPS) return split_piece(t, s, x + last, n - last, k);
     return FFN_OK;
 }
 
@@ -744,7 +766,7 @@ static ffn_status encode_segment(const bpe_tokenizer *t, scratch *s, const char 
             x = p;
             n++;
         }
-        st = encode_split(t, s, x, n);
+        st = encode_split(t, s, x, n, 0);
         free(norm);
         return st;
     }
@@ -788,7 +810,9 @@ ffn_status bpe_encode(const bpe_tokenizer *t, const char *text, size_t n, int sp
     *n_tokens = 0;
     scratch s = {0};
     ffn_status st = FFN_OK;
-    if (t->re && !(s.md = pcre2_match_data_create_from_pattern(t->re, NULL))) return oom();
+    /* one ovector pair is all a split reads (a pattern's groups need none) */
+    if (t->n_re && !(s.md = pcre2_match_data_create(1, NULL))) return oom();
+    s.re_budget = (uint64_t)RE_BUDGET_FACTOR * n + RE_BUDGET_BASE;
     if (n >= CACHE_MIN_TEXT) s.cache = calloc((size_t)CACHE_SLOTS, sizeof *s.cache); /* NULL: none */
     if (specials)
         for (int i = 0; i < t->n_pre && !st; i++) st = emit(&s, t->tmpl_pre[i]);

@@ -25,11 +25,29 @@ typedef struct bpe_tokenizer bpe_tokenizer;
 
 typedef enum bpe_flavour { BPE_BYTE_LEVEL = 0, BPE_SENTENCEPIECE = 1 } bpe_flavour;
 
-/* Pre-tokenizer regexes the GGUF "tokenizer.ggml.pre" names and the one a
- * bare ByteLevel pre-tokenizer means. */
+/* The regex a bare ByteLevel pre-tokenizer means (GPT-2's). */
 extern const char bpe_regex_gpt2[];
-extern const char bpe_regex_llama3[];
-extern const char bpe_regex_qwen2[];
+
+/* The pre-tokenizers a GGUF's "tokenizer.ggml.pre" names (bpe_pre.c): each
+ * a list of regexes applied in turn (every piece the first cuts is cut by
+ * the second, and so on; gaps between matches are pieces too), as Hugging
+ * Face applies a Sequence of Split pre-tokenizers. */
+#define BPE_MAX_SPLITS 8
+typedef struct bpe_pre_type {
+    const char *const *names;  /* NULL-terminated: the tokenizer.ggml.pre values */
+    const char *const *regex;  /* NULL-terminated, at most BPE_MAX_SPLITS */
+    int ignore_merges;         /* a word that is a token is that token */
+} bpe_pre_type;
+/* The entry naming `name`, or NULL. */
+const bpe_pre_type *bpe_pre_find(const char *name);
+/* Every known name, quoted and comma-separated, into buf (truncated to
+ * cap with "..."). */
+void bpe_pre_known(char *buf, size_t cap);
+
+/* What a split keeps: matches and the gaps between them (Hugging Face's
+ * Split "Isolated"), only the matches ("Removed" inverted), only the gaps
+ * ("Removed"). */
+enum { BPE_KEEP_ALL = 0, BPE_DROP_GAPS = 1, BPE_DROP_MATCHES = 2 };
 
 typedef struct bpe_added {
     const char *text; /* into the tokenizer's arena */
@@ -56,7 +74,9 @@ struct bpe_tokenizer {
     int64_t n_merges;
     bpe_added *added;      /* longest first */
     int64_t n_added, cap_added;
-    void *re;              /* pcre2_code_8 *, NULL: no regex split */
+    void *re[BPE_MAX_SPLITS]; /* pcre2_code_8 *: the pre-tokenizer's splits, in order */
+    uint8_t re_drop[BPE_MAX_SPLITS]; /* BPE_KEEP_ALL, BPE_DROP_GAPS, BPE_DROP_MATCHES */
+    int n_re;
     int nfc;               /* normalizer NFC */
     int sp_prepend;        /* prepend U+2581 to each text segment */
     int sp_prepend_first;  /* ... only to the first segment (Metaspace "first") */
@@ -86,9 +106,10 @@ ffn_status bpe_reserve_merges(bpe_tokenizer *t, int64_t m);
 ffn_status bpe_add_merge(bpe_tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
                          int32_t rank, const char *what);
 int32_t bpe_lookup(const bpe_tokenizer *t, const char *s, size_t n);
-/* Compile the pre-tokenizer regex (PCRE2, UTF + UCP); errors give PCRE2's
- * message and offset. */
-ffn_status bpe_set_regex(bpe_tokenizer *t, const char *pattern, const char *what);
+/* Compile a pre-tokenizer regex (PCRE2, UTF + UCP) and append it to the
+ * splits; errors give PCRE2's message and offset, or say there are more
+ * than BPE_MAX_SPLITS. */
+ffn_status bpe_add_regex(bpe_tokenizer *t, const char *pattern, const char *what);
 
 /* Readers (bpe_load.c).  `name` is used in messages.  A GGUF is read
  * from the open file's metadata. */

@@ -75,14 +75,18 @@ static ffn_status split_regex(bpe_tokenizer *t, const json_value *p, const char 
     const json_value *pat = json_get(p, "pattern");
     const json_value *re = json_get(pat, "Regex"), *str = json_get(pat, "String");
     const json_value *beh = json_get(p, "behavior");
-    if (beh && beh->type == JSON_STRING && strcmp(beh->string, "Isolated"))
+    /* Isolated keeps every piece, inverted or not; Removed drops the matches, or
+     * inverted the gaps */
+    int invert = json_truthy(p, "invert", 0), drop = BPE_KEEP_ALL;
+    if (beh && beh->type == JSON_STRING && !strcmp(beh->string, "Removed"))
+        drop = invert ? BPE_DROP_GAPS : BPE_DROP_MATCHES;
+    else if (beh && beh->type == JSON_STRING && strcmp(beh->string, "Isolated"))
         return ffn_error(FFN_ERR_FORMAT, "%s: pre_tokenizer Split behavior \"%s\" is unsupported "
-                         "(ffn reads \"Isolated\")", name, beh->string);
-    if (json_truthy(p, "invert", 0))
-        return ffn_error(FFN_ERR_FORMAT, "%s: pre_tokenizer Split with invert true is unsupported", name);
+                         "(ffn reads \"Isolated\" and \"Removed\")", name, beh->string);
+    if (t->n_re < BPE_MAX_SPLITS) t->re_drop[t->n_re] = (uint8_t)drop;
     char what[512];
     snprintf(what, sizeof what, "%s: pre_tokenizer Split pattern", name);
-    if (re && re->type == JSON_STRING) return bpe_set_regex(t, re->string, what);
+    if (re && re->type == JSON_STRING) return bpe_add_regex(t, re->string, what);
     if (str && str->type == JSON_STRING) {
         size_t n = strlen(str->string);
         char *q = malloc(n + 5);
@@ -90,7 +94,7 @@ static ffn_status split_regex(bpe_tokenizer *t, const json_value *p, const char 
         snprintf(q, n + 5, "\\Q%s\\E", str->string);
         ffn_status st = strstr(str->string, "\\E")
                             ? ffn_error(FFN_ERR_FORMAT, "%s: Split String pattern contains \\E", name)
-                            : bpe_set_regex(t, q, what);
+                            : bpe_add_regex(t, q, what);
         free(q);
         return st;
     }
@@ -111,22 +115,19 @@ static ffn_status parse_pre(bpe_tokenizer *t, const json_value *p, const char *n
         }
         return FFN_OK;
     }
-    if (is_type(p, "Split")) {
-        if (t->re)
-            return ffn_error(FFN_ERR_FORMAT, "%s: more than one regex split in pre_tokenizer is "
-                             "unsupported", name);
-        return split_regex(t, p, name);
+    if (is_type(p, "Split")) return split_regex(t, p, name);
+    if (is_type(p, "Digits")) { /* Rust's char::is_numeric is \p{N}; contiguous runs, or each */
+        char what[512];
+        snprintf(what, sizeof what, "%s: pre_tokenizer Digits", name);
+        return bpe_add_regex(t, json_truthy(p, "individual_digits", 0) ? "\\p{N}" : "\\p{N}+", what);
     }
     if (is_type(p, "ByteLevel")) {
         *byte_level = 1;
         t->prefix_space = json_truthy(p, "add_prefix_space", 0);
-        if (json_truthy(p, "use_regex", 1)) {
-            if (t->re)
-                return ffn_error(FFN_ERR_FORMAT, "%s: pre_tokenizer has a Split and a ByteLevel with "
-                                 "use_regex true: unsupported", name);
+        if (json_truthy(p, "use_regex", 1)) { /* GPT-2's split, after those before it */
             char what[512];
             snprintf(what, sizeof what, "%s: GPT-2 pre-tokenizer regex", name);
-            return bpe_set_regex(t, bpe_regex_gpt2, what);
+            return bpe_add_regex(t, bpe_regex_gpt2, what);
         }
         return FFN_OK;
     }
@@ -147,7 +148,7 @@ static ffn_status parse_pre(bpe_tokenizer *t, const json_value *p, const char *n
         return FFN_OK;
     }
     return ffn_error(FFN_ERR_FORMAT, "%s: unsupported pre_tokenizer %s (ffn reads ByteLevel, "
-                     "Split, Metaspace and Sequences of them)", name, type_of(p));
+                     "Split, Digits, Metaspace and Sequences of them)", name, type_of(p));
 }
 
 static ffn_status parse_decoder(bpe_tokenizer *t, const json_value *d, const char *name) {
@@ -329,7 +330,7 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
         }
     } else if (t->sp_prepend || metaspace || t->byte_fallback) {
         t->flavour = BPE_SENTENCEPIECE;
-        if (t->re) {
+        if (t->n_re) {
             st = ffn_error(FFN_ERR_FORMAT, "%s: a Split pre_tokenizer without ByteLevel is unsupported",
                            name);
             goto fail;
@@ -461,8 +462,10 @@ ffn_status bpe_from_gguf(const ffn_gguf_file *f, const char *name, bpe_tokenizer
     if (st) return ffn_error_prefix(st, "%s", name);
     int llama = !strcmp(model, "llama"), gpt2 = !strcmp(model, "gpt2");
     if (!llama && !gpt2)
-        return ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.model \"%s\" (ffn reads "
-                         "\"llama\" and \"gpt2\")", name, model);
+        return ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.model \"%s\"%s (ffn reads "
+                         "\"llama\", SentencePiece-style BPE, and \"gpt2\", byte-level BPE)", name, model,
+                         !strcmp(model, "bert") ? " (WordPiece)"
+                         : !strcmp(model, "t5") ? " (Unigram)" : "");
     ffn_gguf_array toks, scores, types, merges;
     if ((st = gguf_array(f, name, "tokenizer.ggml.tokens", FFN_GGUF_VTYPE_STRING, 1, &toks))) return st;
     if ((st = gguf_array(f, name, "tokenizer.ggml.scores", FFN_GGUF_VTYPE_FLOAT32, llama, &scores)))
@@ -544,19 +547,18 @@ ffn_status bpe_from_gguf(const ffn_gguf_file *f, const char *name, bpe_tokenizer
         if (ffn_gguf_find_key(f, "tokenizer.ggml.pre") >= 0 &&
             ffn_gguf_get_str(f, "tokenizer.ggml.pre", &pre, &plen) != FFN_OK)
             pre = "default";
-        const char *re = bpe_regex_gpt2;
-        if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3") || !strcmp(pre, "llama-v3"))
-            re = bpe_regex_llama3;
-        else if (!strcmp(pre, "qwen2"))
-            re = bpe_regex_qwen2;
-        else if (strcmp(pre, "gpt-2") && strcmp(pre, "default")) {
-            st = ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.pre \"%s\" (ffn knows "
-                           "\"llama-bpe\", \"llama3\", \"qwen2\", \"gpt-2\", \"default\")", name, pre);
+        const bpe_pre_type *pt = bpe_pre_find(pre);
+        if (!pt) {
+            char known[4096];
+            bpe_pre_known(known, sizeof known);
+            st = ffn_error(FFN_ERR_FORMAT, "%s: unsupported tokenizer.ggml.pre \"%s\" (ffn knows %s)",
+                           name, pre, known);
             goto fail;
         }
         snprintf(what, sizeof what, "%s: tokenizer.ggml.pre \"%s\"", name, pre);
-        if ((st = bpe_set_regex(t, re, what))) goto fail;
-        if (re == bpe_regex_llama3) t->ignore_merges = 1;
+        for (const char *const *re = pt->regex; *re; re++)
+            if ((st = bpe_add_regex(t, *re, what))) goto fail;
+        t->ignore_merges = pt->ignore_merges;
     }
     t->bos = gguf_id(f, "tokenizer.ggml.bos_token_id", V);
     t->eos = gguf_id(f, "tokenizer.ggml.eos_token_id", V);

