@@ -43,7 +43,7 @@ expect_fail() {
 "$FFN" export --help >"$tmp/h" && grep -q "gguf" "$tmp/h" && ok "export --help names gguf" ||
     bad "export --help"
 expect_fail 2 "--dtype T is required" "$FFN" quantize "$M" --out "$tmp/x.gguf"
-expect_fail 2 "--dtype: expected f16, bf16, q8_0, q4_0, q4_K or q6_K" "$FFN" quantize "$M" --dtype q5_1 --out "$tmp/x.gguf"
+expect_fail 2 "--dtype: expected f16, bf16, q8_0, q4_0, q4_K, q6_K, .*q5_K.*, got .iq2_xxs." "$FFN" quantize "$M" --dtype iq2_xxs --out "$tmp/x.gguf"
 
 # ---- llama2.c -> GGUF: the same model ----
 "$FFN" export "$M" --format gguf --out "$tmp/s.gguf" 2>"$tmp/err" || bad "export gguf: $(cat "$tmp/err")"

@@ -20,8 +20,9 @@ top-1 of P_cpp wherever the exact forward's top-2 logit gap exceeds GAP (at
 least MIN_DECIDED positions), and L1(ffn, cpp) <= 2 · L1(cpp, exact) +
 SLACK (both round the activations to 8 bits, each its own way: the distance
 between them is bounded by their distances from the exact one).  Prints all
-three distances per file.  A width that is no multiple of 256 (ffn quantize
-on a model with F = 320) falls back as the table says (q2_K, q3_K: q4_0)."""
+three distances per file; for ffn's files, that ffn quantize wrote the
+weights llama.cpp's quantizer wrote (decoded equal, ffn's logits bitwise
+equal), llama.cpp running one of them in full."""
 import ctypes
 import json
 import os
