@@ -110,10 +110,18 @@ KA void ka_dot_q3K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * QUANT_Q3_K_BYTES, *s12 = p + 96;
         const float d = ka_f16(p + 108);
-        int16_t sc[16];
-        for (int j = 0; j < 16; j++) {
-            const int lo = j < 8 ? s12[j] & 0xF : s12[j - 8] >> 4;
-            sc[j] = (int16_t)((lo | (((s12[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+        int16_t sc[16] __attribute__((aligned(32)));
+        {   /* the 16 six-bit scales (ggml's aux trick), minus 32 */
+            uint32_t aux[4];
+            memcpy(aux, s12, 12);
+            const uint32_t m2 = 0x03030303, m4 = 0x0f0f0f0f, tmp = aux[2];
+            aux[2] = ((aux[0] >> 4) & m4) | (((tmp >> 4) & m2) << 4);
+            aux[3] = ((aux[1] >> 4) & m4) | (((tmp >> 6) & m2) << 4);
+            aux[0] = (aux[0] & m4) | ((tmp & m2) << 4);
+            aux[1] = (aux[1] & m4) | (((tmp >> 2) & m2) << 4);
+            const __m256i v = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)aux)),
+                                               _mm256_set1_epi16(32));
+            _mm256_store_si256((__m256i *)sc, v);
         }
         const __m256i H = _mm256_loadu_si256((const __m256i *)p);
         __m256i s[KA_T];
