@@ -67,6 +67,27 @@ _Static_assert(sizeof(quant_block_q4_1) == 20 && sizeof(quant_block_q5_0) == 22 
 /* iq4_nl's 16 values (ggml's kvalues_iq4nl) */
 extern const int8_t quant_iq4nl_values[16];
 
+/* The 256-element formats of quant_k.c, as byte offsets (ggml's structs):
+ *   q2_K   84 bytes, x = d·(sc & 15)·q − dmin·(sc >> 4), q in 0..3, per sub-block of 16:
+ *          scales[16] @0 (4-bit scale | 4-bit min << 4), qs[64] @16, d @80, dmin @82.
+ *          Element 128h + 32j + l (l < 32): bits 2j of qs[32h + l].
+ *   q3_K   110 bytes, x = d·(s − 32)·(q − 4), q in 0..7, per sub-block of 16:
+ *          hmask[32] @0 (bit 2 of q: element e in bit e/32 of hmask[e % 32]),
+ *          qs[64] @32 (the low 2 bits, placed as q2_K's), scales[12] @96 (16 six-bit
+ *          s: low 4 bits in nibbles of bytes 0..7, top 2 bits in bytes 8..11), d @108.
+ *   q5_K   176 bytes, x = d·sc·q − dmin·m per sub-block of 32, q in 0..31:
+ *          d @0, dmin @2, scales[12] @4 (as q4_K), qh[32] @16 (bit 4 of element
+ *          64c + l in bit 2c of qh[l], of 64c + 32 + l in bit 2c + 1), qs[128] @48 (the
+ *          low 4 bits, as q4_K's nibbles).
+ *   iq4_xs 136 bytes, x = d·(s − 32)·v[q] per sub-block of 32, v the 16 values
+ *          −127 .. 113 of ggml's kvalues_iq4nl: d @0, scales_h (u16) @2 (top 2 bits
+ *          of s, 2 per sub-block), scales_l[4] @4 (low 4 bits, a nibble each),
+ *          qs[128] @8 (16 bytes a sub-block: element j low nibble, j + 16 high). */
+#define QUANT_Q2_K_BYTES 84
+#define QUANT_Q3_K_BYTES 110
+#define QUANT_Q5_K_BYTES 176
+#define QUANT_IQ4_XS_BYTES 136
+
 _Static_assert(sizeof(quant_block_q8_0) == 34, "q8_0 block");
 _Static_assert(sizeof(quant_block_q4_0) == 18, "q4_0 block");
 _Static_assert(sizeof(quant_block_q4_K) == 144 && offsetof(quant_block_q4_K, qs) == 16, "q4_K block");
@@ -91,6 +112,14 @@ void quant_dequantize_q8_0(const uint8_t *src, float *dst, int64_t nb);
 void quant_dequantize_q4_0(const uint8_t *src, float *dst, int64_t nb);
 void quant_dequantize_q4_K(const uint8_t *src, float *dst, int64_t nb);
 void quant_dequantize_q6_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q2_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q3_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_q5_K(const uint8_t *src, float *dst, int64_t nb);
+void quant_dequantize_iq4_xs(const uint8_t *src, float *dst, int64_t nb);
+void quant_quantize_q2_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q3_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_q5_K(const float *src, uint8_t *dst, int64_t nb);
+void quant_quantize_iq4_xs(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb);
 void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb);

@@ -73,6 +73,7 @@
 #include "kernels/types.h"
 #include "kernels/quant.h"
 #include "kernels/kernels.h"
+#include "kernels/qgemm_k.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -87,6 +88,9 @@
 /* the product kernels of a type: scalar, AVX2 (act), AVX-512 (act, needs) */
 #define KERNELS(a2, act2, a5, act5, needs5)                                                     \
     .k = {{S, QG_ACT_NONE, 0}, {a2, act2, 0}, {a5, act5, needs5}}
+
+/* a super-block format of qgemm_k_avx2.c (the AVX-512 level runs it too) */
+#define K_KERNELS(t) KERNELS(ffn_qg_rows_avx2_##t, QG_ACT_Q256, NULL, QG_ACT_NONE, 0)
 
 static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_F32] = {"f32", 1, 1, 4, quant_dequantize_f32, quant_quantize_f32,
@@ -126,6 +130,22 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             .fallback = FFN_GGML_TYPE_Q8_0,
                             .file_type = 18, .dot = "int8"},
     [FFN_GGML_TYPE_F64] = {"f64", 8, 1, 8, quant_dequantize_f64, NULL, .dot = "fp32"},
+    /* the super-block formats of quant_k.c and qgemm_k*.c; the fallback for
+     * widths that are no multiple of 256 is llama.cpp's (llama-quant.cpp)
+     * where ffn computes it: q4_0 for q2_K and q3_K, q5_1 for q5_K, iq4_nl
+     * for iq4_xs */
+    [FFN_GGML_TYPE_Q2_K] = {"q2_K", 12, 256, 84, quant_dequantize_q2_K, quant_quantize_q2_K,
+                            K_KERNELS(q2_K), .panel_min_n = 64, .batch_min_n = 8,
+                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 10, .dot = "int8"},
+    [FFN_GGML_TYPE_Q3_K] = {"q3_K", 13, 256, 110, quant_dequantize_q3_K, quant_quantize_q3_K,
+                            K_KERNELS(q3_K), .panel_min_n = 64, .batch_min_n = 8,
+                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 12 /* Q3_K_M */, .dot = "int8"},
+    [FFN_GGML_TYPE_Q5_K] = {"q5_K", 14, 256, 176, quant_dequantize_q5_K, quant_quantize_q5_K,
+                            K_KERNELS(q5_K), .panel_min_n = 64, .batch_min_n = 8,
+                            .fallback = FFN_GGML_TYPE_Q5_1, .file_type = 17 /* Q5_K_M */, .dot = "int8"},
+    [FFN_GGML_TYPE_IQ4_XS] = {"iq4_xs", 16, 256, 136, quant_dequantize_iq4_xs, quant_quantize_iq4_xs,
+                              K_KERNELS(iq4_xs), .panel_min_n = 64, .batch_min_n = 8,
+                              .fallback = FFN_GGML_TYPE_IQ4_NL, .file_type = 30, .dot = "int8"},
     /* known (a file holding them opens and lists them), not converted */
     /* the other 32-element formats (quant_legacy.c, qgemm_legacy_avx2.c; the
      * AVX-512 level runs the AVX2 kernels, no panels or packed copies) */
@@ -142,21 +162,17 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 9,
                             .dot = "int8"},
     [FFN_GGML_TYPE_Q8_1] = {"q8_1", 0, 32, 36},
-    [FFN_GGML_TYPE_Q2_K] = {"q2_K", 0, 256, 84},
-    [FFN_GGML_TYPE_Q3_K] = {"q3_K", 0, 256, 110},
-    [FFN_GGML_TYPE_Q5_K] = {"q5_K", 0, 256, 176},
     [FFN_GGML_TYPE_Q8_K] = {"q8_K", 0, 256, 292},
     [FFN_GGML_TYPE_IQ2_XXS] = {"iq2_xxs", 0, 256, 66},
     [FFN_GGML_TYPE_IQ2_XS] = {"iq2_xs", 0, 256, 74},
     [FFN_GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 0, 256, 98},
     [FFN_GGML_TYPE_IQ1_S] = {"iq1_s", 0, 256, 50},
-    [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 12, 32, 18, quant_dequantize_iq4_nl, quant_quantize_iq4_nl,
+    [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 15, 32, 18, quant_dequantize_iq4_nl, quant_quantize_iq4_nl,
                               KERNELS(ffn_qg_rows_avx2_iq4_nl, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
                               .q32_offset = 128, .fallback = FFN_GGML_TYPE_F16, .file_type = 25,
                               .dot = "int8"},
     [FFN_GGML_TYPE_IQ3_S] = {"iq3_s", 0, 256, 110},
     [FFN_GGML_TYPE_IQ2_S] = {"iq2_s", 0, 256, 82},
-    [FFN_GGML_TYPE_IQ4_XS] = {"iq4_xs", 0, 256, 136},
     [FFN_GGML_TYPE_I8] = {"i8", 0, 1, 1},
     [FFN_GGML_TYPE_I16] = {"i16", 0, 1, 2},
     [FFN_GGML_TYPE_I32] = {"i32", 0, 1, 4},
@@ -168,6 +184,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
 };
 #undef S
 #undef KERNELS
+#undef K_KERNELS
 
 const ffn_type_info *ffn_type_info_of(ffn_ggml_type t) {
     if ((unsigned)t >= FFN_GGML_TYPE_COUNT || !types[t].name) return NULL;

@@ -38,7 +38,7 @@ else bad "ffn bench qgemm --help: $(head -c 300 "$T/h") $(head -c 200 "$T/e")"; 
 expect 2 "--type: unknown ggml type 'q9_9'" -- "$FFN" bench qgemm --type q9_9
 expect 2 "--cols: 100 is not a multiple of q4_K's block of 256" -- "$FFN" bench qgemm --type q4_K --cols 100
 expect 2 "--n" -- "$FFN" bench qgemm --n 0
-expect 1 "q5_K" -- "$FFN" bench qgemm --type q5_K --rows 2 --cols 256 --repeats 1 --hot
+expect 1 "iq2_xxs" -- "$FFN" bench qgemm --type iq2_xxs --rows 2 --cols 256 --repeats 1 --hot
 
 for spec in "q4_0 96" "q8_0 64" "q4_K 512" "q6_K 256" "bf16 77" "f16 40" "f32 33"; do
     set -- $spec

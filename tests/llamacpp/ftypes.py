@@ -52,7 +52,7 @@ FTYPES = [("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 8), ("Q5_1", 9), ("Q8_0", 7), ("Q2_
           ("Q5_K_S", 16), ("Q5_K_M", 17), ("Q6_K", 18), ("IQ4_NL", 25), ("IQ4_XS", 30)]
 # ftypes whose files may hold q2_K, q3_K, q5_K or iq4_xs (another branch's
 # block formats): until those merge, ffn must refuse such a file clearly.
-PENDING = {"Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L", "Q4_K_S", "Q5_K_S", "Q5_K_M", "IQ4_NL", "IQ4_XS"}
+PENDING = set()  # every non-imatrix ftype runs (q2_K, q3_K, q5_K, iq4_xs arrived with the K formats)
 # llama.cpp quantizes these without an importance matrix by ggml's reference
 # rounding, which ffn's encoders follow: ffn quantize writes the same bytes
 # (iq4_nl: llama.cpp searches 15 scales, ffn writes the reference's one;

@@ -14,7 +14,7 @@ implementations written here from the published formats.
      the stated RMS of random normal data.
   4. A GGUF v3 file written here with struct (every metadata type, arrays of
      every fixed type, strings, an array of arrays, alignment 64, tensors of
-     f32, f16, bf16, q8_0, q4_0, q4_K, q6_K and a q5_K ffn cannot decode):
+     f32, f16, bf16, q8_0, q4_0, q4_K, q6_K and an iq2_xxs ffn cannot decode):
      ffn must read every value, every tensor's shape, type and offset, and
      the dequantized data exactly.
 C side: tests/parity/quant_driver.c.  Exit code non-zero on any mismatch.
@@ -243,7 +243,7 @@ VT = {"uint8": 0, "int8": 1, "uint16": 2, "int16": 3, "uint32": 4, "int32": 5, "
       "string": 8, "array": 9, "uint64": 10, "int64": 11, "float64": 12}
 FMT = {"uint8": "<B", "int8": "<b", "uint16": "<H", "int16": "<h", "uint32": "<I", "int32": "<i", "float32": "<f",
        "bool": "<B", "uint64": "<Q", "int64": "<q", "float64": "<d"}
-GT = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q5_K": 13, "q6_K": 14, "bf16": 30}
+GT = {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 8, "q4_K": 12, "q5_K": 13, "iq2_xxs": 16, "q6_K": 14, "bf16": 30}
 
 
 def gstr(s):
@@ -300,7 +300,7 @@ def test_gguf(exe, tmp, rng):
     tensors.append(("blk.0.ffn_down.weight", "q4_K", [256, 3, 1], qk, dq_q4_K(qk)))
     q6 = finite_f16_bytes(rng.integers(0, 256, 2 * 210, dtype=np.uint8).tobytes(), (208,), 210)
     tensors.append(("output.weight", "q6_K", [512], q6, dq_q6_K(q6)))
-    tensors.append(("unsupported.q5_K", "q5_K", [256], bytes(range(176)), None))
+    tensors.append(("unsupported.iq2_xxs", "iq2_xxs", [256], bytes(range(66)), None))
     out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
     expect = []
     for key, typ, v in kvs:

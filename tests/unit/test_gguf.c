@@ -238,8 +238,8 @@ static void test_writer_errors(void) {
           "ne0 16 for q8_0: %s", ffn_last_error());
     CHECK(ffn_gguf_writer_add_f32(w, "a", FFN_GGML_TYPE_F32, 5, (int64_t[]){1, 1, 1, 1, 1}, x) == FFN_ERR_INVALID_ARG,
           "5 dims");
-    CHECK(ffn_gguf_writer_add_f32(w, "a", FFN_GGML_TYPE_Q5_K, 1, (int64_t[]){256}, x) == FFN_ERR_UNSUPPORTED,
-          "q5_K encode");
+    CHECK(ffn_gguf_writer_add_f32(w, "a", FFN_GGML_TYPE_IQ2_XXS, 1, (int64_t[]){256}, x) == FFN_ERR_UNSUPPORTED,
+          "iq2_xxs encode");
     char long_name[80];
     memset(long_name, 'n', 64);
     long_name[64] = 0;

@@ -13,8 +13,8 @@
  *              levels: lane accumulators, pairs of them, the horizontal sum
  *              and the block scale; m = 256 + cols/256 for the scalar
  *              level's chunked sums).  The worst case, so it cannot flake.
- *   activation A: the int8 kernels (q8_0, q4_0 in blocks of 32; q4_K, q6_K
- *              in blocks of 256) use x rounded to d·q with d = amax/127 of
+ *   activation A: the int8 kernels (q8_0, q4_0 in blocks of 32; q2_K..q6_K
+ *              and iq4_xs in blocks of 256) use x rounded to d·q with d = amax/127 of
  *              the block, |x − d·q| <= d/2, so A = Σ_i |w_i| · d_b(i)/2.
  *              The bf16 kernel with AVX512_BF16 uses x rounded to bf16
  *              (8 significant bits: unit roundoff u = 2^-8), so
@@ -64,7 +64,7 @@ static int act_block(ffn_ggml_type t, int level) {
     if (t == FFN_GGML_TYPE_Q8_0 || t == FFN_GGML_TYPE_Q4_0 || t == FFN_GGML_TYPE_Q4_1 ||
         t == FFN_GGML_TYPE_Q5_0 || t == FFN_GGML_TYPE_Q5_1 || t == FFN_GGML_TYPE_IQ4_NL)
         return 32;
-    if (t == FFN_GGML_TYPE_Q4_K || t == FFN_GGML_TYPE_Q6_K) return 256;
+    if (ffn_ggml_block_size(t) == 256) return 256; /* the K formats, iq4_xs */
     return 0;
 }
 static int bf16_acts(ffn_ggml_type t, int level) {
@@ -592,7 +592,7 @@ static void test_errors(ffn_ctx *ctx) {
     ffn_qweight w;
     uint8_t buf[34 * 4] = {0};
     CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q8_0, 2, 48, buf) != FFN_OK, "cols 48 is no q8_0 row");
-    CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q5_K, 1, 256, buf) == FFN_ERR_UNSUPPORTED, "q5_K");
+    CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_IQ2_XXS, 1, 256, buf) == FFN_ERR_UNSUPPORTED, "iq2_xxs");
     CHECK(ffn_qweight_init(&w, FFN_GGML_TYPE_Q8_0, 2, 64, buf) == FFN_OK, "%s", ffn_last_error());
     float x[64] = {0}, y[2];
     CHECK(ffn_qgemm(ctx, &w, NULL, 64, 1, y, 2, 0) == FFN_ERR_INVALID_ARG, "NULL x");
@@ -628,6 +628,10 @@ int main(void) {
         {FFN_GGML_TYPE_Q4_1, 37, 32},  {FFN_GGML_TYPE_Q4_1, 19, 288}, {FFN_GGML_TYPE_Q5_0, 37, 96},
         {FFN_GGML_TYPE_Q5_0, 5, 160},  {FFN_GGML_TYPE_Q5_1, 37, 32},  {FFN_GGML_TYPE_Q5_1, 19, 288},
         {FFN_GGML_TYPE_IQ4_NL, 37, 96}, {FFN_GGML_TYPE_IQ4_NL, 5, 160},
+        /* the 256-element formats (qgemm_k_avx2.c) */
+        {FFN_GGML_TYPE_Q2_K, 37, 256}, {FFN_GGML_TYPE_Q2_K, 19, 768}, {FFN_GGML_TYPE_Q3_K, 37, 256},
+        {FFN_GGML_TYPE_Q3_K, 19, 768}, {FFN_GGML_TYPE_Q5_K, 37, 256}, {FFN_GGML_TYPE_Q5_K, 19, 768},
+        {FFN_GGML_TYPE_IQ4_XS, 37, 256}, {FFN_GGML_TYPE_IQ4_XS, 19, 768},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(ctx1, ctx2, &cases[i]);
     test_packed(ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
@@ -636,12 +640,18 @@ int main(void) {
     test_packed(ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
     test_packed(ctx1, FFN_GGML_TYPE_BF16, 33, 77);
     test_packed(ctx2, FFN_GGML_TYPE_F16, 17, 130);
+    test_packed(ctx1, FFN_GGML_TYPE_Q5_K, 21, 512);
+    test_packed(ctx2, FFN_GGML_TYPE_IQ4_XS, 5, 256);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q4_0, 37, 288);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q8_0, 70, 96);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q4_K, 19, 512);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q6_K, 5, 256);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_BF16, 33, 77);
     test_panel(ctx1, ctx2, FFN_GGML_TYPE_F16, 17, 777);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q2_K, 19, 512);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q3_K, 5, 256);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_Q5_K, 37, 512);
+    test_panel(ctx1, ctx2, FFN_GGML_TYPE_IQ4_XS, 19, 256);
     /* every type the table computes with and decodes, rows cut short of
      * the 16-row panel and cols short of, at and across 256 */
     for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++) {
@@ -664,6 +674,8 @@ int main(void) {
     test_glu(ctx2, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_0, 37, 160);
     test_glu(ctx1, FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
+    test_glu(ctx1, FFN_GGML_TYPE_Q2_K, FFN_GGML_TYPE_IQ4_XS, 21, 512);
+    test_glu(ctx2, FFN_GGML_TYPE_Q3_K, FFN_GGML_TYPE_Q5_K, 19, 256);
     test_quant_block();
     test_errors(ctx1);
     if (check_cpu_has("avx512bf16"))
