@@ -116,7 +116,7 @@ struct ffn_layer {
 };
 
 /* Neurons per block of the ggml kind's decode path: 64 gate rows and 64 up
- * rows of a q4_0 layer of D = 4096 are 288 KiB, about what one core's L2
+ * rows of a 4.5-bit layer of D = 4096 are 288 KiB, about what one core's L2
  * keeps. */
 enum { QBLOCK_F = 64 };
 

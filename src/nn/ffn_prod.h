@@ -60,7 +60,7 @@ ffn_status ffn_prod_set_f32(ffn_prod *p, ffn_mm_engine *engine, const float *con
 ffn_status ffn_prod_set_ggml(ffn_prod *p, const ffn_qweight *q, const float *bias);
 
 ffn_prod_kind ffn_prod_kind_of(const ffn_prod *p);
-/* "fp32", "bf16", or the ggml type's name ("q4_K"; the first part's) */
+/* "fp32", "bf16", or the ggml type's name (the table's; the first part's) */
 const char *ffn_prod_type_name(const ffn_prod *p);
 /* 1 when backward and wgrad run (fp32 and bf16 masters) */
 int ffn_prod_trains(const ffn_prod *p);
