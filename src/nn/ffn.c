@@ -44,8 +44,9 @@
  * run on ffn_wgrad (kernels/wgrad.c: register tiles over all of K, dW read
  * and written once) up to WGRAD_MAX_N tokens, else on ffn_gemm
  * (dnnl_sgemm), measured faster there than the matmul primitive (see
- * WGRAD_MAX_N below).
- * Primitives are made per token count and cached (CACHE_SLOTS per layer).
+ * WGRAD_MAX_N in ffn_prod.c).
+ * Primitives are made per token count and cached (PROD_SLOTS per
+ * projection).
  * A product whose primitive cannot be made, or whose scratchpad does not
  * fit the workspace, runs on ffn_gemm over the caller's plain weights
  * instead -- the same numbers within rounding.
@@ -249,8 +250,10 @@ ffn_status ffn_layer_create(ffn_ctx *ctx, const ffn_layer_config *cfg, ffn_layer
     l->D = cfg->hidden_size;
     l->F = cfg->intermediate_size;
     l->P = l->gated ? 2 * l->F : l->F;
-    if ((st = ffn_prod_create(ctx, FFN_PROD_IN, l->gated ? 2 : 1, l->P, l->D, &l->in)) ||
-        (st = ffn_prod_create(ctx, FFN_PROD_DOWN, 1, l->D, l->F, &l->down)) ||
+    const ffn_prod_kind kind = cfg->precision == FFN_PRECISION_BF16 ? FFN_PROD_BF16
+                                                                     : FFN_PROD_FP32;
+    if ((st = ffn_prod_create(ctx, FFN_PROD_IN, kind, l->gated ? 2 : 1, l->P, l->D, &l->in)) ||
+        (st = ffn_prod_create(ctx, FFN_PROD_DOWN, kind, 1, l->D, l->F, &l->down)) ||
         (cfg->precision == FFN_PRECISION_BF16 && (st = ffn_mm_engine_create(&l->engine)))) {
         ffn_layer_free(l);
         return st;

@@ -73,15 +73,15 @@ struct ffn_prod {
  * its workspace before). */
 #define BF_SCRATCH_RESERVE ((size_t)2 << 20)
 
-ffn_status ffn_prod_create(ffn_ctx *ctx, ffn_prod_role role, int parts, int64_t rows,
-                           int64_t cols, ffn_prod **out) {
+ffn_status ffn_prod_create(ffn_ctx *ctx, ffn_prod_role role, ffn_prod_kind kind, int parts,
+                           int64_t rows, int64_t cols, ffn_prod **out) {
     *out = NULL;
     if (parts < 1 || parts > 2 || rows % parts)
         return ffn_error(FFN_ERR_INVALID_ARG, "projection: %d parts of %lld rows", parts,
                          (long long)rows);
     ffn_prod *p = calloc(1, sizeof *p);
     if (!p) return ffn_error(FFN_ERR_NOMEM, "projection: out of memory");
-    p->ctx = ctx, p->role = role, p->parts = parts;
+    p->ctx = ctx, p->role = role, p->kind = kind, p->parts = parts;
     p->rows = rows, p->cols = cols, p->part_rows = rows / parts;
     *out = p;
     return FFN_OK;
@@ -341,8 +341,7 @@ static size_t bf_bytes(const ffn_prod *p, int64_t n) {
 size_t ffn_prod_workspace(ffn_prod *p, int64_t max_n) {
     if (!p || max_n <= 0 || p->kind == FFN_PROD_GGML) return 0;
     prod_slot *s = NULL;
-    int threads_made = p->have && (slot_for(p, max_n, p->packed_bwd, &s) == FFN_OK);
-    (void)threads_made;
+    if (p->have) (void)slot_for(p, max_n, p->packed_bwd, &s); /* made ahead */
     if (p->kind == FFN_PROD_FP32) return slot_scratch(s);
     return bf_bytes(p, max_n) + BF_SCRATCH_RESERVE;
 }

@@ -44,16 +44,19 @@ typedef enum ffn_prod_role { FFN_PROD_IN, FFN_PROD_DOWN } ffn_prod_role;
 typedef struct ffn_prod ffn_prod;
 
 /* An empty projection of (rows, cols) in parts of rows / parts rows each
- * (parts 1 or 2).  engine: the oneDNN engine the packs and primitives are
- * made on (borrowed; NULL makes the fp32 kind run on ffn_gemm). */
-ffn_status ffn_prod_create(ffn_ctx *ctx, ffn_prod_role role, int parts, int64_t rows,
-                           int64_t cols, ffn_prod **out);
+ * (parts 1 or 2), of kind FFN_PROD_FP32 or FFN_PROD_BF16 until weights say
+ * otherwise (the workspace it asks for before weights are set is that
+ * kind's). */
+ffn_status ffn_prod_create(ffn_ctx *ctx, ffn_prod_role role, ffn_prod_kind kind, int parts,
+                           int64_t rows, int64_t cols, ffn_prod **out);
 void ffn_prod_free(ffn_prod *p); /* NULL is a no-op */
 
 /* Hold fp32 masters w[0..parts) (rows/parts × cols each, not copied),
  * computed in fp32 or (bf16 set) in bf16, and (re)pack them: the refresh
  * after an optimizer step rewrites the packs in place.  bias (rows) or
- * NULL is added by forward. */
+ * NULL is added by forward.  engine: the oneDNN engine the packs and
+ * primitives are made on (borrowed; NULL: the fp32 kind runs on ffn_gemm,
+ * the bf16 kind fails). */
 ffn_status ffn_prod_set_f32(ffn_prod *p, ffn_mm_engine *engine, const float *const *w,
                             const float *bias, int bf16);
 /* Hold low-precision weights q[0..parts) (copied, their bytes not). */
