@@ -88,7 +88,7 @@ fi
 # exact for its dequantized-fp32 reference; the SIMD levels' quantized
 # kernels have their own bounds in test_qgemm and cli/test_llamacpp).
 simd_unit=(test_kernels test_wgrad test_attention test_qgemm test_quant test_bf16
-           test_layer test_moe test_model test_model_grad test_generate
+           test_layer test_layer_prod test_moe test_model test_model_grad test_generate
            test_gguf test_gguf_mmap test_adamw_lanes)
 simd_parity=(test_act test_layer test_moe test_moe_routing test_model test_stories260k test_bf16
              test_quant test_quant_formats test_families)

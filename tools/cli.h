@@ -201,7 +201,7 @@ extern const char *const cli_precision_names[];
  * _COMPUTES of ffn/dtype.h; f32 left out when !with_f32), read from the
  * library's type table: the names and values of a CLI_ENUM (NULL-
  * terminated names, values as ffn_ggml_type), and the names joined for a
- * help line or a message ("f32, f16, ... or q6_K").  The storage is
+ * help line or a message ("f32, f16, ... or <the last>").  The storage is
  * static and shared by every call with the same arguments. */
 typedef struct cli_types {
     const char *const *names;

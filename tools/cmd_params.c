@@ -54,7 +54,7 @@ static const char about[] =
     "per token, the breakdown into attention, FFN (dense, routed experts, shared\n"
     "experts, router), embeddings, head and norms with percentages, the FFN's share,\n"
     "the expansion ratio intermediate_size / hidden_size, forward and training FLOPs\n"
-    "per token by component, and memory estimates: weight bytes in f32 ... q6_K,\n"
+    "per token by component, and memory estimates: weight bytes per storage type,\n"
     "the KV cache at --seq-len, and tokens/s <= --bandwidth / bytes read per token.\n"
     "How things are counted: --conventions (below).\n"
     "\n"

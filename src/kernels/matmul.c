@@ -9,7 +9,7 @@
  *
  * With desc.bf16 the same primitives take bf16 A and B (the packed B made
  * from the fp32 weights by the reorder) and accumulate and write fp32: the
- * mixed-precision products of src/nn/bf16_layer.c.
+ * mixed-precision products of the bf16 kind of src/nn/ffn_prod.c.
  *
  * A primitive is fixed to its shapes, so the layer keeps one per product
  * and token count (see ffn.c).  Creating one allocates (oneDNN objects and

@@ -51,6 +51,11 @@ typedef struct ffn_type_info {
     ffn_ggml_type fallback;   /* for rows that are no whole blocks (F32: none) */
     uint32_t file_type;       /* llama.cpp's general.file_type */
     const char *dot;          /* "int8", "bf16", "fp32": what bounds its products */
+    /* The fp16 scales of a block (for the loaders' check of a file's blocks
+     * without decoding them): f16_scales of them, back to back from byte
+     * f16_scale_off of the block; 0: none (the check decodes instead). */
+    uint16_t f16_scale_off;
+    uint8_t f16_scales;
 } ffn_type_info;
 
 /* The row of a type, NULL for a number that is no known type. */

@@ -38,6 +38,7 @@
 #include "load/gguf_model.h"
 #include "nn/model_internal.h"
 #include "kernels/qgemm.h"
+#include "kernels/types.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -767,15 +768,13 @@ static int any_all_ones(const unsigned char *p, int64_t n, uint16_t mask) {
     return bad;
 }
 
-/* The fp16 scales of a block type: n of them from byte `off` of a block. */
+/* The fp16 scales of a block type: n of them from byte `off` of a block
+ * (the type table's f16_scale_off / f16_scales). */
 static int f16_scales(ffn_ggml_type t, size_t *off, int *n) {
-    switch (t) {
-    case FFN_GGML_TYPE_Q8_0: /* d, int8 qs[32] */
-    case FFN_GGML_TYPE_Q4_0: *off = 0, *n = 1; return 1; /* d, qs[16] */
-    case FFN_GGML_TYPE_Q4_K: *off = 0, *n = 2; return 1; /* d, dmin, 6-bit scales, qs */
-    case FFN_GGML_TYPE_Q6_K: *off = 208, *n = 1; return 1; /* ql, qh, int8 scales, d */
-    default: return 0;
-    }
+    const ffn_type_info *ti = ffn_type_info_of(t);
+    if (!ti || !ti->f16_scales) return 0;
+    *off = ti->f16_scale_off, *n = ti->f16_scales;
+    return 1;
 }
 
 static ffn_status bad_value(const char *path, const ffn_gguf_tensor *t, int64_t e, int64_t cols,

@@ -1,6 +1,6 @@
 /* bf16_model.h -- the model's projections at FFN_PRECISION_BF16: q|k|v, o,
  * the LM head and their gradients (the FFN and MoE layers do their own,
- * src/nn/bf16_layer.c).  Internal; not installed. */
+ * the bf16 kind of src/nn/ffn_prod.c).  Internal; not installed. */
 #ifndef FFN_NN_BF16_MODEL_H
 #define FFN_NN_BF16_MODEL_H
 

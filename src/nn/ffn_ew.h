@@ -1,6 +1,6 @@
 /* ffn_ew.h -- the elementwise parts of the FFN layer, written once for
- * every back-end of its products (ffn.c's fp32 engines, bf16_layer.c,
- * ffn_quant.c): the activation epilogue, the bias rows, the bias gradient.
+ * every number type of its products (ffn.c, nn/ffn_prod.c): the
+ * activation epilogue, the bias rows, the bias gradient.
  * Internal; not installed.
  *
  * Letters: n rows, F intermediate_size, P = 2F gated ([g | u]) or F.

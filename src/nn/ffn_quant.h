@@ -1,12 +1,14 @@
-/* ffn_quant.h -- the FFN and MoE layers over low-precision weights
- * (src/nn/ffn_quant.c, with entry points in ffn.c and moe.c).  Internal;
- * not installed.  The public face is include/ffn/quant.h, at the model.
+/* ffn_quant.h -- the FFN and MoE layers over low-precision weights (entry
+ * points in ffn.c and moe.c; the products are the ggml kind of
+ * nn/ffn_prod.h).  Internal; not installed.  The public face is
+ * include/ffn/quant.h, at the model.
  *
  * Letters: N tokens, D hidden, F intermediate, P = 2F (gated) or F.
  *
  * A layer given ffn_layer_set_qweights computes every product with
  * ffn_qgemm (src/kernels/qgemm.h) over the three weights as given (each in
- * any type ffn_qgemm takes, f32 included), keeps no fp32 copy and packs
+ * any type ffn_qgemm takes, f32 included: the type of each projection
+ * picks its kernels from the type table), keeps no fp32 copy and packs
  * nothing.  Forward only: ffn_layer_backward on it fails with
  * FFN_ERR_UNSUPPORTED.  ffn_layer_set_weights turns it back into an fp32
  * layer.  Paths, as for fp32 weights:
@@ -34,21 +36,6 @@ typedef struct ffn_layer_qweights {
     ffn_qweight gate, up, down; /* (F, D), (F, D), (D, F); `packed` not used */
     const float *gate_b, *up_b, *down_b;
 } ffn_layer_qweights;
-
-typedef struct ffn_qlayer ffn_qlayer;
-
-/* Check w against the layer config (shapes, biases present) and keep a
- * copy of it (the bytes are not copied and must outlive the layer). */
-ffn_status ffn_qlayer_create(const ffn_layer_config *cfg, const ffn_layer_qweights *w,
-                             ffn_qlayer **out);
-void ffn_qlayer_free(ffn_qlayer *q);
-/* y (n, D) = the layer on x (n, D); gu (n, P) and h (n, F) are the
- * caller's buffers (the layer's workspace) and hold the pre-activations
- * and m afterwards.  writer: a hook that writes gu/h (unfused path), or
- * NULL.  Runs on the calling OpenMP team. */
-ffn_status ffn_qlayer_forward(const ffn_qlayer *q, const ffn_ctx *ctx, float *y, float *gu,
-                              float *h, const float *x, int64_t n, const ffn_neuron_hook *writer,
-                              const ffn_hook_rows *rows);
 
 /* In ffn.c: point layer l at w (see above).  Frees the packed fp32 copies. */
 ffn_status ffn_layer_set_qweights(ffn_layer *l, const ffn_layer_qweights *w);

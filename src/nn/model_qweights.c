@@ -3,7 +3,7 @@
  * memory, attaching external bytes, the one product helper model.c calls
  * for every matrix, the embedding lookup, and handing the FFN / MoE layers
  * their weights.  The forward itself stays in model.c, ffn.c, moe.c and
- * ffn_quant.c.
+ * ffn_prod.c.
  *
  * Letters: n rows, D hidden, E experts, V vocab.
  *

@@ -1,5 +1,5 @@
 /* test_bf16.c -- the bf16 precision's kernels and layer (src/kernels/bf16.c,
- * src/nn/bf16_layer.c) against oracles written here:
+ * the bf16 kind of src/nn/ffn_prod.c) against oracles written here:
  *   - ffn_bf16_convert (AVX512_BF16 path) equals ffn_f32_to_bf16 bit for
  *     bit on normal values, ties, infinities and NaN (quieted), and rounds a
  *     subnormal to itself or to a zero of the same sign (vcvtneps2bf16
