@@ -16,11 +16,22 @@
 # A test's lines "note: ..." (what it checked where the machine decides,
 # e.g. an instruction set it lacks, so the refusal was tested) are printed
 # beside its PASS or FAIL: nothing is skipped silently.
-# Usage: tests/run.sh [substring]   -- only tests whose name contains it.
+# Usage: tests/run.sh [-j N] [substring]   -- only tests whose name
+# contains it; -j N (or FFN_TEST_JOBS=N) runs up to N tests at a time
+# (scripts/test.sh: 2).  The results are printed in the same order, each
+# when it and all before it have ended, so the output is the same as one at
+# a time.  A test that holds a bound in seconds (serial_tests
+# below) runs alone.
 # Each test's output goes to build/test-logs/<name>.log; a failure prints
 # the log's tail.  Build first (make all unit asan asan-cli).
 set -u
 cd "$(dirname "$0")/.."
+jobs="${FFN_TEST_JOBS:-1}"
+if [[ "${1:-}" == -j* ]]; then
+    jobs="${1#-j}"; shift
+    [[ -z "$jobs" ]] && { jobs="${1:-}"; shift; }
+fi
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "tests/run.sh: -j takes a whole number >= 1, not '$jobs'" >&2; exit 2; }
 filter="${1:-}"
 logs=build/test-logs
 mkdir -p "$logs"
@@ -34,16 +45,62 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 passed=0; failed=0; failed_names=()
 
+# Tests that hold a bound in seconds (or a timeout that must not fire on a
+# loaded machine), or click through a browser against a clock: these run
+# alone even under -j.  (The MPI tests test_dist and test_dist_agree may
+# share the cores: their deadlines are 60 s and more a step, and both pass
+# with the machine loaded twelve times over.)
+serial_tests=(test_cost_bounds test_hostile test_serve_slow test_serve_load
+              test_serve_guard test_train_profile test_bench test_files browser/)
+is_serial() {
+    local s
+    for s in "${serial_tests[@]}"; do [[ "$1" == *"$s"* ]] && return 0; done
+    return 1
+}
+# the running tests, oldest first: name, pid, log, start (parallel arrays)
+q_name=(); q_pid=(); q_log=(); q_t0=()
+
 run_one() { # name, command...
     local name="$1"; shift
     [[ -n "$filter" && "$name" != *"$filter"* ]] && return
-    local log="$logs/${name//\//_}.log" t0=$SECONDS notes
-    if "$@" >"$log" 2>&1; then
-        passed=$((passed + 1)); printf 'PASS %-40s %4ds' "$name" $((SECONDS - t0))
+    local log="$logs/${name//\//_}.log" t0=$SECONDS
+    if ((jobs == 1)); then
+        local rc=0
+        "$@" >"$log" 2>&1 || rc=$?
+        report "$name" "$log" "$rc" $((SECONDS - t0))
+        return
+    fi
+    if is_serial "$name"; then
+        drain 0
+        local rc=0
+        "$@" >"$log" 2>&1 || rc=$?
+        report "$name" "$log" "$rc" $((SECONDS - t0))
+        return
+    fi
+    drain $((jobs - 1))
+    rm -f "$log.rc"
+    ( rc=0; "$@" >"$log" 2>&1 </dev/null || rc=$?; echo "$rc $((SECONDS - t0))" >"$log.rc" ) &
+    q_name+=("$name"); q_pid+=($!); q_log+=("$log"); q_t0+=("$t0")
+}
+drain() { # N: wait for the oldest running tests until at most N run
+    local rc secs
+    while ((${#q_pid[@]} > $1)); do
+        wait "${q_pid[0]}" 2>/dev/null
+        rc=1; secs=$((SECONDS - q_t0[0]))
+        [[ -f "${q_log[0]}.rc" ]] && read -r rc secs <"${q_log[0]}.rc"
+        rm -f "${q_log[0]}.rc"
+        report "${q_name[0]}" "${q_log[0]}" "$rc" "$secs"
+        q_name=("${q_name[@]:1}"); q_pid=("${q_pid[@]:1}"); q_log=("${q_log[@]:1}"); q_t0=("${q_t0[@]:1}")
+    done
+}
+report() { # name, log, exit status, seconds
+    local name="$1" log="$2"
+    if (($3 == 0)); then
+        passed=$((passed + 1)); printf 'PASS %-40s %4ds' "$name" "$4"
         print_notes "$log"
     else
         failed=$((failed + 1)); failed_names+=("$name")
-        printf 'FAIL %-40s %4ds  (log: %s)' "$name" $((SECONDS - t0)) "$log"
+        printf 'FAIL %-40s %4ds  (log: %s)' "$name" "$4" "$log"
         print_notes "$log"
         tail -n 30 "$log" | sed 's/^/    /'
     fi
@@ -78,6 +135,7 @@ if [[ -x build/asan/ffn ]]; then
             run_one "asan-cli/$(basename "$t" .sh)" env FFN_BIN="$PWD/build/asan/ffn" bash "$t"
     done
 elif [[ -z "$filter" || "asan-cli/" == *"$filter"* ]]; then
+    drain 0
     failed=$((failed + 1)); failed_names+=("asan-cli")
     echo "FAIL asan-cli: build/asan/ffn is missing (make asan-cli)"
 fi
@@ -112,6 +170,7 @@ for level in avx2 scalar; do
 done
 for t in tests/browser/test_*.mjs; do [[ -f "$t" ]] && run_one "browser/$(basename "$t" .mjs)" node "$t"; done
 
+drain 0
 if ((failed)); then printf 'failed: %s\n' "${failed_names[*]}"; fi
 echo "$passed passed, $failed failed"
 ((failed == 0))

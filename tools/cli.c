@@ -337,20 +337,22 @@ int cli_text_piece(const char *bytes, size_t len, void *user) {
     return o->stop_at_newline && o->newlines > 0;
 }
 
+void cli_json_char(FILE *f, unsigned c) {
+    switch (c) {
+    case '"': fputs("\\\"", f); break;
+    case '\\': fputs("\\\\", f); break;
+    case '\n': fputs("\\n", f); break;
+    case '\t': fputs("\\t", f); break;
+    case '\r': fputs("\\r", f); break;
+    default:
+        if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc((int)c, f);
+    }
+}
+
 void cli_json_string(FILE *f, const char *s) {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-        }
-    }
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) cli_json_char(f, *p);
     fputc('"', f);
 }
 
@@ -809,4 +811,41 @@ int64_t cli_peak_rss_bytes(void) {
         if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) break;
     fclose(f);
     return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+char *cli_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        if (cap >= ((size_t)256 << 20)) {
+            free(buf);
+            buf = NULL;
+            errno = EFBIG;
+            break;
+        }
+        char *nb = realloc(buf, cap * 2);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (!buf) return NULL;
+    if (bad) {
+        free(buf);
+        errno = EIO;
+        return NULL;
+    }
+    buf[n < cap ? n : cap - 1] = '\0';
+    *len = n;
+    return buf;
 }

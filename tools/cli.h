@@ -302,8 +302,16 @@ typedef struct cli_text_out {
 } cli_text_out;
 int cli_text_piece(const char *bytes, size_t len, void *user);
 
+/* A whole file of at most 256 MiB, NUL-terminated (malloc'd; *len its
+ * bytes); NULL with errno set on failure (EFBIG when it is larger, EIO on
+ * a read error). */
+char *cli_read_file(const char *path, size_t *len);
+
 /* Write s as a JSON string literal (quotes, escapes) to f. */
 void cli_json_string(FILE *f, const char *s);
+/* One byte of a JSON string's body: '"', '\\', \n, \t, \r escaped, the other
+ * bytes below 0x20 as \u00XX, the rest as they are. */
+void cli_json_char(FILE *f, unsigned c);
 /* v as a JSON number in the printf format fmt ("%.6g"), or null when v is
  * NaN or infinite (JSON has neither): every --json writer prints its
  * numbers through these.  cli_json_num returns the text for a "%s" of a

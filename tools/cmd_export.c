@@ -52,30 +52,6 @@ typedef struct l2c_vocab {
     const char *what;
 } l2c_vocab;
 
-static int read_all(const char *path, char **buf, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    size_t cap = 1 << 16, len = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + len, 1, cap - len, f);
-        len += got;
-        if (len < cap) break;
-        char *nb = realloc(b, cap *= 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-        } else {
-            b = nb;
-        }
-    }
-    fclose(f);
-    if (!b) return -1;
-    *buf = b;
-    *n = len;
-    return 0;
-}
-
 /* What to write beside `out` (v->bytes NULL: nothing); 1 after printing an
  * error. */
 static int l2c_vocab_plan(const char *out, const ffn_checkpoint_info *info, int64_t V, int force,
@@ -89,7 +65,7 @@ static int l2c_vocab_plan(const char *out, const ffn_checkpoint_info *info, int6
     if (info->tokenizer_is_llama2c) {
         name = "tokenizer.bin";
         v->what = "its llama2.c tokenizer.bin";
-        if (read_all(info->tokenizer_path, &v->bytes, &v->n)) {
+        if (!(v->bytes = cli_read_file(info->tokenizer_path, &v->n))) {
             cli_error(CMD, "%s: cannot read the vocabulary", info->tokenizer_path);
             return 1;
         }
@@ -112,7 +88,7 @@ static int l2c_vocab_plan(const char *out, const ffn_checkpoint_info *info, int6
         /* ffn's own vocabulary as its tokenizer file: through a temporary file */
         char tmpl[] = "/tmp/ffn-export-vocab-XXXXXX";
         int fd = mkstemp(tmpl);
-        if (fd < 0 || (close(fd), st = ffn_tokenizer_save(tok, tmpl)) || read_all(tmpl, &v->bytes, &v->n)) {
+        if (fd < 0 || (close(fd), st = ffn_tokenizer_save(tok, tmpl)) || !(v->bytes = cli_read_file(tmpl, &v->n))) {
             if (fd >= 0) unlink(tmpl);
             ffn_vocab_free(voc);
             if (st) cli_fail(CMD, st);
@@ -129,7 +105,7 @@ static int l2c_vocab_plan(const char *out, const ffn_checkpoint_info *info, int6
     else snprintf(v->path, sizeof v->path, "%s", name);
     char *old = NULL;
     size_t on = 0;
-    if (!read_all(v->path, &old, &on)) {
+    if ((old = cli_read_file(v->path, &on))) {
         int same = on == v->n && !memcmp(old, v->bytes, on);
         free(old);
         if (same) {

@@ -38,16 +38,8 @@ static void json_bytes(FILE *f, const char *s, size_t n) {
             i += (size_t)len;
             continue;
         }
-        switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\t': fputs("\\t", f); break;
-        case '\r': fputs("\\r", f); break;
-        default:
-            if (c < 0x20 || c == 0x7F) fprintf(f, "\\u%04x", c);
-            else fputc((int)c, f);
-        }
+        if (c == 0x7F) fputs("\\u007f", f);
+        else cli_json_char(f, c);
         i++;
     }
     fputc('"', f);

@@ -14,14 +14,7 @@
 #include "trace_report.h"
 #include "i18n.h"
 
-/* The page, stylesheet and scripts of tools/report/, embedded at build time
- * (tools/report/embed.c writes build/gen/report_assets.c). */
-typedef struct report_asset {
-    const char *name, *text;
-    size_t size;
-} report_asset;
-extern const report_asset report_assets[];
-extern const size_t report_n_assets;
+#include "report_assets.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -82,44 +75,6 @@ static mode_t path_type(const char *path) {
 
 static int is_dir(const char *path) { return path_type(path) == S_IFDIR; }
 static int is_file(const char *path) { return path_type(path) == S_IFREG; }
-
-/* Read a whole small file (<= 256 MiB); NULL with errno set on failure. */
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        if (cap >= ((size_t)256 << 20)) {
-            free(buf);
-            buf = NULL;
-            errno = EFBIG;
-            break;
-        }
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) return NULL;
-    if (bad) {
-        free(buf);
-        errno = EIO;
-        return NULL;
-    }
-    buf[n < cap ? n : cap - 1] = '\0';
-    *len = n;
-    return buf;
-}
 
 /* JSON writing.  Strings: valid UTF-8 passes through; '<', '>' and '&' are
  * escaped so the data can sit inside a <script> element; a byte that is not
@@ -286,7 +241,7 @@ static int find_runs(rctx *r, const char *dir, run_set *rs) {
     snprintf(path, sizeof path, "%s/compare.json", dir);
     if (is_file(path)) {
         size_t len;
-        char *text = read_file(path, &len);
+        char *text = cli_read_file(path, &len);
         if (!text) return rfail(r, CLI_EXIT_FAIL, "%s: %s", path, strerror(errno));
         ffn_status jst = ffn_json_parse(text, len, path, &rs->compare_doc);
         free(text);
@@ -323,7 +278,7 @@ static int variant_rank(const run_set *rs, const char *variant) {
  * by keeping every k-th step and the last). */
 static int write_curve(rctx *r, const run_info *ri) {
     size_t len;
-    char *text = read_file(ri->metrics, &len);
+    char *text = cli_read_file(ri->metrics, &len);
     if (!text) return rfail(r, CLI_EXIT_FAIL, "%s: %s", ri->metrics, strerror(errno));
     int64_t n_lines = 0;
     for (size_t i = 0; i < len; i++) n_lines += text[i] == '\n';
@@ -1032,7 +987,7 @@ static int write_trace(rctx *r, const run_set *rs) {
     return rc;
 }
 
-static const report_asset *report_asset_named(const char *name, size_t n) {
+const report_asset *report_asset_named(const char *name, size_t n) {
     for (size_t i = 0; i < report_n_assets; i++)
         if (strlen(report_assets[i].name) == n && !memcmp(report_assets[i].name, name, n))
             return &report_assets[i];

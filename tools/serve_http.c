@@ -12,6 +12,7 @@
  * reply is JSON except the assets and that redirect; every error is
  * {"error", "status"}, its paths cut to their last component. */
 #include "serve.h"
+#include "report_assets.h"
 
 #include <microhttpd.h>
 #include <stdlib.h>
@@ -19,13 +20,6 @@
 #include <sys/socket.h>
 #include <time.h>
 
-/* the page's assets, embedded by tools/report/embed.c */
-typedef struct report_asset {
-    const char *name, *text;
-    size_t size;
-} report_asset;
-extern const report_asset report_assets[];
-extern const size_t report_n_assets;
 
 static const struct {
     const char *url, *asset, *type;
@@ -177,12 +171,6 @@ static enum MHD_Result send_error(struct MHD_Connection *c, unsigned status, con
     return send_bytes(c, status, "application/json", buf, n, MHD_RESPMEM_MUST_FREE);
 }
 
-static const report_asset *asset_named(const char *name) {
-    for (size_t i = 0; i < report_n_assets; i++)
-        if (!strcmp(report_assets[i].name, name)) return &report_assets[i];
-    return NULL;
-}
-
 static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
@@ -213,7 +201,7 @@ static enum MHD_Result route(serve_state *s, struct MHD_Connection *c, const cha
         if (strcmp(url, static_files[i].url)) continue;
         if (strcmp(method, "GET") && strcmp(method, "HEAD"))
             return send_error(c, 405, "method not allowed: the page's files are read with GET");
-        const report_asset *a = asset_named(static_files[i].asset);
+        const report_asset *a = report_asset_named(static_files[i].asset, strlen(static_files[i].asset));
         if (!a) return send_error(c, 500, "this build does not embed the page's files");
         return send_bytes(c, 200, static_files[i].type, a->text, a->size, MHD_RESPMEM_PERSISTENT);
     }

@@ -27,17 +27,13 @@
  * (tails included: masked lanes and partial row blocks run the same
  * sequence), on the rows a caller hands to the kernel, or on threads.
  *
- * The including file defines, before including this one:
+ * The including file includes the vector operations of its instruction set
+ * (vec_avx2.h, vec_avx512.h: vf_vec, vf_load, vf_fma, ..., VF_LANES floats
+ * a vector) and defines, before including this one:
  *   WG_NAME                     the function (ffn_wgrad_avx2, ...)
- *   WG_LANES, WG_NV, WG_MR      floats per vector, vectors and rows per tile
- *   wg_vec, wg_mask             the vector type and the tail mask's type
- *   wg_zero(), wg_load(p), wg_store(p, v), wg_bcast(f), wg_fma(a, b, c)
- *   = a·b + c, wg_add(a, b), wg_tail_mask(rem) (the first rem lanes,
- *   0 < rem <= WG_LANES), wg_load_masked(p, m) (lanes outside m read as 0,
- *   never touched), wg_store_masked(p, m, v) (lanes outside m untouched)
- * each as a WG_INLINE function. */
+ *   WG_NV, WG_MR                vectors and rows per tile */
 #ifndef WG_NAME
-#error "define WG_NAME and the vector operations before including wgrad_impl.h"
+#error "include vec_<isa>.h and define WG_NAME before including wgrad_impl.h"
 #endif
 
 #include "kernels/kernels.h"
@@ -49,32 +45,32 @@
 #endif
 
 #define WG_KC FFN_WGRAD_KC
-#define WG_NR (WG_LANES * WG_NV)
+#define WG_NR (VF_LANES * WG_NV)
 
 /* One tile: C (mr, nv vectors) += Σ_k ap[k][r] · bp[k][·] (a packed panel,
  * WG_NR floats per k, zero-padded); when `tail`, the last vector of C
  * covers only the lanes in m. */
-WG_INLINE void wg_tile(const int mr, const int nv, const int tail, wg_mask m, float *C,
+VF_INLINE void wg_tile(const int mr, const int nv, const int tail, vf_mask m, float *C,
                        int64_t ldc, const float *ap, const float *bp, int64_t kc) {
-    wg_vec acc[WG_MR][WG_NV];
+    vf_vec acc[WG_MR][WG_NV];
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++) {
-            __builtin_prefetch(C + r * ldc + v * WG_LANES, 1, 3);
-            acc[r][v] = wg_zero();
+            __builtin_prefetch(C + r * ldc + v * VF_LANES, 1, 3);
+            acc[r][v] = vf_zero();
         }
     }
     for (int64_t k = 0; k < kc; k++) {
         const float *b = bp + k * WG_NR, *a = ap + k * WG_MR;
-        wg_vec bv[WG_NV];
+        vf_vec bv[WG_NV];
 #pragma GCC unroll 8
-        for (int v = 0; v < nv; v++) bv[v] = wg_load(b + v * WG_LANES);
+        for (int v = 0; v < nv; v++) bv[v] = vf_load(b + v * VF_LANES);
 #pragma GCC unroll 8
         for (int r = 0; r < mr; r++) {
-            wg_vec av = wg_bcast(a[r]);
+            vf_vec av = vf_bcast(a[r]);
 #pragma GCC unroll 8
-            for (int v = 0; v < nv; v++) acc[r][v] = wg_fma(av, bv[v], acc[r][v]);
+            for (int v = 0; v < nv; v++) acc[r][v] = vf_fma(av, bv[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 8
@@ -83,16 +79,16 @@ WG_INLINE void wg_tile(const int mr, const int nv, const int tail, wg_mask m, fl
 #pragma GCC unroll 8
         for (int v = 0; v < nv; v++) {
             if (tail && v == nv - 1)
-                wg_store_masked(c + v * WG_LANES, m,
-                                wg_add(wg_load_masked(c + v * WG_LANES, m), acc[r][v]));
+                vf_store_masked(c + v * VF_LANES, m,
+                                vf_add(vf_load_masked(c + v * VF_LANES, m), acc[r][v]));
             else
-                wg_store(c + v * WG_LANES, wg_add(wg_load(c + v * WG_LANES), acc[r][v]));
+                vf_store(c + v * VF_LANES, vf_add(vf_load(c + v * VF_LANES), acc[r][v]));
         }
     }
 }
 
 /* wg_tile with mr (1..WG_MR) made a compile-time constant */
-WG_INLINE void wg_rows(int mr, const int nv, const int tail, wg_mask m, float *C, int64_t ldc,
+VF_INLINE void wg_rows(int mr, const int nv, const int tail, vf_mask m, float *C, int64_t ldc,
                        const float *ap, const float *bp, int64_t kc) {
     switch (mr) {
     case 6: wg_tile(6, nv, tail, m, C, ldc, ap, bp, kc); break;
@@ -108,11 +104,11 @@ WG_INLINE void wg_rows(int mr, const int nv, const int tail, wg_mask m, float *C
 static void wg_any(int mr, int64_t w, float *C, int64_t ldc, const float *ap, const float *bp,
                    int64_t kc) {
     if (w == WG_NR) {
-        wg_rows(mr, WG_NV, 0, wg_tail_mask(WG_LANES), C, ldc, ap, bp, kc);
+        wg_rows(mr, WG_NV, 0, vf_tail_mask(VF_LANES), C, ldc, ap, bp, kc);
         return;
     }
-    int nv = (int)((w + WG_LANES - 1) / WG_LANES);
-    wg_mask m = wg_tail_mask((int)(w - (int64_t)(nv - 1) * WG_LANES));
+    int nv = (int)((w + VF_LANES - 1) / VF_LANES);
+    vf_mask m = vf_tail_mask((int)(w - (int64_t)(nv - 1) * VF_LANES));
     switch (nv) {
 #if WG_NV >= 4
     case 4: wg_rows(mr, 4, 1, m, C, ldc, ap, bp, kc); break;
@@ -135,7 +131,7 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
         int64_t group = (FFN_WGRAD_CHUNK_FLOATS / kc) / WG_MR * WG_MR;
         if (group < WG_MR) group = WG_MR;
         const float *Ak = A + k0 * lda, *Bk = B + k0 * ldb;
-        const wg_mask m6 = wg_tail_mask(WG_MR);
+        const vf_mask m6 = vf_tail_mask(WG_MR);
         for (int64_t g0 = 0; g0 < M; g0 += group) {
             int64_t g1 = g0 + group < M ? g0 + group : M, rows = g1 - g0;
             /* A's rows [g0, g1) as blocks [block][k][WG_MR], the last
@@ -145,7 +141,7 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                 const float *a = Ak + k * lda + g0;
                 float *dst = ap + k * WG_MR;
                 for (int64_t b = 0; b < full; b++, a += WG_MR, dst += kc * WG_MR)
-                    wg_store_masked(dst, m6, wg_load_masked(a, m6)); /* (not memcpy: rep movs) */
+                    vf_store_masked(dst, m6, vf_load_masked(a, m6)); /* (not memcpy: rep movs) */
                 for (int r = 0; r < WG_MR && rest; r++) dst[r] = r < rest ? a[r] : 0.0f;
             }
             for (int64_t j0 = 0; j0 < N; j0 += nc_max) {
@@ -162,7 +158,7 @@ void WG_NAME(float *C, int64_t ldc, const float *A, int64_t lda, const float *B,
                         if (w == WG_NR) {
 #pragma GCC unroll 8
                             for (int v = 0; v < WG_NV; v++)
-                                wg_store(dst + v * WG_LANES, wg_load(src + v * WG_LANES));
+                                vf_store(dst + v * VF_LANES, vf_load(src + v * VF_LANES));
                         } else {
                             memcpy(dst, src, (size_t)w * sizeof(float));
                             memset(dst + w, 0, (size_t)(WG_NR - w) * sizeof(float));

@@ -358,6 +358,22 @@ ffn_status ffn_model_tap_select(ffn_model *m, const char *name) {
     return FFN_OK;
 }
 
+/* *out: the (B·T, cols) rows at data, of layer l's point p */
+static ffn_status view_of(ffn_tap_view *out, const void *data, int is_int32, int64_t B, int64_t T,
+                          int64_t cols, int64_t pos0, int64_t l, int p) {
+    memset(out, 0, sizeof *out);
+    out->data = data;
+    out->is_int32 = is_int32;
+    out->rows = B * T;
+    out->cols = cols;
+    out->B = B;
+    out->T = T;
+    out->pos0 = pos0;
+    out->layer = l;
+    out->point = (ffn_tap_point)p;
+    return FFN_OK;
+}
+
 ffn_status ffn_model_tap_read(const ffn_model *m, const char *name, ffn_tap_view *out) {
     if (!m || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_tap_read: NULL argument");
     int64_t l;
@@ -372,16 +388,8 @@ ffn_status ffn_model_tap_read(const ffn_model *m, const char *name, ffn_tap_view
     if (!s->filled)
         return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': no forward has run since it was "
                          "selected", name);
-    out->data = s->buf;
-    out->is_int32 = p == FFN_TAP_EXPERT_IDS;
-    out->rows = t->B * t->T;
-    out->cols = p == FFN_TAP_ATTN_PROBS ? t->H * t->S : point_width(t, l, p);
-    out->B = t->B;
-    out->T = t->T;
-    out->pos0 = t->pos0;
-    out->layer = l;
-    out->point = (ffn_tap_point)p;
-    return FFN_OK;
+    return view_of(out, s->buf, p == FFN_TAP_EXPERT_IDS, t->B, t->T,
+                   p == FFN_TAP_ATTN_PROBS ? t->H * t->S : point_width(t, l, p), t->pos0, l, p);
 }
 
 static ffn_status check_patch(ffn_model *m, const char *name, int64_t position, ffn_tap_op op,
@@ -667,15 +675,7 @@ ffn_status ffn_model_tap_read_grad(const ffn_model *m, const char *name, ffn_tap
     if (!t->grad_filled[i])
         return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': no ffn_model_forward_backward_taps has "
                          "run since its gradient was selected", name);
-    memset(out, 0, sizeof *out);
-    out->data = t->grad[i];
-    out->rows = t->gB * t->gT;
-    out->cols = t->D;
-    out->B = t->gB;
-    out->T = t->gT;
-    out->layer = l;
-    out->point = (ffn_tap_point)p;
-    return FFN_OK;
+    return view_of(out, t->grad[i], 0, t->gB, t->gT, t->D, 0, l, p);
 }
 
 ffn_status ffn_taps_train_begin(ffn_taps *t, int64_t B, int64_t T, const char *fn) {
