@@ -603,16 +603,166 @@ static int run_step(int argc, char **argv) {
     return st ? CLI_EXIT_FAIL : 0;
 }
 
+/* ---- inspect: one feature ------------------------------------------------------------------- */
+
+/* tokens [a, b) decoded (after token a-1), into a malloc'd string with newlines as ⏎ */
+static char *decode_span(const ffn_vocab *v, const int32_t *tok, int64_t a, int64_t b) {
+    char *text = NULL;
+    size_t n = 0;
+    if (b <= a) return strdup("");
+    if (ffn_vocab_decode(v, a > 0 ? tok[a - 1] : -1, tok + a, b - a, &text, &n)) return strdup("?");
+    for (size_t i = 0; i < n; i++)
+        if (text[i] == '\n' || text[i] == '\r' || text[i] == '\t') text[i] = ' ';
+    return text;
+}
+
+static int run_inspect(int argc, char **argv) {
+    const char *model = NULL, *file = NULL, *data = NULL;
+    int64_t feature = -1, top = 10, promoted = 10, context = 8, threads = 0, max_tokens = 20000;
+    int json = 0;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--feature", &feature, "I", 0, INT32_MAX, "the feature (required)"),
+         .def = ""},
+        {CLI_INT_FIELDS("--top", &top, "N", 1, 10000, "top-activating contexts")},
+        {CLI_INT_FIELDS("--promoted", &promoted, "P", 1, 10000,
+                        "tokens the feature's decoder row promotes (and suppresses) most")},
+        {CLI_INT_FIELDS("--context", &context, "C", 0, 1000, "tokens shown before each one")},
+        {CLI_INT_FIELDS("--max-tokens", &max_tokens, "N", 1, INT64_MAX,
+                        "tokens of the held-out text read")},
+        {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
+         .help = "text to read (default: the model's recorded training text; its held-out "
+                 "last 10%)"},
+        CLI_OPT_THREADS(&threads),
+        CLI_OPT_JSON(&json, "one JSON object on stdout"),
+        {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model),
+                           {.name = "FILE", .dst = &file, .required = 1,
+                            .help = "a transcoder or SAE file"},
+                           {0}};
+    const cli_spec spec = {"transcoder inspect", "MODEL FILE --feature I [options]",
+                           "Shows one feature of a transcoder or SAE as `ffn inspect keys` "
+                           "shows a neuron:\nits top-activating contexts in the model's "
+                           "held-out text and its logit effect\nU (g * d_I), the tokens its "
+                           "decoder row d_I promotes and suppresses most.", epilog, opts, pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (feature < 0) return cli_usage_error("transcoder inspect", "--feature I is required");
+    session s;
+    ffn_transcoder *tc = NULL;
+    ffn_status st = ffn_tc_load(file, &tc);
+    if (st) return cli_fail(CMD, st);
+    if ((rc = session_open(model, data, threads, 1, 0, &s))) {
+        ffn_tc_free(tc);
+        session_free(&s);
+        return rc;
+    }
+    const ffn_tc_config *c = ffn_tc_get_config(tc);
+    if (feature >= c->features) {
+        ffn_tc_free(tc);
+        session_free(&s);
+        return cli_usage_error("transcoder inspect", "--feature %lld: the file has %lld features "
+                               "(0..%lld)", (long long)feature, (long long)c->features,
+                               (long long)c->features - 1);
+    }
+    const int64_t V = ffn_model_get_config(s.model)->vocab_size;
+    const int32_t *tok = s.tokens + s.n_train;
+    int64_t n_tok = s.n_tokens - s.n_train;
+    if (n_tok > max_tokens) n_tok = max_tokens;
+    int64_t *at = malloc((size_t)top * sizeof *at), found = 0;
+    float *act = malloc((size_t)top * sizeof *act), *lens = malloc((size_t)V * sizeof *lens);
+    int32_t *order = malloc((size_t)V * sizeof *order);
+    if (!at || !act || !lens || !order) st = FFN_ERR_NOMEM;
+    if (!st) st = ffn_tc_top_activations(s.ctx, s.model, tc, feature, tok, n_tok, top, at, act,
+                                         &found);
+    if (!st) st = ffn_tc_feature_logits(s.model, tc, feature, lens);
+    if (st) {
+        rc = cli_fail(CMD, st);
+    } else {
+        /* tokens by lens, descending (stable on id) */
+        for (int64_t i = 0; i < V; i++) order[i] = (int32_t)i;
+        for (int64_t i = 1; i < V; i++) { /* insertion sort is fine for a vocabulary */
+            const int32_t o = order[i];
+            int64_t j = i;
+            while (j > 0 && lens[order[j - 1]] < lens[o]) {
+                order[j] = order[j - 1];
+                j--;
+            }
+            order[j] = o;
+        }
+        const int64_t P = promoted < V ? promoted : V;
+        if (json) {
+            printf("{\"file\": ");
+            cli_json_string(stdout, file);
+            printf(", \"kind\": \"%s\", \"layer\": %lld, \"feature\": %lld, \"tokens_read\": %lld, "
+                   "\"contexts\": [", ffn_tc_kind_name(c->kind), (long long)c->layer,
+                   (long long)feature, (long long)n_tok);
+        } else {
+            printf("%s feature %lld of layer %lld (%s): top contexts in %lld held-out tokens\n",
+                   ffn_tc_kind_name(c->kind), (long long)feature, (long long)c->layer, file,
+                   (long long)n_tok);
+        }
+        for (int64_t i = 0; i < found; i++) {
+            const int64_t t = at[i], a0 = t - context > 0 ? t - context : 0;
+            char *before = decode_span(s.vocab, tok, a0, t), *here = decode_span(s.vocab, tok, t, t + 1);
+            char *next = decode_span(s.vocab, tok, t + 1, t + 2 < n_tok ? t + 2 : n_tok);
+            if (json) {
+                printf("%s{\"position\": %lld, \"activation\": %s, \"token\": %d, \"before\": ",
+                       i ? ", " : "", (long long)t, num(act[i]), tok[t]);
+                cli_json_string(stdout, before);
+                printf(", \"text\": ");
+                cli_json_string(stdout, here);
+                printf(", \"next\": ");
+                cli_json_string(stdout, next);
+                printf("}");
+            } else {
+                printf("  %8.3f  ...%s[%s]%s\n", act[i], before, here, next);
+            }
+            free(before);
+            free(here);
+            free(next);
+        }
+        if (!json && found == 0) printf("  (never active in these tokens)\n");
+        for (int side = 0; side < 2; side++) {
+            if (json) printf("%s\"%s\": [", side ? ", " : "], ", side ? "suppressed" : "promoted");
+            else printf("%s (U (g * d), %s):\n", side ? "suppresses" : "promotes",
+                        side ? "most negative" : "largest");
+            for (int64_t i = 0; i < P; i++) {
+                const int32_t id = side ? order[V - 1 - i] : order[i];
+                char *t1 = decode_span(s.vocab, &id, 0, 1);
+                if (json) {
+                    printf("%s{\"token\": %d, \"text\": ", i ? ", " : "", id);
+                    cli_json_string(stdout, t1);
+                    printf(", \"logit\": %s}", num(lens[id]));
+                } else {
+                    printf("  %9.4f  %s\n", lens[id], t1);
+                }
+                free(t1);
+            }
+            if (json) printf("]");
+        }
+        if (json) printf("}\n");
+    }
+    free(at);
+    free(act);
+    free(lens);
+    free(order);
+    ffn_tc_free(tc);
+    session_free(&s);
+    return rc;
+}
+
 int cmd_transcoder(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "train")) return run_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "eval")) return run_eval(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "step")) return run_step(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: ffn transcoder train MODEL --layer L --out FILE [options]\n"
                "       ffn transcoder eval MODEL FILE... [options]\n"
+               "       ffn transcoder inspect MODEL FILE --feature I [options]\n"
                "       ffn transcoder step IN OUT [--steps N] (tests, benchmarks)\n\n%s\n\n"
                "see 'ffn transcoder train --help' for the flags.\n", about);
         return 0;
     }
-    return cli_usage_error("transcoder", "expected a subcommand: train, eval or step");
+    return cli_usage_error("transcoder", "expected a subcommand: train, eval, inspect or step");
 }

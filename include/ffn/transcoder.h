@@ -169,6 +169,27 @@ ffn_status ffn_tc_evaluate(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder 
                            const int32_t *tokens, int64_t n_tok, int64_t windows,
                            ffn_tc_eval *out);
 
+/* ---- Reading a feature ------------------------------------------------------------ */
+
+/* Logit effect of feature j: lens (V) = U · (g ⊙ d_j), d_j its decoder row,
+ * g the final norm's weight, U the output embedding (as
+ * ffn_inspect_value_logits for a neuron's value vector). */
+ffn_status ffn_tc_feature_logits(ffn_model *model, const ffn_transcoder *tc, int64_t feature,
+                                 float *lens);
+
+/* The codes of every position of tokens (n_tok), run through the model in
+ * consecutive windows of at most max_seq tokens (B = 1): idx (n_tok, k) and
+ * val (n_tok, k) as ffn_tc_forward. */
+ffn_status ffn_tc_codes(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                        const int32_t *tokens, int64_t n_tok, int32_t *idx, float *val);
+
+/* The n_top positions of tokens (n_tok) where feature j is most active
+ * (by ffn_tc_codes): at (n_top) positions, act (n_top) activations, largest
+ * first (equal: earlier first); *n_found <= n_top of them are > 0. */
+ffn_status ffn_tc_top_activations(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                                  int64_t feature, const int32_t *tokens, int64_t n_tok,
+                                  int64_t n_top, int64_t *at, float *act, int64_t *n_found);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,6 +9,7 @@
 #include "base/common.h"
 #include "ffn/tap.h"
 #include "nn/tap_internal.h"
+#include "topk.h"
 #include "transcoder_internal.h"
 
 #include <math.h>
@@ -178,5 +179,105 @@ done:
     free(fired);
     free(sum);
     free(sum2);
+    return st;
+}
+
+/* ---- reading a feature ------------------------------------------------------------ */
+
+static const float *model_tensor(ffn_model *m, const char *name, int64_t rows, int64_t cols) {
+    const ffn_model_tensor *t = ffn_model_find_tensor(m, name);
+    if (!t) return NULL;
+    const int64_t n = t->ndim == 1 ? t->shape[0] : t->shape[0] * t->shape[1];
+    if (n != rows * cols) return NULL;
+    return ffn_model_params(m, NULL) + t->offset;
+}
+
+ffn_status ffn_tc_feature_logits(ffn_model *m, const ffn_transcoder *tc, int64_t j, float *lens) {
+    if (!m || !tc || !lens)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_feature_logits: NULL argument");
+    const ffn_model_config *c = ffn_model_get_config(m);
+    const int64_t V = c->vocab_size, D = c->hidden_size;
+    ffn_status st = check_layer(m, tc->cfg.kind, tc->cfg.layer, tc->cfg.d_model);
+    if (st) return st;
+    if (j < 0 || j >= tc->cfg.features)
+        return ffn_error(FFN_ERR_INVALID_ARG, "feature %lld out of range (the transcoder has "
+                         "%lld: 0..%lld)", (long long)j, (long long)tc->cfg.features,
+                         (long long)tc->cfg.features - 1);
+    const float *U = c->tie_word_embeddings ? model_tensor(m, "model.embed_tokens.weight", V, D)
+                                            : model_tensor(m, "lm_head.weight", V, D);
+    const float *g = model_tensor(m, "model.norm.weight", D, 1);
+    if (!U || !g)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "transcoder: the model's output embedding or "
+                         "model.norm.weight is not in its fp32 table (load it without "
+                         "low-precision weights)");
+    const float *dj = tc->p + tc->off_W_dec + j * D;
+    double *gv = malloc((size_t)D * sizeof *gv);
+    if (!gv) return ffn_error(FFN_ERR_NOMEM, "transcoder: out of memory");
+    const double off = (double)(float)c->norm_weight_offset;
+    for (int64_t d = 0; d < D; d++) gv[d] = ((double)g[d] + off) * (double)dj[d];
+    for (int64_t t = 0; t < V; t++) {
+        double acc = 0;
+        for (int64_t d = 0; d < D; d++) acc += (double)U[t * D + d] * gv[d];
+        lens[t] = (float)acc;
+    }
+    free(gv);
+    return FFN_OK;
+}
+
+ffn_status ffn_tc_codes(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder *tc,
+                        const int32_t *tokens, int64_t n_tok, int32_t *idx, float *val) {
+    if (!ctx || !m || !tc || !tokens || n_tok < 1 || !idx || !val)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_codes: bad arguments");
+    const int64_t D = tc->cfg.d_model, k = tc->cfg.k;
+    ffn_status st = check_layer(m, tc->cfg.kind, tc->cfg.layer, D);
+    if (st) return st;
+    int64_t max_n, max_seq;
+    ffn_model_rows(m, &max_n, &max_seq);
+    const int64_t T = n_tok < max_seq ? n_tok : max_seq;
+    float *x = malloc((size_t)(T * D) * sizeof *x), *y = malloc((size_t)(T * D) * sizeof *y);
+    int32_t *tgt = malloc((size_t)T * sizeof *tgt);
+    if (!x || !y || !tgt) st = ffn_error(FFN_ERR_NOMEM, "transcoder: out of memory");
+    for (int64_t t = 0; t < T && !st; t++) tgt[t] = FFN_IGNORE_INDEX;
+    ffn_taps *stash = ffn_model_taps_stash(m);
+    for (int64_t at = 0; at < n_tok && !st; at += T) {
+        const int64_t len = n_tok - at < T ? n_tok - at : T;
+        ffn_model_taps_clear(m);
+        st = capture_rows(m, tc->cfg.kind, tc->cfg.layer, tokens + at, tgt, 1, len, x, y, NULL,
+                          NULL);
+        if (!st) st = ffn_tc_forward(ctx, tc, x, len, NULL, idx + at * k, val + at * k);
+    }
+    ffn_model_taps_restore(m, stash);
+    free(x);
+    free(y);
+    free(tgt);
+    return st;
+}
+
+ffn_status ffn_tc_top_activations(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder *tc,
+                                  int64_t j, const int32_t *tokens, int64_t n_tok, int64_t n_top,
+                                  int64_t *at, float *act, int64_t *n_found) {
+    if (!at || !act || n_top < 1 || !tc)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_top_activations: bad arguments");
+    if (j < 0 || j >= tc->cfg.features)
+        return ffn_error(FFN_ERR_INVALID_ARG, "feature %lld out of range (the transcoder has "
+                         "%lld: 0..%lld)", (long long)j, (long long)tc->cfg.features,
+                         (long long)tc->cfg.features - 1);
+    const int64_t k = tc->cfg.k;
+    int32_t *idx = malloc((size_t)(n_tok * k) * sizeof *idx);
+    float *val = malloc((size_t)(n_tok * k) * sizeof *val);
+    ffn_status st = !idx || !val ? ffn_error(FFN_ERR_NOMEM, "transcoder: out of memory")
+                                 : ffn_tc_codes(ctx, m, tc, tokens, n_tok, idx, val);
+    int64_t kept = 0;
+    for (int64_t t = 0; t < n_tok && !st; t++)
+        for (int64_t s = 0; s < k; s++)
+            if (idx[t * k + s] == j && val[t * k + s] > 0)
+                ffn_topk_push_i64(act, at, &kept, n_top, val[t * k + s], t);
+    if (n_found) *n_found = st ? 0 : kept;
+    for (int64_t i = kept; i < n_top; i++) {
+        at[i] = -1;
+        act[i] = 0;
+    }
+    free(idx);
+    free(val);
     return st;
 }
