@@ -658,11 +658,11 @@ static int run_inspect(int argc, char **argv) {
     }
     const ffn_tc_config *c = ffn_tc_get_config(tc);
     if (feature >= c->features) {
+        const long long nf = (long long)c->features;
         ffn_tc_free(tc);
         session_free(&s);
         return cli_usage_error("transcoder inspect", "--feature %lld: the file has %lld features "
-                               "(0..%lld)", (long long)feature, (long long)c->features,
-                               (long long)c->features - 1);
+                               "(0..%lld)", (long long)feature, nf, nf - 1);
     }
     const int64_t V = ffn_model_get_config(s.model)->vocab_size;
     const int32_t *tok = s.tokens + s.n_train;
