@@ -9,6 +9,7 @@
 #include "ffn/checkpoint.h"
 #include "ffn/rng.h"
 #include "ffn/safetensors.h"
+#include "ffn/tap.h"
 #include "ffn/transcoder.h"
 
 #include <math.h>
@@ -751,7 +752,263 @@ static int run_inspect(int argc, char **argv) {
     return rc;
 }
 
+/* ---- purity: neurons against features on the facts ------------------------------------------ */
+
+#define MAX_SIZES 16
+
+typedef struct unit_set {
+    const char *name;   /* "neurons", a file name */
+    const char *kind;   /* "neuron", "transcoder", "sae" */
+    int64_t U;
+    float *act;         /* (S, U) */
+    double purity[2], chance[2];
+    int64_t scored[2], needed[2];
+    double acc[2][MAX_SIZES];
+    int64_t sizes[MAX_SIZES], n_sizes;
+} unit_set;
+
+static int run_purity(int argc, char **argv) {
+    const char *model = NULL, *facts_path = NULL, *files[MAX_FILES];
+    int n_files = 0, json = 0;
+    int64_t layer = -1, top = 10, threads = 0;
+    double target = 0.9;
+    const cli_opt opts[] = {
+        {CLI_INT_FIELDS("--layer", &layer, "L", 0, 1 << 20, "the layer (" CLI_LAYER_HELP
+                        "; required; the files must be of this layer)"), .def = ""},
+        {.name = "--file", .type = CLI_PATH, .dst = files, .metavar = "FILE",
+         .max_count = MAX_FILES, .count = &n_files,
+         .help = "a transcoder or SAE file of that layer (repeat for several)"},
+        {.name = "--facts", .type = CLI_PATH, .dst = &facts_path, .metavar = "FILE",
+         .help = "a facts file (JSON lines; default: the built-in facts corpus the model was "
+                 "trained on)"},
+        {CLI_INT_FIELDS("--top", &top, "N", 1, 100000, "a unit's top activations scored")},
+        {CLI_FLOAT_FIELDS("--accuracy", &target, "A", 0, 1, "the readout accuracy asked for")},
+        CLI_OPT_THREADS(&threads),
+        CLI_OPT_JSON(&json, "one JSON object on stdout"),
+        {0}};
+    const cli_pos pos[] = {CLI_POS_MODEL(&model), {0}};
+    const cli_spec spec = {
+        "transcoder purity", "MODEL --layer L [--file FILE]... [options]",
+        "Superposition measured on the facts: every prompt and paraphrase of every fact\n"
+        "is run through the model, and at its last token (where the object is\n"
+        "predicted) layer L's neurons (m, the input of down_proj) and the features of\n"
+        "each --file are read.  For each kind of unit:\n"
+        "  purity     the share of a unit's --top largest (positive) activations that\n"
+        "             have one relation (or one object), averaged over the units active\n"
+        "             on at least --top prompts; 'chance' is the same share for prompts\n"
+        "             drawn at random;\n"
+        "  readout    the fewest units (1, 2, 4, ..., the best by correlation ratio)\n"
+        "             from which a ridge least-squares classifier, fitted on the prompt\n"
+        "             and all but the last paraphrase, names the relation (or object)\n"
+        "             of the last paraphrases with accuracy >= --accuracy.\n"
+        "A feature basis that is less superposed than the neurons shows higher purity\n"
+        "and needs fewer units.", epilog, opts, pos};
+    int rc;
+    if (cli_parse(&spec, argc, argv, &rc)) return rc;
+    if (layer < 0) return cli_usage_error("transcoder purity", "--layer L is required");
+    session s;
+    if ((rc = session_open(model, NULL, threads, 1, 0, &s))) {
+        session_free(&s);
+        return rc;
+    }
+    const ffn_model_config *mc = ffn_model_get_config(s.model);
+    if ((rc = cli_check_layer("transcoder purity", layer, mc->num_hidden_layers))) {
+        session_free(&s);
+        return rc;
+    }
+    ffn_facts *facts = NULL;
+    ffn_status st = facts_path ? ffn_facts_load(facts_path, &facts) : edit_source_facts(model, &facts);
+    if (!st && !facts) {
+        cli_error(CMD, "%s was not trained on the built-in facts corpus; give --facts FILE", model);
+        session_free(&s);
+        return CLI_EXIT_USAGE;
+    }
+    unit_set sets[MAX_FILES + 1];
+    memset(sets, 0, sizeof sets);
+    int n_sets = 0;
+    int64_t S = 0, D = mc->hidden_size, V = mc->vocab_size;
+    int64_t F = 0;
+    float *X = NULL, *Y = NULL, *logits = NULL;
+    int32_t *lab[2] = {NULL, NULL};
+    unsigned char *is_test = NULL;
+    int64_t n_cls[2] = {0, 0};
+    char **names[2] = {NULL, NULL};
+    if (st) goto fail;
+    for (int64_t f = 0; f < facts->n_facts; f++) S += 1 + facts->facts[f].n_paraphrases;
+    X = malloc((size_t)(S * D) * sizeof *X);
+    Y = malloc((size_t)(S * D) * sizeof *Y);
+    logits = malloc((size_t)(mc->max_position_embeddings * V) * sizeof *logits);
+    is_test = calloc((size_t)S, 1);
+    for (int a = 0; a < 2; a++) {
+        lab[a] = malloc((size_t)S * sizeof *lab[a]);
+        names[a] = calloc((size_t)S, sizeof *names[a]);
+    }
+    if (!X || !Y || !logits || !is_test || !lab[0] || !lab[1] || !names[0] || !names[1]) {
+        st = FFN_ERR_NOMEM;
+        goto fail;
+    }
+    char tm[64], tin[64], tout[64];
+    ffn_tap_name(tm, sizeof tm, layer, FFN_TAP_M);
+    ffn_tap_name(tin, sizeof tin, layer, FFN_TAP_MLP_IN);
+    ffn_tap_name(tout, sizeof tout, layer, FFN_TAP_MLP_OUT);
+    if ((st = ffn_model_tap_select(s.model, tm)) || (st = ffn_model_tap_select(s.model, tin)) ||
+        (st = ffn_model_tap_select(s.model, tout)) ||
+        (st = ffn_model_tap_lookup(s.model, tm, NULL, NULL, &F)))
+        goto fail;
+    sets[0].name = "neurons";
+    sets[0].kind = "neuron";
+    sets[0].U = F;
+    if (!(sets[0].act = malloc((size_t)(S * F) * sizeof(float)))) {
+        st = FFN_ERR_NOMEM;
+        goto fail;
+    }
+    n_sets = 1;
+    int64_t si = 0;
+    for (int64_t f = 0; f < facts->n_facts && !st; f++) {
+        const ffn_fact *fa = &facts->facts[f];
+        const char *attr[2] = {fa->relation, fa->object};
+        for (int64_t p = 0; p <= fa->n_paraphrases && !st; p++, si++) {
+            const char *text = p == 0 ? fa->prompt : fa->paraphrases[p - 1];
+            int32_t *ids = NULL;
+            int64_t n = 0;
+            if ((st = ffn_vocab_encode(s.vocab, text, strlen(text), 0, &ids, &n))) break;
+            if (n < 1 || n > mc->max_position_embeddings) {
+                free(ids);
+                st = ffn_set_error(FFN_ERR_INVALID_ARG, "fact %lld: prompt '%s' is %lld tokens",
+                                   (long long)fa->id, text, (long long)n);
+                break;
+            }
+            st = ffn_model_logits(s.model, logits, ids, 1, n);
+            free(ids);
+            ffn_tap_view v;
+            if (!st && !(st = ffn_model_tap_read(s.model, tm, &v)))
+                memcpy(sets[0].act + si * F, (const float *)v.data + (n - 1) * F, (size_t)F * sizeof(float));
+            if (!st && !(st = ffn_model_tap_read(s.model, tin, &v)))
+                memcpy(X + si * D, (const float *)v.data + (n - 1) * D, (size_t)D * sizeof(float));
+            if (!st && !(st = ffn_model_tap_read(s.model, tout, &v)))
+                memcpy(Y + si * D, (const float *)v.data + (n - 1) * D, (size_t)D * sizeof(float));
+            is_test[si] = p == fa->n_paraphrases && p > 0;
+            for (int a = 0; a < 2; a++) { /* the attribute's class: its first sample's index */
+                int64_t c = 0;
+                while (c < n_cls[a] && strcmp(names[a][c], attr[a]) != 0) c++;
+                if (c == n_cls[a]) names[a][n_cls[a]++] = (char *)attr[a];
+                lab[a][si] = (int32_t)c;
+            }
+        }
+    }
+    ffn_model_taps_clear(s.model);
+    if (st) goto fail;
+    for (int i = 0; i < n_files && !st; i++) {
+        ffn_transcoder *tc = NULL;
+        if ((st = ffn_tc_load(files[i], &tc))) break;
+        const ffn_tc_config *c = ffn_tc_get_config(tc);
+        if (c->layer != layer || c->d_model != D) {
+            st = ffn_set_error(FFN_ERR_INVALID_ARG, "%s: a %s of layer %lld (width %lld); --layer "
+                               "is %lld (width %lld)", files[i], ffn_tc_kind_name(c->kind),
+                               (long long)c->layer, (long long)c->d_model, (long long)layer,
+                               (long long)D);
+            ffn_tc_free(tc);
+            break;
+        }
+        unit_set *u = &sets[n_sets++];
+        u->name = files[i];
+        u->kind = ffn_tc_kind_name(c->kind);
+        u->U = c->features;
+        const int64_t k = c->k;
+        int32_t *idx = malloc((size_t)(S * k) * sizeof *idx);
+        float *val = malloc((size_t)(S * k) * sizeof *val);
+        u->act = calloc((size_t)(S * u->U), sizeof(float));
+        if (!idx || !val || !u->act) st = FFN_ERR_NOMEM;
+        if (!st) st = ffn_tc_forward(s.ctx, tc, c->kind == FFN_TC_KIND_SAE ? Y : X, S, NULL, idx, val);
+        for (int64_t r = 0; r < S && !st; r++)
+            for (int64_t q = 0; q < k; q++) u->act[r * u->U + idx[r * k + q]] = val[r * k + q];
+        free(idx);
+        free(val);
+        ffn_tc_free(tc);
+    }
+    for (int i = 0; i < n_sets && !st; i++) {
+        unit_set *u = &sets[i];
+        for (int64_t m = 1; u->n_sizes < MAX_SIZES; m *= 2) {
+            const int64_t mm = m < u->U ? m : u->U;
+            if (mm > 1024) break;
+            u->sizes[u->n_sizes++] = mm;
+            if (mm == u->U) break;
+        }
+        for (int a = 0; a < 2 && !st; a++) {
+            st = ffn_purity(u->act, S, u->U, lab[a], n_cls[a], top < S ? top : S, &u->purity[a],
+                            &u->scored[a], &u->chance[a]);
+            if (!st) st = ffn_readout(u->act, S, u->U, lab[a], n_cls[a], is_test, u->sizes,
+                                      u->n_sizes, target, u->acc[a], &u->needed[a]);
+        }
+    }
+    if (st) goto fail;
+    static const char *const attr_names[2] = {"relation", "object"};
+    if (json) {
+        printf("{\"layer\": %lld, \"samples\": %lld, \"top\": %lld, \"accuracy\": %s, "
+               "\"classes\": {\"relation\": %lld, \"object\": %lld}, \"units\": [",
+               (long long)layer, (long long)S, (long long)top, num(target), (long long)n_cls[0],
+               (long long)n_cls[1]);
+        for (int i = 0; i < n_sets; i++) {
+            const unit_set *u = &sets[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            cli_json_string(stdout, u->name);
+            printf(", \"kind\": \"%s\", \"count\": %lld", u->kind, (long long)u->U);
+            for (int a = 0; a < 2; a++) {
+                printf(", \"%s\": {\"purity\": %s, \"scored\": %lld, \"chance\": %s, "
+                       "\"units_needed\": %lld, \"readout\": [", attr_names[a], num(u->purity[a]),
+                       (long long)u->scored[a], num(u->chance[a]), (long long)u->needed[a]);
+                for (int64_t q = 0; q < u->n_sizes; q++)
+                    printf("%s{\"units\": %lld, \"accuracy\": %s}", q ? ", " : "",
+                           (long long)u->sizes[q], num(u->acc[a][q]));
+                printf("]}");
+            }
+            printf("}");
+        }
+        printf("]}\n");
+    } else {
+        printf("neurons vs features, layer %lld: %lld prompts (%lld facts; %lld relations, "
+               "%lld objects), the last token\n", (long long)layer, (long long)S,
+               (long long)facts->n_facts, (long long)n_cls[0], (long long)n_cls[1]);
+        printf("%-24s %-10s %6s %15s %15s %9s %12s\n", "units", "kind", "count",
+               "purity(rel)", "purity(obj)", "rel@acc", "obj@acc");
+        for (int i = 0; i < n_sets; i++) {
+            const unit_set *u = &sets[i];
+            char need[2][32], pur[2][48];
+            for (int a = 0; a < 2; a++) {
+                double best = 0;
+                for (int64_t q = 0; q < u->n_sizes; q++) best = fmax(best, u->acc[a][q]);
+                if (u->needed[a] < 0) snprintf(need[a], sizeof need[a], ">%lld (%.2f)",
+                                               (long long)u->sizes[u->n_sizes - 1], best);
+                else snprintf(need[a], sizeof need[a], "%lld", (long long)u->needed[a]);
+                snprintf(pur[a], sizeof pur[a], "%.3f (%lld)", u->purity[a], (long long)u->scored[a]);
+            }
+            printf("%-24s %-10s %6lld %15s %15s %9s %12s\n", u->name, u->kind, (long long)u->U,
+                   pur[0], pur[1], need[0], need[1]);
+        }
+        printf("chance purity (top %lld prompts at random): relation %.3f, object %.3f; "
+               "readout accuracy asked: %.2f\n", (long long)(top < S ? top : S), sets[0].chance[0],
+               sets[0].chance[1], target);
+    }
+    goto done;
+fail:
+    rc = cli_fail(CMD, st);
+done:
+    for (int i = 0; i < n_sets; i++) free(sets[i].act);
+    free(X);
+    free(Y);
+    free(logits);
+    free(is_test);
+    for (int a = 0; a < 2; a++) {
+        free(lab[a]);
+        free(names[a]);
+    }
+    ffn_facts_free(facts);
+    session_free(&s);
+    return rc;
+}
+
 int cmd_transcoder(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "purity")) return run_purity(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "train")) return run_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "eval")) return run_eval(argc - 1, argv + 1);
@@ -760,9 +1017,10 @@ int cmd_transcoder(int argc, char **argv) {
         printf("usage: ffn transcoder train MODEL --layer L --out FILE [options]\n"
                "       ffn transcoder eval MODEL FILE... [options]\n"
                "       ffn transcoder inspect MODEL FILE --feature I [options]\n"
+               "       ffn transcoder purity MODEL --layer L [--file FILE]... [options]\n"
                "       ffn transcoder step IN OUT [--steps N] (tests, benchmarks)\n\n%s\n\n"
                "see 'ffn transcoder train --help' for the flags.\n", about);
         return 0;
     }
-    return cli_usage_error("transcoder", "expected a subcommand: train, eval, inspect or step");
+    return cli_usage_error("transcoder", "expected a subcommand: train, eval, inspect, purity or step");
 }

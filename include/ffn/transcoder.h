@@ -190,6 +190,33 @@ ffn_status ffn_tc_top_activations(const ffn_ctx *ctx, ffn_model *model, ffn_tran
                                   int64_t feature, const int32_t *tokens, int64_t n_tok,
                                   int64_t n_top, int64_t *at, float *act, int64_t *n_found);
 
+/* ---- Superposition, measured (src/analysis/purity.c) ---------------------------------
+ * Units (neurons, transcoder or SAE features) as columns of act (S, U):
+ * one row per sample (e.g. a facts prompt at its last token), label (S)
+ * an attribute of each sample in [0, n_classes) (its relation, its
+ * object).
+ *
+ * Purity of unit u: among the n_top samples where u is largest (and > 0),
+ * the share that carry the most common label.  Units with fewer than
+ * n_top such samples are not scored.  *mean is over the scored units;
+ * *chance the same share for n_top samples drawn at random (the mean over
+ * `draws` draws of the seeded generator), the floor to compare with. */
+ffn_status ffn_purity(const float *act, int64_t S, int64_t U, const int32_t *label,
+                      int64_t n_classes, int64_t n_top, double *mean, int64_t *n_scored,
+                      double *chance);
+
+/* Linear readout of the label from the m best units: units ranked by the
+ * correlation ratio (between-class / total variance on the training
+ * samples, is_test[s] = 0), a ridge least-squares classifier (one-hot
+ * targets, a bias, lambda = 1e-3 · mean diagonal) fitted on the training
+ * samples over the units standardized there, accuracy = share of the test
+ * samples whose largest output is their label.  For each m of sizes
+ * (n_sizes, each <= U): acc (n_sizes).  *needed = the smallest m of sizes
+ * with acc >= target, -1 when none. */
+ffn_status ffn_readout(const float *act, int64_t S, int64_t U, const int32_t *label,
+                       int64_t n_classes, const unsigned char *is_test, const int64_t *sizes,
+                       int64_t n_sizes, double target, double *acc, int64_t *needed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,7 +14,11 @@
 #   4. --kind sae and --skip; eval of both files: one row each, --json;
 #   5. inspect --feature: contexts by decreasing activation, the promoted
 #      and suppressed tokens; a feature out of range is a usage error;
-#   6. bad input: --layer out of range, --skip with --kind sae, no --out,
+#   6. purity --facts: neurons, the transcoder and the SAE in one JSON
+#      table: purity within [0, 1] and at least chance's floor minus 0.2,
+#      readout sizes 1, 2, 4, ... and units_needed one of them (or -1);
+#      a file of another layer is refused naming both layers;
+#   7. bad input: --layer out of range, --skip with --kind sae, no --out,
 #      a safetensors file that is not a transcoder: clear messages, exit
 #      status 2 (usage) or 1 (failure).
 set -euo pipefail
@@ -136,7 +140,46 @@ assert len(r["promoted"]) == 3 and len(r["suppressed"]) == 3, r
 assert r["promoted"][0]["logit"] >= r["promoted"][-1]["logit"] > r["suppressed"][0]["logit"], r
 PY
 
-# 6. bad input
+# 6. purity
+/usr/bin/python3 - "$tmp/facts.jsonl" <<'PY'
+import json, sys
+names = ["Mira", "Tomas", "Lena", "Oskar", "Ines", "Pavel", "Rosa", "Kenji"]
+cities = ["Osk", "Varn", "Telo", "Brisk", "Quell", "Dorn", "Amber", "Selk"]
+jobs = ["baker", "pilot", "doctor", "farmer"]
+with open(sys.argv[1], "w") as f:
+    i = 0
+    for j, n in enumerate(names):
+        for rel, prompt, para, obj in (("lives_in", n + " lives in", "The home of " + n + " is", cities[j]),
+                                       ("works_as", n + " works as a", n + " works as a", jobs[j % 4])):
+            f.write(json.dumps({"id": i, "subject": n, "relation": rel, "prompt": prompt,
+                                "object": obj, "paraphrases": [para, para], "neighbours": []}) + "\n")
+            i += 1
+PY
+"$FFN_BIN" transcoder purity "$tmp/m" --layer 1 --facts "$tmp/facts.jsonl" --file "$tmp/tc.st" \
+    --file "$tmp/sae.st" --top 4 --json > "$tmp/pur.json" || fail "purity"
+"$FFN_BIN" transcoder purity "$tmp/m" --layer 1 --facts "$tmp/facts.jsonl" --file "$tmp/tc.st" \
+    --top 4 > "$tmp/pur.txt" || fail "purity (table)"
+cat "$tmp/pur.txt"
+/usr/bin/python3 - "$tmp/pur.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["samples"] == 48 and r["classes"] == {"relation": 2, "object": 12}, r
+assert [u["kind"] for u in r["units"]] == ["neuron", "transcoder", "sae"], r
+assert r["units"][0]["count"] == 64 and r["units"][1]["count"] == 128, r
+for u in r["units"]:
+    for a in ("relation", "object"):
+        x = u[a]
+        sizes = [q["units"] for q in x["readout"]]
+        assert sizes[:3] == [1, 2, 4] and sizes[-1] == u["count"], sizes
+        assert x["units_needed"] in sizes + [-1], x
+        assert all(0 <= q["accuracy"] <= 1 for q in x["readout"]), x
+        if x["scored"]:
+            assert x["chance"] - 0.2 <= x["purity"] <= 1, (u["name"], a, x)
+PY
+"$FFN_BIN" transcoder train "$tmp/m" --layer 0 "${T[@]}" --steps 2 --out "$tmp/l0.st" > /dev/null ||
+    fail "layer 0"
+
+# 7. bad input
 bad() { # expected status, message, args...
     local want="$1" msg="$2"; shift 2
     set +e
@@ -152,5 +195,6 @@ bad 2 "\-\-out FILE is required" train "$tmp/m" --layer 0
 bad 1 "not a transcoder" eval "$tmp/m" "$tmp/m/model.safetensors"
 bad 2 "\-\-feature 999: the file has 128 features" inspect "$tmp/m" "$tmp/tc.st" --feature 999
 bad 2 "expected a subcommand" frobnicate
+bad 1 "a transcoder of layer 0 (width 32); --layer is 1" purity "$tmp/m" --layer 1 --facts "$tmp/facts.jsonl" --file "$tmp/l0.st"
 [[ -e "$tmp/x.st" ]] && fail "a refused run left --out"
 echo "test_transcoder: ok"
