@@ -138,6 +138,9 @@ int64_t ffn_tc_dead(const ffn_transcoder *tc, unsigned char *out);
 ffn_status ffn_tc_save(const ffn_transcoder *tc, const char *path, int with_state);
 /* Load a file of ffn_tc_save (its training state when the file has one). */
 ffn_status ffn_tc_load(const char *path, ffn_transcoder **out);
+/* The same from size bytes in memory (name for messages). */
+ffn_status ffn_tc_load_buffer(const void *data, size_t size, const char *name,
+                              ffn_transcoder **out);
 
 /* ---- With a model ----------------------------------------------------------------
  * The rows a transcoder of `kind` at `layer` reads and reproduces, from

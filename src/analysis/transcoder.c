@@ -655,17 +655,35 @@ static ffn_status read_tensor(const ffn_st_file *f, const char *name, ffn_dtype 
     return FFN_OK;
 }
 
+static ffn_status load_from(ffn_st_file *f, ffn_transcoder **out);
+
 ffn_status ffn_tc_load(const char *path, ffn_transcoder **out) {
     if (!path || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_load: NULL argument");
     *out = NULL;
     ffn_st_file *f = NULL;
     ffn_status st = ffn_st_open(path, &f);
-    if (st) return st;
+    return st ? st : load_from(f, out);
+}
+
+ffn_status ffn_tc_load_buffer(const void *data, size_t size, const char *name,
+                              ffn_transcoder **out) {
+    if (!data || !out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_load_buffer: NULL argument");
+    *out = NULL;
+    ffn_st_file *f = NULL;
+    ffn_status st = ffn_st_open_buffer(data, size, name, &f);
+    return st ? st : load_from(f, out);
+}
+
+/* (closes f) */
+static ffn_status load_from(ffn_st_file *f, ffn_transcoder **out) {
+    const char *path = ffn_st_path(f);
+    ffn_status st;
     const char *meta = ffn_st_metadata(f, "ffn_transcoder");
     if (!meta) {
+        st = ffn_error(FFN_ERR_FORMAT, "%s: not a transcoder (no metadata \"ffn_transcoder\"; "
+                       "ffn transcoder train writes one)", path);
         ffn_st_close(f);
-        return ffn_error(FFN_ERR_FORMAT, "%s: not a transcoder (no metadata \"ffn_transcoder\"; "
-                         "ffn transcoder train writes one)", path);
+        return st;
     }
     ffn_json *doc = NULL;
     if ((st = ffn_json_parse(meta, strlen(meta), path, &doc))) {
@@ -703,8 +721,11 @@ ffn_status ffn_tc_load(const char *path, ffn_transcoder **out) {
     }
     ffn_json_free(doc);
     ffn_transcoder *tc = NULL;
-    if (!st && (st = tc_alloc(&c, &tc)))
-        st = ffn_error(st, "%s: %s", path, ffn_last_error());
+    if (!st && (st = tc_alloc(&c, &tc))) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ffn_last_error());
+        st = ffn_error(st, "%s: %s", path, why);
+    }
     const int64_t D = c.d_model, Fp = c.features;
     int64_t sFD[2] = {Fp, D}, sF[1] = {Fp}, sD[1] = {D}, sDD[2] = {D, D};
     if (!st) st = read_tensor(f, "encoder.weight", FFN_DTYPE_F32, 2, sFD, tc->p + tc->off_W_enc);
