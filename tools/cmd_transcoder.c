@@ -440,10 +440,13 @@ static int run_eval(int argc, char **argv) {
     char **nargv = malloc((size_t)(argc + 1) * sizeof *nargv);
     if (!nargv) return CLI_EXIT_FAIL;
     int seen_model = 0;
+    static const char *const takes_value[] = {"--data", "--eval-windows", "--seq-len",
+                                              "--threads", "--file", NULL};
     for (int i = 0; i < argc; i++) {
         const char *s = argv[i];
-        if (i > 0 && s[0] != '-' && !(i > 1 && argv[i - 1][0] == '-' && argv[i - 1][1] == '-' &&
-                                      strcmp(argv[i - 1], "--json") != 0)) {
+        int is_value = 0; /* the value of the flag before it */
+        for (int q = 0; i > 1 && takes_value[q]; q++) is_value |= !strcmp(argv[i - 1], takes_value[q]);
+        if (i > 0 && s[0] != '-' && !is_value) {
             if (!seen_model) seen_model = 1;
             else if (n_rest < MAX_FILES) {
                 rest[n_rest++] = argv[i];
