@@ -255,9 +255,18 @@ static ffn_status forward_rows(const ffn_ctx *ctx, ffn_transcoder *tc, const flo
     const int64_t D = tc->cfg.d_model, Fp = tc->cfg.features, k = tc->cfg.k;
     const float *We = tc->p + tc->off_W_enc, *be = tc->p + tc->off_b_enc;
     const float *Wd = tc->p + tc->off_W_dec, *bd = tc->p + tc->off_b_dec;
-    ffn_status st = ffn_gemm(ctx, 0, 1, n, Fp, D, 1.0f, x, D, We, D, 0.0f, tc->pre, Fp);
-    if (!st && tc->off_W_skip >= 0)
-        st = ffn_gemm(ctx, 0, 1, n, D, D, 1.0f, x, D, tc->p + tc->off_W_skip, D, 0.0f, yhat, D);
+    ffn_status st = FFN_OK;
+    if (n * Fp * D < 8192) { /* a few rows (a feature's contexts, tests): the plain loop,
+                              * not a matrix engine's set-up */
+        ffn_gemm_ref(0, 1, n, Fp, D, 1.0f, x, D, We, D, 0.0f, tc->pre, Fp);
+        if (tc->off_W_skip >= 0)
+            ffn_gemm_ref(0, 1, n, D, D, 1.0f, x, D, tc->p + tc->off_W_skip, D, 0.0f, yhat, D);
+    } else {
+        st = ffn_gemm(ctx, 0, 1, n, Fp, D, 1.0f, x, D, We, D, 0.0f, tc->pre, Fp);
+        if (!st && tc->off_W_skip >= 0)
+            st = ffn_gemm(ctx, 0, 1, n, D, D, 1.0f, x, D, tc->p + tc->off_W_skip, D, 0.0f, yhat,
+                          D);
+    }
     if (st) return st;
     const int skip = tc->off_W_skip >= 0;
     ffn_ctx_enter(ctx);

@@ -2,7 +2,8 @@
 """test_transcoder.py -- `ffn transcoder step` (the TopK transcoder / SAE
 update of include/ffn/transcoder.h) against PyTorch float64.
 
-1. One step on small odd shapes (n 29, D 13, Fp 37, k 5), for a transcoder
+1. One step on small odd shapes (n 29, D 13, Fp 37, k 5; and n 7, D 6,
+   Fp 11, where the encoder runs the plain loop), for a transcoder
    without and with a skip connection and for an SAE (x = y), with some
    features marked dead so that AuxK (k_aux 4, weight 0.5) takes part:
      loss, fvu, aux       against the reference from the same float32
@@ -99,9 +100,9 @@ def random_weights(rng, D, Fp, skip):
     return w
 
 
-def one_step(ck, tmp, kind, skip, threads):
+def one_step(ck, tmp, kind, skip, threads, shape=(29, 13, 37)):
     rng = np.random.default_rng(11 + skip + 2 * (kind == "sae"))
-    n, D, Fp, k, k_aux, aux_coef, lr = 29, 13, 37, 5, 4, 0.5, 0.01
+    (n, D, Fp), k, k_aux, aux_coef, lr = shape, 5, 4, 0.5, 0.01
     x = rng.standard_normal((n, D)).astype(np.float32)
     y = x.copy() if kind == "sae" else (np.tanh(x @ rng.standard_normal((D, D))) * 0.7).astype(np.float32)
     w = random_weights(rng, D, Fp, skip)
@@ -115,7 +116,7 @@ def one_step(ck, tmp, kind, skip, threads):
     run_ffn(["transcoder", "step", inp, out, "--lr", lr, "--threads", threads])
     got = read_safetensors(out, as_f32=False)
     loss, fvu, aux, grads = reference_loss(x, y, w, dead, k, k_aux, aux_coef)
-    tag = "%s%s t%d" % (kind, " skip" if skip else "", threads)
+    tag = "%s%s t%d %s" % (kind, " skip" if skip else "", threads, "x".join(map(str, shape)))
     ck.true("%s: AuxK takes part (aux %.4g)" % (tag, aux), aux > 0)
     ck.close(tag + ": loss", got["loss"], [loss], 1e-5)
     ck.close(tag + ": fvu", got["fvu"], [fvu], 1e-5)
@@ -175,6 +176,7 @@ def main():
         for kind, skip in (("transcoder", False), ("transcoder", True), ("sae", False)):
             one_step(ck, tmp, kind, skip, 1)
         one_step(ck, tmp, "transcoder", True, 2)
+        one_step(ck, tmp, "transcoder", True, 1, shape=(7, 6, 11))  # below the product's threshold
         recovery(ck, tmp)
     ck.exit()
 
