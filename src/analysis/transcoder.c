@@ -218,9 +218,12 @@ static inline int better(float va, int32_t ia, float vb, int32_t ib) {
 static void topk_row(const float *row, int64_t Fp, int64_t k, const unsigned char *mask,
                      int32_t *idx, float *val) {
     int64_t size = 0;
+    float worst = 0; /* val[0] once the heap is full: j only grows, so an equal value never
+                      * beats a kept one (the lower index stays) */
     for (int64_t j = 0; j < Fp; j++) {
         if (mask && !mask[j]) continue;
         const float x = row[j];
+        if (size == k && !(x > worst)) continue;
         int64_t at;
         if (size < k) { /* sift up */
             at = size++;
@@ -246,6 +249,7 @@ static void topk_row(const float *row, int64_t Fp, int64_t k, const unsigned cha
         }
         val[at] = x;
         idx[at] = (int32_t)j;
+        if (size == k) worst = val[0];
     }
 }
 
