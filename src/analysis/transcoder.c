@@ -253,6 +253,32 @@ static void topk_row(const float *row, int64_t Fp, int64_t k, const unsigned cha
     }
 }
 
+/* y (D) += Σ val[s] · W_dec[idx[s]] over the kk entries, relu first (val < 0 set to 0). */
+static void decode_add(float *y, const int32_t *idx, float *val, int64_t kk, const float *Wd,
+                       int64_t D) {
+    for (int64_t s = 0; s < kk; s++) {
+        if (!(val[s] > 0)) {
+            val[s] = 0;
+            continue;
+        }
+        const float a = val[s], *w = Wd + (int64_t)idx[s] * D;
+        for (int64_t d = 0; d < D; d++) y[d] += a * w[d];
+    }
+}
+
+/* d loss / d pre at kk entries of a row: g (D) · W_dec[idx[s]] where val[s] > 0 (relu), else 0. */
+static void entry_grads(float *dval, const float *g, const int32_t *idx, const float *val,
+                        int64_t kk, const float *Wd, int64_t D) {
+    for (int64_t s = 0; s < kk; s++) {
+        float acc = 0;
+        if (val[s] > 0) {
+            const float *w = Wd + (int64_t)idx[s] * D;
+            for (int64_t d = 0; d < D; d++) acc += g[d] * w[d];
+        }
+        dval[s] = acc;
+    }
+}
+
 /* pre = x·W_encᵀ + b_enc; idx/val = relu(TopK); yhat = a·W_dec + b_dec (+ skip). */
 static ffn_status forward_rows(const ffn_ctx *ctx, ffn_transcoder *tc, const float *x, int64_t n,
                                float *yhat, int32_t *idx, float *val) {
@@ -284,14 +310,7 @@ static ffn_status forward_rows(const ffn_ctx *ctx, ffn_transcoder *tc, const flo
         float *y = yhat + i * D;
         if (skip) for (int64_t d = 0; d < D; d++) y[d] += bd[d];
         else memcpy(y, bd, (size_t)D * sizeof(float));
-        for (int64_t s = 0; s < k; s++) {
-            if (!(vx[s] > 0)) {
-                vx[s] = 0;
-                continue;
-            }
-            const float a = vx[s], *w = Wd + (int64_t)ix[s] * D;
-            for (int64_t d = 0; d < D; d++) y[d] += a * w[d];
-        }
+        decode_add(y, ix, vx, k, Wd, D);
     }
     return FFN_OK;
 }
@@ -412,14 +431,7 @@ ffn_status ffn_tc_loss_grad(const ffn_ctx *ctx, ffn_transcoder *tc, const float 
             topk_row(tc->pre + i * Fp, Fp, ka, tc->dead, ix, vx);
             float *eh = tc->ehat + i * D;
             memset(eh, 0, (size_t)D * sizeof(float));
-            for (int64_t s = 0; s < ka; s++) {
-                if (!(vx[s] > 0)) {
-                    vx[s] = 0;
-                    continue;
-                }
-                const float a = vx[s], *w = Wd + (int64_t)ix[s] * D;
-                for (int64_t d = 0; d < D; d++) eh[d] += a * w[d];
-            }
+            decode_add(eh, ix, vx, ka, Wd, D);
         }
         /* e into de first, then de = d loss / d ê */
         for (int64_t i = 0; i < n * D; i++) tc->de[i] = y[i] - tc->yhat[i];
@@ -439,26 +451,10 @@ ffn_status ffn_tc_loss_grad(const ffn_ctx *ctx, ffn_transcoder *tc, const float 
     ffn_ctx_enter(ctx);
 #pragma omp parallel for schedule(static) if (n * k * D > 65536)
     for (int64_t i = 0; i < n; i++) {
-        const float *g = tc->dy + i * D;
-        for (int64_t s = 0; s < k; s++) {
-            float acc = 0;
-            if (tc->val[i * k + s] > 0) {
-                const float *w = Wd + (int64_t)tc->idx[i * k + s] * D;
-                for (int64_t d = 0; d < D; d++) acc += g[d] * w[d];
-            }
-            tc->dval[i * k + s] = acc;
-        }
-        if (ka > 0) {
-            const float *ge = tc->de + i * D;
-            for (int64_t s = 0; s < ka; s++) {
-                float acc = 0;
-                if (tc->aval[i * ka + s] > 0) {
-                    const float *w = Wd + (int64_t)tc->aidx[i * ka + s] * D;
-                    for (int64_t d = 0; d < D; d++) acc += ge[d] * w[d];
-                }
-                tc->daval[i * ka + s] = acc;
-            }
-        }
+        entry_grads(tc->dval + i * k, tc->dy + i * D, tc->idx + i * k, tc->val + i * k, k, Wd, D);
+        if (ka > 0)
+            entry_grads(tc->daval + i * ka, tc->de + i * D, tc->aidx + i * ka, tc->aval + i * ka,
+                        ka, Wd, D);
     }
     /* the entries by feature (counting sort; row order inside a feature) */
     int64_t *fs = tc->fstart;
