@@ -19,7 +19,7 @@
 #include "ffn/rng.h"
 #include "ffn/safetensors.h"
 #include "kernels/kernels.h"
-#include "transcoder_internal.h"
+#include "analysis/transcoder_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -9,8 +9,8 @@
 #include "base/common.h"
 #include "ffn/tap.h"
 #include "nn/tap_internal.h"
-#include "topk.h"
-#include "transcoder_internal.h"
+#include "analysis/topk.h"
+#include "analysis/transcoder_internal.h"
 
 #include <math.h>
 #include <stdio.h>
