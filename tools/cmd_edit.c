@@ -1,6 +1,7 @@
 /* cmd_edit.c -- `ffn edit`: change one fact a model knows (ROME, or the
  * fine-tuning baseline), score the edit, write the edited model; sweep the
- * layers; apply a list of edits one after another.  The work is in the
+ * layers; apply a list of edits one after another, or all at once over a
+ * range of layers (MEMIT).  The work is in the
  * library (include/ffn/edit.h); this file loads the model, its vocabulary
  * and its text, parses flags and prints tables or JSON. */
 #include "cli.h"
@@ -47,7 +48,14 @@ static const char about[] =
 "not make);\n"
 "--batch FILE applies the edits of FILE (JSON lines: {\"fact\": ID, \"target\":\n"
 "T} or {\"prompt\", \"subject\", \"target\", ...}) one after another and reports\n"
-"the scores after 1, 2, 4, ... edits.  MODEL is an ffn run directory or a\n"
+"the scores after 1, 2, 4, ... edits; with --method memit --layers A-B (MEMIT,\n"
+"Meng et al. 2023) it writes them all at once: a value z = h + delta per edit\n"
+"at the residual stream after layer B (delta fitted as ROME's v*, at the\n"
+"subject's last token), then for each layer l = A..B in turn the keys K at l\n"
+"and the residual still missing R / (B - l + 1), and\n"
+"  dW_l = R K^T (W C_l + lambda I + K K^T)^-1   (W: --cov-weight)\n"
+"on that layer's down_proj only; the scores are for the whole batch.\n"
+"MODEL is an ffn run directory or a\n"
 "Hugging Face directory with its vocabulary; the edited model goes to --out\n"
 "in the same layout (never MODEL itself).";
 
@@ -58,13 +66,15 @@ static const char epilog[] =
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --layer 1 --out m-edited\n"
 "  ffn edit m --prompt 'Mira lives in' --subject Mira --target Osk --out m2\n"
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --sweep-layers --json\n"
-"  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n";
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n"
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --method memit --layers 0-1 --out m2\n";
 
 static const char synopsis[] =
 "MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
 "       ffn edit MODEL ... --sweep-layers\n"
 "       ffn edit MODEL --batch FILE [--facts F] [--out DIR]\n"
-"       ffn edit MODEL --batch FILE [--facts F] --sweep-layers";
+"       ffn edit MODEL --batch FILE [--facts F] --sweep-layers\n"
+"       ffn edit MODEL --batch FILE [--facts F] --method memit --layers A-B [--out DIR]";
 
 #define MAX_LIST 64
 
