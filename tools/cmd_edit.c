@@ -67,7 +67,8 @@ static const char epilog[] =
 "  ffn edit m --prompt 'Mira lives in' --subject Mira --target Osk --out m2\n"
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --sweep-layers --json\n"
 "  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n"
-"  ffn edit m --facts facts.jsonl --batch edits.jsonl --method memit --layers 0-1 --out m2\n";
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --method memit --layers 0-1\n"
+"      --out m-memit\n";
 
 static const char synopsis[] =
 "MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
@@ -777,7 +778,7 @@ int cmd_edit(int argc, char **argv) {
          .help = "the layer whose down_proj changes (" CLI_LAYER_HELP ")"},
         {.name = "--layers", .type = CLI_STR, .dst = &a.layers, .metavar = "A-B",
          .help = "--method memit: the layers whose down_proj share the edits (A..B, or one "
-                 "layer A)"},
+                 "layer A; " CLI_LAYER_HELP ")"},
         {.name = "--method", .type = CLI_ENUM, .dst = &a.method, .names = method_names,
          .seen = &a.method_seen,
          .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline); memit: "
