@@ -136,6 +136,34 @@ static void frac(char *buf, size_t cap, double v, int64_t n) {
                   (long long)n);
 }
 
+/* the end of an edit's JSON object: scores before and after, the output */
+static void json_end(const ffn_edit_scores *b, double hb, const ffn_edit_scores *a, double ha,
+                     const char *out) {
+    printf(", \"before\": ");
+    json_scores(stdout, b, hb);
+    printf(", \"after\": ");
+    json_scores(stdout, a, ha);
+    printf(", \"out\": ");
+    if (out) cli_json_string(stdout, out);
+    else fputs("null", stdout);
+    printf("}\n");
+}
+
+/* the before / after rows of efficacy, generalisation and specificity */
+static void print_fractions(const ffn_edit_scores *b, const ffn_edit_scores *a) {
+    char b1[48], b2[48];
+    printf("  %-16s %-18s %s\n", "", "before", "after");
+    frac(b1, sizeof b1, b->efficacy, b->n_edits);
+    frac(b2, sizeof b2, a->efficacy, a->n_edits);
+    printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
+    frac(b1, sizeof b1, b->generalisation, b->n_paraphrases);
+    frac(b2, sizeof b2, a->generalisation, a->n_paraphrases);
+    printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
+    frac(b1, sizeof b1, b->specificity, b->n_neighbours);
+    frac(b2, sizeof b2, a->specificity, a->n_neighbours);
+    printf("  %-16s %-18s %s\n", "specificity", b1, b2);
+}
+
 /* ---- the session: model, vocabulary, text ---------------------------------------- */
 
 typedef struct session {
@@ -357,14 +385,7 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
                    cached ? "true" : "false");
             printf(", \"max_abs_down_kstar_minus_vstar\": ");
             json_num(stdout, err);
-            printf(", \"before\": ");
-            json_scores(stdout, &before, hb);
-            printf(", \"after\": ");
-            json_scores(stdout, &after, ha);
-            printf(", \"out\": ");
-            if (a->out) cli_json_string(stdout, a->out);
-            else fputs("null", stdout);
-            printf("}\n");
+            json_end(&before, hb, &after, ha, a->out);
         } else {
             printf("edit '%s' -> '%s' (old '%s') with %s at layer %lld\n", req->prompt,
                    req->target, r.old_object, method, (long long)a->o.layer);
@@ -378,17 +399,7 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
                 printf("  fine-tuning down_proj: %lld Adam steps, target loss %.4f -> %.4f\n",
                        (long long)r.steps_run, r.loss_first, r.loss_last);
             printf("  max |down_proj(k*) - v*| = %.3g (|v*| up to %.3g)\n", err, vn);
-            char b1[48], b2[48];
-            printf("  %-16s %-18s %s\n", "", "before", "after");
-            frac(b1, sizeof b1, before.efficacy, before.n_edits);
-            frac(b2, sizeof b2, after.efficacy, after.n_edits);
-            printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
-            frac(b1, sizeof b1, before.generalisation, before.n_paraphrases);
-            frac(b2, sizeof b2, after.generalisation, after.n_paraphrases);
-            printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
-            frac(b1, sizeof b1, before.specificity, before.n_neighbours);
-            frac(b2, sizeof b2, after.specificity, after.n_neighbours);
-            printf("  %-16s %-18s %s\n", "specificity", b1, b2);
+            print_fractions(&before, &after);
             printf("  %-16s %-18.4f %.4f\n", "log p(new)", before.logp_new, after.logp_new);
             printf("  %-16s %-18.4f %.4f\n", "log p(old)", before.logp_old, after.logp_old);
             printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
@@ -699,31 +710,14 @@ static int run_memit(args *a, session *s, const ffn_facts *facts) {
         json_num(stdout, r.resid_first);
         printf(", \"resid_last\": ");
         json_num(stdout, r.resid_last);
-        printf(", \"before\": ");
-        json_scores(stdout, &before, hb);
-        printf(", \"after\": ");
-        json_scores(stdout, &after, ha);
-        printf(", \"out\": ");
-        if (a->out) cli_json_string(stdout, a->out);
-        else fputs("null", stdout);
-        printf("}\n");
+        json_end(&before, hb, &after, ha, a->out);
     } else if (!rc) {
         printf("memit: %lld edits over layers %lld-%lld (C from %lld keys of %s, weight %g)\n",
                (long long)n, (long long)a->layer_first, (long long)a->layer_last,
                (long long)rows, s->text_what, a->o.cov_weight);
         printf("  v* fits: target loss %.4f -> %.4f; mean |z - h| %.4f -> %.4f\n", r.loss_first,
                r.loss_last, r.resid_first, r.resid_last);
-        char b1[48], b2[48];
-        printf("  %-16s %-18s %s\n", "", "before", "after");
-        frac(b1, sizeof b1, before.efficacy, before.n_edits);
-        frac(b2, sizeof b2, after.efficacy, after.n_edits);
-        printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
-        frac(b1, sizeof b1, before.generalisation, before.n_paraphrases);
-        frac(b2, sizeof b2, after.generalisation, after.n_paraphrases);
-        printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
-        frac(b1, sizeof b1, before.specificity, before.n_neighbours);
-        frac(b2, sizeof b2, after.specificity, after.n_neighbours);
-        printf("  %-16s %-18s %s\n", "specificity", b1, b2);
+        print_fractions(&before, &after);
         printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
         if (a->out) printf("wrote %s\n", a->out);
     }
