@@ -95,5 +95,8 @@
 #if __has_include("ffn/eval.h")
 #include "ffn/eval.h"
 #endif
+#if __has_include("ffn/transcoder.h")
+#include "ffn/transcoder.h"
+#endif
 
 #endif /* FFN_H */

@@ -1,6 +1,7 @@
 /* cmd_edit.c -- `ffn edit`: change one fact a model knows (ROME, or the
  * fine-tuning baseline), score the edit, write the edited model; sweep the
- * layers; apply a list of edits one after another.  The work is in the
+ * layers; apply a list of edits one after another, or all at once over a
+ * range of layers (MEMIT).  The work is in the
  * library (include/ffn/edit.h); this file loads the model, its vocabulary
  * and its text, parses flags and prints tables or JSON. */
 #include "cli.h"
@@ -47,7 +48,14 @@ static const char about[] =
 "not make);\n"
 "--batch FILE applies the edits of FILE (JSON lines: {\"fact\": ID, \"target\":\n"
 "T} or {\"prompt\", \"subject\", \"target\", ...}) one after another and reports\n"
-"the scores after 1, 2, 4, ... edits.  MODEL is an ffn run directory or a\n"
+"the scores after 1, 2, 4, ... edits; with --method memit --layers A-B (MEMIT,\n"
+"Meng et al. 2023) it writes them all at once: a value z = h + delta per edit\n"
+"at the residual stream after layer B (delta fitted as ROME's v*, at the\n"
+"subject's last token), then for each layer l = A..B in turn the keys K at l\n"
+"and the residual still missing R / (B - l + 1), and\n"
+"  dW_l = R K^T (W C_l + lambda I + K K^T)^-1   (W: --cov-weight)\n"
+"on that layer's down_proj only; the scores are for the whole batch.\n"
+"MODEL is an ffn run directory or a\n"
 "Hugging Face directory with its vocabulary; the edited model goes to --out\n"
 "in the same layout (never MODEL itself).";
 
@@ -58,13 +66,16 @@ static const char epilog[] =
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --layer 1 --out m-edited\n"
 "  ffn edit m --prompt 'Mira lives in' --subject Mira --target Osk --out m2\n"
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --sweep-layers --json\n"
-"  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n";
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n"
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --method memit --layers 0-1\n"
+"      --out m-memit\n";
 
 static const char synopsis[] =
 "MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
 "       ffn edit MODEL ... --sweep-layers\n"
 "       ffn edit MODEL --batch FILE [--facts F] [--out DIR]\n"
-"       ffn edit MODEL --batch FILE [--facts F] --sweep-layers";
+"       ffn edit MODEL --batch FILE [--facts F] --sweep-layers\n"
+"       ffn edit MODEL --batch FILE [--facts F] --method memit --layers A-B [--out DIR]";
 
 #define MAX_LIST 64
 
@@ -73,12 +84,13 @@ typedef struct args {
     const char *dump, *kl_prompt;
     const char *paraphrases[MAX_LIST], *neighbours[MAX_LIST];
     int n_paraphrases, n_neighbours;
-    int64_t fact, layer, samples, windows, threads, seed;
+    int64_t fact, layer, samples, windows, threads, seed, layer_first, layer_last;
+    const char *layers;
     int fact_seen, json, force, sweep, method, method_seen, fit;
     ffn_edit_options o;
 } args;
 
-static const char *const method_names[] = {"rome", "ft", NULL};
+static const char *const method_names[] = {"rome", "ft", "memit", NULL};
 static const char *const fit_names[] = {"update", "subject", NULL};
 
 /* ---- the model's text ------------------------------------------------------------ */
@@ -122,6 +134,34 @@ static void frac(char *buf, size_t cap, double v, int64_t n) {
     if (!isfinite(v)) snprintf(buf, cap, "-");
     else snprintf(buf, cap, "%.3f (%lld/%lld)", v, (long long)llround(v * (double)n),
                   (long long)n);
+}
+
+/* the end of an edit's JSON object: scores before and after, the output */
+static void json_end(const ffn_edit_scores *b, double hb, const ffn_edit_scores *a, double ha,
+                     const char *out) {
+    printf(", \"before\": ");
+    json_scores(stdout, b, hb);
+    printf(", \"after\": ");
+    json_scores(stdout, a, ha);
+    printf(", \"out\": ");
+    if (out) cli_json_string(stdout, out);
+    else fputs("null", stdout);
+    printf("}\n");
+}
+
+/* the before / after rows of efficacy, generalisation and specificity */
+static void print_fractions(const ffn_edit_scores *b, const ffn_edit_scores *a) {
+    char b1[48], b2[48];
+    printf("  %-16s %-18s %s\n", "", "before", "after");
+    frac(b1, sizeof b1, b->efficacy, b->n_edits);
+    frac(b2, sizeof b2, a->efficacy, a->n_edits);
+    printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
+    frac(b1, sizeof b1, b->generalisation, b->n_paraphrases);
+    frac(b2, sizeof b2, a->generalisation, a->n_paraphrases);
+    printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
+    frac(b1, sizeof b1, b->specificity, b->n_neighbours);
+    frac(b2, sizeof b2, a->specificity, a->n_neighbours);
+    printf("  %-16s %-18s %s\n", "specificity", b1, b2);
 }
 
 /* ---- the session: model, vocabulary, text ---------------------------------------- */
@@ -345,14 +385,7 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
                    cached ? "true" : "false");
             printf(", \"max_abs_down_kstar_minus_vstar\": ");
             json_num(stdout, err);
-            printf(", \"before\": ");
-            json_scores(stdout, &before, hb);
-            printf(", \"after\": ");
-            json_scores(stdout, &after, ha);
-            printf(", \"out\": ");
-            if (a->out) cli_json_string(stdout, a->out);
-            else fputs("null", stdout);
-            printf("}\n");
+            json_end(&before, hb, &after, ha, a->out);
         } else {
             printf("edit '%s' -> '%s' (old '%s') with %s at layer %lld\n", req->prompt,
                    req->target, r.old_object, method, (long long)a->o.layer);
@@ -366,17 +399,7 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
                 printf("  fine-tuning down_proj: %lld Adam steps, target loss %.4f -> %.4f\n",
                        (long long)r.steps_run, r.loss_first, r.loss_last);
             printf("  max |down_proj(k*) - v*| = %.3g (|v*| up to %.3g)\n", err, vn);
-            char b1[48], b2[48];
-            printf("  %-16s %-18s %s\n", "", "before", "after");
-            frac(b1, sizeof b1, before.efficacy, before.n_edits);
-            frac(b2, sizeof b2, after.efficacy, after.n_edits);
-            printf("  %-16s %-18s %s\n", "efficacy", b1, b2);
-            frac(b1, sizeof b1, before.generalisation, before.n_paraphrases);
-            frac(b2, sizeof b2, after.generalisation, after.n_paraphrases);
-            printf("  %-16s %-18s %s\n", "generalisation", b1, b2);
-            frac(b1, sizeof b1, before.specificity, before.n_neighbours);
-            frac(b2, sizeof b2, after.specificity, after.n_neighbours);
-            printf("  %-16s %-18s %s\n", "specificity", b1, b2);
+            print_fractions(&before, &after);
             printf("  %-16s %-18.4f %.4f\n", "log p(new)", before.logp_new, after.logp_new);
             printf("  %-16s %-18.4f %.4f\n", "log p(old)", before.logp_old, after.logp_old);
             printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
@@ -603,6 +626,110 @@ static int run_sweep_batch(args *a, session *s, const ffn_facts *facts) {
     return rc;
 }
 
+/* ---- MEMIT: the batch at once over --layers ------------------------------------------ */
+
+static int dump_memit(const char *path, const ffn_memit_result *r, double *const *C,
+                      const session *s) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    const float *p = ffn_model_params(s->model, NULL);
+    int64_t sK[2] = {r->n, r->F}, sR[2] = {r->n, r->D}, sFF[2] = {r->F, r->F};
+    int64_t sDF[2] = {r->D, r->F}, s1[1] = {1};
+    for (int64_t j = 0; !st && j < r->n_layers; j++) {
+        const ffn_memit_layer *ly = &r->layers[j];
+        char name[96], key[128];
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj.weight", (long long)ly->layer);
+        const ffn_model_tensor *t = ffn_model_find_tensor(s->model, name);
+#define MEMIT_ADD(field, dt, nd, shape, data)                                             \
+    if (!st) {                                                                            \
+        snprintf(key, sizeof key, "L%lld.%s", (long long)ly->layer, field);               \
+        st = ffn_st_writer_add(w, key, dt, nd, shape, data);                              \
+    }
+        MEMIT_ADD("K", FFN_DTYPE_F64, 2, sK, ly->K)
+        MEMIT_ADD("R", FFN_DTYPE_F64, 2, sR, ly->R)
+        MEMIT_ADD("C", FFN_DTYPE_F64, 2, sFF, C[j])
+        MEMIT_ADD("dW", FFN_DTYPE_F64, 2, sDF, ly->dW)
+        MEMIT_ADD("lambda", FFN_DTYPE_F64, 1, s1, &ly->lambda)
+        MEMIT_ADD("W_before", FFN_DTYPE_F32, 2, sDF, s->original + t->offset)
+        MEMIT_ADD("W_after", FFN_DTYPE_F32, 2, sDF, p + t->offset)
+#undef MEMIT_ADD
+    }
+    if (!st) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+static int run_memit(args *a, session *s, const ffn_facts *facts) {
+    ffn_edit_list *el = NULL;
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
+    if (st) return cli_fail(CMD, st);
+    const int64_t n = ffn_edit_list_count(el), NL = a->layer_last - a->layer_first + 1;
+    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
+    double **C = calloc((size_t)NL, sizeof *C);
+    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
+    int rc = 0;
+    if (!reqs || !C || !oldp) {
+        cli_error(CMD, "out of memory");
+        rc = CLI_EXIT_FAIL;
+    }
+    if (!rc && n < 1) {
+        cli_error(CMD, "%s: no edits in the file", a->batch);
+        rc = CLI_EXIT_FAIL;
+    }
+    int64_t rows = 0;
+    for (int64_t j = 0; !rc && j < NL; j++) rc = covariance(s, a, a->layer_first + j, &C[j], &rows, NULL);
+    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
+    ffn_edit_scores before, after;
+    double hb = NAN, ha = NAN;
+    ffn_memit_result r;
+    memset(&r, 0, sizeof r);
+    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
+                (st = heldout(s, a, &hb)) ||
+                (st = ffn_edit_memit(s->model, s->vocab, reqs, n, a->layer_first, a->layer_last,
+                                     &a->o, (const double *const *)C, &r))))
+        rc = cli_fail(CMD, st);
+    for (int64_t i = 0; !rc && i < n; i++) oldp[i] = r.old_objects[i];
+    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &after)) ||
+                (st = heldout(s, a, &ha))))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->dump) rc = dump_memit(a->dump, &r, C, s);
+    if (!rc && a->out &&
+        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
+                            s->info.tokenizer_is_llama2c, a->out, a->force)))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->json) {
+        printf("{\"method\": \"memit\", \"layers\": [%lld, %lld], \"n_edits\": %lld",
+               (long long)a->layer_first, (long long)a->layer_last, (long long)n);
+        printf(", \"cov_weight\": ");
+        json_num(stdout, a->o.cov_weight);
+        printf(", \"cov_samples\": %lld, \"loss_first\": ", (long long)rows);
+        json_num(stdout, r.loss_first);
+        printf(", \"loss_last\": ");
+        json_num(stdout, r.loss_last);
+        printf(", \"resid_first\": ");
+        json_num(stdout, r.resid_first);
+        printf(", \"resid_last\": ");
+        json_num(stdout, r.resid_last);
+        json_end(&before, hb, &after, ha, a->out);
+    } else if (!rc) {
+        printf("memit: %lld edits over layers %lld-%lld (C from %lld keys of %s, weight %g)\n",
+               (long long)n, (long long)a->layer_first, (long long)a->layer_last,
+               (long long)rows, s->text_what, a->o.cov_weight);
+        printf("  v* fits: target loss %.4f -> %.4f; mean |z - h| %.4f -> %.4f\n", r.loss_first,
+               r.loss_last, r.resid_first, r.resid_last);
+        print_fractions(&before, &after);
+        printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
+        if (a->out) printf("wrote %s\n", a->out);
+    }
+    ffn_memit_result_free(&r);
+    for (int64_t j = 0; C && j < NL; j++) free(C[j]);
+    free(C);
+    free(reqs);
+    free(oldp);
+    ffn_edit_list_free(el);
+    return rc;
+}
+
 /* ---- the command ---------------------------------------------------------------------- */
 
 int cmd_edit(int argc, char **argv) {
@@ -643,10 +770,17 @@ int cmd_edit(int argc, char **argv) {
         {.name = "--layer", .type = CLI_INT, .dst = &a.layer, .metavar = "L", .imin = 0,
          .imax = 1 << 20, .seen = &layer_seen, .group = "the edit",
          .help = "the layer whose down_proj changes (" CLI_LAYER_HELP ")"},
+        {.name = "--layers", .type = CLI_STR, .dst = &a.layers, .metavar = "A-B",
+         .help = "--method memit: the layers whose down_proj share the edits (A..B, or one "
+                 "layer A; " CLI_LAYER_HELP ")"},
         {.name = "--method", .type = CLI_ENUM, .dst = &a.method, .names = method_names,
          .seen = &a.method_seen,
-         .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline); with "
-                 "--sweep-layers: that method only"},
+         .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline); memit: "
+                 "the edits of --batch at once over --layers (MEMIT); with --sweep-layers: "
+                 "that method only"},
+        {CLI_FLOAT_FIELDS("--cov-weight", &a.o.cov_weight, "W", 0, 1e12,
+                          "--method memit: the weight of C against the edits' keys, "
+                          "dW = R K^T (W C + K K^T)^-1")},
         {.name = "--sweep-layers", .type = CLI_FLAG, .dst = &a.sweep,
          .help = "edit at every layer with both methods (from the same weights each time) and "
                  "print the scores per layer and method; with --batch, every edit of FILE alone, "
@@ -709,6 +843,24 @@ int cmd_edit(int argc, char **argv) {
     a.o.kl_prompt = a.kl_prompt;
     a.o.fit = (ffn_edit_fit)a.fit;
     if (a.fact_seen && !a.facts) return cli_usage_error(CMD, "--fact needs --facts FILE");
+    if (a.o.method == FFN_EDIT_MEMIT) {
+        if (!a.batch) return cli_usage_error(CMD, "--method memit edits a --batch FILE");
+        if (!a.layers) return cli_usage_error(CMD, "--method memit needs --layers A-B");
+        if (a.sweep || layer_seen)
+            return cli_usage_error(CMD, "--method memit takes --layers A-B; drop "
+                                   "--sweep-layers and --layer");
+        char end = 0;
+        long long x, y;
+        int k = sscanf(a.layers, "%lld-%lld%c", &x, &y, &end);
+        if (k == 1 && sscanf(a.layers, "%lld%c", &x, &end) == 1) y = x, k = 2;
+        if (k != 2 || x < 0 || y < x)
+            return cli_usage_error(CMD, "--layers '%s': expected A-B with 0 <= A <= B, or A",
+                                   a.layers);
+        a.layer_first = x;
+        a.layer_last = y;
+    } else if (a.layers) {
+        return cli_usage_error(CMD, "--layers is for --method memit; --layer L for the others");
+    }
     if (a.batch && (a.prompt || a.fact_seen))
         return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt and "
                                "--fact");
@@ -782,9 +934,11 @@ int cmd_edit(int argc, char **argv) {
     if (!rc) {
         const int64_t L = ffn_model_get_config(s.model)->num_hidden_layers;
         rc = cli_check_layer(CMD, a.layer, L);
+        if (!rc && a.o.method == FFN_EDIT_MEMIT) rc = cli_check_layer(CMD, a.layer_last, L);
     }
     if (!rc) {
-        if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);
+        if (a.o.method == FFN_EDIT_MEMIT) rc = run_memit(&a, &s, facts);
+        else if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);
         else if (a.batch) rc = run_batch(&a, &s, facts);
         else if (a.sweep) rc = run_sweep(&a, &s, &req, 1);
         else rc = run_single(&a, &s, &req);

@@ -93,10 +93,11 @@ const ffn_edit_request *ffn_edit_list_at(const ffn_edit_list *list, int64_t i);
 
 typedef enum ffn_edit_method {
     FFN_EDIT_ROME = 0, /* the rank-one update */
-    FFN_EDIT_FT        /* fine-tuning down_proj */
+    FFN_EDIT_FT,       /* fine-tuning down_proj */
+    FFN_EDIT_MEMIT     /* many edits over a range of layers: ffn_edit_memit */
 } ffn_edit_method;
 
-const char *ffn_edit_method_name(ffn_edit_method method); /* "rome", "ft" */
+const char *ffn_edit_method_name(ffn_edit_method method); /* "rome", "ft", "memit" */
 
 /* How ROME fits δ: FFN_EDIT_FIT_UPDATE adds δ·uᵀk_t/(uᵀk*) at every
  * position t, which is exactly what the rank-one update then adds to
@@ -126,6 +127,7 @@ typedef struct ffn_edit_options {
     double ft_lr;            /* FT: learning rate (1e-2) */
     uint64_t seed;           /* the generated prefixes (1) */
     ffn_edit_fit fit;        /* ROME: how δ is fitted (FFN_EDIT_FIT_UPDATE) */
+    double cov_weight;       /* MEMIT: the weight w of C against the edits' keys (100) */
 } ffn_edit_options;
 
 void ffn_edit_options_default(ffn_edit_options *opts);
@@ -170,6 +172,50 @@ uint64_t ffn_edit_model_hash(ffn_model *model);
 ffn_status ffn_edit_apply(ffn_model *model, const ffn_vocab *vocab, const ffn_edit_request *req,
                           const ffn_edit_options *opts, const double *C,
                           ffn_edit_result *result);
+
+/* ---- MEMIT (Meng et al. 2023) ------------------------------------------------------
+ * n requests written at once into the down_proj of layers a..b (b last):
+ *   z_i  = h_b + δ_i, h_b the residual stream after block b (resid_post)
+ *        at the subject's last token, averaged over the request's prompts
+ *        as k* is; δ_i fitted as ROME's v* at layer b with the fit
+ *        FFN_EDIT_FIT_SUBJECT (δ at the subject's last token), all on the
+ *        unedited model;
+ *   for l = a..b in turn, with the layers before l already updated:
+ *     K (n, F) the keys k*_i at layer l, R (n, D) = (z_i − h_b,i) / (b − l + 1)
+ *     (the residual still missing, shared among the layers left), and
+ *     ΔW_l = Rᵀ K (w·C_l + λI + KᵀK)⁻¹,  λ = lambda · w · tr(C_l) / F,
+ *     the least-squares update that maps K to R while moving the keys of
+ *     C_l (layer l's E[k kᵀ] of the unedited model) little.
+ * Only the down_proj weights of layers a..b change. */
+
+/* ΔW (D, F) = Rᵀ K (w·C + λI + KᵀK)⁻¹ with K (n, F), R (n, D), C (F, F),
+ * row-major doubles (Cholesky).  Not positive definite: FFN_ERR_INVALID_ARG. */
+ffn_status ffn_memit_solve(int64_t D, int64_t F, int64_t n, const double *K, const double *R,
+                           const double *C, double w, double lambda, double *dW);
+
+typedef struct ffn_memit_layer {
+    int64_t layer;
+    double *K, *R, *dW; /* (n, F), (n, D), (D, F) as solved */
+    double lambda;      /* the absolute λ */
+} ffn_memit_layer;
+
+typedef struct ffn_memit_result {
+    int64_t n, n_layers, D, F;
+    ffn_memit_layer *layers;  /* (n_layers), a..b */
+    char (*old_objects)[64];  /* (n) the old objects scored against */
+    double loss_first, loss_last; /* the v* fits' target losses, means over the requests */
+    double resid_first, resid_last; /* mean |z_i − h_b,i| before and after the update */
+} ffn_memit_result;
+
+void ffn_memit_result_free(ffn_memit_result *result); /* zeroes it; NULL is a no-op */
+
+/* Apply n requests to `model` (a training model) over layers first..last;
+ * C[j] (F, F) is layer first + j's E[k kᵀ] (ffn_edit_covariance).  Uses
+ * opts' n_prefixes, prefix_len, steps, lr, kl_weight, kl_prompt,
+ * weight_decay, clamp_norm, lambda, cov_weight, seed.  result may be NULL. */
+ffn_status ffn_edit_memit(ffn_model *model, const ffn_vocab *vocab, const ffn_edit_request *reqs,
+                          int64_t n, int64_t first, int64_t last, const ffn_edit_options *opts,
+                          const double *const *C, ffn_memit_result *result);
 
 typedef struct ffn_edit_scores {
     double efficacy;        /* fraction of the requests (NaN: none) */

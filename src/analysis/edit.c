@@ -272,7 +272,7 @@ const ffn_edit_request *ffn_edit_list_at(const ffn_edit_list *el, int64_t i) {
 /* ---- options, results --------------------------------------------------------- */
 
 const char *ffn_edit_method_name(ffn_edit_method m) {
-    static const char *const names[] = {"rome", "ft"};
+    static const char *const names[] = {"rome", "ft", "memit"};
     return FFN_ENUM_NAME(names, m, NULL);
 }
 
@@ -293,6 +293,7 @@ void ffn_edit_options_default(ffn_edit_options *o) {
     o->ft_lr = 1e-2;
     o->seed = 1;
     o->fit = FFN_EDIT_FIT_UPDATE;
+    o->cov_weight = 100.0;
 }
 
 void ffn_edit_result_free(ffn_edit_result *r) {
@@ -938,27 +939,37 @@ static ffn_status optimise_delta(ffn_model *m, const layer_view *lv, const promp
 
 /* ---- the key k* ------------------------------------------------------------------- */
 
-static ffn_status key_star(ffn_model *m, const layer_view *lv, const prompt_set *ps, float *k) {
-    const int64_t F = lv->F;
-    double *acc = calloc((size_t)F, sizeof *acc);
+/* acc (W) = the mean over the prompts of tap `tap` (W wide) at the
+ * subject's last token */
+static ffn_status tap_mean(ffn_model *m, const layer_view *lv, const char *tap, int64_t W,
+                           const prompt_set *ps, double *acc) {
+    memset(acc, 0, (size_t)W * sizeof *acc);
     int64_t maxlen = 0;
     for (int64_t j = 0; j < ps->P; j++) maxlen = ps->seq[j].n > maxlen ? ps->seq[j].n : maxlen;
     float *lg = malloc((size_t)(maxlen * lv->V) * sizeof *lg);
-    ffn_status st = acc && lg ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    ffn_status st = lg ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
     ffn_model_taps_clear(m);
-    if (!st) st = ffn_model_tap_select(m, lv->m_tap);
+    if (!st) st = ffn_model_tap_select(m, tap);
     for (int64_t j = 0; j < ps->P && !st; j++) {
         ffn_tap_view v;
         if ((st = ffn_model_logits(m, lg, ps->seq[j].v, 1, ps->seq[j].n)) ||
-            (st = ffn_model_tap_read(m, lv->m_tap, &v)))
+            (st = ffn_model_tap_read(m, tap, &v)))
             break;
-        const float *row = (const float *)v.data + ps->subj[j] * F;
-        for (int64_t i = 0; i < F; i++) acc[i] += row[i];
+        const float *row = (const float *)v.data + ps->subj[j] * W;
+        for (int64_t i = 0; i < W; i++) acc[i] += row[i];
     }
     ffn_model_taps_clear(m);
-    for (int64_t i = 0; !st && i < F; i++) k[i] = (float)(acc[i] / (double)ps->P);
-    free(acc);
+    for (int64_t i = 0; !st && i < W; i++) acc[i] /= (double)ps->P;
     free(lg);
+    return st;
+}
+
+static ffn_status key_star(ffn_model *m, const layer_view *lv, const prompt_set *ps, float *k) {
+    double *acc = malloc((size_t)lv->F * sizeof *acc);
+    ffn_status st = acc ? tap_mean(m, lv, lv->m_tap, lv->F, ps, acc)
+                        : ffn_error(FFN_ERR_NOMEM, "edit: out of memory");
+    for (int64_t i = 0; !st && i < lv->F; i++) k[i] = (float)acc[i];
+    free(acc);
     return st;
 }
 
@@ -1062,6 +1073,9 @@ ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     if (!ffn_model_grads(m, NULL))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_apply: the model must be a training model "
                          "(ffn_model_options.training = 1)");
+    if (o->method == FFN_EDIT_MEMIT)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_apply: MEMIT edits a batch over layers: "
+                         "ffn_edit_memit");
     if (o->method == FFN_EDIT_ROME && !C)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_apply: ROME needs the keys' second "
                          "moment C");
@@ -1144,6 +1158,170 @@ ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     free(delta);
     prompt_set_free(&ps);
     if (st || !res_out) ffn_edit_result_free(&res);
+    else *res_out = res;
+    return st;
+}
+
+/* ---- MEMIT: many edits over a range of layers ---------------------------------- */
+
+ffn_status ffn_memit_solve(int64_t D, int64_t F, int64_t n, const double *K, const double *R,
+                           const double *C, double w, double lambda, double *dW) {
+    if (D < 1 || F < 1 || n < 1 || !K || !R || !C || !dW || !(w >= 0) || !(lambda >= 0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_memit_solve: bad arguments");
+    double *A = malloc((size_t)(F * F) * sizeof *A), *x = malloc((size_t)F * sizeof *x);
+    ffn_status st = A && x ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "memit: out of memory");
+    for (int64_t i = 0; !st && i < F; i++)
+        for (int64_t j = 0; j < F; j++) {
+            double s = w * C[i * F + j] + (i == j ? lambda : 0.0);
+            for (int64_t e = 0; e < n; e++) s += K[e * F + i] * K[e * F + j];
+            A[i * F + j] = s;
+        }
+    if (!st && !cholesky(A, F))
+        st = ffn_error(FFN_ERR_INVALID_ARG, "memit: w·C + %g·I + KᵀK is not positive definite "
+                       "(too few key samples? raise lambda)", lambda);
+    if (!st) memset(dW, 0, (size_t)(D * F) * sizeof *dW);
+    /* A symmetric: row d of Rᵀ K A⁻¹ is Σ_e R[e, d] (A⁻¹ k_e)ᵀ */
+    for (int64_t e = 0; !st && e < n; e++) {
+        memcpy(x, K + e * F, (size_t)F * sizeof *x);
+        cholesky_solve(A, F, x);
+        for (int64_t d = 0; d < D; d++) {
+            const double r = R[e * D + d];
+            double *row = dW + d * F;
+            for (int64_t i = 0; i < F; i++) row[i] += r * x[i];
+        }
+    }
+    free(A);
+    free(x);
+    return st;
+}
+
+void ffn_memit_result_free(ffn_memit_result *r) {
+    if (!r) return;
+    for (int64_t j = 0; r->layers && j < r->n_layers; j++) {
+        free(r->layers[j].K);
+        free(r->layers[j].R);
+        free(r->layers[j].dW);
+    }
+    free(r->layers);
+    free(r->old_objects);
+    memset(r, 0, sizeof *r);
+}
+
+/* mean over the requests of |z_i − h_b,i|; R (n, D) = (z − h_b) · scale */
+static ffn_status memit_residual(ffn_model *m, const layer_view *lb, const char *tap,
+                                 const prompt_set *ps, int64_t n, const double *z, double scale,
+                                 double *h, double *R, double *mean_norm) {
+    const int64_t D = lb->D;
+    ffn_status st = FFN_OK;
+    *mean_norm = 0;
+    for (int64_t e = 0; e < n && !st; e++) {
+        if ((st = tap_mean(m, lb, tap, D, &ps[e], h))) break;
+        double nn = 0;
+        for (int64_t d = 0; d < D; d++) {
+            const double r = z[e * D + d] - h[d];
+            nn += r * r;
+            if (R) R[e * D + d] = r * scale;
+        }
+        *mean_norm += sqrt(nn) / (double)n;
+    }
+    return st;
+}
+
+ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *reqs,
+                          int64_t n, int64_t first, int64_t last, const ffn_edit_options *o,
+                          const double *const *C, ffn_memit_result *res_out) {
+    if (!m || !vocab || !reqs || n < 1 || !o || !C)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: NULL argument or no requests");
+    if (!ffn_model_grads(m, NULL))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: the model must be a training "
+                         "model (ffn_model_options.training = 1)");
+    if (first > last)
+        return ffn_error(FFN_ERR_INVALID_ARG, "memit: layers %lld-%lld: the first is after the "
+                         "last", (long long)first, (long long)last);
+    if (o->n_prefixes < 1 || o->steps < 0 || !(o->lambda >= 0) || !(o->cov_weight >= 0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: n_prefixes >= 1, steps >= 0, "
+                         "lambda >= 0 and cov_weight >= 0 expected");
+    for (int64_t i = 0; i < n; i++)
+        if (!reqs[i].prompt || !reqs[i].subject || !reqs[i].target)
+            return ffn_error(FFN_ERR_INVALID_ARG, "memit: request %lld: NULL prompt, subject or "
+                             "target", (long long)i);
+    const int64_t NL = last - first + 1;
+    layer_view lb;
+    ffn_status st = FFN_OK;
+    for (int64_t l = first; l <= last && !st; l++) st = view_layer(m, l, &lb);
+    if (st) return st; /* lb: the last layer */
+    const int64_t D = lb.D, F = lb.F;
+    char h_tap[48];
+    ffn_tap_name(h_tap, sizeof h_tap, last, FFN_TAP_RESID_POST);
+    ffn_memit_result res;
+    memset(&res, 0, sizeof res);
+    res.n = n;
+    res.n_layers = NL;
+    res.D = D;
+    res.F = F;
+    res.layers = calloc((size_t)NL, sizeof *res.layers);
+    res.old_objects = calloc((size_t)n, sizeof *res.old_objects);
+    prompt_set *ps = calloc((size_t)n, sizeof *ps);
+    double *z = malloc((size_t)(n * D) * sizeof *z), *v0 = malloc((size_t)D * sizeof *v0);
+    double *h = malloc((size_t)D * sizeof *h);
+    float *kf = malloc((size_t)F * sizeof *kf), *delta = malloc((size_t)D * sizeof *delta);
+    if (!res.layers || !res.old_objects || !ps || !z || !v0 || !h || !kf || !delta)
+        st = ffn_error(FFN_ERR_NOMEM, "memit: out of memory");
+    ffn_edit_options od = *o;
+    od.method = FFN_EDIT_MEMIT;
+    od.fit = FFN_EDIT_FIT_SUBJECT;
+    /* z_i = h_b + δ_i on the unedited model */
+    for (int64_t e = 0; e < n && !st; e++) {
+        const ffn_edit_request *q = &reqs[e];
+        if (q->old_object)
+            snprintf(res.old_objects[e], sizeof res.old_objects[e], "%s", q->old_object);
+        else if ((st = top_next(m, vocab, q->prompt, res.old_objects[e], sizeof res.old_objects[e])))
+            break;
+        if ((st = build_prompts(m, vocab, q, &od, lb.max_seq, &ps[e]))) break;
+        if ((st = key_star(m, &lb, &ps[e], kf))) break;
+        down(&lb, kf, v0);
+        ffn_edit_result r1;
+        memset(&r1, 0, sizeof r1);
+        if ((st = optimise_delta(m, &lb, &ps[e], &od, v0, NULL, 0, delta, &r1))) break;
+        res.loss_first += r1.loss_first / (double)n;
+        res.loss_last += r1.loss_last / (double)n;
+        if ((st = tap_mean(m, &lb, h_tap, D, &ps[e], h))) break;
+        for (int64_t d = 0; d < D; d++) z[e * D + d] = h[d] + delta[d];
+    }
+    if (!st) st = memit_residual(m, &lb, h_tap, ps, n, z, 1.0, h, NULL, &res.resid_first);
+    for (int64_t j = 0; j < NL && !st; j++) {
+        const int64_t l = first + j;
+        ffn_memit_layer *ly = &res.layers[j];
+        ly->layer = l;
+        layer_view lv;
+        if ((st = view_layer(m, l, &lv))) break;
+        ly->K = malloc((size_t)(n * F) * sizeof *ly->K);
+        ly->R = malloc((size_t)(n * D) * sizeof *ly->R);
+        ly->dW = malloc((size_t)(D * F) * sizeof *ly->dW);
+        if (!ly->K || !ly->R || !ly->dW) {
+            st = ffn_error(FFN_ERR_NOMEM, "memit: out of memory");
+            break;
+        }
+        for (int64_t e = 0; e < n && !st; e++) st = tap_mean(m, &lv, lv.m_tap, F, &ps[e], ly->K + e * F);
+        double rn;
+        if (!st)
+            st = memit_residual(m, &lb, h_tap, ps, n, z, 1.0 / (double)(NL - j), h, ly->R, &rn);
+        double tr = 0;
+        for (int64_t i = 0; i < F; i++) tr += C[j][i * F + i];
+        ly->lambda = o->lambda * o->cov_weight * tr / (double)F;
+        if (!st) st = ffn_memit_solve(D, F, n, ly->K, ly->R, C[j], o->cov_weight, ly->lambda, ly->dW);
+        for (int64_t i = 0; !st && i < D * F; i++) lv.W[i] = (float)((double)lv.W[i] + ly->dW[i]);
+        if (!st) st = ffn_model_params_changed(m);
+    }
+    if (!st) st = memit_residual(m, &lb, h_tap, ps, n, z, 1.0, h, NULL, &res.resid_last);
+    for (int64_t e = 0; ps && e < n; e++) prompt_set_free(&ps[e]);
+    free(ps);
+    free(z);
+    free(v0);
+    free(h);
+    free(kf);
+    free(delta);
+    if (st || !res_out) ffn_memit_result_free(&res);
     else *res_out = res;
     return st;
 }
