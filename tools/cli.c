@@ -715,6 +715,13 @@ void cli_help_options(FILE *f, const cli_opt *opts, const char *heading) {
         metavar_text(o, mv, sizeof mv);
         default_text(o, def, sizeof def);
         range_text_sp(o, range, sizeof range, NBSP);
+        /* an enum whose values do not fit the line beside the flag (the type
+         * lists) takes the metavar T and names its values in the text */
+        char values[512] = "";
+        if (o->type == CLI_ENUM && !o->metavar && 3 + strlen(o->name) + strlen(mv) > 78) {
+            join_names(o, ", ", values, sizeof values);
+            snprintf(mv, sizeof mv, "T");
+        }
         int col = fprintf(f, "  %s%s%s", o->name, mv[0] ? " " : "", mv);
         if (o->alias) col += fprintf(f, ", %s", o->alias);
         if (col + 1 > HELP_COL) {
@@ -722,7 +729,9 @@ void cli_help_options(FILE *f, const cli_opt *opts, const char *heading) {
             col = 0;
         }
         fprintf(f, "%*s", HELP_COL - col, "");
-        size_t len = (size_t)snprintf(text, sizeof text, "%s", o->help ? o->help : "");
+        size_t len = values[0] ? (size_t)snprintf(text, sizeof text, "T: %s; %s", values,
+                                                  o->help ? o->help : "")
+                               : (size_t)snprintf(text, sizeof text, "%s", o->help ? o->help : "");
         if (def[0] && range[0] && len < sizeof text)
             snprintf(text + len, sizeof text - len, " (default %s; range %s)", def, range);
         else if (def[0] && len < sizeof text)

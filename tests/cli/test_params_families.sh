@@ -38,12 +38,14 @@ if m["kv_elements_per_token"] != kv or m["kv_bytes_per_token_f16"] != 2 * kv or 
         m["kv_bytes_per_token_f32"] != 4 * kv or m["kv_bytes_f16_at_seq_len"] != 2 * kv * T:
     errs.append(f"kv cache {m}")
 block = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18),
-         "q4_K": (256, 144), "q6_K": (256, 210)}
+         "q4_K": (256, 144), "q6_K": (256, 210), "q4_1": (32, 20), "q5_0": (32, 22),
+         "q5_1": (32, 24), "iq4_nl": (32, 18), "q2_K": (256, 84), "q3_K": (256, 110),
+         "q5_K": (256, 176), "iq4_xs": (256, 136)}
 p, a = r["params"], r["active"]
 read = a["total"] - a["embed_token"] - a["embed_position"] - a["embed_token_type"]
 if c.get("tie_word_embeddings", mt == "gemma"):
     read += a["embed_token"]
-if [f["format"] for f in m["formats"]] != list(block):
+if sorted(f["format"] for f in m["formats"]) != sorted(block):
     errs.append("formats " + str([f["format"] for f in m["formats"]]))
 for f in m["formats"]:
     n, b = block[f["format"]]

@@ -53,6 +53,7 @@ FTYPES = [("Q4_0", 2), ("Q4_1", 3), ("Q5_0", 8), ("Q5_1", 9), ("Q8_0", 7), ("Q2_
 # ftypes whose files may hold q2_K, q3_K, q5_K or iq4_xs (another branch's
 # block formats): until those merge, ffn must refuse such a file clearly.
 PENDING = set()  # every non-imatrix ftype runs (q2_K, q3_K, q5_K, iq4_xs arrived with the K formats)
+NOT_READ = set()  # the block types of PENDING's files that ffn cannot read yet
 # llama.cpp quantizes these without an importance matrix by ggml's reference
 # rounding, which ffn's encoders follow: ffn quantize writes the same bytes
 # (iq4_nl: llama.cpp searches 15 scales, ffn writes the reference's one;
@@ -290,7 +291,7 @@ def main():
         kv, ts, _ = read_gguf(path)
         types = sorted({GGML.get(t[0], str(t[0])) for t in ts.values()})
         unreadable = [(n, GGML.get(t[0], str(t[0]))) for n, t in ts.items()
-                      if GGML.get(t[0]) in ("q2_K", "q3_K", "q5_K", "iq4_xs")]
+                      if GGML.get(t[0]) in NOT_READ]
         # ffn's own mix of the same source: the same type for every tensor
         if name != "F32":
             mine = os.path.join(work, "%s-%s.ffn.gguf" % (tag, name))
@@ -313,7 +314,7 @@ def main():
         size = os.path.getsize(path)
         if z is None:
             m = re.search(r"tensor (\S+) has type (\S+), which ffn cannot read \(it reads ([^)]*)\)", err)
-            if name in PENDING and unreadable and m and m.group(2) in ("q2_K", "q3_K", "q5_K", "iq4_xs"):
+            if name in PENDING and unreadable and m and m.group(2) in NOT_READ:
                 n_refused += 1
                 print("%-11s %-7s %-5s %-10s %-10s %-10s %-9d %s  (refused: %s %s)" %
                       (tag, name, "no", "-", "-", "-", size, ",".join(types), m.group(1), m.group(2)))
