@@ -397,8 +397,15 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
     ffn_checkpoint_info info;
     if ((*st = ffn_gguf_read_config(path, &c, &info))) return NULL;
     const int moe = c.num_experts > 0;
-    const char *type = !strcmp(info.model_type, "qwen2moe") ? "qwen2_moe"
-                       : !strcmp(info.model_type, "qwen2") ? "qwen2" : moe ? "mixtral" : "llama";
+    /* the source family, under the Hugging Face model_type ffn_params counts
+     * alike; the rest as llama (mixtral with experts) */
+    static const char *const families[][2] = {
+        {"qwen2moe", "qwen2_moe"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
+        {"gemma", "gemma"},        {"phi3", "phi3"},   {"olmoe", "olmoe"}};
+    const char *type = moe ? "mixtral" : "llama";
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(info.model_type, families[i][0])) type = families[i][1];
+    const int mixtral_keys = !strcmp(type, "mixtral") || !strcmp(type, "olmoe");
     const int64_t Fe = c.moe_intermediate_size > 0 ? c.moe_intermediate_size : c.intermediate_size;
     char *text = NULL;
     size_t len = 0;
@@ -411,9 +418,13 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
             ", \"intermediate_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64
             ", \"num_attention_heads\": %" PRId64 ", \"num_key_value_heads\": %" PRId64
             ", \"max_position_embeddings\": %" PRId64 ", \"tie_word_embeddings\": %s",
-            type, c.vocab_size, c.hidden_size, !strcmp(type, "mixtral") ? Fe : c.intermediate_size,
+            type, c.vocab_size, c.hidden_size, mixtral_keys ? Fe : c.intermediate_size,
             c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads,
             c.max_position_embeddings, c.tie_word_embeddings ? "true" : "false");
+    /* head_dim always: qwen3 and gemma default it otherwise */
+    if (c.head_dim > 0 || (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0))
+        fprintf(f, ", \"head_dim\": %" PRId64,
+                c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads);
     if (moe)
         fprintf(f, ", \"%s\": %" PRId64 ", \"num_experts_per_tok\": %" PRId64
                 ", \"moe_intermediate_size\": %" PRId64 ", \"shared_expert_intermediate_size\": %"

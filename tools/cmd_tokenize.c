@@ -45,9 +45,23 @@ static void json_bytes(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-static int open_vocab(const char *cmd, const char *path, ffn_vocab **v) {
-    ffn_status st = ffn_vocab_load(path, 0, v);
-    return st ? cli_fail(cmd, st) : 0;
+/* The --tokenizer option of both commands. */
+#define TOKENIZER_OPT(dest)                                                                     \
+    {.name = "--tokenizer", .type = CLI_PATH, .dst = (dest), .metavar = "PATH", .def = "",     \
+     .help = "the vocabulary: tokenizer.json, a model directory, a .gguf, a tokenizer.bin or " \
+             "tokenizer.txt (required)"}
+
+/* The bytes of `file` (when given) into *buf, *n, then the vocabulary at
+ * `path`; nonzero with the exit status in *rc (the error printed) on failure. */
+static int read_input_open_vocab(const char *cmd, const char *file, const char *path, char **buf,
+                                 size_t *n, ffn_vocab **v, int *rc) {
+    ffn_status st = file ? ffn_text_read(file, buf, n) : FFN_OK;
+    if (st == FFN_OK && (st = ffn_vocab_load(path, 0, v))) {
+        free(*buf);
+        *buf = NULL;
+    }
+    if (st) *rc = cli_fail(cmd, st);
+    return st != FFN_OK;
 }
 
 /* ---- ffn tokenize ---------------------------------------------------------------------- */
@@ -90,9 +104,7 @@ int cmd_tokenize(int argc, char **argv) {
     const char *tok_path = NULL, *text = NULL, *file = NULL;
     int ids_only = 0, json = 0, no_specials = 0, stats = 0;
     const cli_opt opts[] = {
-        {.name = "--tokenizer", .type = CLI_PATH, .dst = &tok_path, .metavar = "PATH",
-         .def = "", .help = "the vocabulary: tokenizer.json, a model directory, a .gguf, a "
-                            "tokenizer.bin or tokenizer.txt (required)"},
+        TOKENIZER_OPT(&tok_path),
         {.name = "--text", .type = CLI_STR, .dst = &text, .metavar = "TEXT", .group = "input (one of)",
          .help = "the text"},
         {.name = "--file", .type = CLI_PATH, .dst = &file, .metavar = "FILE",
@@ -117,18 +129,10 @@ int cmd_tokenize(int argc, char **argv) {
 
     char *buf = NULL;
     size_t n = 0;
-    if (file) {
-        ffn_status st = ffn_text_read(file, &buf, &n);
-        if (st) return cli_fail(CMD, st);
-    } else {
-        n = strlen(text);
-    }
-    const char *src = file ? buf : text;
     ffn_vocab *v = NULL;
-    if (open_vocab(CMD, tok_path, &v)) {
-        free(buf);
-        return CLI_EXIT_FAIL;
-    }
+    if (read_input_open_vocab(CMD, file, tok_path, &buf, &n, &v, &rc)) return rc;
+    if (!file) n = strlen(text);
+    const char *src = file ? buf : text;
     int32_t *ids = NULL;
     int64_t k = 0;
     double t0 = cli_seconds();
@@ -212,9 +216,7 @@ int cmd_detokenize(int argc, char **argv) {
     const char *tok_path = NULL, *ids_s = NULL, *file = NULL;
     int json = 0, skip = 0;
     const cli_opt opts[] = {
-        {.name = "--tokenizer", .type = CLI_PATH, .dst = &tok_path, .metavar = "PATH",
-         .def = "", .help = "the vocabulary: tokenizer.json, a model directory, a .gguf, a "
-                            "tokenizer.bin or tokenizer.txt (required)"},
+        TOKENIZER_OPT(&tok_path),
         {.name = "--ids", .type = CLI_STR, .dst = &ids_s, .metavar = "\"1 2 3\"",
          .group = "input (one of)", .help = "token ids, separated by spaces or commas"},
         {.name = "--file", .type = CLI_PATH, .dst = &file, .metavar = "FILE",
@@ -232,16 +234,9 @@ int cmd_detokenize(int argc, char **argv) {
     if (!ids_s == !file) return cli_usage_error(CMD, "give exactly one of --ids and --file");
     char *buf = NULL;
     size_t n = 0;
-    if (file) {
-        ffn_status st = ffn_text_read(file, &buf, &n);
-        if (st) return cli_fail(CMD, st);
-        ids_s = buf;
-    }
     ffn_vocab *v = NULL;
-    if (open_vocab(CMD, tok_path, &v)) {
-        free(buf);
-        return CLI_EXIT_FAIL;
-    }
+    if (read_input_open_vocab(CMD, file, tok_path, &buf, &n, &v, &rc)) return rc;
+    if (file) ids_s = buf;
     int32_t *ids = NULL;
     int64_t k = 0;
     if (!cli_parse_ids(CMD, file ? "--file" : "--ids", ids_s, ffn_vocab_size(v), &ids, &k)) {

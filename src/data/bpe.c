@@ -11,6 +11,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe.h"
 #include "data/unicode.h"
+#include "data/vocab_internal.h"
 #include "format/json.h"
 
 #include <pcre2.h>
@@ -162,19 +163,6 @@ static int added_longer_first(const void *pa, const void *pb) {
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
-/* "<0xNN>" -> NN, else -1. */
-static int byte_token_value(const char *s, size_t n) {
-    if (n != 6 || memcmp(s, "<0x", 3) || s[5] != '>') return -1;
-    int hi = hex_value(s[3]), lo = hex_value(s[4]);
-    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
 
 /* What token id decodes to (owned by t->dec[id], or t->tok[id] itself). */
 static ffn_status make_decoded(bpe_tokenizer *t, int32_t id) {
@@ -189,7 +177,7 @@ static ffn_status make_decoded(bpe_tokenizer *t, int32_t id) {
     if (!d) return ffn_error(FFN_ERR_NOMEM, "tokenizer: out of memory");
     size_t at = 0;
     if (t->flavour == BPE_SENTENCEPIECE) {
-        int b = byte_token_value(s, n);
+        int b = ffn_vocab_byte_token(s, n);
         if (b >= 0) {
             d[at++] = (char)b;
         } else {

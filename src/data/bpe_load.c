@@ -31,21 +31,26 @@ static int json_truthy(const json_value *obj, const char *key, int dflt) {
     return v->type == JSON_TRUE;
 }
 
+/* A Sequence's list under `key`, or the error "NAME: missing". */
+static ffn_status sequence_list(const json_value *o, const char *key, const char *name,
+                                const char *missing, const json_value **list) {
+    *list = json_get(o, key);
+    if (!*list || (*list)->type != JSON_ARRAY)
+        return ffn_error(FFN_ERR_FORMAT, "%s: %s", name, missing);
+    return FFN_OK;
+}
+
 static ffn_status parse_normalizer(bpe_tokenizer *t, const json_value *n, const char *name) {
     if (!n || n->type == JSON_NULL) return FFN_OK;
     if (n->type != JSON_OBJECT)
         return ffn_error(FFN_ERR_FORMAT, "%s: normalizer is %s, expected an object or null", name,
                          json_type_name(n->type));
     if (is_type(n, "Sequence")) {
-        const json_value *list = json_get(n, "normalizers");
-        if (!list || list->type != JSON_ARRAY)
-            return ffn_error(FFN_ERR_FORMAT, "%s: normalizer Sequence without a \"normalizers\" array",
-                             name);
-        for (size_t i = 0; i < list->length; i++) {
-            ffn_status st = parse_normalizer(t, list->items[i], name);
-            if (st) return st;
-        }
-        return FFN_OK;
+        const json_value *list = NULL;
+        ffn_status st = sequence_list(n, "normalizers", name,
+                                      "normalizer Sequence without a \"normalizers\" array", &list);
+        for (size_t i = 0; !st && i < list->length; i++) st = parse_normalizer(t, list->items[i], name);
+        return st;
     }
     if (is_type(n, "NFC")) {
         t->nfc = 1;
@@ -105,15 +110,11 @@ static ffn_status parse_pre(bpe_tokenizer *t, const json_value *p, const char *n
                             int *metaspace) {
     if (!p || p->type == JSON_NULL) return FFN_OK;
     if (is_type(p, "Sequence")) {
-        const json_value *list = json_get(p, "pretokenizers");
-        if (!list || list->type != JSON_ARRAY)
-            return ffn_error(FFN_ERR_FORMAT, "%s: pre_tokenizer Sequence without a \"pretokenizers\" "
-                             "array", name);
-        for (size_t i = 0; i < list->length; i++) {
-            ffn_status st = parse_pre(t, list->items[i], name, byte_level, metaspace);
-            if (st) return st;
-        }
-        return FFN_OK;
+        const json_value *list = NULL;
+        ffn_status st = sequence_list(p, "pretokenizers", name,
+                                      "pre_tokenizer Sequence without a \"pretokenizers\" array", &list);
+        for (size_t i = 0; !st && i < list->length; i++) st = parse_pre(t, list->items[i], name, byte_level, metaspace);
+        return st;
     }
     if (is_type(p, "Split")) return split_regex(t, p, name);
     if (is_type(p, "Digits")) { /* Rust's char::is_numeric is \p{N}; contiguous runs, or each */
@@ -154,14 +155,11 @@ static ffn_status parse_pre(bpe_tokenizer *t, const json_value *p, const char *n
 static ffn_status parse_decoder(bpe_tokenizer *t, const json_value *d, const char *name) {
     if (!d || d->type == JSON_NULL) return FFN_OK;
     if (is_type(d, "Sequence")) {
-        const json_value *list = json_get(d, "decoders");
-        if (!list || list->type != JSON_ARRAY)
-            return ffn_error(FFN_ERR_FORMAT, "%s: decoder Sequence without a \"decoders\" array", name);
-        for (size_t i = 0; i < list->length; i++) {
-            ffn_status st = parse_decoder(t, list->items[i], name);
-            if (st) return st;
-        }
-        return FFN_OK;
+        const json_value *list = NULL;
+        ffn_status st = sequence_list(d, "decoders", name,
+                                      "decoder Sequence without a \"decoders\" array", &list);
+        for (size_t i = 0; !st && i < list->length; i++) st = parse_decoder(t, list->items[i], name);
+        return st;
     }
     if (is_type(d, "Strip")) {
         const json_value *start = json_get(d, "start");
@@ -185,14 +183,11 @@ static ffn_status parse_decoder(bpe_tokenizer *t, const json_value *d, const cha
 static ffn_status parse_post(bpe_tokenizer *t, const json_value *p, const char *name) {
     if (!p || p->type == JSON_NULL) return FFN_OK;
     if (is_type(p, "Sequence")) {
-        const json_value *list = json_get(p, "processors");
-        if (!list || list->type != JSON_ARRAY)
-            return ffn_error(FFN_ERR_FORMAT, "%s: post_processor Sequence without \"processors\"", name);
-        for (size_t i = 0; i < list->length; i++) {
-            ffn_status st = parse_post(t, list->items[i], name);
-            if (st) return st;
-        }
-        return FFN_OK;
+        const json_value *list = NULL;
+        ffn_status st = sequence_list(p, "processors", name,
+                                      "post_processor Sequence without \"processors\"", &list);
+        for (size_t i = 0; !st && i < list->length; i++) st = parse_post(t, list->items[i], name);
+        return st;
     }
     if (is_type(p, "ByteLevel")) return FFN_OK;
     if (!is_type(p, "TemplateProcessing"))

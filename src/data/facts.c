@@ -443,6 +443,24 @@ ffn_status ffn_facts_to_jsonl(const ffn_facts *fs, char **text, size_t *n_bytes)
     return b.err ? ffn_error(FFN_ERR_NOMEM, "facts") : FFN_OK;
 }
 
+/* An optional array field of a fact line (of `kind`, at most
+ * FACTS_MAX_LIST items): the array, its length and a zeroed array of as
+ * many `elem`-byte items (NULL when empty). */
+static ffn_status take_list(const ffn_json_value *obj, const char *key, const char *kind,
+                            const char *what, size_t elem, const ffn_json_value **arr, size_t *n,
+                            void **items) {
+    *arr = ffn_json_get(obj, key);
+    if (*arr && ffn_json_type_of(*arr) != FFN_JSON_ARRAY)
+        return ffn_error(FFN_ERR_FORMAT, "%s: field \"%s\": expected an array of %s", what, key, kind);
+    size_t len = ffn_json_length(*arr);
+    if (len > FACTS_MAX_LIST)
+        return ffn_error(FFN_ERR_FORMAT, "%s: field \"%s\": at most %d, found %zu", what, key,
+                         FACTS_MAX_LIST, len);
+    if (len && !(*items = calloc(len, elem))) return ffn_error(FFN_ERR_NOMEM, "%s", what);
+    *n = len;
+    return FFN_OK;
+}
+
 /* One string field of a fact line, copied. */
 static ffn_status take_string(const ffn_json_value *obj, const char *key, const char *name,
                               int64_t line, int allow_empty, char **out) {
@@ -479,16 +497,11 @@ static ffn_status parse_line(const char *p, size_t n, const char *name, int64_t 
     if (!st) st = take_string(o, "relation", name, line, 0, &f->relation);
     if (!st) st = take_string(o, "prompt", name, line, 0, &f->prompt);
     if (!st) st = take_string(o, "object", name, line, 0, &f->object);
-    const ffn_json_value *pa = ffn_json_get(o, "paraphrases");
-    if (!st && pa && ffn_json_type_of(pa) != FFN_JSON_ARRAY)
-        st = ffn_error(FFN_ERR_FORMAT, "%s: field \"paraphrases\": expected an array of strings", what);
-    size_t np = ffn_json_length(pa);
-    if (!st && np > FACTS_MAX_LIST)
-        st = ffn_error(FFN_ERR_FORMAT, "%s: field \"paraphrases\": at most %d, found %zu", what, FACTS_MAX_LIST, np);
-    if (!st && np) {
-        f->paraphrases = calloc(np, sizeof *f->paraphrases);
-        if (!f->paraphrases) st = ffn_error(FFN_ERR_NOMEM, "%s", what);
-    }
+    const ffn_json_value *pa = NULL;
+    size_t np = 0;
+    void *list = NULL;
+    if (!st) st = take_list(o, "paraphrases", "strings", what, sizeof *f->paraphrases, &pa, &np, &list);
+    f->paraphrases = list;
     for (size_t k = 0; k < np && !st; k++) {
         const ffn_json_value *v = ffn_json_at(pa, k);
         const char *s = ffn_json_string(v);
@@ -497,16 +510,11 @@ static ffn_status parse_line(const char *p, size_t n, const char *name, int64_t 
         else if (!(f->paraphrases[k] = ffn_strdup(s))) st = ffn_error(FFN_ERR_NOMEM, "%s", what);
         else f->n_paraphrases = (int64_t)k + 1;
     }
-    const ffn_json_value *ne = ffn_json_get(o, "neighbours");
-    if (!st && ne && ffn_json_type_of(ne) != FFN_JSON_ARRAY)
-        st = ffn_error(FFN_ERR_FORMAT, "%s: field \"neighbours\": expected an array of objects", what);
-    size_t nn = ffn_json_length(ne);
-    if (!st && nn > FACTS_MAX_LIST)
-        st = ffn_error(FFN_ERR_FORMAT, "%s: field \"neighbours\": at most %d, found %zu", what, FACTS_MAX_LIST, nn);
-    if (!st && nn) {
-        f->neighbours = calloc(nn, sizeof *f->neighbours);
-        if (!f->neighbours) st = ffn_error(FFN_ERR_NOMEM, "%s", what);
-    }
+    const ffn_json_value *ne = NULL;
+    size_t nn = 0;
+    list = NULL;
+    if (!st) st = take_list(o, "neighbours", "objects", what, sizeof *f->neighbours, &ne, &nn, &list);
+    f->neighbours = list;
     for (size_t k = 0; k < nn && !st; k++) {
         const ffn_json_value *v = ffn_json_at(ne, k);
         if (ffn_json_type_of(v) != FFN_JSON_OBJECT) {

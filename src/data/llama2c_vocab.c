@@ -7,6 +7,7 @@
 #include "base/common.h"
 #include "ffn/vocab.h"
 #include "base/open.h"
+#include "data/vocab_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -59,19 +60,6 @@ static int32_t lookup(const ffn_llama2c_tokenizer *t, const char *s, size_t n) {
     return -1;
 }
 
-static int hex_value(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-}
-
-/* "<0xXX>" -> XX, else -1. */
-static int byte_piece(const char *s, size_t n) {
-    if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
-    int hi = hex_value(s[3]), lo = hex_value(s[4]);
-    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
 
 ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const char *name,
                                        int64_t expected_vocab, ffn_llama2c_tokenizer **out) {
@@ -179,7 +167,7 @@ ffn_status ffn_llama2c_tokenizer_parse(const void *buf, size_t n_bytes, const ch
     free(refs);
     for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
     for (int64_t i = V - 1; i >= 0; i--) {
-        int byte = byte_piece(t->bytes + t->start[i], (size_t)t->len[i]);
+        int byte = ffn_vocab_byte_token(t->bytes + t->start[i], (size_t)t->len[i]);
         if (byte >= 0) t->byte_id[byte] = (int32_t)i;
     }
     *out = t;
@@ -300,7 +288,7 @@ ffn_status ffn_llama2c_tokenizer_piece(const ffn_llama2c_tokenizer *t, int32_t p
         s++;
         n--;
     }
-    int byte = byte_piece(s, n);
+    int byte = ffn_vocab_byte_token(s, n);
     if (byte >= 0) {
         byte_buf[0] = (char)byte;
         s = byte_buf;

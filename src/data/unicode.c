@@ -142,6 +142,21 @@ static int ccc_of(uint32_t cp) { return cp >= RAW_BYTE ? 0 : unicode_ccc(cp); }
 /* NFC of one span s[0..n) appended to *o (capacity grown as needed). */
 static int nfc_span(const unsigned char *u, size_t n, char **o, size_t *at, size_t *cap);
 
+/* src[0..len) appended to *o at *at, with room for a terminator: the
+ * capacity doubles (exact: grows to just what the tail needs). */
+static int copy_bytes(char **o, size_t *at, size_t *cap, const char *src, size_t len, int exact) {
+    if (*at + len + 1 > *cap) {
+        size_t c = exact ? *at + len + 1 : 2 * (*at + len) + 16;
+        char *p = realloc(*o, c);
+        if (!p) return -1;
+        *o = p;
+        *cap = c;
+    }
+    memcpy(*o + *at, src, len);
+    *at += len;
+    return 0;
+}
+
 ffn_status unicode_nfc(const char *s, size_t n, char **out, size_t *n_out) {
     *out = NULL;
     *n_out = 0;
@@ -172,19 +187,8 @@ ffn_status unicode_nfc(const char *s, size_t n, char **out, size_t *n_out) {
             cap = n + n / 2 + 16;
             if (!(o = malloc(cap))) return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
         }
-        if (start > copied) {
-            if (at + (start - copied) + 1 > cap) {
-                char *p = realloc(o, cap = 2 * (at + (start - copied)) + 16);
-                if (!p) {
-                    free(o);
-                    return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
-                }
-                o = p;
-            }
-            memcpy(o + at, s + copied, start - copied);
-            at += start - copied;
-        }
-        if (nfc_span(u + start, end - start, &o, &at, &cap)) {
+        if ((start > copied && copy_bytes(&o, &at, &cap, s + copied, start - copied, 0)) ||
+            nfc_span(u + start, end - start, &o, &at, &cap)) {
             free(o);
             return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
         }
@@ -192,16 +196,10 @@ ffn_status unicode_nfc(const char *s, size_t n, char **out, size_t *n_out) {
         i = end;
     }
     if (!o) return FFN_OK; /* nothing to change */
-    if (at + (n - copied) + 1 > cap) {
-        char *p = realloc(o, cap = at + (n - copied) + 1);
-        if (!p) {
-            free(o);
-            return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
-        }
-        o = p;
+    if (copy_bytes(&o, &at, &cap, s + copied, n - copied, 1)) {
+        free(o);
+        return ffn_error(FFN_ERR_NOMEM, "NFC: out of memory");
     }
-    memcpy(o + at, s + copied, n - copied);
-    at += n - copied;
     o[at] = '\0';
     *out = o;
     *n_out = at;

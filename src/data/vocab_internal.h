@@ -38,4 +38,19 @@ int vocab_dir_json_is_export(const char *dir);
 #define FFN_GGUF_KEY_TOKENIZER_JSON "ffn.tokenizer_json"
 #define FFN_GGUF_KEY_TOKENIZER_CONFIG "ffn.tokenizer_config_json"
 
+/* A byte token "<0xNN>" (hex digits either case) -> NN, anything else -1:
+ * SentencePiece's byte fallback, in llama2.c and tokenizer.json vocabularies. */
+static inline int ffn_vocab_byte_token(const char *s, size_t n) {
+    if (n != 6 || s[0] != '<' || s[1] != '0' || s[2] != 'x' || s[5] != '>') return -1;
+    int v = 0;
+    for (int i = 3; i < 5; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
 #endif /* FFN_VOCAB_INTERNAL_H */

@@ -430,29 +430,17 @@ void ffn_dist_owned_range(const ffn_dist *d, ffn_dist_group g, int64_t n, int64_
     dist_split(n, P, (r + 1) % P, first, count); /* the chunk the reduce-scatter completes here */
 }
 
-ffn_status ffn_dist_reduce_scatter_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
-    if (!d || !group_ok(g) || (!buf && n) || n < 0)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_scatter_f32: bad argument");
-    return ring_f32_rs(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
-}
-
-ffn_status ffn_dist_all_gather_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
-    if (!d || !group_ok(g) || (!buf && n) || n < 0)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_all_gather_f32: bad argument");
-    return ring_f32_ag(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
-}
-
-ffn_status ffn_dist_allreduce_f32(ffn_dist *d, ffn_dist_group g, float *buf, int64_t n) {
-    if (!d || !group_ok(g) || (!buf && n) || n < 0)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_allreduce_f32: bad argument");
-    return ring_f32(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
-}
-
-ffn_status ffn_dist_allreduce_f64(ffn_dist *d, ffn_dist_group g, double *buf, int64_t n) {
-    if (!d || !group_ok(g) || (!buf && n) || n < 0)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_allreduce_f64: bad argument");
-    return ring_f64(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);
-}
+/* The public ring collectives: arguments checked, then the group's ring. */
+#define COLLECTIVE(name, T, ring)                                                     \
+    ffn_status name(ffn_dist *d, ffn_dist_group g, T *buf, int64_t n) {               \
+        if (!d || !group_ok(g) || (!buf && n) || n < 0)                               \
+            return ffn_set_error(FFN_ERR_INVALID_ARG, #name ": bad argument");        \
+        return ring(d, d->comm[g], d->grank[g], d->gsize[g], buf, n);                 \
+    }
+COLLECTIVE(ffn_dist_reduce_scatter_f32, float, ring_f32_rs)
+COLLECTIVE(ffn_dist_all_gather_f32, float, ring_f32_ag)
+COLLECTIVE(ffn_dist_allreduce_f32, float, ring_f32)
+COLLECTIVE(ffn_dist_allreduce_f64, double, ring_f64)
 
 ffn_status ffn_dist_broadcast(ffn_dist *d, ffn_dist_group g, void *buf, size_t n, int root) {
     if (!d || !group_ok(g) || n > INT_MAX)
