@@ -79,7 +79,7 @@ QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, i
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
 /* ---- q4_K ---------------------------------------------------------------------- */
@@ -136,7 +136,7 @@ QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- q6_K ------------------------------------------------------------------------ */
@@ -183,7 +183,7 @@ QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- f32, f16, bf16 ------------------------------------------------------------- */
@@ -236,7 +236,7 @@ QA void qa_dot_float(const uint8_t *row, int64_t cols, const int kind, const qg_
         float tail = 0.0f;
         const float *x = a->x + (t0 + t) * a->ldx;
         for (int64_t j = k; j < cols; j++) tail += qa_w1(row, j, kind) * x[j];
-        out[t] = qg_avx2_hsum(_mm256_add_ps(acc0[t], acc1[t])) + tail;
+        out[t] = vf_hsum(_mm256_add_ps(acc0[t], acc1[t])) + tail;
     }
 }
 

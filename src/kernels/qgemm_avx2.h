@@ -1,13 +1,14 @@
 /* qgemm_avx2.h -- what the AVX2 row kernels of ffn_qgemm share
  * (qgemm_avx2.c, qgemm_k_avx2.c, qgemm_legacy_avx2.c; the f16 scale also
  * qgemm_panel_avx2.c): the block of tokens a weight row meets at once, the
- * fp16 scale widened, the horizontal sums and the row loop around a
+ * fp16 scale widened, the integer horizontal sum and the row loop around a
  * file's dot kernel.  Included only by files built with -mavx2 -mfma
  * -mf16c. */
 #ifndef FFN_KERNELS_QGEMM_AVX2_H
 #define FFN_KERNELS_QGEMM_AVX2_H
 
 #include "kernels/qgemm_impl.h"
+#include "kernels/vec_avx2.h" /* vf_hsum */
 
 #include <immintrin.h>
 #include <string.h>
@@ -23,13 +24,6 @@ static inline float qg_avx2_f16(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
     return _cvtsh_ss(h);
-}
-
-QG_AVX2_INLINE float qg_avx2_hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
 }
 
 QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {

@@ -72,7 +72,7 @@ KA void ka_dot_q2K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- q3_K ---------------------------------------------------------------------- */
@@ -129,7 +129,7 @@ KA void ka_dot_q3K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- q5_K ---------------------------------------------------------------------- */
@@ -179,7 +179,7 @@ KA void ka_dot_q5K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
@@ -221,7 +221,7 @@ KA void ka_dot_iq4xs(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- rows ---------------------------------------------------------------------------- */

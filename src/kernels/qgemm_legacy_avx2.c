@@ -83,7 +83,7 @@ QL void ql_dot(const int kind, const uint8_t *row, int64_t cols, const qg_acts *
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qg_avx2_hsum(has_m ? _mm256_add_ps(acc[t], accm[t]) : acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(has_m ? _mm256_add_ps(acc[t], accm[t]) : acc[t]);
 }
 
 QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_1, ql_dot, QL_Q4_1)
