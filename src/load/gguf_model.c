@@ -326,18 +326,26 @@ typedef struct gg_source {
     int64_t context_cap; /* {arch}.attention.sliding_window when shorter than the context */
 } gg_source;
 
+/* key gets "{arch}.suffix"; *present whether the file holds it.  A missing
+ * required key is an error; a missing optional one is FFN_OK. */
+enum { ARCH_KEY_MAX = 96 };
+static ffn_status arch_key(const gg_source *s, const char *suffix, int required, char key[ARCH_KEY_MAX],
+                           int *present) {
+    snprintf(key, ARCH_KEY_MAX, "%s.%s", s->arch, suffix);
+    *present = ffn_gguf_find_key(s->f, key) >= 0;
+    if (*present || !required) return FFN_OK;
+    return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
+                     "architecture %s)", s->path, key, s->arch);
+}
+
 static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
                           int64_t *out) {
-    char key[96];
-    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    char key[ARCH_KEY_MAX];
+    int present;
     *out = dflt;
-    if (ffn_gguf_find_key(s->f, key) < 0) {
-        if (!required) return FFN_OK;
-        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
-                         "architecture %s)", s->path, key, s->arch);
-    }
-    ffn_status st = ffn_gguf_get_int(s->f, key, out);
-    if (st) return st;
+    ffn_status st = arch_key(s, suffix, required, key, &present);
+    if (st || !present) return st;
+    if ((st = ffn_gguf_get_int(s->f, key, out))) return st;
     if (*out < 0 || *out > ((int64_t)1 << 31))
         return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %lld, expected 0 .. 2^31", s->path,
                          key, (long long)*out);
@@ -346,16 +354,12 @@ static ffn_status key_int(const gg_source *s, const char *suffix, int required, 
 
 static ffn_status key_float(const gg_source *s, const char *suffix, int required, double dflt,
                             double *out) {
-    char key[96];
-    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
+    char key[ARCH_KEY_MAX];
+    int present;
     *out = dflt;
-    if (ffn_gguf_find_key(s->f, key) < 0) {
-        if (!required) return FFN_OK;
-        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
-                         "architecture %s)", s->path, key, s->arch);
-    }
-    ffn_status st = ffn_gguf_get_float(s->f, key, out);
-    if (st) return st;
+    ffn_status st = arch_key(s, suffix, required, key, &present);
+    if (st || !present) return st;
+    if ((st = ffn_gguf_get_float(s->f, key, out))) return st;
     if (!isfinite(*out) || *out <= 0)
         return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %g, expected a positive number",
                          s->path, key, *out);
