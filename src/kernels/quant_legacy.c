@@ -9,6 +9,7 @@
  * saturate; an iq4_nl block of all |x| < 1e-15 is written with d = 0 and
  * zero indices (ggml leaves them as the previous block's). */
 #include "kernels/quant.h"
+#include "kernels/quant_bits.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,15 +22,6 @@
 const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                        1,    13,   25,  38,  53,  69,  89,  113};
 
-static inline float lg_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-static inline void lg_put_f16(uint8_t *p, float f) {
-    uint16_t h = ffn_f32_to_f16(f);
-    memcpy(p, &h, 2);
-}
 /* (int)v for v in [lo, hi] after clamping: the truncating cast of ggml's
  * reference, defined for every input (NaN goes to lo). */
 static inline int lg_trunc(float v, float lo, float hi) {
@@ -40,7 +32,7 @@ static inline int lg_trunc(float v, float lo, float hi) {
 
 void quant_dequantize_q4_1(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 20, dst += 32) {
-        const float d = lg_f16(src), m = lg_f16(src + 2);
+        const float d = qb_load_f16(src), m = qb_load_f16(src + 2);
         const uint8_t *qs = src + 4;
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)(qs[j] & 0x0F) * d + m;
@@ -67,8 +59,8 @@ void quant_quantize_q4_1(const float *src, uint8_t *dst, int64_t nb) {
         lg_minmax(src, &mn, &mx);
         const float d = (mx - mn) / 15.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
-        lg_put_f16(dst + 2, mn);
+        qb_store_f16(dst, d);
+        qb_store_f16(dst + 2, mn);
         for (int j = 0; j < 16; j++) {
             const int q0 = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 15.0f);
             const int q1 = lg_trunc((src[j + 16] - mn) * id + 0.5f, 0.0f, 15.0f);
@@ -100,7 +92,7 @@ static inline void lg_q5_encode(const int q[32], uint8_t *qh4, uint8_t *qs) {
 
 void quant_dequantize_q5_0(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 22, dst += 32) {
-        const float d = lg_f16(src);
+        const float d = qb_load_f16(src);
         int q[32];
         lg_q5_decode(src + 2, src + 6, q);
         for (int j = 0; j < 32; j++) dst[j] = (float)(q[j] - 16) * d;
@@ -119,7 +111,7 @@ void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb) {
             }
         const float d = max / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
+        qb_store_f16(dst, d);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = lg_trunc(src[j] * id + 16.5f, 0.0f, 31.0f);
         lg_q5_encode(q, dst + 2, dst + 6);
@@ -128,7 +120,7 @@ void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q5_1(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 24, dst += 32) {
-        const float d = lg_f16(src), m = lg_f16(src + 2);
+        const float d = qb_load_f16(src), m = qb_load_f16(src + 2);
         int q[32];
         lg_q5_decode(src + 4, src + 8, q);
         for (int j = 0; j < 32; j++) dst[j] = (float)q[j] * d + m;
@@ -142,8 +134,8 @@ void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb) {
         lg_minmax(src, &mn, &mx);
         const float d = (mx - mn) / 31.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
-        lg_put_f16(dst + 2, mn);
+        qb_store_f16(dst, d);
+        qb_store_f16(dst + 2, mn);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 31.0f);
         lg_q5_encode(q, dst + 4, dst + 8);
@@ -154,7 +146,7 @@ void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_iq4_nl(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, dst += 32) {
-        const float d = lg_f16(src);
+        const float d = qb_load_f16(src);
         const uint8_t *qs = src + 2;
         for (int j = 0; j < 16; j++) {
             dst[j] = d * (float)quant_iq4nl_values[qs[j] & 0x0F];
@@ -204,7 +196,7 @@ void quant_quantize_iq4_nl(const float *src, uint8_t *dst, int64_t nb) {
             }
             d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
         }
-        lg_put_f16(dst, d);
+        qb_store_f16(dst, d);
         for (int j = 0; j < 16; j++) dst[2 + j] = (uint8_t)(l[j] | (l[j + 16] << 4));
     }
 }
