@@ -73,14 +73,7 @@ void quant_dequantize_q4_0(const uint8_t *src, float *dst, int64_t nb) {
  * tie) maps to −8, d = max / −8, and q = min(15, trunc(x · (1/d) + 8.5)). */
 void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 18) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            if (amax < fabsf(src[j])) {
-                amax = fabsf(src[j]);
-                max = src[j];
-            }
-        }
-        const float d = max / -8.0f;
+        const float d = qb_signed_max(src, 32, NULL) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         qb_store_f16(dst, d);
         for (int j = 0; j < 16; j++) {
@@ -242,13 +235,8 @@ void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb) {
         float s[16], max_scale = 0.0f, max_abs = 0.0f;
         for (int ib = 0; ib < 16; ib++) {
             const float *x = src + 16 * ib;
-            float amax = 0.0f, max = 0.0f;
-            for (int l = 0; l < 16; l++) {
-                if (amax < fabsf(x[l])) {
-                    amax = fabsf(x[l]);
-                    max = x[l];
-                }
-            }
+            float amax;
+            const float max = qb_signed_max(x, 16, &amax);
             s[ib] = 0.0f;
             if (amax > 0.0f) { /* the extreme maps to about −32, the one end of [−32, 31] reached by both signs */
                 float best = INFINITY;

@@ -1,11 +1,13 @@
 /* quant_bits.h -- the little pieces every reference block codec uses
  * (quant.c, quant_k.c, quant_legacy.c): an fp16 scale read from and
- * written to a block's bytes, and ggml's round-to-nearest-even.  Internal. */
+ * written to a block's bytes, ggml's round-to-nearest-even and the signed
+ * extreme of a block.  Internal. */
 #ifndef FFN_KERNELS_QUANT_BITS_H
 #define FFN_KERNELS_QUANT_BITS_H
 
 #include "base/dtype.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -27,6 +29,21 @@ static inline int qb_nearest(float v) {
     int32_t bits;
     memcpy(&bits, &shifted, 4);
     return (bits & 0x007FFFFF) - 0x00400000;
+}
+
+/* The element of x[0 .. n) of largest magnitude, the first one on a tie
+ * (ggml's "max" of q4_0, q5_0, q6_K; NaN elements never win); *amax (may be
+ * NULL) gets its magnitude. */
+static inline float qb_signed_max(const float *x, int n, float *amax) {
+    float a = 0.0f, max = 0.0f;
+    for (int j = 0; j < n; j++) {
+        if (a < fabsf(x[j])) {
+            a = fabsf(x[j]);
+            max = x[j];
+        }
+    }
+    if (amax) *amax = a;
+    return max;
 }
 
 #endif /* FFN_KERNELS_QUANT_BITS_H */

@@ -41,26 +41,26 @@ void quant_dequantize_q4_1(const uint8_t *src, float *dst, int64_t nb) {
     }
 }
 
-/* min and max of a block of 32 */
-static void lg_minmax(const float *x, float *mn, float *mx) {
+/* The head of a q4_1 / q5_1 block of 32 at dst: d = (max − min) / levels
+ * and m = min as fp16; *mn gets min, *id 1/d (0 for a constant block). */
+static void lg_min_scale(const float *x, float levels, uint8_t *dst, float *mn, float *id) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < 32; j++) {
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
     }
+    const float d = (hi - lo) / levels;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
     *mn = lo;
-    *mx = hi;
+    qb_store_f16(dst, d);
+    qb_store_f16(dst + 2, lo);
 }
 
 /* ggml's reference: d = (max − min) / 15, m = min, q = min(15, trunc((x − min)·(1/d) + 0.5)). */
 void quant_quantize_q4_1(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 20) {
-        float mn, mx;
-        lg_minmax(src, &mn, &mx);
-        const float d = (mx - mn) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        qb_store_f16(dst, d);
-        qb_store_f16(dst + 2, mn);
+        float mn, id;
+        lg_min_scale(src, 15.0f, dst, &mn, &id);
         for (int j = 0; j < 16; j++) {
             const int q0 = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 15.0f);
             const int q1 = lg_trunc((src[j + 16] - mn) * id + 0.5f, 0.0f, 15.0f);
@@ -103,13 +103,7 @@ void quant_dequantize_q5_0(const uint8_t *src, float *dst, int64_t nb) {
  * maps to −16, d = max / −16, q = min(31, trunc(x · (1/d) + 16.5)). */
 void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 22) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(src[j])) {
-                amax = fabsf(src[j]);
-                max = src[j];
-            }
-        const float d = max / -16.0f;
+        const float d = qb_signed_max(src, 32, NULL) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         qb_store_f16(dst, d);
         int q[32];
@@ -130,12 +124,8 @@ void quant_dequantize_q5_1(const uint8_t *src, float *dst, int64_t nb) {
 /* ggml's reference: d = (max − min) / 31, m = min, q = trunc((x − min)·(1/d) + 0.5). */
 void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 24) {
-        float mn, mx;
-        lg_minmax(src, &mn, &mx);
-        const float d = (mx - mn) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        qb_store_f16(dst, d);
-        qb_store_f16(dst + 2, mn);
+        float mn, id;
+        lg_min_scale(src, 31.0f, dst, &mn, &id);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 31.0f);
         lg_q5_encode(q, dst + 4, dst + 8);
