@@ -1523,6 +1523,15 @@ void ffn_gguf_save_options_default(ffn_gguf_save_options *o) {
     o->type = FFN_GGML_TYPE_F32;
 }
 
+/* *buf holds at least n floats (its old contents dropped); *cap its size. */
+static ffn_status grow_floats(float **buf, int64_t *cap, int64_t n) {
+    if (n <= *cap) return FFN_OK;
+    free(*buf);
+    *cap = n;
+    if (!(*buf = malloc((size_t)n * sizeof(float)))) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    return FFN_OK;
+}
+
 ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_gguf_save_options *opts,
                                ffn_gguf_save_report *report) {
     if (!model || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_save_model: NULL argument");
@@ -1709,14 +1718,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             }
         }
         if (!src || (e->rope_heads > 0 && permute)) {
-            if (numel > buf_cap) {
-                free(buf);
-                buf_cap = numel;
-                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
-                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-                    break;
-                }
-            }
+            if ((st = grow_floats(&buf, &buf_cap, numel))) break;
             if (!src) /* qwen2* biases a model without attention biases does not have */
                 memset(buf, 0, (size_t)numel * sizeof(float));
             else /* rotate_half -> interleaved for llama, the inverse for qwen2* */
@@ -1725,14 +1727,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             src = buf;
         }
         if (e->offset != 0.0 && src) { /* gemma's norms: the file holds offset + w */
-            if (numel > buf_cap) {
-                free(buf);
-                buf_cap = numel;
-                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
-                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-                    break;
-                }
-            }
+            if ((st = grow_floats(&buf, &buf_cap, numel))) break;
             for (int64_t k = 0; k < numel; k++) buf[k] = (float)(src[k] + e->offset);
             src = buf;
         }
