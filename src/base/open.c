@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -190,6 +191,46 @@ ffn_status ffn_map_regular(const char *path, ffn_mapped *m) {
 void ffn_unmap(ffn_mapped *m) {
     if (m->map) munmap(m->map, m->size);
     memset(m, 0, sizeof *m);
+}
+
+ffn_status ffn_view_open_buffer(const ffn_view_ops *ops, const void *data, size_t size, const char *name,
+                                void **out) {
+    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "%s_buffer: out is NULL", ops->fn);
+    *out = NULL;
+    if (!name) name = "<buffer>";
+    if (!data && size) return ffn_error(FFN_ERR_INVALID_ARG, "%s: %s_buffer: data is NULL", name, ops->fn);
+    ffn_view *obj = calloc(1, ops->obj_size);
+    if (obj && !(obj->path = strdup(name))) {
+        free(obj);
+        obj = NULL;
+    }
+    if (!obj) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
+    obj->base = data;
+    obj->size = size;
+    ffn_status s = ops->validate(obj);
+    if (s != FFN_OK) {
+        ops->close(obj);
+        return s;
+    }
+    *out = obj;
+    return FFN_OK;
+}
+
+ffn_status ffn_view_open_file(const ffn_view_ops *ops, const char *path, void **out) {
+    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "%s: out is NULL", ops->fn);
+    *out = NULL;
+    if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "%s: path is NULL", ops->fn);
+    ffn_mapped mp;
+    ffn_status s = ffn_map_regular(path, &mp);
+    if (s) return s;
+    if ((s = ffn_view_open_buffer(ops, mp.data, mp.size, path, out))) {
+        ffn_unmap(&mp);
+        return s;
+    }
+    ffn_view *v = *out;
+    v->map = mp.map;
+    v->map_size = mp.size;
+    return FFN_OK;
 }
 
 int ffn_bytes_look_like_text(const void *buf, size_t n) {

@@ -33,6 +33,41 @@ typedef struct ffn_mapped {
 ffn_status ffn_map_regular(const char *path, ffn_mapped *m);
 void ffn_unmap(ffn_mapped *m); /* zeroes *m; an empty or zeroed one is a no-op */
 
+/* A file format read in place (GGUF, safetensors): its object begins
+ * with FFN_VIEW_HEAD, the bytes it views, by name (f->base) and as an
+ * ffn_view.  The checks of the arguments, the order of the steps and the
+ * cleanup on failure of its two opens are here once; the format's close
+ * unmaps map and frees path. */
+#define FFN_VIEW_FIELDS                                            \
+    char *path;                /* or the buffer's name */          \
+    const unsigned char *base; /* the bytes */                     \
+    size_t size;                                                   \
+    void *map;                 /* the mapping (NULL for a buffer) */ \
+    size_t map_size;
+typedef struct ffn_view {
+    FFN_VIEW_FIELDS
+} ffn_view;
+#define FFN_VIEW_HEAD         \
+    union {                   \
+        ffn_view view;        \
+        struct {              \
+            FFN_VIEW_FIELDS   \
+        };                    \
+    };
+typedef struct ffn_view_ops {
+    const char *fn;    /* the format's open in messages ("ffn_gguf_open"; fn + "_buffer") */
+    size_t obj_size;   /* sizeof the object, zeroed before its view is filled */
+    ffn_status (*validate)(void *obj);
+    void (*close)(void *obj);
+} ffn_view_ops;
+/* *out gets the checked object viewing a caller's buffer (name may be
+ * NULL: "<buffer>"), or NULL on failure. */
+ffn_status ffn_view_open_buffer(const ffn_view_ops *ops, const void *data, size_t size, const char *name,
+                                void **out);
+/* The same over the file at path mapped (a FIFO or a device is refused by
+ * name, without blocking); the object owns the mapping. */
+ffn_status ffn_view_open_file(const ffn_view_ops *ops, const char *path, void **out);
+
 /* What the first bytes of a file say it is, by magic number or structure:
  * FFN_SNIFF_UNKNOWN when nothing matches.  Parsers call it to name a file
  * of the wrong format instead of reporting a nonsense field. */

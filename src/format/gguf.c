@@ -90,11 +90,7 @@ typedef struct gg_tensor {
 } gg_tensor;
 
 struct ffn_gguf_file {
-    char *path;
-    const uint8_t *base;
-    size_t size;
-    void *map;
-    size_t map_size;
+    FFN_VIEW_HEAD
     uint32_t version;
     size_t alignment;
     uint64_t data_offset;
@@ -430,49 +426,22 @@ static ffn_status validate(ffn_gguf_file *f) {
 
 /* ---- open / close ------------------------------------------------------------ */
 
-static ffn_gguf_file *new_file(const char *name) {
-    ffn_gguf_file *f = calloc(1, sizeof *f);
-    if (!f) return NULL;
-    f->path = strdup(name);
-    if (!f->path) {
-        free(f);
-        return NULL;
-    }
-    return f;
-}
+static ffn_status view_validate(void *f) { return validate(f); }
+static void view_close(void *f) { ffn_gguf_close(f); }
+static const ffn_view_ops view_ops = {"ffn_gguf_open", sizeof(ffn_gguf_file), view_validate, view_close};
 
 ffn_status ffn_gguf_open_buffer(const void *data, size_t size, const char *name, ffn_gguf_file **out) {
-    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open_buffer: out is NULL");
-    *out = NULL;
-    if (!name) name = "<buffer>";
-    if (!data && size) return ffn_error(FFN_ERR_INVALID_ARG, "%s: ffn_gguf_open_buffer: data is NULL", name);
-    ffn_gguf_file *f = new_file(name);
-    if (!f) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
-    f->base = data;
-    f->size = size;
-    ffn_status s = validate(f);
-    if (s != FFN_OK) {
-        ffn_gguf_close(f);
-        return s;
-    }
-    *out = f;
-    return FFN_OK;
+    void *f = NULL;
+    ffn_status s = ffn_view_open_buffer(&view_ops, data, size, name, out ? &f : NULL);
+    if (out) *out = f;
+    return s;
 }
 
 ffn_status ffn_gguf_open(const char *path, ffn_gguf_file **out) {
-    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: out is NULL");
-    *out = NULL;
-    if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_open: path is NULL");
-    ffn_mapped mp; /* a FIFO or a device is refused by name, without blocking */
-    ffn_status s = ffn_map_regular(path, &mp);
-    if (s) return s;
-    if ((s = ffn_gguf_open_buffer(mp.data, mp.size, path, out))) {
-        ffn_unmap(&mp);
-        return s;
-    }
-    (*out)->map = mp.map; /* the file now owns the mapping */
-    (*out)->map_size = mp.size;
-    return FFN_OK;
+    void *f = NULL;
+    ffn_status s = ffn_view_open_file(&view_ops, path, out ? &f : NULL);
+    if (out) *out = f;
+    return s;
 }
 
 const char *ffn_gguf_path(const ffn_gguf_file *f) { return f ? f->path : ""; }

@@ -74,11 +74,7 @@ typedef struct st_entry {
 } st_entry;
 
 struct ffn_st_file {
-    char *path;             /* or the buffer name */
-    const unsigned char *base;
-    size_t size;
-    void *map;              /* the mapping (NULL for a caller's buffer) */
-    size_t map_size;
+    FFN_VIEW_HEAD
     uint64_t data_start;    /* 8 + header length */
     json_doc *header;       /* owns the names and metadata strings */
     st_entry *entries;      /* n, in data order */
@@ -311,49 +307,22 @@ static ffn_status validate(ffn_st_file *f) {
     return FFN_OK;
 }
 
-static ffn_st_file *new_file(const char *name) {
-    ffn_st_file *f = calloc(1, sizeof *f);
-    if (!f) return NULL;
-    f->path = strdup(name);
-    if (!f->path) {
-        free(f);
-        return NULL;
-    }
-    return f;
-}
+static ffn_status view_validate(void *f) { return validate(f); }
+static void view_close(void *f) { ffn_st_close(f); }
+static const ffn_view_ops view_ops = {"ffn_st_open", sizeof(ffn_st_file), view_validate, view_close};
 
 ffn_status ffn_st_open_buffer(const void *data, size_t size, const char *name, ffn_st_file **out) {
-    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_open_buffer: out is NULL");
-    *out = NULL;
-    if (!name) name = "<buffer>";
-    if (!data && size) return ffn_error(FFN_ERR_INVALID_ARG, "%s: ffn_st_open_buffer: data is NULL", name);
-    ffn_st_file *f = new_file(name);
-    if (!f) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
-    f->base = data;
-    f->size = size;
-    ffn_status s = validate(f);
-    if (s != FFN_OK) {
-        ffn_st_close(f);
-        return s;
-    }
-    *out = f;
-    return FFN_OK;
+    void *f = NULL;
+    ffn_status s = ffn_view_open_buffer(&view_ops, data, size, name, out ? &f : NULL);
+    if (out) *out = f;
+    return s;
 }
 
 ffn_status ffn_st_open(const char *path, ffn_st_file **out) {
-    if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_open: out is NULL");
-    *out = NULL;
-    if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_open: path is NULL");
-    ffn_mapped mp; /* a FIFO or a device is refused by name, without blocking */
-    ffn_status s = ffn_map_regular(path, &mp);
-    if (s) return s;
-    if ((s = ffn_st_open_buffer(mp.data, mp.size, path, out))) {
-        ffn_unmap(&mp);
-        return s;
-    }
-    (*out)->map = mp.map; /* the file now owns the mapping */
-    (*out)->map_size = mp.size;
-    return FFN_OK;
+    void *f = NULL;
+    ffn_status s = ffn_view_open_file(&view_ops, path, out ? &f : NULL);
+    if (out) *out = f;
+    return s;
 }
 
 /* ---- lookups ---------------------------------------------------------- */

@@ -4,70 +4,65 @@
  * Contract in kernels.h (ffn_gemv).  Internal.
  *
  * A block is up to 4 weight rows × GEMV_TOKENS tokens held in as many
- * accumulators, GEMV_LANES floats a step along K, the K tail by masked
+ * accumulators, VF_LANES floats a step along K, the K tail by masked
  * loads; each output is the horizontal sum of its accumulator, so the sum
  * order depends only on K and the ISA (never on the blocking or threads).
  * Register budget: per step GEMV_TOKENS vectors of x and one row of W at a
  * time are live next to the 4 × GEMV_TOKENS accumulators (AVX2: 12 + 3 + 1
  * = 16 ymm; AVX-512: 16 + 4 + 1 of 32 zmm).
  *
- * The including file defines, before including this one:
+ * The including file includes vec_avx2.h or vec_avx512.h (the vector
+ * operations, vf_*, each an always-inline function, so that R and T below
+ * are compile-time constants in every instance and the loops unroll into
+ * registers) and defines, before including this one:
  *   GEMV_NAME                  the function (ffn_gemv_avx2, ...)
- *   GEMV_TOKENS                tokens per block (3 or 4)
- *   GEMV_LANES                 floats per vector
- *   gemv_vec, gemv_mask        the vector type and the tail mask's type
- *   gemv_zero(), gemv_load(p), gemv_fma(a, b, c) = a·b + c,
- *   gemv_tail_mask(rem)        the first rem lanes (0 < rem < GEMV_LANES),
- *   gemv_load_masked(p, m)     lanes outside m read as 0, never touched,
- *   gemv_hsum(v)               the sum of the lanes
- * each as a GEMV_INLINE function, so that R and T below are compile-time
- * constants in every instance and the loops unroll into registers. */
-#ifndef GEMV_NAME
-#error "define GEMV_NAME and the vector operations before including gemv_impl.h"
+ *   GEMV_TOKENS                tokens per block (3 or 4) */
+#if !defined GEMV_NAME || !defined VF_LANES
+#error "define GEMV_NAME and include a vec_*.h before including gemv_impl.h"
 #endif
 
 #include "kernels/kernels.h"
 
 /* out[t·ldo + r] = W[r] · x[t] for r < R (<= 4), t < T (<= GEMV_TOKENS). */
-GEMV_INLINE void gemv_block(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
+VF_INLINE void gemv_block(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                             int64_t ldx, int R, int T) {
-    gemv_vec acc[4][GEMV_TOKENS];
+    vf_vec acc[4][GEMV_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++)
 #pragma GCC unroll 4
-        for (int t = 0; t < GEMV_TOKENS; t++) acc[r][t] = gemv_zero();
+        for (int t = 0; t < GEMV_TOKENS; t++) acc[r][t] = vf_zero();
     int64_t k = 0;
-    for (; k + GEMV_LANES <= K; k += GEMV_LANES) {
-        gemv_vec xv[GEMV_TOKENS];
+    for (; k + VF_LANES <= K; k += VF_LANES) {
+        vf_vec xv[GEMV_TOKENS];
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) xv[t] = gemv_load(x + t * ldx + k);
+        for (int t = 0; t < T; t++) xv[t] = vf_load(x + t * ldx + k);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            gemv_vec w = gemv_load(W + r * K + k);
+            vf_vec w = vf_load(W + r * K + k);
 #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) acc[r][t] = gemv_fma(w, xv[t], acc[r][t]);
+            for (int t = 0; t < T; t++) acc[r][t] = vf_fma(w, xv[t], acc[r][t]);
         }
     }
     if (k < K) {
-        gemv_mask m = gemv_tail_mask((int)(K - k));
-        gemv_vec xv[GEMV_TOKENS];
+        vf_mask m = vf_tail_mask((int)(K - k));
+        vf_vec xv[GEMV_TOKENS];
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) xv[t] = gemv_load_masked(x + t * ldx + k, m);
+        for (int t = 0; t < T; t++) xv[t] = vf_load_masked(x + t * ldx + k, m);
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            gemv_vec w = gemv_load_masked(W + r * K + k, m);
+            vf_vec w = vf_load_masked(W + r * K + k, m);
 #pragma GCC unroll 4
-            for (int t = 0; t < T; t++) acc[r][t] = gemv_fma(w, xv[t], acc[r][t]);
+            for (int t = 0; t < T; t++) acc[r][t] = vf_fma(w, xv[t], acc[r][t]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 4
-        for (int t = 0; t < T; t++) out[t * ldo + r] = gemv_hsum(acc[r][t]);
+        for (int t = 0; t < T; t++) out[t * ldo + r] = vf_hsum(acc[r][t]);
 }
 
 /* The block for T tokens (1..GEMV_TOKENS), T made a constant per case. */
-GEMV_INLINE void gemv_tokens(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
+VF_INLINE void gemv_tokens(float *out, int64_t ldo, const float *W, int64_t K, const float *x,
                              int64_t ldx, int R, int T) {
     switch (T) {
     case 1: gemv_block(out, ldo, W, K, x, ldx, R, 1); break;

@@ -13,22 +13,10 @@
  *   f16, bf16   converted to fp32 (F16C; bf16 by a 16-bit shift) and FMA
  *               on the fp32 activations; the cols % 8 tail in scalar.
  * Float accumulators follow a sequence fixed by cols alone. */
-#include "kernels/qgemm_impl.h"
+#include "kernels/qgemm_avx2.h"
 #include "kernels/kernels.h"
 
-#include <immintrin.h>
-#include <string.h>
-
-#define QA static inline __attribute__((always_inline))
-enum { QA_T = 4 };
-
-/* A block's fp16 scale, widened by F16C in the kernel (exact, as
- * ffn_f16_to_f32, which as a call per block took 13% of a q8_0 decode). */
-static inline float qa_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
+#define QA QG_AVX2_INLINE
 
 /* One block of len (a multiple of 8) activations to int8, qgemm.c's rule
  * (d = amax / 127, q = x · (1/d) rounded to nearest even, clamped to
@@ -53,13 +41,6 @@ float ffn_qg_quant_block_avx2(const float *x, int len, int8_t *q) {
     return d;
 }
 
-QA float qa_hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-
 /* ---- q8_0 / q4_0 ------------------------------------------------------------ */
 
 QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, int64_t t0, const int T,
@@ -67,12 +48,12 @@ QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, i
     const int bsz = q8 ? 34 : 18;
     const int64_t nblk = cols / 32;
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256 acc[2][QA_T];
+    __m256 acc[2][QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *p = row + b * bsz;
-        const float wd = qa_f16(p);
+        const float wd = qg_avx2_f16(p);
         __m256i w;
         if (q8) {
             w = _mm256_loadu_si256((const __m256i *)(p + 2));
@@ -98,7 +79,7 @@ QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, i
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qa_hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
 /* ---- q4_K ---------------------------------------------------------------------- */
@@ -118,16 +99,16 @@ static inline void qa_scales_k4(const uint8_t *s12, uint8_t out[16]) {
 QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
                    float *out) {
     const int64_t nblk = cols / 256;
-    __m256 acc[QA_T];
-    float accm[QA_T];
+    __m256 acc[QG_AVX2_T];
+    float accm[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * 144;
-        const float d = qa_f16(p), dmin = qa_f16(p + 2);
+        const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
         uint8_t sm[16];
         qa_scales_k4(p + 4, sm);
-        __m256i s[QA_T];
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
         for (int i = 0; i < 4; i++) {
@@ -155,7 +136,7 @@ QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qa_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- q6_K ------------------------------------------------------------------------ */
@@ -164,14 +145,14 @@ QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
                    float *out) {
     const int64_t nblk = cols / 256;
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
-    __m256 acc[QA_T];
+    __m256 acc[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * 210;
         const int8_t *sc = (const int8_t *)(p + 192);
-        const float d = qa_f16(p + 208);
-        __m256i s[QA_T];
+        const float d = qg_avx2_f16(p + 208);
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -202,7 +183,7 @@ QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = qa_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- f32, f16, bf16 ------------------------------------------------------------- */
@@ -230,7 +211,7 @@ static inline float qa_w1(const uint8_t *row, int64_t k, int kind) {
 
 QA void qa_dot_float(const uint8_t *row, int64_t cols, const int kind, const qg_acts *a, int64_t t0,
                      const int T, float *out) {
-    __m256 acc0[QA_T], acc1[QA_T];
+    __m256 acc0[QG_AVX2_T], acc1[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc0[t] = acc1[t] = _mm256_setzero_ps();
     int64_t k = 0;
@@ -255,7 +236,7 @@ QA void qa_dot_float(const uint8_t *row, int64_t cols, const int kind, const qg_
         float tail = 0.0f;
         const float *x = a->x + (t0 + t) * a->ldx;
         for (int64_t j = k; j < cols; j++) tail += qa_w1(row, j, kind) * x[j];
-        out[t] = qa_hsum(_mm256_add_ps(acc0[t], acc1[t])) + tail;
+        out[t] = vf_hsum(_mm256_add_ps(acc0[t], acc1[t])) + tail;
     }
 }
 
@@ -274,32 +255,10 @@ QA void qa_dot(ffn_ggml_type type, const uint8_t *row, int64_t cols, const qg_ac
     }
 }
 
-#define QA_ROWS(name, TYPE)                                                                     \
-    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,  \
-                     int64_t ldy, int accumulate) {                                             \
-        float out[QA_T];                                                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const uint8_t *row = w->data + (size_t)r * w->row_bytes;                            \
-            for (int64_t t0 = 0; t0 < a->n; t0 += QA_T) {                                       \
-                int T = a->n - t0 < QA_T ? (int)(a->n - t0) : QA_T;                             \
-                switch (T) {                                                                    \
-                case 1: qa_dot(TYPE, row, w->cols, a, t0, 1, out); break;                       \
-                case 2: qa_dot(TYPE, row, w->cols, a, t0, 2, out); break;                       \
-                case 3: qa_dot(TYPE, row, w->cols, a, t0, 3, out); break;                       \
-                default: qa_dot(TYPE, row, w->cols, a, t0, 4, out); break;                      \
-                }                                                                               \
-                for (int t = 0; t < T; t++) {                                                   \
-                    float *o = y + (t0 + t) * ldy + r;                                          \
-                    *o = accumulate ? *o + out[t] : out[t];                                     \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
-QA_ROWS(ffn_qg_rows_avx2_q8_0, FFN_GGML_TYPE_Q8_0)
-QA_ROWS(ffn_qg_rows_avx2_q4_0, FFN_GGML_TYPE_Q4_0)
-QA_ROWS(ffn_qg_rows_avx2_q4_K, FFN_GGML_TYPE_Q4_K)
-QA_ROWS(ffn_qg_rows_avx2_q6_K, FFN_GGML_TYPE_Q6_K)
-QA_ROWS(ffn_qg_rows_avx2_bf16, FFN_GGML_TYPE_BF16)
-QA_ROWS(ffn_qg_rows_avx2_f16, FFN_GGML_TYPE_F16)
-QA_ROWS(ffn_qg_rows_avx2_f32, FFN_GGML_TYPE_F32)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q8_0, qa_dot, FFN_GGML_TYPE_Q8_0)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_0, qa_dot, FFN_GGML_TYPE_Q4_0)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_K, qa_dot, FFN_GGML_TYPE_Q4_K)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q6_K, qa_dot, FFN_GGML_TYPE_Q6_K)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_bf16, qa_dot, FFN_GGML_TYPE_BF16)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_f16, qa_dot, FFN_GGML_TYPE_F16)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_f32, qa_dot, FFN_GGML_TYPE_F32)

@@ -434,6 +434,19 @@ QK __m512i qk_bcast16(__m128i v, int i0, int i1) {
 
 /* Blocks [k0/256, k1/256): the scaled sums into acc, minus the mins' part
  * into accm (lanes 0..7). */
+/* One super-block's Σ codes × int8 activations × int16 sub-block scales in
+ * int32 lanes: wv[i] (unsigned codes, 64 bytes) against xq + 64·i,
+ * vpmaddubsw pairs to int16, vpdpwssd by sc[i]; two chains (0, 1 and 2, 3)
+ * for latency, added at the end (exact in integers).  q4_K and q6_K. */
+QK __m512i qk_dot256(const __m512i wv[4], const __m512i sc[4], const int8_t *xq) {
+    const __m512i z = _mm512_setzero_si512();
+    __m512i s0 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(wv[0], _mm512_loadu_si512(xq)), sc[0]);
+    __m512i s1 = _mm512_dpwssd_epi32(z, _mm512_maddubs_epi16(wv[2], _mm512_loadu_si512(xq + 128)), sc[2]);
+    s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wv[1], _mm512_loadu_si512(xq + 64)), sc[1]);
+    s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wv[3], _mm512_loadu_si512(xq + 192)), sc[3]);
+    return _mm512_add_epi32(s0, s1);
+}
+
 QK void qk_part_q4K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
                     const int T, __m512 *acc, __m512 *accm) {
     const __m128i mins_idx = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
@@ -455,14 +468,9 @@ QK void qk_part_q4K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a
         for (int t = 0; t < T; t++) {
             int64_t tt = t0 + t;
             const int8_t *xq = a->q + tt * a->qs + blk * 256;
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                             _mm512_maddubs_epi16(wv[0], _mm512_loadu_si512(xq)), sc[0]);
-            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                             _mm512_maddubs_epi16(wv[2], _mm512_loadu_si512(xq + 128)), sc[2]);
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wv[1], _mm512_loadu_si512(xq + 64)), sc[1]);
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wv[3], _mm512_loadu_si512(xq + 192)), sc[3]);
+            const __m512i s01 = qk_dot256(wv, sc, xq);
             const float dx = a->d[tt * a->ds + blk];
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), _mm512_set1_ps(d * dx), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s01), _mm512_set1_ps(d * dx), acc[t]);
             __m256i mm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), m16);
             accm[t] = _mm512_fnmadd_ps(_mm512_zextps256_ps512(_mm256_cvtepi32_ps(mm)),
                                        _mm512_set1_ps(dmin * dx), accm[t]);
@@ -509,15 +517,10 @@ QK void qk_part_q6K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a
         for (int t = 0; t < T; t++) {
             int64_t tt = t0 + t;
             const int8_t *xq = a->q + tt * a->qs + blk * 256;
-            __m512i s0 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                             _mm512_maddubs_epi16(wv[0], _mm512_loadu_si512(xq)), sc[0]);
-            __m512i s1 = _mm512_dpwssd_epi32(_mm512_setzero_si512(),
-                                             _mm512_maddubs_epi16(wv[2], _mm512_loadu_si512(xq + 128)), sc[2]);
-            s0 = _mm512_dpwssd_epi32(s0, _mm512_maddubs_epi16(wv[1], _mm512_loadu_si512(xq + 64)), sc[1]);
-            s1 = _mm512_dpwssd_epi32(s1, _mm512_maddubs_epi16(wv[3], _mm512_loadu_si512(xq + 192)), sc[3]);
+            const __m512i s01 = qk_dot256(wv, sc, xq);
             /* the codes are q + 32: subtract 32 · Σ_k scale_k · (16-sum k) */
             __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), sc_all);
-            __m512i s = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+            __m512i s = _mm512_sub_epi32(s01, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d * a->d[tt * a->ds + blk]), acc[t]);
         }
     }

@@ -19,34 +19,11 @@
  * Integer sums are exact; per block one convert and one FMA by weight
  * scale × activation scale, so the float sequence depends on cols alone
  * (never on n, r0 or the thread count). */
+#include "kernels/qgemm_avx2.h"
 #include "kernels/qgemm_k.h"
 #include "kernels/quant.h"
 
-#include <immintrin.h>
-#include <string.h>
-
-#define KA static inline __attribute__((always_inline))
-enum { KA_T = 4 };
-
-static inline float ka_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-
-KA float ka_hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
-
-KA int32_t ka_hsum_i32(__m256i v) {
-    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-    return _mm_cvtsi128_si32(h);
-}
+#define KA QG_AVX2_INLINE
 
 /* 16 lanes of a, then 16 of b (int16): the scales of two sub-blocks of 16. */
 KA __m256i ka_pair16(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)); }
@@ -61,14 +38,14 @@ KA void ka_dot_q2K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
                    float *out) {
     const int64_t nblk = cols / 256;
     const __m256i m2 = _mm256_set1_epi8(3);
-    __m256 acc[KA_T];
-    float accm[KA_T];
+    __m256 acc[QG_AVX2_T];
+    float accm[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * QUANT_Q2_K_BYTES, *sc = p;
-        const float d = ka_f16(p + 80), dmin = ka_f16(p + 82);
-        __m256i s[KA_T];
+        const float d = qg_avx2_f16(p + 80), dmin = qg_avx2_f16(p + 82);
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -88,14 +65,14 @@ KA void ka_dot_q2K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         for (int t = 0; t < T; t++) {
             const int64_t tt = t0 + t;
             const __m256i bs = _mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16));
-            const int32_t m = ka_hsum_i32(_mm256_madd_epi16(bs, mins));
+            const int32_t m = qg_avx2_hsum_i32(_mm256_madd_epi16(bs, mins));
             const float dx = a->d[tt * a->ds + blk];
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * dx), acc[t]);
             accm[t] += dmin * dx * (float)m;
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = ka_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- q3_K ---------------------------------------------------------------------- */
@@ -104,12 +81,12 @@ KA void ka_dot_q3K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
                    float *out) {
     const int64_t nblk = cols / 256;
     const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    __m256 acc[KA_T];
+    __m256 acc[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * QUANT_Q3_K_BYTES, *s12 = p + 96;
-        const float d = ka_f16(p + 108);
+        const float d = qg_avx2_f16(p + 108);
         int16_t sc[16] __attribute__((aligned(32)));
         {   /* the 16 six-bit scales (ggml's aux trick), minus 32 */
             uint32_t aux[4];
@@ -124,7 +101,7 @@ KA void ka_dot_q3K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
             _mm256_store_si256((__m256i *)sc, v);
         }
         const __m256i H = _mm256_loadu_si256((const __m256i *)p);
-        __m256i s[KA_T];
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -152,7 +129,7 @@ KA void ka_dot_q3K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = ka_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- q5_K ---------------------------------------------------------------------- */
@@ -161,17 +138,17 @@ KA void ka_dot_q5K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
                    float *out) {
     const int64_t nblk = cols / 256;
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-    __m256 acc[KA_T];
-    float accm[KA_T];
+    __m256 acc[QG_AVX2_T];
+    float accm[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * QUANT_Q5_K_BYTES;
-        const float d = ka_f16(p), dmin = ka_f16(p + 2);
+        const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
         uint8_t sc[8], mn[8];
         for (int j = 0; j < 8; j++) quant_scale_min_k4(j, p + 4, &sc[j], &mn[j]);
         const __m256i QH = _mm256_loadu_si256((const __m256i *)(p + 16));
-        __m256i s[KA_T];
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
@@ -202,7 +179,7 @@ KA void ka_dot_q5K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = ka_hsum(acc[t]) - accm[t];
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
 }
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
@@ -213,14 +190,14 @@ KA void ka_dot_iq4xs(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lut = _mm256_broadcastsi128_si256(
         _mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
-    __m256 acc[KA_T];
+    __m256 acc[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * QUANT_IQ4_XS_BYTES;
-        const float d = ka_f16(p);
+        const float d = qg_avx2_f16(p);
         const unsigned sh = (unsigned)p[2] | ((unsigned)p[3] << 8);
-        __m256i s[KA_T];
+        __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -244,7 +221,7 @@ KA void ka_dot_iq4xs(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = ka_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
 }
 
 /* ---- rows ---------------------------------------------------------------------------- */
@@ -261,29 +238,7 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
     }
 }
 
-#define KA_ROWS(name, TYPE)                                                                     \
-    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,         \
-              int64_t ldy, int accumulate) {                                                    \
-        float out[KA_T];                                                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const uint8_t *row = w->data + (size_t)r * w->row_bytes;                            \
-            for (int64_t t0 = 0; t0 < a->n; t0 += KA_T) {                                       \
-                int T = a->n - t0 < KA_T ? (int)(a->n - t0) : KA_T;                             \
-                switch (T) {                                                                    \
-                case 1: ka_dot(TYPE, row, w->cols, a, t0, 1, out); break;                       \
-                case 2: ka_dot(TYPE, row, w->cols, a, t0, 2, out); break;                       \
-                case 3: ka_dot(TYPE, row, w->cols, a, t0, 3, out); break;                       \
-                default: ka_dot(TYPE, row, w->cols, a, t0, 4, out); break;                      \
-                }                                                                               \
-                for (int t = 0; t < T; t++) {                                                   \
-                    float *o = y + (t0 + t) * ldy + r;                                          \
-                    *o = accumulate ? *o + out[t] : out[t];                                     \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
-KA_ROWS(ffn_qg_rows_avx2_q2_K, KA_Q2_K)
-KA_ROWS(ffn_qg_rows_avx2_q3_K, KA_Q3_K)
-KA_ROWS(ffn_qg_rows_avx2_q5_K, KA_Q5_K)
-KA_ROWS(ffn_qg_rows_avx2_iq4_xs, KA_IQ4_XS)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q2_K, ka_dot, KA_Q2_K)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q3_K, ka_dot, KA_Q3_K)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q5_K, ka_dot, KA_Q5_K)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_iq4_xs, ka_dot, KA_IQ4_XS)

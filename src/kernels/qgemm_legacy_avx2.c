@@ -17,28 +17,11 @@
  * 2·127·127 (iq4_nl's |value| <= 127 against |x8| <= 127), and the int32
  * lane of a block at most 4·2·127·127.  Accumulators follow a sequence
  * fixed by cols alone. */
-#include "kernels/qgemm_impl.h"
+#include "kernels/qgemm_avx2.h"
 #include "kernels/quant.h"
 
-#include <immintrin.h>
-#include <string.h>
-
-#define QL static inline __attribute__((always_inline))
-enum { QL_T = 4 };
+#define QL QG_AVX2_INLINE
 enum { QL_Q4_1, QL_Q5_0, QL_Q5_1, QL_IQ4_NL };
-
-static inline float ql_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-
-QL float ql_hsum(__m256 v) {
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
-}
 
 /* 16 bytes of nibbles -> 32 bytes: elements 0..15 (low nibbles), 16..31 (high) */
 QL __m256i ql_nibbles(const uint8_t *qs) {
@@ -58,19 +41,19 @@ QL __m256i ql_high_bits(const uint8_t *qh4) {
     return _mm256_and_si256(b, _mm256_set1_epi8(0x10));
 }
 
-QL void ql_dot(const uint8_t *row, int64_t cols, const int kind, const qg_acts *a, int64_t t0, const int T,
+QL void ql_dot(const int kind, const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
                float *out) {
     const int bsz = kind == QL_Q4_1 ? 20 : kind == QL_Q5_0 ? 22 : kind == QL_Q5_1 ? 24 : 18;
     const int has_m = kind == QL_Q4_1 || kind == QL_Q5_1;
     const int64_t nblk = cols / 32;
     const __m256i ones = _mm256_set1_epi16(1);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    __m256 acc[QL_T], accm[QL_T];
+    __m256 acc[QG_AVX2_T], accm[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nblk; b++) {
         const uint8_t *p = row + b * bsz;
-        const float wd = ql_f16(p), wm = has_m ? ql_f16(p + 2) : 0.0f;
+        const float wd = qg_avx2_f16(p), wm = has_m ? qg_avx2_f16(p + 2) : 0.0f;
         __m256i w, aw;
         switch (kind) {
         case QL_Q4_1: w = ql_nibbles(p + 4); break;
@@ -100,32 +83,10 @@ QL void ql_dot(const uint8_t *row, int64_t cols, const int kind, const qg_acts *
         }
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = ql_hsum(has_m ? _mm256_add_ps(acc[t], accm[t]) : acc[t]);
+    for (int t = 0; t < T; t++) out[t] = vf_hsum(has_m ? _mm256_add_ps(acc[t], accm[t]) : acc[t]);
 }
 
-#define QL_ROWS(name, KIND)                                                                     \
-    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,        \
-              int64_t ldy, int accumulate) {                                                    \
-        float out[QL_T];                                                                        \
-        for (int64_t r = r0; r < r1; r++) {                                                     \
-            const uint8_t *row = w->data + (size_t)r * w->row_bytes;                            \
-            for (int64_t t0 = 0; t0 < a->n; t0 += QL_T) {                                       \
-                int T = a->n - t0 < QL_T ? (int)(a->n - t0) : QL_T;                             \
-                switch (T) {                                                                    \
-                case 1: ql_dot(row, w->cols, KIND, a, t0, 1, out); break;                       \
-                case 2: ql_dot(row, w->cols, KIND, a, t0, 2, out); break;                       \
-                case 3: ql_dot(row, w->cols, KIND, a, t0, 3, out); break;                       \
-                default: ql_dot(row, w->cols, KIND, a, t0, 4, out); break;                      \
-                }                                                                               \
-                for (int t = 0; t < T; t++) {                                                   \
-                    float *o = y + (t0 + t) * ldy + r;                                          \
-                    *o = accumulate ? *o + out[t] : out[t];                                     \
-                }                                                                               \
-            }                                                                                   \
-        }                                                                                       \
-    }
-
-QL_ROWS(ffn_qg_rows_avx2_q4_1, QL_Q4_1)
-QL_ROWS(ffn_qg_rows_avx2_q5_0, QL_Q5_0)
-QL_ROWS(ffn_qg_rows_avx2_q5_1, QL_Q5_1)
-QL_ROWS(ffn_qg_rows_avx2_iq4_nl, QL_IQ4_NL)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_1, ql_dot, QL_Q4_1)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q5_0, ql_dot, QL_Q5_0)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_q5_1, ql_dot, QL_Q5_1)
+QG_AVX2_ROWS(ffn_qg_rows_avx2_iq4_nl, ql_dot, QL_IQ4_NL)

@@ -25,6 +25,7 @@
  * thread count.  x and W stay fp32 (W as the decoder gives it): the
  * result is the dequantized weight's product to fp32 rounding, not the row
  * kernels' (which quantize x to int8). */
+#include "kernels/qgemm_avx2.h"
 #include "kernels/qgemm_impl.h"
 #include "kernels/types.h"
 
@@ -78,12 +79,6 @@ PA void pa_transpose8(__m256 r[8]) {
  * differences in fp32, fp16 scales widened exactly by F16C), and the table's
  * own decoder for every other type. */
 
-static inline float pa_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
 PA __m256i pa_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
 static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t *src, float *dst,
@@ -92,7 +87,7 @@ static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t 
     switch (type) {
     case FFN_GGML_TYPE_Q8_0: /* (float)q · d */
         for (int64_t b = 0; b < nb; b++, src += 34, dst += 32) {
-            const __m256 d = _mm256_set1_ps(pa_f16(src));
+            const __m256 d = _mm256_set1_ps(qg_avx2_f16(src));
             for (int i = 0; i < 4; i++) {
                 __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(src + 2 + 8 * i)));
                 _mm256_storeu_ps(dst + 8 * i, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
@@ -101,7 +96,7 @@ static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t 
         return;
     case FFN_GGML_TYPE_Q4_0: /* (float)(nibble − 8) · d, low nibbles first */
         for (int64_t b = 0; b < nb; b++, src += 18, dst += 32) {
-            const __m256 d = _mm256_set1_ps(pa_f16(src));
+            const __m256 d = _mm256_set1_ps(qg_avx2_f16(src));
             const __m256i eight = _mm256_set1_epi32(8);
             for (int i = 0; i < 2; i++) {
                 __m256i v = pa_u8x8(src + 2 + 8 * i);
@@ -114,7 +109,7 @@ static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t 
         return;
     case FFN_GGML_TYPE_Q4_K: /* (d · sc) · q − (dmin · m), per 32 values */
         for (int64_t b = 0; b < nb; b++, src += 144) {
-            const float d = pa_f16(src), dmin = pa_f16(src + 2);
+            const float d = qg_avx2_f16(src), dmin = qg_avx2_f16(src + 2);
             const uint8_t *s = src + 4, *qs = src + 16;
             for (int j = 0; j < 4; j++, qs += 32, dst += 64) {
                 float dd[2], mm[2];
@@ -138,7 +133,7 @@ static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t 
         return;
     case FFN_GGML_TYPE_Q6_K: /* (d · sc) · (float)(q − 32) */
         for (int64_t b = 0; b < nb; b++, src += 210) {
-            const float d = pa_f16(src + 208);
+            const float d = qg_avx2_f16(src + 208);
             const __m256i o32 = _mm256_set1_epi32(32);
             const uint8_t *ql = src, *qh = src + 128;
             const int8_t *sc = (const int8_t *)(src + 192);

@@ -9,6 +9,7 @@
  * encoders choose their scales by their own small search.
  * What does not live here: files (src/format/gguf.c), the table (types.c). */
 #include "kernels/quant.h"
+#include "kernels/quant_bits.h"
 
 #include <math.h>
 #include <string.h>
@@ -20,24 +21,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static inline float load_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-static inline void store_f16(uint8_t *p, float f) {
-    uint16_t h = ffn_f32_to_f16(f);
-    memcpy(p, &h, 2);
-}
-/* Round to nearest, ties to even, for |v| < 2^22 (callers clamp first):
- * adding 1.5·2^23 leaves the rounded integer in the low mantissa bits,
- * without a call into libm. */
-static inline int nearest(float v) {
-    float shifted = v + 12582912.0f;
-    int32_t bits;
-    memcpy(&bits, &shifted, 4);
-    return (bits & 0x007FFFFF) - 0x00400000;
-}
 static inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 #define F16_MAX 65504.0f
@@ -46,7 +29,7 @@ static inline float clampf(float v, float lo, float hi) { return v < lo ? lo : (
 
 void quant_dequantize_q8_0(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 34, dst += 32) {
-        const float d = load_f16(src);
+        const float d = qb_load_f16(src);
         const int8_t *qs = (const int8_t *)(src + 2);
         for (int j = 0; j < 32; j++) dst[j] = (float)qs[j] * d;
     }
@@ -65,7 +48,7 @@ void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb) {
         }
         const float d = amax / 127.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(dst, d);
+        qb_store_f16(dst, d);
         for (int j = 0; j < 32; j++) {
             const float r = roundf(clampf(src[j] * id, -127.0f, 127.0f));
             dst[2 + j] = (uint8_t)(int8_t)r;
@@ -77,7 +60,7 @@ void quant_quantize_q8_0(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q4_0(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, dst += 32) {
-        const float d = load_f16(src);
+        const float d = qb_load_f16(src);
         const uint8_t *qs = src + 2;
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)((qs[j] & 0x0F) - 8) * d;
@@ -90,16 +73,9 @@ void quant_dequantize_q4_0(const uint8_t *src, float *dst, int64_t nb) {
  * tie) maps to −8, d = max / −8, and q = min(15, trunc(x · (1/d) + 8.5)). */
 void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 18) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            if (amax < fabsf(src[j])) {
-                amax = fabsf(src[j]);
-                max = src[j];
-            }
-        }
-        const float d = max / -8.0f;
+        const float d = qb_signed_max(src, 32, NULL) / -8.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        store_f16(dst, d);
+        qb_store_f16(dst, d);
         for (int j = 0; j < 16; j++) {
             /* x · id lies in [−8, 8] up to rounding, so the sum is in
              * [0.5, 16.5]; the clamp only matters for an infinite id. */
@@ -114,7 +90,7 @@ void quant_quantize_q4_0(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q4_K(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 144) {
-        const float d = load_f16(src), min = load_f16(src + 2);
+        const float d = qb_load_f16(src), min = qb_load_f16(src + 2);
         const uint8_t *scales = src + 4, *q = src + 16;
         for (int j = 0; j < 256; j += 64, q += 32) {
             uint8_t sc, m;
@@ -133,7 +109,7 @@ static float q4k_sse(const float *x, int n, float step, float off) {
     float sse = 0.0f;
     const float inv = step > 0.0f ? 1.0f / step : 0.0f;
     for (int l = 0; l < n; l++) {
-        const int q = nearest(clampf((x[l] + off) * inv, 0.0f, 15.0f));
+        const int q = qb_nearest(clampf((x[l] + off) * inv, 0.0f, 15.0f));
         const float e = step * (float)q - off - x[l];
         sse += e * e;
     }
@@ -161,7 +137,7 @@ static void q4k_fit(const float *x, float *step_out, float *off_out) {
         const float inv = (15.0f + 0.2f * (float)k) / (mx - mn);
         double sq = 0, sq2 = 0, sx = 0, sqx = 0;
         for (int l = 0; l < 32; l++) {
-            const int q = nearest(clampf((x[l] - mn) * inv, 0.0f, 15.0f));
+            const int q = qb_nearest(clampf((x[l] - mn) * inv, 0.0f, 15.0f));
             sq += q;
             sq2 += (double)q * q;
             sx += x[l];
@@ -194,13 +170,13 @@ void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb) {
             max_step = step[j] > max_step ? step[j] : max_step;
             max_off = off[j] > max_off ? off[j] : max_off;
         }
-        store_f16(dst, clampf(max_step / 63.0f, 0.0f, F16_MAX));
-        store_f16(dst + 2, clampf(max_off / 63.0f, 0.0f, F16_MAX));
-        const float d = load_f16(dst), dmin = load_f16(dst + 2);
+        qb_store_f16(dst, clampf(max_step / 63.0f, 0.0f, F16_MAX));
+        qb_store_f16(dst + 2, clampf(max_off / 63.0f, 0.0f, F16_MAX));
+        const float d = qb_load_f16(dst), dmin = qb_load_f16(dst + 2);
         uint8_t sc[8], m[8];
         for (int j = 0; j < 8; j++) {
-            sc[j] = d > 0.0f ? (uint8_t)nearest(clampf(step[j] / d, 0.0f, 63.0f)) : 0;
-            m[j] = dmin > 0.0f ? (uint8_t)nearest(clampf(off[j] / dmin, 0.0f, 63.0f)) : 0;
+            sc[j] = d > 0.0f ? (uint8_t)qb_nearest(clampf(step[j] / d, 0.0f, 63.0f)) : 0;
+            m[j] = dmin > 0.0f ? (uint8_t)qb_nearest(clampf(off[j] / dmin, 0.0f, 63.0f)) : 0;
         }
         uint8_t *scales = dst + 4, *qs = dst + 16;
         for (int j = 0; j < 4; j++) {
@@ -212,7 +188,7 @@ void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb) {
         for (int j = 0; j < 8; j++) {
             const float D = d * sc[j], M = dmin * m[j];
             for (int l = 0; l < 32; l++)
-                q[32 * j + l] = D > 0.0f ? (uint8_t)nearest(clampf((src[32 * j + l] + M) / D, 0.0f, 15.0f)) : 0;
+                q[32 * j + l] = D > 0.0f ? (uint8_t)qb_nearest(clampf((src[32 * j + l] + M) / D, 0.0f, 15.0f)) : 0;
         }
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) qs[32 * c + l] = (uint8_t)(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
@@ -223,7 +199,7 @@ void quant_quantize_q4_K(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q6_K(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 210) {
-        const float d = load_f16(src + 208);
+        const float d = qb_load_f16(src + 208);
         const uint8_t *ql = src, *qh = src + 128;
         const int8_t *sc = (const int8_t *)(src + 192);
         for (int n = 0; n < 256; n += 128, dst += 128, ql += 64, qh += 32, sc += 8) {
@@ -246,7 +222,7 @@ static float q6k_sse(const float *x, float s) {
     float sse = 0.0f;
     const float inv = 1.0f / s;
     for (int l = 0; l < 16; l++) {
-        const int q = nearest(clampf(x[l] * inv, -32.0f, 31.0f));
+        const int q = qb_nearest(clampf(x[l] * inv, -32.0f, 31.0f));
         const float e = s * (float)q - x[l];
         sse += e * e;
     }
@@ -259,13 +235,8 @@ void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb) {
         float s[16], max_scale = 0.0f, max_abs = 0.0f;
         for (int ib = 0; ib < 16; ib++) {
             const float *x = src + 16 * ib;
-            float amax = 0.0f, max = 0.0f;
-            for (int l = 0; l < 16; l++) {
-                if (amax < fabsf(x[l])) {
-                    amax = fabsf(x[l]);
-                    max = x[l];
-                }
-            }
+            float amax;
+            const float max = qb_signed_max(x, 16, &amax);
             s[ib] = 0.0f;
             if (amax > 0.0f) { /* the extreme maps to about −32, the one end of [−32, 31] reached by both signs */
                 float best = INFINITY;
@@ -284,16 +255,16 @@ void quant_quantize_q6_K(const float *src, uint8_t *dst, int64_t nb) {
                 max_scale = s[ib];
             }
         }
-        store_f16(dst + 208, max_abs > 0.0f ? clampf(max_scale / -128.0f, -F16_MAX, F16_MAX) : 0.0f);
-        const float d = load_f16(dst + 208);
+        qb_store_f16(dst + 208, max_abs > 0.0f ? clampf(max_scale / -128.0f, -F16_MAX, F16_MAX) : 0.0f);
+        const float d = qb_load_f16(dst + 208);
         int8_t sc[16];
         for (int ib = 0; ib < 16; ib++)
-            sc[ib] = d != 0.0f ? (int8_t)nearest(clampf(s[ib] / d, -128.0f, 127.0f)) : 0;
+            sc[ib] = d != 0.0f ? (int8_t)qb_nearest(clampf(s[ib] / d, -128.0f, 127.0f)) : 0;
         uint8_t L[256];
         for (int ib = 0; ib < 16; ib++) {
             const float D = d * sc[ib];
             for (int l = 0; l < 16; l++) {
-                const int q = D != 0.0f ? nearest(clampf(src[16 * ib + l] / D, -32.0f, 31.0f)) : 0;
+                const int q = D != 0.0f ? qb_nearest(clampf(src[16 * ib + l] / D, -32.0f, 31.0f)) : 0;
                 L[16 * ib + l] = (uint8_t)(q + 32);
             }
         }
@@ -317,7 +288,7 @@ void quant_dequantize_f32(const uint8_t *src, float *dst, int64_t n) {
     if (n) memcpy(dst, src, (size_t)n * 4);
 }
 void quant_dequantize_f16(const uint8_t *src, float *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) dst[i] = load_f16(src + 2 * i);
+    for (int64_t i = 0; i < n; i++) dst[i] = qb_load_f16(src + 2 * i);
 }
 void quant_dequantize_bf16(const uint8_t *src, float *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -333,7 +304,7 @@ void quant_quantize_f32(const float *src, uint8_t *dst, int64_t n) {
     if (n) memcpy(dst, src, (size_t)n * 4);
 }
 void quant_quantize_f16(const float *src, uint8_t *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) store_f16(dst + 2 * i, src[i]);
+    for (int64_t i = 0; i < n; i++) qb_store_f16(dst + 2 * i, src[i]);
 }
 void quant_quantize_bf16(const float *src, uint8_t *dst, int64_t n) {
     for (int64_t i = 0; i < n; i++) {

@@ -13,6 +13,7 @@
  * over 15 stretches of the non-linear grid.  tests/cli/test_kquants.sh
  * holds both against ggml's own functions. */
 #include "kernels/quant.h"
+#include "kernels/quant_bits.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,23 +24,6 @@
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static inline float k_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-static inline void k_store_f16(uint8_t *p, float f) {
-    uint16_t h = ffn_f32_to_f16(f);
-    memcpy(p, &h, 2);
-}
-/* ggml's nearest_int: round to nearest even by the 1.5·2^23 add (exact for
- * |v| < 2^22; beyond, the same bits as ggml's). */
-static inline int k_nearest(float v) {
-    float s = v + 12582912.0f;
-    int32_t bits;
-    memcpy(&bits, &s, 4);
-    return (bits & 0x007FFFFF) - 0x00400000;
-}
 static inline int k_clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Sub-blocks whose largest magnitude is below this are all zero (ggml's GROUP_MAX_EPS). */
@@ -69,7 +53,7 @@ static float k_fit_min(int n, int nmax, const float *x, const float *w, uint8_t 
     }
     float iscale = nmax / (max - min), scale = 1 / iscale, best_error = 0;
     for (int i = 0; i < n; i++) {
-        L[i] = (uint8_t)k_clampi(k_nearest(iscale * (x[i] - min)), 0, nmax);
+        L[i] = (uint8_t)k_clampi(qb_nearest(iscale * (x[i] - min)), 0, nmax);
         float diff = scale * L[i] + min - x[i];
         diff = mad ? fabsf(diff) : diff * diff;
         best_error += w[i] * diff;
@@ -78,7 +62,7 @@ static float k_fit_min(int n, int nmax, const float *x, const float *w, uint8_t 
         iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = k_clampi(k_nearest(iscale * (x[i] - min)), 0, nmax);
+            int l = k_clampi(qb_nearest(iscale * (x[i] - min)), 0, nmax);
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
             sum_l2 += w[i] * l * l;
@@ -114,7 +98,7 @@ static float k_fit_min(int n, int nmax, const float *x, const float *w, uint8_t 
 
 void quant_dequantize_q2_K(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 84) {
-        const float d = k_f16(src + 80), min = k_f16(src + 82);
+        const float d = qb_load_f16(src + 80), min = qb_load_f16(src + 82);
         const uint8_t *sc = src, *q = src + 16;
         for (int h = 0; h < 2; h++, q += 32)
             for (int shift = 0; shift < 8; shift += 2)
@@ -138,24 +122,24 @@ void quant_quantize_q2_K(const float *x, uint8_t *dst, int64_t nb) {
         }
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) scb[j] = (uint8_t)k_nearest(iscale * scales[j]);
-            k_store_f16(dst + 80, max_scale / 15.0f);
+            for (int j = 0; j < 16; j++) scb[j] = (uint8_t)qb_nearest(iscale * scales[j]);
+            qb_store_f16(dst + 80, max_scale / 15.0f);
         } else {
             memset(scb, 0, 16);
-            k_store_f16(dst + 80, 0.0f);
+            qb_store_f16(dst + 80, 0.0f);
         }
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
-            for (int j = 0; j < 16; j++) scb[j] |= (uint8_t)(k_nearest(iscale * mins[j]) << 4);
-            k_store_f16(dst + 82, max_min / 15.0f);
+            for (int j = 0; j < 16; j++) scb[j] |= (uint8_t)(qb_nearest(iscale * mins[j]) << 4);
+            qb_store_f16(dst + 82, max_min / 15.0f);
         } else {
-            k_store_f16(dst + 82, 0.0f);
+            qb_store_f16(dst + 82, 0.0f);
         }
         for (int j = 0; j < 16; j++) {
-            const float d = k_f16(dst + 80) * (scb[j] & 0xF);
+            const float d = qb_load_f16(dst + 80) * (scb[j] & 0xF);
             if (!d) continue;
-            const float dm = k_f16(dst + 82) * (scb[j] >> 4);
-            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)k_clampi(k_nearest((x[16 * j + l] + dm) / d), 0, 3);
+            const float dm = qb_load_f16(dst + 82) * (scb[j] >> 4);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)k_clampi(qb_nearest((x[16 * j + l] + dm) / d), 0, 3);
         }
         for (int h = 0; h < 256; h += 128)
             for (int l = 0; l < 32; l++)
@@ -175,7 +159,7 @@ static inline void k_scales_q3(const uint8_t *s, int out[16]) {
 
 void quant_dequantize_q3_K(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 110) {
-        const float d_all = k_f16(src + 108);
+        const float d_all = qb_load_f16(src + 108);
         const uint8_t *hm = src, *q = src + 32;
         int sc[16], is = 0;
         k_scales_q3(src + 96, sc);
@@ -212,7 +196,7 @@ static float k_fit_q3(const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        const int l = k_clampi(k_nearest(iscale * x[i]), -nmax, nmax - 1);
+        const int l = k_clampi(qb_nearest(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
         sumlx += w * x[i] * l;
@@ -225,7 +209,7 @@ static float k_fit_q3(const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * L[i] * L[i];
-                const int nl = k_clampi(k_nearest(x[i] * sl2 / slx), -nmax, nmax - 1);
+                const int nl = k_clampi(qb_nearest(x[i] * sl2 / slx), -nmax, nmax - 1);
                 if (nl != L[i]) {
                     slx += w * x[i] * nl;
                     sl2 += w * nl * nl;
@@ -261,22 +245,22 @@ void quant_quantize_q3_K(const float *x, uint8_t *dst, int64_t nb) {
         if (max_scale) {
             const float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
-                int l = k_clampi((int8_t)k_nearest(iscale * scales[j]), -32, 31) + 32;
+                int l = k_clampi((int8_t)qb_nearest(iscale * scales[j]), -32, 31) + 32;
                 if (j < 8) s[j] = (uint8_t)(l & 0xF);
                 else s[j - 8] |= (uint8_t)((l & 0xF) << 4);
                 s[j % 4 + 8] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
             }
-            k_store_f16(dst + 108, 1 / iscale);
+            qb_store_f16(dst + 108, 1 / iscale);
         } else {
-            k_store_f16(dst + 108, 0.0f);
+            qb_store_f16(dst + 108, 0.0f);
         }
         int sc[16];
         k_scales_q3(s, sc);
         for (int j = 0; j < 16; j++) {
-            const float d = k_f16(dst + 108) * sc[j];
+            const float d = qb_load_f16(dst + 108) * sc[j];
             if (!d) continue;
             for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(k_clampi(k_nearest(x[16 * j + l] / d), -4, 3) + 4);
+                L[16 * j + l] = (int8_t)(k_clampi(qb_nearest(x[16 * j + l] / d), -4, 3) + 4);
         }
         memset(hmask, 0, 32);
         for (int j = 0; j < 256; j++)
@@ -294,7 +278,7 @@ void quant_quantize_q3_K(const float *x, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q5_K(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 176) {
-        const float d = k_f16(src), min = k_f16(src + 2);
+        const float d = qb_load_f16(src), min = qb_load_f16(src + 2);
         const uint8_t *scales = src + 4, *qh = src + 16, *ql = src + 48;
         unsigned u1 = 1, u2 = 2;
         for (int j = 0; j < 8; j += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
@@ -325,7 +309,7 @@ void quant_quantize_q5_K(const float *x, uint8_t *dst, int64_t nb) {
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            uint8_t ls = (uint8_t)k_nearest(inv_scale * scales[j]), lm = (uint8_t)k_nearest(inv_min * mins[j]);
+            uint8_t ls = (uint8_t)qb_nearest(inv_scale * scales[j]), lm = (uint8_t)qb_nearest(inv_min * mins[j]);
             ls = ls < 63 ? ls : 63;
             lm = lm < 63 ? lm : 63;
             if (j < 4) {
@@ -337,15 +321,15 @@ void quant_quantize_q5_K(const float *x, uint8_t *dst, int64_t nb) {
                 s[j] |= (uint8_t)((lm >> 4) << 6);
             }
         }
-        k_store_f16(dst, max_scale / 63.0f);
-        k_store_f16(dst + 2, max_min / 63.0f);
+        qb_store_f16(dst, max_scale / 63.0f);
+        qb_store_f16(dst + 2, max_min / 63.0f);
         for (int j = 0; j < 8; j++) {
             uint8_t sc, m;
             quant_scale_min_k4(j, s, &sc, &m);
-            const float d = k_f16(dst) * sc;
+            const float d = qb_load_f16(dst) * sc;
             if (!d) continue;
-            const float dm = k_f16(dst + 2) * m;
-            for (int l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)k_clampi(k_nearest((x[32 * j + l] + dm) / d), 0, 31);
+            const float dm = qb_load_f16(dst + 2) * m;
+            for (int l = 0; l < 32; l++) L[32 * j + l] = (uint8_t)k_clampi(qb_nearest((x[32 * j + l] + dm) / d), 0, 31);
         }
         memset(qh, 0, 32);
         uint8_t m1 = 1, m2 = 2;
@@ -367,7 +351,7 @@ static const int8_t k_iq4_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10
 void quant_dequantize_iq4_xs(const uint8_t *src, float *dst, int64_t nb) {
     const int8_t *kv = k_iq4_values;
     for (int64_t i = 0; i < nb; i++, src += 136) {
-        const float d = k_f16(src);
+        const float d = qb_load_f16(src);
         const unsigned sh = (unsigned)src[2] | ((unsigned)src[3] << 8);
         const uint8_t *sl = src + 4, *qs = src + 8;
         for (int ib = 0; ib < 8; ib++, dst += 32, qs += 16) {
@@ -449,10 +433,10 @@ void quant_quantize_iq4_xs(const float *x, uint8_t *dst, int64_t nb) {
         }
         unsigned sh = 0;
         const float d = -max_scale / 32;
-        k_store_f16(dst, d);
+        qb_store_f16(dst, d);
         const float id = d ? 1 / d : 0.0f;
         for (int ib = 0; ib < 8; ib++) {
-            int l = k_clampi(k_nearest(id * scales[ib]), -32, 31);
+            int l = k_clampi(qb_nearest(id * scales[ib]), -32, 31);
             const float dl = d * l, idl = dl ? 1 / dl : 0.0f;
             for (int j = 0; j < 32; j++) L[32 * ib + j] = (uint8_t)k_best_index(kv, idl * x[32 * ib + j]);
             l += 32;

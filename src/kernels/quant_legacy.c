@@ -9,6 +9,7 @@
  * saturate; an iq4_nl block of all |x| < 1e-15 is written with d = 0 and
  * zero indices (ggml leaves them as the previous block's). */
 #include "kernels/quant.h"
+#include "kernels/quant_bits.h"
 
 #include <float.h>
 #include <math.h>
@@ -21,15 +22,6 @@
 const int8_t quant_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                        1,    13,   25,  38,  53,  69,  89,  113};
 
-static inline float lg_f16(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return ffn_f16_to_f32(h);
-}
-static inline void lg_put_f16(uint8_t *p, float f) {
-    uint16_t h = ffn_f32_to_f16(f);
-    memcpy(p, &h, 2);
-}
 /* (int)v for v in [lo, hi] after clamping: the truncating cast of ggml's
  * reference, defined for every input (NaN goes to lo). */
 static inline int lg_trunc(float v, float lo, float hi) {
@@ -40,7 +32,7 @@ static inline int lg_trunc(float v, float lo, float hi) {
 
 void quant_dequantize_q4_1(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 20, dst += 32) {
-        const float d = lg_f16(src), m = lg_f16(src + 2);
+        const float d = qb_load_f16(src), m = qb_load_f16(src + 2);
         const uint8_t *qs = src + 4;
         for (int j = 0; j < 16; j++) {
             dst[j] = (float)(qs[j] & 0x0F) * d + m;
@@ -49,26 +41,26 @@ void quant_dequantize_q4_1(const uint8_t *src, float *dst, int64_t nb) {
     }
 }
 
-/* min and max of a block of 32 */
-static void lg_minmax(const float *x, float *mn, float *mx) {
+/* The head of a q4_1 / q5_1 block of 32 at dst: d = (max − min) / levels
+ * and m = min as fp16; *mn gets min, *id 1/d (0 for a constant block). */
+static void lg_min_scale(const float *x, float levels, uint8_t *dst, float *mn, float *id) {
     float lo = FLT_MAX, hi = -FLT_MAX;
     for (int j = 0; j < 32; j++) {
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
     }
+    const float d = (hi - lo) / levels;
+    *id = d != 0.0f ? 1.0f / d : 0.0f;
     *mn = lo;
-    *mx = hi;
+    qb_store_f16(dst, d);
+    qb_store_f16(dst + 2, lo);
 }
 
 /* ggml's reference: d = (max − min) / 15, m = min, q = min(15, trunc((x − min)·(1/d) + 0.5)). */
 void quant_quantize_q4_1(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 20) {
-        float mn, mx;
-        lg_minmax(src, &mn, &mx);
-        const float d = (mx - mn) / 15.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
-        lg_put_f16(dst + 2, mn);
+        float mn, id;
+        lg_min_scale(src, 15.0f, dst, &mn, &id);
         for (int j = 0; j < 16; j++) {
             const int q0 = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 15.0f);
             const int q1 = lg_trunc((src[j + 16] - mn) * id + 0.5f, 0.0f, 15.0f);
@@ -100,7 +92,7 @@ static inline void lg_q5_encode(const int q[32], uint8_t *qh4, uint8_t *qs) {
 
 void quant_dequantize_q5_0(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 22, dst += 32) {
-        const float d = lg_f16(src);
+        const float d = qb_load_f16(src);
         int q[32];
         lg_q5_decode(src + 2, src + 6, q);
         for (int j = 0; j < 32; j++) dst[j] = (float)(q[j] - 16) * d;
@@ -111,15 +103,9 @@ void quant_dequantize_q5_0(const uint8_t *src, float *dst, int64_t nb) {
  * maps to −16, d = max / −16, q = min(31, trunc(x · (1/d) + 16.5)). */
 void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 22) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (amax < fabsf(src[j])) {
-                amax = fabsf(src[j]);
-                max = src[j];
-            }
-        const float d = max / -16.0f;
+        const float d = qb_signed_max(src, 32, NULL) / -16.0f;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
+        qb_store_f16(dst, d);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = lg_trunc(src[j] * id + 16.5f, 0.0f, 31.0f);
         lg_q5_encode(q, dst + 2, dst + 6);
@@ -128,7 +114,7 @@ void quant_quantize_q5_0(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_q5_1(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 24, dst += 32) {
-        const float d = lg_f16(src), m = lg_f16(src + 2);
+        const float d = qb_load_f16(src), m = qb_load_f16(src + 2);
         int q[32];
         lg_q5_decode(src + 4, src + 8, q);
         for (int j = 0; j < 32; j++) dst[j] = (float)q[j] * d + m;
@@ -138,12 +124,8 @@ void quant_dequantize_q5_1(const uint8_t *src, float *dst, int64_t nb) {
 /* ggml's reference: d = (max − min) / 31, m = min, q = trunc((x − min)·(1/d) + 0.5). */
 void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 32, dst += 24) {
-        float mn, mx;
-        lg_minmax(src, &mn, &mx);
-        const float d = (mx - mn) / 31.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        lg_put_f16(dst, d);
-        lg_put_f16(dst + 2, mn);
+        float mn, id;
+        lg_min_scale(src, 31.0f, dst, &mn, &id);
         int q[32];
         for (int j = 0; j < 32; j++) q[j] = lg_trunc((src[j] - mn) * id + 0.5f, 0.0f, 31.0f);
         lg_q5_encode(q, dst + 4, dst + 8);
@@ -154,7 +136,7 @@ void quant_quantize_q5_1(const float *src, uint8_t *dst, int64_t nb) {
 
 void quant_dequantize_iq4_nl(const uint8_t *src, float *dst, int64_t nb) {
     for (int64_t i = 0; i < nb; i++, src += 18, dst += 32) {
-        const float d = lg_f16(src);
+        const float d = qb_load_f16(src);
         const uint8_t *qs = src + 2;
         for (int j = 0; j < 16; j++) {
             dst[j] = d * (float)quant_iq4nl_values[qs[j] & 0x0F];
@@ -204,7 +186,7 @@ void quant_quantize_iq4_nl(const float *src, uint8_t *dst, int64_t nb) {
             }
             d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
         }
-        lg_put_f16(dst, d);
+        qb_store_f16(dst, d);
         for (int j = 0; j < 16; j++) dst[2 + j] = (uint8_t)(l[j] | (l[j + 16] << 4));
     }
 }

@@ -3,7 +3,8 @@
  * lanes), vf_zero, vf_load, vf_store, vf_bcast, vf_fma(a, b, c) = a*b + c,
  * vf_add, vf_tail_mask(rem) (the first rem lanes, 0 < rem <= VF_LANES),
  * vf_load_masked (lanes outside the mask read as 0, never touched) and
- * vf_store_masked (lanes outside it untouched).  Included by the kernel
+ * vf_store_masked (lanes outside it untouched), vf_hsum (the sum of the
+ * lanes: halves, then pairs, then the last two).  Included by the kernel
  * files built with -mavx2 -mfma; vec_avx512.h is the same for AVX-512. */
 #ifndef FFN_KERNELS_VEC_AVX2_H
 #define FFN_KERNELS_VEC_AVX2_H
@@ -26,5 +27,11 @@ VF_INLINE vf_mask vf_tail_mask(int rem) { /* lane i set iff i < rem */
 }
 VF_INLINE vf_vec vf_load_masked(const float *p, vf_mask m) { return _mm256_maskload_ps(p, m); }
 VF_INLINE void vf_store_masked(float *p, vf_mask m, vf_vec v) { _mm256_maskstore_ps(p, m, v); }
+VF_INLINE float vf_hsum(vf_vec v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
 
 #endif

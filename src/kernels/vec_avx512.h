@@ -20,5 +20,6 @@ VF_INLINE vf_vec vf_add(vf_vec a, vf_vec b) { return _mm512_add_ps(a, b); }
 VF_INLINE vf_mask vf_tail_mask(int rem) { return (vf_mask)((1u << rem) - 1u); }
 VF_INLINE vf_vec vf_load_masked(const float *p, vf_mask m) { return _mm512_maskz_loadu_ps(m, p); }
 VF_INLINE void vf_store_masked(float *p, vf_mask m, vf_vec v) { _mm512_mask_storeu_ps(p, m, v); }
+VF_INLINE float vf_hsum(vf_vec v) { return _mm512_reduce_add_ps(v); }
 
 #endif

@@ -177,6 +177,17 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
             snprintf(fe->part[k_], sizeof fe->part[k_], "model.layers.%lld.%s.%s.%s", L, grp, \
                      names[k_], what);                                                    \
     } while (0)
+/* the gate, up and down matrices of a GLU of width FX: model.layers.L.mlp<HFG>.{gate,up,down}_proj.weight
+ * as blk.L.ffn_{gate,up,down}<GGS>.weight */
+#define GLU_PROJS(HFG, GGS, FX)                                                             \
+    do {                                                                                  \
+        HF("model.layers.%lld.mlp" HFG ".gate_proj.weight", L);                           \
+        ADD(GG_MATRIX, 0, 0, 2, D, FX, 1, "blk.%lld.ffn_gate" GGS ".weight", l);           \
+        HF("model.layers.%lld.mlp" HFG ".up_proj.weight", L);                             \
+        ADD(GG_MATRIX, 0, 0, 2, D, FX, 1, "blk.%lld.ffn_up" GGS ".weight", l);             \
+        HF("model.layers.%lld.mlp" HFG ".down_proj.weight", L);                           \
+        ADD(GG_MATRIX, 0, 0, 2, FX, D, 1, "blk.%lld.ffn_down" GGS ".weight", l);           \
+    } while (0)
 #define LN_BIAS(name, gname, layer)                                                        \
     do {                                                                                  \
         if (a->layer_norm) {                                                              \
@@ -268,20 +279,10 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
             if (Fs > 0) {
                 HF("model.layers.%lld.mlp.shared_expert_gate.weight", L);
                 ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_gate_inp_shexp.weight", l);
-                HF("model.layers.%lld.mlp.shared_expert.gate_proj.weight", L);
-                ADD(GG_MATRIX, 0, 0, 2, D, Fs, 1, "blk.%lld.ffn_gate_shexp.weight", l);
-                HF("model.layers.%lld.mlp.shared_expert.up_proj.weight", L);
-                ADD(GG_MATRIX, 0, 0, 2, D, Fs, 1, "blk.%lld.ffn_up_shexp.weight", l);
-                HF("model.layers.%lld.mlp.shared_expert.down_proj.weight", L);
-                ADD(GG_MATRIX, 0, 0, 2, Fs, D, 1, "blk.%lld.ffn_down_shexp.weight", l);
+                GLU_PROJS(".shared_expert", "_shexp", Fs);
             }
         } else {
-            HF("model.layers.%lld.mlp.gate_proj.weight", L);
-            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_gate.weight", l);
-            HF("model.layers.%lld.mlp.up_proj.weight", L);
-            ADD(GG_MATRIX, 0, 0, 2, D, F, 1, "blk.%lld.ffn_up.weight", l);
-            HF("model.layers.%lld.mlp.down_proj.weight", L);
-            ADD(GG_MATRIX, 0, 0, 2, F, D, 1, "blk.%lld.ffn_down.weight", l);
+            GLU_PROJS("", "", F);
         }
     }
     HF("model.norm.weight");
@@ -298,6 +299,7 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
 #undef ADD
 #undef HF
 #undef FUSE
+#undef GLU_PROJS
 #undef LN_BIAS
     return FFN_OK;
 fail:
@@ -326,40 +328,38 @@ typedef struct gg_source {
     int64_t context_cap; /* {arch}.attention.sliding_window when shorter than the context */
 } gg_source;
 
-static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
-                          int64_t *out) {
+/* The metadata key "{arch}.suffix" read into *i (an int in 0 .. 2^31) or,
+ * with i NULL, into *d (a positive finite number); left as it is when the
+ * file lacks an optional key; a required one missing is an error. */
+static ffn_status key_value(const gg_source *s, const char *suffix, int required, int64_t *i, double *d) {
     char key[96];
     snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
-    *out = dflt;
     if (ffn_gguf_find_key(s->f, key) < 0) {
         if (!required) return FFN_OK;
         return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
                          "architecture %s)", s->path, key, s->arch);
     }
-    ffn_status st = ffn_gguf_get_int(s->f, key, out);
+    ffn_status st = i ? ffn_gguf_get_int(s->f, key, i) : ffn_gguf_get_float(s->f, key, d);
     if (st) return st;
-    if (*out < 0 || *out > ((int64_t)1 << 31))
+    if (i && (*i < 0 || *i > ((int64_t)1 << 31)))
         return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %lld, expected 0 .. 2^31", s->path,
-                         key, (long long)*out);
+                         key, (long long)*i);
+    if (!i && (!isfinite(*d) || *d <= 0))
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %g, expected a positive number",
+                         s->path, key, *d);
     return FFN_OK;
+}
+
+static ffn_status key_int(const gg_source *s, const char *suffix, int required, int64_t dflt,
+                          int64_t *out) {
+    *out = dflt;
+    return key_value(s, suffix, required, out, NULL);
 }
 
 static ffn_status key_float(const gg_source *s, const char *suffix, int required, double dflt,
                             double *out) {
-    char key[96];
-    snprintf(key, sizeof key, "%s.%s", s->arch, suffix);
     *out = dflt;
-    if (ffn_gguf_find_key(s->f, key) < 0) {
-        if (!required) return FFN_OK;
-        return ffn_error(FFN_ERR_MISSING, "%s: metadata key %s is missing (required for "
-                         "architecture %s)", s->path, key, s->arch);
-    }
-    ffn_status st = ffn_gguf_get_float(s->f, key, out);
-    if (st) return st;
-    if (!isfinite(*out) || *out <= 0)
-        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %g, expected a positive number",
-                         s->path, key, *out);
-    return FFN_OK;
+    return key_value(s, suffix, required, NULL, out);
 }
 
 static int has_tensor(const gg_source *s, const char *name) {
@@ -1523,6 +1523,15 @@ void ffn_gguf_save_options_default(ffn_gguf_save_options *o) {
     o->type = FFN_GGML_TYPE_F32;
 }
 
+/* *buf holds at least n floats (its old contents dropped); *cap its size. */
+static ffn_status grow_floats(float **buf, int64_t *cap, int64_t n) {
+    if (n <= *cap) return FFN_OK;
+    free(*buf);
+    *cap = n;
+    if (!(*buf = malloc((size_t)n * sizeof(float)))) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    return FFN_OK;
+}
+
 ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_gguf_save_options *opts,
                                ffn_gguf_save_report *report) {
     if (!model || !path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_gguf_save_model: NULL argument");
@@ -1709,14 +1718,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             }
         }
         if (!src || (e->rope_heads > 0 && permute)) {
-            if (numel > buf_cap) {
-                free(buf);
-                buf_cap = numel;
-                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
-                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-                    break;
-                }
-            }
+            if ((st = grow_floats(&buf, &buf_cap, numel))) break;
             if (!src) /* qwen2* biases a model without attention biases does not have */
                 memset(buf, 0, (size_t)numel * sizeof(float));
             else /* rotate_half -> interleaved for llama, the inverse for qwen2* */
@@ -1725,14 +1727,7 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
             src = buf;
         }
         if (e->offset != 0.0 && src) { /* gemma's norms: the file holds offset + w */
-            if (numel > buf_cap) {
-                free(buf);
-                buf_cap = numel;
-                if (!(buf = malloc((size_t)numel * sizeof(float)))) {
-                    st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-                    break;
-                }
-            }
+            if ((st = grow_floats(&buf, &buf_cap, numel))) break;
             for (int64_t k = 0; k < numel; k++) buf[k] = (float)(src[k] + e->offset);
             src = buf;
         }

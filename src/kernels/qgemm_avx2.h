@@ -1,0 +1,61 @@
+/* qgemm_avx2.h -- what the AVX2 row kernels of ffn_qgemm share
+ * (qgemm_avx2.c, qgemm_k_avx2.c, qgemm_legacy_avx2.c; the f16 scale also
+ * qgemm_panel_avx2.c): the block of tokens a weight row meets at once, the
+ * fp16 scale widened, the integer horizontal sum and the row loop around a
+ * file's dot kernel.  Included only by files built with -mavx2 -mfma
+ * -mf16c. */
+#ifndef FFN_KERNELS_QGEMM_AVX2_H
+#define FFN_KERNELS_QGEMM_AVX2_H
+
+#include "kernels/qgemm_impl.h"
+#include "kernels/vec_avx2.h" /* vf_hsum */
+
+#include <immintrin.h>
+#include <string.h>
+
+#define QG_AVX2_INLINE static inline __attribute__((always_inline))
+enum { QG_AVX2_T = 4 }; /* tokens a weight row is decoded for at once */
+
+/* A block's fp16 scale, widened by F16C in the kernel (exact, as
+ * ffn_f16_to_f32, which as a call per block took 13% of a q8_0 decode;
+ * a signalling NaN comes out quiet, which every product that uses a scale
+ * would make it anyway). */
+static inline float qg_avx2_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    return _mm_cvtsi128_si32(h);
+}
+
+/* The row kernel `name` (qgemm_impl.h's contract) over DOT(KIND, row,
+ * cols, a, t0, T, out), which writes the dots of one weight row with
+ * tokens t0 .. t0 + T - 1 (T a constant 1..4, so each is inlined apart). */
+#define QG_AVX2_ROWS(name, DOT, KIND)                                                           \
+    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,         \
+              int64_t ldy, int accumulate) {                                                    \
+        float out[QG_AVX2_T];                                                                   \
+        for (int64_t r = r0; r < r1; r++) {                                                     \
+            const uint8_t *row = w->data + (size_t)r * w->row_bytes;                            \
+            for (int64_t t0 = 0; t0 < a->n; t0 += QG_AVX2_T) {                                  \
+                int T = a->n - t0 < QG_AVX2_T ? (int)(a->n - t0) : QG_AVX2_T;                   \
+                switch (T) {                                                                    \
+                case 1: DOT(KIND, row, w->cols, a, t0, 1, out); break;                          \
+                case 2: DOT(KIND, row, w->cols, a, t0, 2, out); break;                          \
+                case 3: DOT(KIND, row, w->cols, a, t0, 3, out); break;                          \
+                default: DOT(KIND, row, w->cols, a, t0, 4, out); break;                         \
+                }                                                                               \
+                for (int t = 0; t < T; t++) {                                                   \
+                    float *o = y + (t0 + t) * ldy + r;                                          \
+                    *o = accumulate ? *o + out[t] : out[t];                                     \
+                }                                                                               \
+            }                                                                                   \
+        }                                                                                       \
+    }
+
+#endif /* FFN_KERNELS_QGEMM_AVX2_H */
