@@ -1,5 +1,6 @@
 # lib_llamacpp.sh -- sourced by the tests that use llama.cpp as a reference
-# (test_llamacpp.sh, test_ftypes.sh): installs node-llama-cpp 3.21.1
+# (test_llamacpp.sh, test_ftypes.sh, test_kquants.sh,
+# test_tokenize_llamacpp.sh): installs node-llama-cpp 3.21.1
 # (tests/llamacpp/package.json and its lock file) into $NPM_DIR (default
 # build/npm-llamacpp, outside the source tree) from the npm registry when
 # the pinned files changed, and copies the reference scripts beside it.

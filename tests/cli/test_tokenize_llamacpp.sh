@@ -18,20 +18,13 @@ set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 ROOT="${FFN_ROOT:-$PWD}"
 PY=/usr/bin/python3
-NPM_DIR="${FFN_NPM_DIR:-$ROOT/build/npm-llamacpp}"
 SRC="$ROOT/build/llamacpp-src"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+. "$ROOT/tests/cli/lib_llamacpp.sh"
 bundle="$NPM_DIR/node_modules/node-llama-cpp/llama/gitRelease.bundle"
-if [[ ! -f "$bundle" ]]; then
-    command -v npm >/dev/null || fail "npm is not installed (scripts/setup.sh installs it)"
-    mkdir -p "$NPM_DIR"
-    cp "$ROOT/tests/llamacpp/package.json" "$ROOT/tests/llamacpp/package-lock.json" "$NPM_DIR/"
-    (cd "$NPM_DIR" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --ignore-scripts --no-audit --no-fund \
-        >"$tmp/npm.log" 2>&1) || { tail -n 20 "$tmp/npm.log"; fail "npm ci in $NPM_DIR"; }
-fi
 [[ -f "$bundle" ]] || fail "no $bundle after installing node-llama-cpp"
 # clone once; again when the bundle's commit changes
 head=$(git bundle list-heads "$bundle" | awk 'NR == 1 {print $1}')
