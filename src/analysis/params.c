@@ -1,7 +1,8 @@
 /* params.c -- parameter and FLOP accounting from a Hugging Face config.json
  * (include/ffn/params.h states the conventions), and the LLaMA FFN sizing
- * rule.  Reads the config into one `arch` description, then counts every
- * tensor of every layer from it: one counting routine for all model types,
+ * rule.  The config is read by the model's config.json reader into one
+ * `arch` description (nn/config_hf.h), then every tensor of every layer is
+ * counted from it: one counting routine for all model types,
  * so that per-layer sums and the model total cannot drift apart.
  *
  * Letters:  D hidden, F dense intermediate, Fm routed expert width, Fs
@@ -15,47 +16,19 @@
 #include "ffn/params.h"
 #include "base/common.h"
 #include "format/json.h"
+#include "nn/config_hf.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
-#define MAX_LAYERS 100000          /* bounds the per-layer table we allocate */
-#define MAX_SIZE ((int64_t)1 << 40) /* any single dimension */
+#define MAX_SIZE FFN_HF_MAX_SIZE /* any single dimension */
 #define DEFAULT_SEQ_LEN 2048
 #define DEFAULT_BANDWIDTH_GBS 20.0 /* a dual-channel DDR4 desktop: 20-40 GB/s */
 
-/* ---- the architecture, as read from config.json ------------------------ */
-
-typedef enum family { FAM_LLAMA, FAM_GPT2, FAM_BERT, FAM_DEEPSEEK } family;
-
-typedef struct arch {
-    family fam;
-    const char *model_type;
-    const char *act;
-    int64_t D, L, V, H, Hkv, d_qk, d_v;
-    int64_t F;                 /* dense intermediate (0: absent) */
-    int gated, ffn_bias;       /* FFN shape */
-    int qkv_bias, o_bias;      /* attention biases */
-    int norm_bias;             /* LayerNorm (weight + bias) rather than RMSNorm */
-    int tied;
-    int64_t qk_norm;           /* q_norm + k_norm weights per layer (qwen3 2·d, olmoe (H + Hkv)·d) */
-    int64_t P, type_vocab;     /* gpt2 / bert embeddings */
-    int64_t rel_pos;           /* bert relative_key(_query): distance embedding (2P-1, d) per layer */
-    /* MoE */
-    int64_t E, K, Fm;
-    int64_t Fs;                /* qwen2_moe shared expert width (0: none) */
-    int64_t n_shared;          /* deepseek shared experts (width n_shared·Fm) */
-    int e_bias;                /* deepseek_v3 e_score_correction_bias */
-    int64_t first_k_dense, moe_freq, sparse_step;
-    const json_value *mlp_only_layers;
-    unsigned char *mlp_only;   /* [L] 1 = dense by mlp_only_layers (built from the array) */
-    /* MLA */
-    int mla;
-    int64_t q_lora, kv_lora, nope, rope;
-    int64_t mtp_layers;
-} arch;
+/* The architecture, as the model's config.json reader gives it (nn/config_hf.h). */
+typedef ffn_hf_arch arch;
 
 /* ---- checked arithmetic ---------------------------------------------- */
 
@@ -133,256 +106,13 @@ static void acc_flops(calc *c, ffn_flop_counts *to, const ffn_flop_counts *f) {
     acc_fields(c, to, f, FLOP_FIELDS, FLOP_LAYER);
 }
 
-/* ---- reading fields ------------------------------------------------------ */
-
-/* An integer field in [lo, hi]; absent (or null) gives `dflt` unless
- * required.  Messages name the file and the field. */
-static ffn_status get_int(const json_value *root, const char *what, const char *key, int required,
-                          int64_t dflt, int64_t lo, int64_t hi, int64_t *out) {
-    int64_t v = dflt;
-    ffn_status st = json_get_i64(root, key, required, what, &v);
-    if (st != FFN_OK) return st;
-    const json_value *present = json_get(root, key);
-    if (!present || present->type == JSON_NULL) { /* the default, unchecked: 0 may mean "none" */
-        *out = dflt;
-        return FFN_OK;
-    }
-    if (v < lo || v > hi)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected an integer in [%lld, %lld], found %lld",
-                         what, key, (long long)lo, (long long)hi, (long long)v);
-    *out = v;
-    return FFN_OK;
-}
-
-static ffn_status get_bool(const json_value *root, const char *what, const char *key, int dflt,
-                           int *out) {
-    int v = dflt;
-    ffn_status st = json_get_bool(root, key, 0, what, &v);
-    if (st != FFN_OK) return st;
-    *out = v;
-    return FFN_OK;
-}
-
-#define TRY(expr)                          \
-    do {                                   \
-        ffn_status st_ = (expr);           \
-        if (st_ != FFN_OK) return st_;     \
-    } while (0)
-
-/* The fields that llama, bert and deepseek configs name alike:
- * hidden_act (default `act`), hidden_size, num_hidden_layers, vocab_size. */
-static ffn_status read_hf_common(const json_value *r, const char *what, arch *a, const char *act) {
-    a->act = act;
-    TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
-    TRY(get_int(r, what, "hidden_size", 1, 0, 1, MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
-    return FFN_OK;
-}
-
-/* Attention heads: head_dim given, or D / H exactly. */
-static ffn_status read_heads(const json_value *r, const char *what, arch *a, const char *h_key,
-                             const char *kv_key) {
-    TRY(get_int(r, what, h_key, 1, 0, 1, MAX_SIZE, &a->H));
-    a->Hkv = a->H;
-    if (kv_key) TRY(get_int(r, what, kv_key, 0, a->H, 1, MAX_SIZE, &a->Hkv));
-    if (a->H % a->Hkv)
-        return ffn_error(FFN_ERR_CONFIG, "%s: %s (%lld) must be a multiple of %s (%lld)", what,
-                         h_key, (long long)a->H, kv_key, (long long)a->Hkv);
-    /* head_dim absent: Qwen3Config and GemmaConfig default to 128 and 256 */
-    const char *t = a->model_type;
-    int64_t hd = !strcmp(t, "qwen3") ? 128 : !strcmp(t, "gemma") ? 256 : 0;
-    if (a->fam == FAM_LLAMA) TRY(get_int(r, what, "head_dim", 0, hd, 1, MAX_SIZE, &hd));
-    if (!hd) {
-        if (a->D % a->H)
-            return ffn_error(FFN_ERR_CONFIG,
-                             "%s: hidden size %lld is not a multiple of %s %lld (and no head_dim)",
-                             what, (long long)a->D, h_key, (long long)a->H);
-        hd = a->D / a->H;
-    }
-    a->d_qk = a->d_v = hd;
-    return FFN_OK;
-}
-
-/* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe:
- * RMSNorm, gated FFN, RoPE. */
-static ffn_status read_llama_family(const json_value *r, const char *what, arch *a) {
-    const char *t = a->model_type;
-    const int gemma = !strcmp(t, "gemma");
-    a->fam = FAM_LLAMA;
-    a->gated = 1;
-    TRY(read_hf_common(r, what, a, "silu"));
-    if (gemma) { /* its MLP uses hidden_activation (gelu_pytorch_tanh when absent) */
-        a->act = "gelu_pytorch_tanh";
-        TRY(json_get_str(r, "hidden_activation", 0, what, &a->act));
-    }
-    TRY(read_heads(r, what, a, "num_attention_heads", "num_key_value_heads"));
-    TRY(get_bool(r, what, "tie_word_embeddings", gemma, &a->tied));
-    if (!strcmp(t, "qwen3")) a->qk_norm = 2 * a->d_qk;                 /* per head, shared */
-    if (!strcmp(t, "olmoe")) a->qk_norm = (a->H + a->Hkv) * a->d_qk;  /* whole projections */
-    if (!strcmp(t, "llama") || !strcmp(t, "qwen3")) {
-        int ab = 0, mb = 0;
-        TRY(get_bool(r, what, "attention_bias", 0, &ab));
-        TRY(get_bool(r, what, "mlp_bias", 0, &mb));
-        a->qkv_bias = a->o_bias = ab;
-        a->ffn_bias = mb;
-    } else if (!strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe")) {
-        a->qkv_bias = 1; /* q/k/v carry biases, o does not */
-    }
-    if (!strcmp(t, "mixtral")) {
-        /* every layer is a block_sparse_moe of E experts of width intermediate_size */
-        TRY(get_int(r, what, "num_local_experts", 1, 0, 1, MAX_SIZE, &a->E));
-        TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
-        TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
-        a->sparse_step = 1;
-    } else if (!strcmp(t, "olmoe")) {
-        /* every layer is MoE; the experts are intermediate_size wide */
-        TRY(get_int(r, what, "num_experts", 1, 0, 1, MAX_SIZE, &a->E));
-        TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
-        TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
-        a->sparse_step = 1;
-    } else if (!strcmp(t, "qwen2_moe")) {
-        TRY(get_int(r, what, "num_experts", 1, 0, 0, MAX_SIZE, &a->E));
-        TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
-        TRY(get_int(r, what, "moe_intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
-        TRY(get_int(r, what, "shared_expert_intermediate_size", 1, 0, 0, MAX_SIZE, &a->Fs));
-        TRY(get_int(r, what, "decoder_sparse_step", 0, 1, 1, MAX_LAYERS, &a->sparse_step));
-        TRY(get_int(r, what, "intermediate_size", 0, 0, 1, MAX_SIZE, &a->F));
-        a->mlp_only_layers = json_get(r, "mlp_only_layers");
-        if (a->mlp_only_layers && a->mlp_only_layers->type == JSON_NULL) a->mlp_only_layers = NULL;
-    } else {
-        TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->F));
-    }
-    return FFN_OK;
-}
-
-static ffn_status read_gpt2(const json_value *r, const char *what, arch *a) {
-    a->fam = FAM_GPT2;
-    a->act = "gelu_new";
-    TRY(json_get_str(r, "activation_function", 0, what, &a->act));
-    TRY(get_int(r, what, "n_embd", 1, 0, 1, MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "n_layer", 1, 0, 1, MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, MAX_SIZE, &a->V));
-    TRY(get_int(r, what, "n_positions", 1, 0, 1, MAX_SIZE, &a->P));
-    TRY(read_heads(r, what, a, "n_head", NULL));
-    int64_t four_d = 0;
-    if (__builtin_mul_overflow(a->D, 4, &four_d)) four_d = MAX_SIZE + 1;
-    TRY(get_int(r, what, "n_inner", 0, four_d, 1, MAX_SIZE, &a->F)); /* null: 4·n_embd */
-    a->ffn_bias = a->qkv_bias = a->o_bias = a->norm_bias = 1;
-    TRY(get_bool(r, what, "tie_word_embeddings", 1, &a->tied)); /* lm_head is wte */
-    return FFN_OK;
-}
-
-static ffn_status read_bert(const json_value *r, const char *what, arch *a) {
-    a->fam = FAM_BERT;
-    TRY(read_hf_common(r, what, a, "gelu"));
-    TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->F));
-    TRY(get_int(r, what, "max_position_embeddings", 1, 0, 1, MAX_SIZE, &a->P));
-    TRY(get_int(r, what, "type_vocab_size", 0, 2, 0, MAX_SIZE, &a->type_vocab));
-    TRY(read_heads(r, what, a, "num_attention_heads", NULL));
-    const char *pos = "absolute";
-    TRY(json_get_str(r, "position_embedding_type", 0, what, &pos));
-    if (!strcmp(pos, "relative_key") || !strcmp(pos, "relative_key_query"))
-        a->rel_pos = 1;
-    else if (strcmp(pos, "absolute"))
-        return ffn_error(FFN_ERR_CONFIG,
-                         "%s: position_embedding_type: unknown value '%s' (expected absolute, "
-                         "relative_key or relative_key_query)", what, pos);
-    a->ffn_bias = a->qkv_bias = a->o_bias = a->norm_bias = 1;
-    a->tied = 0; /* BertModel has no LM head; its head is the pooler */
-    return FFN_OK;
-}
-
-/* deepseek_v2 / deepseek_v3: MLA attention, DeepSeekMoE with shared experts. */
-static ffn_status read_deepseek(const json_value *r, const char *what, arch *a) {
-    int v3 = !strcmp(a->model_type, "deepseek_v3");
-    a->fam = FAM_DEEPSEEK;
-    a->gated = 1;
-    a->mla = 1;
-    TRY(read_hf_common(r, what, a, "silu"));
-    TRY(get_int(r, what, "intermediate_size", 1, 0, 1, MAX_SIZE, &a->F));
-    TRY(get_int(r, what, "num_attention_heads", 1, 0, 1, MAX_SIZE, &a->H));
-    a->Hkv = a->H; /* MLA: every head has its own keys, decompressed from the latent */
-    TRY(get_int(r, what, "q_lora_rank", 0, 0, 1, MAX_SIZE, &a->q_lora)); /* null: no q compression */
-    TRY(get_int(r, what, "kv_lora_rank", 1, 0, 1, MAX_SIZE, &a->kv_lora));
-    TRY(get_int(r, what, "qk_nope_head_dim", 1, 0, 0, MAX_SIZE, &a->nope));
-    TRY(get_int(r, what, "qk_rope_head_dim", 1, 0, 0, MAX_SIZE, &a->rope));
-    TRY(get_int(r, what, "v_head_dim", 1, 0, 1, MAX_SIZE, &a->d_v));
-    a->d_qk = a->nope + a->rope;
-    if (a->d_qk <= 0)
-        return ffn_error(FFN_ERR_CONFIG, "%s: qk_nope_head_dim + qk_rope_head_dim must be > 0",
-                         what);
-    int ab = 0;
-    TRY(get_bool(r, what, "attention_bias", 0, &ab));
-    a->qkv_bias = a->o_bias = ab;
-    TRY(get_bool(r, what, "tie_word_embeddings", 0, &a->tied));
-    /* n_routed_experts null: a dense model */
-    TRY(get_int(r, what, "n_routed_experts", 0, 0, 1, MAX_SIZE, &a->E));
-    if (a->E) {
-        TRY(get_int(r, what, "num_experts_per_tok", 1, 0, 1, MAX_SIZE, &a->K));
-        TRY(get_int(r, what, "moe_intermediate_size", 1, 0, 1, MAX_SIZE, &a->Fm));
-        TRY(get_int(r, what, "n_shared_experts", 0, 0, 0, MAX_SIZE, &a->n_shared));
-        TRY(get_int(r, what, "first_k_dense_replace", 0, 0, 0, MAX_LAYERS, &a->first_k_dense));
-        TRY(get_int(r, what, "moe_layer_freq", 0, 1, 1, MAX_LAYERS, &a->moe_freq));
-        /* the bias that corrects expert scores for selection (aux-loss-free balancing)
-         * exists with topk_method "noaux_tc", V3's method */
-        const char *topk = v3 ? "noaux_tc" : "greedy";
-        TRY(json_get_str(r, "topk_method", 0, what, &topk));
-        a->e_bias = !strcmp(topk, "noaux_tc");
-    }
-    if (v3) TRY(get_int(r, what, "num_nextn_predict_layers", 0, 0, 0, 64, &a->mtp_layers));
-    return FFN_OK;
-}
-
-static ffn_status read_arch(const json_value *r, const char *what, arch *a) {
-    if (!r || r->type != JSON_OBJECT)
-        return ffn_error(FFN_ERR_CONFIG, "%s: expected a JSON object at the top level", what);
-    memset(a, 0, sizeof *a);
-    TRY(json_get_str(r, "model_type", 1, what, &a->model_type));
-    const char *t = a->model_type;
-    if (!strcmp(t, "llama") || !strcmp(t, "mistral") || !strcmp(t, "mixtral") ||
-        !strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3") ||
-        !strcmp(t, "gemma") || !strcmp(t, "phi3") || !strcmp(t, "olmoe"))
-        TRY(read_llama_family(r, what, a));
-    else if (!strcmp(t, "gpt2"))
-        TRY(read_gpt2(r, what, a));
-    else if (!strcmp(t, "bert"))
-        TRY(read_bert(r, what, a));
-    else if (!strcmp(t, "deepseek_v2") || !strcmp(t, "deepseek_v3"))
-        TRY(read_deepseek(r, what, a));
-    else
-        return ffn_error(FFN_ERR_CONFIG,
-                         "%s: model_type: unknown value '%s' (expected one of llama, mistral, "
-                         "mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, gpt2, bert, "
-                         "deepseek_v2, deepseek_v3)",
-                         what, t);
-    if (a->E && a->K > a->E)
-        return ffn_error(FFN_ERR_CONFIG,
-                         "%s: num_experts_per_tok (%lld) exceeds the number of experts (%lld)",
-                         what, (long long)a->K, (long long)a->E);
-    if (a->mlp_only_layers) {
-        const json_value *m = a->mlp_only_layers;
-        if (m->type != JSON_ARRAY)
-            return ffn_error(FFN_ERR_CONFIG, "%s: mlp_only_layers: expected an array of layer indices",
-                             what);
-        for (size_t i = 0; i < m->length; i++) {
-            const json_value *x = m->items[i];
-            if (x->type != JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer >= a->L)
-                return ffn_error(FFN_ERR_CONFIG,
-                                 "%s: mlp_only_layers[%zu]: expected a layer index in [0, %lld)",
-                                 what, i, (long long)a->L);
-        }
-    }
-    return FFN_OK;
-}
-
 /* ---- which layers are MoE ------------------------------------------------ */
 
 static int layer_is_moe(const arch *a, int64_t i) {
     if (!a->E) return 0;
     switch (a->fam) {
-    case FAM_DEEPSEEK: return i >= a->first_k_dense && i % a->moe_freq == 0;
-    case FAM_LLAMA:
+    case FFN_HF_DEEPSEEK: return i >= a->first_k_dense && i % a->moe_freq == 0;
+    case FFN_HF_LLAMA:
         if (a->mlp_only && i < a->L && a->mlp_only[i]) return 0;
         return (i + 1) % a->sparse_step == 0;
     default: return 0;
@@ -477,7 +207,7 @@ static const char *glu_name(const char *act) {
 /* Memory estimates (params.h, Memory): weights per format, the KV cache,
  * the bandwidth bound on decoding. */
 static void estimate_memory(calc *c, const arch *a, double bw_gbs, ffn_params_report *r) {
-    if (a->fam == FAM_BERT) r->kv_elements_per_token = 0; /* an encoder keeps no cache */
+    if (a->fam == FFN_HF_BERT) r->kv_elements_per_token = 0; /* an encoder keeps no cache */
     else if (a->mla) r->kv_elements_per_token = mul(c, a->L, add(c, a->kv_lora, a->rope));
     else r->kv_elements_per_token = mul3(c, a->L, a->Hkv, add(c, a->d_qk, a->d_v));
     r->kv_bytes_per_token_f16 = mul(c, r->kv_elements_per_token, 2);
@@ -562,7 +292,7 @@ static ffn_status account(const arch *a, const char *what, int64_t T, double bw_
     m.embed_token = mul(&c, a->V, a->D);
     m.embed_position = mul(&c, a->P, a->D);
     m.embed_token_type = mul(&c, a->type_vocab, a->D);
-    if (a->fam == FAM_BERT) {
+    if (a->fam == FFN_HF_BERT) {
         m.head = add(&c, mul(&c, a->D, a->D), a->D); /* pooler dense with bias */
         m.norms = mul(&c, 2, a->D);                  /* embeddings LayerNorm (post-LN: no final) */
     } else {
@@ -622,8 +352,9 @@ static ffn_status account(const arch *a, const char *what, int64_t T, double bw_
 
 /* ---- public entry points ------------------------------------------------- */
 
-static ffn_status from_root(const json_value *root, const char *what,
-                            const ffn_params_options *opt, ffn_params_report **out) {
+/* the file at path, or (path NULL) text of len bytes */
+static ffn_status from_config(const char *path, const char *text, size_t len, const char *what,
+                              const ffn_params_options *opt, ffn_params_report **out) {
     int64_t T = opt && opt->seq_len ? opt->seq_len : DEFAULT_SEQ_LEN;
     if (T < 1 || T > MAX_SIZE)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: seq_len: expected 1..%lld, found %lld", what,
@@ -633,17 +364,11 @@ static ffn_status from_root(const json_value *root, const char *what,
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: bandwidth_gbs: expected 0 < GB/s <= 1e6, found %g",
                          what, bw);
     arch a;
-    TRY(read_arch(root, what, &a));
-    ffn_status st = FFN_OK;
-    if (a.mlp_only_layers && a.mlp_only_layers->length) {
-        /* a mask, so that a long (even repetitive) list costs O(L + length) */
-        a.mlp_only = calloc((size_t)a.L, 1);
-        if (!a.mlp_only) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", what);
-        for (size_t j = 0; j < a.mlp_only_layers->length; j++)
-            a.mlp_only[a.mlp_only_layers->items[j]->integer] = 1;
-    }
-    st = account(&a, what, T, bw, out);
+    json_doc *doc = NULL;
+    ffn_status st = ffn_config_hf_read_arch(path, text, len, what, &doc, &a);
+    if (st == FFN_OK) st = account(&a, what, T, bw, out);
     free(a.mlp_only);
+    json_free(doc);
     return st;
 }
 
@@ -651,12 +376,7 @@ ffn_status ffn_params_from_json(const char *text, size_t len, const char *what,
                                 const ffn_params_options *opt, ffn_params_report **out) {
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_params_from_json: out is NULL");
     *out = NULL;
-    if (!what) what = "config";
-    json_doc *doc = NULL;
-    TRY(json_parse(text, len, what, &doc));
-    ffn_status st = from_root(json_root(doc), what, opt, out);
-    json_free(doc);
-    return st;
+    return from_config(NULL, text, len, what ? what : "config", opt, out);
 }
 
 ffn_status ffn_params_from_config(const char *path, const ffn_params_options *opt,
@@ -664,11 +384,7 @@ ffn_status ffn_params_from_config(const char *path, const ffn_params_options *op
     if (!out) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_params_from_config: out is NULL");
     *out = NULL;
     if (!path) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_params_from_config: path is NULL");
-    json_doc *doc = NULL;
-    TRY(json_parse_file(path, &doc));
-    ffn_status st = from_root(json_root(doc), path, opt, out);
-    json_free(doc);
-    return st;
+    return from_config(path, NULL, 0, path, opt, out);
 }
 
 void ffn_params_report_free(ffn_params_report *r) {
