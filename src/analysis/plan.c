@@ -23,6 +23,14 @@ typedef struct stage_load {
     int64_t layers, moe_layers;
 } stage_load;
 
+/* "plan: FLAG d does not divide OF n WHY" unless d divides n. */
+static ffn_status must_divide(const char *flag, int64_t d, const char *of, int64_t n,
+                              const char *why) {
+    if (n % d == 0) return FFN_OK;
+    return ffn_error(FFN_ERR_INVALID_ARG, "plan: %s %lld does not divide %s%lld%s", flag,
+                     (long long)d, of, (long long)n, why);
+}
+
 static ffn_status check(const ffn_params_report *r, const ffn_plan_options *o) {
     const int64_t lim = (int64_t)1 << 20;
     struct { const char *flag; int64_t v; } sizes[] = {
@@ -35,26 +43,20 @@ static ffn_status check(const ffn_params_report *r, const ffn_plan_options *o) {
     if (o->seq_len < 1 || o->seq_len > ((int64_t)1 << 40))
         return ffn_error(FFN_ERR_INVALID_ARG, "plan: --seq-len %lld: expected 1..2^40",
                          (long long)o->seq_len);
-    if (r->n_heads % o->tp)
-        return ffn_error(FFN_ERR_INVALID_ARG,
-                         "plan: --tp %lld does not divide the %lld attention heads",
-                         (long long)o->tp, (long long)r->n_heads);
-    if (r->n_kv_heads % o->tp)
-        return ffn_error(FFN_ERR_INVALID_ARG,
-                         "plan: --tp %lld does not divide the %lld key/value heads (GQA groups "
-                         "stay whole on a rank)",
-                         (long long)o->tp, (long long)r->n_kv_heads);
+    ffn_status st;
+    if ((st = must_divide("--tp", o->tp, "the ", r->n_heads, " attention heads")) ||
+        (st = must_divide("--tp", o->tp, "the ", r->n_kv_heads,
+                          " key/value heads (GQA groups stay whole on a rank)")))
+        return st;
     if (o->ep > 1 && !r->n_moe_layers)
         return ffn_error(FFN_ERR_INVALID_ARG, "plan: --ep %lld: the model has no MoE layer",
                          (long long)o->ep);
     if (r->n_moe_layers && o->ep > r->n_experts)
         return ffn_error(FFN_ERR_INVALID_ARG, "plan: --ep %lld is larger than the %lld experts",
                          (long long)o->ep, (long long)r->n_experts);
-    if (o->dp % o->ep)
-        return ffn_error(FFN_ERR_INVALID_ARG,
-                         "plan: --ep %lld does not divide --dp %lld (experts are spread inside "
-                         "the data-parallel group)",
-                         (long long)o->ep, (long long)o->dp);
+    if ((st = must_divide("--ep", o->ep, "--dp ", o->dp,
+                          " (experts are spread inside the data-parallel group)")))
+        return st;
     if (o->pp > r->n_layers)
         return ffn_error(FFN_ERR_INVALID_ARG, "plan: --pp %lld is larger than the %lld layers",
                          (long long)o->pp, (long long)r->n_layers);

@@ -67,6 +67,28 @@ ffn_status ffn_view_open_buffer(const ffn_view_ops *ops, const void *data, size_
 /* The same over the file at path mapped (a FIFO or a device is refused by
  * name, without blocking); the object owns the mapping. */
 ffn_status ffn_view_open_file(const ffn_view_ops *ops, const char *path, void **out);
+/* A format's two public opens, PREFIX_open_buffer and PREFIX_open (PREFIX
+ * ffn_gguf, ffn_st), over an object of type T checked by validate(T *)
+ * and released by close(T *), defined once here for every format. */
+#define FFN_VIEW_OPENS(PREFIX, T, validate, close)                                           \
+    static ffn_status PREFIX##_view_validate(void *f) { return validate(f); }                \
+    static void PREFIX##_view_close(void *f) { close(f); }                                   \
+    static const ffn_view_ops PREFIX##_view_ops = {#PREFIX "_open", sizeof(T),               \
+                                                   PREFIX##_view_validate, PREFIX##_view_close}; \
+    ffn_status PREFIX##_open_buffer(const void *data, size_t size, const char *name,         \
+                                    T **out) {                                               \
+        void *f = NULL;                                                                      \
+        ffn_status s = ffn_view_open_buffer(&PREFIX##_view_ops, data, size, name,            \
+                                            out ? &f : NULL);                                \
+        if (out) *out = f;                                                                   \
+        return s;                                                                            \
+    }                                                                                        \
+    ffn_status PREFIX##_open(const char *path, T **out) {                                    \
+        void *f = NULL;                                                                      \
+        ffn_status s = ffn_view_open_file(&PREFIX##_view_ops, path, out ? &f : NULL);        \
+        if (out) *out = f;                                                                   \
+        return s;                                                                            \
+    }
 
 /* What the first bytes of a file say it is, by magic number or structure:
  * FFN_SNIFF_UNKNOWN when nothing matches.  Parsers call it to name a file

@@ -40,18 +40,25 @@ static ffn_status sequence_list(const json_value *o, const char *key, const char
     return FFN_OK;
 }
 
+/* Each item of a Sequence's list under `key` through parse, in order. */
+typedef ffn_status (*item_parser)(bpe_tokenizer *t, const json_value *v, const char *name);
+static ffn_status each_in_sequence(bpe_tokenizer *t, const json_value *o, const char *key,
+                                   const char *name, const char *missing, item_parser parse) {
+    const json_value *list = NULL;
+    ffn_status st = sequence_list(o, key, name, missing, &list);
+    for (size_t i = 0; !st && i < list->length; i++) st = parse(t, list->items[i], name);
+    return st;
+}
+
 static ffn_status parse_normalizer(bpe_tokenizer *t, const json_value *n, const char *name) {
     if (!n || n->type == JSON_NULL) return FFN_OK;
     if (n->type != JSON_OBJECT)
         return ffn_error(FFN_ERR_FORMAT, "%s: normalizer is %s, expected an object or null", name,
                          json_type_name(n->type));
-    if (is_type(n, "Sequence")) {
-        const json_value *list = NULL;
-        ffn_status st = sequence_list(n, "normalizers", name,
-                                      "normalizer Sequence without a \"normalizers\" array", &list);
-        for (size_t i = 0; !st && i < list->length; i++) st = parse_normalizer(t, list->items[i], name);
-        return st;
-    }
+    if (is_type(n, "Sequence"))
+        return each_in_sequence(t, n, "normalizers", name,
+                                "normalizer Sequence without a \"normalizers\" array",
+                                parse_normalizer);
     if (is_type(n, "NFC")) {
         t->nfc = 1;
         return FFN_OK;
@@ -154,13 +161,9 @@ static ffn_status parse_pre(bpe_tokenizer *t, const json_value *p, const char *n
 
 static ffn_status parse_decoder(bpe_tokenizer *t, const json_value *d, const char *name) {
     if (!d || d->type == JSON_NULL) return FFN_OK;
-    if (is_type(d, "Sequence")) {
-        const json_value *list = NULL;
-        ffn_status st = sequence_list(d, "decoders", name,
-                                      "decoder Sequence without a \"decoders\" array", &list);
-        for (size_t i = 0; !st && i < list->length; i++) st = parse_decoder(t, list->items[i], name);
-        return st;
-    }
+    if (is_type(d, "Sequence"))
+        return each_in_sequence(t, d, "decoders", name,
+                                "decoder Sequence without a \"decoders\" array", parse_decoder);
     if (is_type(d, "Strip")) {
         const json_value *start = json_get(d, "start");
         if (start && start->type == JSON_NUMBER && start->number > 0) t->sp_strip = 1;
@@ -182,13 +185,9 @@ static ffn_status parse_decoder(bpe_tokenizer *t, const json_value *d, const cha
 /* TemplateProcessing "single": the special tokens before and after $A. */
 static ffn_status parse_post(bpe_tokenizer *t, const json_value *p, const char *name) {
     if (!p || p->type == JSON_NULL) return FFN_OK;
-    if (is_type(p, "Sequence")) {
-        const json_value *list = NULL;
-        ffn_status st = sequence_list(p, "processors", name,
-                                      "post_processor Sequence without \"processors\"", &list);
-        for (size_t i = 0; !st && i < list->length; i++) st = parse_post(t, list->items[i], name);
-        return st;
-    }
+    if (is_type(p, "Sequence"))
+        return each_in_sequence(t, p, "processors", name,
+                                "post_processor Sequence without \"processors\"", parse_post);
     if (is_type(p, "ByteLevel")) return FFN_OK;
     if (!is_type(p, "TemplateProcessing"))
         return ffn_error(FFN_ERR_FORMAT, "%s: unsupported post_processor %s", name, type_of(p));

@@ -426,23 +426,7 @@ static ffn_status validate(ffn_gguf_file *f) {
 
 /* ---- open / close ------------------------------------------------------------ */
 
-static ffn_status view_validate(void *f) { return validate(f); }
-static void view_close(void *f) { ffn_gguf_close(f); }
-static const ffn_view_ops view_ops = {"ffn_gguf_open", sizeof(ffn_gguf_file), view_validate, view_close};
-
-ffn_status ffn_gguf_open_buffer(const void *data, size_t size, const char *name, ffn_gguf_file **out) {
-    void *f = NULL;
-    ffn_status s = ffn_view_open_buffer(&view_ops, data, size, name, out ? &f : NULL);
-    if (out) *out = f;
-    return s;
-}
-
-ffn_status ffn_gguf_open(const char *path, ffn_gguf_file **out) {
-    void *f = NULL;
-    ffn_status s = ffn_view_open_file(&view_ops, path, out ? &f : NULL);
-    if (out) *out = f;
-    return s;
-}
+FFN_VIEW_OPENS(ffn_gguf, ffn_gguf_file, validate, ffn_gguf_close)
 
 const char *ffn_gguf_path(const ffn_gguf_file *f) { return f ? f->path : ""; }
 uint32_t ffn_gguf_version(const ffn_gguf_file *f) { return f ? f->version : 0; }
@@ -526,17 +510,22 @@ static ffn_status get_typed(const ffn_gguf_file *f, const char *key, ffn_gguf_vt
         if (s == FFN_OK && out) *out = v.v.member;                                        \
         return s;                                                                         \
     }
-GGUF_GETTER(u8, uint8_t, FFN_GGUF_VTYPE_UINT8, u8)
-GGUF_GETTER(i8, int8_t, FFN_GGUF_VTYPE_INT8, i8)
-GGUF_GETTER(u16, uint16_t, FFN_GGUF_VTYPE_UINT16, u16)
-GGUF_GETTER(i16, int16_t, FFN_GGUF_VTYPE_INT16, i16)
+/* The scalar types read and written as they are: (suffix, C type, value
+ * type, member of ffn_gguf_value).  u32 (the alignment) and bool (one byte)
+ * have setters of their own. */
+#define GGUF_PLAIN_SCALARS(X)                                                             \
+    X(u8, uint8_t, FFN_GGUF_VTYPE_UINT8, u8)                                              \
+    X(i8, int8_t, FFN_GGUF_VTYPE_INT8, i8)                                                \
+    X(u16, uint16_t, FFN_GGUF_VTYPE_UINT16, u16)                                          \
+    X(i16, int16_t, FFN_GGUF_VTYPE_INT16, i16)                                            \
+    X(i32, int32_t, FFN_GGUF_VTYPE_INT32, i32)                                            \
+    X(f32, float, FFN_GGUF_VTYPE_FLOAT32, f32)                                            \
+    X(u64, uint64_t, FFN_GGUF_VTYPE_UINT64, u64)                                          \
+    X(i64, int64_t, FFN_GGUF_VTYPE_INT64, i64)                                            \
+    X(f64, double, FFN_GGUF_VTYPE_FLOAT64, f64)
+GGUF_PLAIN_SCALARS(GGUF_GETTER)
 GGUF_GETTER(u32, uint32_t, FFN_GGUF_VTYPE_UINT32, u32)
-GGUF_GETTER(i32, int32_t, FFN_GGUF_VTYPE_INT32, i32)
-GGUF_GETTER(f32, float, FFN_GGUF_VTYPE_FLOAT32, f32)
 GGUF_GETTER(bool, int, FFN_GGUF_VTYPE_BOOL, boolean)
-GGUF_GETTER(u64, uint64_t, FFN_GGUF_VTYPE_UINT64, u64)
-GGUF_GETTER(i64, int64_t, FFN_GGUF_VTYPE_INT64, i64)
-GGUF_GETTER(f64, double, FFN_GGUF_VTYPE_FLOAT64, f64)
 GGUF_GETTER(array, ffn_gguf_array, FFN_GGUF_VTYPE_ARRAY, arr)
 
 ffn_status ffn_gguf_get_str(const ffn_gguf_file *f, const char *key, const char **out, size_t *len) {
@@ -795,19 +784,11 @@ static ffn_status set_scalar(ffn_gguf_writer *w, const char *key, uint32_t type,
     return FFN_OK;
 }
 
-#define GGUF_SETTER(sfx, ctype, vtype)                                                    \
+#define GGUF_SETTER(sfx, ctype, vtype, member)                                            \
     ffn_status ffn_gguf_writer_set_##sfx(ffn_gguf_writer *w, const char *key, ctype v) { \
         return set_scalar(w, key, vtype, &v);                                             \
     }
-GGUF_SETTER(u8, uint8_t, FFN_GGUF_VTYPE_UINT8)
-GGUF_SETTER(i8, int8_t, FFN_GGUF_VTYPE_INT8)
-GGUF_SETTER(u16, uint16_t, FFN_GGUF_VTYPE_UINT16)
-GGUF_SETTER(i16, int16_t, FFN_GGUF_VTYPE_INT16)
-GGUF_SETTER(i32, int32_t, FFN_GGUF_VTYPE_INT32)
-GGUF_SETTER(f32, float, FFN_GGUF_VTYPE_FLOAT32)
-GGUF_SETTER(u64, uint64_t, FFN_GGUF_VTYPE_UINT64)
-GGUF_SETTER(i64, int64_t, FFN_GGUF_VTYPE_INT64)
-GGUF_SETTER(f64, double, FFN_GGUF_VTYPE_FLOAT64)
+GGUF_PLAIN_SCALARS(GGUF_SETTER)
 
 ffn_status ffn_gguf_writer_set_u32(ffn_gguf_writer *w, const char *key, uint32_t v) {
     if (w && key && !strcmp(key, GGUF_ALIGNMENT_KEY)) {

@@ -307,23 +307,7 @@ static ffn_status validate(ffn_st_file *f) {
     return FFN_OK;
 }
 
-static ffn_status view_validate(void *f) { return validate(f); }
-static void view_close(void *f) { ffn_st_close(f); }
-static const ffn_view_ops view_ops = {"ffn_st_open", sizeof(ffn_st_file), view_validate, view_close};
-
-ffn_status ffn_st_open_buffer(const void *data, size_t size, const char *name, ffn_st_file **out) {
-    void *f = NULL;
-    ffn_status s = ffn_view_open_buffer(&view_ops, data, size, name, out ? &f : NULL);
-    if (out) *out = f;
-    return s;
-}
-
-ffn_status ffn_st_open(const char *path, ffn_st_file **out) {
-    void *f = NULL;
-    ffn_status s = ffn_view_open_file(&view_ops, path, out ? &f : NULL);
-    if (out) *out = f;
-    return s;
-}
+FFN_VIEW_OPENS(ffn_st, ffn_st_file, validate, ffn_st_close)
 
 /* ---- lookups ---------------------------------------------------------- */
 

@@ -171,18 +171,19 @@ ffn_status ffn_layer_config_validate(const ffn_layer_config *cfg) {
                          "hidden_size × intermediate_size: %lld × %lld overflows 64 bits "
                          "(3·D·F fp32 weights must fit)",
                          (long long)cfg->hidden_size, (long long)cfg->intermediate_size);
-    if ((int)cfg->act < FFN_ACT_LINEAR || (int)cfg->act > FFN_ACT_SIGMOID)
-        return ffn_error(FFN_ERR_CONFIG, "hidden_act: invalid enum value %d (expected 0..%d)",
-                         (int)cfg->act, (int)FFN_ACT_SIGMOID);
-    if ((int)cfg->type < FFN_MLP_AUTO || (int)cfg->type > FFN_MLP_GATED)
-        return ffn_error(FFN_ERR_CONFIG, "mlp_type: invalid enum value %d (expected 0..%d)",
-                         (int)cfg->type, (int)FFN_MLP_GATED);
-    if ((int)cfg->save < FFN_SAVE_ACTIVATIONS || (int)cfg->save > FFN_SAVE_NONE)
-        return ffn_error(FFN_ERR_CONFIG, "save mode: invalid enum value %d (expected 0..%d)",
-                         (int)cfg->save, (int)FFN_SAVE_NONE);
-    if ((int)cfg->precision < FFN_PRECISION_FP32 || (int)cfg->precision > FFN_PRECISION_BF16)
-        return ffn_error(FFN_ERR_CONFIG, "precision: invalid enum value %d (expected 0..%d)",
-                         (int)cfg->precision, (int)FFN_PRECISION_BF16);
+    /* the enums, each 0..its last value */
+    const struct { const char *name; int v, last; } enums[] = {
+        {"hidden_act", (int)cfg->act, FFN_ACT_SIGMOID},
+        {"mlp_type", (int)cfg->type, FFN_MLP_GATED},
+        {"save mode", (int)cfg->save, FFN_SAVE_NONE},
+        {"precision", (int)cfg->precision, FFN_PRECISION_BF16}};
+    _Static_assert(FFN_ACT_LINEAR == 0 && FFN_MLP_AUTO == 0 && FFN_SAVE_ACTIVATIONS == 0 &&
+                       FFN_PRECISION_FP32 == 0,
+                   "the enums checked here begin at 0");
+    for (size_t i = 0; i < sizeof enums / sizeof enums[0]; i++)
+        if (enums[i].v < 0 || enums[i].v > enums[i].last)
+            return ffn_error(FFN_ERR_CONFIG, "%s: invalid enum value %d (expected 0..%d)",
+                             enums[i].name, enums[i].v, enums[i].last);
     return FFN_OK;
 }
 
