@@ -459,6 +459,16 @@ static ffn_status mproj(const ffn_model *m, const ffn_ctx *ctx, const float *w, 
         return model_bf16_gemm(m->b16, ctx, 0, 1, n, rows, cols, x, ldx, w, cols, 0.0f, y, ldy);
     return model_proj(ctx, m->q, m->params, w, rows, cols, x, ldx, n, y, ldy);
 }
+/* mproj, then the bias b (rows) added to each of the n rows of y, when b. */
+static ffn_status mproj_bias(const ffn_model *m, const ffn_ctx *ctx, const float *w,
+                             const float *b, int64_t rows, int64_t cols, const float *x,
+                             int64_t ldx, int64_t n, float *y, int64_t ldy) {
+    ffn_status st = mproj(m, ctx, w, rows, cols, x, ldx, n, y, ldy);
+    if (st || !b) return st;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < rows; j++) y[t * ldy + j] += b[j];
+    return FFN_OK;
+}
 
 /* ---- the tensor table ------------------------------------------------------ */
 
@@ -1177,11 +1187,8 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         /* attention */
         norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
         PROF(FFN_PROFILE_NORM);
-        if ((st = mproj(m, ctx, p->wqkv, C, D, a->xn1, D, N, a->qkv, C)))
+        if ((st = mproj_bias(m, ctx, p->wqkv, p->bqkv, C, D, a->xn1, D, N, a->qkv, C)))
             return st;
-        if (p->bqkv)
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t j = 0; j < C; j++) a->qkv[n * C + j] += p->bqkv[j];
         PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (p->q_norm) { /* qwen3 per head, olmoe over the whole projection */
             const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
@@ -1216,11 +1223,8 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
         if (tp && probs) ffn_taps_probs_done(tp, l);
         PROF(FFN_PROFILE_ATTN_CORE);
-        if ((st = mproj(m, ctx, p->wo, D, HD, a->att, HD, N, m->tmp, D)))
+        if ((st = mproj_bias(m, ctx, p->wo, p->bo, D, HD, a->att, HD, N, m->tmp, D)))
             return st;
-        if (p->bo)
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t j = 0; j < D; j++) m->tmp[n * D + j] += p->bo[j];
         PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
