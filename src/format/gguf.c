@@ -748,6 +748,14 @@ void ffn_gguf_writer_free(ffn_gguf_writer *w) {
     free(w);
 }
 
+/* A writer's array of n items with room for one more, item n zeroed (16
+ * items first, then doubling); NULL when out of memory (items unchanged). */
+static void *grow_zeroed(void *items, size_t n, int64_t *cap, size_t elem) {
+    char *p = ffn_grow(items, (int64_t)n, cap, elem, 16);
+    if (p) memset(p + n * elem, 0, elem);
+    return p;
+}
+
 /* The entry for key (existing, its old value released, or new). */
 static ffn_status kv_slot(ffn_gguf_writer *w, const char *key, uint32_t type, w_kv **out) {
     if (!w || !key) return ffn_error(FFN_ERR_INVALID_ARG, "gguf writer: writer or key is NULL");
@@ -763,11 +771,10 @@ static ffn_status kv_slot(ffn_gguf_writer *w, const char *key, uint32_t type, w_
             return FFN_OK;
         }
     }
-    w_kv *kvs = ffn_grow(w->kvs, (int64_t)w->n_kv, &w->cap_kv, sizeof *kvs, 16);
+    w_kv *kvs = grow_zeroed(w->kvs, w->n_kv, &w->cap_kv, sizeof *kvs);
     if (!kvs) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     w->kvs = kvs;
-    w_kv *kv = &w->kvs[w->n_kv];
-    memset(kv, 0, sizeof *kv);
+    w_kv *kv = &kvs[w->n_kv];
     kv->key = strdup(key);
     if (!kv->key) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     kv->type = type;
@@ -916,11 +923,10 @@ static ffn_status add_tensor(ffn_gguf_writer *w, const char *name, ffn_ggml_type
     for (size_t i = 0; i < w->n_t; i++)
         if (!strcmp(w->ts[i].name, name))
             return ffn_error(FFN_ERR_INVALID_ARG, "gguf writer: %s: a tensor of this name was already added", name);
-    w_tensor *ts = ffn_grow(w->ts, (int64_t)w->n_t, &w->cap_t, sizeof *ts, 16);
+    w_tensor *ts = grow_zeroed(w->ts, w->n_t, &w->cap_t, sizeof *ts);
     if (!ts) return ffn_error(FFN_ERR_NOMEM, "gguf writer: out of memory");
     w->ts = ts;
-    w_tensor *t = &w->ts[w->n_t];
-    memset(t, 0, sizeof *t);
+    w_tensor *t = &ts[w->n_t];
     t->name = strdup(name);
     t->data = malloc(nbytes ? (size_t)nbytes : 1);
     if (!t->name || !t->data) {
