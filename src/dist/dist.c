@@ -510,8 +510,19 @@ static ffn_status hook_shard(void *u, ffn_model *full, const ffn_model_options *
     ffn_dist *d = u;
     ffn_status st = ffn_dist_ep_model_check(d, ffn_model_get_config(full));
     if (st != FFN_OK) return st;
-    return ep_layout(d) ? ffn_dist_ep_model_create(d, d->ctx, full, opt, out)
-                        : ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
+    if (!ep_layout(d)) return ffn_dist_tp_model_create(d, d->ctx, full, opt, out);
+    /* expert parallel: the whole model itself, its routed experts run by
+     * this rank's runners; the state sharded by hook_holds */
+    st = dist_ep_install_runners(d, d->ctx, full);
+    if (st == FFN_OK) st = ffn_model_params_changed(full);
+    if (st == FFN_OK) *out = full;
+    return st;
+}
+static int hook_holds(void *u, const ffn_model *m, int64_t tensor) {
+    return dist_ep_holds(u, m, tensor);
+}
+static ffn_status hook_gather_tensors(void *u, const ffn_model *m, float *const *where) {
+    return dist_ep_gather_tensors(u, m, where);
 }
 static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
                              float *dst) {
@@ -579,6 +590,10 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
         t->gather_flat = hook_gather;
         t->sync_grads = hook_sync;
         t->grad_sq = hook_sq;
+        if (ep_layout(d)) {
+            t->holds = hook_holds;
+            t->gather_tensors = hook_gather_tensors;
+        }
     }
     t->rank = d->grank[FFN_DIST_DP];
     t->size = d->gsize[FFN_DIST_DP];
