@@ -250,6 +250,11 @@ typedef struct ffn_train_dist {
     void (*zero_range)(void *user, int64_t n, int64_t *lo, int64_t *hi);
     ffn_status (*reduce_scatter)(void *user, float *buf, int64_t n);
     ffn_status (*all_gather)(void *user, float *buf, int64_t n);
+    /* ZeRO-1 with tensor parallelism: the whole model's squared gradient
+     * norm from every rank's range [lo, hi) of its share (collective over
+     * all ranks; the weights of grad_sq). */
+    ffn_status (*grad_sq_range)(void *user, const ffn_model *rank_model, const ffn_model *full,
+                                const float *grads, int64_t lo, int64_t hi, double *sq);
     /* Sharded state (both NULL: none; expert parallelism).  `shard` may
      * give back the whole model itself (in place): the rank then keeps
      * parameters, gradients and moments only of the tensors `holds` names

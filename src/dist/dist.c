@@ -552,9 +552,18 @@ static ffn_status hook_reduce(void *u, ffn_model *m, float *g, int64_t n) {
     return ffn_dist_reduce_grads(d, m, g, d->bucket);
 }
 
+static ffn_status hook_sq_range(void *u, const ffn_model *r, const ffn_model *full, const float *g,
+                                int64_t lo, int64_t hi, double *sq) {
+    return dist_tp_grad_sq_range(u, r, full, g, lo, hi, sq);
+}
 static void hook_zero_range(void *u, int64_t n, int64_t *lo, int64_t *hi) {
     int64_t first, count;
     ffn_dist_owned_range(u, FFN_DIST_DP, n, &first, &count);
+    /* a test's mutation: the range of another rank, so the update misses
+     * the sums this rank completed (tests/cli/test_dist_shard.sh) */
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    if (mu && !strcmp(mu, "zero-owner"))
+        dist_split(n, ffn_dist_size(u, FFN_DIST_DP), ffn_dist_rank(u, FFN_DIST_DP), &first, &count);
     *lo = first, *hi = first + count;
 }
 static ffn_status hook_rs(void *u, float *buf, int64_t n) {
@@ -570,12 +579,13 @@ static ffn_status hook_ag(void *u, float *buf, int64_t n) {
 
 ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t) {
     if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero1: NULL argument");
-    if (d->tp > 1 || d->ep > 1)
+    if (ep_layout(d))
         return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                             "--zero 1 with --tp %d --ep %d: the optimizer state is sharded over "
-                             "plain data-parallel ranks only in this build (use --dp alone)",
-                             d->tp, d->ep);
+                             "--zero 1 with --ep %d (--tp 1): the experts' state is sharded by "
+                             "expert already; sharding it further over the replicas is not in "
+                             "this build (--zero 1 takes --dp, --tp T and --tp T --ep T)", d->ep);
     t->zero_range = hook_zero_range;
+    if (d->tp > 1) t->grad_sq_range = hook_sq_range;
     t->reduce_scatter = hook_rs;
     t->all_gather = hook_ag;
     return FFN_OK;

@@ -343,6 +343,7 @@ typedef struct trainer {
     ffn_adamw *full_opt;
     float *full_moments;
     int64_t full_np;
+    float *zero_all;          /* ZeRO-1, during a save: the rank's whole m and v, gathered */
     ffn_adamw *opt;
     float *moments;           /* (2, P): the optimizer's block */
     int64_t n_params;
@@ -802,7 +803,9 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
     double sq;
     if (a->tp && a->tp->grad_sq) {
-        ffn_status st = a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
+        ffn_status st = a->zero ? a->tp->grad_sq_range(a->tp->user, a->model, a->tp_full, a->grads,
+                                                       a->lo, a->hi, &sq)
+                                : a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
         if (st != FFN_OK) return st;
     } else {
         sq = train_sum_squares(a->grads + a->lo, a->hi - a->lo, a->norm_partials);
@@ -921,11 +924,15 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         int64_t n;
         float *g = ffn_model_grads(t->model, &n);
         double l[2] = {ce, total};
-        ffn_status st = t->o.dist->zero_range ? t->o.dist->reduce_scatter(t->o.dist->user, g, n)
-                        : t->o.dist->reduce_grads
-                            ? t->o.dist->reduce_grads(t->o.dist->user, t->model, g, n)
-                            : t->o.dist->allreduce_f32(t->o.dist->user, g, n);
-        if (st == FFN_OK && t->o.dist->sync_grads) st = t->o.dist->sync_grads(t->o.dist->user, t->model);
+        const ffn_train_dist *d = t->o.dist;
+        /* ZeRO-1: the tensor-parallel sums first (after the reduce-scatter
+         * only this rank's range would be whole) */
+        ffn_status st = d->zero_range && d->sync_grads ? d->sync_grads(d->user, t->model) : FFN_OK;
+        if (st == FFN_OK)
+            st = d->zero_range     ? d->reduce_scatter(d->user, g, n)
+                 : d->reduce_grads ? d->reduce_grads(d->user, t->model, g, n)
+                                   : d->allreduce_f32(d->user, g, n);
+        if (st == FFN_OK && !d->zero_range && d->sync_grads) st = d->sync_grads(d->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
         ce = l[0] / (double)P;
@@ -1426,9 +1433,9 @@ static ffn_status tp_shard(trainer *t) {
 /* ZeRO-1: keep this rank's range of the moments only. */
 static ffn_status zero_shard(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
-    if (!d->reduce_scatter || !d->all_gather || d->shard)
+    if (!d->reduce_scatter || !d->all_gather || t->held || (t->full && !d->grad_sq_range))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: zero_range needs reduce_scatter "
-                         "and all_gather, and no shard");
+                         "and all_gather (and with shard grad_sq_range), and no holds");
     int64_t lo, hi, n = t->n_params;
     d->zero_range(d->user, n, &lo, &hi);
     if (lo < 0 || hi < lo || hi > n)
@@ -1455,12 +1462,14 @@ static ffn_status zero_gather(trainer *t) {
     memcpy(all + n + lo, t->moments + k, (size_t)k * sizeof(float));
     ffn_status st = d->all_gather(d->user, all, n);
     if (st == FFN_OK) st = d->all_gather(d->user, all + n, n);
-    t->full_moments = all, t->full_np = n;
+    t->zero_all = all;
+    if (!t->full) t->full_moments = all, t->full_np = n; /* else tp_gather's source */
     return st;
 }
 static void zero_release(trainer *t) {
-    moments_free(t->full_moments);
-    t->full_moments = NULL;
+    moments_free(t->zero_all);
+    if (!t->full) t->full_moments = NULL;
+    t->zero_all = NULL;
 }
 
 /* Sharded state (in place): give back the pages of the parameters and
@@ -1548,9 +1557,10 @@ static ffn_status tp_gather(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     ffn_status st = d->gather_flat(d->user, t->model, ffn_model_params(t->model, NULL), t->full,
                                    ffn_model_params(t->full, NULL));
-    if (st == FFN_OK) st = d->gather_flat(d->user, t->model, t->moments, t->full, t->full_moments);
+    const float *mom = t->zero_all ? t->zero_all : t->moments; /* ZeRO-1: gathered first */
+    if (st == FFN_OK) st = d->gather_flat(d->user, t->model, mom, t->full, t->full_moments);
     if (st == FFN_OK)
-        st = d->gather_flat(d->user, t->model, t->moments + t->n_params, t->full,
+        st = d->gather_flat(d->user, t->model, mom + t->n_params, t->full,
                             t->full_moments + t->full_np);
     return st;
 }
@@ -1757,9 +1767,9 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
+        if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->held) st = held_gather(t); /* every rank */
-        if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
