@@ -334,7 +334,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 1,
                         "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
                         "reduce-scattered, each rank updates its share, parameters all-gathered; "
-                        "checkpoints hold them whole); 0: every rank keeps all of them")},
+                        "checkpoints hold them whole; with --tp the rank's share; not with --ep "
+                        "alone, which shards experts by owner); 0: every rank keeps all of them")},
         CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */
