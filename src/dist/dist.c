@@ -560,7 +560,7 @@ static void hook_zero_range(void *u, int64_t n, int64_t *lo, int64_t *hi) {
     int64_t first, count;
     ffn_dist_owned_range(u, FFN_DIST_DP, n, &first, &count);
     /* a test's mutation: the range of another rank, so the update misses
-     * the sums this rank completed (tests/cli/test_dist_shard.sh) */
+     * the sums this rank completed (tests/cli/test_dist_zero.sh) */
     const char *mu = getenv("FFN_DIST_MUTATE");
     if (mu && !strcmp(mu, "zero-owner"))
         dist_split(n, ffn_dist_size(u, FFN_DIST_DP), ffn_dist_rank(u, FFN_DIST_DP), &first, &count);
