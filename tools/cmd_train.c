@@ -149,6 +149,8 @@ static const char epilog[] =
 "  of every MoE layer's experts on the rows of its EP group, and the ranks\n"
 "  of the same expert rank (and tp rank) form the replica group that sums\n"
 "  those experts' gradients; everything else is summed over the DP group.\n"
+"  (--tp 1) a rank keeps parameters, gradients and AdamW moments of its own\n"
+"  experts and the replicated tensors only; a save gathers the rest to rank 0.\n"
 "  The groups are MPI_Comm_split's of the world by those colours.  --tp T\n"
 "  splits every expert's units over the TP group (Megatron style); --tp T\n"
 "  --ep T keeps each expert whole on one rank of the TP group instead (EP\n"
@@ -332,7 +334,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 1,
                         "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
                         "reduce-scattered, each rank updates its share, parameters all-gathered; "
-                        "checkpoints hold them whole); 0: every rank keeps all of them")},
+                        "checkpoints hold them whole; with --tp the rank's share; not with --ep "
+                        "alone, which shards experts by owner); 0: every rank keeps all of them")},
         CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */
@@ -481,6 +484,19 @@ int cmd_train(int argc, char **argv) {
             ffn_dist_free(dist);
             return rc;
         }
+        /* The layout against the model, before anything is allocated or
+         * written (every rank has the same options, so the same message;
+         * an --init model's config is checked once it is read) */
+        if (!c.init) {
+            ffn_model_config rank_cfg;
+            ffn_status ls = ffn_dist_ep_model_check(dist, &o.model);
+            if (ls == FFN_OK && c.tp > 1) ls = ffn_dist_tp_model_config(dist, &o.model, &rank_cfg);
+            if (ls != FFN_OK) {
+                rc = cli_fail(CMD, ls);
+                ffn_dist_free(dist);
+                return rc;
+            }
+        }
         if (c.resume && !c.batch_given) {
             if (o.batch_size % c.dp) {
                 cli_error(CMD, "--resume %s: the checkpoint's batch of %lld sequences does not "
@@ -561,6 +577,8 @@ int cmd_train(int argc, char **argv) {
                 }
                 putchar('"');
             } else printf("null");
+            printf(", \"state_bytes\": %lld, \"optimizer_bytes\": %lld", (long long)res.state_bytes,
+                   (long long)res.optimizer_bytes);
             if (dist) { /* this rank's gradient sums: their share of the training time */
                 ffn_dist_grad_stats gs;
                 ffn_dist_get_grad_stats(dist, &gs);
@@ -569,7 +587,8 @@ int cmd_train(int argc, char **argv) {
                     cli_json_num(gs.seconds, "%.6f"),
                     cli_json_num(gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0, "%.1f"));
                 if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
-                                      (long long)optimizer_bytes(dist, res.n_params, c.zero));
+                                      (long long)(c.ep > 1 ? res.optimizer_bytes
+                                                  : optimizer_bytes(dist, res.n_params, c.zero)));
             }
             if (c.profile) {
                 printf(", ");
@@ -594,7 +613,8 @@ int cmd_train(int argc, char **argv) {
                         (double)gs.buckets / (double)gs.calls);
             if (dist && !c.quiet && c.tp == 1)
                 fprintf(stderr, "ffn %s: optimizer state %lld bytes a rank (AdamW m and v, fp32%s)\n",
-                        CMD, (long long)optimizer_bytes(dist, res.n_params, c.zero),
+                        CMD, (long long)(c.ep > 1 ? res.optimizer_bytes
+                                         : optimizer_bytes(dist, res.n_params, c.zero)),
                         c.zero ? "; ZeRO-1: the largest share over the --dp ranks" : "");
         }
         if (st == FFN_ERR_INTERRUPTED) {

@@ -250,6 +250,21 @@ typedef struct ffn_train_dist {
     void (*zero_range)(void *user, int64_t n, int64_t *lo, int64_t *hi);
     ffn_status (*reduce_scatter)(void *user, float *buf, int64_t n);
     ffn_status (*all_gather)(void *user, float *buf, int64_t n);
+    /* ZeRO-1 with tensor parallelism: the whole model's squared gradient
+     * norm from every rank's range [lo, hi) of its share (collective over
+     * all ranks; the weights of grad_sq). */
+    ffn_status (*grad_sq_range)(void *user, const ffn_model *rank_model, const ffn_model *full,
+                                const float *grads, int64_t lo, int64_t hi, double *sq);
+    /* Sharded state (both NULL: none; expert parallelism).  `shard` may
+     * give back the whole model itself (in place): the rank then keeps
+     * parameters, gradients and moments only of the tensors `holds` names
+     * (the others' pages are given back after the start and never written;
+     * their gradients are zero here, their moments not allocated).  Before
+     * a save, `gather_tensors` (collective) hands every tensor to the
+     * writer from the rank holding it: where[i] points at tensor i's floats
+     * (NULL where this rank has nothing to send or receive). */
+    int (*holds)(void *user, const ffn_model *model, int64_t tensor);
+    ffn_status (*gather_tensors)(void *user, const ffn_model *model, float *const *where);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */
@@ -311,6 +326,11 @@ typedef struct ffn_train_result {
     int64_t *eval_step;       /* (n_evals) */
     double *eval_loss;        /* (n_evals) */
     char *checkpoint_dir;     /* the last checkpoint written, or NULL */
+    /* This rank's training state as allocated and kept (bytes, fp32):
+     * parameters and gradients of the tensors it holds, AdamW's m and v
+     * (its share under ZeRO-1 or sharded experts), and under tensor
+     * parallelism also the whole model's copy kept for the checkpoints. */
+    int64_t state_bytes, optimizer_bytes;
 } ffn_train_result;
 
 /* Train.  result may be NULL; callbacks may be NULL.  Errors: bad options

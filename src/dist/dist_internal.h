@@ -37,6 +37,17 @@ ffn_layer_params *dist_ep_moe_grad_slots(ffn_dist_ep_moe *l);
 /* Every MoE layer of m run by an expert-parallel runner of this rank's
  * experts (ep_model.c; also the TP model's with dist_tp_ep). */
 ffn_status dist_ep_install_runners(ffn_dist *d, ffn_ctx *ctx, ffn_model *m);
+/* Sharded expert state (--ep with --tp 1): 1 when this rank holds tensor i
+ * of m (replicated, or one of its experts), 0 for another rank's expert. */
+int dist_ep_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
+/* Collective over the EP group of world rank 0: each expert tensor i sent
+ * by its owner from where[i] to world rank 0, which receives it into
+ * where[i] (where[i] may be NULL where a rank neither sends nor receives). */
+ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
+/* ZeRO-1 with --tp: ffn_dist_tp_grad_sq over [lo, hi) of the rank's
+ * block only, summed over every rank (tp_model.c). */
+ffn_status dist_tp_grad_sq_range(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                                 const float *g, int64_t lo, int64_t hi, double *sq);
 /* d keeps the model runners it made and frees them in ffn_dist_free. */
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
 

@@ -6,12 +6,14 @@
  * data-parallel group, an expert's over its replicas), in fixed buckets;
  * the consolidation of the experts from their owners; the norm.
  *
- * Every rank keeps the whole flat blocks (parameters, gradients, moments):
- * the tensors of the experts other ranks hold are neither computed nor
- * used here; their gradients stay zero and the checkpoint takes them from
- * their owners. */
+ * Every rank's model has the whole flat blocks, but under ffn train a rank
+ * keeps (dist_ep_holds) only the replicated tensors and its own experts:
+ * the others' parameter and gradient pages are given back and never
+ * written, their moments not allocated (src/train/train.c); a checkpoint
+ * takes each expert from its owner (dist_ep_gather_tensors). */
 #include "dist/dist_internal.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +176,54 @@ ffn_status ffn_dist_ep_grad_sq(ffn_dist *d, const ffn_model *m, const float *g, 
     ffn_status st = ffn_dist_allreduce_f64(d, FFN_DIST_EP, &s, 1);
     *sq = s;
     return st;
+}
+
+int dist_ep_holds(const ffn_dist *d, const ffn_model *m, int64_t i) {
+    return ep_role(d, ffn_model_tensor_at(m, i), ffn_model_get_config(m)->num_experts) >= 0;
+}
+
+/* A test's mutation (FFN_DIST_MUTATE=skip-gather): the gather leaves out
+ * the last expert tensor, so a test comparing checkpoints must fail. */
+static int mutate(const char *what) {
+    const char *e = getenv("FFN_DIST_MUTATE");
+    return e && !strcmp(e, what);
+}
+
+ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_EP), E = ffn_model_get_config(m)->num_experts;
+    const int64_t nt = ffn_model_num_tensors(m);
+    const int me = ffn_dist_rank(d, FFN_DIST_EP);
+    /* the EP group of world rank 0 (ep rank 0 there); --tp 1: EP group q / P */
+    if (P == 1 || ffn_dist_rank(d, FFN_DIST_DP) >= P) return FFN_OK;
+    MPI_Comm comm = dist_comm(d, FFN_DIST_EP);
+    int64_t last = -1;
+    for (int64_t i = 0; i < nt; i++)
+        if (ffn_model_tensor_at(m, i)->expert >= 0) last = i;
+    for (int64_t i = 0; i < nt; i++) {
+        const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
+        if (t->expert < 0 || (i == last && mutate("skip-gather"))) continue;
+        int owner = 0;
+        for (int64_t k = 0, first, count; k < P; k++) {
+            dist_split(E, P, k, &first, &count);
+            if (t->expert >= first && t->expert < first + count) owner = (int)k;
+        }
+        if (owner == 0 || (me != 0 && me != owner)) continue;
+        if (!where[i] || t->numel > INT_MAX)
+            return ffn_set_error(FFN_ERR_INVALID_ARG, "gathering %s: %s", t->name,
+                                 where[i] ? "more than INT_MAX floats" : "no buffer");
+        MPI_Request req;
+        int rc = me == 0 ? MPI_Irecv(where[i], (int)t->numel, MPI_FLOAT, owner, 11, comm, &req)
+                         : MPI_Isend(where[i], (int)t->numel, MPI_FLOAT, 0, 11, comm, &req);
+        if (rc != MPI_SUCCESS) return dist_mpi_error(rc, "gathering the experts");
+        MPI_Status sts;
+        ffn_status st = dist_wait(d, 1, &req, &sts, "gathering the experts for the checkpoint");
+        if (st != FFN_OK) return st;
+        int got = -1;
+        if (me == 0 && (MPI_Get_count(&sts, MPI_FLOAT, &got), got != (int)t->numel))
+            return ffn_set_error(FFN_ERR_CONFIG, "gathering %s: rank %d sent %d floats, expected "
+                                 "%lld", t->name, owner, got, (long long)t->numel);
+    }
+    return FFN_OK;
 }
 
 /* Any array laid out like the parameters, consolidated on every rank of

@@ -232,21 +232,40 @@ ffn_status ffn_dist_tp_model_gather(ffn_dist *d, ffn_model *rank_model, ffn_mode
     return st;
 }
 
-ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
-                               const float *g, double *sq) {
+/* The squares of [lo, hi) of the rank's block, each tensor weighted as its
+ * sum over the TP group needs (this rank's sum, not yet reduced). */
+static double tp_sq_part(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                         const float *g, int64_t lo, int64_t hi) {
     const int64_t P = ffn_dist_size(d, FFN_DIST_TP);
     double s = 0;
     for (int64_t i = 0; i < ffn_model_num_tensors(rank_model); i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(rank_model, i),
                                *f = ffn_model_find_tensor(full, t->name);
+        int64_t a = t->offset > lo ? t->offset : lo;
+        int64_t b = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+        if (b <= a) continue;
         double part = 0;
-        for (int64_t j = 0; j < t->numel; j++) part += (double)g[t->offset + j] * g[t->offset + j];
+        for (int64_t j = a; j < b; j++) part += (double)g[j] * g[j];
         /* a tensor every rank holds whole counts once: 1/P of it on each */
         int replicated = f && f->numel == t->numel && !after_sum_bias(t->name) &&
                          !whole_expert(d, t, ffn_model_get_config(full)->num_experts, NULL);
         s += replicated ? part / (double)P : part;
     }
+    return s;
+}
+
+ffn_status ffn_dist_tp_grad_sq(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                               const float *g, double *sq) {
+    double s = tp_sq_part(d, rank_model, full, g, 0, ffn_model_num_params(rank_model));
     ffn_status st = ffn_dist_allreduce_f64(d, FFN_DIST_TP, &s, 1);
+    *sq = s;
+    return st;
+}
+
+ffn_status dist_tp_grad_sq_range(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
+                                 const float *g, int64_t lo, int64_t hi, double *sq) {
+    double s = tp_sq_part(d, rank_model, full, g, lo, hi);
+    ffn_status st = ffn_dist_allreduce_f64(d, FFN_DIST_WORLD, &s, 1);
     *sq = s;
     return st;
 }

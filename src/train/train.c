@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -338,9 +339,11 @@ typedef struct trainer {
      * model, its optimizer and moments kept in full* for the checkpoints) */
     ffn_model *model;
     ffn_model *full;
+    unsigned char *held;      /* (tensors) sharded state in place: 1 = this rank holds it */
     ffn_adamw *full_opt;
     float *full_moments;
     int64_t full_np;
+    float *zero_all;          /* ZeRO-1, during a save: the rank's whole m and v, gathered */
     ffn_adamw *opt;
     float *moments;           /* (2, P): the optimizer's block */
     int64_t n_params;
@@ -399,6 +402,7 @@ static void trainer_free(trainer *t) {
     ffn_adamw_free(t->opt);
     ffn_model_free(t->full);
     ffn_adamw_free(t->full_opt);
+    free(t->held);
     free(t->batch_tokens);
     free(t->batch_targets);
     free(t->loss_hist);
@@ -671,7 +675,45 @@ struct ffn_adamw {
     const ffn_model *tp_full;
     int64_t lo, hi;           /* the moments cover params [lo, hi) (ZeRO-1: this rank's share) */
     const ffn_train_dist *zero; /* ZeRO-1: the norm's sum and the parameters' all-gather */
+    int64_t *moff;            /* (tensors) sharded state: tensor i's moments at m + moff[i], or
+                               * -1 when another rank holds it; NULL: the layout of the params */
+    int64_t n_held;           /* with moff: the floats held (m, then v at m + n_held) */
 };
+
+/* The moments' blocks: private anonymous pages, zero and untouched until
+ * written (a rank's share costs only what it writes), page-aligned; the
+ * size sits in the first 64 bytes. */
+static float *moments_alloc(int64_t floats) {
+    size_t bytes;
+    if (floats < 0 || ffn_mul_size((size_t)floats, sizeof(float), &bytes) || bytes > SIZE_MAX - 64)
+        return NULL;
+    bytes += 64;
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    *(size_t *)p = bytes;
+    return (float *)((char *)p + 64);
+}
+static void moments_free(float *m) {
+    if (!m) return;
+    void *p = (char *)m - 64;
+    munmap(p, *(size_t *)p);
+}
+
+/* Give back the whole pages of n floats at p (they read 0 from then on);
+ * the partial pages at the ends are zeroed. */
+static void release_floats(float *p, int64_t n) {
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
+    uintptr_t a_up = (a + pg - 1) & ~(pg - 1), b_down = b & ~(pg - 1);
+    if (a_up >= b_down) {
+        memset(p, 0, (size_t)n * sizeof *p);
+        return;
+    }
+    memset(p, 0, a_up - a);
+    memset((void *)b_down, 0, b - b_down);
+    if (madvise((void *)a_up, b_down - a_up, MADV_DONTNEED) != 0)
+        memset((void *)a_up, 0, b_down - a_up);
+}
 
 static int decays(ffn_tensor_kind kind) {
     return kind != FFN_TENSOR_NORM && kind != FFN_TENSOR_ATTN_BIAS && kind != FFN_TENSOR_MLP_BIAS;
@@ -698,13 +740,12 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
         free(a);
         return ffn_error(FFN_ERR_OVERFLOW, "moments: 2 x %lld floats overflow", (long long)n);
     }
-    a->moments = ffn_malloc_aligned(bytes);
+    a->moments = moments_alloc(2 * a->n_params);
     a->norm_partials = malloc((size_t)train_norm_chunks(a->n_params) * sizeof(double) + 8);
     if (!a->moments || !a->norm_partials) {
         ffn_adamw_free(a);
         return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments, %zu bytes)", bytes);
     }
-    memset(a->moments, 0, bytes);
     if (o->train_only != FFN_TRAIN_ALL) {
         const int64_t nt = ffn_model_num_tensors(model);
         int64_t trained = 0;
@@ -738,8 +779,8 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
 
 void ffn_adamw_free(ffn_adamw *a) {
     if (!a) return;
-    ffn_free_aligned(a->moments);
-    FFN_FREE_ALL(a->norm_partials, a->frozen, a);
+    moments_free(a->moments);
+    FFN_FREE_ALL(a->norm_partials, a->frozen, a->moff, a);
 }
 
 float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
@@ -756,12 +797,15 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
      * parameters), and they are skipped below (no update, no decay). */
     for (int64_t i = 0; a->frozen && i < n_tensors; i++) {
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
-        if (a->frozen[i]) memset(a->grads + ten->offset, 0, (size_t)ten->numel * sizeof(float));
+        if (a->frozen[i] && (!a->moff || a->moff[i] >= 0))
+            memset(a->grads + ten->offset, 0, (size_t)ten->numel * sizeof(float));
     }
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
     double sq;
     if (a->tp && a->tp->grad_sq) {
-        ffn_status st = a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
+        ffn_status st = a->zero ? a->tp->grad_sq_range(a->tp->user, a->model, a->tp_full, a->grads,
+                                                       a->lo, a->hi, &sq)
+                                : a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
         if (st != FFN_OK) return st;
     } else {
         sq = train_sum_squares(a->grads + a->lo, a->hi - a->lo, a->norm_partials);
@@ -791,6 +835,13 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
         if (a->frozen && a->frozen[i]) continue;
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
         s.decay = decays(ten->kind) ? (float)(lr * a->weight_decay) : 0.0f;
+        if (a->moff) { /* sharded state: the tensors held here, whole */
+            if (a->moff[i] >= 0)
+                adamw_update(a->params + ten->offset, a->moments + a->moff[i],
+                             a->moments + a->n_held + a->moff[i], a->grads + ten->offset,
+                             ten->numel, &s);
+            continue;
+        }
         int64_t off = ten->offset > a->lo ? ten->offset : a->lo;
         int64_t end = ten->offset + ten->numel < a->hi ? ten->offset + ten->numel : a->hi;
         if (end > off)
@@ -848,7 +899,14 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     ffn_profile *pf = t->o.profile;
     ffn_model_set_profile(t->model, pf);
     ffn_profile_start(pf);
-    ffn_model_zero_grads(t->model);
+    if (!t->held) ffn_model_zero_grads(t->model);
+    else { /* sharded state: the gradients held here (the others stay untouched) */
+        float *g = ffn_model_grads(t->model, NULL);
+        for (int64_t i = 0; i < ffn_model_num_tensors(t->model); i++) {
+            const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+            if (t->held[i]) memset(g + ten->offset, 0, (size_t)ten->numel * sizeof *g);
+        }
+    }
     double ce = 0.0, total = 0.0;
     const int64_t P = dp_size(t);
     for (int64_t a = 0; a < A; a++) {
@@ -866,11 +924,15 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         int64_t n;
         float *g = ffn_model_grads(t->model, &n);
         double l[2] = {ce, total};
-        ffn_status st = t->o.dist->zero_range ? t->o.dist->reduce_scatter(t->o.dist->user, g, n)
-                        : t->o.dist->reduce_grads
-                            ? t->o.dist->reduce_grads(t->o.dist->user, t->model, g, n)
-                            : t->o.dist->allreduce_f32(t->o.dist->user, g, n);
-        if (st == FFN_OK && t->o.dist->sync_grads) st = t->o.dist->sync_grads(t->o.dist->user, t->model);
+        const ffn_train_dist *d = t->o.dist;
+        /* ZeRO-1: the tensor-parallel sums first (after the reduce-scatter
+         * only this rank's range would be whole) */
+        ffn_status st = d->zero_range && d->sync_grads ? d->sync_grads(d->user, t->model) : FFN_OK;
+        if (st == FFN_OK)
+            st = d->zero_range     ? d->reduce_scatter(d->user, g, n)
+                 : d->reduce_grads ? d->reduce_grads(d->user, t->model, g, n)
+                                   : d->allreduce_f32(d->user, g, n);
+        if (st == FFN_OK && !d->zero_range && d->sync_grads) st = d->sync_grads(d->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
         ce = l[0] / (double)P;
@@ -1310,6 +1372,14 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
     r->eval_step = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(int64_t));
     r->eval_loss = malloc((size_t)(t->n_evals > 0 ? t->n_evals : 1) * sizeof(double));
     r->checkpoint_dir = ckpt ? strdup(ckpt) : NULL;
+    { /* the state this rank keeps */
+        int64_t held = 0, nt = ffn_model_num_tensors(t->model);
+        for (int64_t i = 0; i < nt; i++)
+            if (!t->held || t->held[i]) held += ffn_model_tensor_at(t->model, i)->numel;
+        const int64_t mom = t->opt->moff ? t->opt->n_held : t->opt->hi - t->opt->lo;
+        r->optimizer_bytes = 8 * mom;
+        r->state_bytes = 8 * held + r->optimizer_bytes + (t->full ? 16 * t->full_np : 0);
+    }
     if (!r->loss || !r->eval_step || !r->eval_loss || (ckpt && !r->checkpoint_dir)) {
         ffn_train_result_free(r);
         return ffn_error(FFN_ERR_NOMEM, "out of memory (training result)");
@@ -1329,6 +1399,8 @@ void ffn_train_result_free(ffn_train_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+static ffn_status held_shard(trainer *t);
+
 /* Tensor parallel: keep the whole model (and its optimizer) for the
  * checkpoints and train the rank's share, moments sliced alike. */
 static ffn_status tp_shard(trainer *t) {
@@ -1340,6 +1412,7 @@ static ffn_status tp_shard(trainer *t) {
     ffn_model *rank = NULL;
     ffn_adamw *ra = NULL;
     ffn_status st = d->shard(d->user, t->model, &mopt, &rank);
+    if (st == FFN_OK && rank == t->model) return d->holds ? held_shard(t) : FFN_OK; /* in place */
     if (st == FFN_OK) st = ffn_adamw_create(rank, &t->o, &ra);
     int64_t rnp = 0;
     float *rm = st == FFN_OK ? ffn_adamw_moments(ra, &rnp) : NULL;
@@ -1360,19 +1433,19 @@ static ffn_status tp_shard(trainer *t) {
 /* ZeRO-1: keep this rank's range of the moments only. */
 static ffn_status zero_shard(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
-    if (!d->reduce_scatter || !d->all_gather || d->shard)
+    if (!d->reduce_scatter || !d->all_gather || t->held || (t->full && !d->grad_sq_range))
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: zero_range needs reduce_scatter "
-                         "and all_gather, and no shard");
+                         "and all_gather (and with shard grad_sq_range), and no holds");
     int64_t lo, hi, n = t->n_params;
     d->zero_range(d->user, n, &lo, &hi);
     if (lo < 0 || hi < lo || hi > n)
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: zero range [%lld, %lld) of %lld",
                          (long long)lo, (long long)hi, (long long)n);
-    float *m = ffn_malloc_aligned((size_t)(hi - lo ? hi - lo : 1) * 2 * sizeof(float));
+    float *m = moments_alloc((hi - lo ? hi - lo : 1) * 2);
     if (!m) return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments)");
     memcpy(m, t->moments + lo, (size_t)(hi - lo) * sizeof(float));
     memcpy(m + (hi - lo), t->moments + n + lo, (size_t)(hi - lo) * sizeof(float));
-    ffn_free_aligned(t->opt->moments);
+    moments_free(t->opt->moments);
     t->opt->moments = t->moments = m;
     t->opt->lo = lo, t->opt->hi = hi, t->opt->zero = d;
     return FFN_OK;
@@ -1383,18 +1456,99 @@ static ffn_status zero_shard(trainer *t) {
 static ffn_status zero_gather(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     const int64_t n = t->n_params, lo = t->opt->lo, k = t->opt->hi - lo;
-    float *all = ffn_malloc_aligned((size_t)n * 2 * sizeof(float));
+    float *all = moments_alloc(n * 2);
     if (!all) return ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
     memcpy(all + lo, t->moments, (size_t)k * sizeof(float));
     memcpy(all + n + lo, t->moments + k, (size_t)k * sizeof(float));
     ffn_status st = d->all_gather(d->user, all, n);
     if (st == FFN_OK) st = d->all_gather(d->user, all + n, n);
-    t->full_moments = all, t->full_np = n;
+    t->zero_all = all;
+    if (!t->full) t->full_moments = all, t->full_np = n; /* else tp_gather's source */
     return st;
 }
 static void zero_release(trainer *t) {
-    ffn_free_aligned(t->full_moments);
+    moments_free(t->zero_all);
+    if (!t->full) t->full_moments = NULL;
+    t->zero_all = NULL;
+}
+
+/* Sharded state (in place): give back the pages of the parameters and
+ * gradients of the tensors other ranks hold (after the start's checks,
+ * and after each save, whose gather wrote them on the writer). */
+static void release_unheld(trainer *t) {
+    float *w = ffn_model_params(t->model, NULL), *g = ffn_model_grads(t->model, NULL);
+    for (int64_t i = 0; i < ffn_model_num_tensors(t->model); i++) {
+        if (t->held[i]) continue;
+        const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+        release_floats(w + ten->offset, ten->numel);
+        release_floats(g + ten->offset, ten->numel);
+    }
+}
+
+/* Sharded state (in place): the rank trains the whole model's tensors it
+ * holds; the moments shrink to those tensors (m, then v). */
+static ffn_status held_shard(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    ffn_adamw *a = t->opt;
+    const int64_t nt = ffn_model_num_tensors(t->model);
+    if (!d->gather_tensors)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: holds without gather_tensors");
+    t->held = calloc((size_t)nt + 1, 1);
+    a->moff = malloc(((size_t)nt + 1) * sizeof *a->moff);
+    if (!t->held || !a->moff) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    int64_t k = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        t->held[i] = d->holds(d->user, t->model, i) != 0;
+        a->moff[i] = t->held[i] ? k : -1;
+        if (t->held[i]) k += ffn_model_tensor_at(t->model, i)->numel;
+    }
+    float *m = moments_alloc(2 * (k ? k : 1));
+    if (!m) return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments)");
+    for (int64_t i = 0; i < nt; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+        if (a->moff[i] < 0) continue;
+        memcpy(m + a->moff[i], t->moments + ten->offset, (size_t)ten->numel * sizeof *m);
+        memcpy(m + k + a->moff[i], t->moments + t->n_params + ten->offset,
+               (size_t)ten->numel * sizeof *m);
+    }
+    moments_free(a->moments);
+    a->moments = t->moments = m;
+    a->n_held = k;
+    a->tp = d;
+    a->tp_full = t->model;
+    return FFN_OK;
+}
+
+/* Sharded state, before a save (every rank): the writer gets every
+ * tensor's parameters (into the model's own block) and moments (into a
+ * whole block, freed with held_release) from the ranks holding them. */
+static ffn_status held_gather(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    const ffn_adamw *a = t->opt;
+    const int64_t nt = ffn_model_num_tensors(t->model), n = t->n_params, k = a->n_held;
+    float **where = calloc((size_t)nt + 1, sizeof *where);
+    float *w = ffn_model_params(t->model, NULL), *all = d->writer ? moments_alloc(2 * n) : NULL;
+    ffn_status st = where && (all || !d->writer) ? FFN_OK
+                    : ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the checkpoint)");
+    for (int64_t i = 0; st == FFN_OK && i < nt; i++) where[i] = w + ffn_model_tensor_at(t->model, i)->offset;
+    if (st == FFN_OK) st = d->gather_tensors(d->user, t->model, where);
+    for (int pass = 0; pass < 2 && st == FFN_OK; pass++) { /* m, then v */
+        for (int64_t i = 0; i < nt; i++) {
+            const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+            float *mine = a->moff[i] >= 0 ? t->moments + pass * k + a->moff[i] : NULL;
+            where[i] = all ? all + pass * n + ten->offset : mine;
+            if (all && mine) memcpy(where[i], mine, (size_t)ten->numel * sizeof *mine);
+        }
+        st = d->gather_tensors(d->user, t->model, where);
+    }
+    free(where);
+    t->full_moments = all, t->full_np = n;
+    return st;
+}
+static void held_release(trainer *t) {
+    moments_free(t->full_moments);
     t->full_moments = NULL;
+    if (t->o.dist->writer) release_unheld(t);
 }
 
 /* Tensor parallel, before a save (every rank): the whole model's parameters
@@ -1403,9 +1557,10 @@ static ffn_status tp_gather(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     ffn_status st = d->gather_flat(d->user, t->model, ffn_model_params(t->model, NULL), t->full,
                                    ffn_model_params(t->full, NULL));
-    if (st == FFN_OK) st = d->gather_flat(d->user, t->model, t->moments, t->full, t->full_moments);
+    const float *mom = t->zero_all ? t->zero_all : t->moments; /* ZeRO-1: gathered first */
+    if (st == FFN_OK) st = d->gather_flat(d->user, t->model, mom, t->full, t->full_moments);
     if (st == FFN_OK)
-        st = d->gather_flat(d->user, t->model, t->moments + t->n_params, t->full,
+        st = d->gather_flat(d->user, t->model, mom + t->n_params, t->full,
                             t->full_moments + t->full_np);
     return st;
 }
@@ -1573,6 +1728,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
             st = o->dist->check_same(o->dist->user, "the checkpoint's step", &t->step, sizeof t->step);
     }
     if (st != FFN_OK) goto done;
+    if (t->held) release_unheld(t);
     if (cb && cb->on_start)
         /* the model's parameters, not a tensor-parallel rank's share */
         cb->on_start(o, start, t->full ? t->full_np : t->n_params, t->n_train, t->n_val, cb->user);
@@ -1611,13 +1767,15 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
-        if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
+        if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
+        if (st == FFN_OK && want_save && t->held) st = held_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
         }
         if (t->opt->zero) zero_release(t);
+        if (t->held && want_save) held_release(t);
         if (o->dist) st = dp_agree(t, st); /* the writer's save, the log: all or none */
         if (st != FFN_OK) goto done;
         if (want_save) saved = t->out_dir;

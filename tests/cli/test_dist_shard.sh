@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# test_dist_shard.sh -- sharded expert state under ffn train --ep (Open MPI):
+#   - each rank keeps the parameters, gradients and AdamW moments of the
+#     replicated tensors and of its own experts only: "state_bytes" of
+#     --ep 2 and --ep 4 is 16 bytes a held float (parameters, gradients, m,
+#     v), counted here from the checkpoint's tensors, and equals `ffn plan`'s
+#     weights + gradients + optimizer for the same layout;
+#   - an 8-expert model under --ep 2 and --ep 4 equals one process with
+#     --grad-accum 2 / 4 (losses and val losses 1e-6 relative, as the other
+#     expert-parallel tests; every checkpoint tensor, each expert from its
+#     owner, within 1e-4), and two --ep 2 runs write the same bytes;
+#   - resumed across layouts: --ep 2 stopped at step 4 -> --dp 2, --dp 4
+#     stopped at 4 -> --ep 4, both equal to the uninterrupted run (P ranks
+#     equal one process with --grad-accum P: the MoE aux loss is per rank);
+#   - a mutation (FFN_DIST_MUTATE=skip-gather: the checkpoint's gather
+#     leaves one expert tensor out) fails the checkpoint comparison;
+#   - (ZeRO-1 with --tp: tests/cli/test_dist_zero.sh)
+#   - a layout the model cannot take (more --ep ranks than experts, --tp
+#     not dividing the heads) is refused before anything is allocated:
+#     a model of some 10 GB is refused in well under 200 MB, nothing written.
+set -uo pipefail
+FFN="${FFN_BIN:-build/ffn}"
+FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;; esac
+MPIRUN=(mpirun --oversubscribe)
+command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
+cd "$tmp" || exit 1
+
+M=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+   --num-experts 8 --num-experts-per-tok 2 --corpus en --steps 8 --eval-every 4 --quiet --json)
+run1() { "$FFN" train "${M[@]}" --threads 1 "$@" 2>"$tmp/e1" || bad "one process $*: $(tail -3 "$tmp/e1")"; }
+runp() { local np=$1; shift; timeout 300 "${MPIRUN[@]}" -np "$np" "$FFN" train "${M[@]}" "$@" 2>"$tmp/ep" ||
+             bad "-np $np $*: $(tail -3 "$tmp/ep")"; }
+run1 --batch-size 4 --grad-accum 2 --eval-batches 8 --out one2 >one2.json
+run1 --batch-size 2 --grad-accum 4 --eval-batches 8 --out one4 >one4.json
+runp 2 --ep 2 --batch-size 4 --eval-batches 4 --out ep2 >ep2.json
+runp 2 --ep 2 --batch-size 4 --eval-batches 4 --out ep2b >/dev/null
+runp 4 --ep 4 --batch-size 2 --eval-batches 2 --out ep4 >ep4.json
+runp 2 --ep 2 --batch-size 4 --eval-batches 4 --stop-at 4 --out ep2s >/dev/null
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --resume ep2s --quiet >/dev/null 2>"$tmp/ep" ||
+    bad "resume ep 2 -> dp 2: $(tail -3 "$tmp/ep")"
+runp 4 --dp 4 --batch-size 2 --eval-batches 2 --stop-at 4 --out dp4s >/dev/null
+timeout 300 "${MPIRUN[@]}" -np 4 "$FFN" train --ep 4 --resume dp4s --quiet >/dev/null 2>"$tmp/ep" ||
+    bad "resume dp 4 -> ep 4: $(tail -3 "$tmp/ep")"
+FFN_DIST_MUTATE=skip-gather runp 2 --ep 2 --batch-size 4 --eval-batches 4 --out ep2m >/dev/null
+
+cat >"$tmp/cmp.py" <<'PY'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4), d[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+def same(ref, run):
+    """losses 1e-6 relative; every tensor of the model and AdamW's m, v within 1e-4"""
+    a = [json.loads(l) for l in open(ref + "/metrics.jsonl")]
+    b = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+    assert len(a) == len(b) == 8, (ref, run, len(a), len(b))
+    wl = 0.0
+    for x, y in zip(a, b):
+        for k in ("loss", "val_loss"):
+            if k in x:
+                e = abs(x[k] - y[k]) / abs(x[k]); wl = max(wl, e)
+                assert e <= 1e-6, (run, x["step"], k, x[k], y[k])
+    wt = 0.0
+    for f in ("model.safetensors", "train_state.safetensors"):
+        p, q = load(ref + "/" + f), load(run + "/" + f)
+        assert p.keys() == q.keys(), (run, f)
+        for k in p:
+            if k in ("loss_history", "eval_loss"): continue
+            d = max((abs(u - v) for u, v in zip(p[k], q[k])), default=0.0)
+            assert d <= 1e-4, (run, f, k, d)
+            wt = max(wt, d)
+    return wl, wt
+PY
+
+# equality with one process, and resumed across layouts
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+import sys; sys.path.insert(0, "."); exec(open("cmp.py").read())
+r = [same("one2", "ep2"), same("one2", "ep2s"), same("one4", "ep4"), same("one4", "dp4s")]
+print("losses within %.1e relative, parameters and moments within %.1e"
+      % (max(x for x, _ in r), max(y for _, y in r)))
+PY
+then ok "8 experts: ep 2, ep 2 -> dp 2 resumed = one process (2 micro-batches); ep 4, dp 4 -> ep 4 resumed = one process (4): $(cat "$tmp/out")"
+else bad "ep equality: $(tail -5 "$tmp/out")"; fi
+cmp -s ep2/model.safetensors ep2b/model.safetensors && cmp -s ep2/train_state.safetensors ep2b/train_state.safetensors &&
+    ok "ep 2 twice: model.safetensors and train_state.safetensors bitwise identical" || bad "ep 2: two runs differ"
+# the mutation must be caught
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+import sys; exec(open("cmp.py").read())
+try:
+    same("one2", "ep2m")
+except AssertionError as e:
+    print("caught: %s" % (e,)); sys.exit(0)
+sys.exit(1)
+PY
+then ok "mutation skip-gather (one expert tensor left out of the checkpoint) fails the comparison: $(head -c 160 "$tmp/out")"
+else bad "mutation skip-gather not caught: $(tail -3 "$tmp/out")"; fi
+
+# the state each rank keeps: counted from the checkpoint, and ffn plan's
+plan() { "$FFN" plan ep2/config.json --seq-len 32 --json "$@" 2>"$tmp/epl"; }
+plan --dp 1 --batch-size 4 --grad-accum 2 >plan1.json || bad "plan 1: $(cat "$tmp/epl")"
+plan --dp 2 --ep 2 --batch-size 4 >plan2.json || bad "plan ep 2: $(cat "$tmp/epl")"
+plan --dp 4 --ep 4 --batch-size 2 >plan4.json || bad "plan ep 4: $(cat "$tmp/epl")"
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+import json, re; exec(open("cmp.py").read())
+w = load("one2/model.safetensors")
+def held(P):  # replicated tensors and ep rank 0's experts (the first ceil(8/P))
+    n = 0
+    for k, v in w.items():
+        m = re.search(r"\.experts\.(\d+)\.", k)
+        if not m or int(m.group(1)) < -(-8 // P): n += len(v)
+    return n
+lines = []
+for P, run, pl in ((1, "one2", "plan1"), (2, "ep2", "plan2"), (4, "ep4", "plan4")):
+    j = json.load(open(run + ".json")); p = json.load(open(pl + ".json"))["memory_bytes"]
+    want = 16 * held(P)
+    assert j["state_bytes"] == want, (run, j["state_bytes"], want)
+    assert j["optimizer_bytes"] == 8 * held(P), (run, j["optimizer_bytes"])
+    pred = p["weights"] + p["gradients"] + p["optimizer"]
+    assert abs(pred - want) <= 0.01 * want, (run, pred, want)
+    lines.append("ep %d: %d bytes (plan %d)" % (P, want, pred))
+print("; ".join(lines))
+PY
+then ok "state a rank (parameters, gradients, m, v of what it holds) = the checkpoint's count = ffn plan's: $(cat "$tmp/out")"
+else bad "state bytes: $(tail -5 "$tmp/out")"; fi
+
+# refused before any allocation: a model of ~10 GB, a layout it cannot take
+B=(--seq-len 32 --hidden-size 4096 --num-hidden-layers 48 --num-attention-heads 32 --intermediate-size 11008
+   --corpus en --steps 1 --quiet)
+refuse() { # NP PATTERN OUT args...
+    local np=$1 pat=$2 out=$3; shift 3
+    local rc=0
+    timeout 120 "${MPIRUN[@]}" -np "$np" /usr/bin/time -f "maxrss %M" "$FFN" train "${B[@]}" "$@" --out "$out" >/dev/null 2>"$tmp/err" || rc=$?
+    local n rss; n=$(grep -cE -- "$pat" "$tmp/err"); rss=$(grep -o "maxrss [0-9]*" "$tmp/err" | awk '{print $2}' | sort -n | tail -1)
+    if ((rc != 0 && rc != 124)) && ((n >= 1)) && [[ ! -e "$out" ]] && ((${rss:-999999} < 200000)); then
+        ok "($rc, $n of $np ranks said it, at most ${rss} KiB resident, nothing written) $pat"
+    else bad "-np $np $*: exit $rc, $n of $np said '$pat', rss ${rss:-?} KiB, $(ls -d "$out" 2>/dev/null): $(head -c 300 "$tmp/err")"; fi
+}
+refuse 4 "--ep 4 is larger than the 2 experts" r1 --ep 4 --num-experts 2 --num-experts-per-tok 1
+refuse 3 "--tp 3 does not divide the 32 attention heads" r2 --tp 3
+refuse 2 "--tp 2 does not divide the 1 key/value heads" r3 --tp 2 --num-key-value-heads 1
+refuse 2 "--zero 1 with --ep 2 \(--tp 1\)" r4 --ep 2 --zero 1 --num-experts 4 --num-experts-per-tok 1
+exit $fail
