@@ -17,7 +17,9 @@
 # A DIR that already holds a model is not retrained.  Prints what it runs,
 # the training time, and at the end one line per question:
 #   peak:  the layer and position class of the largest MLP indirect effect,
-#          and the peak at the last subject token (is it a middle layer?)
+#          and the peak at the last subject token: ROME's picture when it
+#          is in a middle layer (L/4 .. 3L/4, not the first or last) and at
+#          least half the largest MLP effect anywhere
 #   rome:  efficacy / specificity at that layer (>= 0.9 / >= 0.8?)
 # The JSON of each step is kept in DIR/deep-*.json.
 set -euo pipefail
@@ -79,7 +81,10 @@ print("peak: %s at layer %d (%s); at the last subject token layer %d (%+.3f), at
        tr["mlp_peak_last_subject"]["effect"], tr["mlp_peak_last"]["layer"],
        tr["mlp_peak_last"]["effect"], tr["mlp_layer_share"]))
 mid = 0 < ps < L - 1 and L // 4 <= ps <= (3 * L) // 4
-print("middle-layer peak at the last subject token: %s" % ("yes" if mid else "no"))
+strong = tr["mlp_peak_last_subject"]["effect"] >= 0.5 * tr["mlp_peak"]["effect"] > 0
+print("the peak at the last subject token is in a middle layer: %s; it is at least half the largest MLP "
+      "effect anywhere: %s; ROME's picture: %s" % ("yes" if mid else "no", "yes" if strong else "no",
+                                                  "yes" if mid and strong else "no"))
 for r in rome["rows"]:
     s = r["scores"]
     print("rome layer %d: efficacy %.3f generalisation %.3f specificity %.3f d loss %+.4f%s" %
