@@ -257,10 +257,14 @@ static void print_tables(const scope *sc, int64_t n_sc, int64_t n, int64_t prese
         for (int b = 0; b < N_BINS; b++) printf(" %5lld", (long long)sc[s].hist[b]);
         printf(" %5lld\n", (long long)(sc[s].present - sc[s].removed));
     }
+    if (!a->side) {
+        printf("\n(--no-side: what else each ablation breaks was not measured)\n");
+        return;
+    }
     printf("\nflips: the share of the other known facts each ablation also removes (mean\n"
-           "over the facts); d loss: the held-out loss with the set ablated minus without\n"
-           "(%s nats before)\n",
-           isnan(base_loss) ? "no held-out text:" : cli_json_num(base_loss, "%.4f"));
+           "over the facts); d loss: the held-out loss with the set ablated minus without\n");
+    if (isnan(base_loss)) printf("(no held-out text: give --data FILE)\n");
+    else printf("(%s nats before)\n", cli_json_num(base_loss, "%.4f"));
 }
 
 /* ---- the run ----------------------------------------------------------------------- */
