@@ -92,6 +92,10 @@ int cmd_report(int argc, char **argv) {
          .imax = FFN_FACTS_DEFAULT, .def = "0: no trace section",
          .help = "add a causal-trace section: the first N facts of the facts corpus traced on "
                  "the first model (see ffn trace --help; for a model trained with --corpus facts)"},
+        {.name = "--fact-dist", .type = CLI_INT, .dst = &o.fact_dist, .metavar = "N", .imin = 0,
+         .imax = FFN_FACTS_DEFAULT, .def = "0: no such section",
+         .help = "add a section on how distributed each of the first N facts is: the smallest "
+                 "ablation set of neurons (see ffn trace --distributed)"},
         CLI_OPT_LANG("--lang", &lang, "the language of the page's words (en, zh)"),
         CLI_OPT_THREADS(&threads),
         {0}};

@@ -6,6 +6,7 @@
  * model and its vocabulary, parses flags and prints. */
 #include "cli.h"
 #include "trace_report.h"
+#include "trace_dist.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -46,7 +47,23 @@ static const char about[] =
 "paraphrase (never trained on) and after each neighbour's prompt.  The\n"
 "training text states each fact on a line of its own; --line-start reads\n"
 "the prompts so (after a newline) instead of as the first tokens of the\n"
-"context.\n";
+"context.\n"
+"\n"
+"--distributed asks how distributed each fact is: for each fact the model\n"
+"knows (its top token after the prompt is the object's), the smallest set of\n"
+"FFN neurons whose ablation (m_i = 0 at every position) removes it -- the\n"
+"object no longer top-1, or with --threshold P its probability below P --\n"
+"over the neurons of each layer and of all layers together (--layer L: that\n"
+"layer only), and over a transcoder's or SAE's features (--transcoder F,\n"
+"`ffn transcoder train`: a feature is ablated by subtracting its part\n"
+"a_j(t) d_j from that layer's FFN output).  Greedy by attribution (activation\n"
+"x the gradient of log p(object), one backward), one more unit at a time\n"
+"until the fact is gone, then each unit dropped again when the fact stays\n"
+"gone without it, and the final set verified by ablating it.  Printed: the\n"
+"distribution of the set sizes (median, quartiles, histogram) and what else\n"
+"each ablation breaks: the share of the other known facts that flip, and the\n"
+"change of the loss on held-out text (the last 10% of the model's training\n"
+"text, or of --data).\n";
 
 static const char epilog[] =
 "output: the tables (or --json: one object) on stdout; --svg FILE writes the\n"
@@ -57,12 +74,15 @@ static const char epilog[] =
 "  ffn trace facts1 --recall\n"
 "  ffn trace facts1 --prompt 'Sevelle lives in' --subject Sevelle \\\n"
 "      --target Thardun\n"
-"  ffn trace facts1 --facts --n-facts 20 --svg trace.svg\n";
+"  ffn trace facts1 --facts --n-facts 20 --svg trace.svg\n"
+"  ffn trace facts1 --distributed --n-facts 20\n"
+"  ffn trace facts1 --distributed --transcoder facts1-tc1.st --json\n";
 
 static const char synopsis[] =
 "MODEL --prompt TEXT --subject S [--target T] [options]\n"
 "       ffn trace MODEL --facts [--n-facts N | --facts-file F.jsonl] [options]\n"
-"       ffn trace MODEL --recall [--n-facts N | --facts-file F.jsonl] [--line-start] [--json]";
+"       ffn trace MODEL --recall [--n-facts N | --facts-file F.jsonl] [--line-start] [--json]\n"
+"       ffn trace MODEL --distributed [--layer L] [--transcoder F] [--n-facts N] [options]";
 
 /* ---- the model and its vocabulary ------------------------------------------------ */
 
@@ -78,12 +98,14 @@ static void loaded_free(loaded *ld) {
     ffn_ctx_free(ld->ctx);
 }
 
-static int load(const char *path, int64_t threads, loaded *ld) {
+static int load(const char *path, int64_t threads, int training, loaded *ld) {
     memset(ld, 0, sizeof *ld);
     if (cli_make_ctx(CMD, threads, &ld->ctx)) return CLI_EXIT_FAIL;
     ffn_checkpoint_info info;
     memset(&info, 0, sizeof info);
-    ffn_status st = ffn_checkpoint_load_any(ld->ctx, path, NULL, &ld->model, &info);
+    /* --distributed's attribution runs a backward: a training model */
+    const ffn_model_options mo = {.max_batch = 1, .training = 1};
+    ffn_status st = ffn_checkpoint_load_any(ld->ctx, path, training ? &mo : NULL, &ld->model, &info);
     if (!st && !info.tokenizer_path[0]) {
         cli_error(CMD, "%s: no vocabulary beside the weights (tokenizer.txt or tokenizer.bin): "
                   "tracing needs text", path);
@@ -587,7 +609,10 @@ int cmd_trace(int argc, char **argv) {
     ffn_trace_options o;
     ffn_trace_options_default(&o);
     int64_t threads = 0, n_facts = 0, seed = (int64_t)o.seed;
-    int json = 0, force = 0, facts = 0, recall = 0, n_facts_given = 0;
+    int json = 0, force = 0, facts = 0, recall = 0, n_facts_given = 0, distributed = 0, no_side = 0;
+    int layer_given = 0, windows_given = 0, threshold_given = 0, max_set_given = 0;
+    trace_dist_args da;
+    trace_dist_args_default(&da);
     const cli_opt opts[] = {
         {.name = "--prompt", .type = CLI_STR, .dst = &prompt, .metavar = "TEXT", .group = "one prompt",
          .help = "the prompt (its answer is the next token)"},
@@ -608,6 +633,28 @@ int cmd_trace(int argc, char **argv) {
         {.name = "--line-start", .type = CLI_FLAG, .dst = &line_start,
          .help = "with --recall: read each prompt after a newline, as the training text states "
                  "its facts (a prompt alone starts the model's context without one)"},
+        {.name = "--distributed", .type = CLI_FLAG, .dst = &distributed, .group = "how distributed",
+         .help = "the smallest set of neurons (or features) whose ablation removes each fact"},
+        {.name = "--layer", .type = CLI_INT, .dst = &da.layer, .metavar = "L", .imin = 0, .imax = 1 << 20,
+         .seen = &layer_given, .def = "every layer, and all together",
+         .help = "with --distributed: the neurons of layer L only"},
+        {.name = "--transcoder", .type = CLI_PATH, .dst = &da.transcoder, .metavar = "F",
+         .help = "with --distributed: also the features of this transcoder or SAE (`ffn transcoder "
+                 "train`), beside its layer's neurons"},
+        {.name = "--threshold", .type = CLI_FLOAT, .dst = &da.threshold, .metavar = "P", .fmin = 0,
+         .fmax = 0.999999, .seen = &threshold_given, .def = "0: the object no longer top-1",
+         .help = "with --distributed: a fact is removed when p(object) < P"},
+        {.name = "--max-set", .type = CLI_INT, .dst = &da.max_set, .metavar = "N", .imin = 0,
+         .imax = 1 << 30, .seen = &max_set_given, .def = "0: no cap",
+         .help = "with --distributed: stop the greedy after N units (the fact counts as not removed)"},
+        {.name = "--no-side", .type = CLI_FLAG, .dst = &no_side,
+         .help = "with --distributed: skip what else each ablation breaks (faster)"},
+        {.name = "--data", .type = CLI_PATH, .dst = &da.data, .metavar = "FILE",
+         .def = "the model's training text",
+         .help = "with --distributed: the held-out text (its last 10%)"},
+        {.name = "--eval-windows", .type = CLI_INT, .dst = &da.windows, .metavar = "N", .imin = 1,
+         .imax = 100000, .seen = &windows_given,
+         .help = "with --distributed: context-length windows of held-out loss"},
         {.name = "--samples", .type = CLI_INT, .dst = &o.samples, .metavar = "S", .imin = 1, .imax = 100000,
          .group = "noise", .help = "noise draws averaged"},
         {.name = "--noise", .type = CLI_FLOAT, .dst = &o.noise, .metavar = "X", .fmin = 0, .fmax = 1000,
@@ -629,20 +676,26 @@ int cmd_trace(int argc, char **argv) {
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     o.seed = (uint64_t)seed;
-    const int many = facts || recall;
-    if (facts && recall) return cli_usage_error(CMD, "--facts traces, --recall measures recall: give one");
+    if (facts + recall + distributed > 1)
+        return cli_usage_error(CMD, "--facts traces, --recall measures recall, --distributed ablates: give one");
+    if (!distributed && (layer_given || da.transcoder || threshold_given || max_set_given || no_side ||
+                         da.data || windows_given))
+        return cli_usage_error(CMD, "--layer, --transcoder, --threshold, --max-set, --no-side, --data and "
+                               "--eval-windows need --distributed");
+    if (distributed && svg) return cli_usage_error(CMD, "--svg draws a trace; --distributed has none");
+    const int many = facts || recall || distributed;
     if (many && (prompt || subject || target))
         return cli_usage_error(CMD, "--%s takes its prompts from the facts: drop --prompt, --subject and --target",
-                               facts ? "facts" : "recall");
+                               facts ? "facts" : recall ? "recall" : "distributed");
     if (!many && (facts_file || n_facts_given))
-        return cli_usage_error(CMD, "--facts-file and --n-facts need --facts or --recall");
+        return cli_usage_error(CMD, "--facts-file and --n-facts need --facts, --recall or --distributed");
     if (!many && (!prompt || !subject))
-        return cli_usage_error(CMD, "give --prompt TEXT and --subject S (or --facts, or --recall)");
+        return cli_usage_error(CMD, "give --prompt TEXT and --subject S (or --facts, --recall or --distributed)");
     if (recall && svg) return cli_usage_error(CMD, "--svg draws a trace; --recall has none");
     if (line_start && !recall) return cli_usage_error(CMD, "--line-start needs --recall");
     if (svg && (rc = check_svg_path(svg, force))) return rc;
     loaded ld;
-    if ((rc = load(model_path, threads, &ld))) {
+    if ((rc = load(model_path, threads, distributed, &ld))) {
         loaded_free(&ld);
         return rc;
     }
@@ -650,7 +703,11 @@ int cmd_trace(int argc, char **argv) {
         ffn_facts *fs = NULL;
         int64_t n = 0;
         rc = get_facts(facts_file, n_facts, &fs, &n);
-        if (!rc) rc = recall ? run_recall(&ld, fs, n, json) : trace_facts(&ld, fs, n, &o, json, svg, force);
+        da.model_path = model_path;
+        da.side = !no_side;
+        da.per_fact = 1;
+        if (!rc && distributed) rc = trace_dist_run(CMD, ld.ctx, ld.model, ld.vocab, fs, n, &da, json);
+        else if (!rc) rc = recall ? run_recall(&ld, fs, n, json) : trace_facts(&ld, fs, n, &o, json, svg, force);
         ffn_facts_free(fs);
     } else {
         rc = trace_prompt(&ld, prompt, subject, target, &o, json, svg, force);

@@ -51,6 +51,8 @@ typedef struct report_options {
     uint64_t seed;           /* random inputs of the collapse check (1) */
     int64_t trace_facts;     /* > 0: a causal-trace section over that many facts of the
                                 facts corpus, on the first model shown (0: none) */
+    int64_t fact_dist;       /* > 0: a section on how distributed each of that many facts is
+                                (the smallest ablation set, tools/trace_dist.c; 0: none) */
     ffn_lang lang;           /* the page's language (EN; ZH: the catalogue's Chinese, tools/i18n.c) */
 } report_options;
 

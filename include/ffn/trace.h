@@ -54,6 +54,7 @@
 #include "model.h"
 #include "data.h"
 #include "vocab.h"
+#include "transcoder.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,6 +158,81 @@ ffn_status ffn_trace_summarize(const ffn_trace_result *const *results, int64_t n
 ffn_status ffn_trace_facts(ffn_ctx *ctx, ffn_model *model, const ffn_vocab *vocab,
                            const ffn_facts *facts, int64_t n, const ffn_trace_options *opts,
                            ffn_trace_summary *out, int64_t *n_recalled);
+
+/* ---- How distributed is a fact: the smallest ablation that removes it -----------
+ * Units are the FFN neurons of one layer (columns of layers.l.m), of every
+ * layer, or the features of a transcoder / SAE of one layer
+ * (ffn/transcoder.h).  Ablating a neuron multiplies m_i by 0 at every
+ * position (tap layers.l.m); ablating a feature j subtracts its part of the
+ * FFN's output, a_j(t)·d_j (d_j its decoder row, a_j(t) its activation on
+ * the clean run), from layers.l.mlp_out at every position t (the
+ * transcoder's error is kept, so with nothing ablated the model is exact).
+ *
+ * A fact is present while the target is the top-1 token after the prompt
+ * (threshold 0) or while p(target) >= threshold (threshold > 0).  The set:
+ *   1. attribution of every unit of the scope: the first-order effect of
+ *      its ablation on log p(target), A_u = Σ_t a_u(t) · (d_u · ∇_{mlp_out(t)}
+ *      log p(target)) (a_u the neuron's m_i or the feature's activation, d_u
+ *      its down_proj column or decoder row; one backward through the taps);
+ *   2. greedy: the units with A_u > 0, largest first, ablated together one
+ *      more at a time until the fact is gone (one forward each; at most
+ *      max_set of them);
+ *   3. pruning: each unit of that set, smallest A_u first, is dropped when
+ *      the fact stays gone without it (one forward each);
+ *   4. verification: the final set ablated once more (p_after, top_after).
+ * No unit of the result can be dropped alone; the set is small, not proven
+ * smallest.  size -1: the fact was not present, or the candidates did not
+ * remove it.  Needs a training model (the backward of step 1) whose FFN
+ * layers in scope are dense or gated (not MoE). */
+
+typedef struct ffn_ablation_unit {
+    int64_t layer; /* 0-based */
+    int64_t index; /* the neuron (column of layers.l.m) or the feature */
+} ffn_ablation_unit;
+
+typedef struct ffn_fact_dist_options {
+    double threshold; /* 0: present while top-1 (default); in (0, 1): while p >= threshold */
+    int64_t max_set;  /* 0: every unit with A_u > 0 may join the greedy set (default) */
+} ffn_fact_dist_options;
+
+void ffn_fact_dist_options_default(ffn_fact_dist_options *opts);
+
+typedef struct ffn_fact_dist_result {
+    double p_clean;           /* p(target) without ablation */
+    int32_t clean_top;        /* the top-1 token then */
+    int present;              /* the fact is there to remove */
+    int64_t n_units;          /* units in the scope */
+    int64_t n_candidates;     /* of them with A_u > 0 */
+    int64_t n_greedy;         /* the greedy prefix that removed it (0: none did) */
+    int64_t size;             /* after pruning; -1 (above) */
+    ffn_ablation_unit *units; /* (size) by A_u, largest first (malloc'd) */
+    double *attribution;      /* (size) their A_u */
+    double p_after;           /* the verification ablation (p_clean when size < 1) */
+    int32_t top_after;
+    int64_t forwards;         /* forwards run, the backward's included */
+} ffn_fact_dist_result;
+
+void ffn_fact_dist_result_free(ffn_fact_dist_result *result); /* zeroes it; NULL is a no-op */
+
+/* The set for tokens (T) and target of one fact over the scope: layer
+ * (0 .. L-1) or -1 (every layer; with tc: its layer), neurons when tc is
+ * NULL, else tc's features (tc's layer must be `layer` unless -1, its
+ * width the model's hidden_size).  opts may be NULL. */
+ffn_status ffn_fact_min_ablation(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                                 const int32_t *tokens, int64_t T, int32_t target, int64_t layer,
+                                 const ffn_fact_dist_options *opts, ffn_fact_dist_result *out);
+
+/* With units (n; neurons when tc is NULL, else tc's features) ablated:
+ * p(target) (may be NULL) and the top-1 token (may be NULL) after tokens
+ * (T), and (ffn_ablation_loss) the mean next-token loss over up to
+ * `windows` windows of the model's max_seq tokens of a text (n_tok), taken
+ * from its end as ffn_edit_heldout_loss does.  n = 0: the model as it is. */
+ffn_status ffn_ablation_predict(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                                const ffn_ablation_unit *units, int64_t n, const int32_t *tokens,
+                                int64_t T, int32_t target, double *p, int32_t *top);
+ffn_status ffn_ablation_loss(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                             const ffn_ablation_unit *units, int64_t n, const int32_t *tokens,
+                             int64_t n_tok, int64_t windows, double *loss);
 
 #ifdef __cplusplus
 }

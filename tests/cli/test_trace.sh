@@ -150,7 +150,7 @@ expect 1 "'Nobody' does not occur in the prompt" "$FFN" trace "$tmp/m" --prompt 
 expect 2 "--subject" "$FFN" trace "$tmp/m" --prompt "$prompt"
 expect 2 "give one" "$FFN" trace "$tmp/m" --facts --recall
 expect 2 "drop --prompt" "$FFN" trace "$tmp/m" --facts --prompt "$prompt"
-expect 2 "need --facts or --recall" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --n-facts 3
+expect 2 "need --facts, --recall or --distributed" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --n-facts 3
 expect 2 "--line-start needs --recall" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --line-start
 expect 2 "--samples" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --samples 0
 expect 2 "--noise" "$FFN" trace "$tmp/m" --prompt "$prompt" --subject "$subject" --noise -1
