@@ -5,6 +5,7 @@
  * the best of each.  Built and run by bench/bench_qgemm_int8.sh against
  * build/libffn_internal.a.
  *   qgemm_int8 TYPE ROWS COLS THREADS REPS N...
+ * At 1 thread the times are the thread's CPU time, else wall time.
  * Prints one line per N: GFLOP/s (2·n·rows·cols per call) of each, the
  * ratios int8/rows and int8/panels, and the largest difference of the
  * panels and of int8 from the row kernels relative to max |y|. */
@@ -16,9 +17,12 @@
 #include <stdlib.h>
 #include <time.h>
 
+/* At 1 thread the calling thread's CPU time (what a loaded machine's other
+ * jobs disturb least), else wall time. */
+static int cpu_clock;
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -31,6 +35,7 @@ int main(int argc, char **argv) {
     if (!ffn_ggml_type_parse(argv[1], &type)) return 2;
     int64_t R = atoll(argv[2]), C = atoll(argv[3]);
     int threads = atoi(argv[4]), reps = atoi(argv[5]);
+    cpu_clock = threads == 1;
     size_t rb;
     if (ffn_ggml_row_size(type, C, &rb)) return 2;
     uint8_t *w = malloc((size_t)R * rb);

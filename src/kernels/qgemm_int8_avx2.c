@@ -53,7 +53,7 @@ enum {
     I8_RM = 4,    /* rows per micro-tile (interleaved in the panel) */
     I8_RN = 3,    /* tokens per micro-tile */
     I8_RP = 16,   /* rows per panel (a thread's unit of work) */
-    I8_KG = 4,    /* groups of 256 columns per panel chunk */
+    I8_KG = 4,    /* groups of 256 columns per panel chunk (measured: 1, 2 slower) */
     I8_LANES = 8  /* blocks of 32 per group */
 };
 
@@ -278,11 +278,11 @@ I8 void i8_mk(const int kind, const uint8_t *pc, const uint8_t *pa, const float 
 #pragma GCC unroll 3
             for (int t = 0; t < T; t++) ia[r][t] = _mm256_setzero_si256();
         if (kind == I8_S) {
-#pragma GCC unroll 2
+#pragma GCC unroll 1
             for (int s = 0; s < 8; s++) {
 #pragma GCC unroll 3
                 for (int t = 0; t < T; t++) {
-                    const __m256i xv = _mm256_loadu_si256((const __m256i *)(xg + t * qs + 32 * s));
+                    const __m256i xv = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
 #pragma GCC unroll 4
                     for (int r = 0; r < I8_RM; r++) {
                         const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
@@ -294,22 +294,23 @@ I8 void i8_mk(const int kind, const uint8_t *pc, const uint8_t *pa, const float 
             }
         } else {
             const int WS = kind == I8_U8 ? 8 : 4;
-#pragma GCC unroll 2
+#pragma GCC unroll 1
             for (int s0 = 0; s0 < 8; s0 += WS) {
                 __m256i h[I8_RM][I8_RN];
 #pragma GCC unroll 4
                 for (int r = 0; r < I8_RM; r++)
 #pragma GCC unroll 3
                     for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
-#pragma GCC unroll 8
+#pragma GCC unroll 1
                 for (int s = s0; s < s0 + WS; s++) {
+                    __m256i xv[I8_RN];
+#pragma GCC unroll 3
+                    for (int t = 0; t < T; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
 #pragma GCC unroll 4
                     for (int r = 0; r < I8_RM; r++) {
                         const __m256i u = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
 #pragma GCC unroll 3
-                        for (int t = 0; t < T; t++)
-                            h[r][t] = _mm256_add_epi16(h[r][t], _mm256_maddubs_epi16(
-                                                                    u, _mm256_loadu_si256((const __m256i *)(xg + t * qs + 32 * s))));
+                        for (int t = 0; t < T; t++) h[r][t] = _mm256_add_epi16(h[r][t], _mm256_maddubs_epi16(u, xv[t]));
                     }
                 }
 #pragma GCC unroll 4
