@@ -145,7 +145,7 @@ fi
 # test_model_quant (by design at the scalar level, whose activations stay
 # exact for its dequantized-fp32 reference; the SIMD levels' quantized
 # kernels have their own bounds in test_qgemm and cli/test_llamacpp).
-simd_unit=(test_kernels test_wgrad test_attention test_qgemm test_quant test_bf16
+simd_unit=(test_kernels test_wgrad test_attention test_qgemm test_qgemm_int8 test_quant test_bf16
            test_layer test_layer_prod test_moe test_model test_model_grad test_generate
            test_gguf test_gguf_mmap test_adamw_lanes)
 simd_parity=(test_act test_layer test_moe test_moe_routing test_model test_stories260k test_bf16

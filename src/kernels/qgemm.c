@@ -24,6 +24,7 @@
 #include "kernels/qgemm_impl.h"
 #include "kernels/types.h"
 #include "kernels/qgemm_batch.h"
+#include "kernels/qgemm_int8.h"
 #include "kernels/kernels.h"
 
 #include <pthread.h>
@@ -512,10 +513,42 @@ ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const f
     return FFN_OK;
 }
 
-/* n from which ffn_qgemm leaves the row kernels for a panel path. */
+/* ---- prompt sizes without AVX512_BF16: the int8 products --------------------------
+ * From the table's avx2_int8_min_n rows of x on (types.c has the
+ * measurements), where the bf16 panels do not run, ffn_qgemm quantizes the
+ * activations once and multiplies them with the weight's blocks unpacked
+ * to int8 inside the call (qgemm_int8_avx2.c); it comes before the fp32
+ * panels where both are set. */
+int64_t ffn_qgemm_int8_min_n(ffn_ggml_type type) {
+    if (ffn_simd() < FFN_SIMD_AVX2 || qg_bf16_panels() || !ffn_qg_int8_has(type)) return INT64_MAX;
+    const ffn_type_info *q = ffn_type_info_of(type);
+    return q && q->avx2_int8_min_n ? q->avx2_int8_min_n : INT64_MAX;
+}
+
+ffn_status ffn_qgemm_int8(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                          int64_t n, float *y, int64_t ldy, int accumulate) {
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    if (ffn_simd() < FFN_SIMD_AVX2 || !ffn_qg_int8_has(w->type))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm int8 products: %s weights at SIMD level %s%s",
+                         ffn_ggml_type_name(w->type), ffn_simd_level(),
+                         ffn_simd() < FFN_SIMD_AVX2 ? " (AVX2 needed)" : " (no int8 unpacking of the type)");
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+    ffn_ctx_enter(ctx);
+    size_t need = ffn_qg_int8_ws_bytes(w, n, ffn_ctx_threads(ctx));
+    void *ws = qg_thread_ws(need);
+    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm int8 products: out of memory (%zu bytes)", need);
+    ffn_qg_int8_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    return FFN_OK;
+}
+
+/* n from which ffn_qgemm leaves the row kernels for a prompt path. */
 static int64_t qg_prompt_min_n(ffn_ggml_type type) {
     int64_t a = ffn_qgemm_panel_min_n(type), b = ffn_qgemm_panel_f32_min_n(type);
-    return a < b ? a : b;
+    int64_t c = ffn_qgemm_int8_min_n(type);
+    a = a < b ? a : b;
+    return a < c ? a : c;
 }
 
 ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
@@ -526,6 +559,8 @@ ffn_status ffn_qgemm(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, i
     }
     if (w && n >= ffn_qgemm_panel_min_n(w->type))
         return ffn_qgemm_panel(ctx, w, x, ldx, n, y, ldy, accumulate);
+    if (w && n >= ffn_qgemm_int8_min_n(w->type))
+        return ffn_qgemm_int8(ctx, w, x, ldx, n, y, ldy, accumulate);
     if (w && n >= ffn_qgemm_panel_f32_min_n(w->type))
         return ffn_qgemm_panel_f32(ctx, w, x, ldx, n, y, ldy, accumulate);
     return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);

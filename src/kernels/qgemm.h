@@ -104,6 +104,22 @@ int64_t ffn_qgemm_panel_f32_min_n(ffn_ggml_type type);
 ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const float *x,
                                int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate);
 
+/* The int8 prompt path of the same CPUs (qgemm_int8_avx2.c): from
+ * ffn_qgemm_int8_min_n rows of x on (a measured crossover; INT64_MAX where
+ * the bf16 panels run, below AVX2, or for a type without it; taken before
+ * the fp32 panels) ffn_qgemm quantizes every token once to the row
+ * kernels' int8 blocks and multiplies them with the weight's blocks
+ * unpacked to int8 codes inside the call (vpmaddubsw, 4 rows × 3 tokens at
+ * a time).  ffn_qgemm_int8 runs that path at any n on an AVX2 CPU for the
+ * types it has (FFN_ERR_UNSUPPORTED otherwise).  Workspace: about cols +
+ * cols/4 bytes per token and 36 KiB per thread, the calling thread's own.
+ * A token's result does not depend on n or the thread count; it is the
+ * product with int8 activations, as the row kernels' (to fp32 rounding,
+ * not bitwise). */
+int64_t ffn_qgemm_int8_min_n(ffn_ggml_type type);
+ffn_status ffn_qgemm_int8(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
+                          int64_t n, float *y, int64_t ldy, int accumulate);
+
 /* The gated input projection of the decode path in one pass:
  *   g = x·W_gateᵀ, u = x·W_upᵀ (n, rows),  h = act(g) ⊙ u  (row stride ldh)
  * The activations are prepared once for both weights, and each block of

@@ -53,6 +53,31 @@
  * takes a panel at (a shorter prompt stays on the decode kernels, as
  * above).  f32 takes none (the layer has its own fp32 engine).
  *
+ * avx2_int8_min_n: from this many rows of x on, where the bf16 panels do
+ * not run, ffn_qgemm takes the int8 products (qgemm_int8_avx2.c: tokens
+ * quantized once per call, blocks unpacked to int8 codes, vpmaddubsw;
+ * before the fp32 panels; 0: never).  Measured with
+ * bench/bench_qgemm_int8.sh on the AVX2-only Zen 3 (W 2048 × 8192,
+ * 1 thread, the thread's CPU time, the three paths taken in turn, best of
+ * 3-5; the machine shared with 7 other jobs at load average 16-19, so the
+ * ratios move by ±30% between runs), GFLOP/s of row kernels / fp32 panels
+ * / int8:
+ *
+ *   n      q8_0            q4_0            q4_K            q4_1
+ *   32    42.4/38.8/47.4  32.0/34.8/33.3  32.5/32.9/31.0  37.8/30.1/45.1
+ *   64    31.0/46.6/43.1  32.4/43.0/45.4  31.2/51.0/45.2  34.4/34.6/43.9
+ *   512   37.0/49.9/52.7  37.2/46.4/51.0  31.0/43.3/53.6  34.5/46.2/73.7
+ *
+ *   n      q5_0            q5_1            iq4_nl          q5_K            iq4_xs
+ *   32    32.6/25.2/23.7  36.7/29.0/35.7  38.5/24.4/36.6  36.5/21.7/28.6  46.2/20.5/24.6
+ *   64    47.5/41.0/52.7  37.3/41.6/52.3  45.7/38.9/46.9  36.0/29.2/43.0  46.9/28.9/33.6
+ *   512   46.9/51.1/63.2  33.8/48.0/58.9  41.9/42.8/47.1  27.7/42.4/61.0  60.5/41.3/52.2
+ *
+ * q8_0, q4_0 and q4_1 take it from 32 (no type goes lower, as above), the
+ * others from 64; iq4_xs not at all (its row kernel, one 256-block scale
+ * per lookup, stays ahead).  Where a type takes int8 from its fp32 panel
+ * crossover on, the fp32 panels no longer run for it in ffn_qgemm.
+ *
  * batch_min_n: from this many rows of x on, ffn_qgemm hands a weight
  * packed by ffn_qweight_pack_batch to its bf16 copy and oneDNN's bf16
  * matmul (qgemm_batch.c).  Measured with bench/qgemm_batch.sh (W 2048 ×
@@ -111,20 +136,20 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             KERNELS(ffn_qg_rows_avx2_q8_0, QG_ACT_Q32, ffn_qg_rows_avx512_q8_0,
                                     QG_ACT_Q32, FFN_CPU_VNNI),
                             .q32_offset = 128, .panel_min_n = 32, .batch_min_n = 8, .avx2_panel_min_n = 32,
-                            .fallback = FFN_GGML_TYPE_F16, .file_type = 7, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_F16, .file_type = 7, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 1 /* d, int8 qs[32] */},
     [FFN_GGML_TYPE_Q4_0] = {"q4_0", 5, 32, 18, quant_dequantize_q4_0, quant_quantize_q4_0,
                             KERNELS(ffn_qg_rows_avx2_q4_0, QG_ACT_Q32, ffn_qg_rows_avx512_q4_0,
                                     QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 8, .panel_min_n = 32, .batch_min_n = 8, .avx2_panel_min_n = 64,
-                            .fallback = FFN_GGML_TYPE_F16, .file_type = 2, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_F16, .file_type = 2, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 1 /* d, qs[16] */},
     [FFN_GGML_TYPE_Q4_K] = {"q4_K", 6, 256, 144, quant_dequantize_q4_K, quant_quantize_q4_K,
                             KERNELS(ffn_qg_rows_avx2_q4_K, QG_ACT_Q256, ffn_qg_rows_avx512_q4_K,
                                     QG_ACT_Q256, FFN_CPU_VNNI),
                             .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_Q8_0,
-                            .file_type = 15 /* Q4_K_M, the usual name */, .dot = "int8",
+                            .file_type = 15 /* Q4_K_M, the usual name */, .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 2 /* d, dmin, 6-bit scales, qs */},
     [FFN_GGML_TYPE_Q6_K] = {"q6_K", 7, 256, 210, quant_dequantize_q6_K, quant_quantize_q6_K,
                             KERNELS(ffn_qg_rows_avx2_q6_K, QG_ACT_Q256, ffn_qg_rows_avx512_q6_K,
@@ -148,7 +173,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             .f16_scale_off = 108, .f16_scales = 1},
     [FFN_GGML_TYPE_Q5_K] = {"q5_K", 14, 256, 176, quant_dequantize_q5_K, quant_quantize_q5_K,
                             K_KERNELS(q5_K), .panel_min_n = 64, .batch_min_n = 8,
-                            .fallback = FFN_GGML_TYPE_Q5_1, .file_type = 17 /* Q5_K_M */, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_Q5_1, .file_type = 17 /* Q5_K_M */, .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_IQ4_XS] = {"iq4_xs", 16, 256, 136, quant_dequantize_iq4_xs, quant_quantize_iq4_xs,
                               K_KERNELS(iq4_xs), .panel_min_n = 64, .batch_min_n = 8,
@@ -160,17 +185,17 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_Q4_1] = {"q4_1", 9, 32, 20, quant_dequantize_q4_1, quant_quantize_q4_1,
                             KERNELS(ffn_qg_rows_avx2_q4_1, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 3,
-                            .dot = "int8",
+                            .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_Q5_0] = {"q5_0", 10, 32, 22, quant_dequantize_q5_0, quant_quantize_q5_0,
                             KERNELS(ffn_qg_rows_avx2_q5_0, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
                             .q32_offset = 16, .fallback = FFN_GGML_TYPE_F16, .file_type = 8,
-                            .dot = "int8",
+                            .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 1},
     [FFN_GGML_TYPE_Q5_1] = {"q5_1", 11, 32, 24, quant_dequantize_q5_1, quant_quantize_q5_1,
                             KERNELS(ffn_qg_rows_avx2_q5_1, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 9,
-                            .dot = "int8",
+                            .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_Q8_1] = {"q8_1", 0, 32, 36},
     [FFN_GGML_TYPE_Q8_K] = {"q8_K", 0, 256, 292},
@@ -181,7 +206,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 15, 32, 18, quant_dequantize_iq4_nl, quant_quantize_iq4_nl,
                               KERNELS(ffn_qg_rows_avx2_iq4_nl, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
                               .q32_offset = 128, .fallback = FFN_GGML_TYPE_F16, .file_type = 25,
-                              .dot = "int8",
+                              .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 1},
     [FFN_GGML_TYPE_IQ3_S] = {"iq3_s", 0, 256, 110},
     [FFN_GGML_TYPE_IQ2_S] = {"iq2_s", 0, 256, 82},

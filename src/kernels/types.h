@@ -56,6 +56,8 @@ typedef struct ffn_type_info {
      * f16_scale_off of the block; 0: none (the check decodes instead). */
     uint16_t f16_scale_off;
     uint8_t f16_scales;
+    int64_t avx2_int8_min_n;  /* n from which the AVX2 int8 prompt kernel takes it where the
+                                 bf16 panels do not run (qgemm_int8_avx2.c; 0: never) */
 } ffn_type_info;
 
 /* The row of a type, NULL for a number that is no known type. */

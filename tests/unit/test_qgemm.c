@@ -512,7 +512,7 @@ static void test_panel_f32(ffn_ctx *ctx1, ffn_ctx *ctx2, ffn_ggml_type type, int
     int64_t mn = ffn_qgemm_panel_f32_min_n(type);
     if (check_cpu_has("avx512bf16") && ffn_simd() >= FFN_SIMD_AVX512) {
         CHECK(mn == INT64_MAX, "%s: fp32 panels chosen where the bf16 ones run", ffn_ggml_type_name(type));
-    } else if (mn != INT64_MAX) {
+    } else if (mn != INT64_MAX && mn < ffn_qgemm_int8_min_n(type)) { /* else the int8 path comes first */
         CHECK(mn >= 2 && mn <= N, "fp32 panel crossover %lld", (long long)mn);
         CHECK(ffn_qgemm(ctx2, &w, x, ldx, mn, y, ldy, 0) == FFN_OK, "%s", ffn_last_error());
         int entry = 1;
