@@ -209,6 +209,21 @@ typedef struct cli_types {
     const char *list; /* "a, b or c" */
 } cli_types;
 cli_types cli_ggml_types(unsigned caps, int with_f32);
+/* The type names help texts show as examples, read from the type table
+ * (so a new or reordered row changes them, never a string in a command):
+ * `block`, the first block format (more than one element a block) in the
+ * table's order that ffn encodes and computes with; `super`, the first of
+ * those with the largest blocks (the super-block formats); `mix`,
+ * llama.cpp's mix named after `super` (its general.file_type; `super`'s
+ * name when it has none). */
+typedef struct cli_type_examples {
+    const char *block, *super, *mix;
+} cli_type_examples;
+cli_type_examples cli_ggml_examples(void);
+/* text wrapped at the --help width (80 columns; '\n' breaks a line, runs of
+ * spaces fold) into buf (cap bytes, NUL-terminated), for an `about` built
+ * at run time.  Returns buf. */
+char *cli_wrap_text(const char *text, char *buf, size_t cap);
 extern const int cli_precision_values[];
 extern const char *const cli_tokenizer_names[];
 extern const int cli_tokenizer_values[];

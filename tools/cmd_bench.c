@@ -515,7 +515,7 @@ static const char qgemm_epilog[] =
 
 static int bench_qgemm(int argc, char **argv) {
     const char *cmd = "bench qgemm";
-    const char *type_name = "q4_0";
+    const char *type_name = ffn_ggml_type_name(FFN_GGML_TYPE_DEFAULT);
     int64_t R = 2048, C = 8192, N = 1, threads = 0, repeats = 0;
     int json = 0, hot = 0;
     const cli_types types = cli_ggml_types(FFN_GGML_COMPUTES, 1);

@@ -217,8 +217,9 @@ int cmd_export(int argc, char **argv) {
     ffn_model_options opt = {.max_batch = 1, .max_seq = 1}; /* weights only: the smallest activations */
     ffn_status st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
     if (st == FFN_OK && gguf) {
-        const ffn_ggml_type types[] = {FFN_GGML_TYPE_F32, FFN_GGML_TYPE_F16, FFN_GGML_TYPE_BF16};
-        int rc = gguf_out_write(CMD, m, model_path, &info, out, types[dtype_k]);
+        ffn_ggml_type type = FFN_GGML_TYPE_F32; /* the table spells F16 as f16 */
+        (void)ffn_ggml_type_parse(dtype, &type);
+        int rc = gguf_out_write(CMD, m, model_path, &info, out, type);
         ffn_model_free(m);
         ffn_ctx_free(ctx);
         return rc;
