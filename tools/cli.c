@@ -201,6 +201,12 @@ int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type
     return 0;
 }
 
+int cli_layer_config(const char *cmd, const char *name, ffn_layer_config *cfg) {
+    if (cli_layer_type(cmd, name, &cfg->act, &cfg->type)) return CLI_EXIT_USAGE;
+    ffn_status st = ffn_layer_config_validate(cfg);
+    return st ? cli_fail(cmd, st) : 0;
+}
+
 int cli_fail(const char *cmd, ffn_status st) {
     const char *msg = ffn_last_error();
     if (!msg || !*msg) msg = ffn_status_str(st);

@@ -160,6 +160,13 @@ int cli_edit_distance(const char *a, const char *b);
     {CLI_INT_FIELDS("--batch-size", p, "B", 1, 65536, "sequences per micro-batch")}
 #define CLI_OPT_SEQ_LEN(p) \
     {CLI_INT_FIELDS("--seq-len", p, "T", 2, 1 << 20, "context length in tokens")}
+/* The benchmarks' shapes and repeats (ffn bench layer, moe, their --tp
+ * and --ep forms, qgemm): one flag, one range.  def_: the default shown
+ * in --help (NULL: the destination's value). */
+#define CLI_OPT_HIDDEN(p) {CLI_INT_FIELDS("--hidden", p, "D", 1, 1 << 20, "hidden_size")}
+#define CLI_OPT_INTERMEDIATE(p, text) {CLI_INT_FIELDS("--intermediate", p, "F", 1, 1 << 22, text)}
+#define CLI_OPT_REPEATS(p, def_, text) \
+    {CLI_INT_FIELDS("--repeats", p, "R", 1, 100000, text), .def = (def_)}
 /* The parallel layout (ffn plan, and the commands run under mpirun). */
 #define CLI_OPT_TP(p) \
     {CLI_INT_FIELDS("--tp", p, "T", 1, 65536, \
@@ -267,6 +274,11 @@ int cli_fail(const char *cmd, ffn_status st);
  * gated (*type FFN_MLP_GATED or _DENSE); 0, else the error is printed and
  * CLI_EXIT_USAGE returned. */
 int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type);
+/* The same into cfg->act and cfg->type, then ffn_layer_config_validate of
+ * the whole *cfg (its other fields set by the caller): 0, else the error
+ * is printed and the exit status returned (CLI_EXIT_USAGE for the name,
+ * CLI_EXIT_FAIL for the config). */
+int cli_layer_config(const char *cmd, const char *name, ffn_layer_config *cfg);
 /* A --layer beyond the model's layers (known only once it is loaded): one
  * message and exit 2 (CLI_EXIT_USAGE), as for every other bad flag value;
  * 0 when layer < n_layers. */

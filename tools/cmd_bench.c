@@ -75,15 +75,11 @@ static int bench_layer(int argc, char **argv) {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
          .help = "a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense activation "
                  "(relu, gelu, gelu_pytorch_tanh, silu, sigmoid, linear)"},
-        {.name = "--hidden", .type = CLI_INT, .dst = &D, .metavar = "D", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "hidden_size"},
-        {.name = "--intermediate", .type = CLI_INT, .dst = &F, .metavar = "F", .imin = 1,
-         .imax = INT64_C(1) << 22, .help = "intermediate_size"},
-        {.name = "--tokens", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 0,
-         .imax = INT64_C(1) << 24, .help = "rows per call"},
+        CLI_OPT_HIDDEN(&D),
+        CLI_OPT_INTERMEDIATE(&F, "intermediate_size"),
+        {CLI_INT_FIELDS("--tokens", &N, "N", 0, 1 << 24, "rows per call")},
         CLI_OPT_THREADS(&threads),
-        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
-         .imax = 100000, .def = "enough for about 1 s, 3..50", .help = "timed runs"},
+        CLI_OPT_REPEATS(&repeats, "enough for about 1 s, 3..50", "timed runs"),
         {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
         {.name = "--save", .type = CLI_ENUM, .dst = &save, .names = save_names,
          .values = save_values, .metavar = "MODE",
@@ -95,14 +91,10 @@ static int bench_layer(int argc, char **argv) {
                            .opts = opts};
     int prc;
     if (cli_parse(&spec, argc, argv, &prc)) return prc;
-    ffn_act act;
-    ffn_mlp_type type;
-    if (cli_layer_type(cmd, type_name, &act, &type)) return CLI_EXIT_USAGE;
-    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act, .type = type,
-                            .bias = bias, .save = (ffn_save_mode)save,
-                            .precision = (ffn_precision)precision};
-    ffn_status st = ffn_layer_config_validate(&cfg);
-    if (st) return cli_fail(cmd, st);
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .bias = bias,
+                            .save = (ffn_save_mode)save, .precision = (ffn_precision)precision};
+    if ((prc = cli_layer_config(cmd, type_name, &cfg))) return prc;
+    ffn_status st;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_layer *layer = NULL;
@@ -183,7 +175,7 @@ static int bench_layer(int argc, char **argv) {
                "\"weight_bytes\": %s, \"precision\": \"%s\", \"refresh_ms\": %s, "
                "\"forward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}, "
                "\"forward_backward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}}\n",
-               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(cfg.act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), bias ? "true" : "false",
                save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(), (long long)repeats,
                cli_json_num(flops_fwd, "%.0f"), cli_json_num(flops_both, "%.0f"),
@@ -194,7 +186,7 @@ static int bench_layer(int argc, char **argv) {
                cli_json_num(gf_both, "%.2f"));
     } else {
         printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %s, %lld repeats\n",
-               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(cfg.act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), ffn_simd_level(),
                ffn_precision_name((ffn_precision)precision), (long long)repeats);
         printf("  forward           min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
@@ -523,15 +515,12 @@ static int bench_qgemm(int argc, char **argv) {
     snprintf(help, sizeof help, "the weight's ggml type: %s", types.list);
     const cli_opt opts[] = {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T", .help = help},
-        {.name = "--rows", .type = CLI_INT, .dst = &R, .metavar = "R", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "rows of W (outputs)"},
-        {.name = "--cols", .type = CLI_INT, .dst = &C, .metavar = "C", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "columns of W (inputs); a multiple of the type's block"},
-        {.name = "--n", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 1,
-         .imax = INT64_C(1) << 16, .help = "rows of x (tokens) per call"},
+        {CLI_INT_FIELDS("--rows", &R, "R", 1, 1 << 20, "rows of W (outputs)")},
+        {CLI_INT_FIELDS("--cols", &C, "C", 1, 1 << 20,
+                        "columns of W (inputs); a multiple of the type's block")},
+        {CLI_INT_FIELDS("--n", &N, "N", 1, 1 << 16, "rows of x (tokens) per call")},
         CLI_OPT_THREADS(&threads),
-        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
-         .imax = 100000, .def = "enough for about 0.5 s, 3..200", .help = "timed calls"},
+        CLI_OPT_REPEATS(&repeats, "enough for about 0.5 s, 3..200", "timed calls"),
         {.name = "--hot", .type = CLI_FLAG, .dst = &hot,
          .help = "one copy of W, read from the caches when it fits"},
         CLI_OPT_JSON(&json, "one JSON object on stdout"),
