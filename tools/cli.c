@@ -656,6 +656,12 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *rc) {
             *rc = CLI_EXIT_USAGE;
             return 1;
         }
+    for (const cli_opt *o = s->opts; o && o->name; o++)
+        if (o->required && (o->type == CLI_STR || o->type == CLI_PATH) &&
+            !*(const char *const *)o->dst) {
+            *rc = cli_usage_error(s->cmd, "%s %s is required", o->name, o->metavar);
+            return 1;
+        }
     *rc = 0;
     return 0;
 }

@@ -63,6 +63,8 @@ typedef struct cli_opt {
     int *count;           /* ... how many were given */
     int optional_value;   /* CLI_ENUM: the value may be left out (next arg not a name) */
     int hidden;           /* accepted, not listed in --help */
+    int required;         /* CLI_STR/CLI_PATH: after parsing, a NULL *dst is the usage
+                             error "NAME METAVAR is required" */
     /* CLI_CUSTOM: the value at dst as text (for cli_agree_text) */
     void (*show)(const void *dst, char *buf, size_t n);
 } cli_opt;
@@ -126,6 +128,8 @@ int cli_edit_distance(const char *a, const char *b);
      .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"}
 #define CLI_OPT_OUT(p, mv, text) \
     {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text)}
+#define CLI_OPT_OUT_REQUIRED(p, mv, text) \
+    {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text), .required = 1}
 /* optimizer steps of a training run */
 #define CLI_OPT_TRAIN_STEPS(p, text) {CLI_INT_FIELDS("--steps", p, "S", 1, 100000000, text)}
 /* tokens to generate */

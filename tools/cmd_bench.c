@@ -215,19 +215,21 @@ enum { PEAK_ITERS = 1 << 22 };
     a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c),            \
     a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c)
 
+/* Twelve accumulators of vector type V, set to 0..11 by SET1, each chained
+ * through OP(a, m, c) `iters` times, then summed pairwise by ADD into s. */
+#define CHAINS12(V, SET1, OP, ADD, m, c, iters, s)                                              \
+    V a0 = SET1(0), a1 = SET1(1), a2 = SET1(2), a3 = SET1(3), a4 = SET1(4), a5 = SET1(5),          \
+      a6 = SET1(6), a7 = SET1(7), a8 = SET1(8), a9 = SET1(9), a10 = SET1(10), a11 = SET1(11);      \
+    for (int64_t i = 0; i < (iters); i++) FMA12(OP, m, c);                                       \
+    V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                     \
+    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)))
+
 /* One FMA loop per instruction set: V the vector type, P the intrinsics'
  * prefix (_mm512, _mm256); the lanes are summed by HSUM. */
 #define FMA_LOOP(name, isa, V, P, HSUM)                                                           \
     __attribute__((target(isa), noinline)) static float name(int64_t iters) {                  \
         V m = P##_set1_ps(0.999999f), c = P##_set1_ps(1e-7f);                                 \
-        V a0 = P##_set1_ps(0.f), a1 = P##_set1_ps(1.f), a2 = P##_set1_ps(2.f),                \
-          a3 = P##_set1_ps(3.f), a4 = P##_set1_ps(4.f), a5 = P##_set1_ps(5.f),                \
-          a6 = P##_set1_ps(6.f), a7 = P##_set1_ps(7.f), a8 = P##_set1_ps(8.f),                \
-          a9 = P##_set1_ps(9.f), a10 = P##_set1_ps(10.f), a11 = P##_set1_ps(11.f);            \
-        for (int64_t i = 0; i < iters; i++) FMA12(P##_fmadd_ps, m, c);                         \
-        V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                  \
-                         P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                 \
-        s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));              \
+        CHAINS12(V, P##_set1_ps, P##_fmadd_ps, P##_add_ps, m, c, iters, s);                    \
         return HSUM(s);                                                                        \
     }
 
@@ -246,14 +248,7 @@ FMA_LOOP(fma_loop_avx2, "avx2,fma", __m256, _mm256, hsum_avx2)
  * CPU feature (see dot_peaks). */
 __attribute__((target("avx512f,avx512bf16"), noinline)) static float bf16_loop(int64_t iters) {
     __m512bh m = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3380);
-    __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f),
-           a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f),
-           a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f),
-           a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbf16_ps, m, c);
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    CHAINS12(__m512, _mm512_set1_ps, _mm512_dpbf16_ps, _mm512_add_ps, m, c, iters, s);
     return _mm512_reduce_add_ps(s);
 }
 
@@ -261,14 +256,7 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) static float int8_loop(i
     /* bytes +1, −1, +1, −1 against ones: every dot product is 0, so the
      * sums stay put (no int32 overflow however long the loop) */
     __m512i m = _mm512_set1_epi8(1), c = _mm512_set1_epi32(0x01FF01FF);
-    __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2),
-            a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5),
-            a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8),
-            a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbusd_epi32, m, c);
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
-    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
+    CHAINS12(__m512i, _mm512_set1_epi32, _mm512_dpbusd_epi32, _mm512_add_epi32, m, c, iters, s);
     return (float)_mm512_reduce_add_epi32(s);
 }
 

@@ -50,6 +50,14 @@ static int start(const char *cmd, const cli_opt *opts, ffn_dist_layout *lay, dou
     return 0;
 }
 
+/* The end of every benchmark that start() began: the context, then the
+ * ranks' state (after every rank's last collective); returns rc. */
+static int finish(ffn_ctx *ctx, ffn_dist *d, int rc) {
+    ffn_ctx_free(ctx);
+    ffn_dist_free(d);
+    return rc;
+}
+
 /* the flags every benchmark here ends its table with: those start() leaves
  * out of the ranks' agreement */
 #define DIST_BENCH_TAIL(threads, timeout, json)                                      \
@@ -172,9 +180,7 @@ int bench_layer_tp(int argc, char **argv) {
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(w), free(gw), free(x), free(y), free(dx);
     ffn_dist_tp_layer_free(l);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }
 
 int bench_moe_ep(int argc, char **argv) {
@@ -284,9 +290,7 @@ int bench_moe_ep(int argc, char **argv) {
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(ex), free(eg), free(w), free(gw), free(wr), free(gwr), free(x), free(y), free(dx);
     ffn_dist_ep_moe_free(l);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }
 
 /* ---- the link: what a rank sends per second in the fixed-order all-reduce ---- */
@@ -355,7 +359,5 @@ int bench_link(int argc, char **argv) {
     st = ffn_dist_agree(d, st);
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(buf), free(tb), free(ts);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }

@@ -91,7 +91,7 @@ int cmd_eval(int argc, char **argv) {
     int json = 0;
     const cli_opt opts[] = {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
-         .help = "the UTF-8 text to evaluate on (required)"},
+         .help = "the UTF-8 text to evaluate on (required)", .required = 1},
         {.name = "--reference", .type = CLI_PATH, .dst = &ref_path, .metavar = "MODEL2",
          .help = "a model to compare next-token distributions with (same vocabulary)"},
         {.name = "--tokenizer", .type = CLI_PATH, .dst = &tok_path, .metavar = "FILE",
@@ -116,7 +116,6 @@ int cmd_eval(int argc, char **argv) {
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!data) return cli_usage_error(CMD, "--data FILE is required");
     if (window > 0 && stride > window) return cli_usage_error(CMD, "--stride %lld is larger than --window %lld",
                                                               (long long)stride, (long long)window);
     ffn_model_config cfg, rcfg;

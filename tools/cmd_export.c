@@ -156,7 +156,7 @@ int cmd_export(int argc, char **argv) {
     int64_t threads = 0;
     int format_k = 0, dtype_k = 0, force = 0;
     const cli_opt opts[] = {
-        CLI_OPT_OUT(&out, "PATH", "where to write (required): a directory for --format hf, a "
+        CLI_OPT_OUT_REQUIRED(&out, "PATH", "where to write (required): a directory for --format hf, a "
                     "file for --format llama2c"),
         {.name = "--format", .type = CLI_ENUM, .dst = &format_k, .names = format_names,
          .help = "hf: a Hugging Face directory PATH: config.json with HF names (model_type "
@@ -201,7 +201,6 @@ int cmd_export(int argc, char **argv) {
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!out) return cli_usage_error(CMD, "--out PATH is required");
     const char *dtype = dtype_names[dtype_k];
     int l2c = format_k == 1, gguf = format_k == 2;
     if (gguf ? gguf_out_refuse(CMD, model_path, out, force) : refuse_out(model_path, out, force))

@@ -365,6 +365,23 @@ static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
     free(b.s);
 }
 
+/* `SEP\n    {"expert": E, "index": I, "gate_pre": X, ..., "promoted": [...]}`: one of a
+ * token's top neurons. */
+static void json_neuron(const loaded *ld, const ffn_inspect_result *r, const ffn_inspect_neuron *nu,
+                        const char *sep, sbuf *a) {
+    printf("%s\n    {\"expert\": %lld, \"index\": %lld, \"gate_pre\": ", sep,
+           (long long)nu->expert, (long long)nu->index);
+    json_num(stdout, nu->gate_pre);
+    json_fields("gate", nu->gate, "up", nu->up, "product", nu->product, "weight", nu->weight,
+                "contribution", nu->contribution, "value_norm", nu->value_norm, (const char *)NULL);
+    printf(", \"promoted\": [");
+    for (int64_t p = 0; p < r->n_promoted; p++) {
+        if (nu->promoted[p] < 0) continue;
+        json_promoted(ld, p ? ", " : "", nu->promoted[p], nu->promoted_logit[p], a);
+    }
+    printf("]}");
+}
+
 static void print_tokens_json(const loaded *ld, const char *path, const ffn_inspect_result *r) {
     sbuf a = {0};
     printf("{\"model\": ");
@@ -395,21 +412,7 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
                 printf("}");
             }
             printf("], \"neurons\": [");
-            for (int64_t j = 0; j < tk->n_top; j++) {
-                const ffn_inspect_neuron *nu = &tk->top[j];
-                printf("%s\n    {\"expert\": %lld, \"index\": %lld, \"gate_pre\": ", j ? "," : "",
-                       (long long)nu->expert, (long long)nu->index);
-                json_num(stdout, nu->gate_pre);
-                json_fields("gate", nu->gate, "up", nu->up, "product", nu->product, "weight",
-                            nu->weight, "contribution", nu->contribution, "value_norm",
-                            nu->value_norm, (const char *)NULL);
-                printf(", \"promoted\": [");
-                for (int64_t p = 0; p < r->n_promoted; p++) {
-                    if (nu->promoted[p] < 0) continue;
-                    json_promoted(ld, p ? ", " : "", nu->promoted[p], nu->promoted_logit[p], &a);
-                }
-                printf("]}");
-            }
+            for (int64_t j = 0; j < tk->n_top; j++) json_neuron(ld, r, &tk->top[j], j ? "," : "", &a);
             printf("]}");
         }
         printf("]}");

@@ -195,7 +195,7 @@ int cmd_quantize(int argc, char **argv) {
     snprintf(help, sizeof help, "the matrices' type (required): %s; or llama.cpp's mix: %s", tt.list,
              mixlist);
     const cli_opt opts[] = {
-        CLI_OPT_OUT(&out, "FILE", "the GGUF file to write (required)"),
+        CLI_OPT_OUT_REQUIRED(&out, "FILE", "the GGUF file to write (required)"),
         {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .metavar = "T", .names = types.names,
          .values = types.values, .def = "", .help = help},
         CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
@@ -209,7 +209,6 @@ int cmd_quantize(int argc, char **argv) {
                            .about = full, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!out) return cli_usage_error(CMD, "--out FILE is required");
     if (type_k < 0) return cli_usage_error(CMD, "--dtype T is required (%s)", types.list);
     if (gguf_out_refuse(CMD, model_path, out, force)) return CLI_EXIT_FAIL;
     ffn_ctx *ctx = NULL;
