@@ -56,6 +56,25 @@ cli_types cli_ggml_types(unsigned caps, int with_f32) {
 }
 const int cli_precision_values[] = {FFN_PRECISION_FP32, FFN_PRECISION_BF16};
 
+cli_type_examples cli_ggml_examples(void) {
+    ffn_ggml_type t[FFN_GGML_TYPE_COUNT];
+    const int n = ffn_ggml_types(FFN_GGML_ENCODES | FFN_GGML_COMPUTES, t, FFN_GGML_TYPE_COUNT);
+    int block = -1, super = -1;
+    for (int j = 0; j < n && j < FFN_GGML_TYPE_COUNT; j++) {
+        const int64_t bs = ffn_ggml_block_size(t[j]);
+        if (bs <= 1) continue;
+        if (block < 0) block = j;
+        if (super < 0 || bs > ffn_ggml_block_size(t[super])) super = j;
+    }
+    cli_type_examples e = {"?", "?", "?"};
+    if (block < 0) return e;
+    e.block = ffn_ggml_type_name(t[block]);
+    e.super = ffn_ggml_type_name(t[super]);
+    const char *mix = ffn_ftype_name(ffn_ggml_file_type(t[super]));
+    e.mix = mix ? mix : e.super;
+    return e;
+}
+
 int cli_parse_act(const char *value, void *dst) {
     ffn_act act;
     ffn_mlp_type implied;
@@ -180,6 +199,12 @@ int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type
     }
     *type = implied == FFN_MLP_GATED ? FFN_MLP_GATED : FFN_MLP_DENSE;
     return 0;
+}
+
+int cli_layer_config(const char *cmd, const char *name, ffn_layer_config *cfg) {
+    if (cli_layer_type(cmd, name, &cfg->act, &cfg->type)) return CLI_EXIT_USAGE;
+    ffn_status st = ffn_layer_config_validate(cfg);
+    return st ? cli_fail(cmd, st) : 0;
 }
 
 int cli_fail(const char *cmd, ffn_status st) {
@@ -631,6 +656,12 @@ int cli_parse(const cli_spec *s, int argc, char **argv, int *rc) {
             *rc = CLI_EXIT_USAGE;
             return 1;
         }
+    for (const cli_opt *o = s->opts; o && o->name; o++)
+        if (o->required && (o->type == CLI_STR || o->type == CLI_PATH) &&
+            !*(const char *const *)o->dst) {
+            *rc = cli_usage_error(s->cmd, "%s %s is required", o->name, o->metavar);
+            return 1;
+        }
     *rc = 0;
     return 0;
 }
@@ -666,6 +697,17 @@ static void wrap(FILE *f, const char *text, int col, int indent) {
         while (*p == ' ') p++;
     }
     fputc('\n', f);
+}
+
+char *cli_wrap_text(const char *text, char *buf, size_t cap) {
+    if (!cap) return buf;
+    buf[0] = '\0';
+    FILE *f = fmemopen(buf, cap, "w");
+    if (!f) return buf;
+    wrap(f, text, 0, 0);
+    fclose(f);
+    buf[cap - 1] = '\0';
+    return buf;
 }
 
 static void default_text(const cli_opt *o, char *buf, size_t n) {

@@ -63,6 +63,8 @@ typedef struct cli_opt {
     int *count;           /* ... how many were given */
     int optional_value;   /* CLI_ENUM: the value may be left out (next arg not a name) */
     int hidden;           /* accepted, not listed in --help */
+    int required;         /* CLI_STR/CLI_PATH: after parsing, a NULL *dst is the usage
+                             error "NAME METAVAR is required" */
     /* CLI_CUSTOM: the value at dst as text (for cli_agree_text) */
     void (*show)(const void *dst, char *buf, size_t n);
 } cli_opt;
@@ -126,6 +128,8 @@ int cli_edit_distance(const char *a, const char *b);
      .help = "a llama2.c .bin, a Hugging Face or an ffn directory, a GGUF file"}
 #define CLI_OPT_OUT(p, mv, text) \
     {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text)}
+#define CLI_OPT_OUT_REQUIRED(p, mv, text) \
+    {.name = "--out", .type = CLI_PATH, .dst = (p), .metavar = (mv), .help = (text), .required = 1}
 /* optimizer steps of a training run */
 #define CLI_OPT_TRAIN_STEPS(p, text) {CLI_INT_FIELDS("--steps", p, "S", 1, 100000000, text)}
 /* tokens to generate */
@@ -160,6 +164,13 @@ int cli_edit_distance(const char *a, const char *b);
     {CLI_INT_FIELDS("--batch-size", p, "B", 1, 65536, "sequences per micro-batch")}
 #define CLI_OPT_SEQ_LEN(p) \
     {CLI_INT_FIELDS("--seq-len", p, "T", 2, 1 << 20, "context length in tokens")}
+/* The benchmarks' shapes and repeats (ffn bench layer, moe, their --tp
+ * and --ep forms, qgemm): one flag, one range.  def_: the default shown
+ * in --help (NULL: the destination's value). */
+#define CLI_OPT_HIDDEN(p) {CLI_INT_FIELDS("--hidden", p, "D", 1, 1 << 20, "hidden_size")}
+#define CLI_OPT_INTERMEDIATE(p, text) {CLI_INT_FIELDS("--intermediate", p, "F", 1, 1 << 22, text)}
+#define CLI_OPT_REPEATS(p, def_, text) \
+    {CLI_INT_FIELDS("--repeats", p, "R", 1, 100000, text), .def = (def_)}
 /* The parallel layout (ffn plan, and the commands run under mpirun). */
 #define CLI_OPT_TP(p) \
     {CLI_INT_FIELDS("--tp", p, "T", 1, 65536, \
@@ -209,6 +220,21 @@ typedef struct cli_types {
     const char *list; /* "a, b or c" */
 } cli_types;
 cli_types cli_ggml_types(unsigned caps, int with_f32);
+/* The type names help texts show as examples, read from the type table
+ * (so a new or reordered row changes them, never a string in a command):
+ * `block`, the first block format (more than one element a block) in the
+ * table's order that ffn encodes and computes with; `super`, the first of
+ * those with the largest blocks (the super-block formats); `mix`,
+ * llama.cpp's mix named after `super` (its general.file_type; `super`'s
+ * name when it has none). */
+typedef struct cli_type_examples {
+    const char *block, *super, *mix;
+} cli_type_examples;
+cli_type_examples cli_ggml_examples(void);
+/* text wrapped at the --help width (80 columns; '\n' breaks a line, runs of
+ * spaces fold) into buf (cap bytes, NUL-terminated), for an `about` built
+ * at run time.  Returns buf. */
+char *cli_wrap_text(const char *text, char *buf, size_t cap);
 extern const int cli_precision_values[];
 extern const char *const cli_tokenizer_names[];
 extern const int cli_tokenizer_values[];
@@ -252,6 +278,11 @@ int cli_fail(const char *cmd, ffn_status st);
  * gated (*type FFN_MLP_GATED or _DENSE); 0, else the error is printed and
  * CLI_EXIT_USAGE returned. */
 int cli_layer_type(const char *cmd, const char *name, ffn_act *act, ffn_mlp_type *type);
+/* The same into cfg->act and cfg->type, then ffn_layer_config_validate of
+ * the whole *cfg (its other fields set by the caller): 0, else the error
+ * is printed and the exit status returned (CLI_EXIT_USAGE for the name,
+ * CLI_EXIT_FAIL for the config). */
+int cli_layer_config(const char *cmd, const char *name, ffn_layer_config *cfg);
 /* A --layer beyond the model's layers (known only once it is loaded): one
  * message and exit 2 (CLI_EXIT_USAGE), as for every other bad flag value;
  * 0 when layer < n_layers. */

@@ -75,15 +75,11 @@ static int bench_layer(int argc, char **argv) {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
          .help = "a gated family (swiglu, geglu, reglu, glu, bilinear) or a dense activation "
                  "(relu, gelu, gelu_pytorch_tanh, silu, sigmoid, linear)"},
-        {.name = "--hidden", .type = CLI_INT, .dst = &D, .metavar = "D", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "hidden_size"},
-        {.name = "--intermediate", .type = CLI_INT, .dst = &F, .metavar = "F", .imin = 1,
-         .imax = INT64_C(1) << 22, .help = "intermediate_size"},
-        {.name = "--tokens", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 0,
-         .imax = INT64_C(1) << 24, .help = "rows per call"},
+        CLI_OPT_HIDDEN(&D),
+        CLI_OPT_INTERMEDIATE(&F, "intermediate_size"),
+        {CLI_INT_FIELDS("--tokens", &N, "N", 0, 1 << 24, "rows per call")},
         CLI_OPT_THREADS(&threads),
-        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
-         .imax = 100000, .def = "enough for about 1 s, 3..50", .help = "timed runs"},
+        CLI_OPT_REPEATS(&repeats, "enough for about 1 s, 3..50", "timed runs"),
         {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
         {.name = "--save", .type = CLI_ENUM, .dst = &save, .names = save_names,
          .values = save_values, .metavar = "MODE",
@@ -95,14 +91,10 @@ static int bench_layer(int argc, char **argv) {
                            .opts = opts};
     int prc;
     if (cli_parse(&spec, argc, argv, &prc)) return prc;
-    ffn_act act;
-    ffn_mlp_type type;
-    if (cli_layer_type(cmd, type_name, &act, &type)) return CLI_EXIT_USAGE;
-    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act, .type = type,
-                            .bias = bias, .save = (ffn_save_mode)save,
-                            .precision = (ffn_precision)precision};
-    ffn_status st = ffn_layer_config_validate(&cfg);
-    if (st) return cli_fail(cmd, st);
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .bias = bias,
+                            .save = (ffn_save_mode)save, .precision = (ffn_precision)precision};
+    if ((prc = cli_layer_config(cmd, type_name, &cfg))) return prc;
+    ffn_status st;
     ffn_ctx *ctx = NULL;
     if (cli_make_ctx(cmd, (int)threads, &ctx)) return CLI_EXIT_FAIL;
     ffn_layer *layer = NULL;
@@ -183,7 +175,7 @@ static int bench_layer(int argc, char **argv) {
                "\"weight_bytes\": %s, \"precision\": \"%s\", \"refresh_ms\": %s, "
                "\"forward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}, "
                "\"forward_backward\": {\"min_ms\": %s, \"median_ms\": %s, \"gflops\": %s}}\n",
-               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(cfg.act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), bias ? "true" : "false",
                save == FFN_SAVE_NONE ? "none" : "activations", ffn_simd_level(), (long long)repeats,
                cli_json_num(flops_fwd, "%.0f"), cli_json_num(flops_both, "%.0f"),
@@ -194,7 +186,7 @@ static int bench_layer(int argc, char **argv) {
                cli_json_num(gf_both, "%.2f"));
     } else {
         printf("layer %s (%s, %s) D=%lld F=%lld N=%lld, %d threads, simd %s, %s, %lld repeats\n",
-               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(act), (long long)D,
+               type_name, ffn_mlp_type_name(cfg.type), ffn_act_name(cfg.act), (long long)D,
                (long long)F, (long long)N, ffn_ctx_threads(ctx), ffn_simd_level(),
                ffn_precision_name((ffn_precision)precision), (long long)repeats);
         printf("  forward           min %10.3f ms  median %10.3f ms  %8.1f GFLOP/s\n",
@@ -223,19 +215,21 @@ enum { PEAK_ITERS = 1 << 22 };
     a4 = fma(a4, m, c), a5 = fma(a5, m, c), a6 = fma(a6, m, c), a7 = fma(a7, m, c),            \
     a8 = fma(a8, m, c), a9 = fma(a9, m, c), a10 = fma(a10, m, c), a11 = fma(a11, m, c)
 
+/* Twelve accumulators of vector type V, set to 0..11 by SET1, each chained
+ * through OP(a, m, c) `iters` times, then summed pairwise by ADD into s. */
+#define CHAINS12(V, SET1, OP, ADD, m, c, iters, s)                                              \
+    V a0 = SET1(0), a1 = SET1(1), a2 = SET1(2), a3 = SET1(3), a4 = SET1(4), a5 = SET1(5),          \
+      a6 = SET1(6), a7 = SET1(7), a8 = SET1(8), a9 = SET1(9), a10 = SET1(10), a11 = SET1(11);      \
+    for (int64_t i = 0; i < (iters); i++) FMA12(OP, m, c);                                       \
+    V s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                     \
+    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)))
+
 /* One FMA loop per instruction set: V the vector type, P the intrinsics'
  * prefix (_mm512, _mm256); the lanes are summed by HSUM. */
 #define FMA_LOOP(name, isa, V, P, HSUM)                                                           \
     __attribute__((target(isa), noinline)) static float name(int64_t iters) {                  \
         V m = P##_set1_ps(0.999999f), c = P##_set1_ps(1e-7f);                                 \
-        V a0 = P##_set1_ps(0.f), a1 = P##_set1_ps(1.f), a2 = P##_set1_ps(2.f),                \
-          a3 = P##_set1_ps(3.f), a4 = P##_set1_ps(4.f), a5 = P##_set1_ps(5.f),                \
-          a6 = P##_set1_ps(6.f), a7 = P##_set1_ps(7.f), a8 = P##_set1_ps(8.f),                \
-          a9 = P##_set1_ps(9.f), a10 = P##_set1_ps(10.f), a11 = P##_set1_ps(11.f);            \
-        for (int64_t i = 0; i < iters; i++) FMA12(P##_fmadd_ps, m, c);                         \
-        V s = P##_add_ps(P##_add_ps(P##_add_ps(a0, a1), P##_add_ps(a2, a3)),                  \
-                         P##_add_ps(P##_add_ps(a4, a5), P##_add_ps(a6, a7)));                 \
-        s = P##_add_ps(s, P##_add_ps(P##_add_ps(a8, a9), P##_add_ps(a10, a11)));              \
+        CHAINS12(V, P##_set1_ps, P##_fmadd_ps, P##_add_ps, m, c, iters, s);                    \
         return HSUM(s);                                                                        \
     }
 
@@ -254,14 +248,7 @@ FMA_LOOP(fma_loop_avx2, "avx2,fma", __m256, _mm256, hsum_avx2)
  * CPU feature (see dot_peaks). */
 __attribute__((target("avx512f,avx512bf16"), noinline)) static float bf16_loop(int64_t iters) {
     __m512bh m = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3380);
-    __m512 a0 = _mm512_set1_ps(0.f), a1 = _mm512_set1_ps(1.f), a2 = _mm512_set1_ps(2.f),
-           a3 = _mm512_set1_ps(3.f), a4 = _mm512_set1_ps(4.f), a5 = _mm512_set1_ps(5.f),
-           a6 = _mm512_set1_ps(6.f), a7 = _mm512_set1_ps(7.f), a8 = _mm512_set1_ps(8.f),
-           a9 = _mm512_set1_ps(9.f), a10 = _mm512_set1_ps(10.f), a11 = _mm512_set1_ps(11.f);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbf16_ps, m, c);
-    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                             _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-    s = _mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+    CHAINS12(__m512, _mm512_set1_ps, _mm512_dpbf16_ps, _mm512_add_ps, m, c, iters, s);
     return _mm512_reduce_add_ps(s);
 }
 
@@ -269,14 +256,7 @@ __attribute__((target("avx512f,avx512vnni"), noinline)) static float int8_loop(i
     /* bytes +1, −1, +1, −1 against ones: every dot product is 0, so the
      * sums stay put (no int32 overflow however long the loop) */
     __m512i m = _mm512_set1_epi8(1), c = _mm512_set1_epi32(0x01FF01FF);
-    __m512i a0 = _mm512_set1_epi32(0), a1 = _mm512_set1_epi32(1), a2 = _mm512_set1_epi32(2),
-            a3 = _mm512_set1_epi32(3), a4 = _mm512_set1_epi32(4), a5 = _mm512_set1_epi32(5),
-            a6 = _mm512_set1_epi32(6), a7 = _mm512_set1_epi32(7), a8 = _mm512_set1_epi32(8),
-            a9 = _mm512_set1_epi32(9), a10 = _mm512_set1_epi32(10), a11 = _mm512_set1_epi32(11);
-    for (int64_t i = 0; i < iters; i++) FMA12(_mm512_dpbusd_epi32, m, c);
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
-    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
+    CHAINS12(__m512i, _mm512_set1_epi32, _mm512_dpbusd_epi32, _mm512_add_epi32, m, c, iters, s);
     return (float)_mm512_reduce_add_epi32(s);
 }
 
@@ -515,7 +495,7 @@ static const char qgemm_epilog[] =
 
 static int bench_qgemm(int argc, char **argv) {
     const char *cmd = "bench qgemm";
-    const char *type_name = "q4_0";
+    const char *type_name = ffn_ggml_type_name(FFN_GGML_TYPE_DEFAULT);
     int64_t R = 2048, C = 8192, N = 1, threads = 0, repeats = 0;
     int json = 0, hot = 0;
     const cli_types types = cli_ggml_types(FFN_GGML_COMPUTES, 1);
@@ -523,15 +503,12 @@ static int bench_qgemm(int argc, char **argv) {
     snprintf(help, sizeof help, "the weight's ggml type: %s", types.list);
     const cli_opt opts[] = {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T", .help = help},
-        {.name = "--rows", .type = CLI_INT, .dst = &R, .metavar = "R", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "rows of W (outputs)"},
-        {.name = "--cols", .type = CLI_INT, .dst = &C, .metavar = "C", .imin = 1,
-         .imax = INT64_C(1) << 20, .help = "columns of W (inputs); a multiple of the type's block"},
-        {.name = "--n", .type = CLI_INT, .dst = &N, .metavar = "N", .imin = 1,
-         .imax = INT64_C(1) << 16, .help = "rows of x (tokens) per call"},
+        {CLI_INT_FIELDS("--rows", &R, "R", 1, 1 << 20, "rows of W (outputs)")},
+        {CLI_INT_FIELDS("--cols", &C, "C", 1, 1 << 20,
+                        "columns of W (inputs); a multiple of the type's block")},
+        {CLI_INT_FIELDS("--n", &N, "N", 1, 1 << 16, "rows of x (tokens) per call")},
         CLI_OPT_THREADS(&threads),
-        {.name = "--repeats", .type = CLI_INT, .dst = &repeats, .metavar = "R", .imin = 1,
-         .imax = 100000, .def = "enough for about 0.5 s, 3..200", .help = "timed calls"},
+        CLI_OPT_REPEATS(&repeats, "enough for about 0.5 s, 3..200", "timed calls"),
         {.name = "--hot", .type = CLI_FLAG, .dst = &hot,
          .help = "one copy of W, read from the caches when it fits"},
         CLI_OPT_JSON(&json, "one JSON object on stdout"),

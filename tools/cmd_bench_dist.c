@@ -50,6 +50,20 @@ static int start(const char *cmd, const cli_opt *opts, ffn_dist_layout *lay, dou
     return 0;
 }
 
+/* The end of every benchmark that start() began: the context, then the
+ * ranks' state (after every rank's last collective); returns rc. */
+static int finish(ffn_ctx *ctx, ffn_dist *d, int rc) {
+    ffn_ctx_free(ctx);
+    ffn_dist_free(d);
+    return rc;
+}
+
+/* the flags every benchmark here ends its table with: those start() leaves
+ * out of the ranks' agreement */
+#define DIST_BENCH_TAIL(threads, timeout, json)                                      \
+    CLI_OPT_THREADS(threads), CLI_OPT_DIST_TIMEOUT(timeout),                         \
+        CLI_OPT_JSON(json, "one JSON object on stdout (rank 0)"), {0}
+
 static void fill(float *a, size_t n, ffn_rng *r, float s) {
     for (size_t i = 0; i < n; i++) a[i] = (2.0f * ffn_rng_float(r) - 1.0f) * s;
 }
@@ -63,16 +77,13 @@ int bench_layer_tp(int argc, char **argv) {
     const cli_opt opts[] = {
         {.name = "--type", .type = CLI_STR, .dst = &type_name, .metavar = "T",
          .help = "a gated family (swiglu, geglu, ...) or a dense activation (relu, gelu, ...)"},
-        {CLI_INT_FIELDS("--hidden", &D, "D", 1, 1 << 20, "hidden_size")},
-        {CLI_INT_FIELDS("--intermediate", &F, "F", 1, 1 << 22, "intermediate_size")},
+        CLI_OPT_HIDDEN(&D),
+        CLI_OPT_INTERMEDIATE(&F, "intermediate_size"),
         {CLI_INT_FIELDS("--tokens", &N, "N", 1, 1 << 24, "rows per call")},
-        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
+        CLI_OPT_REPEATS(&repeats, NULL, "timed runs"),
         {.name = "--bias", .type = CLI_FLAG, .dst = &bias, .help = "give every projection a bias"},
         CLI_OPT_TP(&tp),
-        CLI_OPT_THREADS(&threads),
-        CLI_OPT_DIST_TIMEOUT(&timeout),
-        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
-        {0}};
+        DIST_BENCH_TAIL(&threads, &timeout, &json)};
     const cli_spec spec = {
         .cmd = cmd, .synopsis = "--tp T [--hidden D --intermediate F --tokens N] [--json]",
         .about = "The tensor-parallel FFN layer under mpirun -np T: forward and\n"
@@ -80,13 +91,10 @@ int bench_layer_tp(int argc, char **argv) {
         .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    ffn_act act;
-    ffn_mlp_type type;
-    if (cli_layer_type(cmd, type_name, &act, &type)) return CLI_EXIT_USAGE;
-    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .act = act, .type = type,
-                            .bias = bias, .save = FFN_SAVE_ACTIVATIONS};
-    ffn_status st = ffn_layer_config_validate(&cfg);
-    if (st) return cli_fail(cmd, st);
+    ffn_layer_config cfg = {.hidden_size = D, .intermediate_size = F, .bias = bias,
+                            .save = FFN_SAVE_ACTIVATIONS};
+    if ((rc = cli_layer_config(cmd, type_name, &cfg))) return rc;
+    ffn_status st;
     ffn_dist *d;
     ffn_ctx *ctx;
     ffn_dist_layout lay = {.tp = tp};
@@ -172,9 +180,7 @@ int bench_layer_tp(int argc, char **argv) {
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(w), free(gw), free(x), free(y), free(dx);
     ffn_dist_tp_layer_free(l);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }
 
 int bench_moe_ep(int argc, char **argv) {
@@ -183,17 +189,14 @@ int bench_moe_ep(int argc, char **argv) {
     double timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int json = 0;
     const cli_opt opts[] = {
-        {CLI_INT_FIELDS("--hidden", &D, "D", 1, 1 << 20, "hidden_size")},
+        CLI_OPT_HIDDEN(&D),
         {CLI_INT_FIELDS("--moe-intermediate", &F, "F", 1, 1 << 22, "each expert's width")},
         {CLI_INT_FIELDS("--experts", &E, "E", 1, 4096, "routed experts")},
         {CLI_INT_FIELDS("--top-k", &K, "K", 1, 4096, "experts a token uses")},
         {CLI_INT_FIELDS("--tokens", &N, "N", 1, 1 << 24, "tokens per call on each rank")},
-        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
+        CLI_OPT_REPEATS(&repeats, NULL, "timed runs"),
         CLI_OPT_EP(&ep),
-        CLI_OPT_THREADS(&threads),
-        CLI_OPT_DIST_TIMEOUT(&timeout),
-        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
-        {0}};
+        DIST_BENCH_TAIL(&threads, &timeout, &json)};
     const cli_spec spec = {
         .cmd = cmd, .synopsis = "--ep E [--hidden D --moe-intermediate F --experts E --top-k K] [--json]",
         .about = "The expert-parallel MoE under mpirun -np E (each rank its own N tokens):\n"
@@ -287,9 +290,7 @@ int bench_moe_ep(int argc, char **argv) {
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(ex), free(eg), free(w), free(gw), free(wr), free(gwr), free(x), free(y), free(dx);
     ffn_dist_ep_moe_free(l);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }
 
 /* ---- the link: what a rank sends per second in the fixed-order all-reduce ---- */
@@ -301,11 +302,8 @@ int bench_link(int argc, char **argv) {
     int json = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--mb", &mb, "M", 1, 1 << 14, "MiB all-reduced per call")},
-        {CLI_INT_FIELDS("--repeats", &repeats, "R", 1, 100000, "timed runs")},
-        CLI_OPT_THREADS(&threads),
-        CLI_OPT_DIST_TIMEOUT(&timeout),
-        CLI_OPT_JSON(&json, "one JSON object on stdout (rank 0)"),
-        {0}};
+        CLI_OPT_REPEATS(&repeats, NULL, "timed runs"),
+        DIST_BENCH_TAIL(&threads, &timeout, &json)};
     const cli_spec spec = {
         .cmd = cmd, .synopsis = "[--mb M] [--json]   (under mpirun -np P)",
         .about = "The link between the ranks as libffn_dist uses it, under mpirun -np P: the\n"
@@ -361,7 +359,5 @@ int bench_link(int argc, char **argv) {
     st = ffn_dist_agree(d, st);
     rc = st == FFN_OK ? 0 : cli_fail(cmd, st);
     free(buf), free(tb), free(ts);
-    ffn_ctx_free(ctx);
-    ffn_dist_free(d);
-    return rc;
+    return finish(ctx, d, rc);
 }

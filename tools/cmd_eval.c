@@ -31,11 +31,12 @@ static const char about[] =
 "positions where both models' most likely token agree, and the reference's\n"
 "perplexity; the measures llama.cpp's `perplexity --kl-divergence` reports.\n";
 
-static const char epilog[] =
+/* the examples, their type read from the type table */
+static const char epilog_fmt[] =
 "examples:\n"
 "  ffn eval my-run --data valid.txt\n"
-"  ffn quantize my-run --dtype q4_K --out m-q4_K.gguf\n"
-"  ffn eval m-q4_K.gguf --data valid.txt --reference my-run --json\n";
+"  ffn quantize my-run --dtype %s --out m-%s.gguf\n"
+"  ffn eval m-%s.gguf --data valid.txt --reference my-run --json\n";
 
 typedef struct progress {
     int tty;
@@ -90,7 +91,7 @@ int cmd_eval(int argc, char **argv) {
     int json = 0;
     const cli_opt opts[] = {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
-         .help = "the UTF-8 text to evaluate on (required)"},
+         .help = "the UTF-8 text to evaluate on (required)", .required = 1},
         {.name = "--reference", .type = CLI_PATH, .dst = &ref_path, .metavar = "MODEL2",
          .help = "a model to compare next-token distributions with (same vocabulary)"},
         {.name = "--tokenizer", .type = CLI_PATH, .dst = &tok_path, .metavar = "FILE",
@@ -107,12 +108,14 @@ int cmd_eval(int argc, char **argv) {
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
+    const char *ex = cli_ggml_examples().super;
+    char epilog[sizeof epilog_fmt + 64];
+    snprintf(epilog, sizeof epilog, epilog_fmt, ex, ex, ex);
     const cli_spec spec = {.cmd = CMD,
                            .synopsis = "MODEL --data FILE [--reference MODEL2] [--json] [options]",
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!data) return cli_usage_error(CMD, "--data FILE is required");
     if (window > 0 && stride > window) return cli_usage_error(CMD, "--stride %lld is larger than --window %lld",
                                                               (long long)stride, (long long)window);
     ffn_model_config cfg, rcfg;

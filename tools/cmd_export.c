@@ -156,7 +156,7 @@ int cmd_export(int argc, char **argv) {
     int64_t threads = 0;
     int format_k = 0, dtype_k = 0, force = 0;
     const cli_opt opts[] = {
-        CLI_OPT_OUT(&out, "PATH", "where to write (required): a directory for --format hf, a "
+        CLI_OPT_OUT_REQUIRED(&out, "PATH", "where to write (required): a directory for --format hf, a "
                     "file for --format llama2c"),
         {.name = "--format", .type = CLI_ENUM, .dst = &format_k, .names = format_names,
          .help = "hf: a Hugging Face directory PATH: config.json with HF names (model_type "
@@ -201,7 +201,6 @@ int cmd_export(int argc, char **argv) {
                            .about = about, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!out) return cli_usage_error(CMD, "--out PATH is required");
     const char *dtype = dtype_names[dtype_k];
     int l2c = format_k == 1, gguf = format_k == 2;
     if (gguf ? gguf_out_refuse(CMD, model_path, out, force) : refuse_out(model_path, out, force))
@@ -217,8 +216,9 @@ int cmd_export(int argc, char **argv) {
     ffn_model_options opt = {.max_batch = 1, .max_seq = 1}; /* weights only: the smallest activations */
     ffn_status st = ffn_checkpoint_load_any(ctx, model_path, &opt, &m, &info);
     if (st == FFN_OK && gguf) {
-        const ffn_ggml_type types[] = {FFN_GGML_TYPE_F32, FFN_GGML_TYPE_F16, FFN_GGML_TYPE_BF16};
-        int rc = gguf_out_write(CMD, m, model_path, &info, out, types[dtype_k]);
+        ffn_ggml_type type = FFN_GGML_TYPE_F32; /* the table spells F16 as f16 */
+        (void)ffn_ggml_type_parse(dtype, &type);
+        int rc = gguf_out_write(CMD, m, model_path, &info, out, type);
         ffn_model_free(m);
         ffn_ctx_free(ctx);
         return rc;

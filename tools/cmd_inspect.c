@@ -12,6 +12,7 @@
 #endif
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -253,6 +254,14 @@ static void json_field(const char *key, double x) {
     json_num(stdout, x);
 }
 
+/* json_field for each (key, double) pair of the list, which NULL ends. */
+static void json_fields(const char *key, ...) {
+    va_list ap;
+    va_start(ap, key);
+    for (; key; key = va_arg(ap, const char *)) json_field(key, va_arg(ap, double));
+    va_end(ap);
+}
+
 /* `SEP{"id": ID, "text": "...", "logit": X}`: a token a value vector promotes. */
 static void json_promoted(const loaded *ld, const char *sep, int32_t id, double logit, sbuf *b) {
     printf("%s{\"id\": %d, \"text\": ", sep, id);
@@ -356,6 +365,23 @@ static void print_tokens_table(const loaded *ld, const ffn_inspect_result *r) {
     free(b.s);
 }
 
+/* `SEP\n    {"expert": E, "index": I, "gate_pre": X, ..., "promoted": [...]}`: one of a
+ * token's top neurons. */
+static void json_neuron(const loaded *ld, const ffn_inspect_result *r, const ffn_inspect_neuron *nu,
+                        const char *sep, sbuf *a) {
+    printf("%s\n    {\"expert\": %lld, \"index\": %lld, \"gate_pre\": ", sep,
+           (long long)nu->expert, (long long)nu->index);
+    json_num(stdout, nu->gate_pre);
+    json_fields("gate", nu->gate, "up", nu->up, "product", nu->product, "weight", nu->weight,
+                "contribution", nu->contribution, "value_norm", nu->value_norm, (const char *)NULL);
+    printf(", \"promoted\": [");
+    for (int64_t p = 0; p < r->n_promoted; p++) {
+        if (nu->promoted[p] < 0) continue;
+        json_promoted(ld, p ? ", " : "", nu->promoted[p], nu->promoted_logit[p], a);
+    }
+    printf("]}");
+}
+
 static void print_tokens_json(const loaded *ld, const char *path, const ffn_inspect_result *r) {
     sbuf a = {0};
     printf("{\"model\": ");
@@ -377,10 +403,8 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
             const ffn_inspect_token *tk = ffn_inspect_token_at(r, li, t);
             printf("%s\n   {\"position\": %lld, \"out_norm\": ", t ? "," : "", (long long)t);
             json_num(stdout, tk->out_norm);
-            json_field("partial_norm", tk->partial_norm);
-            json_field("explained", tk->explained);
-            json_field("cosine", tk->cosine);
-            json_field("residual", tk->residual);
+            json_fields("partial_norm", tk->partial_norm, "explained", tk->explained, "cosine",
+                        tk->cosine, "residual", tk->residual, (const char *)NULL);
             printf(", \"experts\": [");
             for (int64_t j = 0; j < tk->n_experts; j++) {
                 printf("%s{\"expert\": %d, \"weight\": ", j ? ", " : "", tk->experts[j]);
@@ -388,24 +412,7 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
                 printf("}");
             }
             printf("], \"neurons\": [");
-            for (int64_t j = 0; j < tk->n_top; j++) {
-                const ffn_inspect_neuron *nu = &tk->top[j];
-                printf("%s\n    {\"expert\": %lld, \"index\": %lld, \"gate_pre\": ", j ? "," : "",
-                       (long long)nu->expert, (long long)nu->index);
-                json_num(stdout, nu->gate_pre);
-                json_field("gate", nu->gate);
-                json_field("up", nu->up);
-                json_field("product", nu->product);
-                json_field("weight", nu->weight);
-                json_field("contribution", nu->contribution);
-                json_field("value_norm", nu->value_norm);
-                printf(", \"promoted\": [");
-                for (int64_t p = 0; p < r->n_promoted; p++) {
-                    if (nu->promoted[p] < 0) continue;
-                    json_promoted(ld, p ? ", " : "", nu->promoted[p], nu->promoted_logit[p], &a);
-                }
-                printf("]}");
-            }
+            for (int64_t j = 0; j < tk->n_top; j++) json_neuron(ld, r, &tk->top[j], j ? "," : "", &a);
             printf("]}");
         }
         printf("]}");
@@ -1028,9 +1035,8 @@ static int run_gates(int argc, char **argv, FILE *opts_only) {
                 printf("%s\n {\"layer\": %lld, \"features\": %lld, \"acc_gate\": ", li ? "," : "",
                        (long long)pl->layer, (long long)pl->n_features_gate);
                 json_num(stdout, pl->acc_gate);
-                json_field("acc_input", pl->acc_input);
-                json_field("train_acc_gate", pl->train_acc_gate);
-                json_field("train_acc_input", pl->train_acc_input);
+                json_fields("acc_input", pl->acc_input, "train_acc_gate", pl->train_acc_gate,
+                            "train_acc_input", pl->train_acc_input, (const char *)NULL);
                 printf(", \"selective\": {");
                 for (int c = 0; c < FFN_WORD_N_CLASSES; c++) {
                     printf("%s\"%s\": [", c ? ", " : "", ffn_word_class_name(c));

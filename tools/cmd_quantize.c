@@ -117,25 +117,59 @@ static const char about[] =
 "vocabulary; a word vocabulary is warned about: llama.cpp cannot encode it);\n"
 "a llama2.c tokenizer.bin with its scores; without one, byte tokens.  The file\n"
 "is written beside OUT and renamed into place; an existing OUT is replaced only\n"
-"with --force.\n"
-"--dtype in capitals names one of llama.cpp's mixes (its file types, as\n"
-"llama-quantize spells them: Q4_K_M, Q3_K_S, IQ4_NL, ...): each matrix gets\n"
-"the type llama.cpp's own quantizer gives it without an importance matrix --\n"
-"the base type (Q4_K_M: q4_K); output.weight (or a tied token embedding) q6_K;\n"
-"attn_v and ffn_down more bits in some layers (Q4_K_M, Q5_K_M: q6_K in the\n"
-"first and last eighth of the layers and every third between; Q3_K_M, Q3_K_L,\n"
-"Q2_K, Q4_K_S, IQ4_*: their own rules); rows of no whole 256-block fall back\n"
-"as llama.cpp does (q4_K to q5_0, q5_K to q5_1, q6_K to q8_0, q2_K and q3_K to\n"
-"q4_0, iq4_xs to iq4_nl; f16 when 32 does not divide them either).  The rules\n"
-"in full: src/load/gguf_mix.c; docs/QUANTIZATION.md.  A lower-case type\n"
-"(q4_0) is that one type for every matrix.\n"
+"with --force.\n";
+static const char measured[] =
 "Measured effect on perplexity: docs/QUANTIZATION.md (ffn eval --reference).\n";
 
-static const char epilog[] =
-"examples:\n"
-"  ffn quantize my-ffn-run --dtype q8_0 --out model-q8_0.gguf\n"
-"  ffn quantize stories260K.bin --dtype q4_K --out stories-q4_K.gguf\n""  ffn quantize my-hf-dir --dtype Q4_K_M --out model-Q4_K_M.gguf\n"
-"  ffn eval model-q8_0.gguf --data text.txt --reference my-ffn-run\n";
+/* the paragraph on llama.cpp's mixes and the examples, their types read
+ * from the type table and the mixes' rules (ffn_ftype_tensor_type) */
+static void mix_help(char *about_mix, size_t cap, char *examples, size_t ecap) {
+    const cli_type_examples e = cli_ggml_examples();
+    uint32_t fex = 0;
+    (void)ffn_ftype_parse(e.mix, &fex);
+    const ffn_ftype_shape shape = {.n_layer = 8, .n_head = 8, .n_head_kv = 8};
+    /* a matrix no rule gives more bits, in rows of 9 blocks of 32 */
+    const char *plain = "blk.0.ffn_up.weight";
+    const int64_t cols = 9 * 32;
+    char falls[512] = "";
+    size_t used = 0;
+    int seen[FFN_GGML_TYPE_COUNT] = {0};
+    for (int i = 0; i < ffn_ftype_count(); i++) {
+        uint32_t f;
+        (void)ffn_ftype_at(i, &f);
+        const ffn_ggml_type base = ffn_ftype_base(f);
+        int fell = 0;
+        const ffn_ggml_type to = ffn_ftype_tensor_type(f, &shape, plain, cols, &fell);
+        if (!fell || (unsigned)base >= FFN_GGML_TYPE_COUNT || seen[base]) continue;
+        seen[base] = 1;
+        int w = snprintf(falls + used, sizeof falls - used, "%s%s to %s", used ? ", " : "",
+                         ffn_ggml_type_name(base), ffn_ggml_type_name(to));
+        if (w > 0 && (size_t)w < sizeof falls - used) used += (size_t)w;
+    }
+    char text[2048];
+    snprintf(text, sizeof text,
+             "--dtype in capitals names one of llama.cpp's mixes (its file types, as "
+             "llama-quantize spells them; listed under --dtype): each matrix gets the type "
+             "llama.cpp's own quantizer gives it without an importance matrix -- the mix's base "
+             "type (%s: %s); output.weight (or a tied token embedding) %s; attn_v and ffn_down "
+             "more bits in some layers (%s: %s in the first and last eighth of the layers and "
+             "every third between; each mix by its own rules); rows of no whole block fall back "
+             "as llama.cpp does (%s; %s when no block divides them).  The rules in full: "
+             "src/load/gguf_mix.c; docs/QUANTIZATION.md.  A lower-case type (%s) is that one "
+             "type for every matrix.",
+             e.mix, ffn_ggml_type_name(ffn_ftype_base(fex)),
+             ffn_ggml_type_name(ffn_ftype_tensor_type(fex, &shape, "output.weight", 4096, NULL)), e.mix,
+             ffn_ggml_type_name(ffn_ftype_tensor_type(fex, &shape, "blk.0.attn_v.weight", 4096, NULL)),
+             falls, ffn_ggml_type_name(ffn_ftype_tensor_type(fex, &shape, plain, 1, NULL)), e.block);
+    cli_wrap_text(text, about_mix, cap);
+    snprintf(examples, ecap,
+             "examples:\n"
+             "  ffn quantize my-ffn-run --dtype %s --out model-%s.gguf\n"
+             "  ffn quantize stories260K.bin --dtype %s --out stories-%s.gguf\n"
+             "  ffn quantize my-hf-dir --dtype %s --out model-%s.gguf\n"
+             "  ffn eval model-%s.gguf --data text.txt --reference my-ffn-run\n",
+             e.block, e.block, e.super, e.super, e.mix, e.mix, e.block);
+}
 
 int cmd_quantize(int argc, char **argv) {
     const char *model_path = NULL, *out = NULL;
@@ -161,18 +195,20 @@ int cmd_quantize(int argc, char **argv) {
     snprintf(help, sizeof help, "the matrices' type (required): %s; or llama.cpp's mix: %s", tt.list,
              mixlist);
     const cli_opt opts[] = {
-        CLI_OPT_OUT(&out, "FILE", "the GGUF file to write (required)"),
+        CLI_OPT_OUT_REQUIRED(&out, "FILE", "the GGUF file to write (required)"),
         {.name = "--dtype", .type = CLI_ENUM, .dst = &type_k, .metavar = "T", .names = types.names,
          .values = types.values, .def = "", .help = help},
         CLI_OPT_FORCE(&force, "replace an existing FILE (never MODEL itself)"),
         CLI_OPT_THREADS(&threads),
         {0}};
     const cli_pos pos[] = {CLI_POS_MODEL(&model_path), {0}};
+    char about_mix[2048], epilog[512], full[sizeof about + sizeof about_mix + sizeof measured];
+    mix_help(about_mix, sizeof about_mix, epilog, sizeof epilog);
+    snprintf(full, sizeof full, "%s%s%s", about, about_mix, measured);
     const cli_spec spec = {.cmd = CMD, .synopsis = "MODEL --dtype T --out FILE [--force]",
-                           .about = about, .epilog = epilog, .opts = opts, .pos = pos};
+                           .about = full, .epilog = epilog, .opts = opts, .pos = pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!out) return cli_usage_error(CMD, "--out FILE is required");
     if (type_k < 0) return cli_usage_error(CMD, "--dtype T is required (%s)", types.list);
     if (gguf_out_refuse(CMD, model_path, out, force)) return CLI_EXIT_FAIL;
     ffn_ctx *ctx = NULL;

@@ -49,7 +49,7 @@ static void json_bytes(FILE *f, const char *s, size_t n) {
 #define TOKENIZER_OPT(dest)                                                                     \
     {.name = "--tokenizer", .type = CLI_PATH, .dst = (dest), .metavar = "PATH", .def = "",     \
      .help = "the vocabulary: tokenizer.json, a model directory, a .gguf, a tokenizer.bin or " \
-             "tokenizer.txt (required)"}
+             "tokenizer.txt (required)", .required = 1}
 
 /* The bytes of `file` (when given) into *buf, *n, then the vocabulary at
  * `path`; nonzero with the exit status in *rc (the error printed) on failure. */
@@ -123,7 +123,6 @@ int cmd_tokenize(int argc, char **argv) {
                            .about = tok_about, .epilog = tok_epilog, .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!tok_path) return cli_usage_error(CMD, "--tokenizer PATH is required");
     if (!text == !file) return cli_usage_error(CMD, "give exactly one of --text and --file");
     if (ids_only && json) return cli_usage_error(CMD, "--ids-only and --json exclude each other");
 
@@ -230,7 +229,6 @@ int cmd_detokenize(int argc, char **argv) {
                            .about = detok_about, .epilog = detok_epilog, .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (!tok_path) return cli_usage_error(CMD, "--tokenizer PATH is required");
     if (!ids_s == !file) return cli_usage_error(CMD, "give exactly one of --ids and --file");
     char *buf = NULL;
     size_t n = 0;

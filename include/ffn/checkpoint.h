@@ -276,7 +276,7 @@ typedef struct ffn_gguf_save_report {
     int64_t n_by_type[FFN_GGML_TYPE_COUNT]; /* tensors written per type */
 } ffn_gguf_save_report;
 
-/* llama.cpp's file types, the mixes llama-quantize names (Q4_K_M, Q3_K_S, ...;
+/* llama.cpp's file types, the mixes llama-quantize names (in capitals;
  * src/load/gguf_mix.c has the per-tensor rules, after llama.cpp's
  * llama_tensor_get_type without an importance matrix).  The names: i in
  * 0..ffn_ftype_count()-1 gives the name and *ftype (llama_ftype's number). */
@@ -284,7 +284,7 @@ int ffn_ftype_count(void);
 const char *ffn_ftype_at(int i, uint32_t *ftype);
 int ffn_ftype_parse(const char *name, uint32_t *ftype); /* 1 when known (case-insensitive) */
 const char *ffn_ftype_name(uint32_t ftype);              /* NULL when unknown */
-ffn_ggml_type ffn_ftype_base(uint32_t ftype);            /* Q4_K_M: q4_K */
+ffn_ggml_type ffn_ftype_base(uint32_t ftype);            /* the type it is named after */
 typedef struct ffn_ftype_shape {
     int64_t n_layer, n_head, n_head_kv, n_expert;
     int tied; /* 1: token_embd.weight is also the output (no output.weight) */

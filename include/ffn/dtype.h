@@ -11,7 +11,8 @@
  * choices, the "it reads f32, f16, ..." of an error) is read from that
  * table through ffn_ggml_types / ffn_ggml_type_list below.
  *
- * Block layouts are ggml's, byte for byte; ffn/gguf.h describes them. */
+ * Block layouts are ggml's, byte for byte; src/kernels/quant.h describes
+ * them, beside the decoders. */
 #ifndef FFN_DTYPE_H
 #define FFN_DTYPE_H
 #pragma GCC visibility push(default)
@@ -60,6 +61,9 @@ typedef enum ffn_ggml_type {
 } ffn_ggml_type;
 
 #define FFN_GGML_TYPE_COUNT 40 /* one past the largest number known */
+/* The block format a command takes when it is given no type (`ffn bench
+ * qgemm --type`): ggml's plainest 4-bit format. */
+#define FFN_GGML_TYPE_DEFAULT FFN_GGML_TYPE_Q4_0
 
 /* ggml's name ("q4_K", "f16", ...); "?" for a number that is no known type. */
 const char *ffn_ggml_type_name(ffn_ggml_type type);

@@ -1,26 +1,19 @@
 /* ffn/gguf.h -- GGUF files (v2/v3: reading memory-mapped and validated,
- * writing atomically) and the ggml tensor types they hold (f16, bf16 and
- * the block formats q8_0, q4_0, q4_K, q6_K), row by row.
+ * writing atomically) and the ggml tensor types they hold (every type of
+ * the type table, ffn/dtype.h), row by row.
  *
  * Part of the public API; include <ffn.h>, not this file.
  *
  * ---- the tensor types ---------------------------------------------------
  * ffn_ggml_type carries ggml's own numbers, so a GGUF file's type field is
  * one of them.  A row of n elements of a block type is n / block_size
- * blocks laid out exactly as ggml lays them out (little-endian, no padding):
- *   q8_0  32 elements, 34 bytes:  fp16 d; int8 qs[32];          x = d·q
- *   q4_0  32 elements, 18 bytes:  fp16 d; uint8 qs[16];         x = d·(q − 8),
- *         element j < 16 is the low nibble of qs[j], element j + 16 its high nibble
- *   q4_K  256 elements, 144 bytes: fp16 d, dmin; uint8 scales[12]; uint8 qs[128];
- *         8 sub-blocks of 32 with 6-bit scale sc and min m each:  x = d·sc·q − dmin·m
- *   q6_K  256 elements, 210 bytes: uint8 ql[128]; uint8 qh[64]; int8 scales[16]; fp16 d;
- *         16 sub-blocks of 16 with int8 scale sc:  x = d·sc·(q − 32), q of 6 bits
- * Dequantization follows ggml's formulas in fp32, operation for operation.
- * Quantization of q8_0 and q4_0 follows ggml's reference rounding
- * (quantize_row_q8_0_ref / _q4_0_ref), so its bytes equal ggml's; q4_K and
- * q6_K use ffn's own search for the scales (the bytes differ from ggml's,
- * the decoding is ggml's).  f16 and bf16 round to nearest, ties to even;
- * NaN stays NaN.
+ * blocks laid out exactly as ggml lays them out (little-endian, no padding;
+ * each format's layout and formulas: src/kernels/quant.h, beside its
+ * decoder).  Dequantization follows ggml's formulas in fp32, operation for
+ * operation; quantization follows ggml's reference rounding (bytes equal
+ * to ggml's quantize_row_<type>_ref) where the table's encoder is ggml's,
+ * else ffn's own search for the scales (the decoding is ggml's).  f16 and
+ * bf16 round to nearest, ties to even; NaN stays NaN.
  *
  * ---- GGUF ---------------------------------------------------------------
  * The format (little-endian; ggml's docs/gguf.md):
@@ -64,7 +57,7 @@
  *
  *     ffn_gguf_writer *wr;  ffn_gguf_writer_create(&wr);
  *     ffn_gguf_writer_set_str(wr, "general.architecture", "llama");
- *     ffn_gguf_writer_add_f32(wr, "w", FFN_GGML_TYPE_Q8_0, 2, (int64_t[]){D, F}, w);
+ *     ffn_gguf_writer_add_f32(wr, "w", type, 2, (int64_t[]){D, F}, w);  (any type the table encodes)
  *     ffn_gguf_writer_save(wr, "out.gguf");  ffn_gguf_writer_free(wr);
  */
 #ifndef FFN_GGUF_H

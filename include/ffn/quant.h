@@ -36,11 +36,14 @@
  * ffn_model_tensor_type first.  ffn_model_init_weights makes every tensor
  * fp32 again.
  *
- * Example (a q4_0 model, embeddings and head kept at q8_0):
+ * Example (a model in the type a user named, embeddings and head kept in
+ * another; the names as ffn_ggml_type_name spells them):
+ *     ffn_ggml_type type, keep;
+ *     if (!ffn_ggml_type_parse(name, &type) || !ffn_ggml_type_parse(keep_name, &keep)) ...
  *     ffn_quantize_options o;
  *     ffn_quantize_options_default(&o);
- *     o.embedding = o.head = FFN_GGML_TYPE_Q8_0;
- *     ffn_model_quantize(model, FFN_GGML_TYPE_Q4_0, &o);
+ *     o.embedding = o.head = keep;
+ *     ffn_model_quantize(model, type, &o);
  *     ffn_model_logits(model, logits, tokens, 1, T);
  */
 #ifndef FFN_QUANT_H
@@ -78,7 +81,8 @@ void ffn_quantize_options_default(ffn_quantize_options *opt);
  * not a multiple of its type's block size takes the nearest type that fits,
  * as llama.cpp's quantizer does (ffn_ggml_type_for_cols: the K-quants fall
  * back to the 32-blocks when cols is a multiple of 32, any block type to f16 otherwise)
- * (stories260K's down_proj, rows of 172, is stored f16 under q4_0).  A
+ * (stories260K's down_proj, rows of 172, is stored f16 under any block
+ * format).  A
  * tensor already in a low-precision type (quantized before, or attached) is
  * left as it is.  Norms and biases stay fp32.  Calls
  * ffn_model_params_changed (the KV cache is reset).  Not a hot path: it
