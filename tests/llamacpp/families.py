@@ -194,6 +194,8 @@ def make_model(path, fam, seed):
             w[p + "mlp.gate_up_proj.weight"] = np.concatenate(
                 [w.pop(p + "mlp.gate_proj.weight"), w.pop(p + "mlp.up_proj.weight")])
     w["model.norm.weight"] = norm(D)
+    if fam == "gemma3":  # (1 + w) about 0.2: logits spread enough that the distribution is not one-hot
+        w["model.norm.weight"] = (-0.8 + 0.05 * rng.standard_normal(D)).astype(np.float32)
     if not cfg["tie_word_embeddings"]:
         w["lm_head.weight"] = mat(V, D, 0.3)
     os.makedirs(path, exist_ok=True)
