@@ -161,8 +161,8 @@ int cmd_export(int argc, char **argv) {
         {.name = "--format", .type = CLI_ENUM, .dst = &format_k, .names = format_names,
          .help = "hf: a Hugging Face directory PATH: config.json with HF names (model_type "
                  "llama; qwen2 when q/k/v have biases; mixtral or qwen2_moe with experts; "
-                 "qwen3, gemma, olmoe and gpt2 when the model has their architecture; phi3 when "
-                 "MODEL was a phi3 directory) and model.safetensors with the family's tensor "
+                 "qwen3, gemma, gemma2, gemma3_text, olmoe and gpt2 when the model has their "
+                 "architecture; phi3 when MODEL was a phi3 directory) and model.safetensors with the family's tensor "
                  "names and layout (phi3's fused qkv_proj/gate_up_proj, gpt2's transformer.* "
                  "with Conv1D [in, out] weights).  RoPE follows HF's rotate_half "
                  "convention: a model whose RoPE rotates consecutive pairs (llama2.c) gets its "
@@ -184,9 +184,9 @@ int cmd_export(int argc, char **argv) {
                  "Written to a new PATH.tmp-XXXXXX, fsynced, renamed; an existing PATH is replaced "
                  "only with --force.\n"
                  "gguf: a GGUF file PATH llama.cpp runs (architecture llama, with rope_freqs.weight "
-                 "for llama3 RoPE scaling; qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, gpt2, "
-                 "starcoder2, or phi3 when MODEL was a phi3 model, each as the model has its "
-                 "architecture; llama's q/k rows in llama.cpp's order; the vocabulary as `ffn quantize` writes "
+                 "for llama3 RoPE scaling; qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, gemma2, "
+                 "gemma3, gpt2, starcoder2, or phi3 (with rope_factors_*.weight for LongRoPE) when "
+                 "MODEL was a phi3 model, each as the model has its architecture; llama's q/k rows in llama.cpp's order; the vocabulary as `ffn quantize` writes "
                  "it), the matrices in --dtype, norms f32; for quantized types see `ffn "
                  "quantize`.  Written atomically; an existing PATH is replaced only with --force."},
         {.name = "--dtype", .type = CLI_ENUM, .dst = &dtype_k, .names = dtype_names,

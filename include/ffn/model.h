@@ -40,6 +40,9 @@
  *   model.layers.{i}.self_attn.o_proj.weight           (D, H·Dh)  (+ .bias (D) with
  *                                                      attention_out_bias)
  *   model.layers.{i}.post_attention_layernorm.weight   (D)        (absent with mlp_type NONE)
+ *   with post_norms (Gemma 2/3) instead: post_attention_layernorm.weight (D) normalises the
+ *   attention output, pre_feedforward_layernorm.weight (D) is the FFN's input norm and
+ *   post_feedforward_layernorm.weight (D) normalises the FFN's output
  *   model.layers.{i}.mlp.gate_proj.weight              (F, D)     (gated only)   (+ .bias with mlp_bias)
  *   model.layers.{i}.mlp.up_proj.weight                (F, D)                    (+ .bias)
  *   model.layers.{i}.mlp.down_proj.weight              (D, F)                    (+ .bias)
@@ -146,14 +149,21 @@ typedef enum ffn_model_mlp {
  *            d(r) = R·ln(O/(2πr))/(2 ln theta); cos and sin are multiplied
  *            by attention_factor (0: mscale rule: 0.1·ln(factor) + 1, or
  *            get_mscale(factor, mscale)/get_mscale(factor, mscale_all_dim)
- *            when both are set). */
+ *            when both are set)
+ *   LONGROPE Phi-3's: f_j / long_factor[j] when the model's context (max_seq, as
+ *            llama.cpp's n_ctx) exceeds O, else f_j / short_factor[j]; cos and
+ *            sin times attention_factor (0: sqrt(1 + ln(factor)/ln O), 1 when
+ *            factor <= 1; factor = max_position_embeddings / O). */
 typedef enum ffn_rope_scaling_type {
     FFN_ROPE_SCALING_NONE = 0, /* "default" */
     FFN_ROPE_SCALING_LINEAR,
     FFN_ROPE_SCALING_DYNAMIC,
     FFN_ROPE_SCALING_LLAMA3,
-    FFN_ROPE_SCALING_YARN
+    FFN_ROPE_SCALING_YARN,
+    FFN_ROPE_SCALING_LONGROPE
 } ffn_rope_scaling_type;
+
+#define FFN_ROPE_MAX_FACTORS 256 /* longrope factors per list (rotary dims up to 512) */
 
 typedef struct ffn_rope_scaling {
     ffn_rope_scaling_type type;
@@ -164,6 +174,8 @@ typedef struct ffn_rope_scaling {
     double beta_fast, beta_slow;      /* yarn; 0: 32 and 1 */
     double attention_factor;          /* yarn; 0: from factor (and mscale) */
     double mscale, mscale_all_dim;    /* yarn; 0: unset */
+    int64_t n_factors;                /* longrope: R/2 factors in each list */
+    float long_factor[FFN_ROPE_MAX_FACTORS], short_factor[FFN_ROPE_MAX_FACTORS]; /* longrope */
 } ffn_rope_scaling;
 
 /* Normalisation of q and k before RoPE (Qwen3, OLMoE / OLMo-2). */
@@ -223,6 +235,17 @@ typedef struct ffn_model_config {
     int learned_positions;           /* 1: a learned position embedding (max_position_embeddings,
                                         D) is added to the token's, and there is no RoPE (GPT-2) */
     int attention_out_bias;          /* o_proj has a bias (GPT-2) */
+    /* Gemma 2 / Gemma 3 (all 0: none; inference only: a training model is refused) */
+    double attn_logit_softcapping;   /* > 0: attention scores cap·tanh(s/cap) before the softmax */
+    double final_logit_softcapping;  /* > 0: logits cap·tanh(z/cap) */
+    double query_pre_attn_scalar;    /* > 0: scores scaled by this^-1/2 instead of Dh^-1/2 */
+    int64_t sliding_window;          /* > 0: a sliding layer's query sees its last this many keys */
+    int64_t sliding_window_pattern;  /* layer l slides iff (l + 1) % pattern != 0 (Gemma 2: 2,
+                                        Gemma 3: 6; 1: none slides); 0: every layer slides */
+    double rope_local_base_freq;     /* > 0: sliding layers' RoPE base, unscaled (Gemma 3) */
+    int post_norms;                  /* 1: RMSNorms on attention's and the FFN's outputs before
+                                        each residual add (Gemma 2/3): the block's tensors are
+                                        then named as Gemma2's (see below) */
 } ffn_model_config;
 
 /* Defaults: a small model that trains in minutes on a CPU.

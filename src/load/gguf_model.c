@@ -65,22 +65,26 @@ typedef struct gg_arch {
     int dense;        /* ffn_up / ffn_down with biases, GELU (tanh) (gpt2, starcoder2) */
     int fused;        /* 1: attn_qkv (gpt2, phi3); 2: also ffn_up = gate | up (phi3) */
     int positions;    /* learned position_embd, no RoPE (gpt2) */
+    int post;         /* 1: post_attention_norm and post_ffw_norm (gemma2, gemma3), soft-capping,
+                         sliding-window layers */
 } gg_arch;
 
 static const gg_arch gg_archs[] = {
-    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1, 0, 0, 0, 0},
-    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
-    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0},
-    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0, 0, 0, 0, 0},
-    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0, 0, 0, 0, 0},
-    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1, 0, 0, 0, 0},
-    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0, 0, 0, 0, 0},
-    {"phi3", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 2, 0},
-    {"gpt2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 1, 1},
-    {"starcoder2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 0, 0},
+    {"llama", 1, 0, 2, 0, FFN_QK_NORM_NONE, 1, 0, 1, 0, 0, 0, 0, 0},
+    {"qwen2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2moe", 0, 1, 1, 1, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen3moe", 0, 0, 1, 0, FFN_QK_NORM_HEAD, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"olmoe", 0, 0, 1, 0, FFN_QK_NORM_FULL, 0, 0, 1, 0, 0, 0, 0, 0},
+    {"gemma", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0, 0, 0, 0, 0, 0},
+    {"gemma2", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 1, 0, 0, 0, 0, 0, 1},
+    {"gemma3", 0, 0, 0, 0, FFN_QK_NORM_HEAD, 0, 1, 0, 0, 0, 0, 0, 1},
+    {"phi3", 0, 0, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 0, 0, 2, 0, 0},
+    {"gpt2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 1, 1, 0},
+    {"starcoder2", 0, 1, 0, 0, FFN_QK_NORM_NONE, 0, 0, 0, 1, 1, 0, 0, 0},
 };
 #define GG_N_ARCHS (sizeof gg_archs / sizeof gg_archs[0])
-#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2"
+#define GG_ARCH_LIST "llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, gemma2, gemma3, phi3, gpt2 or starcoder2"
 
 static const gg_arch *arch_find(const char *name) {
     for (size_t i = 0; i < GG_N_ARCHS; i++)
@@ -205,6 +209,11 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
         HF("%s", "");
         ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_freqs.weight", 0);
     }
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LONGROPE) { /* phi3 */
+        HF("%s", "");
+        ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_factors_long.weight", 0);
+        ADD(GG_ROPE_FREQS, 0, 0, 1, ffn_cfg_rotary_dim(c) / 2, 1, 1, "rope_factors_short.weight", 0);
+    }
     for (int64_t l = 0; l < c->num_hidden_layers; l++) {
         const long long L = (long long)l;
         HF("model.layers.%lld.input_layernorm.weight", L);
@@ -245,10 +254,19 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
             const int head = c->qk_norm == FFN_QK_NORM_HEAD;
             HF("model.layers.%lld.self_attn.q_norm.weight", L);
             ADD(GG_VECTOR, 0, 0, 1, head ? Dh : H * Dh, 1, 1, "blk.%lld.attn_q_norm.weight", l);
+            p->e[p->n - 1].offset = noff; /* gemma3: 1 + w as its other norms */
             HF("model.layers.%lld.self_attn.k_norm.weight", L);
             ADD(GG_VECTOR, 0, 0, 1, head ? Dh : G * Dh, 1, 1, "blk.%lld.attn_k_norm.weight", l);
+            p->e[p->n - 1].offset = noff;
         }
-        HF("model.layers.%lld.post_attention_layernorm.weight", L);
+        if (a->post) { /* gemma2/3: the attention output's norm; the FFN's is pre_feedforward */
+            HF("model.layers.%lld.post_attention_layernorm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.post_attention_norm.weight", l);
+            p->e[p->n - 1].offset = noff;
+            HF("model.layers.%lld.pre_feedforward_layernorm.weight", L);
+        } else {
+            HF("model.layers.%lld.post_attention_layernorm.weight", L);
+        }
         ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.ffn_norm.weight", l);
         p->e[p->n - 1].offset = noff;
         LN_BIAS("model.layers.%lld.post_attention_layernorm.bias", "blk.%lld.ffn_norm.bias", l);
@@ -283,6 +301,11 @@ static ffn_status plan_build(const ffn_model_config *c, const gg_arch *a, gg_pla
             }
         } else {
             GLU_PROJS("", "", F);
+        }
+        if (a->post) {
+            HF("model.layers.%lld.post_feedforward_layernorm.weight", L);
+            ADD(GG_VECTOR, 0, 0, 1, D, 1, 1, "blk.%lld.post_ffw_norm.weight", l);
+            p->e[p->n - 1].offset = noff;
         }
     }
     HF("model.norm.weight");
@@ -454,8 +477,72 @@ static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
     return st;
 }
 
+/* phi3's LongRoPE as llama.cpp's converter writes it: rope_factors_long.weight
+ * and rope_factors_short.weight (R/2 factors each, dividing the pairs'
+ * frequencies), {arch}.rope.scaling.original_context_length (O: the long
+ * factors apply when the context exceeds it) and rope.scaling.attn_factor
+ * (cos and sin times it; 1 when absent, as llama.cpp). */
+static ffn_status read_rope_factors(const gg_source *s, ffn_model_config *c) {
+    const int has_l = has_tensor(s, "rope_factors_long.weight");
+    const int has_s = has_tensor(s, "rope_factors_short.weight");
+    if (!has_l && !has_s) return FFN_OK;
+    if (strcmp(s->arch, "phi3"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_factors_%s.weight: LongRoPE factors "
+                         "are read for architecture phi3, not %s", s->path, has_l ? "long" : "short",
+                         s->arch);
+    if (!has_l || !has_s)
+        return ffn_error(FFN_ERR_MISSING, "%s: tensor rope_factors_%s.weight is missing (LongRoPE "
+                         "needs both the long and the short factors)", s->path,
+                         has_l ? "short" : "long");
+    const int64_t R = ffn_cfg_rotary_dim(c), n = R / 2;
+    if (n > FFN_ROPE_MAX_FACTORS)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: LongRoPE over %lld pairs: ffn holds at most %d",
+                         s->path, (long long)n, FFN_ROPE_MAX_FACTORS);
+    ffn_rope_scaling *r = &c->rope_scaling;
+    memset(r, 0, sizeof *r);
+    r->type = FFN_ROPE_SCALING_LONGROPE;
+    r->n_factors = n;
+    for (int l = 0; l < 2; l++) {
+        const char *name = l ? "rope_factors_long.weight" : "rope_factors_short.weight";
+        float *out = l ? r->long_factor : r->short_factor;
+        ffn_gguf_tensor t;
+        ffn_status st = ffn_gguf_find(s->f, name, &t);
+        if (st) return st;
+        if (t.n_dims != 1 || t.ne[0] != n)
+            return ffn_error(FFN_ERR_SHAPE, "%s: tensor %s has %d dims, ne[0] %lld; expected one "
+                             "dim of %lld (half the rotary dim %lld)", s->path, name, t.n_dims,
+                             (long long)t.ne[0], (long long)n, (long long)R);
+        if (!ffn_ggml_can_dequantize(t.type) || ffn_ggml_block_size(t.type) != 1)
+            return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s has type %s (expected f32, f16 or "
+                             "bf16)", s->path, name, ffn_ggml_type_name(t.type));
+        if ((st = ffn_ggml_dequantize_row(t.type, t.data, out, n))) return st;
+        for (int64_t j = 0; j < n; j++)
+            if (!isfinite(out[j]) || !(out[j] > 0.0f))
+                return ffn_error(FFN_ERR_FORMAT, "%s: tensor %s: element %lld is %g, expected a "
+                                 "positive factor", s->path, name, (long long)j, (double)out[j]);
+    }
+    int64_t O = 0;
+    double af = 1.0;
+    ffn_status st;
+    if ((st = key_int(s, "rope.scaling.original_context_length", 1, 0, &O)) ||
+        (st = key_float(s, "rope.scaling.attn_factor", 0, 1.0, &af)))
+        return st;
+    if (O < 1)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s.rope.scaling.original_context_length "
+                         "is 0, expected >= 1 (LongRoPE)", s->path, s->arch);
+    r->original_max_position_embeddings = O;
+    r->factor = (double)c->max_position_embeddings / (double)O;
+    if (!(r->factor >= 1.0)) r->factor = 1.0;
+    r->attention_factor = af;
+    if (has_tensor(s, "rope_freqs.weight"))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight together with "
+                         "LongRoPE factors is not supported", s->path);
+    return FFN_OK;
+}
+
 /* {arch}.rope.scaling.*: none and linear (factor) as keys; llama3 as
- * rope_freqs.weight; others refused by name. */
+ * rope_freqs.weight; LongRoPE as rope_factors_*.weight (phi3); others
+ * refused by name. */
 static ffn_status read_rope_scaling(const gg_source *s, ffn_model_config *c) {
     char key[96];
     ffn_status st;
@@ -476,7 +563,51 @@ static ffn_status read_rope_scaling(const gg_source *s, ffn_model_config *c) {
     if (strcmp(v, "none"))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s is '%.20s'; ffn reads none and linear (and "
                          "llama3 as rope_freqs.weight)", s->path, key, v);
+    if ((st = read_rope_factors(s, c))) return st;
     return read_rope_freqs(s, c);
+}
+
+/* gemma2 / gemma3's keys, with llama.cpp's defaults (src/models/gemma2.cpp,
+ * gemma3.cpp there): soft-capping (gemma2: attention 50 and final 30 when
+ * absent, always applied; gemma3: final only, none when absent); the
+ * window (gemma2: 4096 when absent; gemma3: none when absent) on every
+ * layer but each sliding_window_pattern-th (2; 6), whose RoPE base is
+ * rope.freq_base_swa (gemma2: freq_base; gemma3: 10000), unscaled; and
+ * the query scale llama.cpp derives (D/H for the 27B models, by layer
+ * count 46 / 62, else the head size). */
+static ffn_status read_gemma2(const gg_source *s, ffn_model_config *c, int64_t swa, int64_t L,
+                              int64_t D, int64_t H, int64_t Dh, double theta) {
+    const int g2 = !strcmp(s->arch, "gemma2");
+    ffn_status st;
+    c->post_norms = 1;
+    double acap = 0, fcap = 0, base_swa = g2 ? theta : 10000.0;
+    int64_t pattern = g2 ? 2 : 6;
+    if (g2 && (st = key_float(s, "attn_logit_softcapping", 0, 50.0, &acap))) return st;
+    if ((st = key_float(s, "final_logit_softcapping", 0, g2 ? 30.0 : 0.0, &fcap)) ||
+        (st = key_int(s, "attention.sliding_window_pattern", 0, pattern, &pattern)) ||
+        (st = key_float(s, "rope.freq_base_swa", 0, base_swa, &base_swa)))
+        return st;
+    char key[96];
+    snprintf(key, sizeof key, "%s.attention.sliding_window", s->arch);
+    if (g2 && ffn_gguf_find_key(s->f, key) < 0) swa = 4096;
+    if (g2 && swa == 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is 0: expected a window of at least "
+                         "one position (llama.cpp's gemma2 always slides)", s->path, key);
+    if (swa > c->max_position_embeddings)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s is %lld, larger than the context "
+                         "(%s.context_length %lld)", s->path, key, (long long)swa, s->arch,
+                         (long long)c->max_position_embeddings);
+    if (swa > 0 && pattern == 0)
+        return ffn_error(FFN_ERR_FORMAT, "%s: metadata key %s.attention.sliding_window_pattern is "
+                         "0, expected >= 1", s->path, s->arch);
+    c->attn_logit_softcapping = acap;
+    c->final_logit_softcapping = fcap;
+    c->sliding_window = swa;
+    c->sliding_window_pattern = swa > 0 ? pattern : 0;
+    c->rope_local_base_freq = swa > 0 && (!g2 || base_swa != theta) ? base_swa : 0.0;
+    const int big = L == (g2 ? 46 : 62);
+    c->query_pre_attn_scalar = big ? (double)(D / H) : (double)Dh;
+    return FFN_OK;
 }
 
 /* general.architecture and the {arch}.* keys -> s->cfg, then the plan. */
@@ -585,21 +716,19 @@ static ffn_status read_config(gg_source *s) {
     }
     c->learned_positions = a->positions;
     c->attention_out_bias = has_tensor(s, "blk.0.attn_output.bias");
-    if (has_tensor(s, "rope_factors_long.weight") || has_tensor(s, "rope_factors_short.weight"))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_factors_long.weight / "
-                         "rope_factors_short.weight (LongRoPE) is not supported", s->path);
     /* a sliding window shorter than the context caps it, as for a Hugging Face
      * directory (the window is exact up to its length) */
     int64_t swa = 0;
     if ((st = key_int(s, "attention.sliding_window", 0, 0, &swa))) return st;
-    s->context_cap = swa > 0 && swa < T ? swa : 0;
+    s->context_cap = swa > 0 && swa < T && !a->post ? swa : 0;
     if (a->gemma) {
         /* llama.cpp's converter writes gemma's norms as 1 + w: read back as w */
         c->norm_weight_offset = 1.0;
         c->embed_scale = (double)sqrtf((float)D);
         c->hidden_act = FFN_ACT_GELU_TANH;
-        c->tie_word_embeddings = 1;
+        if (!a->post || !strcmp(s->arch, "gemma2")) c->tie_word_embeddings = 1;
     }
+    if (a->post && (st = read_gemma2(s, c, swa, L, D, H, Dh, theta))) return st;
     c->num_experts = E;
     if (E > 0) {
         c->num_experts_per_tok = K;
@@ -1118,10 +1247,47 @@ static const gg_arch *gguf_arch_for(const ffn_model_config *c, const char *hint,
         *why = "dynamic or yarn RoPE scaling (ffn writes linear and llama3)";
     if (*why) return NULL;
     if (hint && !strcmp(hint, "phi3") && !gemma && c->num_experts == 0 && !c->attention_bias &&
-        c->qk_norm == FFN_QK_NORM_NONE && c->rope_scaling.type == FFN_ROPE_SCALING_NONE &&
-        Dh * c->num_attention_heads == D)
+        c->qk_norm == FFN_QK_NORM_NONE && Dh * c->num_attention_heads == D && !c->post_norms &&
+        (c->rope_scaling.type == FFN_ROPE_SCALING_NONE ||
+         c->rope_scaling.type == FFN_ROPE_SCALING_LONGROPE))
         return arch_find("phi3");
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LONGROPE) {
+        *why = "LongRoPE outside phi3 (llama.cpp reads rope_factors_*.weight for phi3 here)";
+        return NULL;
+    }
     const char *name = NULL;
+    const int g3 = c->qk_norm == FFN_QK_NORM_HEAD;
+    const int64_t L = c->num_hidden_layers, H = c->num_attention_heads;
+    const double qscale = c->query_pre_attn_scalar > 0 ? c->query_pre_attn_scalar : (double)Dh;
+    if (c->post_norms) { /* what llama.cpp's gemma2 / gemma3 run */
+        if (!gemma || c->num_experts > 0 || c->attention_bias || c->qk_norm == FFN_QK_NORM_FULL)
+            *why = "output norms (Gemma 2/3) without Gemma's norms, embeddings and GeGLU, or with "
+                   "experts, attention biases or whole-projection q/k norms";
+        else if (qscale != (double)(L == (g3 ? 62 : 46) ? D / H : Dh))
+            *why = "a query_pre_attn_scalar other than the one llama.cpp derives (the head size; "
+                   "D/H for 46-layer gemma2 and 62-layer gemma3)";
+        else if (!g3 && (!(c->attn_logit_softcapping > 0) || !(c->final_logit_softcapping > 0)))
+            *why = "gemma2 without attention and final soft-capping (llama.cpp's gemma2 always caps)";
+        else if (!g3 && (c->sliding_window <= 0 || !c->tie_word_embeddings))
+            *why = "gemma2 without a sliding window or with an untied head";
+        else if (g3 && c->attn_logit_softcapping > 0)
+            *why = "gemma3 with attention soft-capping (llama.cpp's gemma3 has none)";
+        else if (c->sliding_window > 0 && c->sliding_window_pattern <= 0)
+            *why = "a sliding window on every layer (gemma2/3 keep every pattern-th layer global)";
+        else if (!g3 && c->rope_local_base_freq > 0 && c->rope_local_base_freq != c->rope_theta)
+            *why = "gemma2 with a local RoPE base";
+        else if (c->rope_scaling.type != FFN_ROPE_SCALING_NONE &&
+                 c->rope_scaling.type != FFN_ROPE_SCALING_LINEAR)
+            *why = "gemma2/3 with RoPE scaling other than linear";
+        else return arch_find(g3 ? "gemma3" : "gemma2");
+        return NULL;
+    }
+    if (c->attn_logit_softcapping > 0 || c->final_logit_softcapping > 0 || c->sliding_window > 0 ||
+        c->rope_local_base_freq > 0 || c->query_pre_attn_scalar > 0) {
+        *why = "soft-capping, a sliding window, a query scalar or a local RoPE base without "
+               "Gemma 2/3's output norms";
+        return NULL;
+    }
     if (gemma) {
         if (c->num_experts > 0 || c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias ||
             !c->tie_word_embeddings)
@@ -1500,10 +1666,24 @@ static ffn_status write_metadata(ffn_gguf_writer *w, const ffn_model_config *c, 
     U32("rope.dimension_count", ffn_cfg_rotary_dim(c));
     U32("attention.key_length", ffn_cfg_head_dim(c));
     U32("attention.value_length", ffn_cfg_head_dim(c));
+    if (c->rope_scaling.type == FFN_ROPE_SCALING_LONGROPE) { /* the factors: rope_factors_*.weight */
+        U32("rope.scaling.original_context_length", c->rope_scaling.original_max_position_embeddings);
+        F32("rope.scaling.attn_factor", ffn_rope_attention_factor(c));
+    }
     if (c->rope_scaling.type == FFN_ROPE_SCALING_LINEAR) { /* llama3: rope_freqs.weight */
         snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
         if (st == FFN_OK) st = ffn_gguf_writer_set_str(w, key, "linear");
         F32("rope.scaling.factor", c->rope_scaling.factor);
+    }
+    if (a->post) { /* gemma2/3 (gguf_arch_for checked what llama.cpp can take) */
+        if (c->attn_logit_softcapping > 0) F32("attn_logit_softcapping", c->attn_logit_softcapping);
+        if (c->final_logit_softcapping > 0) F32("final_logit_softcapping", c->final_logit_softcapping);
+        if (c->sliding_window > 0) { /* a window past the context slides nothing */
+            U32("attention.sliding_window", c->sliding_window < ctx_len ? c->sliding_window : ctx_len);
+            U32("attention.sliding_window_pattern", c->sliding_window_pattern);
+            F32("rope.freq_base_swa", c->rope_local_base_freq > 0 ? c->rope_local_base_freq
+                                                                  : c->rope_theta);
+        }
     }
     U32("vocab_size", c->vocab_size);
     if (c->num_experts > 0) {
@@ -1633,7 +1813,11 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
                 break;
             }
             const int64_t R = ffn_cfg_rotary_dim(c);
-            for (int64_t j = 0; j < numel; j++)
+            const ffn_rope_scaling *rs = &c->rope_scaling;
+            if (rs->type == FFN_ROPE_SCALING_LONGROPE) /* phi3: the lists themselves */
+                memcpy(decoded, strstr(e->gguf, "long") ? rs->long_factor : rs->short_factor,
+                       (size_t)numel * sizeof(float));
+            for (int64_t j = 0; rs->type == FFN_ROPE_SCALING_LLAMA3 && j < numel; j++)
                 decoded[j] = (float)(pow(c->rope_theta, -2.0 * (double)j / (double)R) /
                                      ffn_rope_inv_freq(c, j, 0));
             src = decoded;

@@ -120,7 +120,8 @@ static int plain_file_name(const char *s, size_t n) {
 /* ---- config.json beyond the model's fields --------------------------------------- */
 
 static const char *known_types[] = {"llama", "mistral", "qwen2", "mixtral", "qwen2_moe", "qwen3",
-                                     "qwen3_moe", "gemma", "phi3", "olmoe", "gpt2", "starcoder2"};
+                                     "qwen3_moe", "gemma", "gemma2", "gemma3_text", "phi3", "olmoe",
+                                     "gpt2", "starcoder2"};
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,
                            hf_config_extra *extra) {
@@ -139,7 +140,7 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -982,6 +983,25 @@ static const char *hf_type_for(const ffn_model_config *c, const char **why) {
         *why = "a q/k norm over the whole projection in a dense model";
         return NULL;
     }
+    if (c->post_norms) { /* Gemma 2 (no q/k norms) or Gemma 3 (per head) */
+        if (c->norm_weight_offset != 1.0 || c->embed_scale != (double)(float)sqrt((double)c->hidden_size) ||
+            c->qk_norm == FFN_QK_NORM_FULL || c->attention_bias || c->mlp_bias) {
+            *why = "output norms (Gemma 2/3) without Gemma's norms and embeddings, or with biases";
+            return NULL;
+        }
+        if (c->qk_norm == FFN_QK_NORM_HEAD) return "gemma3_text";
+        if (c->rope_local_base_freq > 0) {
+            *why = "a local RoPE base without q/k norms (Gemma 2 has one base)";
+            return NULL;
+        }
+        return "gemma2";
+    }
+    if (c->attn_logit_softcapping > 0 || c->final_logit_softcapping > 0 || c->sliding_window > 0 ||
+        c->rope_local_base_freq > 0 || c->query_pre_attn_scalar > 0) {
+        *why = "Gemma 2/3's soft-capping, sliding window, query scalar or local RoPE base without "
+               "their output norms";
+        return NULL;
+    }
     if (c->norm_weight_offset != 0.0 || c->embed_scale != 0.0) {
         if (c->norm_weight_offset != 1.0 || c->embed_scale != (double)(float)sqrt((double)c->hidden_size) ||
             c->qk_norm != FFN_QK_NORM_NONE || c->attention_bias || c->mlp_bias) {
@@ -1027,6 +1047,8 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
                        : !strcmp(type, "qwen2") ? "Qwen2ForCausalLM"
                        : !strcmp(type, "qwen3") ? "Qwen3ForCausalLM"
                        : !strcmp(type, "gemma") ? "GemmaForCausalLM"
+                       : !strcmp(type, "gemma2") ? "Gemma2ForCausalLM"
+                       : !strcmp(type, "gemma3_text") ? "Gemma3ForCausalLM"
                        : !strcmp(type, "phi3") ? "Phi3ForCausalLM"
                        : !strcmp(type, "olmoe") ? "OlmoeForCausalLM"
                        : !strcmp(type, "starcoder2") ? "Starcoder2ForCausalLM" : "LlamaForCausalLM";
@@ -1043,7 +1065,7 @@ static ffn_status write_hf_config(const ffn_model_config *c, const char *type, c
             c->rms_norm_eps);
     if (c->rope_scaling.type == FFN_ROPE_SCALING_NONE) fprintf(f, "  \"rope_scaling\": null,\n");
     ffn_config_hf_write_extras(f, c, 0);
-    if (!strcmp(type, "gemma")) { /* the MLP reads hidden_activation; head_dim absent is 256 */
+    if (!strncmp(type, "gemma", 5)) { /* the MLP reads hidden_activation; head_dim absent is 256 */
         if (c->head_dim == 0) fprintf(f, "  \"head_dim\": %lld,\n", (long long)ffn_cfg_head_dim(c));
         fprintf(f, "  \"hidden_activation\": ");
         json_write_string(f, ffn_act_name(c->hidden_act));

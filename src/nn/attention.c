@@ -7,7 +7,9 @@
  * H query heads, G kv heads, Dh head dim, R = H/G query heads per kv head.
  *
  * Forward per (b, h) and query t:  s_j = q_t·k_j / sqrt(Dh) for j <= pos0+t,
- * p = softmax(s), out_t = Σ_j p_j v_j.  Backward per (b, g) so that the kv
+ * p = softmax(s), out_t = Σ_j p_j v_j.  Gemma 2/3 (forward only): another
+ * scale, s_j soft-capped as cap·tanh(s_j/cap), and a sliding window (keys
+ * j > pos0+t − window).  Backward per (b, g) so that the kv
  * gradients of one group have one owner:
  *   dp_j = dout_t·v_j,  dv_j += p_j dout_t,  ds_j = p_j (dp_j − Σ_i p_i dp_i),
  *   dq_t = Σ_j ds_j k_j / sqrt(Dh),  dk_j += ds_j q_t / sqrt(Dh). */
@@ -100,17 +102,17 @@ void ffn_rope_apply_dims(float *x, int64_t ld, int64_t n, int64_t T, int64_t pos
 
 typedef void (*fwd_task_fn)(float *, int64_t, float *, float *, const float *, int64_t,
                             const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                            int64_t, float);
+                            int64_t, float, float, int64_t);
 typedef void (*bwd_task_fn)(float *, float *, float *, const float *, int64_t, const float *,
                             const float *, int64_t, const float *, int64_t, const float *, int64_t,
                             float *, int64_t, int64_t, int64_t, float);
 
 void ffn_attn_fwd_task_avx2(float *, int64_t, float *, float *, const float *, int64_t,
                             const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                            int64_t, float);
+                            int64_t, float, float, int64_t);
 void ffn_attn_fwd_task_avx512(float *, int64_t, float *, float *, const float *, int64_t,
                               const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                              int64_t, float);
+                              int64_t, float, float, int64_t);
 void ffn_attn_bwd_task_avx2(float *, float *, float *, const float *, int64_t, const float *,
                             const float *, int64_t, const float *, int64_t, const float *, int64_t,
                             float *, int64_t, int64_t, int64_t, float);
@@ -149,7 +151,8 @@ typedef struct attn_team {
 } attn_team;
 
 static attn_team team_for(const ffn_attn_dims *dims, int64_t S, int backward) {
-    return (attn_team){(float)(1.0 / sqrt((double)dims->Dh)), team_size(dims),
+    return (attn_team){dims->scale > 0.0f ? dims->scale : (float)(1.0 / sqrt((double)dims->Dh)),
+                       team_size(dims),
                        (int64_t)ffn_attention_scratch_floats(1, S, dims->Dh, backward)};
 }
 
@@ -167,7 +170,7 @@ void ffn_attention_forward(float *out, int64_t ldo, float *probs, float *scratch
             task(out + b * T * ldo + h * Dh, ldo, probs ? probs + (b * H + h) * T * S : NULL,
                  scratch + (int64_t)thread_id() * tm.per, q + b * T * ldq + h * Dh, ldq,
                  k + b * S * ldk + g * Dh, ldk, v + b * S * ldv + g * Dh, ldv, T, pos0, Dh,
-                 tm.scale);
+                 tm.scale, dims->softcap, dims->window);
         }
 }
 

@@ -206,12 +206,14 @@ static void ATTN_FN(softmax)(float *p, int64_t n) {
 }
 
 /* One (b, h) task of the forward: T query rows at positions pos0.. against
- * the S = pos0 + T keys kb/vb of one kv head.  Softmax rows go to probs
+ * the S = pos0 + T keys kb/vb of one kv head (scores soft-capped when
+ * softcap > 0; with window > 0 a row sees its last `window` keys, the
+ * weights of the others 0).  Softmax rows go to probs
  * (stride S) or, when probs is NULL, to scratch. */
 void ATTN_FN(ffn_attn_fwd_task)(float *out, int64_t ldo, float *probs, float *scratch,
                                 const float *q, int64_t ldq, const float *kb, int64_t ldk,
                                 const float *vb, int64_t ldv, int64_t T, int64_t pos0, int64_t Dh,
-                                float scale) {
+                                float scale, float softcap, int64_t window) {
     const int64_t S = pos0 + T, Sp = attn_pad16(S);
     float *kt = scratch, *rows = scratch + Dh * Sp; /* (Dh, Sp), (QB, Sp) */
     ATTN_FN(transpose_head)(kt, Sp, kb, ldk, S, Dh);
@@ -221,7 +223,14 @@ void ATTN_FN(ffn_attn_fwd_task)(float *out, int64_t ldo, float *probs, float *sc
         float *p = probs ? probs + t0 * S : rows;
         const int64_t ldp = probs ? S : Sp;
         ATTN_FN(dots)(p, ldp, q + t0 * ldq, ldq, nr, kt, Sp, nbase + nr - 1, Dh, scale);
-        for (int r = 0; r < nr; r++) ATTN_FN(softmax)(p + r * ldp, nbase + r);
+        for (int r = 0; r < nr; r++) {
+            float *pr = p + r * ldp;
+            const int64_t n = nbase + r, lo = window > 0 && n > window ? n - window : 0;
+            if (softcap > 0.0f) /* Gemma 2: cap·tanh(s/cap) */
+                for (int64_t j = lo; j < n; j++) pr[j] = softcap * tanhf(pr[j] / softcap);
+            ATTN_FN(softmax)(pr + lo, n - lo);
+            if (lo > 0) memset(pr, 0, (size_t)lo * sizeof *pr); /* outside the window */
+        }
         ATTN_FN(wsum)(out + t0 * ldo, ldo, p, ldp, nr, vb, ldv, nbase, Dh);
     }
 }

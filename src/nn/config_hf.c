@@ -23,7 +23,29 @@ static const struct {
 } rope_types[] = {
     {"default", FFN_ROPE_SCALING_NONE}, {"linear", FFN_ROPE_SCALING_LINEAR},
     {"dynamic", FFN_ROPE_SCALING_DYNAMIC}, {"llama3", FFN_ROPE_SCALING_LLAMA3},
-    {"yarn", FFN_ROPE_SCALING_YARN}};
+    {"yarn", FFN_ROPE_SCALING_YARN}, {"longrope", FFN_ROPE_SCALING_LONGROPE},
+    {"su", FFN_ROPE_SCALING_LONGROPE} /* the older name: read, never written */};
+
+/* longrope's short_factor / long_factor lists into out (at most
+ * FFN_ROPE_MAX_FACTORS); their count in *n (-1 when absent). */
+static ffn_status factor_list(const json_value *o, const char *key, const char *what, float *out,
+                              int64_t *n) {
+    const json_value *v = json_get(o, key);
+    if (!v || v->type != JSON_ARRAY)
+        return ffn_error(FFN_ERR_MISSING, "%s.%s: expected a list of numbers (longrope), found %s",
+                         what, key, v ? json_type_name(v->type) : "nothing");
+    if (v->length > FFN_ROPE_MAX_FACTORS)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s.%s: %zu factors, ffn holds at most %d", what, key,
+                         v->length, FFN_ROPE_MAX_FACTORS);
+    for (size_t i = 0; i < v->length; i++) {
+        if (v->items[i]->type != JSON_NUMBER)
+            return ffn_error(FFN_ERR_CONFIG, "%s.%s[%zu]: expected a number, found %s", what, key,
+                             i, json_type_name(v->items[i]->type));
+        out[i] = (float)v->items[i]->number;
+    }
+    *n = (int64_t)v->length;
+    return FFN_OK;
+}
 
 /* One rope_scaling (or rope_parameters) object into c. */
 static ffn_status parse_rope_object(const json_value *o, const char *path, const char *key,
@@ -49,16 +71,28 @@ static ffn_status parse_rope_object(const json_value *o, const char *path, const
     while (k < n && strcmp(type, rope_types[k].name)) k++;
     if (k == n)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s.rope_type: '%.40s' is not supported (expected "
-                         "default, linear, dynamic, llama3 or yarn)", what, type);
+                         "default, linear, dynamic, llama3, yarn or longrope)", what, type);
     ffn_rope_scaling r;
     memset(&r, 0, sizeof r);
     r.type = rope_types[k].type;
     if ((st = json_get_f64(o, "rope_theta", 0, what, &c->rope_theta)) ||
         (st = json_get_f64(o, "partial_rotary_factor", 0, what, &c->partial_rotary_factor)))
         return st;
+    const int longrope = r.type == FFN_ROPE_SCALING_LONGROPE; /* factor: from the contexts */
     if (r.type != FFN_ROPE_SCALING_NONE &&
-        (st = json_get_f64(o, "factor", 1, what, &r.factor)))
+        (st = json_get_f64(o, "factor", !longrope, what, &r.factor)))
         return st;
+    if (longrope) {
+        int64_t ns = -1, nl = -1;
+        if ((st = factor_list(o, "short_factor", what, r.short_factor, &ns)) ||
+            (st = factor_list(o, "long_factor", what, r.long_factor, &nl)))
+            return st;
+        if (ns != nl)
+            return ffn_error(FFN_ERR_CONFIG, "%s: short_factor has %lld factors, long_factor %lld: "
+                             "expected the same count (half the rotary dim)", what, (long long)ns,
+                             (long long)nl);
+        r.n_factors = nl;
+    }
     int llama3 = r.type == FFN_ROPE_SCALING_LLAMA3;
     if ((st = json_get_i64(o, "original_max_position_embeddings", llama3, what,
                            &r.original_max_position_embeddings)) ||
@@ -123,11 +157,87 @@ ffn_status ffn_config_hf_gpt2(const json_value *root, const char *path, ffn_mode
     return FFN_OK;
 }
 
+/* A number key that may be null (null: 0, none); absent leaves *v. */
+static ffn_status number_or_null(const json_value *root, const char *key, const char *path,
+                                 double *v) {
+    const json_value *x = json_get(root, key);
+    if (x && x->type == JSON_NULL) {
+        *v = 0.0;
+        return FFN_OK;
+    }
+    ffn_status st = json_get_f64(root, key, 0, path, v);
+    if (st == FFN_OK && x && !(*v > 0.0))
+        return ffn_error(FFN_ERR_CONFIG, "%s: %s: expected a positive number or null, found %g",
+                         path, key, *v);
+    return st;
+}
+
+/* Gemma2Config / Gemma3TextConfig beyond Gemma's: soft-capping (Gemma 2:
+ * 50 and 30 when absent), query_pre_attn_scalar (256), a sliding window
+ * (4096) on all layers but every pattern-th (2; Gemma 3: sliding_window_pattern
+ * or layer_types, 6), Gemma 3's local RoPE base (10000) and q/k norms, and
+ * the output norms; ffn's own keys for the same on any model_type. */
+static ffn_status gemma2_extras(const json_value *root, const char *path, const char *model_type,
+                                ffn_model_config *c) {
+    const int g2 = !strcmp(model_type, "gemma2"), g3 = !strcmp(model_type, "gemma3_text");
+    ffn_status st;
+    if (g2 || g3) {
+        c->post_norms = 1;
+        c->query_pre_attn_scalar = 256;
+        c->sliding_window = 4096;
+        c->sliding_window_pattern = g2 ? 2 : 6;
+        if (g2) c->attn_logit_softcapping = 50, c->final_logit_softcapping = 30;
+        if (g3) c->qk_norm = FFN_QK_NORM_HEAD, c->rope_local_base_freq = 10000;
+    }
+    if ((st = number_or_null(root, "attn_logit_softcapping", path, &c->attn_logit_softcapping)) ||
+        (st = number_or_null(root, "final_logit_softcapping", path, &c->final_logit_softcapping)) ||
+        (st = json_get_f64(root, "query_pre_attn_scalar", 0, path, &c->query_pre_attn_scalar)) ||
+        (st = json_get_f64(root, "rope_local_base_freq", 0, path, &c->rope_local_base_freq)) ||
+        (st = json_get_i64(root, "ffn_sliding_window", 0, path, &c->sliding_window)) ||
+        (st = json_get_i64(root, "ffn_sliding_window_pattern", 0, path, &c->sliding_window_pattern)) ||
+        (st = json_get_bool(root, "ffn_post_norms", 0, path, &c->post_norms)))
+        return st;
+    if (!g2 && !g3) return FFN_OK;
+    const json_value *w = json_get(root, "sliding_window");
+    if (w && w->type == JSON_NULL) c->sliding_window = 0;
+    else if ((st = json_get_i64(root, "sliding_window", 0, path, &c->sliding_window))) return st;
+    if (g3 && (st = json_get_i64(root, "sliding_window_pattern", 0, path, &c->sliding_window_pattern)))
+        return st;
+    const json_value *lt = json_get(root, "layer_types");
+    if (lt && lt->type != JSON_NULL) {
+        /* a list of "sliding_attention" / "full_attention": a period ffn holds */
+        if (lt->type != JSON_ARRAY || lt->length != (size_t)c->num_hidden_layers)
+            return ffn_error(FFN_ERR_CONFIG, "%s: layer_types: expected a list of %lld layer "
+                             "types", path, (long long)c->num_hidden_layers);
+        int64_t first_full = -1;
+        for (size_t i = 0; i < lt->length; i++) {
+            const json_value *e = lt->items[i];
+            const int full = e->type == JSON_STRING && !strcmp(e->string, "full_attention");
+            const int sl = e->type == JSON_STRING && !strcmp(e->string, "sliding_attention");
+            if (!full && !sl)
+                return ffn_error(FFN_ERR_UNSUPPORTED, "%s: layer_types[%zu]: expected "
+                                 "\"sliding_attention\" or \"full_attention\"", path, i);
+            if (full && first_full < 0) first_full = (int64_t)i;
+        }
+        c->sliding_window_pattern = first_full < 0 ? 0 : first_full + 1;
+        for (size_t i = 0; i < lt->length; i++) {
+            const int full = !strcmp(lt->items[i]->string, "full_attention");
+            if (c->sliding_window > 0 && full == ffn_cfg_layer_slides(c, (int64_t)i))
+                return ffn_error(FFN_ERR_UNSUPPORTED, "%s: layer_types[%zu] is %s: ffn's layers "
+                                 "slide in a period (every %lld-th full), which this list does not "
+                                 "follow", path, i, lt->items[i]->string,
+                                 (long long)c->sliding_window_pattern);
+        }
+    }
+    return FFN_OK;
+}
+
 ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const char *model_type,
                                 ffn_model_config *c) {
     ffn_status st;
     const int qwen3 = !strcmp(model_type, "qwen3") || !strcmp(model_type, "qwen3_moe");
-    const int gemma = !strcmp(model_type, "gemma");
+    const int gemma = !strcmp(model_type, "gemma") || !strcmp(model_type, "gemma2") ||
+                      !strcmp(model_type, "gemma3_text");
     if (!strcmp(model_type, "olmoe")) {
         /* OlmoeAttention: q_norm over all H·Dh features of q, k_norm over
          * G·Dh; every layer is MoE with experts of intermediate_size;
@@ -175,6 +285,7 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
         c->norm_weight_offset = 1.0;
         c->embed_scale = (double)(float)sqrt((double)c->hidden_size);
     }
+    if ((st = gemma2_extras(root, path, model_type, c))) return st;
     if ((st = json_get_i64(root, "head_dim", 0, path, &c->head_dim)) ||
         (st = json_get_f64(root, "partial_rotary_factor", 0, path, &c->partial_rotary_factor)))
         return st;
@@ -185,6 +296,18 @@ ffn_status ffn_config_hf_extras(const json_value *root, const char *path, const 
     for (int i = 0; i < 2; i++) {
         const json_value *v = json_get(root, keys[i]);
         if (v && v->type != JSON_NULL && (st = parse_rope_object(v, path, keys[i], c))) return st;
+    }
+    ffn_rope_scaling *lr = &c->rope_scaling;
+    if (lr->type == FFN_ROPE_SCALING_LONGROPE) {
+        /* Phi-3 keeps the original context beside max_position_embeddings; the factor is
+         * their ratio then (transformers' _compute_longrope_parameters), 1 at least */
+        int64_t O = 0;
+        if ((st = json_get_i64(root, "original_max_position_embeddings", 0, path, &O))) return st;
+        if (O > 0) {
+            lr->original_max_position_embeddings = O;
+            lr->factor = (double)c->max_position_embeddings / (double)O;
+        }
+        if (!(lr->factor >= 1.0)) lr->factor = 1.0;
     }
     /* ffn's own keys, so that a saved config gives its model back */
     if ((st = json_get_f64(root, "ffn_norm_weight_offset", 0, path, &c->norm_weight_offset)) ||
@@ -236,6 +359,13 @@ void ffn_config_hf_write_extras(FILE *f, const ffn_model_config *c, int ffn_keys
                              "mscale_all_dim"};
         for (int i = 0; i < 5; i++)
             if (*yv[i] > 0) fprintf(f, ", \"%s\": %.17g", yk[i], *yv[i]);
+        for (int l = 0; r->type == FFN_ROPE_SCALING_LONGROPE && l < 2; l++) {
+            const float *fv = l ? r->long_factor : r->short_factor;
+            fprintf(f, ", \"%s\": [", l ? "long_factor" : "short_factor");
+            for (int64_t j = 0; j < r->n_factors; j++)
+                fprintf(f, "%s%.9g", j ? ", " : "", (double)fv[j]);
+            fprintf(f, "]");
+        }
         fprintf(f, "},\n");
     }
     if (ffn_keys && c->norm_weight_offset != 0.0)
@@ -245,6 +375,30 @@ void ffn_config_hf_write_extras(FILE *f, const ffn_model_config *c, int ffn_keys
     if (ffn_keys && c->norm_type == FFN_NORM_LAYER) fprintf(f, "  \"ffn_norm_type\": \"layer\",\n");
     if (ffn_keys && c->learned_positions) fprintf(f, "  \"ffn_learned_positions\": true,\n");
     if (ffn_keys && c->attention_out_bias) fprintf(f, "  \"ffn_attention_out_bias\": true,\n");
+    /* Gemma 2/3's: Hugging Face's names, and ffn's for what a model_type implies there */
+    if (c->attn_logit_softcapping > 0)
+        fprintf(f, "  \"attn_logit_softcapping\": %.17g,\n", c->attn_logit_softcapping);
+    else if (c->post_norms) fprintf(f, "  \"attn_logit_softcapping\": null,\n");
+    if (c->final_logit_softcapping > 0)
+        fprintf(f, "  \"final_logit_softcapping\": %.17g,\n", c->final_logit_softcapping);
+    else if (c->post_norms) fprintf(f, "  \"final_logit_softcapping\": null,\n");
+    /* a model_type with defaults of its own (gemma2: 256, gemma3: 10000) gets every value */
+    if (c->query_pre_attn_scalar > 0 || c->post_norms)
+        fprintf(f, "  \"query_pre_attn_scalar\": %.17g,\n", c->query_pre_attn_scalar > 0
+                ? c->query_pre_attn_scalar : (double)ffn_cfg_head_dim(c));
+    if (c->rope_local_base_freq > 0 || (c->post_norms && c->qk_norm == FFN_QK_NORM_HEAD))
+        fprintf(f, "  \"rope_local_base_freq\": %.17g,\n", c->rope_local_base_freq > 0
+                ? c->rope_local_base_freq : c->rope_theta);
+    if (c->post_norms) {
+        if (c->sliding_window > 0) fprintf(f, "  \"sliding_window\": %lld,\n", (long long)c->sliding_window);
+        else fprintf(f, "  \"sliding_window\": null,\n");
+        if (c->sliding_window_pattern > 0)
+            fprintf(f, "  \"sliding_window_pattern\": %lld,\n", (long long)c->sliding_window_pattern);
+    }
+    if (ffn_keys && c->sliding_window > 0)
+        fprintf(f, "  \"ffn_sliding_window\": %lld,\n  \"ffn_sliding_window_pattern\": %lld,\n",
+                (long long)c->sliding_window, (long long)c->sliding_window_pattern);
+    if (ffn_keys && c->post_norms) fprintf(f, "  \"ffn_post_norms\": true,\n");
     if (ffn_keys && c->qk_norm != FFN_QK_NORM_NONE)
         fprintf(f, "  \"ffn_qk_norm\": \"%s\",\n", c->qk_norm == FFN_QK_NORM_HEAD ? "head" : "full");
 }

@@ -50,6 +50,18 @@ int ffn_model_config_layer_is_moe(const ffn_model_config *cfg, int64_t layer) {
     return cfg->num_experts > 0 && cfg->moe_layer_freq > 0 && (layer + 1) % cfg->moe_layer_freq == 0;
 }
 
+int ffn_cfg_layer_slides(const ffn_model_config *c, int64_t l) {
+    if (c->sliding_window <= 0) return 0;
+    return c->sliding_window_pattern <= 0 || (l + 1) % c->sliding_window_pattern != 0;
+}
+
+/* Whether c has any of Gemma 2/3's forward-only features. */
+static int gemma2_features(const ffn_model_config *c) {
+    return c->attn_logit_softcapping > 0 || c->final_logit_softcapping > 0 || c->post_norms ||
+           c->sliding_window > 0 || c->rope_local_base_freq > 0 || c->query_pre_attn_scalar > 0 ||
+           (c->qk_norm != FFN_QK_NORM_NONE && c->norm_weight_offset != 0.0);
+}
+
 static int64_t moe_width(const ffn_model_config *cfg) {
     return cfg->moe_intermediate_size > 0 ? cfg->moe_intermediate_size : cfg->intermediate_size;
 }
@@ -106,6 +118,29 @@ ffn_status ffn_model_config_validate(const ffn_model_config *c) {
         return CFG_ERR("norm_weight_offset: %g is for RMSNorm; LayerNorm has none", c->norm_weight_offset);
     if (c->learned_positions && c->rope_scaling.type != FFN_ROPE_SCALING_NONE)
         return CFG_ERR("rope_scaling: learned position embeddings have no RoPE to scale");
+    {
+        const struct { const char *name; double v; } caps[] = {
+            {"attn_logit_softcapping", c->attn_logit_softcapping},
+            {"final_logit_softcapping", c->final_logit_softcapping},
+            {"query_pre_attn_scalar", c->query_pre_attn_scalar},
+            {"rope_local_base_freq", c->rope_local_base_freq}};
+        for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+            if (!(caps[i].v >= 0.0 && caps[i].v <= 1e12))
+                return CFG_ERR("%s: expected 0 (none) or a positive number, got %g", caps[i].name,
+                               caps[i].v);
+    }
+    if (c->sliding_window < 0 || c->sliding_window > lim)
+        return CFG_ERR("sliding_window: expected 0 (none) or 1..%lld, got %lld", (long long)lim,
+                       (long long)c->sliding_window);
+    if (c->sliding_window_pattern < 0 || c->sliding_window_pattern > lim)
+        return CFG_ERR("sliding_window_pattern: expected 0..%lld, got %lld", (long long)lim,
+                       (long long)c->sliding_window_pattern);
+    if (c->post_norms && (c->norm_type != FFN_NORM_RMS || c->mlp_type == FFN_MODEL_MLP_NONE ||
+                          c->num_experts > 0))
+        return CFG_ERR("post_norms: Gemma 2/3's output norms need RMSNorm and a dense or gated "
+                       "FFN in every layer (no experts)");
+    if (c->rope_local_base_freq > 0 && (c->learned_positions || ffn_rope_is_dynamic(c)))
+        return CFG_ERR("rope_local_base_freq: a second RoPE base needs RoPE that is not dynamic");
     if (c->num_key_value_heads > c->num_attention_heads ||
         c->num_attention_heads % c->num_key_value_heads)
         return CFG_ERR("num_key_value_heads: %lld does not divide num_attention_heads %lld",
@@ -196,6 +231,7 @@ ffn_status ffn_model_config_count_params(const ffn_model_config *c, int64_t *tot
             idle += (E - c->num_experts_per_tok) * per;
         } else if (c->mlp_type != FFN_MODEL_MLP_NONE) {
             n += D * (ln ? 2 : 1) + ffn_params(gated, c->mlp_bias, c->intermediate_size, D);
+            if (c->post_norms) n += 2 * D;
         }
     }
     if (total) *total = n;
@@ -378,6 +414,7 @@ typedef struct block_tensors {
     float *q_norm, *k_norm;    /* (Dh) each with qk_norm HEAD, (H·Dh) / (G·Dh) FULL, else NULL */
     float *wo;                 /* (D, H·Dh) */
     float *mlp_norm;           /* (D) or NULL (mlp none) */
+    float *attn_post_norm, *mlp_post_norm; /* (D) each with post_norms, else NULL */
     ffn_layer_params mlp;      /* dense / gated block */
     ffn_moe_params moe;        /* MoE block (experts points into model->experts_*) */
 } block_tensors;
@@ -434,6 +471,8 @@ struct ffn_model {
     void *ws;                       /* the FFN / MoE layers' workspace */
     size_t ws_bytes;
     float *rope_cos, *rope_sin;     /* (max_seq, R/2) */
+    float *rope_cos_l, *rope_sin_l; /* (max_seq, R/2) sliding layers' (rope_local_base_freq), or NULL */
+    float *qk_w;                    /* (H·Dh + G·Dh) q/k norm weights plus norm_weight_offset */
     float *kcache, *vcache;         /* (L, max_seq, G·Dh) */
     int64_t pos;                    /* tokens in the KV cache */
     ffn_taps *taps;                 /* selections and patches (tap.c), or NULL */
@@ -621,6 +660,14 @@ static ffn_status build_table(ffn_model *m, int64_t *total) {
             ADD(&p->bo, &g->bo, FFN_TENSOR_ATTN_BIAS, l, -1, D, 1, "%s.self_attn.o_proj.bias", pre);
         const int moe = ffn_model_config_layer_is_moe(c, l);
         if (!moe && c->mlp_type == FFN_MODEL_MLP_NONE) continue;
+        if (c->post_norms) { /* Gemma 2/3: the attention output's norm, then the FFN's input's */
+            ADD(&p->attn_post_norm, &g->attn_post_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_attention_layernorm.weight", pre);
+            ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.pre_feedforward_layernorm.weight", pre);
+            ADD(&p->mlp_post_norm, &g->mlp_post_norm, FFN_TENSOR_NORM, l, -1, D, 1,
+                "%s.post_feedforward_layernorm.weight", pre);
+        } else
         ADD(&p->mlp_norm, &g->mlp_norm, FFN_TENSOR_NORM, l, -1, D, 1,
             "%s.post_attention_layernorm.weight", pre);
         if (layer_norm)
@@ -810,6 +857,11 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     int64_t half = m->R / 2;
     m->rope_cos = carve_take(cv, fl(cv, m->max_seq, half));
     m->rope_sin = carve_take(cv, fl(cv, m->max_seq, half));
+    const int local = m->cfg.rope_local_base_freq > 0 && m->R > 0;
+    m->rope_cos_l = local ? carve_take(cv, fl(cv, m->max_seq, half)) : NULL;
+    m->rope_sin_l = local ? carve_take(cv, fl(cv, m->max_seq, half)) : NULL;
+    m->qk_w = m->cfg.qk_norm != FFN_QK_NORM_NONE && m->cfg.norm_weight_offset != 0.0
+                  ? carve_take(cv, fl(cv, HD + GD, 1)) : NULL;
     m->kcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
     m->vcache = carve_take(cv, fl(cv, L * m->max_seq, GD));
 }
@@ -852,6 +904,12 @@ static ffn_status alloc_acts(ffn_model *m) {
     cv = (carve){m->acts, 0, 0};
     carve_acts(m, &cv, saved_max);
     if (m->R > 0) ffn_rope_fill(&m->cfg, m->max_seq, 0, m->max_seq, m->rope_cos, m->rope_sin);
+    if (m->rope_cos_l) { /* Gemma 3's sliding layers: their own base, no scaling */
+        ffn_model_config lc = m->cfg;
+        lc.rope_theta = m->cfg.rope_local_base_freq;
+        memset(&lc.rope_scaling, 0, sizeof lc.rope_scaling);
+        ffn_rope_fill(&lc, m->max_seq, 0, m->max_seq, m->rope_cos_l, m->rope_sin_l);
+    }
     return FFN_OK;
 }
 
@@ -875,6 +933,10 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: max_seq: expected "
                          "1..max_position_embeddings (%lld), got %lld",
                          (long long)cfg->max_position_embeddings, (long long)o.max_seq);
+    if (o.training && gemma2_features(cfg))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "ffn_model_create: training a model with Gemma 2/3's "
+                         "soft-capping, sliding window, query scalar, local RoPE base, offset q/k "
+                         "norms or output norms is not supported (they run for inference only)");
     ffn_model *m = calloc(1, sizeof *m);
     if (!m) return ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory");
     m->ctx = ctx;
@@ -1193,18 +1255,28 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
         if (p->q_norm) { /* qwen3 per head, olmoe over the whole projection */
             const int head = m->cfg.qk_norm == FFN_QK_NORM_HEAD;
             float *sv = save ? a->qk_pre : NULL, *rs = save ? a->qk_rstd : NULL;
+            const float *qw = p->q_norm, *kw = p->k_norm;
+            if (m->qk_w) { /* Gemma 3: weights offset + w, as its other norms */
+                const int64_t nq = head ? Dh : HD, nk = head ? Dh : GD;
+                const float off = (float)m->cfg.norm_weight_offset;
+                for (int64_t i = 0; i < nq; i++) m->qk_w[i] = off + p->q_norm[i];
+                for (int64_t i = 0; i < nk; i++) m->qk_w[HD + i] = off + p->k_norm[i];
+                qw = m->qk_w, kw = m->qk_w + HD;
+            }
             ffn_group_rmsnorm_forward(a->qkv, C, sv, HD + GD, rs, N, head ? H : 1, head ? Dh : HD,
-                                      p->q_norm, eps);
+                                      qw, eps);
             ffn_group_rmsnorm_forward(a->qkv + HD, C, sv ? sv + HD : NULL, HD + GD,
                                       rs ? rs + N * H : NULL, N, head ? G : 1, head ? Dh : GD,
-                                      p->k_norm, eps);
+                                      kw, eps);
             PROF(FFN_PROFILE_NORM);
         }
+        const int slides = ffn_cfg_layer_slides(&m->cfg, l);
         if (m->R > 0) {
-            ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, m->rope_cos,
-                                m->rope_sin, 0);
-            ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style,
-                                m->rope_cos, m->rope_sin, 0);
+            const int lt = slides && m->rope_cos_l; /* Gemma 3: the local base */
+            const float *rc = lt ? m->rope_cos_l : m->rope_cos, *rsn = lt ? m->rope_sin_l : m->rope_sin;
+            ffn_rope_apply_dims(a->qkv, C, N, T, pos0, H, Dh, m->R, m->cfg.rope_style, rc, rsn, 0);
+            ffn_rope_apply_dims(a->qkv + HD, C, N, T, pos0, G, Dh, m->R, m->cfg.rope_style, rc,
+                                rsn, 0);
         }
         const float *k = a->qkv + HD, *v = a->qkv + HD + GD;
         int64_t ldk = C;
@@ -1218,7 +1290,11 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             v = vc;
             ldk = GD;
         }
-        ffn_attn_dims dims = {B, T, pos0, H, G, Dh, ffn_ctx_threads(m->ctx)};
+        ffn_attn_dims dims = {B, T, pos0, H, G, Dh, ffn_ctx_threads(m->ctx), 0.0f, 0.0f, 0};
+        if (m->cfg.query_pre_attn_scalar > 0)
+            dims.scale = (float)(1.0 / sqrt(m->cfg.query_pre_attn_scalar));
+        dims.softcap = (float)m->cfg.attn_logit_softcapping;
+        dims.window = slides ? m->cfg.sliding_window : 0;
         float *probs = save ? a->probs : tp ? ffn_taps_probs(tp, l) : NULL;
         ffn_attention_forward(a->att, HD, probs, m->scratch, a->qkv, C, k, ldk, v, ldk, &dims);
         if (tp && probs) ffn_taps_probs_done(tp, l);
@@ -1227,6 +1303,10 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             return st;
         PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
         if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
+        if (p->attn_post_norm) { /* Gemma 2/3: what is added is the normalised output */
+            norm_forward(m, m->d_xn, m->rstdf, m->tmp, p->attn_post_norm, NULL, N);
+            memcpy(m->tmp, m->d_xn, (size_t)(N * D) * sizeof(float));
+        }
         if (tp) ffn_taps_point(tp, l, FFN_TAP_ATTN_OUT, m->tmp);
         add_rows(a->mid, x, m->tmp, N * D);
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_MID, a->mid);
@@ -1260,6 +1340,10 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
             if (st) return ffn_error_prefix(st, "model.layers.%lld.mlp", (long long)l);
             PROF_PRODUCT(FFN_PROFILE_FFN_FORWARD);
             if (m->reducer.sum && (st = m->reducer.sum(m->reducer.user, m->tmp, N * D))) return st;
+            if (p->mlp_post_norm) {
+                norm_forward(m, m->d_xn, m->rstdf, m->tmp, p->mlp_post_norm, NULL, N);
+                memcpy(m->tmp, m->d_xn, (size_t)(N * D) * sizeof(float));
+            }
             if (tp) ffn_taps_point(tp, l, FFN_TAP_MLP_OUT, m->tmp);
             add_rows(x_next, a->mid, m->tmp, N * D);
         }
@@ -1295,6 +1379,11 @@ static ffn_status head_loss(ffn_model *m, const float *x, const int32_t *targets
                              lg, V)))
             return st;
         PROF_PRODUCT(FFN_PROFILE_EMBED_HEAD);
+        if (m->cfg.final_logit_softcapping > 0) { /* Gemma 2: cap·tanh(z/cap) */
+            const float cap = (float)m->cfg.final_logit_softcapping;
+#pragma omp parallel for schedule(static) if (rows * V > 65536)
+            for (int64_t i = 0; i < rows * V; i++) lg[i] = cap * tanhf(lg[i] / cap);
+        }
         if (!targets) continue;
 #pragma omp parallel for schedule(static) if (rows * V > 65536)
         for (int64_t r = 0; r < rows; r++) {
@@ -1393,7 +1482,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
             (st = mgemm(m, ctx, 1, 0, D, HD, N, 1.0f, d_res, D, a->att, HD, 1.0f, g->wo, HD)))
             return st;
         PROF_PRODUCT(FFN_PROFILE_ATTN_PROJ);
-        ffn_attn_dims dims = {B, T, 0, H, G, Dh, ffn_ctx_threads(m->ctx)};
+        ffn_attn_dims dims = {B, T, 0, H, G, Dh, ffn_ctx_threads(m->ctx), 0.0f, 0.0f, 0};
         ffn_attention_backward(m->d_qkv, m->d_qkv + HD, m->d_qkv + HD + G * Dh, m->d_att, HD,
                                a->probs, a->qkv, C, a->qkv + HD, C, a->qkv + HD + G * Dh, C,
                                m->scratch, &dims);

@@ -119,7 +119,12 @@ typedef struct ffn_attn_dims {
     int64_t H, G;   /* query heads, key/value heads (H % G == 0) */
     int64_t Dh;     /* head dim */
     int n_threads;  /* the team size (scratch holds this many rows); 0: OpenMP's default */
+    float scale;    /* the scores' scale; 0: 1/sqrt(Dh) */
+    float softcap;  /* > 0: scores softcap·tanh(s/softcap) before the softmax (forward only) */
+    int64_t window; /* > 0: query at position p sees only keys p - window + 1 .. p */
 } ffn_attn_dims;
+/* Layer l of c attends through a sliding window (Gemma 2/3's alternation). */
+int ffn_cfg_layer_slides(const struct ffn_model_config *c, int64_t l);
 /* S = pos0 + T keys per sequence.  Row layout: q row (b·T + t)·ldq, head h at
  * column h·Dh; k/v row (b·S + s)·ldk (ldv), kv head g at column g·Dh; query
  * head h reads kv head h / (H/G).  out row (b·T + t)·ldo, head h at h·Dh.

@@ -31,7 +31,7 @@ static int64_t original_ctx(const ffn_model_config *c) {
 
 ffn_status ffn_rope_scaling_validate(const ffn_model_config *c) {
     const ffn_rope_scaling *r = &c->rope_scaling;
-    if ((int)r->type < FFN_ROPE_SCALING_NONE || (int)r->type > FFN_ROPE_SCALING_YARN)
+    if ((int)r->type < FFN_ROPE_SCALING_NONE || (int)r->type > FFN_ROPE_SCALING_LONGROPE)
         return RS_ERR("rope_type: unknown value %d", (int)r->type);
     if (r->type == FFN_ROPE_SCALING_NONE) return FFN_OK;
     if (!(r->factor >= 1.0) || !isfinite(r->factor) || r->factor > 1e6)
@@ -50,6 +50,25 @@ ffn_status ffn_rope_scaling_validate(const ffn_model_config *c) {
             !isfinite(r->high_freq_factor))
             return RS_ERR("high_freq_factor: llama3 needs 0 < low_freq_factor < high_freq_factor, "
                           "got low %g, high %g", r->low_freq_factor, r->high_freq_factor);
+    }
+    if (r->type == FFN_ROPE_SCALING_LONGROPE) {
+        const int64_t half = ffn_cfg_rotary_dim(c) / 2;
+        if (r->original_max_position_embeddings < 1)
+            return RS_ERR("original_max_position_embeddings: longrope needs it (>= 1), got %lld",
+                          (long long)r->original_max_position_embeddings);
+        if (r->n_factors != half)
+            return RS_ERR("long_factor: %lld factors in each of long_factor and short_factor, "
+                          "expected %lld (half the rotary dim %lld)", (long long)r->n_factors,
+                          (long long)half, (long long)ffn_cfg_rotary_dim(c));
+        for (int64_t j = 0; j < half; j++)
+            if (!(r->long_factor[j] > 0.0f) || !isfinite(r->long_factor[j]) ||
+                !(r->short_factor[j] > 0.0f) || !isfinite(r->short_factor[j]))
+                return RS_ERR("long_factor: element %lld is %g (short_factor %g): expected positive "
+                              "numbers", (long long)j, (double)r->long_factor[j],
+                              (double)r->short_factor[j]);
+        if (!(r->attention_factor >= 0.0) || !isfinite(r->attention_factor) || r->attention_factor > 1e3)
+            return RS_ERR("attention_factor: expected 0 (derived) or a positive number, got %g",
+                          r->attention_factor);
     }
     if (r->type == FFN_ROPE_SCALING_YARN) {
         const double bf = r->beta_fast > 0 ? r->beta_fast : 32, bs = r->beta_slow > 0 ? r->beta_slow : 1;
@@ -75,6 +94,11 @@ static double yarn_mscale(double scale, double m) {
 
 double ffn_rope_attention_factor(const ffn_model_config *c) {
     const ffn_rope_scaling *r = &c->rope_scaling;
+    if (r->type == FFN_ROPE_SCALING_LONGROPE) {
+        if (r->attention_factor > 0.0) return r->attention_factor;
+        const double O = (double)original_ctx(c);
+        return r->factor <= 1.0 || O <= 1.0 ? 1.0 : sqrt(1.0 + log(r->factor) / log(O));
+    }
     if (r->type != FFN_ROPE_SCALING_YARN) return 1.0;
     if (r->attention_factor > 0.0) return r->attention_factor;
     if (r->mscale > 0.0 && r->mscale_all_dim > 0.0)
@@ -98,6 +122,8 @@ double ffn_rope_inv_freq(const ffn_model_config *c, int64_t j, int64_t seq_len) 
     const double f = pow(theta, -2.0 * (double)j / R);
     switch (r->type) {
     case FFN_ROPE_SCALING_LINEAR: return f / r->factor;
+    case FFN_ROPE_SCALING_LONGROPE: /* the context decides, as llama.cpp's n_ctx */
+        return f / (double)(seq_len > (int64_t)O ? r->long_factor[j] : r->short_factor[j]);
     case FFN_ROPE_SCALING_LLAMA3: {
         const double lo = r->low_freq_factor, hi = r->high_freq_factor, w = 2.0 * M_PI / f;
         if (w < O / hi) return f;

@@ -84,6 +84,10 @@ def main():
         _, t, vo = kv[args[0]]
         assert t == 4, "a uint32 key"
         struct.pack_into("<I", b, vo, int(args[1]))
+    elif op == "set-f32":
+        _, t, vo = kv[args[0]]
+        assert t == 6, "a float32 key"
+        struct.pack_into("<f", b, vo, float(args[1]))
     elif op == "tensor-type":
         struct.pack_into("<I", b, tensors[args[0]][1], int(args[1]))
     elif op == "rename-tensor":

@@ -137,7 +137,7 @@ ok "run dir, qwen2, qwen2moe, mixtral -> GGUF -> HF: bitwise the same tensors"
 # ---- bad files: each named, with what was expected and what was found ----
 E() { "$PY" tests/cli/gguf_edit.py "$tmp/s.gguf" "$tmp/bad.gguf" "$@"; }
 E arch bloom
-expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, phi3, gpt2 or starcoder2\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported \(expected llama, qwen2, qwen2moe, qwen3, qwen3moe, olmoe, gemma, gemma2, gemma3, phi3, gpt2 or starcoder2\)" "$FFN" run "$tmp/bad.gguf" --ids 1
 expect_fail 1 "bad.gguf: general.architecture 'bloom' is not supported" "$FFN" params "$tmp/bad.gguf"
 E rename-key general.architecture general.architecturX
 expect_fail 1 "bad.gguf: metadata key general.architecture is missing" "$FFN" run "$tmp/bad.gguf" --ids 1
@@ -175,7 +175,8 @@ import os, sys
 sys.path.insert(0, "tests/parity"); sys.path.insert(0, "tests/llamacpp")
 import families as f, ffn_testlib as tl
 f.V, f.D, f.H, f.G, f.L, f.T_CTX, f.F = 40, 32, 2, 1, 1, 16, 32
-for i, fam in enumerate(["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2"]):
+for i, fam in enumerate(["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "gemma2", "gemma3",
+                         "phi3long"]):
     src = os.path.join(sys.argv[1], "fam-" + fam)
     f.make_model(src, fam, 900 + i)
     tl.run_ffn(["export", src, "--format", "gguf", "--out", src + ".gguf"])
@@ -197,6 +198,32 @@ F olmoe set-u32 olmoe.expert_count 3
 expect_fail 1 "bad.gguf: tensor blk.0.ffn_gate_inp.weight has ne \{32, 4\}, expected \{32, 3\}" "$FFN" run "$tmp/bad.gguf" --ids 1
 F gemma rename-tensor blk.0.ffn_gate.weight blk.0.ffn_gatX.weight
 expect_fail 1 "bad.gguf: tensor blk.0.ffn_gate.weight is missing \(the metadata describes a gemma model" "$FFN" run "$tmp/bad.gguf" --ids 1
+# gemma2 / gemma3 / phi3 LongRoPE
+F gemma2 rename-tensor blk.0.post_ffw_norm.weight blk.0.post_ffw_norX.weight
+expect_fail 1 "bad.gguf: tensor blk.0.post_ffw_norm.weight is missing \(the metadata describes a gemma2 model" "$FFN" run "$tmp/bad.gguf" --ids 1
+F gemma2 set-u32 gemma2.attention.sliding_window 32
+expect_fail 1 "bad.gguf: metadata key gemma2.attention.sliding_window is 32, larger than the context \(gemma2.context_length 16\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+F gemma2 set-f32 gemma2.attn_logit_softcapping 0
+expect_fail 1 "bad.gguf: metadata key gemma2.attn_logit_softcapping is 0, expected a positive number" "$FFN" run "$tmp/bad.gguf" --ids 1
+F gemma2 set-f32 gemma2.final_logit_softcapping -3
+expect_fail 1 "bad.gguf: metadata key gemma2.final_logit_softcapping is -3, expected a positive number" "$FFN" inspect "$tmp/bad.gguf" --ids 1
+F gemma3 rename-tensor blk.0.attn_k_norm.weight blk.0.attn_k_norX.weight
+expect_fail 1 "bad.gguf: tensor blk.0.attn_k_norm.weight is missing \(the metadata describes a gemma3 model" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3long rename-tensor rope_factors_short.weight rope_factors_shorX.weight
+expect_fail 1 "bad.gguf: tensor rope_factors_short.weight is missing \(LongRoPE needs both the long and the short factors\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3long set-u32 phi3.rope.scaling.original_context_length 0
+expect_fail 1 "bad.gguf: metadata key phi3.rope.scaling.original_context_length is 0, expected >= 1" "$FFN" run "$tmp/bad.gguf" --ids 1
+# the factor lists of a config.json: one length, half the rotary dim
+"$PY" - "$tmp/fam-phi3long" "$tmp/badrope" <<'PY' || bad "bad rope dir"
+import json, os, shutil, sys
+shutil.copytree(sys.argv[1], sys.argv[2], dirs_exist_ok=True)
+p = os.path.join(sys.argv[2], "config.json")
+c = json.load(open(p))
+c["rope_scaling"]["short_factor"] = c["rope_scaling"]["short_factor"][:3]
+c["rope_scaling"]["long_factor"] = c["rope_scaling"]["long_factor"][:3]
+json.dump(c, open(p, "w"))
+PY
+expect_fail 1 "rope_scaling.long_factor: 3 factors in each of long_factor and short_factor, expected 8 \(half the rotary dim 16\)" "$FFN" run "$tmp/badrope" --ids 1
 head -c 5000 "$tmp/s.gguf" >"$tmp/bad.gguf"
 expect_fail 1 "bad.gguf: tokenizer.ggml.tokens: .*(bytes left in the file|truncated file)" "$FFN" run "$tmp/bad.gguf" --ids 1
 

@@ -38,7 +38,7 @@ static double weighted_sum(const float *x, const float *r, int64_t n) {
 
 static void attn(float *out, float *probs, const float *q, const float *k, const float *v) {
     static float scratch[NT * (DH + 2 * 16) * 16];
-    ffn_attn_dims d = {B, T, 0, H, G, DH, NT};
+    ffn_attn_dims d = {B, T, 0, H, G, DH, NT, 0.0f, 0.0f, 0};
     ffn_attention_forward(out, HD, probs, scratch, q, HD, k, GD, v, GD, &d);
 }
 
@@ -77,7 +77,7 @@ static void test_kv_cache(void) {
     double worst = 0.0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            ffn_attn_dims d = {1, 1, t, H, G, DH, NT}; /* one query at position t */
+            ffn_attn_dims d = {1, 1, t, H, G, DH, NT, 0.0f, 0.0f, 0}; /* one query at position t */
             ffn_attention_forward(one, HD, NULL, scratch, q + (b * T + t) * HD, HD, k + b * T * GD,
                                   GD, v + b * T * GD, GD, &d);
             for (int i = 0; i < HD; i++) {
@@ -155,7 +155,7 @@ static void test_attention_grad(void) {
     fill(gv, B * T * GD, 1.0f);
     fill(gr, B * T * HD, 1.0f);
     attn(o, probs, gq, gk, gv);
-    ffn_attn_dims d = {B, T, 0, H, G, DH, NT};
+    ffn_attn_dims d = {B, T, 0, H, G, DH, NT, 0.0f, 0.0f, 0};
     ffn_attention_backward(dq, dk, dv, gr, HD, probs, gq, HD, gk, GD, gv, GD, scratch, &d);
     fd_check("attn dq", gq, dq, B * T * HD, attn_loss_global, 1);
     fd_check("attn dk", gk, dk, B * T * GD, attn_loss_global, 1);
@@ -198,19 +198,20 @@ static void test_rmsnorm_grad(void) {
  * (stories260K's heads are 8: the same at any --tp, which splits heads, not
  * their width), S = 1..70 keys decoding (one query at pos0 = S - 1, as
  * ffn run's KV-cache steps) and prompts of T = S rows (the 4-row blocks and
- * the staircase), |out - ref| <= 1e-5 · max|v|. */
+ * the staircase), |out - ref| <= 1e-5 · max|v|; each also with Gemma 2's
+ * soft-capped scores (cap 1.5) and a sliding window of 5 keys. */
 void ffn_attn_fwd_task_scalar(float *, int64_t, float *, float *, const float *, int64_t,
                               const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                              int64_t, float);
+                              int64_t, float, float, int64_t);
 void ffn_attn_fwd_task_avx2(float *, int64_t, float *, float *, const float *, int64_t,
                             const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                            int64_t, float);
+                            int64_t, float, float, int64_t);
 void ffn_attn_fwd_task_avx512(float *, int64_t, float *, float *, const float *, int64_t,
                               const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                              int64_t, float);
+                              int64_t, float, float, int64_t);
 typedef void (*attn_task)(float *, int64_t, float *, float *, const float *, int64_t,
                           const float *, int64_t, const float *, int64_t, int64_t, int64_t,
-                          int64_t, float);
+                          int64_t, float, float, int64_t);
 
 static void test_widths(void) {
     static const attn_task task[3] = {ffn_attn_fwd_task_scalar, ffn_attn_fwd_task_avx2,
@@ -235,24 +236,28 @@ static void test_widths(void) {
             const int64_t Dh = dhs[a];
             const float scale = 1.0f / sqrtf((float)Dh);
             for (int64_t S = 1; S <= SMAX; S++)
-                for (int prompt = 0; prompt < 2; prompt++) {
-                    if (prompt && S > 20 && S != 33 && S != 64 && S != 70) continue;
-                    const int64_t T = prompt ? S : 1, pos0 = S - T;
-                    task[lv](out, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh, T, pos0, Dh, scale);
+                for (int prompt = 0; prompt < 4; prompt++) {
+                    const int gemma = prompt >= 2; /* soft-capped, windowed */
+                    const float cap = gemma ? 1.5f : 0.0f;
+                    const int64_t win = gemma ? 5 : 0;
+                    if ((prompt & 1) && S > 20 && S != 33 && S != 64 && S != 70) continue;
+                    const int64_t T = (prompt & 1) ? S : 1, pos0 = S - T;
+                    task[lv](out, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh, T, pos0, Dh, scale, cap, win);
                     cases++;
                     for (int64_t t = 0; t < T; t++) {
-                        const int64_t n = pos0 + t + 1;
+                        const int64_t n = pos0 + t + 1, lo = win > 0 && n > win ? n - win : 0;
                         double p[SMAX], mx = -1e300, sum = 0;
-                        for (int64_t j = 0; j < n; j++) {
+                        for (int64_t j = lo; j < n; j++) {
                             double s = 0;
                             for (int64_t i = 0; i < Dh; i++) s += (double)q[t * Dh + i] * k[j * Dh + i];
                             p[j] = s * scale;
+                            if (cap > 0) p[j] = cap * tanh(p[j] / cap);
                             mx = fmax(mx, p[j]);
                         }
-                        for (int64_t j = 0; j < n; j++) sum += p[j] = exp(p[j] - mx);
+                        for (int64_t j = lo; j < n; j++) sum += p[j] = exp(p[j] - mx);
                         for (int64_t i = 0; i < Dh; i++) {
                             double r = 0;
-                            for (int64_t j = 0; j < n; j++) r += p[j] / sum * v[j * Dh + i];
+                            for (int64_t j = lo; j < n; j++) r += p[j] / sum * v[j * Dh + i];
                             double e = fabs(r - out[t * Dh + i]);
                             if (e > worst) worst = e;
                             if (!(e <= 1e-5) && bad++ < 3)
@@ -264,7 +269,8 @@ static void test_widths(void) {
                 }
         }
         CHECK(!bad, "attention %s at the widths: %d outputs off", name[lv], bad);
-        printf("widths %s: attention forward, %d cases (Dh 1..17, 32, 64, 70; S 1..70), worst "
+        printf("widths %s: attention forward, %d cases (Dh 1..17, 32, 64, 70; S 1..70; plain and "
+               "soft-capped with a window of 5), worst "
                "|error| %.3g (tolerance 1e-5 of max|v| = 1)\n", name[lv], cases, worst);
     }
     if (levels < 3)
