@@ -65,6 +65,10 @@ command curl -s -S -H "Authorization: token $token" -H "Origin: ${url%/}" "${url
 jcheck "$tmp/info.json" "d['transcoders'] == [{'layer': 1, 'kind': 'transcoder', 'features': 96, 'k': 6, 'file': 'tc1.st'}]" \
     "/api/info lists the transcoder"
 
+command curl -s -S -H "Authorization: token $token" "${url}" >"$tmp/page.html"
+command curl -s -S -H "Authorization: token $token" "${url}live.js" >"$tmp/live.js"
+check "the page has the feature row" grep -q 'id="feature-controls"' "$tmp/page.html"
+check "the page's script sends feature edits" grep -q 'feature: e.feature' "$tmp/live.js"
 text="Mary gave John the apple because"
 post /api/tokenize "{\"text\":\"$text\"}" >"$tmp/tok.json"
 ids=$("$PY" -c "import json; print(' '.join(str(t['id']) for t in json.load(open('$tmp/tok.json'))['tokens']))")
