@@ -55,6 +55,12 @@ static const char about[] =
 "and the residual still missing R / (B - l + 1), and\n"
 "  dW_l = R K^T (W C_l + lambda I + K K^T)^-1   (W: --cov-weight)\n"
 "on that layer's down_proj only; the scores are for the whole batch.\n"
+"--method ft --layers A-B is the fine-tuning baseline of those papers (FT-L):\n"
+"Adam (--ft-steps at --ft-lr) on the down_proj of layers A..B with the mean\n"
+"target loss of the whole batch (each edit's bare prompt), every weight kept\n"
+"within --ft-norm of its value before (the L-inf bound).  --compare --batch\n"
+"FILE --layers A-B runs ROME (one edit after another at --layer L), FT-L and\n"
+"MEMIT from the same loaded weights and prints their scores side by side.\n"
 "MODEL is an ffn run directory or a\n"
 "Hugging Face directory with its vocabulary; the edited model goes to --out\n"
 "in the same layout (never MODEL itself).";
@@ -68,14 +74,19 @@ static const char epilog[] =
 "  ffn edit m --facts facts.jsonl --fact 3 --target Osk --sweep-layers --json\n"
 "  ffn edit m --facts facts.jsonl --batch edits.jsonl --out m-many\n"
 "  ffn edit m --facts facts.jsonl --batch edits.jsonl --method memit --layers 0-1\n"
-"      --out m-memit\n";
+"      --out m-memit\n"
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --method ft --layers 0-1\n"
+"  ffn edit m --facts facts.jsonl --batch edits.jsonl --compare --layers 0-1\n"
+"      --layer 0\n";
 
 static const char synopsis[] =
 "MODEL (--prompt TEXT --subject S | --facts F --fact ID) --target T --out DIR\n"
 "       ffn edit MODEL ... --sweep-layers\n"
 "       ffn edit MODEL --batch FILE [--facts F] [--out DIR]\n"
 "       ffn edit MODEL --batch FILE [--facts F] --sweep-layers\n"
-"       ffn edit MODEL --batch FILE [--facts F] --method memit --layers A-B [--out DIR]";
+"       ffn edit MODEL --batch FILE [--facts F] --method memit|ft --layers A-B\n"
+"           [--out DIR]\n"
+"       ffn edit MODEL --batch FILE [--facts F] --compare --layers A-B [--layer L]";
 
 #define MAX_LIST 64
 
@@ -86,7 +97,7 @@ typedef struct args {
     int n_paraphrases, n_neighbours;
     int64_t fact, layer, samples, windows, threads, seed, layer_first, layer_last;
     const char *layers;
-    int fact_seen, json, force, sweep, method, method_seen, fit;
+    int fact_seen, json, force, sweep, method, method_seen, fit, compare;
     ffn_edit_options o;
 } args;
 
@@ -659,6 +670,207 @@ static int dump_memit(const char *path, const ffn_memit_result *r, double *const
     return st ? cli_fail(CMD, st) : 0;
 }
 
+/* ---- FT-L: the batch at once by fine-tuning --layers, L-inf bounded --------------------- */
+
+/* --dump of --method ft --layers: the down_projs before, the first step's
+ * gradient, after; the step's settings (for checking one step) */
+static int dump_ft(const char *path, const ffn_ft_result *r, const args *a, session *s) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    const int64_t DF = r->D * r->F;
+    float *Wa = malloc((size_t)(r->n_layers * DF) * sizeof *Wa);
+    if (!Wa) st = FFN_ERR_NOMEM;
+    float *params = ffn_model_params(s->model, NULL);
+    for (int64_t j = 0; !st && j < r->n_layers; j++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj.weight",
+                 (long long)(a->layer_first + j));
+        const ffn_model_tensor *t = ffn_model_find_tensor(s->model, name);
+        memcpy(Wa + j * DF, params + t->offset, (size_t)DF * sizeof *Wa);
+    }
+    const int64_t shape[3] = {r->n_layers, r->D, r->F};
+    if (!st) st = ffn_st_writer_add(w, "W_before", FFN_DTYPE_F32, 3, shape, r->W_before);
+    if (!st) st = ffn_st_writer_add(w, "grad_first", FFN_DTYPE_F32, 3, shape, r->grad_first);
+    if (!st) st = ffn_st_writer_add(w, "W_after", FFN_DTYPE_F32, 3, shape, Wa);
+    char meta[256];
+    snprintf(meta, sizeof meta, "{\"lr\": %.17g, \"norm\": %.17g, \"steps\": %lld}", a->o.ft_lr,
+             a->o.ft_norm, (long long)r->steps_run);
+    if (!st) st = ffn_st_writer_set_metadata(w, "ffn_ft", meta);
+    if (!st) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    free(Wa);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+static int run_ft_batch(args *a, session *s, const ffn_facts *facts) {
+    ffn_edit_list *el = NULL;
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
+    if (st) return cli_fail(CMD, st);
+    const int64_t n = ffn_edit_list_count(el);
+    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
+    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
+    int rc = 0;
+    if (!reqs || !oldp) {
+        cli_error(CMD, "out of memory");
+        rc = CLI_EXIT_FAIL;
+    }
+    if (!rc && n < 1) {
+        cli_error(CMD, "%s: no edits in the file", a->batch);
+        rc = CLI_EXIT_FAIL;
+    }
+    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
+    ffn_edit_scores before, after;
+    double hb = NAN, ha = NAN;
+    ffn_ft_result r;
+    memset(&r, 0, sizeof r);
+    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
+                (st = heldout(s, a, &hb)) ||
+                (st = ffn_edit_ft_batch(s->model, s->vocab, reqs, n, a->layer_first,
+                                        a->layer_last, &a->o, &r))))
+        rc = cli_fail(CMD, st);
+    for (int64_t i = 0; !rc && i < n; i++) oldp[i] = r.old_objects[i];
+    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &after)) ||
+                (st = heldout(s, a, &ha))))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->dump) rc = dump_ft(a->dump, &r, a, s);
+    if (!rc && a->out &&
+        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
+                            s->info.tokenizer_is_llama2c, a->out, a->force)))
+        rc = cli_fail(CMD, st);
+    if (!rc && a->json) {
+        printf("{\"method\": \"ft\", \"layers\": [%lld, %lld], \"n_edits\": %lld, \"ft_norm\": ",
+               (long long)a->layer_first, (long long)a->layer_last, (long long)n);
+        json_num(stdout, a->o.ft_norm);
+        printf(", \"steps_run\": %lld, \"loss_first\": ", (long long)r.steps_run);
+        json_num(stdout, r.loss_first);
+        printf(", \"loss_last\": ");
+        json_num(stdout, r.loss_last);
+        printf(", \"max_change\": ");
+        json_num(stdout, r.max_change);
+        json_end(&before, hb, &after, ha, a->out);
+    } else if (!rc) {
+        printf("ft: %lld edits, down_proj of layers %lld-%lld fine-tuned (%lld Adam steps, lr %g, "
+               "|dW| <= %g)\n", (long long)n, (long long)a->layer_first, (long long)a->layer_last,
+               (long long)r.steps_run, a->o.ft_lr, a->o.ft_norm);
+        printf("  target loss %.4f -> %.4f; max |dW| %.3g\n", r.loss_first, r.loss_last,
+               r.max_change);
+        print_fractions(&before, &after);
+        printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
+        if (a->out) printf("wrote %s\n", a->out);
+    }
+    ffn_ft_result_free(&r);
+    free(reqs);
+    free(oldp);
+    ffn_edit_list_free(el);
+    return rc;
+}
+
+/* ---- --compare: ROME one after another, FT-L and MEMIT on the same batch ---------------- */
+
+static int run_compare(args *a, session *s, const ffn_facts *facts) {
+    ffn_edit_list *el = NULL;
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
+    if (st) return cli_fail(CMD, st);
+    const int64_t n = ffn_edit_list_count(el), NL = a->layer_last - a->layer_first + 1;
+    int64_t np = 0;
+    float *params = ffn_model_params(s->model, &np);
+    float *keep = malloc((size_t)np * sizeof *keep);
+    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
+    char(*olds)[64] = calloc((size_t)(n ? n : 1), sizeof *olds);
+    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
+    double **C = calloc((size_t)NL, sizeof *C), *C_rome = NULL;
+    int rc = 0;
+    if (!keep || !reqs || !olds || !oldp || !C) {
+        cli_error(CMD, "out of memory");
+        rc = CLI_EXIT_FAIL;
+    }
+    if (!rc && n < 1) {
+        cli_error(CMD, "%s: no edits in the file", a->batch);
+        rc = CLI_EXIT_FAIL;
+    }
+    const int64_t rome_layer = a->o.layer;
+    for (int64_t j = 0; !rc && j < NL; j++) rc = covariance(s, a, a->layer_first + j, &C[j], NULL, NULL);
+    if (!rc) rc = covariance(s, a, rome_layer, &C_rome, NULL, NULL);
+    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
+    if (!rc) memcpy(keep, params, (size_t)np * sizeof *keep);
+    ffn_edit_scores before, sc[3];
+    double hb = NAN, ha[3] = {NAN, NAN, NAN};
+    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
+                (st = heldout(s, a, &hb))))
+        rc = cli_fail(CMD, st);
+    static const char *const names[3] = {"rome", "ft", "memit"};
+    for (int k = 0; k < 3 && !rc; k++) {
+        ffn_edit_options o = a->o;
+        if (k == 0) { /* ROME, one edit after another at --layer */
+            o.method = FFN_EDIT_ROME;
+            for (int64_t i = 0; i < n && !st; i++) {
+                ffn_edit_result r;
+                if ((st = ffn_edit_apply(s->model, s->vocab, &reqs[i], &o, C_rome, &r))) break;
+                snprintf(olds[i], sizeof olds[i], "%s", r.old_object);
+                ffn_edit_result_free(&r);
+            }
+        } else if (k == 1) {
+            ffn_ft_result r;
+            if (!(st = ffn_edit_ft_batch(s->model, s->vocab, reqs, n, a->layer_first,
+                                         a->layer_last, &o, &r)))
+                for (int64_t i = 0; i < n; i++) snprintf(olds[i], sizeof olds[i], "%s", r.old_objects[i]);
+            ffn_ft_result_free(&r);
+        } else {
+            ffn_memit_result r;
+            if (!(st = ffn_edit_memit(s->model, s->vocab, reqs, n, a->layer_first, a->layer_last,
+                                      &o, (const double *const *)C, &r)))
+                for (int64_t i = 0; i < n; i++) snprintf(olds[i], sizeof olds[i], "%s", r.old_objects[i]);
+            ffn_memit_result_free(&r);
+        }
+        for (int64_t i = 0; i < n; i++) oldp[i] = olds[i];
+        if (!st) st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &sc[k]);
+        if (!st) st = heldout(s, a, &ha[k]);
+        memcpy(params, keep, (size_t)np * sizeof *keep); /* the next method from the same weights */
+        if (!st) st = ffn_model_params_changed(s->model);
+        if (st) rc = cli_fail(CMD, st);
+    }
+    if (!rc && a->json) {
+        printf("{\"n_edits\": %lld, \"rome_layer\": %lld, \"layers\": [%lld, %lld], \"before\": ",
+               (long long)n, (long long)rome_layer, (long long)a->layer_first,
+               (long long)a->layer_last);
+        json_scores(stdout, &before, hb);
+        printf(", \"methods\": [");
+        for (int k = 0; k < 3; k++) {
+            printf("%s{\"method\": \"%s\", \"scores\": ", k ? ", " : "", names[k]);
+            json_scores(stdout, &sc[k], ha[k]);
+            printf(", \"heldout_change\": ");
+            json_num(stdout, ha[k] - hb);
+            printf("}");
+        }
+        printf("]}\n");
+    } else if (!rc) {
+        printf("%lld edits; rome one after another at layer %lld, ft (|dW| <= %g) and memit over "
+               "layers %lld-%lld, each from the same weights\n", (long long)n,
+               (long long)rome_layer, a->o.ft_norm, (long long)a->layer_first,
+               (long long)a->layer_last);
+        printf("%-8s %-10s %-15s %-12s %s\n", "method", "efficacy", "generalisation",
+               "specificity", "held-out change");
+        for (int k = -1; k < 3; k++) {
+            const ffn_edit_scores *e = k < 0 ? &before : &sc[k];
+            char g[32], sp[32];
+            frac(g, sizeof g, e->generalisation, e->n_paraphrases);
+            frac(sp, sizeof sp, e->specificity, e->n_neighbours);
+            printf("%-8s %-10.3f %-15s %-12s ", k < 0 ? "before" : names[k], e->efficacy, g, sp);
+            if (k < 0) printf("(held-out loss %.4f)\n", hb);
+            else printf("%+.4f\n", ha[k] - hb);
+        }
+    }
+    for (int64_t j = 0; C && j < NL; j++) free(C[j]);
+    free(C);
+    free(C_rome);
+    free(keep);
+    free(reqs);
+    free(olds);
+    free(oldp);
+    ffn_edit_list_free(el);
+    return rc;
+}
+
 static int run_memit(args *a, session *s, const ffn_facts *facts) {
     ffn_edit_list *el = NULL;
     ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
@@ -771,8 +983,8 @@ int cmd_edit(int argc, char **argv) {
          .imax = 1 << 20, .seen = &layer_seen, .group = "the edit",
          .help = "the layer whose down_proj changes (" CLI_LAYER_HELP ")"},
         {.name = "--layers", .type = CLI_STR, .dst = &a.layers, .metavar = "A-B",
-         .help = "--method memit: the layers whose down_proj share the edits (A..B, or one "
-                 "layer A; " CLI_LAYER_HELP ")"},
+         .help = "--method memit or ft with --batch: the layers whose down_proj share the "
+                 "edits (A..B, or one layer A; " CLI_LAYER_HELP ")"},
         {.name = "--method", .type = CLI_ENUM, .dst = &a.method, .names = method_names,
          .seen = &a.method_seen,
          .help = "rome: the rank-one update; ft: fine-tune down_proj (the baseline); memit: "
@@ -812,6 +1024,13 @@ int cmd_edit(int argc, char **argv) {
                           "|delta| <= X * |W k*|")},
         {CLI_INT_FIELDS("--ft-steps", &a.o.ft_steps, "S", 0, 100000, "--method ft: Adam steps")},
         {CLI_FLOAT_FIELDS("--ft-lr", &a.o.ft_lr, "X", 0, 100, "--method ft: learning rate")},
+        {CLI_FLOAT_FIELDS("--ft-norm", &a.o.ft_norm, "X", 0, 1e6,
+                          "--method ft --layers A-B (FT-L): every down_proj weight stays within "
+                          "X of its value before the edit (the L-inf bound; 0: none)")},
+        {.name = "--compare", .type = CLI_FLAG, .dst = &a.compare,
+         .help = "with --batch FILE --layers A-B: ROME one edit after another at --layer L, "
+                 "FT-L and MEMIT over A-B, each from the loaded weights, scored side by side "
+                 "(efficacy, generalisation, specificity, held-out loss change)"},
         CLI_OPT_SEED(&a.seed, "seed of the generated prefixes"),
         {.name = "--data", .type = CLI_PATH, .dst = &a.data, .metavar = "FILE", .group = "text",
          .def = "the model's training text",
@@ -843,12 +1062,21 @@ int cmd_edit(int argc, char **argv) {
     a.o.kl_prompt = a.kl_prompt;
     a.o.fit = (ffn_edit_fit)a.fit;
     if (a.fact_seen && !a.facts) return cli_usage_error(CMD, "--fact needs --facts FILE");
-    if (a.o.method == FFN_EDIT_MEMIT) {
-        if (!a.batch) return cli_usage_error(CMD, "--method memit edits a --batch FILE");
-        if (!a.layers) return cli_usage_error(CMD, "--method memit needs --layers A-B");
-        if (a.sweep || layer_seen)
-            return cli_usage_error(CMD, "--method memit takes --layers A-B; drop "
-                                   "--sweep-layers and --layer");
+    if (a.compare) {
+        if (!a.batch || !a.layers)
+            return cli_usage_error(CMD, "--compare edits a --batch FILE over --layers A-B (ROME "
+                                   "at --layer L)");
+        if (a.method_seen || a.sweep || a.out || a.dump)
+            return cli_usage_error(CMD, "--compare runs the three methods and writes no model; "
+                                   "drop --method, --sweep-layers, --out and --dump");
+    }
+    if (a.layers && (a.o.method == FFN_EDIT_MEMIT || a.o.method == FFN_EDIT_FT || a.compare)) {
+        if (!a.batch)
+            return cli_usage_error(CMD, "--layers A-B edits a --batch FILE (--method memit or "
+                                   "ft)");
+        if (a.sweep || (layer_seen && !a.compare))
+            return cli_usage_error(CMD, "--method %s takes --layers A-B; drop --sweep-layers and "
+                                   "--layer", method_names[a.method]);
         char end = 0;
         long long x, y;
         int k = sscanf(a.layers, "%lld-%lld%c", &x, &y, &end);
@@ -858,8 +1086,11 @@ int cmd_edit(int argc, char **argv) {
                                    a.layers);
         a.layer_first = x;
         a.layer_last = y;
+    } else if (a.o.method == FFN_EDIT_MEMIT) {
+        return cli_usage_error(CMD, a.batch ? "--method memit needs --layers A-B"
+                                            : "--method memit edits a --batch FILE");
     } else if (a.layers) {
-        return cli_usage_error(CMD, "--layers is for --method memit; --layer L for the others");
+        return cli_usage_error(CMD, "--layers is for --method memit or ft; --layer L for rome");
     }
     if (a.batch && (a.prompt || a.fact_seen))
         return cli_usage_error(CMD, "--batch takes its edits from FILE; drop --prompt and "
@@ -934,10 +1165,12 @@ int cmd_edit(int argc, char **argv) {
     if (!rc) {
         const int64_t L = ffn_model_get_config(s.model)->num_hidden_layers;
         rc = cli_check_layer(CMD, a.layer, L);
-        if (!rc && a.o.method == FFN_EDIT_MEMIT) rc = cli_check_layer(CMD, a.layer_last, L);
+        if (!rc && a.layers) rc = cli_check_layer(CMD, a.layer_last, L);
     }
     if (!rc) {
-        if (a.o.method == FFN_EDIT_MEMIT) rc = run_memit(&a, &s, facts);
+        if (a.compare) rc = run_compare(&a, &s, facts);
+        else if (a.o.method == FFN_EDIT_MEMIT) rc = run_memit(&a, &s, facts);
+        else if (a.o.method == FFN_EDIT_FT && a.layers) rc = run_ft_batch(&a, &s, facts);
         else if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);
         else if (a.batch) rc = run_batch(&a, &s, facts);
         else if (a.sweep) rc = run_sweep(&a, &s, &req, 1);

@@ -62,7 +62,13 @@ static const char about[] =
 "  With an English char or byte tokenizer, the characters around a token carry\n"
 "  some class cues even in an untrained model (a capital letter, a period), so\n"
 "  the fair control there is the same probe on a randomly initialised model.\n"
-"  Flags: ffn inspect gates --help.\n";
+"  Flags: ffn inspect gates --help.\n"
+"\n"
+"ffn inspect MODEL --transcoder FILE --feature I   a feature of a transcoder\n"
+"  or SAE (`ffn transcoder train`) shown as a neuron is: its top-activating\n"
+"  contexts in the model's held-out text and its logit effect U (g * d_I), the\n"
+"  tokens its decoder row d_I promotes and suppresses most.  The same command\n"
+"  as `ffn transcoder inspect MODEL FILE --feature I`; flags there.\n";
 
 static const char epilog[] =
 "examples:\n"
@@ -75,7 +81,8 @@ static const char epilog[] =
 static const char synopsis[] =
 "MODEL (--prompt TEXT | --ids \"ID ...\") [options]\n"
 "       ffn inspect keys MODEL --data FILE [--layer L] [options]\n"
-"       ffn inspect gates MODEL --corpus [en|zh] [options]";
+"       ffn inspect gates MODEL --corpus [en|zh] [options]\n"
+"       ffn inspect MODEL --transcoder FILE --feature I [options]";
 
 #define LAYER_OPT(p, what) \
     {.name = "--layer", .type = CLI_INT, .dst = (p), .metavar = "L", .imin = 0, .imax = 1 << 20, \
@@ -1092,10 +1099,16 @@ static int run_gates(int argc, char **argv, FILE *opts_only) {
     return rc;
 }
 
+/* ffn inspect MODEL --transcoder FILE --feature I: tools/cmd_transcoder.c */
+int cmd_transcoder_inspect(int argc, char **argv, const char *cmd);
+
 int cmd_inspect(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "keys")) return run_keys(argc - 1, argv + 1, NULL);
     if (argc >= 2 && !strcmp(argv[1], "gates")) return run_gates(argc - 1, argv + 1, NULL);
     int help = 0;
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "--transcoder") || !strncmp(argv[i], "--transcoder=", 13))
+            return cmd_transcoder_inspect(argc, argv, "inspect");
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         help |= !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
     int rc = run_tokens(argc, argv); /* no arguments: "MODEL missing" */

@@ -96,6 +96,12 @@ int cmd_report(int argc, char **argv) {
          .imax = FFN_FACTS_DEFAULT, .def = "0: no such section",
          .help = "add a section on how distributed each of the first N facts is: the smallest "
                  "ablation set of neurons (see ffn trace --distributed)"},
+        {.name = "--transcoder", .type = CLI_PATH, .dst = (void *)o.transcoders,
+         .metavar = "FILE", .max_count = REPORT_MAX_TRANSCODERS, .count = &o.n_transcoders,
+         .def = "none: no feature section",
+         .help = "a transcoder or SAE of a layer of the first model (ffn transcoder train): "
+                 "adds a feature section, each prompt token's most active features and the "
+                 "tokens their decoder rows promote; repeat for several (at most 8)"},
         CLI_OPT_LANG("--lang", &lang, "the language of the page's words (en, zh)"),
         CLI_OPT_THREADS(&threads),
         {0}};

@@ -41,7 +41,11 @@ static const char about[] =
 "watch the next-token prediction change (before/after bars and the KL).  Edits\n"
 "are patches on the tap layers.L.m (the input of down_proj) for one forward;\n"
 "the model on disk is never changed (an edit of a fact, below, changes the\n"
-"served copy in memory).\n"
+"served copy in memory).  With --transcoder FILE (a transcoder or SAE of one\n"
+"layer, `ffn transcoder train`), that layer's features switch the same way:\n"
+"feature j's activation a_j becomes scale * a_j, i.e. (scale - 1) a_j d_j is\n"
+"added to layers.L.mlp_out (d_j its decoder row; the transcoder's error stays\n"
+"in the output, so nothing else changes), through /api/predict.\n"
 "\n"
 "MODEL is what `ffn inspect` reads: a run directory of `ffn train`, a Hugging\n"
 "Face directory, or a llama2.c .bin with its tokenizer.bin beside it (or\n"
@@ -79,7 +83,9 @@ STR(SERVE_MAX_TEXT_BYTES) " bytes,\n"
 "  GET  /api/info       config, layers and widths, vocabulary, labels, limits\n"
 "  POST /api/tokenize   {\"text\"} -> tokens with their pieces\n"
 "  POST /api/predict    {\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\",\"scale\"}]}\n"
-"                       -> next-token top-k before and after (scale 0 = off), KL\n"
+"                       -> next-token top-k before and after (scale 0 = off), KL;\n"
+"                       {\"layer\",\"feature\",\"scale\"} switches a feature of that\n"
+"                       layer's --transcoder instead of a neuron\n"
 "  POST /api/neurons    {\"text\"|\"ids\", \"position\", \"layer\"?, \"k\"} -> a token's\n"
 "                       strongest neurons per layer with promoted tokens, labels\n"
 "  POST /api/trace      {\"text\", \"subject\", \"target\"?} -> causal tracing tables\n"
@@ -218,12 +224,40 @@ static int load(serve_state *s, const char *path, const char *tokenizer) {
     return 0;
 }
 
+/* --transcoder FILE...: each of a layer of this model, no layer twice */
+static int load_transcoders(serve_state *s, const char *const *files, int n) {
+    const ffn_model_config *c = ffn_model_get_config(s->model);
+    for (int i = 0; i < n; i++) {
+        ffn_transcoder *tc = NULL;
+        ffn_status st = ffn_tc_load(files[i], &tc);
+        if (st) return cli_fail(CMD, st);
+        const ffn_tc_config *tcc = ffn_tc_get_config(tc);
+        const char *why = NULL;
+        if (tcc->layer >= c->num_hidden_layers) why = "a layer the model does not have";
+        else if (tcc->d_model != c->hidden_size) why = "another width than the model's";
+        else if (serve_tc_of_layer(s, tcc->layer)) why = "a layer given twice";
+        if (why) {
+            cli_error(CMD, "--transcoder %s: layer %lld, width %lld: %s (the model has %lld "
+                      "layers, hidden_size %lld; one transcoder per layer)", files[i],
+                      (long long)tcc->layer, (long long)tcc->d_model, why,
+                      (long long)c->num_hidden_layers, (long long)c->hidden_size);
+            ffn_tc_free(tc);
+            return CLI_EXIT_USAGE;
+        }
+        s->tcs[s->n_tcs].tc = tc;
+        serve_base_name(files[i], s->tcs[s->n_tcs].name, sizeof s->tcs[s->n_tcs].name);
+        s->n_tcs++;
+    }
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     const char *model_path = NULL, *host = "127.0.0.1", *tokenizer = NULL;
     const char *data = NULL, *facts = NULL, *save_dir = NULL;
     int64_t port = 8080, threads = 0, pool = 4, samples = 2000;
     int64_t max_saves = 10, max_save_mb = 16384, per_address = 32, request_timeout = 10;
-    int lang = FFN_LANG_EN, no_labels = 0;
+    int lang = FFN_LANG_EN, no_labels = 0, n_tc_files = 0;
+    const char *tc_files[SERVE_MAX_TRANSCODERS];
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--port", &port, "P", 0, 65535, "the TCP port (0 = any free port; the "
                         "URL printed says which)")},
@@ -241,6 +275,11 @@ int cmd_serve(int argc, char **argv) {
          .def = "ffn_tokenizer_file or tokenizer.txt in a checkpoint directory, tokenizer.bin "
                 "beside the model",
          .help = "the vocabulary (as in ffn run)"},
+        {.name = "--transcoder", .type = CLI_PATH, .dst = (void *)tc_files, .metavar = "FILE",
+         .max_count = SERVE_MAX_TRANSCODERS, .count = &n_tc_files, .def = "none",
+         .help = "a transcoder or SAE of one layer (ffn transcoder train): its features can be "
+                 "switched off or scaled as neurons are ({\"layer\", \"feature\", \"scale\"} "
+                 "edits); repeat for other layers (one per layer)"},
         {.name = "--no-labels", .type = CLI_FLAG, .dst = &no_labels,
          .help = "skip the gate probes at the start (neurons are shown without labels)"},
         {CLI_INT_FIELDS("--workers", &pool, "N", 1, 64, "threads that accept and answer "
@@ -307,6 +346,7 @@ int cmd_serve(int argc, char **argv) {
     }
     rc = cli_make_ctx(CMD, threads, &s.ctx);
     if (!rc) rc = load(&s, model_path, tokenizer);
+    if (!rc) rc = load_transcoders(&s, tc_files, n_tc_files);
     if (!rc) {
         serve_editor_init(&s, data, facts);
         if (!s.editor.available && (data || facts)) { /* asked for and not possible: fail */
@@ -389,6 +429,7 @@ int cmd_serve(int argc, char **argv) {
     serve_conns_stop(&s); /* when the daemon did not start */
     serve_labels_free(&s.labels);
     serve_editor_free(&s.editor);
+    for (int i = 0; i < s.n_tcs; i++) ffn_tc_free(s.tcs[i].tc);
     ffn_vocab_free(s.vocab);
     ffn_model_free(s.model);
     ffn_ctx_free(s.ctx);

@@ -13,11 +13,14 @@
 #include "ffn/transcoder.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 static const char *const CMD = "transcoder";
+
+int cmd_transcoder_inspect(int argc, char **argv, const char *cmd); /* also ffn inspect's */
 
 static const char about[] =
 "Trains a transcoder of layer L's FFN: a wide sparse layer (Fp features, the\n"
@@ -36,14 +39,18 @@ static const char about[] =
 "and the FFN zeroed (loss recovered = (zero - replaced) / (zero - original)).\n"
 "The transcoder is written to --out (safetensors, its config in the metadata);\n"
 "the training state to OUT.state every --save-every steps and at the end,\n"
-"and --resume continues from it.\n"
+"and --resume continues from it, bit for bit as if never stopped.  Ctrl-C\n"
+"(SIGINT) or SIGTERM finishes the step in flight, saves OUT.state and exits\n"
+"130 (--json: {\"interrupted\": true, \"steps\", \"rows\", \"state\"}); a second\n"
+"one stops at once (OUT.state is then the last --save-every save, whole).\n"
 "\n"
 "ffn transcoder eval MODEL FILE... evaluates transcoder or SAE files of one\n"
 "model side by side.";
 
 static const char epilog[] =
 "output: a table on stdout (--json: one JSON object); progress on stderr\n"
-"only on a terminal; exit 1 on failure, 2 on bad usage.\n"
+"only on a terminal; exit 1 on failure, 2 on bad usage, 130 when stopped by\n"
+"Ctrl-C or SIGTERM (train: the state saved for --resume).\n"
 "examples:\n"
 "  ffn transcoder train facts1 --layer 1 --features 1024 --k 16 --out tc1.st\n"
 "  ffn transcoder train facts1 --layer 1 --kind sae --out sae1.st --json\n"
@@ -58,6 +65,30 @@ typedef struct targs {
 } targs;
 
 static const char *const kind_names[] = {"transcoder", "sae", NULL};
+
+/* Ctrl-C (SIGINT) or SIGTERM during train: the step in flight finishes, the
+ * training state is saved and the run stops (a second signal stops at once) */
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig) {
+    if (stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    stop_requested = 1;
+}
+
+static void install_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART; /* a save in progress is not cut short by EINTR */
+    sigemptyset(&sa.sa_mask);
+    stop_requested = 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
 
 /* ---- the model and its text ---------------------------------------------------------- */
 
@@ -278,6 +309,8 @@ static int run_train(int argc, char **argv) {
     ffn_tc_progress(tc, &step0, NULL);
     const int tty = cli_progress_tty();
     const double t0 = cli_seconds();
+    install_signals();
+    int interrupted = 0;
     double t_tc = 0; /* seconds in the transcoder's own step (not the model's forward) */
     ffn_tc_stats acc = {0};
     int64_t acc_n = 0;
@@ -326,10 +359,32 @@ static int run_train(int argc, char **argv) {
         if (a.save_every && (step + 1) % a.save_every == 0 && step + 1 < a.steps &&
             (st = ffn_tc_save(tc, state_path, 1)))
             break;
+        if (stop_requested && step + 1 < a.steps) {
+            interrupted = 1;
+            st = ffn_tc_save(tc, state_path, 1);
+            break;
+        }
     }
     if (tty) fputc('\n', stderr);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
     if (st) {
         rc = cli_fail(CMD, st);
+        goto out;
+    }
+    if (interrupted) {
+        int64_t at = 0, rows_at = 0;
+        ffn_tc_progress(tc, &at, &rows_at);
+        cli_error(CMD, "interrupted at step %lld of %lld: the training state is in %s; the same "
+                  "command with --resume continues it", (long long)at, (long long)a.steps,
+                  state_path);
+        if (a.json) {
+            printf("{\"interrupted\": true, \"steps\": %lld, \"rows\": %lld, \"state\": ",
+                   (long long)at, (long long)rows_at);
+            cli_json_string(stdout, state_path);
+            printf("}\n");
+        }
+        rc = 130;
         goto out;
     }
     const double train_s = cli_seconds() - t0;
@@ -620,8 +675,10 @@ static char *decode_span(const ffn_vocab *v, const int32_t *tok, int64_t a, int6
     return text;
 }
 
-static int run_inspect(int argc, char **argv) {
-    const char *model = NULL, *file = NULL, *data = NULL;
+/* `ffn transcoder inspect MODEL FILE --feature I`, and `ffn inspect MODEL
+ * --transcoder FILE --feature I` (cmd "inspect"): one code for both. */
+int cmd_transcoder_inspect(int argc, char **argv, const char *cmd) {
+    const char *model = NULL, *file = NULL, *file_flag = NULL, *data = NULL;
     int64_t feature = -1, top = 10, promoted = 10, context = 8, threads = 0, max_tokens = 20000;
     int json = 0;
     const cli_opt opts[] = {
@@ -636,21 +693,32 @@ static int run_inspect(int argc, char **argv) {
         {.name = "--data", .type = CLI_PATH, .dst = &data, .metavar = "FILE",
          .help = "text to read (default: the model's recorded training text; its held-out "
                  "last 10%)"},
+        {.name = "--transcoder", .type = CLI_PATH, .dst = &file_flag, .metavar = "FILE",
+         .help = "the transcoder or SAE file (as the positional FILE; `ffn inspect MODEL "
+                 "--transcoder FILE --feature I` is this command)"},
         CLI_OPT_THREADS(&threads),
         CLI_OPT_JSON(&json, "one JSON object on stdout"),
         {0}};
     const cli_pos pos[] = {CLI_POS_MODEL(&model),
-                           {.name = "FILE", .dst = &file, .required = 1,
-                            .help = "a transcoder or SAE file"},
+                           {.name = "FILE", .dst = &file,
+                            .help = "a transcoder or SAE file (or --transcoder FILE)"},
                            {0}};
-    const cli_spec spec = {"transcoder inspect", "MODEL FILE --feature I [options]",
+    const cli_spec spec = {cmd, !strcmp(cmd, "inspect")
+                                    ? "MODEL --transcoder FILE --feature I [options]"
+                                    : "MODEL FILE --feature I [options]",
                            "Shows one feature of a transcoder or SAE as `ffn inspect keys` "
                            "shows a neuron:\nits top-activating contexts in the model's "
                            "held-out text and its logit effect\nU (g * d_I), the tokens its "
                            "decoder row d_I promotes and suppresses most.", epilog, opts, pos};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
-    if (feature < 0) return cli_usage_error("transcoder inspect", "--feature I is required");
+    if (file && file_flag)
+        return cli_usage_error(cmd, "the transcoder given twice (FILE and --transcoder); give "
+                               "one");
+    if (!file) file = file_flag;
+    if (!file) return cli_usage_error(cmd, "a transcoder file is required (FILE or "
+                                      "--transcoder FILE)");
+    if (feature < 0) return cli_usage_error(cmd, "--feature I is required");
     session s;
     ffn_transcoder *tc = NULL;
     ffn_status st = ffn_tc_load(file, &tc);
@@ -665,7 +733,7 @@ static int run_inspect(int argc, char **argv) {
         const long long nf = (long long)c->features;
         ffn_tc_free(tc);
         session_free(&s);
-        return cli_usage_error("transcoder inspect", "--feature %lld: the file has %lld features "
+        return cli_usage_error(cmd, "--feature %lld: the file has %lld features "
                                "(0..%lld)", (long long)feature, nf, nf - 1);
     }
     const int64_t V = ffn_model_get_config(s.model)->vocab_size;
@@ -1012,7 +1080,7 @@ done:
 
 int cmd_transcoder(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "purity")) return run_purity(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "inspect")) return run_inspect(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "inspect")) return cmd_transcoder_inspect(argc - 1, argv + 1, "transcoder inspect");
     if (argc >= 2 && !strcmp(argv[1], "train")) return run_train(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "eval")) return run_eval(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "step")) return run_step(argc - 1, argv + 1);

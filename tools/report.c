@@ -13,6 +13,7 @@
 #include "report.h"
 #include "trace_report.h"
 #include "trace_dist.h"
+#include "tc_report.h"
 #include "i18n.h"
 
 #include "report_assets.h"
@@ -1002,6 +1003,22 @@ static int write_fact_dist(rctx *r, const run_set *rs) {
     return rc;
 }
 
+/* the feature section: --transcoder files on the first model shown */
+static int write_features(rctx *r, const run_set *rs) {
+    const char *spec = r->opt->n_models ? r->opt->models[0] : NULL;
+    const char *dflt[REPORT_MAX_MODELS];
+    if (!spec && default_models(rs, dflt, REPORT_MAX_MODELS) > 0) spec = dflt[0];
+    if (!spec) return rfail(r, CLI_EXIT_FAIL, "--transcoder: the run directory holds no model");
+    char dir[4200], name[256];
+    if (resolve_model(r, rs, spec, dir, sizeof dir, name, sizeof name)) return r->failed;
+    int rc = tc_report_json(r->out, r->cmd, r->ctx, dir, r->opt->transcoders,
+                            r->opt->n_transcoders,
+                            r->opt->prompt ? r->opt->prompt : REPORT_DEFAULT_PROMPT, 5,
+                            r->opt->n_promoted);
+    if (rc) r->failed = rc;
+    return rc;
+}
+
 const report_asset *report_asset_named(const char *name, size_t n) {
     for (size_t i = 0; i < report_n_assets; i++)
         if (strlen(report_assets[i].name) == n && !memcmp(report_assets[i].name, name, n))
@@ -1096,7 +1113,8 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     fputs(",\n", r.out);
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)) ||
-        (opts->fact_dist > 0 && write_fact_dist(&r, rs)))
+        (opts->fact_dist > 0 && write_fact_dist(&r, rs)) ||
+        (opts->n_transcoders > 0 && write_features(&r, rs)))
         goto done;
     fprintf(r.out, "\"initial_layer\":%lld}", (long long)opts->layer);
     if (fclose(r.out) != 0) {

@@ -32,6 +32,7 @@
 
 #define REPORT_MAX_MODELS 4
 #define REPORT_MAX_CONFIGS 8
+#define REPORT_MAX_TRANSCODERS 8
 
 typedef struct report_options {
     const char *cmd;         /* names the command in messages ("report", "demo") */
@@ -54,6 +55,10 @@ typedef struct report_options {
     int64_t fact_dist;       /* > 0: a section on how distributed each of that many facts is
                                 (the smallest ablation set, tools/trace_dist.c; 0: none) */
     ffn_lang lang;           /* the page's language (EN; ZH: the catalogue's Chinese, tools/i18n.c) */
+    /* transcoder / SAE files of the first model shown: a feature section
+     * (tools/tc_report.c): each token's most active features, promoted tokens */
+    int n_transcoders;
+    const char *transcoders[REPORT_MAX_TRANSCODERS];
 } report_options;
 
 #define REPORT_DEFAULT_PROMPT "Mary gave John the apple because he was hungry."

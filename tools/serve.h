@@ -77,6 +77,14 @@ int serve_guard_host_ok(const serve_guard *g, const char *host, char *name, size
 
 /* ---- the loaded model ----------------------------------------------------------- */
 
+/* A transcoder (or SAE) of one layer, from --transcoder: its features can be
+ * switched as neurons are (ffn_tc_patch_features). */
+#define SERVE_MAX_TRANSCODERS 64
+typedef struct serve_tc {
+    ffn_transcoder *tc;
+    char name[256];       /* the file's last component: what replies show */
+} serve_tc;
+
 typedef struct serve_labels {
     int available;
     char reason[512];     /* why not, when not */
@@ -150,6 +158,8 @@ typedef struct serve_state {
     pthread_mutex_t lock; /* serialises every use of model */
     serve_labels labels;
     serve_editor editor;
+    serve_tc tcs[SERVE_MAX_TRANSCODERS]; /* --transcoder files, one per layer at most */
+    int n_tcs;
     serve_conns conns;
 } serve_state;
 
@@ -157,6 +167,8 @@ typedef struct serve_state {
 
 typedef struct serve_edit {
     int64_t layer, neuron;
+    int64_t feature;      /* >= 0: a feature of layer's --transcoder instead of a neuron
+                           * (neuron is then -1), a_j := scale · a_j */
     double scale;         /* m_i := scale · m_i; 0 switches the neuron off */
     int64_t position;     /* -1: every position */
 } serve_edit;
@@ -270,11 +282,14 @@ void serve_conns_stop(serve_state *s);
  * encoded (with bos when the vocabulary has one).  max_tokens bounds T. */
 int serve_req_tokens(serve_state *s, const serve_req *req, int64_t max_tokens, int32_t **ids,
                      int64_t *n, serve_reply *r);
+/* The --transcoder of layer `layer`, or NULL. */
+const serve_tc *serve_tc_of_layer(const serve_state *s, int64_t layer);
 /* The text of token id after prev, as JSON. */
 void serve_json_piece(FILE *f, const serve_state *s, int32_t prev, int32_t id);
 
 /* The one intervention: run ids (T) with every edit applied as a SCALE
- * patch on layers.L.m, and write the last position's next-token
+ * patch on layers.L.m (a feature edit: ffn_tc_patch_features of its
+ * layer's transcoder, layers in order, after the neuron patches), and write the last position's next-token
  * probabilities (V, double) into probs.  The patches are cleared
  * afterwards: the model is left as it was (nothing is written to disk).
  * Caller holds s->lock. */

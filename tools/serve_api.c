@@ -32,7 +32,20 @@ static int check_edits(serve_state *s, const serve_req *req, int64_t T, serve_re
         if (W <= 0)
             return serve_err(r, 400, "\"edits\"[%lld]: layer %lld has no FFN", (long long)e,
                              (long long)ed->layer);
-        if (ed->neuron >= W)
+        if (ed->feature >= 0) {
+            const serve_tc *t = serve_tc_of_layer(s, ed->layer);
+            if (!t)
+                return serve_err(r, 400, "\"edits\"[%lld]: a feature of layer %lld, and no "
+                                 "--transcoder of that layer was given to the server%s",
+                                 (long long)e, (long long)ed->layer,
+                                 s->n_tcs ? " (GET /api/info lists the transcoders)" : "");
+            const int64_t Fp = ffn_tc_get_config(t->tc)->features;
+            if (ed->feature >= Fp)
+                return serve_err(r, 400, "\"edits\"[%lld]: feature %lld out of range (the "
+                                 "transcoder of layer %lld has %lld features: 0..%lld)",
+                                 (long long)e, (long long)ed->feature, (long long)ed->layer,
+                                 (long long)Fp, (long long)(Fp - 1));
+        } else if (ed->neuron >= W)
             return serve_err(r, 400, "\"edits\"[%lld]: neuron %lld out of range (layer %lld has "
                              "%lld neurons: 0..%lld)", (long long)e, (long long)ed->neuron,
                              (long long)ed->layer, (long long)W, (long long)(W - 1));
@@ -90,7 +103,16 @@ static int api_info(serve_state *s, const serve_req *req, serve_reply *r) {
                "\"run_tokens\":%lld,\"edits\":%d,\"k\":%d},",
             SERVE_MAX_BODY, SERVE_MAX_TEXT_BYTES, SERVE_MAX_TOKENIZE,
             (long long)c->max_position_embeddings, SERVE_MAX_EDITS, SERVE_MAX_K);
-    fputs("\"edit\":", f);
+    fputs("\"transcoders\":[", f);
+    for (int i = 0; i < s->n_tcs; i++) {
+        const ffn_tc_config *tc = ffn_tc_get_config(s->tcs[i].tc);
+        fprintf(f, "%s{\"layer\":%lld,\"kind\":\"%s\",\"features\":%lld,\"k\":%lld,"
+                   "\"file\":", i ? "," : "", (long long)tc->layer, ffn_tc_kind_name(tc->kind),
+                (long long)tc->features, (long long)tc->k);
+        serve_json_str(f, s->tcs[i].name);
+        fputc('}', f);
+    }
+    fputs("],\"edit\":", f);
     pthread_mutex_lock(&s->lock); /* n_edits changes under the lock */
     serve_editor_info(s, f);
     pthread_mutex_unlock(&s->lock);
@@ -199,8 +221,10 @@ static int api_predict(serve_state *s, const serve_req *req, serve_reply *r) {
     write_tokens(f, s, ids, T);
     fprintf(f, ",\"position\":%lld,\"edits\":[", (long long)(T - 1));
     for (int64_t e = 0; e < req->n_edits; e++) {
-        fprintf(f, "%s{\"layer\":%lld,\"neuron\":%lld,\"scale\":", e ? "," : "",
-                (long long)req->edits[e].layer, (long long)req->edits[e].neuron);
+        const serve_edit *ed = &req->edits[e];
+        fprintf(f, "%s{\"layer\":%lld,\"%s\":%lld,\"scale\":", e ? "," : "",
+                (long long)ed->layer, ed->feature >= 0 ? "feature" : "neuron",
+                (long long)(ed->feature >= 0 ? ed->feature : ed->neuron));
         serve_json_num(f, req->edits[e].scale);
         fprintf(f, ",\"position\":%lld}", (long long)req->edits[e].position);
     }
@@ -390,8 +414,8 @@ const serve_endpoint serve_endpoints[] = {
     {"POST", "/api/tokenize", SERVE_F_TEXT, api_tokenize,
      "{\"text\"} -> its tokens with their pieces"},
     {"POST", "/api/predict", SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_EDITS | SERVE_F_K, api_predict,
-     "{\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\",\"scale\"}], \"k\"} -> next-token "
-     "top-k before and after the edits, and KL(before || after)"},
+     "{\"text\"|\"ids\", \"edits\": [{\"layer\",\"neuron\"|\"feature\",\"scale\"}], \"k\"} -> "
+     "next-token top-k before and after the edits, and KL(before || after)"},
     {"POST", "/api/neurons",
      SERVE_F_TEXT | SERVE_F_IDS | SERVE_F_POSITION | SERVE_F_LAYER | SERVE_F_K, api_neurons,
      "{\"text\"|\"ids\", \"position\", \"layer\", \"k\"} -> a token's strongest FFN neurons per "

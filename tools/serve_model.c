@@ -60,6 +60,31 @@ int serve_req_tokens(serve_state *s, const serve_req *req, int64_t max_tokens, i
 
 /* ---- the one intervention ---------------------------------------------------------------- */
 
+const serve_tc *serve_tc_of_layer(const serve_state *s, int64_t layer) {
+    for (int i = 0; i < s->n_tcs; i++)
+        if (ffn_tc_get_config(s->tcs[i].tc)->layer == layer) return &s->tcs[i];
+    return NULL;
+}
+
+/* the feature edits, layer by layer from the first (each layer's features
+ * read with the edits of the layers before it in place) */
+static ffn_status patch_features(serve_state *s, const int32_t *ids, int64_t T,
+                                 const serve_edit *edits, int64_t n_edits) {
+    ffn_tc_feature_edit fe[SERVE_MAX_EDITS];
+    const int64_t L = ffn_model_get_config(s->model)->num_hidden_layers;
+    ffn_status st = FFN_OK;
+    for (int64_t l = 0; l < L && !st; l++) {
+        int64_t n = 0;
+        for (int64_t e = 0; e < n_edits && n < SERVE_MAX_EDITS; e++)
+            if (edits[e].feature >= 0 && edits[e].layer == l)
+                fe[n++] = (ffn_tc_feature_edit){edits[e].feature, edits[e].scale,
+                                                edits[e].position};
+        const serve_tc *t = n ? serve_tc_of_layer(s, l) : NULL;
+        if (t) st = ffn_tc_patch_features(s->ctx, s->model, t->tc, ids, T, fe, n);
+    }
+    return st;
+}
+
 ffn_status serve_predict_probs(serve_state *s, const int32_t *ids, int64_t T,
                                const serve_edit *edits, int64_t n_edits, double *probs) {
     const int64_t V = ffn_vocab_size(s->vocab);
@@ -68,11 +93,13 @@ ffn_status serve_predict_probs(serve_state *s, const int32_t *ids, int64_t T,
     ffn_model_taps_clear(s->model);
     ffn_status st = FFN_OK;
     for (int64_t e = 0; e < n_edits && !st; e++) {
+        if (edits[e].feature >= 0) continue;
         char name[64];
         ffn_tap_name(name, sizeof name, edits[e].layer, FFN_TAP_M);
         st = ffn_model_tap_patch(s->model, name, edits[e].position, edits[e].neuron,
                                  FFN_TAP_OP_SCALE, (float)edits[e].scale);
     }
+    if (!st) st = patch_features(s, ids, T, edits, n_edits);
     if (!st) st = ffn_model_logits(s->model, logits, ids, 1, T);
     ffn_model_taps_clear(s->model);
     if (!st) { /* softmax of the last row, in double */

@@ -3,7 +3,8 @@
  *   "text"     a string of at most SERVE_MAX_TEXT_BYTES bytes
  *   "ids"      an array of integers in [0, 2^31) (at most SERVE_MAX_TOKENIZE)
  *   "edits"    an array of at most SERVE_MAX_EDITS objects
- *              {"layer": L, "neuron": i, "scale": s, "position"?: p}
+ *              {"layer": L, "neuron": i, "scale": s, "position"?: p}, or
+ *              "feature": j (of layer L's --transcoder) in place of "neuron"
  *              (s a finite number in [-100, 100]; p >= -1, -1 = every position)
  *   "position" an integer >= -1 (-1 = the last token)
  *   "layer"    an integer >= -1 (-1 = every layer)
@@ -108,16 +109,27 @@ static int parse_edit(const ffn_json_value *e, size_t i, serve_edit *out, char *
                    "got %s", i, type_word(e));
     for (size_t j = 0; j < ffn_json_length(e); j++) {
         const char *key = ffn_json_key_at(e, j);
-        if (strcmp(key, "layer") && strcmp(key, "neuron") && strcmp(key, "scale") &&
-            strcmp(key, "position"))
+        if (strcmp(key, "layer") && strcmp(key, "neuron") && strcmp(key, "feature") &&
+            strcmp(key, "scale") && strcmp(key, "position"))
             return bad(err, n, "\"edits\"[%zu]: unknown field \"%.64s\" (accepted: \"layer\", "
-                       "\"neuron\", \"scale\", \"position\")", i, key);
+                       "\"neuron\" or \"feature\", \"scale\", \"position\")", i, key);
     }
     out->position = -1;
+    out->neuron = out->feature = -1;
     snprintf(what, sizeof what, "edits[%zu].layer", i);
     if (!get_int(ffn_json_get(e, "layer"), what, 0, INT32_MAX, &out->layer, err, n)) return 0;
-    snprintf(what, sizeof what, "edits[%zu].neuron", i);
-    if (!get_int(ffn_json_get(e, "neuron"), what, 0, INT32_MAX, &out->neuron, err, n)) return 0;
+    const ffn_json_value *fv = ffn_json_get(e, "feature");
+    if (fv && ffn_json_get(e, "neuron"))
+        return bad(err, n, "\"edits\"[%zu]: a \"neuron\" and a \"feature\"; an edit switches "
+                   "one of them", i);
+    if (fv) {
+        snprintf(what, sizeof what, "edits[%zu].feature", i);
+        if (!get_int(fv, what, 0, INT32_MAX, &out->feature, err, n)) return 0;
+    } else {
+        snprintf(what, sizeof what, "edits[%zu].neuron", i);
+        if (!get_int(ffn_json_get(e, "neuron"), what, 0, INT32_MAX, &out->neuron, err, n))
+            return 0;
+    }
     const ffn_json_value *s = ffn_json_get(e, "scale");
     double scale = ffn_json_number(s);
     if (ffn_json_type_of(s) != FFN_JSON_NUMBER)

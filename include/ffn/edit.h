@@ -128,6 +128,8 @@ typedef struct ffn_edit_options {
     uint64_t seed;           /* the generated prefixes (1) */
     ffn_edit_fit fit;        /* ROME: how δ is fitted (FFN_EDIT_FIT_UPDATE) */
     double cov_weight;       /* MEMIT: the weight w of C against the edits' keys (100) */
+    double ft_norm;          /* FT over layers (ffn_edit_ft_batch): |ΔW_ij| <= ft_norm, the
+                                L∞ bound of FT-L (0: no bound; 5e-3) */
 } ffn_edit_options;
 
 void ffn_edit_options_default(ffn_edit_options *opts);
@@ -216,6 +218,37 @@ void ffn_memit_result_free(ffn_memit_result *result); /* zeroes it; NULL is a no
 ffn_status ffn_edit_memit(ffn_model *model, const ffn_vocab *vocab, const ffn_edit_request *reqs,
                           int64_t n, int64_t first, int64_t last, const ffn_edit_options *opts,
                           const double *const *C, ffn_memit_result *result);
+
+/* ---- The fine-tuning baseline over layers (FT-L) ------------------------------------
+ * n requests written at once by Adam (ft_steps steps at ft_lr, β 0.9,
+ * 0.999, ε 1e-8) on the down_proj weights of layers first..last, as the
+ * FT-L baseline of the ROME and MEMIT papers: the loss is the mean over
+ * the requests of each one's mean target NLL after its bare prompt; after
+ * every step each weight is clamped to within ft_norm of its value before
+ * the edit (the L∞ norm bound; ft_norm 0: no bound).  Stops early when the
+ * loss is below 0.05.  Only the down_proj weights of layers first..last
+ * change. */
+typedef struct ffn_ft_result {
+    int64_t n, steps_run;
+    double loss_first, loss_last; /* the mean target loss at the first and last step */
+    double max_change;            /* max |ΔW_ij| over the layers */
+    char (*old_objects)[64];      /* (n) the old objects scored against */
+    int64_t n_layers, D, F;
+    float *W_before;              /* (n_layers, D, F) the down_projs before the edit */
+    float *grad_first;            /* (n_layers, D, F) their gradient at the first step */
+} ffn_ft_result;
+
+void ffn_ft_result_free(ffn_ft_result *result); /* zeroes it; NULL is a no-op */
+
+/* One step of it on its own (the tests): W (numel) updated in place from
+ * the gradient g, the moments m, v (numel, doubles) and the unedited W0;
+ * step counts from 1. */
+void ffn_edit_ft_step(float *W, const float *g, double *m, double *v, const float *W0,
+                      int64_t numel, int64_t step, double lr, double norm);
+
+ffn_status ffn_edit_ft_batch(ffn_model *model, const ffn_vocab *vocab,
+                             const ffn_edit_request *reqs, int64_t n, int64_t first, int64_t last,
+                             const ffn_edit_options *opts, ffn_ft_result *result);
 
 typedef struct ffn_edit_scores {
     double efficacy;        /* fraction of the requests (NaN: none) */

@@ -51,6 +51,7 @@
 
 #include "core.h"
 #include "model.h"
+#include "tap.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -192,6 +193,43 @@ ffn_status ffn_tc_codes(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc
 ffn_status ffn_tc_top_activations(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
                                   int64_t feature, const int32_t *tokens, int64_t n_tok,
                                   int64_t n_top, int64_t *at, float *act, int64_t *n_found);
+
+/* ---- As a tap: layers.L.tc_features ------------------------------------------------
+ * The features of a transcoder of layer L are a tap like the neurons
+ * (layers.L.m): ffn_tc_tap_select keeps the point the transcoder reads
+ * (layers.L.mlp_in; an SAE: layers.L.mlp_out) from then on, and after any
+ * forward ffn_tc_tap_read gives "layers.L.tc_features", the activations a
+ * (rows, Fp) of every row of that forward, dense (0 for the features not
+ * selected), computed from the captured rows by ffn_tc_forward.  view
+ * (may be NULL) gets rows, cols = Fp, B, T, pos0 and layer of that
+ * forward, data = out and point = the point read.  A name other than
+ * layers.<tc's layer>.tc_features is FFN_ERR_INVALID_ARG naming it;
+ * fewer than the forward's rows in max_rows too. */
+char *ffn_tc_tap_name(char *buf, size_t size, int64_t layer);
+ffn_status ffn_tc_tap_select(ffn_model *model, const ffn_transcoder *tc);
+ffn_status ffn_tc_tap_read(const ffn_ctx *ctx, const ffn_model *model, ffn_transcoder *tc,
+                           const char *name, float *out, int64_t max_rows, ffn_tap_view *view);
+
+/* Switching features off or on, as a neuron is switched by a SCALE patch
+ * of layers.L.m: feature j at `position` (-1: every position) gets
+ * a_j := scale · a_j, i.e. (scale − 1) · a_j · d_j is ADDed to
+ * layers.L.mlp_out there; the transcoder's error (y − ŷ) stays in the
+ * output, so scale 1 everywhere is the model itself.  Runs tokens (1, T)
+ * once with the caller's patches as they are (patches of earlier layers
+ * act on a), reads a at layer L and adds one ADD patch on layers.L.mlp_out
+ * per position that changes; the next forward of the same tokens sees the
+ * edit.  Several edits of one call add their changes.  Call once per
+ * layer, earlier layers first; the point ffn_tc_tap_select keeps stays
+ * selected. */
+typedef struct ffn_tc_feature_edit {
+    int64_t feature;
+    double scale;     /* 0 switches the feature off */
+    int64_t position; /* -1: every position */
+} ffn_tc_feature_edit;
+
+ffn_status ffn_tc_patch_features(const ffn_ctx *ctx, ffn_model *model, ffn_transcoder *tc,
+                                 const int32_t *tokens, int64_t T,
+                                 const ffn_tc_feature_edit *edits, int64_t n_edits);
 
 /* ---- Superposition, measured (src/analysis/purity.c) ---------------------------------
  * Units (neurons, transcoder or SAE features) as columns of act (S, U):

@@ -291,6 +291,7 @@ void ffn_edit_options_default(ffn_edit_options *o) {
     o->kl_prompt = "{} is a";
     o->ft_steps = 25;
     o->ft_lr = 1e-2;
+    o->ft_norm = 5e-3;
     o->seed = 1;
     o->fit = FFN_EDIT_FIT_UPDATE;
     o->cov_weight = 100.0;
@@ -1322,6 +1323,142 @@ ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     free(kf);
     free(delta);
     if (st || !res_out) ffn_memit_result_free(&res);
+    else *res_out = res;
+    return st;
+}
+
+/* ---- FT-L: fine-tuning over layers with an L∞ bound -------------------------------- */
+
+void ffn_ft_result_free(ffn_ft_result *r) {
+    if (!r) return;
+    free(r->old_objects);
+    free(r->W_before);
+    free(r->grad_first);
+    memset(r, 0, sizeof *r);
+}
+
+void ffn_edit_ft_step(float *W, const float *g, double *m, double *v, const float *W0,
+                      int64_t numel, int64_t step, double lr, double norm) {
+    const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+    const double c1 = 1 - pow(b1, (double)step), c2 = 1 - pow(b2, (double)step);
+    for (int64_t i = 0; i < numel; i++) {
+        m[i] = b1 * m[i] + (1 - b1) * g[i];
+        v[i] = b2 * v[i] + (1 - b2) * (double)g[i] * g[i];
+        double w = (double)W[i] - lr * (m[i] / c1) / (sqrt(v[i] / c2) + eps);
+        if (norm > 0) {
+            const double lo = (double)W0[i] - norm, hi = (double)W0[i] + norm;
+            w = w < lo ? lo : w > hi ? hi : w;
+        }
+        W[i] = (float)w;
+    }
+}
+
+ffn_status ffn_edit_ft_batch(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *reqs,
+                             int64_t n, int64_t first, int64_t last, const ffn_edit_options *o,
+                             ffn_ft_result *res_out) {
+    if (!m || !vocab || !reqs || n < 1 || !o)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: NULL argument or no requests");
+    if (!ffn_model_grads(m, NULL))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: the model must be a training "
+                         "model (ffn_model_options.training = 1)");
+    if (first > last)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ft: layers %lld-%lld: the first is after the "
+                         "last", (long long)first, (long long)last);
+    if (o->ft_steps < 0 || !(o->ft_lr >= 0) || !(o->ft_norm >= 0))
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: ft_steps >= 0, ft_lr >= 0 and "
+                         "ft_norm >= 0 expected");
+    for (int64_t i = 0; i < n; i++)
+        if (!reqs[i].prompt || !reqs[i].subject || !reqs[i].target)
+            return ffn_error(FFN_ERR_INVALID_ARG, "ft: request %lld: NULL prompt, subject or "
+                             "target", (long long)i);
+    const int64_t NL = last - first + 1;
+    layer_view lv;
+    ffn_status st = FFN_OK;
+    for (int64_t l = first; l <= last && !st; l++) st = view_layer(m, l, &lv);
+    if (st) return st;
+    const int64_t DF = lv.D * lv.F;
+    ffn_ft_result res;
+    memset(&res, 0, sizeof res);
+    res.n = n;
+    res.n_layers = NL;
+    res.D = lv.D;
+    res.F = lv.F;
+    res.old_objects = calloc((size_t)n, sizeof *res.old_objects);
+    res.grad_first = calloc((size_t)(NL * DF), sizeof *res.grad_first);
+    prompt_set *ps = calloc((size_t)n, sizeof *ps);
+    int32_t **tg = calloc((size_t)n, sizeof *tg);
+    float *W0 = res.W_before = malloc((size_t)(NL * DF) * sizeof *W0);
+    double *mom = calloc((size_t)(2 * NL * DF), sizeof *mom);
+    int64_t *off = malloc((size_t)NL * sizeof *off);
+    if (!res.old_objects || !res.grad_first || !ps || !tg || !W0 || !mom || !off)
+        st = ffn_error(FFN_ERR_NOMEM, "ft: out of memory");
+    float *params = ffn_model_params(m, NULL);
+    for (int64_t j = 0; j < NL && !st; j++) {
+        char name[96];
+        snprintf(name, sizeof name, "model.layers.%lld.mlp.down_proj.weight", (long long)(first + j));
+        const ffn_model_tensor *t = ffn_model_find_tensor(m, name);
+        if (!t || t->numel != DF) {
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "ft: layer %lld has no fp32 %s of %lld weights",
+                           (long long)(first + j), name, (long long)DF);
+            break;
+        }
+        off[j] = t->offset;
+        memcpy(W0 + j * DF, params + t->offset, (size_t)DF * sizeof *W0);
+    }
+    ffn_edit_options od = *o;
+    od.method = FFN_EDIT_FT; /* the bare prompt only */
+    for (int64_t e = 0; e < n && !st; e++) {
+        const ffn_edit_request *q = &reqs[e];
+        if (q->old_object)
+            snprintf(res.old_objects[e], sizeof res.old_objects[e], "%s", q->old_object);
+        else if ((st = top_next(m, vocab, q->prompt, res.old_objects[e], sizeof res.old_objects[e])))
+            break;
+        if ((st = build_prompts(m, vocab, q, &od, lv.max_seq, &ps[e]))) break;
+        const ids *seq = &ps[e].seq[0];
+        if (!(tg[e] = malloc((size_t)seq->n * sizeof *tg[e]))) {
+            st = ffn_error(FFN_ERR_NOMEM, "ft: out of memory");
+            break;
+        }
+        for (int64_t i = 0; i < seq->n; i++) {
+            const int64_t k = i - ps[e].first[0];
+            tg[e][i] = k >= 0 && k < ps[e].target.n ? ps[e].target.v[k] : FFN_IGNORE_INDEX;
+        }
+    }
+    for (int64_t step = 1; !st && step <= o->ft_steps + 1; step++) {
+        ffn_model_zero_grads(m);
+        double loss = 0;
+        for (int64_t e = 0; e < n && !st; e++) {
+            ffn_model_loss l;
+            st = ffn_model_forward_backward(m, ps[e].seq[0].v, tg[e], 1, ps[e].seq[0].n,
+                                            (float)(1.0 / (double)n), &l);
+            loss += l.ce / (double)n;
+        }
+        if (st) break;
+        if (step == 1) res.loss_first = loss;
+        res.loss_last = loss;
+        if (step > o->ft_steps || loss < 0.05) break;
+        res.steps_run = step;
+        const float *g = ffn_model_grads(m, NULL);
+        for (int64_t j = 0; step == 1 && j < NL; j++)
+            memcpy(res.grad_first + j * DF, g + off[j], (size_t)DF * sizeof *g);
+        for (int64_t j = 0; j < NL; j++)
+            ffn_edit_ft_step(params + off[j], g + off[j], mom + 2 * j * DF, mom + (2 * j + 1) * DF,
+                             W0 + j * DF, DF, step, o->ft_lr, o->ft_norm);
+        st = ffn_model_params_changed(m);
+    }
+    ffn_model_zero_grads(m);
+    for (int64_t j = 0; !st && j < NL; j++)
+        for (int64_t i = 0; i < DF; i++) {
+            const double d = fabs((double)params[off[j] + i] - W0[j * DF + i]);
+            res.max_change = d > res.max_change ? d : res.max_change;
+        }
+    for (int64_t e = 0; ps && e < n; e++) prompt_set_free(&ps[e]);
+    for (int64_t e = 0; tg && e < n; e++) free(tg[e]);
+    free(ps);
+    free(tg);
+    free(mom);
+    free(off);
+    if (st || !res_out) ffn_ft_result_free(&res);
     else *res_out = res;
     return st;
 }

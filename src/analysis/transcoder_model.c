@@ -281,3 +281,130 @@ ffn_status ffn_tc_top_activations(const ffn_ctx *ctx, ffn_model *m, ffn_transcod
     free(val);
     return st;
 }
+
+/* ---- as a tap: layers.L.tc_features ----------------------------------------------- */
+
+char *ffn_tc_tap_name(char *buf, size_t size, int64_t layer) {
+    if (buf && size) snprintf(buf, size, "layers.%lld.tc_features", (long long)layer);
+    return buf;
+}
+
+/* the point the transcoder reads: mlp_in (an SAE: mlp_out) of its layer */
+static void source_name(const ffn_transcoder *tc, char *buf, size_t size) {
+    ffn_tap_name(buf, size, tc->cfg.layer,
+                 tc->cfg.kind == FFN_TC_KIND_SAE ? FFN_TAP_MLP_OUT : FFN_TAP_MLP_IN);
+}
+
+ffn_status ffn_tc_tap_select(ffn_model *m, const ffn_transcoder *tc) {
+    if (!m || !tc) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_tap_select: NULL argument");
+    ffn_status st = check_layer(m, tc->cfg.kind, tc->cfg.layer, tc->cfg.d_model);
+    if (st) return st;
+    char src[64];
+    source_name(tc, src, sizeof src);
+    return ffn_model_tap_select(m, src);
+}
+
+ffn_status ffn_tc_tap_read(const ffn_ctx *ctx, const ffn_model *m, ffn_transcoder *tc,
+                           const char *name, float *out, int64_t max_rows, ffn_tap_view *view) {
+    if (!ctx || !m || !tc || !name || !out)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_tap_read: NULL argument");
+    char want[64], src[64];
+    ffn_tc_tap_name(want, sizeof want, tc->cfg.layer);
+    if (strcmp(name, want))
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': this transcoder's features are '%s' "
+                         "(it reads layer %lld)", name, want, (long long)tc->cfg.layer);
+    source_name(tc, src, sizeof src);
+    ffn_tap_view v;
+    ffn_status st = ffn_model_tap_read(m, src, &v);
+    if (st) return st;
+    const int64_t D = tc->cfg.d_model, Fp = tc->cfg.features, k = tc->cfg.k, n = v.rows;
+    if (v.cols != D)
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': %s has width %lld, the transcoder %lld",
+                         name, src, (long long)v.cols, (long long)D);
+    if (n > max_rows)
+        return ffn_error(FFN_ERR_INVALID_ARG, "tap '%s': the last forward has %lld rows, out "
+                         "holds %lld", name, (long long)n, (long long)max_rows);
+    int32_t *idx = malloc((size_t)(n * k) * sizeof *idx + 1);
+    float *val = malloc((size_t)(n * k) * sizeof *val + 1);
+    if (!idx || !val) st = ffn_error(FFN_ERR_NOMEM, "transcoder: out of memory");
+    if (!st && n > 0) st = ffn_tc_forward(ctx, tc, v.data, n, NULL, idx, val);
+    if (!st) {
+        memset(out, 0, (size_t)(n * Fp) * sizeof *out);
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t s = 0; s < k; s++) out[r * Fp + idx[r * k + s]] = val[r * k + s];
+        if (view) {
+            *view = v;
+            view->data = out;
+            view->cols = Fp;
+        }
+    }
+    free(idx);
+    free(val);
+    return st;
+}
+
+ffn_status ffn_tc_patch_features(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder *tc,
+                                 const int32_t *tokens, int64_t T,
+                                 const ffn_tc_feature_edit *edits, int64_t n_edits) {
+    if (!ctx || !m || !tc || !tokens || T < 1 || (n_edits && !edits) || n_edits < 0)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_patch_features: bad arguments");
+    const int64_t D = tc->cfg.d_model, Fp = tc->cfg.features, k = tc->cfg.k;
+    for (int64_t e = 0; e < n_edits; e++) {
+        if (edits[e].feature < 0 || edits[e].feature >= Fp)
+            return ffn_error(FFN_ERR_INVALID_ARG, "feature %lld out of range (the transcoder "
+                             "has %lld: 0..%lld)", (long long)edits[e].feature, (long long)Fp,
+                             (long long)Fp - 1);
+        if (edits[e].position < -1 || edits[e].position >= T)
+            return ffn_error(FFN_ERR_INVALID_ARG, "feature %lld: position %lld out of range "
+                             "(-1 for every position, or 0..%lld)", (long long)edits[e].feature,
+                             (long long)edits[e].position, (long long)T - 1);
+        if (!isfinite(edits[e].scale))
+            return ffn_error(FFN_ERR_INVALID_ARG, "feature %lld: scale is not finite",
+                             (long long)edits[e].feature);
+    }
+    ffn_status st = ffn_tc_tap_select(m, tc);
+    if (st || n_edits == 0) return st;
+    int64_t max_n, max_seq;
+    ffn_model_rows(m, &max_n, &max_seq);
+    if (T > max_seq)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_tc_patch_features: %lld tokens, more than the "
+                         "model's rows (%lld)", (long long)T, (long long)max_seq);
+    int32_t *tgt = malloc((size_t)T * sizeof *tgt), *idx = malloc((size_t)(T * k) * sizeof *idx);
+    float *val = malloc((size_t)(T * k) * sizeof *val), *delta = malloc((size_t)D * sizeof *delta);
+    if (!tgt || !idx || !val || !delta) st = ffn_error(FFN_ERR_NOMEM, "transcoder: out of memory");
+    for (int64_t t = 0; !st && t < T; t++) tgt[t] = FFN_IGNORE_INDEX;
+    ffn_model_loss l;
+    if (!st) st = ffn_model_eval_loss(m, tokens, tgt, 1, T, &l);
+    char src[64], nout[64];
+    source_name(tc, src, sizeof src);
+    ffn_tap_name(nout, sizeof nout, tc->cfg.layer, FFN_TAP_MLP_OUT);
+    ffn_tap_view v;
+    if (!st) st = ffn_model_tap_read(m, src, &v);
+    if (!st && (v.rows != T || v.cols != D))
+        st = ffn_error(FFN_ERR_INTERNAL, "transcoder: tap %s has %lld x %lld rows, expected "
+                       "%lld x %lld", src, (long long)v.rows, (long long)v.cols, (long long)T,
+                       (long long)D);
+    if (!st) st = ffn_tc_forward(ctx, tc, v.data, T, NULL, idx, val);
+    const float *W_dec = tc->p + tc->off_W_dec;
+    for (int64_t t = 0; !st && t < T; t++) {
+        int changed = 0;
+        memset(delta, 0, (size_t)D * sizeof *delta);
+        for (int64_t e = 0; e < n_edits; e++) {
+            if (edits[e].position >= 0 && edits[e].position != t) continue;
+            float a = 0;
+            for (int64_t s = 0; s < k; s++)
+                if (idx[t * k + s] == edits[e].feature) a = val[t * k + s];
+            const double c = (edits[e].scale - 1.0) * (double)a;
+            if (c == 0) continue;
+            const float *dj = W_dec + edits[e].feature * D;
+            for (int64_t d = 0; d < D; d++) delta[d] += (float)(c * (double)dj[d]);
+            changed = 1;
+        }
+        if (changed) st = ffn_model_tap_patch_vector(m, nout, t, FFN_TAP_OP_ADD, delta, D);
+    }
+    free(tgt);
+    free(idx);
+    free(val);
+    free(delta);
+    return st;
+}

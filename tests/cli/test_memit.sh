@@ -10,6 +10,8 @@
 #      the new objects up, the residual |z - h| down, specificity kept;
 #      only model.layers.{0,1}.mlp.down_proj.weight change, the input is
 #      untouched;
+#   2b. --compare (ROME one after another, FT-L, MEMIT) equals each method run
+#      alone, FT-L keeps |dW| <= --ft-norm, the input model is untouched;
 #   3. bad usage: memit without --batch or --layers, --layers without memit,
 #      a malformed or reversed range, a layer past the model.
 set -euo pipefail
@@ -128,6 +130,34 @@ sums "$tmp/m" | cmp -s - "$tmp/m.sums" || fail "the input model changed"
     fail "--layers A (one layer), --force"
 grep -q "memit: 1 edits over layers 1-1" "$tmp/t1" || { cat "$tmp/t1"; fail "the table"; }
 
+# 2b. --compare: ROME one after another at layer 0, FT-L and MEMIT over 0-1, from the same
+# weights: the same scores as each method run alone, the model untouched
+"$FFN_BIN" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b10.jsonl" --compare \
+    --layers 0-1 --layer 0 --json > "$tmp/cmp.json" 2> "$tmp/err" || { cat "$tmp/err"; fail "--compare"; }
+"$FFN_BIN" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b10.jsonl" --method ft \
+    --layers 0-1 --json > "$tmp/ft.json" 2> "$tmp/err" || { cat "$tmp/err"; fail "--method ft --layers"; }
+"$FFN_BIN" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b10.jsonl" --compare \
+    --layers 0-1 --layer 0 > "$tmp/cmp.txt" || fail "--compare (table)"
+cat "$tmp/cmp.txt"
+/usr/bin/python3 - "$tmp/cmp.json" "$tmp/ft.json" "$tmp/r10.json" <<'PY' || fail "--compare: scores"
+import json, sys
+c, ft, me = (json.load(open(p)) for p in sys.argv[1:4])
+assert [m["method"] for m in c["methods"]] == ["rome", "ft", "memit"], c
+assert c["n_edits"] == 10 and c["rome_layer"] == 0 and c["layers"] == [0, 1], c
+by = {m["method"]: m for m in c["methods"]}
+for k in ("efficacy", "generalisation", "specificity", "logp_new", "heldout_loss"):
+    assert by["ft"]["scores"][k] == ft["after"][k], (k, by["ft"], ft["after"])
+    assert by["memit"]["scores"][k] == me["after"][k], (k, by["memit"], me["after"])
+assert c["before"] == me["before"], (c["before"], me["before"])
+assert ft["max_change"] <= ft["ft_norm"] * (1 + 1e-6) and ft["steps_run"] > 0, ft
+assert by["ft"]["scores"]["logp_new"] > c["before"]["logp_new"], (by["ft"], c["before"])
+print("  --compare N=10:", {m["method"]: (m["scores"]["efficacy"], m["scores"]["specificity"],
+      round(m["heldout_change"], 4)) for m in c["methods"]})
+PY
+grep -q "^memit " "$tmp/cmp.txt" && grep -q "^ft " "$tmp/cmp.txt" && grep -q "^rome " "$tmp/cmp.txt" ||
+    fail "--compare table rows"
+sums "$tmp/m" | cmp -s - "$tmp/m.sums" || fail "--compare changed the input model"
+
 # 3. bad usage
 bad() { # expected-message args...
     local want="$1"; shift
@@ -140,5 +170,8 @@ bad "is for --method memit" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$t
 bad "expected A-B" "${M[@]}" --batch "$tmp/b1.jsonl" --layers 2-1 --out "$tmp/x"
 bad "expected A-B" "${M[@]}" --batch "$tmp/b1.jsonl" --layers 0-x --out "$tmp/x"
 bad "out of range" "${M[@]}" --batch "$tmp/b1.jsonl" --layers 0-3 --out "$tmp/x"
+bad "edits a --batch FILE" edit "$tmp/m" --facts "$tmp/facts.jsonl" --fact 0 --target Osk --method ft --layers 0-1 --out "$tmp/x"
+bad "\-\-compare edits a --batch FILE over --layers" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b1.jsonl" --compare
+bad "\-\-compare runs the three methods" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b1.jsonl" --compare --layers 0-1 --method ft
 [[ ! -e "$tmp/x" ]] || fail "a refused edit wrote its --out"
 echo "PASS test_memit"

@@ -9,11 +9,17 @@
 #      on stderr (no terminal: no progress);
 #   2. resume: 12 steps, then --resume to 24, gives the file an
 #      uninterrupted 24-step run gives, byte for byte;
+#   2b. SIGINT during train: exit 130, the state saved, nothing at --out;
+#      --resume to 7 steps past it gives the file (and state) of one run;
 #   3. --force: an existing --out is refused without it, replaced with it;
 #      --resume with other flags (another k) is refused naming both;
 #   4. --kind sae and --skip; eval of both files: one row each, --json;
 #   5. inspect --feature: contexts by decreasing activation, the promoted
 #      and suppressed tokens; a feature out of range is a usage error;
+#      `ffn inspect MODEL --transcoder FILE` prints the same JSON;
+#   5b. ffn report --transcoder (two files): the feature section's data,
+#      every token's features by decreasing activation, 6 promoted tokens
+#      by decreasing logit, the ones ffn transcoder inspect names;
 #   6. purity --facts: neurons, the transcoder and the SAE in one JSON
 #      table: purity within [0, 1] and at least chance's floor minus 0.2,
 #      readout sizes 1, 2, 4, ... and units_needed one of them (or -1);
@@ -90,6 +96,34 @@ PY
 grep -q "24 steps" "$tmp/resume.txt" || { cat "$tmp/resume.txt"; fail "resume did not reach 24 steps"; }
 cmp "$tmp/a.st" "$tmp/b.st" || fail "12 + 12 resumed steps differ from 24 in one run"
 
+# 2b. Ctrl-C: the state saved, exit 130, --resume = uninterrupted (the run is stopped at
+# whatever step the signal finds; its state is first written after step 5, so the
+# handler is in place when the signal is sent)
+"$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps 1000000 --save-every 5 \
+    --out "$tmp/c.st" --json > "$tmp/int.json" 2> "$tmp/int.err" &
+pid=$!
+for _ in $(seq 600); do [[ -s "$tmp/c.st.state" ]] && break; sleep 0.1; done
+[[ -s "$tmp/c.st.state" ]] || { kill "$pid"; fail "no state after 60 s"; }
+kill -INT "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[[ $rc == 130 ]] || { cat "$tmp/int.err"; fail "SIGINT: exit $rc, expected 130"; }
+grep -q "interrupted at step [0-9]* of 1000000: the training state is in .*c.st.state" \
+    "$tmp/int.err" || { cat "$tmp/int.err"; fail "SIGINT message"; }
+[[ -e "$tmp/c.st" ]] && fail "an interrupted run wrote --out"
+at=$(/usr/bin/python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["interrupted"] is True; print(r["steps"])' "$tmp/int.json")
+echo "interrupted at step $at"
+(( at >= 5 )) || fail "interrupted at step $at, before the first save"
+end=$((at + 7))
+"$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps "$end" --out "$tmp/c.st" \
+    --resume > /dev/null || fail "--resume after SIGINT"
+"$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps "$end" --out "$tmp/d.st" \
+    > /dev/null || fail "$end steps in one run"
+cmp "$tmp/c.st" "$tmp/d.st" || fail "interrupted at $at and resumed to $end differs from $end in one run"
+cmp "$tmp/c.st.state" "$tmp/d.st.state" || fail "the states after $end steps differ"
+
 # 3. --force, and --resume with other flags
 if "$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps 2 --out "$tmp/a.st" \
     > /dev/null 2> "$tmp/err"; then fail "an existing --out was replaced without --force"; fi
@@ -131,6 +165,11 @@ PY
 "$FFN_BIN" transcoder inspect "$tmp/m" "$tmp/tc.st" --feature 5 --top 4 > "$tmp/ins.txt" ||
     fail "inspect (table)"
 grep -q "promotes" "$tmp/ins.txt" || fail "inspect table"
+"$FFN_BIN" inspect "$tmp/m" --transcoder "$tmp/tc.st" --feature 5 --top 4 --promoted 3 --json \
+    > "$tmp/ins2.json" || fail "ffn inspect --transcoder"
+cmp "$tmp/ins.json" "$tmp/ins2.json" || fail "ffn inspect --transcoder differs from ffn transcoder inspect"
+"$FFN_BIN" inspect --help > "$tmp/ihelp.txt" || fail "ffn inspect --help"
+grep -q -- "--transcoder FILE --feature I" "$tmp/ihelp.txt" || fail "ffn inspect --help: --transcoder"
 /usr/bin/python3 - "$tmp/ins.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -139,6 +178,42 @@ assert acts == sorted(acts, reverse=True) and all(a > 0 for a in acts), acts
 assert len(r["promoted"]) == 3 and len(r["suppressed"]) == 3, r
 assert r["promoted"][0]["logit"] >= r["promoted"][-1]["logit"] > r["suppressed"][0]["logit"], r
 PY
+
+# 5b. the report's feature section
+"$FFN_BIN" report "$tmp/m" --transcoder "$tmp/tc.st" --transcoder "$tmp/sae.st" \
+    --prompt "Mira lives in Osk." --out "$tmp/r.html" > /dev/null 2> "$tmp/err" ||
+    { cat "$tmp/err"; fail "report --transcoder"; }
+/usr/bin/python3 - "$tmp/r.html" <<'PY'
+import json, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'<script type="application/json" id="ffn-data">\n(.*?)\n</script>', html, re.S).group(1))
+f = d["features"]["files"]
+assert [(x["file"], x["kind"], x["layer"], x["features"], x["k"]) for x in f] == \
+    [("tc.st", "transcoder", 1, 128, 8), ("sae.st", "sae", 1, 128, 8)], f
+for x in f:
+    assert "".join(t["piece"] for t in x["tokens"]).replace(" ", "") == "MiralivesinOsk.", x["tokens"]
+    assert sum(len(t["features"]) for t in x["tokens"]) > 0
+    for t in x["tokens"]:
+        acts = [q["activation"] for q in t["features"]]
+        assert len(acts) <= 5 and acts == sorted(acts, reverse=True) and all(a > 0 for a in acts), t
+        for q in t["features"]:
+            assert 0 <= q["feature"] < 128 and len(q["promoted"]) == 6, q
+            lg = [p["logit"] for p in q["promoted"]]
+            assert lg == sorted(lg, reverse=True), q
+assert 'id="features"' in html and "features.js" in html or "DATA.features" in html
+assert d["messages"]["report.features_title"].startswith("Features, not neurons")
+PY
+# a feature of the report promotes what ffn transcoder inspect says it does
+j=$(/usr/bin/python3 -c '
+import json, re, sys
+h = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r"<script type=\"application/json\" id=\"ffn-data\">\n(.*?)\n</script>", h, re.S).group(1))
+t = [t for t in d["features"]["files"][0]["tokens"] if t["features"]][0]
+print(t["features"][0]["feature"], " ".join(str(p["id"]) for p in t["features"][0]["promoted"]))' "$tmp/r.html")
+"$FFN_BIN" transcoder inspect "$tmp/m" "$tmp/tc.st" --feature "${j%% *}" --promoted 6 --top 1 --json \
+    > "$tmp/fj.json" || fail "inspect of the report's feature"
+got=$(/usr/bin/python3 -c 'import json,sys; print(" ".join(str(p["token"]) for p in json.load(open(sys.argv[1]))["promoted"]))' "$tmp/fj.json")
+[[ "$got" == "${j#* }" ]] || fail "the report's feature ${j%% *} promotes ${j#* }, inspect says $got"
 
 # 6. purity
 /usr/bin/python3 - "$tmp/facts.jsonl" <<'PY'
@@ -195,6 +270,8 @@ bad 2 "\-\-out FILE is required" train "$tmp/m" --layer 0
 bad 1 "not a transcoder" eval "$tmp/m" "$tmp/m/model.safetensors"
 bad 2 "\-\-feature 999: the file has 128 features" inspect "$tmp/m" "$tmp/tc.st" --feature 999
 bad 2 "expected a subcommand" frobnicate
+bad 2 "the transcoder given twice" inspect "$tmp/m" "$tmp/tc.st" --transcoder "$tmp/tc.st" --feature 1
+bad 2 "a transcoder file is required" inspect "$tmp/m" --feature 1
 bad 1 "a transcoder of layer 0 (width 32); --layer is 1" purity "$tmp/m" --layer 1 --facts "$tmp/facts.jsonl" --file "$tmp/l0.st"
 [[ -e "$tmp/x.st" ]] && fail "a refused run left --out"
 echo "test_transcoder: ok"

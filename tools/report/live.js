@@ -12,7 +12,7 @@
   var $ = function (id) { return document.getElementById(id); };
   var S = {
     info: null, messages: {}, tokens: [], position: -1, layer: -1,
-    edits: [],           // [{layer, neuron, scale}] in the order made
+    edits: [],           // [{layer, neuron | feature, scale}] in the order made
     lastPredict: null, lastNeurons: null, busy: 0, seq: 0,
     lastEdit: null, modelEdits: 0   // facts edited into the served weights (/api/edit)
   };
@@ -73,7 +73,10 @@
   /* ---- the prediction: before and after the edits ------------------------- */
   function predictBody() {
     var b = input();
-    b.edits = S.edits.map(function (e) { return { layer: e.layer, neuron: e.neuron, scale: e.scale }; });
+    b.edits = S.edits.map(function (e) {
+      return e.feature !== undefined ? { layer: e.layer, feature: e.feature, scale: e.scale }
+        : { layer: e.layer, neuron: e.neuron, scale: e.scale };
+    });
     return b;
   }
   function loadPredict() {
@@ -116,8 +119,9 @@
     S.edits.forEach(function (e, k) {
       var rm = el('button', { type: 'button', title: T('live.remove'), text: '\u00d7' });
       rm.addEventListener('click', function () { S.edits.splice(k, 1); changed(); });
-      p.appendChild(el('span', { cls: 'chip edit', 'data-edit': e.layer + ':' + e.neuron },
-        ['L' + e.layer + ' #' + e.neuron + ' \u00d7' + e.scale + ' ', rm]));
+      var f = e.feature !== undefined;
+      p.appendChild(el('span', { cls: 'chip edit', 'data-edit': e.layer + ':' + (f ? 'f' + e.feature : e.neuron) },
+        ['L' + e.layer + (f ? ' ' + T('live.feature') + ' ' + e.feature : ' #' + e.neuron) + ' \u00d7' + e.scale + ' ', rm]));
     });
     var clear = el('button', { type: 'button', id: 'clear-edits', text: T('live.clear_edits') });
     clear.addEventListener('click', function () { S.edits = []; changed(); });
@@ -134,6 +138,22 @@
     else if (k >= 0) S.edits[k].scale = scale;
     else S.edits.push({ layer: layer, neuron: neuron, scale: scale });
     changed();
+  }
+  /* features of the server's --transcoder files: switched as neurons are */
+  function setupFeatures(info) {
+    var tcs = info.transcoders || [];
+    if (!tcs.length) return;
+    $('feature-controls').hidden = false;
+    var sel = $('feature-layer');
+    tcs.forEach(function (t) { sel.appendChild(el('option', { value: String(t.layer), text: String(t.layer) + ' (' + t.kind + ', ' + t.features + ')' })); });
+    $('feature-apply').addEventListener('click', function () {
+      var layer = +sel.value, j = +$('feature-index').value, sc = +$('feature-scale').value;
+      if (!(j >= 0) || !isFinite(sc)) return;
+      for (var k = 0; k < S.edits.length; k++)
+        if (S.edits[k].layer === layer && S.edits[k].feature === j) { S.edits.splice(k, 1); break; }
+      if (sc !== 1) S.edits.push({ layer: layer, feature: j, scale: sc });
+      changed();
+    });
   }
   function changed() {
     loadPredict();
@@ -357,6 +377,7 @@
       drawEdits();
       $('trace-run').addEventListener('click', runTrace);
       setupEdit(r.json);
+      setupFeatures(r.json);
       /* the page opens with a sample text (in the page's language), not empty */
       if (!$('text').value) $('text').value = T('live.sample_text');
       refresh();

@@ -1,0 +1,57 @@
+// features.js -- the feature section of the ffn HTML report (hand-written;
+// no library).  It reads DATA.features, written by tools/tc_report.c when
+// `ffn report --transcoder FILE` is given: per transcoder or SAE file, each
+// prompt token's most active features with the tokens their decoder rows
+// promote.  Without DATA.features the section stays hidden.
+(function () {
+  'use strict';
+  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
+  var F = DATA.features;
+  if (!F) return;
+  var MSG = DATA.messages || {};
+  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
+  var section = document.getElementById('features');
+  var body = document.getElementById('features-body');
+  section.hidden = false;
+  var nav = document.querySelector('header nav');
+  if (nav) {
+    var a = document.createElement('a');
+    a.href = '#features';
+    a.textContent = W('report.nav_features');
+    nav.appendChild(document.createTextNode(' '));
+    nav.appendChild(a);
+  }
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+  function show(s) { return s.replace(/\n/g, '\u21b5').replace(/ /g, '\u00b7'); }
+  F.files.forEach(function (file) {
+    body.appendChild(el('p', W('report.features_lead', { kind: file.kind, layer: file.layer, file: file.file,
+      features: file.features, k: file.k }), 'lead'));
+    var table = el('table', undefined, 'features-table');
+    table.setAttribute('data-layer', String(file.layer));
+    var head = el('tr');
+    head.appendChild(el('th', W('report.features_token')));
+    head.appendChild(el('th', W('report.features_active')));
+    table.appendChild(head);
+    file.tokens.forEach(function (t) {
+      var tr = el('tr');
+      tr.setAttribute('data-pos', String(t.position));
+      tr.appendChild(el('td', show(t.piece), 'tok'));
+      var td = el('td');
+      t.features.forEach(function (f, i) {
+        var s = el('span', (i ? '; ' : '') + '#' + f.feature + ' ' + f.activation.toFixed(2) + ': ' +
+          f.promoted.map(function (p) { return show(p.piece); }).join(' '), 'feature');
+        s.setAttribute('data-feature', String(f.feature));
+        td.appendChild(s);
+      });
+      tr.appendChild(td);
+      table.appendChild(tr);
+    });
+    body.appendChild(table);
+  });
+  body.appendChild(el('p', W('report.features_read'), 'muted small'));
+})();
