@@ -48,18 +48,25 @@ KA void ka_acc(__m256i w, __m256i scv, const qg_acts *a, int64_t t0, const int T
         s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w, ka_x(a, t0 + t, k)), scv));
 }
 
-/* The end of super-block blk for T tokens, s[t] its int32 lane sums, dx
- * the token's scale, bs its 16 sums of 16 activations (int16):
+/* What the end of a block needs beyond its int32 lane sums s[t]: the
+ * weight scale d, dmin (the mins' scale) and v16 (16 int16 lanes, one per
+ * 16 elements: the mins, or the scales for the code offset). */
+typedef struct ka_blk {
+    float d, dmin;
+    __m256i v16;
+} ka_blk;
+
+/* The end of super-block blk for T tokens, dx the token's scale, bs its 16
+ * sums of 16 activations (int16):
  *   KA_PLAIN   acc[t] += (float)s[t] · (d · dx)
  *   KA_MINS    the same, and accm[t] += dmin · dx · Σ_k v16[k] · bs[k]
- *              (v16 the min of each 16 elements)
  *   KA_OFFSET  acc[t] += (float)(s[t] − (Σ_k v16[k] · bs[k] << shift)) · (d · dx)
- *              (v16 the scales, codes q + 2^shift)
+ *              (codes q + 2^shift)
  * The integer sums are exact (|bs| <= 16·127, |v16| <= 63). */
 enum { KA_PLAIN, KA_MINS, KA_OFFSET };
 
-KA void ka_end(const int kind, const qg_acts *a, int64_t t0, const int T, int64_t blk, float d, float dmin,
-               __m256i v16, const int shift, const __m256i *s, __m256 *acc, float *accm) {
+KA void ka_end(const int kind, const int shift, const qg_acts *a, int64_t t0, const int T, int64_t blk,
+               ka_blk b, const __m256i *s, __m256 *acc, float *accm) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const int64_t tt = t0 + t;
@@ -67,23 +74,23 @@ KA void ka_end(const int kind, const qg_acts *a, int64_t t0, const int T, int64_
         __m256i v = s[t];
         if (kind != KA_PLAIN) {
             const __m256i bs = _mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16));
-            const __m256i m = _mm256_madd_epi16(bs, v16);
-            if (kind == KA_MINS) accm[t] += dmin * dx * (float)qg_avx2_hsum_i32(m);
+            const __m256i m = _mm256_madd_epi16(bs, b.v16);
+            if (kind == KA_MINS) accm[t] += b.dmin * dx * (float)qg_avx2_hsum_i32(m);
             else v = _mm256_sub_epi32(v, _mm256_slli_epi32(m, shift));
         }
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * dx), acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(b.d * dx), acc[t]);
     }
 }
 
+/* Each format's block function (ka_q2K ...): block blk at p, s[t] += its
+ * codes × token t0 + t's activations × the sub-block scales; it returns
+ * what ka_end needs. */
+
 /* ---- q2_K ---------------------------------------------------------------------- */
 
-KA void ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256 *acc,
-               float *accm) {
+KA ka_blk ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i m2 = _mm256_set1_epi8(3);
     const uint8_t *sc = p;
-    __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
 #pragma GCC unroll 4
@@ -94,13 +101,12 @@ KA void ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int6
         }
     }
     const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sc)), 4);
-    ka_end(KA_MINS, a, t0, T, blk, qg_avx2_f16(p + 80), qg_avx2_f16(p + 82), mins, 0, s, acc, accm);
+    return (ka_blk){qg_avx2_f16(p + 80), qg_avx2_f16(p + 82), mins};
 }
 
 /* ---- q3_K ---------------------------------------------------------------------- */
 
-KA void ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256 *acc,
-               float *accm) {
+KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
     int16_t sc[16] __attribute__((aligned(32)));
     {   /* the 16 six-bit scales (ggml's aux trick), minus 32 */
@@ -116,9 +122,6 @@ KA void ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int6
         _mm256_store_si256((__m256i *)sc, v);
     }
     const __m256i H = _mm256_loadu_si256((const __m256i *)p);
-    __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
 #pragma GCC unroll 4
@@ -130,23 +133,19 @@ KA void ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int6
                    blk * 256 + 128 * h + 32 * j, s);
         }
     }
-    ka_end(KA_OFFSET, a, t0, T, blk, qg_avx2_f16(p + 108), 0.0f, _mm256_load_si256((const __m256i *)sc), 2, s,
-           acc, accm);
+    return (ka_blk){qg_avx2_f16(p + 108), 0.0f, _mm256_load_si256((const __m256i *)sc)};
 }
 
 /* ---- q4_K, q5_K ------------------------------------------------------------------ */
 
 /* q5 0: q4_K (144 bytes, nibbles at 16); 1: q5_K (176 bytes, qh at 16,
  * nibbles at 48). */
-KA void ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
-                __m256 *acc, float *accm) {
+KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
+                  __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
     uint8_t sm[16];
     quant_scales_mins_k4(p + 4, sm);
     const __m256i QH = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
-    __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) { /* elements 64i .. 64i + 63: sub-blocks 2i, 2i + 1 */
         const __m256i q = _mm256_loadu_si256((const __m256i *)(p + (q5 ? 48 : 16) + 32 * i));
@@ -161,18 +160,14 @@ KA void ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, co
     /* the min of 32 elements for both of their 16-sums */
     const __m128i idx = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
     const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sm), idx));
-    ka_end(KA_MINS, a, t0, T, blk, qg_avx2_f16(p), qg_avx2_f16(p + 2), mins, 0, s, acc, accm);
+    return (ka_blk){qg_avx2_f16(p), qg_avx2_f16(p + 2), mins};
 }
 
 /* ---- q6_K ------------------------------------------------------------------------ */
 
-KA void ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256 *acc,
-               float *accm) {
+KA ka_blk ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
     const int8_t *sc = (const int8_t *)(p + 192);
-    __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
     for (int h = 0; h < 2; h++) {
         const __m256i L0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
         const __m256i L1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
@@ -186,20 +181,16 @@ KA void ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int6
                    T, blk * 256 + 128 * h + 32 * c, s);
         }
     }
-    ka_end(KA_OFFSET, a, t0, T, blk, qg_avx2_f16(p + 208), 0.0f,
-           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc)), 5, s, acc, accm);
+    return (ka_blk){qg_avx2_f16(p + 208), 0.0f, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc))};
 }
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
 
-KA void ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256 *acc,
-                 float *accm) {
+KA ka_blk ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
+                  __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
     const unsigned sh = (unsigned)p[2] | ((unsigned)p[3] << 8);
-    __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ib++) {
         const int ls = (((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4)) - 32;
@@ -214,7 +205,7 @@ KA void ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
             s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), scv));
         }
     }
-    ka_end(KA_PLAIN, a, t0, T, blk, qg_avx2_f16(p), 0.0f, _mm256_setzero_si256(), 0, s, acc, accm);
+    return (ka_blk){qg_avx2_f16(p), 0.0f, _mm256_setzero_si256()};
 }
 
 /* ---- rows ---------------------------------------------------------------------------- */
@@ -230,7 +221,8 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
                          : type == KA_Q5_K ? QUANT_Q5_K_BYTES
                          : type == KA_Q6_K ? sizeof(quant_block_q6_K)
                                            : QUANT_IQ4_XS_BYTES;
-    const int has_mins = type == KA_Q2_K || type == KA_Q4_K || type == KA_Q5_K;
+    const int end = type == KA_Q3_K || type == KA_Q6_K ? KA_OFFSET : type == KA_IQ4_XS ? KA_PLAIN : KA_MINS;
+    const int shift = type == KA_Q3_K ? 2 : 5; /* the offsets 4 and 32 */
     const int64_t nblk = cols / 256;
     __m256 acc[QG_AVX2_T];
     float accm[QG_AVX2_T];
@@ -238,17 +230,22 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
     for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * bytes;
+        __m256i s[QG_AVX2_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
+        ka_blk b;
         switch (type) {
-        case KA_Q2_K: ka_q2K(p, a, t0, T, blk, acc, accm); break;
-        case KA_Q3_K: ka_q3K(p, a, t0, T, blk, acc, accm); break;
-        case KA_Q4_K: ka_q45K(0, p, a, t0, T, blk, acc, accm); break;
-        case KA_Q5_K: ka_q45K(1, p, a, t0, T, blk, acc, accm); break;
-        case KA_Q6_K: ka_q6K(p, a, t0, T, blk, acc, accm); break;
-        default: ka_iq4xs(p, a, t0, T, blk, acc, accm); break;
+        case KA_Q2_K: b = ka_q2K(p, a, t0, T, blk, s); break;
+        case KA_Q3_K: b = ka_q3K(p, a, t0, T, blk, s); break;
+        case KA_Q4_K: b = ka_q45K(0, p, a, t0, T, blk, s); break;
+        case KA_Q5_K: b = ka_q45K(1, p, a, t0, T, blk, s); break;
+        case KA_Q6_K: b = ka_q6K(p, a, t0, T, blk, s); break;
+        default: b = ka_iq4xs(p, a, t0, T, blk, s); break;
         }
+        ka_end(end, shift, a, t0, T, blk, b, s, acc, accm);
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = has_mins ? vf_hsum(acc[t]) - accm[t] : vf_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = end == KA_MINS ? vf_hsum(acc[t]) - accm[t] : vf_hsum(acc[t]);
 }
 
 QG_AVX2_ROWS(ffn_qg_rows_avx2_q2_K, ka_dot, KA_Q2_K)
