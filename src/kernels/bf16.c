@@ -12,7 +12,6 @@
 #include <dnnl.h>
 #include <immintrin.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -20,25 +19,7 @@
 
 /* ---- the hardware -------------------------------------------------------- */
 
-static int cpu_has_avx512bf16(void) {
-    /* CPUID leaf 7 subleaf 1, EAX bit 5 (older compilers lack
-     * __builtin_cpu_supports("avx512bf16")) */
-    unsigned a = 0, b = 0, c = 0, d = 0, max = 0;
-    __asm__ volatile("cpuid" : "=a"(max), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-    if (max < 7) return 0;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-    return (int)((a >> 5) & 1);
-}
-
-int ffn_bf16_hw(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = ffn_simd() == FFN_SIMD_AVX512 && cpu_has_avx512bf16();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
+int ffn_bf16_hw(void) { return ffn_simd() == FFN_SIMD_AVX512 && (ffn_cpu_features() & FFN_CPU_BF16); }
 
 /* ---- conversion ------------------------------------------------------------ */
 

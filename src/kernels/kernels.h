@@ -9,6 +9,12 @@
 
 enum { FFN_SIMD_SCALAR = 0, FFN_SIMD_AVX2 = 1, FFN_SIMD_AVX512 = 2 };
 int ffn_simd(void); /* the level in use (see cpu.c) */
+/* Instructions beyond the level's base set that some kernels use (the
+ * type table's needs, src/kernels/types.h), detected once from CPUID and
+ * not capped by FFN_SIMD: callers check ffn_simd() too. */
+enum { FFN_CPU_VNNI = 1u /* AVX512_VNNI */, FFN_CPU_BF16 = 2u /* AVX512_BF16 */,
+       FFN_CPU_VBMI = 4u /* AVX512_VBMI */ };
+unsigned ffn_cpu_features(void); /* FFN_CPU_* bits */
 
 /* Call name##_avx512, name##_avx2 or name##_scalar with the arguments,
  * whichever the level in use says, and return (from a void function). */

@@ -196,16 +196,7 @@ QK void qk_part_q32(const uint8_t *row, int64_t k0, int64_t k1, int q8, const qg
  * group instead of per pair of blocks.  With AVX512_VBMI the bytes and the
  * four scales are gathered by two byte permutes from two loads; without
  * it by inserts and scalar loads (the same values, so the same results). */
-static int qk_have_vbmi(void) {
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
+static int qk_have_vbmi(void) { return (ffn_cpu_features() & FFN_CPU_VBMI) != 0; }
 
 /* The weight bytes of the nb (1..4) blocks at p, as [qs0 | qs1 | qs2 | qs3]
  * (zero past nb), split into low and high nibbles, and the scales
