@@ -11,7 +11,6 @@
 
 #include <dnnl.h>
 #include <immintrin.h>
-#include <pthread.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -195,28 +194,15 @@ struct ffn_bf16_packer {
     dnnl_memory_t src, dst;
 };
 
-static dnnl_engine_t pk_engine;
-static dnnl_status_t pk_engine_status = dnnl_success;
-static pthread_once_t pk_once = PTHREAD_ONCE_INIT;
-static void pk_engine_make(void) { pk_engine_status = dnnl_engine_create(&pk_engine, dnnl_cpu, 0); }
-
-#define PK_TRY(call, what)                                                                    \
-    do {                                                                                       \
-        dnnl_status_t s_ = (call);                                                             \
-        if (s_ != dnnl_success) {                                                              \
-            st = ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: %s failed (status %d)",     \
-                           what, (int)s_);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
+#define PK_TRY(call, what) FFN_DNNL_TRY("oneDNN bf16 packing", call, what)
 
 ffn_status ffn_bf16_packer_create(int64_t K, int64_t N, int64_t ldb, int trans,
                                   const ffn_mm_packed *target, ffn_bf16_packer **out) {
     ffn_status st = FFN_OK;
     dnnl_primitive_desc_t rpd = NULL;
     *out = NULL;
-    if (pthread_once(&pk_once, pk_engine_make) || pk_engine_status != dnnl_success)
-        return ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: engine create failed");
+    dnnl_engine_t pk_engine;
+    if ((st = ffn_dnnl_cpu_engine(&pk_engine))) return ffn_error_prefix(st, "bf16 packing");
     ffn_bf16_packer *p = calloc(1, sizeof *p);
     if (!p) return ffn_error(FFN_ERR_NOMEM, "bf16 packing: out of memory");
     dnnl_memory_desc_t src_md;

@@ -182,6 +182,22 @@ void ffn_wgrad_mt(const ffn_ctx *ctx, float *C, int64_t ldc, const float *A, int
  * Creating allocates; running never does (scratchpad from the caller). */
 #include <dnnl_types.h>
 
+/* In a function with `ffn_status st` and a `fail:` label: a oneDNN call
+ * that fails sets st to FFN_ERR_INTERNAL naming who, what and the status,
+ * and goes to fail (matmul.c, bf16.c, qgemm_batch.c). */
+#define FFN_DNNL_TRY(who, call, what)                                                          \
+    do {                                                                                       \
+        dnnl_status_t s_ = (call);                                                             \
+        if (s_ != dnnl_success) {                                                              \
+            st = ffn_error(FFN_ERR_INTERNAL, "%s: %s failed (status %d)", who, what, (int)s_);  \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+/* The process's one CPU engine of the objects that keep no engine of their
+ * own (bf16 packers, the bf16 copies of low-precision weights): made on
+ * first use, never freed. */
+ffn_status ffn_dnnl_cpu_engine(dnnl_engine_t *out);
+
 typedef struct ffn_mm_engine ffn_mm_engine;
 typedef struct ffn_mm ffn_mm;
 enum { FFN_MM_B_PLAIN = 0, FFN_MM_B_PLAIN_T = 1, FFN_MM_B_PACKED = 2 };
