@@ -11,8 +11,6 @@
 
 #include <dnnl.h>
 #include <immintrin.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -20,25 +18,7 @@
 
 /* ---- the hardware -------------------------------------------------------- */
 
-static int cpu_has_avx512bf16(void) {
-    /* CPUID leaf 7 subleaf 1, EAX bit 5 (older compilers lack
-     * __builtin_cpu_supports("avx512bf16")) */
-    unsigned a = 0, b = 0, c = 0, d = 0, max = 0;
-    __asm__ volatile("cpuid" : "=a"(max), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
-    if (max < 7) return 0;
-    __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-    return (int)((a >> 5) & 1);
-}
-
-int ffn_bf16_hw(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        v = ffn_simd() == FFN_SIMD_AVX512 && cpu_has_avx512bf16();
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
+int ffn_bf16_hw(void) { return ffn_simd() == FFN_SIMD_AVX512 && (ffn_cpu_features() & FFN_CPU_BF16); }
 
 /* ---- conversion ------------------------------------------------------------ */
 
@@ -214,28 +194,15 @@ struct ffn_bf16_packer {
     dnnl_memory_t src, dst;
 };
 
-static dnnl_engine_t pk_engine;
-static dnnl_status_t pk_engine_status = dnnl_success;
-static pthread_once_t pk_once = PTHREAD_ONCE_INIT;
-static void pk_engine_make(void) { pk_engine_status = dnnl_engine_create(&pk_engine, dnnl_cpu, 0); }
-
-#define PK_TRY(call, what)                                                                    \
-    do {                                                                                       \
-        dnnl_status_t s_ = (call);                                                             \
-        if (s_ != dnnl_success) {                                                              \
-            st = ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: %s failed (status %d)",     \
-                           what, (int)s_);                                                     \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
+#define PK_TRY(call, what) FFN_DNNL_TRY("oneDNN bf16 packing", call, what)
 
 ffn_status ffn_bf16_packer_create(int64_t K, int64_t N, int64_t ldb, int trans,
                                   const ffn_mm_packed *target, ffn_bf16_packer **out) {
     ffn_status st = FFN_OK;
     dnnl_primitive_desc_t rpd = NULL;
     *out = NULL;
-    if (pthread_once(&pk_once, pk_engine_make) || pk_engine_status != dnnl_success)
-        return ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 packing: engine create failed");
+    dnnl_engine_t pk_engine;
+    if ((st = ffn_dnnl_cpu_engine(&pk_engine))) return ffn_error_prefix(st, "bf16 packing");
     ffn_bf16_packer *p = calloc(1, sizeof *p);
     if (!p) return ffn_error(FFN_ERR_NOMEM, "bf16 packing: out of memory");
     dnnl_memory_desc_t src_md;

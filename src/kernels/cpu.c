@@ -26,18 +26,44 @@ static int detect(void) {
     return level;
 }
 
-/* The level is detected once and cached.  Threads may race to detect it
- * first; each computes the same value, and the atomic makes the race
- * defined.  Relaxed order suffices: the int is all that is published, and a
- * relaxed load is a plain load on x86, so dispatching costs nothing. */
-int ffn_simd(void) {
-    static _Atomic int cached = -1;
-    int level = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (level < 0) {
-        level = detect();
-        atomic_store_explicit(&cached, level, memory_order_relaxed);
+static int detect_features(void) {
+    __builtin_cpu_init();
+    unsigned f = 0;
+    if (__builtin_cpu_supports("avx512vnni")) f |= FFN_CPU_VNNI;
+    if (__builtin_cpu_supports("avx512vbmi")) f |= FFN_CPU_VBMI;
+    /* __builtin_cpu_supports("avx512bf16") is missing from older
+     * compilers: CPUID leaf 7 subleaf 1, EAX bit 5 (the OS saving the zmm
+     * state is implied by the AVX-512 level, which callers check) */
+    unsigned a = 0, b = 0, c = 0, d = 0, max = 0;
+    __asm__ volatile("cpuid" : "=a"(max), "=b"(b), "=c"(c), "=d"(d) : "a"(0), "c"(0));
+    if (max >= 7) {
+        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+        if ((a >> 5) & 1) f |= FFN_CPU_BF16;
     }
-    return level;
+    return (int)f;
+}
+
+/* Each is detected once and cached.  Threads may race to detect it first;
+ * each computes the same value, and the atomic makes the race defined.
+ * Relaxed order suffices: the int is all that is published, and a relaxed
+ * load is a plain load on x86, so dispatching costs nothing. */
+static int cached(_Atomic int *slot, int (*detect_fn)(void)) {
+    int v = atomic_load_explicit(slot, memory_order_relaxed);
+    if (v < 0) {
+        v = detect_fn();
+        atomic_store_explicit(slot, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+int ffn_simd(void) {
+    static _Atomic int level = -1;
+    return cached(&level, detect);
+}
+
+unsigned ffn_cpu_features(void) {
+    static _Atomic int features = -1;
+    return (unsigned)cached(&features, detect_features);
 }
 
 const char *ffn_simd_level(void) {

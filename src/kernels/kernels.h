@@ -9,6 +9,12 @@
 
 enum { FFN_SIMD_SCALAR = 0, FFN_SIMD_AVX2 = 1, FFN_SIMD_AVX512 = 2 };
 int ffn_simd(void); /* the level in use (see cpu.c) */
+/* Instructions beyond the level's base set that some kernels use (the
+ * type table's needs, src/kernels/types.h), detected once from CPUID and
+ * not capped by FFN_SIMD: callers check ffn_simd() too. */
+enum { FFN_CPU_VNNI = 1u /* AVX512_VNNI */, FFN_CPU_BF16 = 2u /* AVX512_BF16 */,
+       FFN_CPU_VBMI = 4u /* AVX512_VBMI */ };
+unsigned ffn_cpu_features(void); /* FFN_CPU_* bits */
 
 /* Call name##_avx512, name##_avx2 or name##_scalar with the arguments,
  * whichever the level in use says, and return (from a void function). */
@@ -175,6 +181,22 @@ void ffn_wgrad_mt(const ffn_ctx *ctx, float *C, int64_t ldc, const float *A, int
  * (FFN_MM_B_PLAIN) or stored transposed as (N, K) (FFN_MM_B_PLAIN_T).
  * Creating allocates; running never does (scratchpad from the caller). */
 #include <dnnl_types.h>
+
+/* In a function with `ffn_status st` and a `fail:` label: a oneDNN call
+ * that fails sets st to FFN_ERR_INTERNAL naming who, what and the status,
+ * and goes to fail (matmul.c, bf16.c, qgemm_batch.c). */
+#define FFN_DNNL_TRY(who, call, what)                                                          \
+    do {                                                                                       \
+        dnnl_status_t s_ = (call);                                                             \
+        if (s_ != dnnl_success) {                                                              \
+            st = ffn_error(FFN_ERR_INTERNAL, "%s: %s failed (status %d)", who, what, (int)s_);  \
+            goto fail;                                                                         \
+        }                                                                                      \
+    } while (0)
+/* The process's one CPU engine of the objects that keep no engine of their
+ * own (bf16 packers, the bf16 copies of low-precision weights): made on
+ * first use, never freed. */
+ffn_status ffn_dnnl_cpu_engine(dnnl_engine_t *out);
 
 typedef struct ffn_mm_engine ffn_mm_engine;
 typedef struct ffn_mm ffn_mm;

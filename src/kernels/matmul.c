@@ -19,6 +19,7 @@
 #include "kernels/kernels.h"
 
 #include <dnnl.h>
+#include <pthread.h>
 #include <string.h>
 
 struct ffn_mm_engine {
@@ -33,14 +34,20 @@ struct ffn_mm {
     int has_bias;
 };
 
-#define DNNL_TRY(call, what)                                                                  \
-    do {                                                                                       \
-        dnnl_status_t s_ = (call);                                                             \
-        if (s_ != dnnl_success) {                                                              \
-            st = ffn_error(FFN_ERR_INTERNAL, "oneDNN: %s failed (status %d)", what, (int)s_);  \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
+#define DNNL_TRY(call, what) FFN_DNNL_TRY("oneDNN", call, what)
+
+static dnnl_engine_t shared_engine;
+static dnnl_status_t shared_engine_status = dnnl_success;
+static pthread_once_t shared_engine_once = PTHREAD_ONCE_INIT;
+static void shared_engine_make(void) { shared_engine_status = dnnl_engine_create(&shared_engine, dnnl_cpu, 0); }
+
+ffn_status ffn_dnnl_cpu_engine(dnnl_engine_t *out) {
+    if (pthread_once(&shared_engine_once, shared_engine_make) || shared_engine_status != dnnl_success)
+        return ffn_error(FFN_ERR_INTERNAL, "oneDNN: CPU engine create failed (status %d)",
+                         (int)shared_engine_status);
+    *out = shared_engine;
+    return FFN_OK;
+}
 
 ffn_status ffn_mm_engine_create(ffn_mm_engine **out) {
     ffn_status st = FFN_OK;

@@ -28,7 +28,6 @@
 #include "kernels/kernels.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,33 +99,9 @@ void ffn_qgemm_ref(const ffn_qweight *w, const float *x, int64_t ldx, int64_t n,
 
 /* ---- CPU features beyond the level ------------------------------------------- */
 
-/* Detected once; threads racing to detect compute the same value, and the
- * relaxed atomics make the race defined (as ffn_simd in cpu.c). */
-int ffn_qg_have_vnni(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512vnni") ? 1 : 0;
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-int ffn_qg_have_bf16(void) {
-    static _Atomic int cached = -1;
-    int v = atomic_load_explicit(&cached, memory_order_relaxed);
-    if (v < 0) {
-        /* __builtin_cpu_supports("avx512bf16") is missing from older
-         * compilers: CPUID leaf 7 subleaf 1, EAX bit 5 (the OS saving the
-         * zmm state is implied by the AVX-512 level). */
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        __asm__ volatile("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
-        v = (int)((a >> 5) & 1);
-        atomic_store_explicit(&cached, v, memory_order_relaxed);
-    }
-    return v;
-}
+/* (cpu.c detects them once) */
+int ffn_qg_have_vnni(void) { return (ffn_cpu_features() & FFN_CPU_VNNI) != 0; }
+int ffn_qg_have_bf16(void) { return (ffn_cpu_features() & FFN_CPU_BF16) != 0; }
 
 /* The activation layout the kernel of `level` wants for `type`. */
 static int qg_act_kind(ffn_ggml_type type, int level) {

@@ -1,15 +1,15 @@
 /* qgemm_avx2.c -- the AVX2 kernels of ffn_qgemm (contract in
- * qgemm_impl.h), and the fallback of the AVX-512 level on CPUs without
- * VNNI or AVX512_BF16: one weight row at a time against up to 4 tokens.
+ * qgemm_impl.h) for q8_0, q4_0 and the float types, and the fallback of
+ * the AVX-512 level on CPUs without VNNI or AVX512_BF16: one weight row at
+ * a time against up to 4 tokens.  (The super-block formats q2_K .. q6_K
+ * and iq4_xs are in qgemm_k_avx2.c, the other 32-blocks in
+ * qgemm_legacy_avx2.c.)
  *
  *   q8_0        per 32-block: vpsignb moves the weight signs onto the
  *               activations, vpmaddubsw (|w| × ±x, pairs to int16; at most
  *               2·128·127, no saturation) and vpmaddwd by ones to int32.
  *   q4_0        nibbles × activations the same way, from the lane
  *               corrections (−8 · 4-sums) so the +8 cancels in integers.
- *   q4_K, q6_K  vpmaddubsw then vpmaddwd by the sub-block scale: the
- *               block's sum in int32; q4_K's mins from the 16-sums in
- *               scalar ints, q6_K's −32 offset from them with vpmaddwd.
  *   f16, bf16   converted to fp32 (F16C; bf16 by a 16-bit shift) and FMA
  *               on the fp32 activations; the cols % 8 tail in scalar.
  * Float accumulators follow a sequence fixed by cols alone. */
@@ -82,110 +82,6 @@ QA void qa_dot_q32(const uint8_t *row, int64_t cols, int q8, const qg_acts *a, i
     for (int t = 0; t < T; t++) out[t] = vf_hsum(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
-/* ---- q4_K ---------------------------------------------------------------------- */
-
-static inline void qa_scales_k4(const uint8_t *s12, uint8_t out[16]) {
-    uint32_t u[4];
-    memcpy(u, s12, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4);
-    uint32_t mins03 = u[1] & m6;
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4);
-    u[2] = mins03;
-    u[0] &= m6;
-    memcpy(out, u, 16); /* scales 0..7, then mins 0..7 */
-}
-
-QA void qa_dot_q4K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
-                   float *out) {
-    const int64_t nblk = cols / 256;
-    __m256 acc[QG_AVX2_T];
-    float accm[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        const uint8_t *p = row + blk * 144;
-        const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
-        uint8_t sm[16];
-        qa_scales_k4(p + 4, sm);
-        __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
-        for (int i = 0; i < 4; i++) {
-            __m256i q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * i));
-            __m256i lo = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));
-            __m256i sc0 = _mm256_set1_epi16(sm[2 * i]), sc1 = _mm256_set1_epi16(sm[2 * i + 1]);
-#pragma GCC unroll 4
-            for (int t = 0; t < T; t++) {
-                const int8_t *xq = a->q + (t0 + t) * a->qs + blk * 256 + 64 * i;
-                __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xq)), sc0);
-                __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xq + 32))), sc1);
-                s[t] = _mm256_add_epi32(s[t], _mm256_add_epi32(p0, p1));
-            }
-        }
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            int64_t tt = t0 + t;
-            const int16_t *bs = a->bs + tt * a->bss + blk * 16;
-            int32_t mins = 0;
-            for (int j = 0; j < 8; j++) mins += sm[8 + j] * (bs[2 * j] + bs[2 * j + 1]);
-            const float dx = a->d[tt * a->ds + blk];
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_set1_ps(d * dx), acc[t]);
-            accm[t] += dmin * dx * (float)mins;
-        }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]) - accm[t];
-}
-
-/* ---- q6_K ------------------------------------------------------------------------ */
-
-QA void qa_dot_q6K(const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
-                   float *out) {
-    const int64_t nblk = cols / 256;
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
-    __m256 acc[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps();
-    for (int64_t blk = 0; blk < nblk; blk++) {
-        const uint8_t *p = row + blk * 210;
-        const int8_t *sc = (const int8_t *)(p + 192);
-        const float d = qg_avx2_f16(p + 208);
-        __m256i s[QG_AVX2_T];
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
-            __m256i L0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
-            __m256i L1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
-            __m256i H = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
-            for (int c = 0; c < 4; c++) { /* 32 codes: elements 128h + 32c .. */
-                __m256i L = c & 1 ? L1 : L0;
-                __m256i lowbits = c < 2 ? _mm256_and_si256(L, lo4) : _mm256_and_si256(_mm256_srli_epi16(L, 4), lo4);
-                __m256i highbits = _mm256_and_si256(_mm256_srli_epi16(H, 2 * c), lo2);
-                __m256i w = _mm256_or_si256(lowbits, _mm256_slli_epi16(highbits, 4));
-                const int k = 8 * h + 2 * c;
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16(sc[k + 1]), _mm_set1_epi16(sc[k]));
-#pragma GCC unroll 4
-                for (int t = 0; t < T; t++) {
-                    const int8_t *xq = a->q + (t0 + t) * a->qs + blk * 256 + 128 * h + 32 * c;
-                    s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w, _mm256_loadu_si256((const __m256i *)xq)), scv));
-                }
-            }
-        }
-        __m256i sc_all = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-#pragma GCC unroll 4
-        for (int t = 0; t < T; t++) {
-            int64_t tt = t0 + t;
-            __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16)), sc_all);
-            __m256i v = _mm256_sub_epi32(s[t], _mm256_slli_epi32(corr, 5));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(d * a->d[tt * a->ds + blk]), acc[t]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = vf_hsum(acc[t]);
-}
-
 /* ---- f32, f16, bf16 ------------------------------------------------------------- */
 
 enum { QA_F32 = 0, QA_F16 = 1, QA_BF16 = 2 };
@@ -247,8 +143,6 @@ QA void qa_dot(ffn_ggml_type type, const uint8_t *row, int64_t cols, const qg_ac
     switch (type) {
     case FFN_GGML_TYPE_Q8_0: qa_dot_q32(row, cols, 1, a, t0, T, out); break;
     case FFN_GGML_TYPE_Q4_0: qa_dot_q32(row, cols, 0, a, t0, T, out); break;
-    case FFN_GGML_TYPE_Q4_K: qa_dot_q4K(row, cols, a, t0, T, out); break;
-    case FFN_GGML_TYPE_Q6_K: qa_dot_q6K(row, cols, a, t0, T, out); break;
     case FFN_GGML_TYPE_BF16: qa_dot_float(row, cols, QA_BF16, a, t0, T, out); break;
     case FFN_GGML_TYPE_F16: qa_dot_float(row, cols, QA_F16, a, t0, T, out); break;
     default: qa_dot_float(row, cols, QA_F32, a, t0, T, out); break;
@@ -257,8 +151,6 @@ QA void qa_dot(ffn_ggml_type type, const uint8_t *row, int64_t cols, const qg_ac
 
 QG_AVX2_ROWS(ffn_qg_rows_avx2_q8_0, qa_dot, FFN_GGML_TYPE_Q8_0)
 QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_0, qa_dot, FFN_GGML_TYPE_Q4_0)
-QG_AVX2_ROWS(ffn_qg_rows_avx2_q4_K, qa_dot, FFN_GGML_TYPE_Q4_K)
-QG_AVX2_ROWS(ffn_qg_rows_avx2_q6_K, qa_dot, FFN_GGML_TYPE_Q6_K)
 QG_AVX2_ROWS(ffn_qg_rows_avx2_bf16, qa_dot, FFN_GGML_TYPE_BF16)
 QG_AVX2_ROWS(ffn_qg_rows_avx2_f16, qa_dot, FFN_GGML_TYPE_F16)
 QG_AVX2_ROWS(ffn_qg_rows_avx2_f32, qa_dot, FFN_GGML_TYPE_F32)

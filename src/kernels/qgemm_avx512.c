@@ -22,6 +22,7 @@
  * base AVX-512 set). */
 #include "kernels/qgemm_impl.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -195,16 +196,7 @@ QK void qk_part_q32(const uint8_t *row, int64_t k0, int64_t k1, int q8, const qg
  * group instead of per pair of blocks.  With AVX512_VBMI the bytes and the
  * four scales are gathered by two byte permutes from two loads; without
  * it by inserts and scalar loads (the same values, so the same results). */
-static int qk_have_vbmi(void) {
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512vbmi") ? 1 : 0;
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
+static int qk_have_vbmi(void) { return (ffn_cpu_features() & FFN_CPU_VBMI) != 0; }
 
 /* The weight bytes of the nb (1..4) blocks at p, as [qs0 | qs1 | qs2 | qs3]
  * (zero past nb), split into low and high nibbles, and the scales
@@ -412,19 +404,6 @@ QK_TARGET static void qk_rows_n1_q32(const ffn_qweight *w, const qg_acts *a, int
 
 /* ---- q4_K ---------------------------------------------------------------------- */
 
-/* The 8 six-bit scales (bytes 0..7) and mins (8..15) of a q4_K block. */
-QK __m128i qk_scales_k4(const uint8_t *s12) {
-    uint32_t u[4];
-    memcpy(u, s12, 12);
-    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7 */
-    uint32_t mins03 = u[1] & m6;
-    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4..7 */
-    u[2] = mins03;
-    u[0] &= m6; /* scales 0..3 */
-    return _mm_loadu_si128((const __m128i *)u);
-}
-
 /* 32 int16 lanes: 16 × byte i0 of v, then 16 × byte i1. */
 QK __m512i qk_bcast16(__m128i v, int i0, int i1) {
     __m256i b = _mm256_broadcastsi128_si256(v);
@@ -454,7 +433,9 @@ QK void qk_part_q4K(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a
         const uint8_t *p = row + blk * 144;
         if (T <= QK_STREAM_T) QK_PREFETCH(p, 2);
         const float d = qk_f16(p), dmin = qk_f16(p + 2);
-        __m128i sm = qk_scales_k4(p + 4);
+        uint8_t sm8[16];
+        quant_scales_mins_k4(p + 4, sm8);
+        const __m128i sm = _mm_loadu_si128((const __m128i *)sm8);
         __m512i wv[4], sc[4];
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {

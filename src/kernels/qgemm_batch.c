@@ -11,6 +11,7 @@
  * the object, and a mutex makes concurrent runs on one object take turns.
  * One oneDNN engine serves every object. */
 #include "kernels/qgemm_batch.h"
+#include "kernels/kernels.h"
 #include "base/dtype.h"
 
 #include <dnnl.h>
@@ -37,20 +38,7 @@ struct ffn_qgemm_bf16mm {
     int lock_ok;
 };
 
-static dnnl_engine_t bf_engine;
-static dnnl_status_t bf_engine_status = dnnl_success;
-static pthread_once_t bf_once = PTHREAD_ONCE_INIT;
-static void bf_engine_make(void) { bf_engine_status = dnnl_engine_create(&bf_engine, dnnl_cpu, 0); }
-
-#define BF_TRY(call, what)                                                                    \
-    do {                                                                                       \
-        dnnl_status_t s_ = (call);                                                             \
-        if (s_ != dnnl_success) {                                                              \
-            st = ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 matmul: %s failed (status %d)", what, \
-                           (int)s_);                                                           \
-            goto fail;                                                                         \
-        }                                                                                      \
-    } while (0)
+#define BF_TRY(call, what) FFN_DNNL_TRY("oneDNN bf16 matmul", call, what)
 
 ffn_status ffn_qgemm_bf16mm_create(const ffn_qweight *w, ffn_qgemm_bf16mm **out) {
     ffn_status st = FFN_OK;
@@ -60,9 +48,8 @@ ffn_status ffn_qgemm_bf16mm_create(const ffn_qweight *w, ffn_qgemm_bf16mm **out)
     *out = NULL;
     if (!w || w->rows < 1 || w->cols < 1)
         return ffn_error(FFN_ERR_INVALID_ARG, "bf16 matmul: empty weight");
-    if (pthread_once(&bf_once, bf_engine_make) || bf_engine_status != dnnl_success)
-        return ffn_error(FFN_ERR_INTERNAL, "oneDNN bf16 matmul: engine create failed (status %d)",
-                         (int)bf_engine_status);
+    dnnl_engine_t bf_engine;
+    if ((st = ffn_dnnl_cpu_engine(&bf_engine))) return ffn_error_prefix(st, "bf16 matmul");
     ffn_qgemm_bf16mm *m = calloc(1, sizeof *m);
     if (!m) return ffn_error(FFN_ERR_NOMEM, "bf16 matmul: out of memory");
     m->rows = w->rows, m->cols = w->cols;

@@ -1,5 +1,6 @@
 /* qgemm_k.h -- the row kernels of the super-block formats q2_K, q3_K,
- * q5_K and iq4_xs (qgemm_k_avx2.c; contract in qgemm_impl.h), listed in
+ * q5_K and iq4_xs (qgemm_k_avx2.c, which also holds q4_K's and q6_K's,
+ * declared in qgemm_impl.h; contract there), listed in
  * the type table (src/kernels/types.c).  They take the QG_ACT_Q256
  * activations (q int8, d per 256, bs the 16-sums), as q4_K and q6_K do.
  * Internal. */

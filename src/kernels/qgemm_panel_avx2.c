@@ -27,6 +27,7 @@
  * kernels' (which quantize x to int8). */
 #include "kernels/qgemm_avx2.h"
 #include "kernels/qgemm_impl.h"
+#include "kernels/quant.h"
 #include "kernels/types.h"
 
 #include <immintrin.h>
@@ -110,17 +111,13 @@ static void pa_decode(const ffn_type_info *q, ffn_ggml_type type, const uint8_t 
     case FFN_GGML_TYPE_Q4_K: /* (d · sc) · q − (dmin · m), per 32 values */
         for (int64_t b = 0; b < nb; b++, src += 144) {
             const float d = qg_avx2_f16(src), dmin = qg_avx2_f16(src + 2);
-            const uint8_t *s = src + 4, *qs = src + 16;
+            const uint8_t *qs = src + 16;
+            uint8_t sm[16]; /* scales 0..7, mins 0..7 */
+            quant_scales_mins_k4(src + 4, sm);
             for (int j = 0; j < 4; j++, qs += 32, dst += 64) {
-                float dd[2], mm[2];
-                for (int h = 0; h < 2; h++) {
-                    int is = 2 * j + h, sc, mn;
-                    if (is < 4) sc = s[is] & 63, mn = s[is + 4] & 63;
-                    else sc = (s[is + 4] & 0xF) | ((s[is - 4] >> 6) << 4), mn = (s[is + 4] >> 4) | ((s[is] >> 6) << 4);
-                    dd[h] = d * (float)sc, mm[h] = dmin * (float)mn;
-                }
-                const __m256 d1 = _mm256_set1_ps(dd[0]), m1 = _mm256_set1_ps(mm[0]);
-                const __m256 d2 = _mm256_set1_ps(dd[1]), mv2 = _mm256_set1_ps(mm[1]);
+                const __m256 d1 = _mm256_set1_ps(d * (float)sm[2 * j]), m1 = _mm256_set1_ps(dmin * (float)sm[8 + 2 * j]);
+                const __m256 d2 = _mm256_set1_ps(d * (float)sm[2 * j + 1]),
+                             mv2 = _mm256_set1_ps(dmin * (float)sm[9 + 2 * j]);
                 for (int i = 0; i < 4; i++) {
                     __m256i v = pa_u8x8(qs + 8 * i);
                     __m256 lo = _mm256_cvtepi32_ps(_mm256_and_si256(v, m4));

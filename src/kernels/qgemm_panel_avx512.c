@@ -25,6 +25,7 @@
  * order (column pairs in order, per lane), so a token's result does not
  * depend on n, the tile or the thread count. */
 #include "kernels/qgemm_impl.h"
+#include "kernels/quant.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -116,18 +117,14 @@ QP_TARGET static void qp_decode(ffn_ggml_type type, const uint8_t *row, int64_t 
         break;
     case FFN_GGML_TYPE_Q4_K: /* ggml's dequantize_row_q4_K, 16 values a vector */
         for (; k < len; k += 256) {
-            const uint8_t *p = row + (size_t)((k0 + k) / 256) * 144, *s = p + 4;
+            const uint8_t *p = row + (size_t)((k0 + k) / 256) * 144;
             const float d = qp_f16(p), dmin = qp_f16(p + 2);
+            uint8_t sm[16]; /* scales 0..7, mins 0..7 */
+            quant_scales_mins_k4(p + 4, sm);
             for (int j = 0; j < 4; j++) {
-                int sc[2], mn[2];
-                for (int h = 0; h < 2; h++) {
-                    int is = 2 * j + h;
-                    if (is < 4) sc[h] = s[is] & 63, mn[h] = s[is + 4] & 63;
-                    else sc[h] = (s[is + 4] & 0xF) | ((s[is - 4] >> 6) << 4),
-                    mn[h] = (s[is + 4] >> 4) | ((s[is] >> 6) << 4);
-                }
-                const __m512 d1 = _mm512_set1_ps(d * (float)sc[0]), m1 = _mm512_set1_ps(dmin * (float)mn[0]);
-                const __m512 d2 = _mm512_set1_ps(d * (float)sc[1]), m2 = _mm512_set1_ps(dmin * (float)mn[1]);
+                const __m512 d1 = _mm512_set1_ps(d * (float)sm[2 * j]), m1 = _mm512_set1_ps(dmin * (float)sm[8 + 2 * j]);
+                const __m512 d2 = _mm512_set1_ps(d * (float)sm[2 * j + 1]),
+                             m2 = _mm512_set1_ps(dmin * (float)sm[9 + 2 * j]);
                 const uint8_t *q = p + 16 + 32 * j;
                 __m512i v0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)q));
                 __m512i v1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + 16)));

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define QUANT_QK8_0 32
 #define QUANT_QK4_0 32
@@ -105,6 +106,20 @@ static inline void quant_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint
         *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+/* All eight at once (the same values, by 32-bit masks): out[0..7] the
+ * scales, out[8..15] the mins.  The SIMD kernels of q4_K and q5_K. */
+static inline void quant_scales_mins_k4(const uint8_t *q, uint8_t out[16]) {
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    u[3] = ((u[2] >> 4) & m4) | (((u[1] >> 6) & m2) << 4); /* mins 4..7 */
+    const uint32_t mins03 = u[1] & m6;
+    u[1] = (u[2] & m4) | (((u[0] >> 6) & m2) << 4); /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= m6; /* scales 0..3 */
+    memcpy(out, u, 16);
 }
 
 /* Decoders and encoders of nb whole blocks (any alignment). */

@@ -17,14 +17,15 @@
 #ifndef FFN_KERNELS_TYPES_H
 #define FFN_KERNELS_TYPES_H
 
+#include "kernels/kernels.h"
 #include "kernels/qgemm_impl.h"
 
 /* nb whole blocks (nb elements for the 1-element types), any alignment */
 typedef void (*ffn_type_decode_fn)(const uint8_t *src, float *dst, int64_t nb);
 typedef void (*ffn_type_encode_fn)(const float *src, uint8_t *dst, int64_t nb);
 
-/* CPU features a kernel needs beyond its SIMD level */
-enum { FFN_CPU_VNNI = 1u, FFN_CPU_BF16 = 2u };
+/* CPU features a kernel needs beyond its SIMD level: FFN_CPU_* of
+ * kernels.h */
 
 /* One level's product kernel: rows NULL means the level below's. */
 typedef struct ffn_type_kernel {

@@ -5,23 +5,19 @@
  * vf_load_masked (lanes outside the mask read as 0, never touched) and
  * vf_store_masked (lanes outside it untouched), vf_hsum (the sum of the
  * lanes: halves, then pairs, then the last two).  Included by the kernel
- * files built with -mavx2 -mfma; vec_avx512.h is the same for AVX-512. */
+ * files built with -mavx2 -mfma; vec_avx512.h is the same for AVX-512
+ * (the operations that differ only in width are vec_ops.h's). */
 #ifndef FFN_KERNELS_VEC_AVX2_H
 #define FFN_KERNELS_VEC_AVX2_H
 
-#include <immintrin.h>
+#include "kernels/vec_ops.h"
 
-#define VF_INLINE static inline __attribute__((always_inline))
 #define VF_LANES 8
 typedef __m256 vf_vec;
 typedef __m256i vf_mask;
 
-VF_INLINE vf_vec vf_zero(void) { return _mm256_setzero_ps(); }
-VF_INLINE vf_vec vf_load(const float *p) { return _mm256_loadu_ps(p); }
-VF_INLINE void vf_store(float *p, vf_vec v) { _mm256_storeu_ps(p, v); }
-VF_INLINE vf_vec vf_bcast(float f) { return _mm256_set1_ps(f); }
-VF_INLINE vf_vec vf_fma(vf_vec a, vf_vec b, vf_vec c) { return _mm256_fmadd_ps(a, b, c); }
-VF_INLINE vf_vec vf_add(vf_vec a, vf_vec b) { return _mm256_add_ps(a, b); }
+VF_COMMON_OPS(_mm256)
+
 VF_INLINE vf_mask vf_tail_mask(int rem) { /* lane i set iff i < rem */
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }

@@ -4,19 +4,14 @@
 #ifndef FFN_KERNELS_VEC_AVX512_H
 #define FFN_KERNELS_VEC_AVX512_H
 
-#include <immintrin.h>
+#include "kernels/vec_ops.h"
 
-#define VF_INLINE static inline __attribute__((always_inline))
 #define VF_LANES 16
 typedef __m512 vf_vec;
 typedef __mmask16 vf_mask;
 
-VF_INLINE vf_vec vf_zero(void) { return _mm512_setzero_ps(); }
-VF_INLINE vf_vec vf_load(const float *p) { return _mm512_loadu_ps(p); }
-VF_INLINE void vf_store(float *p, vf_vec v) { _mm512_storeu_ps(p, v); }
-VF_INLINE vf_vec vf_bcast(float f) { return _mm512_set1_ps(f); }
-VF_INLINE vf_vec vf_fma(vf_vec a, vf_vec b, vf_vec c) { return _mm512_fmadd_ps(a, b, c); }
-VF_INLINE vf_vec vf_add(vf_vec a, vf_vec b) { return _mm512_add_ps(a, b); }
+VF_COMMON_OPS(_mm512)
+
 VF_INLINE vf_mask vf_tail_mask(int rem) { return (vf_mask)((1u << rem) - 1u); }
 VF_INLINE vf_vec vf_load_masked(const float *p, vf_mask m) { return _mm512_maskz_loadu_ps(m, p); }
 VF_INLINE void vf_store_masked(float *p, vf_mask m, vf_vec v) { _mm512_mask_storeu_ps(p, m, v); }
