@@ -448,7 +448,8 @@ def bad_inputs(tmp, rng):
                                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                                          "original_max_position_embeddings": 16})
     bad = [
-        ("longrope", {"rope_scaling": {"rope_type": "longrope", "factor": 2.0}}, "rope_scaling.rope_type"),
+        ("longrope without its factor lists", {"rope_scaling": {"rope_type": "longrope", "factor": 2.0}},
+         "rope_scaling.short_factor"),
         ("unknown type", {"rope_scaling": {"type": "spiral", "factor": 2.0}}, "rope_scaling.rope_type"),
         ("llama3 without low_freq_factor", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
                                                              "high_freq_factor": 4.0,
