@@ -163,7 +163,7 @@ expect_fail 1 "tensor model.layers.9.mlp.up_proj.weight is not part of the model
     "$FFN" run "$tmp/index_extra_tensor" --ids 1
 expect_fail 1 "gpt2/config.json: model_type 'gpt_neox' is not supported" "$FFN" run "$tmp/gpt2" --ids 1
 expect_fail 1 "no_type/config.json.*model_type" "$FFN" run "$tmp/no_type" --ids 1
-expect_fail 1 "rope_scaling/config.json: rope_scaling.rope_type: 'longrope' is not supported" "$FFN" run "$tmp/rope_scaling" --ids 1
+expect_fail 1 "rope_scaling/config.json: rope_scaling.short_factor: expected a list of numbers" "$FFN" run "$tmp/rope_scaling" --ids 1
 expect_fail 1 "head_dim/model.safetensors: model.layers.0.self_attn.k_proj.weight: expected shape" "$FFN" run "$tmp/head_dim" --ids 1
 expect_fail 1 "too_many_layers/model.safetensors.*model.layers.5.*(missing|not found|absent)" "$FFN" run "$tmp/too_many_layers" --ids 1
 expect_fail 1 "fewer_layers/model.safetensors: tensor model.layers.4.* is not part of the model" "$FFN" run "$tmp/fewer_layers" --ids 1

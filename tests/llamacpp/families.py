@@ -28,7 +28,10 @@ same weights, P_ref:
   max |P_src - P_ref| <= 1e-5, and the mean L1 over positions of
   L1(P_ffn, P_cpp) <= 2 · L1(P_cpp, P_ref) + 1e-6 (ffn no farther from
   llama.cpp than about twice llama.cpp's own distance from the exact
-  forward); both distances are printed.
+  forward); both distances are printed.  For these families the bound on
+  max |P_ffn - P_cpp| is also at least 2 · max |P_cpp - P_ref| + 1e-6:
+  llama.cpp's own error from the exact forward (its f32 soft-capping and
+  windowed attention) can exceed 1e-4 where ffn's is 4e-7.
 
   python3 families.py WORKDIR NODE_DIR [FAMILY ...]   (FFN_BIN: the ffn binary)
 """
@@ -342,13 +345,19 @@ def check_family(fam, seed, work, node_dir):
     l1 = float(np.abs(p_ffn - p_cpp).sum(axis=1).max())
     if d["src"] > SAME_TOL: bad.append("GGUF vs HF dir %.1e > %g" % (d["src"], SAME_TOL))
     tol = CPP_TOL_GELU if fam in GELU_FAMILIES else CPP_TOL
-    if d["cpp"] > tol: bad.append("ffn vs llama.cpp %.1e > %g" % (d["cpp"], tol))
+    p_ref = None
+    if fam in EXACT_FAMILIES:
+        p_ref = (phi3_reference if fam.startswith("phi3") else gemma_reference)(w, cfg, IDS)
+        # where the exact forward is known, llama.cpp's own largest error
+        # from it bounds how far ffn may be from llama.cpp (soft-capped
+        # logits have been seen 1.6e-4 away on gemma3, ffn 4e-7 from exact)
+        tol = max(tol, 2 * float(np.abs(p_cpp - p_ref).max()) + 1e-6)
+    if d["cpp"] > tol: bad.append("ffn vs llama.cpp %.1e > %.1e" % (d["cpp"], tol))
     if d["rt"] > RT_TOL: bad.append("GGUF round trip %.1e > %g" % (d["rt"], RT_TOL))
     if d["hf"] > HF_TOL: bad.append("GGUF -> HF %.1e > %g" % (d["hf"], HF_TOL))
     if not top_ok.all(): bad.append("top-1 differs at %s" % list(np.nonzero(~top_ok)[0]))
     exact = ""
     if fam in EXACT_FAMILIES:
-        p_ref = (phi3_reference if fam.startswith("phi3") else gemma_reference)(w, cfg, IDS)
         d_ref = float(np.abs(p_src - p_ref).max())
         l1_fc = float(np.abs(p_ffn - p_cpp).sum(axis=1).mean())
         l1_cr = float(np.abs(p_cpp - p_ref).sum(axis=1).mean())
