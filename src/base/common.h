@@ -102,6 +102,11 @@ struct ffn_ctx {
     int n_threads;
 };
 
+/* Zero n floats at p and give their whole pages back to the system (for
+ * private anonymous memory: those pages read 0 from then on and cost
+ * nothing until written); the partial pages at the ends are zeroed. */
+void ffn_release_floats(float *p, int64_t n);
+
 /* Make OpenMP (ours and oneDNN's) use the context's thread count. */
 void ffn_ctx_enter(const ffn_ctx *ctx);
 

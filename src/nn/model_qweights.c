@@ -57,22 +57,6 @@ void model_params_free(float *params, size_t bytes) {
     if (params) munmap(params, page_round(bytes));
 }
 
-/* Zero n floats at p and give their whole pages back to the system (the
- * block is private anonymous memory: those pages read 0 from then on and
- * cost nothing until written). */
-static void release_floats(float *p, int64_t n) {
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
-    uintptr_t a_up = (a + pg - 1) & ~(pg - 1), b_down = b & ~(pg - 1);
-    if (a_up >= b_down) {
-        memset(p, 0, (size_t)n * sizeof *p);
-        return;
-    }
-    memset(p, 0, a_up - a);
-    memset((void *)b_down, 0, b - b_down);
-    if (madvise((void *)a_up, b_down - a_up, MADV_DONTNEED) != 0)
-        memset((void *)a_up, 0, b_down - a_up); /* the same values, resident */
-}
 
 /* ---- the state ----------------------------------------------------------- */
 
@@ -137,7 +121,7 @@ static void install(model_qstate *q, float *params, int64_t i, const ffn_qweight
     q->t[i].w = *w;
     q->t[i].owned = owned;
     q->n_low++;
-    release_floats(params + q->table[i].offset, q->table[i].numel);
+    ffn_release_floats(params + q->table[i].offset, q->table[i].numel);
     q->dirty = 1;
 }
 

@@ -699,21 +699,6 @@ static void moments_free(float *m) {
     munmap(p, *(size_t *)p);
 }
 
-/* Give back the whole pages of n floats at p (they read 0 from then on);
- * the partial pages at the ends are zeroed. */
-static void release_floats(float *p, int64_t n) {
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
-    uintptr_t a_up = (a + pg - 1) & ~(pg - 1), b_down = b & ~(pg - 1);
-    if (a_up >= b_down) {
-        memset(p, 0, (size_t)n * sizeof *p);
-        return;
-    }
-    memset(p, 0, a_up - a);
-    memset((void *)b_down, 0, b - b_down);
-    if (madvise((void *)a_up, b_down - a_up, MADV_DONTNEED) != 0)
-        memset((void *)a_up, 0, b_down - a_up);
-}
 
 static int decays(ffn_tensor_kind kind) {
     return kind != FFN_TENSOR_NORM && kind != FFN_TENSOR_ATTN_BIAS && kind != FFN_TENSOR_MLP_BIAS;
@@ -1480,8 +1465,8 @@ static void release_unheld(trainer *t) {
     for (int64_t i = 0; i < ffn_model_num_tensors(t->model); i++) {
         if (t->held[i]) continue;
         const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
-        release_floats(w + ten->offset, ten->numel);
-        release_floats(g + ten->offset, ten->numel);
+        ffn_release_floats(w + ten->offset, ten->numel);
+        ffn_release_floats(g + ten->offset, ten->numel);
     }
 }
 
