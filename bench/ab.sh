@@ -12,7 +12,8 @@
 #   git worktree add /tmp/ffn-old HEAD~1 && make -C /tmp/ffn-old -j2 build/ffn
 # Environment: AB_ROUNDS (default 3) rounds of each pair; AB_QUICK=1 skips
 # the 4096x11008 shape; BENCH_THREADS (default 2).
-# A ratio of 1.00 is no change; within +-5% is the noise of this machine
+# Medians (new/old) and fastest runs (min/min); an even AB_ROUNDS gives
+# each side as many first places. A ratio of 1.00 is no change; within +-5% is the noise of this machine
 # kind on a quiet machine (measured by running the same binary as both).
 set -euo pipefail
 [[ $# -eq 2 ]] || { echo "usage: bench/ab.sh OLD_FFN NEW_FFN" >&2; exit 2; }
@@ -36,22 +37,25 @@ one() { # which, label, command...
 shapes=("1024 2816")
 [[ "${AB_QUICK:-0}" == 1 ]] || shapes+=("4096 11008")
 for ((r = 0; r < R; r++)); do
+    # old first in even rounds, new first in odd ones: neither always runs
+    # on the other's warm caches and pages
+    pair="old new"; ((r % 2)) && pair="new old"
     for s in "${shapes[@]}"; do
         read -r D F <<<"$s"
         for N in 1 8 64 512; do
-            for w in old new; do
+            for w in $pair; do
                 one "$w" "layer swiglu ${D}x$F N=$N" bench layer --type swiglu --hidden "$D" \
                     --intermediate "$F" --tokens "$N"
             done
         done
     done
     for N in 1 512; do
-        for w in old new; do
+        for w in $pair; do
             one "$w" "moe 8x top-2 1024x1408 N=$N" bench moe --experts 8 --top-k 2 \
                 --hidden 1024 --intermediate 1408 --tokens "$N"
         done
     done
-    for w in old new; do
+    for w in $pair; do
         d=$tmp/run-$w
         "$tmp/$w" train --corpus en --corpus-sentences 2000 --steps 60 --hidden-size 128 --num-hidden-layers 4 \
             --seq-len 64 --batch-size 16 --eval-every 0 --threads "$T" --out "$d" --force \
@@ -83,7 +87,7 @@ for r in rows:
         ms = p.get("median_ms", p["median_s"] * 1e3 if "median_s" in p else None)
         if ms is not None:
             by.setdefault((r["label"], part), {}).setdefault(r["which"], []).append(ms)
-print(f"\n{'benchmark':<34}{'pass':<18}{'old ms':>10}{'new ms':>10}{'new/old':>9}")
+print(f"\n{'benchmark':<34}{'pass':<18}{'old ms':>10}{'new ms':>10}{'new/old':>9}{'min/min':>9}")
 ratios = []
 for (label, part), d in by.items():
     if "old" not in d or "new" not in d:
@@ -91,7 +95,7 @@ for (label, part), d in by.items():
     o, n = statistics.median(d["old"]), statistics.median(d["new"])
     unit = "ms/ktok" if part == "train" else "ms"
     ratios.append(n / o)
-    print(f"{label:<34}{part:<18}{o:>10.3f}{n:>10.3f}{n / o:>9.3f}" +
+    print(f"{label:<34}{part:<18}{o:>10.3f}{n:>10.3f}{n / o:>9.3f}{min(d['new']) / min(d['old']):>9.3f}" +
           ("  (ms per 1000 tokens)" if part == "train" else ""))
 if ratios:
     g = statistics.geometric_mean(ratios)
