@@ -36,7 +36,11 @@ static const char about[] =
     "  4. the linear collapse: for the `linear` run, each layer's W_down.W_up\n"
     "     merged into one D x D matrix, the parameters before and after, and the\n"
     "     max difference between the two-layer and the merged map on 64 random\n"
-    "     inputs.\n";
+    "     inputs;\n"
+    "  5. when asked for (options below): causal tracing of the facts\n"
+    "     (--trace-facts), how distributed a fact is (--fact-dist), a\n"
+    "     transcoder's features on the prompt (--transcoder), neurons vs\n"
+    "     features (--purity) and ROME / FT / MEMIT on N edits (--edit-compare).\n";
 
 static const char synopsis[] =
     "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"

@@ -19,7 +19,8 @@
 #      `ffn inspect MODEL --transcoder FILE` prints the same JSON;
 #   5b. ffn report --transcoder (two files): the feature section's data,
 #      every token's features by decreasing activation, 6 promoted tokens
-#      by decreasing logit, the ones ffn transcoder inspect names;
+#      by decreasing logit, the ones ffn transcoder inspect names; each
+#      file's held-out figures equal ffn transcoder eval --json's;
 #   6. purity --facts: neurons, the transcoder and the SAE in one JSON
 #      table: purity within [0, 1] and at least chance's floor minus 0.2,
 #      readout sizes 1, 2, 4, ... and units_needed one of them (or -1);
@@ -211,6 +212,18 @@ for x in f:
             assert lg == sorted(lg, reverse=True), q
 assert 'id="features"' in html and "features.js" in html or "DATA.features" in html
 assert d["messages"]["report.features_title"].startswith("Features, not neurons")
+PY
+# the report's held-out figures are ffn transcoder eval's (its default 20 windows)
+"$FFN_BIN" transcoder eval "$tmp/m" "$tmp/tc.st" "$tmp/sae.st" --json > "$tmp/eval20.json" ||
+    fail "eval (default windows)"
+/usr/bin/python3 - "$tmp/r.html" "$tmp/eval20.json" <<'PY'
+import json, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'<script type="application/json" id="ffn-data">\n(.*?)\n</script>', html, re.S).group(1))
+ev = json.load(open(sys.argv[2]))["files"]
+for x, w in zip(d["features"]["files"], ev):
+    assert x["file"] == w["file"].split("/")[-1] and x["eval"] == w["heldout"], (x, w["file"], w["heldout"])
+assert "features_eval_lead" in json.dumps(d["messages"])
 PY
 # a feature of the report promotes what ffn transcoder inspect says it does
 j=$(/usr/bin/python3 -c '
