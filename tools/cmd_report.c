@@ -36,7 +36,11 @@ static const char about[] =
     "  4. the linear collapse: for the `linear` run, each layer's W_down.W_up\n"
     "     merged into one D x D matrix, the parameters before and after, and the\n"
     "     max difference between the two-layer and the merged map on 64 random\n"
-    "     inputs.\n";
+    "     inputs;\n"
+    "  5. when asked for (options below): causal tracing of the facts\n"
+    "     (--trace-facts), how distributed a fact is (--fact-dist), a\n"
+    "     transcoder's features on the prompt (--transcoder), neurons vs\n"
+    "     features (--purity) and ROME / FT / MEMIT on N edits (--edit-compare).\n";
 
 static const char synopsis[] =
     "RUN_DIR [--out FILE.html] [--prompt TEXT] [--layer L]\n"
@@ -102,6 +106,17 @@ int cmd_report(int argc, char **argv) {
          .help = "a transcoder or SAE of a layer of the first model (ffn transcoder train): "
                  "adds a feature section, each prompt token's most active features and the "
                  "tokens their decoder rows promote; repeat for several (at most 8)"},
+        {.name = "--purity", .type = CLI_PATH, .dst = (void *)o.purity, .metavar = "FILE",
+         .max_count = REPORT_MAX_TRANSCODERS, .count = &o.n_purity, .def = "none",
+         .help = "the JSON of `ffn transcoder purity --json`: a table of neurons vs "
+                 "transcoder vs SAE features (purity, units needed to read a relation or an "
+                 "object out) in the feature section; repeat for several layers (at most 8)"},
+        {.name = "--edit-compare", .type = CLI_PATH, .dst = (void *)o.edit_compare,
+         .metavar = "FILE", .max_count = REPORT_MAX_TRANSCODERS, .count = &o.n_edit_compare,
+         .def = "none",
+         .help = "the JSON of `ffn edit --compare --json`: ROME one after another, FT and "
+                 "MEMIT on one batch (efficacy, generalisation, specificity, held-out change); "
+                 "repeat for several batch sizes N (at most 8), one table row group each"},
         CLI_OPT_LANG("--lang", &lang, "the language of the page's words (en, zh)"),
         CLI_OPT_THREADS(&threads),
         {0}};

@@ -61,8 +61,41 @@ typedef struct targs {
     int64_t layer, features, k, steps, batch, seq, threads, seed, save_every, log_every;
     int64_t k_aux, dead_tokens, eval_windows;
     double lr, aux_coef;
-    int kind, skip, json, force, resume, k_aux_seen;
+    int kind, skip, json, force, resume, k_aux_seen, profile;
 } targs;
+
+/* --profile: the dense products' figures (ffn_tc_products over the timed
+ * steps: flops and seconds) against the step time and the FMA peak measured
+ * now (as `ffn bench peak`, 0 when unknown). */
+typedef struct tc_prof {
+    double flops, seconds, step_seconds, peak;
+} tc_prof;
+
+static void prof_json(const tc_prof *p) {
+    const double g = p->seconds > 0 ? p->flops / p->seconds * 1e-9 : NAN;
+    printf(", \"profile\": {\"product_flops\": %s, \"product_seconds\": %s, "
+           "\"product_gflops\": %s, \"product_share_of_step\": %s, \"step_gflops\": %s, "
+           "\"fma_peak_gflops\": %s, \"product_pct_peak\": %s, \"step_pct_peak\": %s}",
+           cli_json_num(p->flops, "%.0f"), cli_json_num(p->seconds, "%.6f"),
+           cli_json_num(g, "%.2f"),
+           cli_json_num(p->step_seconds > 0 ? p->seconds / p->step_seconds : NAN, "%.4f"),
+           cli_json_num(p->step_seconds > 0 ? p->flops / p->step_seconds * 1e-9 : NAN, "%.2f"),
+           cli_json_num(p->peak > 0 ? p->peak : NAN, "%.2f"),
+           cli_json_num(p->peak > 0 ? 100.0 * g / p->peak : NAN, "%.1f"),
+           cli_json_num(p->peak > 0 && p->step_seconds > 0
+                            ? 100.0 * p->flops / p->step_seconds * 1e-9 / p->peak : NAN, "%.1f"));
+}
+
+static void prof_text(FILE *f, const tc_prof *p, int skip) {
+    const double g = p->seconds > 0 ? p->flops / p->seconds * 1e-9 : 0;
+    fprintf(f, "dense products (the encoder's x W_enc^T%s): %.4g GFLOP in %.4g s = %.1f GFLOP/s",
+            skip ? ", the skip's x W_skip^T and its gradient" : "", p->flops * 1e-9, p->seconds,
+            g);
+    if (p->peak > 0) fprintf(f, " = %.1f%% of the %.1f GFLOP/s FMA peak", 100.0 * g / p->peak, p->peak);
+    else fprintf(f, " (no FMA peak measured)");
+    fprintf(f, "; %.1f%% of the step time (the rest is TopK and the sparse decoder and "
+            "gradients)\n", p->step_seconds > 0 ? 100.0 * p->seconds / p->step_seconds : 0.0);
+}
 
 static const char *const kind_names[] = {"transcoder", "sae", NULL};
 
@@ -232,6 +265,9 @@ static int run_train(int argc, char **argv) {
          .help = "write the loss curve as TSV (step, loss, fvu, aux, l0, dead)"},
         CLI_OPT_SEED(&a.seed, "initialisation and the windows drawn"),
         CLI_OPT_THREADS(&a.threads),
+        {.name = "--profile", .type = CLI_FLAG, .dst = &a.profile,
+         .help = "the dense products' GFLOP/s and share of the FMA peak (measured after "
+                 "training, as `ffn bench peak`) and of the step time"},
         CLI_OPT_JSON(&a.json, "one JSON object on stdout"),
         {0}};
     const cli_pos pos[] = {CLI_POS_MODEL(&a.model), {0}};
@@ -312,6 +348,8 @@ static int run_train(int argc, char **argv) {
     install_signals();
     int interrupted = 0;
     double t_tc = 0; /* seconds in the transcoder's own step (not the model's forward) */
+    tc_prof prof = {0};
+    ffn_tc_products(tc, &prof.flops, &prof.seconds);
     ffn_tc_stats acc = {0};
     int64_t acc_n = 0;
     for (int64_t step = step0; step < a.steps; step++) {
@@ -408,6 +446,12 @@ static int run_train(int argc, char **argv) {
             goto out;
         }
     }
+    {
+        double f1, s1;
+        ffn_tc_products(tc, &f1, &s1);
+        prof = (tc_prof){f1 - prof.flops, s1 - prof.seconds, t_tc,
+                         a.profile ? cli_fma_peak_gflops(ffn_ctx_threads(s.ctx)) : 0};
+    }
     ffn_tc_eval e;
     if ((st = ffn_tc_evaluate(s.ctx, s.model, tc, s.tokens + s.n_train, s.n_tokens - s.n_train,
                               a.eval_windows, &e))) {
@@ -424,8 +468,10 @@ static int run_train(int argc, char **argv) {
                (long long)a.k, a.skip ? "true" : "false", (long long)steps_done,
                (long long)rows_done);
         cli_json_string(stdout, a.out);
-        printf(", \"train_seconds\": %s, \"transcoder_rows_per_s\": %s, \"heldout\": ",
+        printf(", \"train_seconds\": %s, \"transcoder_rows_per_s\": %s",
                num(train_s), num(rows_s));
+        if (a.profile) prof_json(&prof);
+        printf(", \"heldout\": ");
         json_eval(stdout, &e);
         printf(", \"curve\": [");
         for (int64_t i = 0; i < n_curve; i++)
@@ -435,6 +481,7 @@ static int run_train(int argc, char **argv) {
                    (long long)curve[i].dead);
         printf("]}\n");
     } else {
+        if (a.profile) prof_text(stderr, &prof, a.skip);
         printf("%s of layer %lld: %lld features, k %lld%s; %lld steps, %lld rows (%.1f s; the "
                "transcoder's own steps %.0f rows/s)\n", ffn_tc_kind_name(cfg.kind),
                (long long)a.layer, (long long)Fp, (long long)a.k, a.skip ? ", skip" : "",
@@ -559,8 +606,12 @@ static int run_step(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     int64_t steps = 1, threads = 0;
     double lr = 1e-3;
+    int profile = 0;
     const cli_opt opts[] = {
         CLI_OPT_TRAIN_STEPS(&steps, "Adam steps on the same rows"),
+        {.name = "--profile", .type = CLI_FLAG, .dst = &profile,
+         .help = "add the dense products' GFLOP/s, share of the step time and of the FMA peak "
+                 "(measured after the steps, as `ffn bench peak`) to the JSON"},
         {CLI_FLOAT_FIELDS("--lr", &lr, "X", 0, 10, "Adam's learning rate")},
         CLI_OPT_THREADS(&threads),
         {0}};
@@ -610,6 +661,8 @@ static int run_step(int argc, char **argv) {
     ffn_tc_stats first = {0};
     double secs = 0;
     float *g0 = NULL;
+    tc_prof prof = {0};
+    if (!st) ffn_tc_products(tc, &prof.flops, &prof.seconds);
     const ffn_tc_weights gw = st ? (ffn_tc_weights){0} : ffn_tc_get_grads(tc);
     const int64_t gsz = 2 * Fp * D + Fp + D + (gw.W_skip ? D * D : 0);
     for (int64_t i = 0; i < steps && !st; i++) {
@@ -646,11 +699,17 @@ static int run_step(int argc, char **argv) {
         if (!st && p.W_skip) st = ffn_st_writer_add(w, "skip.weight", FFN_DTYPE_F32, 2, sDD, p.W_skip);
         if (!st) st = ffn_st_writer_save(w, out);
     }
-    if (!st)
+    if (!st) {
+        double f1, s1;
+        ffn_tc_products(tc, &f1, &s1);
+        prof = (tc_prof){f1 - prof.flops, s1 - prof.seconds, secs,
+                         profile ? cli_fma_peak_gflops(ffn_ctx_threads(ctx)) : 0};
         printf("{\"steps\": %lld, \"rows\": %lld, \"seconds\": %s, \"rows_per_s\": %s, "
-               "\"threads\": %d}\n", (long long)steps, (long long)n, num(secs),
+               "\"threads\": %d", (long long)steps, (long long)n, num(secs),
                num((double)(steps * n) / secs), ffn_ctx_threads(ctx));
-    else rc = cli_fail(CMD, st);
+        if (profile) prof_json(&prof);
+        printf("}\n");
+    } else rc = cli_fail(CMD, st);
     ffn_st_writer_free(w);
     free(g0);
     free(x);

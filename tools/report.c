@@ -1019,6 +1019,156 @@ static int write_features(rctx *r, const run_set *rs) {
     return rc;
 }
 
+/* ---- measured tables of other tools (--purity, --edit-compare) ---------------------- */
+
+/* a number member of obj, or null (absent, null, or not a number) */
+static void jw_member_num(FILE *f, const jval *obj, const char *key) {
+    const jval *v = jget(obj, key);
+    if (ffn_json_type_of(v) == FFN_JSON_NUMBER) jw_num_full(f, ffn_json_number(v));
+    else fputs("null", f);
+}
+
+static int need_type(rctx *r, const char *path, const jval *v, ffn_json_type t, const char *what,
+                     const char *tool) {
+    if (ffn_json_type_of(v) == t) return 0;
+    return rfail(r, CLI_EXIT_FAIL, "%s: not the JSON that %s writes (%s missing or of the wrong "
+                 "type)", path, tool, what);
+}
+
+/* the JSON of `ffn transcoder purity --json`: the figures the page shows */
+static int write_purity_one(rctx *r, const char *path, const jval *root) {
+    static const char tool[] = "ffn transcoder purity --json";
+    const jval *units = jget(root, "units");
+    if (need_type(r, path, root, FFN_JSON_OBJECT, "the object", tool) ||
+        need_type(r, path, jget(root, "layer"), FFN_JSON_NUMBER, "\"layer\"", tool) ||
+        need_type(r, path, units, FFN_JSON_ARRAY, "\"units\"", tool))
+        return r->failed;
+    fputs("{\"file\":", r->out);
+    jw_str(r->out, path);
+    static const char *const top[] = {"layer", "samples", "top", "accuracy"};
+    for (size_t i = 0; i < sizeof top / sizeof *top; i++) {
+        fprintf(r->out, ",\"%s\":", top[i]);
+        jw_member_num(r->out, root, top[i]);
+    }
+    fputs(",\"units\":[", r->out);
+    for (size_t i = 0; i < ffn_json_length(units); i++) {
+        const jval *u = ffn_json_at(units, i);
+        if (need_type(r, path, u, FFN_JSON_OBJECT, "a unit", tool) ||
+            need_type(r, path, jget(u, "name"), FFN_JSON_STRING, "a unit's \"name\"", tool) ||
+            need_type(r, path, jget(u, "kind"), FFN_JSON_STRING, "a unit's \"kind\"", tool))
+            return r->failed;
+        fprintf(r->out, "%s{\"name\":", i ? "," : "");
+        jw_str(r->out, ffn_json_string(jget(u, "name")));
+        fputs(",\"kind\":", r->out);
+        jw_str(r->out, ffn_json_string(jget(u, "kind")));
+        fputs(",\"count\":", r->out);
+        jw_member_num(r->out, u, "count");
+        static const char *const attrs[] = {"relation", "object"};
+        for (int a = 0; a < 2; a++) {
+            const jval *at = jget(u, attrs[a]);
+            if (need_type(r, path, at, FFN_JSON_OBJECT, attrs[a], tool)) return r->failed;
+            fprintf(r->out, ",\"%s\":{", attrs[a]);
+            static const char *const k[] = {"purity", "chance", "scored", "units_needed"};
+            for (size_t q = 0; q < sizeof k / sizeof *k; q++) {
+                fprintf(r->out, "%s\"%s\":", q ? "," : "", k[q]);
+                jw_member_num(r->out, at, k[q]);
+            }
+            fputs(",\"best\":", r->out); /* the best readout accuracy over the sizes tried */
+            const jval *ro = jget(at, "readout");
+            double best = -1, largest = -1;
+            for (size_t q = 0; q < ffn_json_length(ro); q++) {
+                const jval *pt = ffn_json_at(ro, q);
+                const double acc = ffn_json_number(jget(pt, "accuracy"));
+                const double n = ffn_json_number(jget(pt, "units"));
+                if (acc == acc && acc > best) best = acc;
+                if (n == n && n > largest) largest = n;
+            }
+            if (best >= 0) jw_num_full(r->out, best);
+            else fputs("null", r->out);
+            fputs(",\"largest\":", r->out);
+            if (largest >= 0) jw_num_full(r->out, largest);
+            else fputs("null", r->out);
+            fputc('}', r->out);
+        }
+        fputc('}', r->out);
+    }
+    fputs("]}", r->out);
+    return 0;
+}
+
+static void jw_scores(FILE *f, const jval *s) {
+    fputs("{", f);
+    static const char *const k[] = {"efficacy", "generalisation", "specificity", "heldout_loss",
+                                    "n_edits", "n_paraphrases", "n_neighbours"};
+    for (size_t q = 0; q < sizeof k / sizeof *k; q++) {
+        fprintf(f, "%s\"%s\":", q ? "," : "", k[q]);
+        jw_member_num(f, s, k[q]);
+    }
+    fputc('}', f);
+}
+
+/* the JSON of `ffn edit --compare --json` */
+static int write_edit_compare_one(rctx *r, const char *path, const jval *root) {
+    static const char tool[] = "ffn edit --compare --json";
+    const jval *methods = jget(root, "methods"), *layers = jget(root, "layers");
+    if (need_type(r, path, root, FFN_JSON_OBJECT, "the object", tool) ||
+        need_type(r, path, jget(root, "n_edits"), FFN_JSON_NUMBER, "\"n_edits\"", tool) ||
+        need_type(r, path, jget(root, "before"), FFN_JSON_OBJECT, "\"before\"", tool) ||
+        need_type(r, path, methods, FFN_JSON_ARRAY, "\"methods\"", tool))
+        return r->failed;
+    fputs("{\"file\":", r->out);
+    jw_str(r->out, path);
+    fputs(",\"n_edits\":", r->out);
+    jw_member_num(r->out, root, "n_edits");
+    fputs(",\"rome_layer\":", r->out);
+    jw_member_num(r->out, root, "rome_layer");
+    fputs(",\"layers\":[", r->out);
+    for (size_t i = 0; i < 2; i++) {
+        const jval *l = ffn_json_at(layers, i);
+        if (i) fputc(',', r->out);
+        if (ffn_json_type_of(layers) == FFN_JSON_ARRAY && i < ffn_json_length(layers) &&
+            ffn_json_type_of(l) == FFN_JSON_NUMBER)
+            jw_num_full(r->out, ffn_json_number(l));
+        else fputs("null", r->out);
+    }
+    fputs("],\"before\":", r->out);
+    jw_scores(r->out, jget(root, "before"));
+    fputs(",\"methods\":[", r->out);
+    for (size_t i = 0; i < ffn_json_length(methods); i++) {
+        const jval *m = ffn_json_at(methods, i);
+        if (need_type(r, path, m, FFN_JSON_OBJECT, "a method", tool) ||
+            need_type(r, path, jget(m, "method"), FFN_JSON_STRING, "a method's \"method\"", tool) ||
+            need_type(r, path, jget(m, "scores"), FFN_JSON_OBJECT, "a method's \"scores\"", tool))
+            return r->failed;
+        fprintf(r->out, "%s{\"method\":", i ? "," : "");
+        jw_str(r->out, ffn_json_string(jget(m, "method")));
+        fputs(",\"scores\":", r->out);
+        jw_scores(r->out, jget(m, "scores"));
+        fputs(",\"heldout_change\":", r->out);
+        jw_member_num(r->out, m, "heldout_change");
+        fputc('}', r->out);
+    }
+    fputs("]}", r->out);
+    return 0;
+}
+
+/* "name":[ one entry per file ], for --purity and --edit-compare */
+static int write_measured(rctx *r, const char *name, const char *const *files, int n,
+                          int (*one)(rctx *, const char *, const jval *)) {
+    fprintf(r->out, "\"%s\":[", name);
+    for (int i = 0; i < n; i++) {
+        ffn_json *doc = NULL;
+        if (ffn_json_parse_file(files[i], &doc) != FFN_OK)
+            return rfail(r, CLI_EXIT_FAIL, "%s", ffn_last_error());
+        if (i) fputc(',', r->out);
+        const int rc = one(r, files[i], ffn_json_root(doc));
+        ffn_json_free(doc);
+        if (rc) return rc;
+    }
+    fputs("],\n", r->out);
+    return 0;
+}
+
 const report_asset *report_asset_named(const char *name, size_t n) {
     for (size_t i = 0; i < report_n_assets; i++)
         if (strlen(report_assets[i].name) == n && !memcmp(report_assets[i].name, name, n))
@@ -1114,7 +1264,12 @@ int report_write(ffn_ctx *ctx, const char *run_dir, const report_options *opts,
     if (write_curves(&r, rs) || write_params(&r, rs) || write_models(&r, rs) ||
         write_collapse(&r, rs) || (opts->trace_facts > 0 && write_trace(&r, rs)) ||
         (opts->fact_dist > 0 && write_fact_dist(&r, rs)) ||
-        (opts->n_transcoders > 0 && write_features(&r, rs)))
+        (opts->n_transcoders > 0 && write_features(&r, rs)) ||
+        (opts->n_purity > 0 &&
+         write_measured(&r, "purity", opts->purity, opts->n_purity, write_purity_one)) ||
+        (opts->n_edit_compare > 0 &&
+         write_measured(&r, "edit_compare", opts->edit_compare, opts->n_edit_compare,
+                        write_edit_compare_one)))
         goto done;
     fprintf(r.out, "\"initial_layer\":%lld}", (long long)opts->layer);
     if (fclose(r.out) != 0) {

@@ -59,6 +59,14 @@ typedef struct report_options {
      * (tools/tc_report.c): each token's most active features, promoted tokens */
     int n_transcoders;
     const char *transcoders[REPORT_MAX_TRANSCODERS];
+    /* measured tables from other tools' --json output, shown in the feature
+     * section: `ffn transcoder purity --json` (neurons vs transcoder vs SAE
+     * features) and `ffn edit --compare --json` (ROME / FT / MEMIT; one file
+     * per batch size N) */
+    int n_purity;
+    const char *purity[REPORT_MAX_TRANSCODERS];
+    int n_edit_compare;
+    const char *edit_compare[REPORT_MAX_TRANSCODERS];
 } report_options;
 
 #define REPORT_DEFAULT_PROMPT "Mary gave John the apple because he was hungry."

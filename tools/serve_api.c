@@ -254,6 +254,66 @@ static void write_label(FILE *f, const serve_state *s, int64_t layer, int64_t fl
     fputc('}', f);
 }
 
+/* ,"features":[...] of layer l's --transcoder at position t (nothing
+ * without one): its active features there, largest first, each with the
+ * tokens its decoder row promotes (ffn_tc_feature_logits); runs the
+ * model, so under s->lock. */
+static ffn_status write_tc_features(FILE *f, serve_state *s, const int32_t *ids, int64_t T,
+                                    int64_t t, int64_t l) {
+    const serve_tc *st_tc = serve_tc_of_layer(s, l);
+    if (!st_tc) return FFN_OK;
+    const ffn_tc_config *cfg = ffn_tc_get_config(st_tc->tc);
+    const int64_t k = cfg->k, V = ffn_model_get_config(s->model)->vocab_size;
+    int32_t *idx = malloc((size_t)(T * k) * sizeof *idx);
+    float *val = malloc((size_t)(T * k) * sizeof *val), *lens = malloc((size_t)V * sizeof *lens);
+    ffn_status st = idx && val && lens ? FFN_OK : ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    if (!st) st = ffn_tc_codes(s->ctx, s->model, st_tc->tc, ids, T, idx, val);
+    if (!st) {
+        int32_t *ix = idx + t * k;
+        float *vx = val + t * k;
+        /* largest first (equal: lower feature first) */
+        for (int64_t a = 1; a < k; a++)
+            for (int64_t b = a; b > 0 && (vx[b] > vx[b - 1] || (vx[b] == vx[b - 1] &&
+                                                                 ix[b] < ix[b - 1])); b--) {
+                const float tv = vx[b];
+                const int32_t ti = ix[b];
+                vx[b] = vx[b - 1], ix[b] = ix[b - 1];
+                vx[b - 1] = tv, ix[b - 1] = ti;
+            }
+        fprintf(f, ",\"transcoder\":{\"kind\":\"%s\",\"features\":%lld,\"file\":",
+                ffn_tc_kind_name(cfg->kind), (long long)cfg->features);
+        serve_json_str(f, st_tc->name);
+        fputs("},\"features\":[", f);
+        int first = 1;
+        for (int64_t j = 0; j < k && !st; j++) {
+            if (!(vx[j] > 0)) continue;
+            if ((st = ffn_tc_feature_logits(s->model, st_tc->tc, ix[j], lens))) break;
+            fprintf(f, "%s{\"feature\":%d,\"activation\":", first ? "" : ",", ix[j]);
+            first = 0;
+            serve_json_num(f, vx[j]);
+            fputs(",\"promoted\":[", f);
+            for (int64_t p = 0; p < SERVE_PROMOTED && p < V; p++) {
+                int64_t best = -1; /* the p-th largest: the largest below the ones taken */
+                for (int64_t v = 0; v < V; v++)
+                    if (lens[v] == lens[v] && (best < 0 || lens[v] > lens[best])) best = v;
+                if (best < 0) break;
+                fprintf(f, "%s{\"id\":%lld,\"piece\":", p ? "," : "", (long long)best);
+                serve_json_piece(f, s, -1, (int32_t)best);
+                fputs(",\"logit\":", f);
+                serve_json_num(f, lens[best]);
+                fputc('}', f);
+                lens[best] = NAN; /* taken */
+            }
+            fputs("]}", f);
+        }
+        fputc(']', f);
+    }
+    free(idx);
+    free(val);
+    free(lens);
+    return st;
+}
+
 static int api_neurons(serve_state *s, const serve_req *req, serve_reply *r) {
     const ffn_model_config *c = ffn_model_get_config(s->model);
     int32_t *ids = NULL;
@@ -334,7 +394,16 @@ static int api_neurons(serve_state *s, const serve_req *req, serve_reply *r) {
             else fputs("null", f);
             fputc('}', f);
         }
-        fputs("]}", f);
+        fputc(']', f);
+        pthread_mutex_lock(&s->lock);
+        st = write_tc_features(f, s, ids, T, t, l);
+        pthread_mutex_unlock(&s->lock);
+        if (st) {
+            ffn_inspect_result_free(res);
+            free(ids);
+            return serve_err(r, 500, "%s", ffn_last_error());
+        }
+        fputc('}', f);
     }
     fputs("]}\n", f);
     ffn_inspect_result_free(res);

@@ -5,6 +5,7 @@
  * token's neurons.  The page draws it with tools/report/features.js.
  * Letters: T prompt tokens, V vocab, k active features per token. */
 #include "tc_report.h"
+#include "edit_source.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,7 @@ static ffn_status promoted(ffn_model *m, const ffn_transcoder *tc, int64_t j, in
 
 static int one_file(FILE *f, const char *cmd, ffn_ctx *ctx, ffn_model *m, const ffn_vocab *vocab,
                     const char *path, const int32_t *ids, int64_t T, int64_t top,
-                    int64_t n_promoted, int first) {
+                    int64_t n_promoted, int first, const int32_t *held, int64_t n_held) {
     ffn_transcoder *tc = NULL;
     ffn_status st = ffn_tc_load(path, &tc);
     if (st) {
@@ -63,9 +64,28 @@ static int one_file(FILE *f, const char *cmd, ffn_ctx *ctx, ffn_model *m, const 
     fprintf(f, "%s{\"file\":", first ? "" : ",");
     cli_json_string(f, name ? name + 1 : path);
     fprintf(f, ",\"kind\":\"%s\",\"layer\":%lld,\"features\":%lld,\"k\":%lld,\"skip\":%s,"
-               "\"tokens\":[",
+               "",
             ffn_tc_kind_name(c->kind), (long long)c->layer, (long long)c->features, (long long)k,
             c->skip ? "true" : "false");
+    /* the figures of `ffn transcoder eval` (its default 20 windows of the held-out text) */
+    fputs("\"eval\":", f);
+    if (held && n_held > 1) {
+        ffn_tc_eval e;
+        if ((st = ffn_tc_evaluate(ctx, m, tc, held, n_held, 20, &e))) {
+            cli_error(cmd, "--transcoder %s: %s", path, ffn_last_error());
+            rc = CLI_EXIT_FAIL;
+            goto done;
+        }
+        fprintf(f, "{\"fvu\":%s,", cli_json_num(e.fvu, "%.9g"));
+        fprintf(f, "\"mse\":%s,", cli_json_num(e.mse, "%.9g"));
+        fprintf(f, "\"l0\":%s,\"dead\":%lld,\"rows\":%lld,", cli_json_num(e.l0, "%.9g"),
+                (long long)e.dead, (long long)e.rows);
+        fprintf(f, "\"loss_original\":%s,", cli_json_num(e.loss_original, "%.9g"));
+        fprintf(f, "\"loss_replaced\":%s,", cli_json_num(e.loss_replaced, "%.9g"));
+        fprintf(f, "\"loss_zero\":%s,", cli_json_num(e.loss_zero, "%.9g"));
+        fprintf(f, "\"loss_recovered\":%s},", cli_json_num(e.loss_recovered, "%.9g"));
+    } else fputs("null,", f);
+    fputs("\"tokens\":[", f);
     for (int64_t t = 0; t < T && !rc; t++) {
         /* this token's features by activation, largest first (ties: lower index) */
         int64_t order[1024];
@@ -121,6 +141,16 @@ int tc_report_json(FILE *f, const char *cmd, ffn_ctx *ctx, const char *model_dir
     int64_t T = 0;
     ffn_status st = ffn_run_dir_load_vocab(ctx, model_dir, &model, &vocab);
     if (!st) st = ffn_vocab_encode(vocab, prompt, strlen(prompt), 1, &ids, &T);
+    /* the held-out text of `ffn transcoder eval`: the last 10% of the model's training
+     * text (none recorded: no evaluation) */
+    char *text = NULL, what[4200];
+    size_t n_text = 0;
+    int32_t *all = NULL;
+    int64_t n_all = 0, n_train = 0, n_val = 0;
+    if (!st) st = edit_source_text(model_dir, NULL, &text, &n_text, what, sizeof what);
+    if (!st && text) st = ffn_vocab_encode(vocab, text, n_text, 0, &all, &n_all);
+    free(text);
+    if (!st && all) st = ffn_tokens_split(n_all, 0.1, &n_train, &n_val);
     int rc = 0;
     if (st) {
         cli_error(cmd, "features of %s: %s", model_dir, ffn_last_error());
@@ -133,10 +163,12 @@ int tc_report_json(FILE *f, const char *cmd, ffn_ctx *ctx, const char *model_dir
         cli_json_string(f, model_dir);
         fputs(",\"files\":[", f);
         for (int i = 0; i < n_files && !rc; i++)
-            rc = one_file(f, cmd, ctx, model, vocab, files[i], ids, T, top, n_promoted, i == 0);
+            rc = one_file(f, cmd, ctx, model, vocab, files[i], ids, T, top, n_promoted, i == 0,
+                          all ? all + n_train : NULL, all ? n_all - n_train : 0);
         fputs("]},\n", f);
     }
     free(ids);
+    free(all);
     ffn_vocab_free(vocab);
     ffn_model_free(model);
     return rc;

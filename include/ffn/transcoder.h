@@ -131,6 +131,13 @@ ffn_tc_weights ffn_tc_get_grads(ffn_transcoder *tc);
  * then the firing counters of that batch are counted. */
 ffn_status ffn_tc_adam_step(const ffn_ctx *ctx, ffn_transcoder *tc, double lr);
 
+/* The dense matrix products since the layer was created or loaded: the
+ * encoder's x·W_encᵀ and, with skip, x·W_skipᵀ and its weight gradient, in
+ * every forward and loss_grad.  *flops counts 2 a multiply-add, *seconds
+ * is their wall-clock time (either may be NULL).  The rest of a step is
+ * sparse (O(n·k·D)): the step time less *seconds. */
+void ffn_tc_products(const ffn_transcoder *tc, double *flops, double *seconds);
+
 /* Features dead by the counters (out: Fp bytes, 0/1); returns how many. */
 int64_t ffn_tc_dead(const ffn_transcoder *tc, unsigned char *out);
 

@@ -16,6 +16,7 @@
 
 #include "base/common.h"
 #include "ffn/json.h"
+#include "ffn/profile.h"
 #include "ffn/rng.h"
 #include "ffn/safetensors.h"
 #include "kernels/kernels.h"
@@ -286,6 +287,7 @@ static ffn_status forward_rows(const ffn_ctx *ctx, ffn_transcoder *tc, const flo
     const float *We = tc->p + tc->off_W_enc, *be = tc->p + tc->off_b_enc;
     const float *Wd = tc->p + tc->off_W_dec, *bd = tc->p + tc->off_b_dec;
     ffn_status st = FFN_OK;
+    const double t0 = ffn_profile_now();
     if (n * Fp * D < 8192) { /* a few rows (a feature's contexts, tests): the plain loop,
                               * not a matrix engine's set-up */
         ffn_gemm_ref(0, 1, n, Fp, D, 1.0f, x, D, We, D, 0.0f, tc->pre, Fp);
@@ -299,6 +301,8 @@ static ffn_status forward_rows(const ffn_ctx *ctx, ffn_transcoder *tc, const flo
     }
     if (st) return st;
     const int skip = tc->off_W_skip >= 0;
+    tc->prod_seconds += ffn_profile_now() - t0;
+    tc->prod_flops += 2.0 * (double)n * (double)D * (double)(Fp + (skip ? D : 0));
     ffn_ctx_enter(ctx);
 #pragma omp parallel for schedule(static) if (n * Fp > 65536)
     for (int64_t i = 0; i < n; i++) {
@@ -332,6 +336,11 @@ ffn_status ffn_tc_forward(const ffn_ctx *ctx, ffn_transcoder *tc, const float *x
 }
 
 /* ---- loss and gradients -------------------------------------------------------------- */
+
+void ffn_tc_products(const ffn_transcoder *tc, double *flops, double *seconds) {
+    if (flops) *flops = tc ? tc->prod_flops : 0;
+    if (seconds) *seconds = tc ? tc->prod_seconds : 0;
+}
 
 int64_t ffn_tc_dead(const ffn_transcoder *tc, unsigned char *out) {
     int64_t n = 0;
@@ -519,9 +528,14 @@ ffn_status ffn_tc_loss_grad(const ffn_ctx *ctx, ffn_transcoder *tc, const float 
         for (int64_t i = 0; i < n; i++) s += tc->dy[i * D + d];
         gbd[d] = (float)s;
     }
-    if (tc->off_W_skip >= 0 &&
-        (st = ffn_gemm(ctx, 1, 0, D, D, n, 1.0f, tc->dy, D, x, D, 0.0f, tc->g + tc->off_W_skip, D)))
-        return st;
+    if (tc->off_W_skip >= 0) {
+        const double t0 = ffn_profile_now();
+        if ((st = ffn_gemm(ctx, 1, 0, D, D, n, 1.0f, tc->dy, D, x, D, 0.0f, tc->g + tc->off_W_skip,
+                           D)))
+            return st;
+        tc->prod_seconds += ffn_profile_now() - t0;
+        tc->prod_flops += 2.0 * (double)D * (double)D * (double)n;
+    }
     if (stats) {
         stats->fvu = sse * inv_sst;
         stats->aux = aux;

@@ -18,6 +18,8 @@ struct ffn_transcoder {
     int scale_unset;       /* a new layer: the encoder's scale from the first batch */
     int has_state;         /* loaded with a training state */
     int have_grads;
+    /* the dense products so far (ffn_tc_products): FLOPs (2 a multiply-add), seconds */
+    double prod_flops, prod_seconds;
     /* the last batch (for the step and the counters) */
     int64_t last_n, last_ka;
     /* row scratch, cap_n rows */

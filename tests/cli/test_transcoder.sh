@@ -19,11 +19,21 @@
 #      `ffn inspect MODEL --transcoder FILE` prints the same JSON;
 #   5b. ffn report --transcoder (two files): the feature section's data,
 #      every token's features by decreasing activation, 6 promoted tokens
-#      by decreasing logit, the ones ffn transcoder inspect names;
+#      by decreasing logit, the ones ffn transcoder inspect names; each
+#      file's held-out figures equal ffn transcoder eval --json's;
 #   6. purity --facts: neurons, the transcoder and the SAE in one JSON
 #      table: purity within [0, 1] and at least chance's floor minus 0.2,
 #      readout sizes 1, 2, 4, ... and units_needed one of them (or -1);
 #      a file of another layer is refused naming both layers;
+#   6b. ffn report --purity (that JSON) --edit-compare (ffn edit --compare
+#      --json of 1 and 3 edits): the page's data carries every figure of
+#      both files (units, purity, chance, units needed, best readout;
+#      before/rome/ft/memit scores, held-out change), ordered by N; a file
+#      of the wrong kind is exit 1 naming it, and no page is written;
+#   6c. --profile: the dense products' FLOPs exactly 2 n D (Fp + D) per
+#      forward (one more on the first step) + 2 n D D per skip gradient,
+#      their seconds within the step's, the share of the FMA peak
+#      consistent; the text line on stderr;
 #   7. bad input: --layer out of range, --skip with --kind sae, no --out,
 #      a safetensors file that is not a transcoder: clear messages, exit
 #      status 2 (usage) or 1 (failure).
@@ -203,6 +213,18 @@ for x in f:
 assert 'id="features"' in html and "features.js" in html or "DATA.features" in html
 assert d["messages"]["report.features_title"].startswith("Features, not neurons")
 PY
+# the report's held-out figures are ffn transcoder eval's (its default 20 windows)
+"$FFN_BIN" transcoder eval "$tmp/m" "$tmp/tc.st" "$tmp/sae.st" --json > "$tmp/eval20.json" ||
+    fail "eval (default windows)"
+/usr/bin/python3 - "$tmp/r.html" "$tmp/eval20.json" <<'PY'
+import json, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'<script type="application/json" id="ffn-data">\n(.*?)\n</script>', html, re.S).group(1))
+ev = json.load(open(sys.argv[2]))["files"]
+for x, w in zip(d["features"]["files"], ev):
+    assert x["file"] == w["file"].split("/")[-1] and x["eval"] == w["heldout"], (x, w["file"], w["heldout"])
+assert "features_eval_lead" in json.dumps(d["messages"])
+PY
 # a feature of the report promotes what ffn transcoder inspect says it does
 j=$(/usr/bin/python3 -c '
 import json, re, sys
@@ -253,6 +275,78 @@ for u in r["units"]:
 PY
 "$FFN_BIN" transcoder train "$tmp/m" --layer 0 "${T[@]}" --steps 2 --out "$tmp/l0.st" > /dev/null ||
     fail "layer 0"
+
+# 6b. the report's measured tables: --purity (the JSON above) and --edit-compare
+# (ffn edit --compare --json of batches of 1 and 3 edits on this model's facts)
+printf '{"fact": 0, "target": "Varn"}\n' > "$tmp/b1.jsonl"
+printf '{"fact": 0, "target": "Varn"}\n{"fact": 2, "target": "Telo"}\n{"fact": 5, "target": "pilot"}\n' \
+    > "$tmp/b3.jsonl"
+for n in 1 3; do
+    "$FFN_BIN" edit "$tmp/m" --facts "$tmp/facts.jsonl" --batch "$tmp/b$n.jsonl" --compare \
+        --layers 0-1 --layer 1 --json > "$tmp/ec$n.json" || fail "edit --compare ($n edits)"
+done
+"$FFN_BIN" report "$tmp/m" --purity "$tmp/pur.json" --edit-compare "$tmp/ec3.json" \
+    --edit-compare "$tmp/ec1.json" --out "$tmp/rm.html" > /dev/null 2> "$tmp/err" ||
+    { cat "$tmp/err"; fail "report --purity --edit-compare"; }
+/usr/bin/python3 - "$tmp/rm.html" "$tmp/pur.json" "$tmp/ec3.json" "$tmp/ec1.json" <<'PY'
+import json, re, sys
+html = open(sys.argv[1], encoding="utf-8").read()
+d = json.loads(re.search(r'<script type="application/json" id="ffn-data">\n(.*?)\n</script>', html, re.S).group(1))
+pur, ecs = json.load(open(sys.argv[2])), [json.load(open(f)) for f in sys.argv[3:]]
+close = lambda a, b: (a is None and b is None) or abs(a - b) <= 1e-6 * max(1, abs(b))
+(p,) = d["purity"]
+assert p["layer"] == 1 and p["samples"] == pur["samples"] and p["top"] == pur["top"], p
+assert [u["name"] for u in p["units"]] == [u["name"] for u in pur["units"]], p
+for u, w in zip(p["units"], pur["units"]):
+    assert u["kind"] == w["kind"] and u["count"] == w["count"], (u, w)
+    for a in ("relation", "object"):
+        for k in ("purity", "chance", "scored", "units_needed"):
+            assert close(u[a][k], w[a][k]), (u["name"], a, k, u[a][k], w[a][k])
+        assert close(u[a]["best"], max(q["accuracy"] for q in w[a]["readout"])), (u[a], w[a])
+        assert u[a]["largest"] == w[a]["readout"][-1]["units"], (u[a], w[a])
+assert [e["n_edits"] for e in d["edit_compare"]] == [3, 1], d["edit_compare"]
+for e, w in zip(d["edit_compare"], ecs):
+    assert e["rome_layer"] == 1 and e["layers"] == [0, 1], e
+    assert [m["method"] for m in e["methods"]] == ["rome", "ft", "memit"], e
+    for k in ("efficacy", "generalisation", "specificity", "heldout_loss"):
+        assert close(e["before"][k], w["before"][k]), (k, e["before"], w["before"])
+        for m, wm in zip(e["methods"], w["methods"]):
+            assert close(m["scores"][k], wm["scores"][k]), (m["method"], k, m, wm)
+    for m, wm in zip(e["methods"], w["methods"]):
+        assert close(m["heldout_change"], wm["heldout_change"]), (m, wm)
+assert 'id="purity"' in html and 'id="editcmp"' in html and "DATA.edit_compare" in html
+assert d["messages"]["report.purity_title"].startswith("Neurons vs features")
+PY
+"$FFN_BIN" report --help | grep -q -- "--edit-compare FILE" || fail "report --help: --edit-compare"
+set +e
+"$FFN_BIN" report "$tmp/m" --purity "$tmp/ec1.json" --out "$tmp/bad.html" > /dev/null 2> "$tmp/err"
+st=$?
+set -e
+[[ $st == 1 ]] && grep -q "ec1.json: not the JSON that ffn transcoder purity --json writes" "$tmp/err" ||
+    { cat "$tmp/err"; fail "report --purity of an edit JSON: exit $st"; }
+[[ -e "$tmp/bad.html" ]] && fail "report wrote a page after a bad --purity file"
+
+# 6c. --profile: the dense products counted exactly (n rows of D a step, Fp
+# features: 2 n D Fp a forward; the first step of a new layer runs the
+# encoder twice, to scale it; --skip adds 2 n D D forward and 2 n D D for
+# its gradient), their time inside the step's, the FMA peak measured
+"$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps 3 --skip --profile --json \
+    --out "$tmp/prof.st" > "$tmp/prof.json" 2> "$tmp/err" || { cat "$tmp/err"; fail "--profile"; }
+"$FFN_BIN" transcoder train "$tmp/m" --layer 1 "${T[@]}" --steps 3 --skip --profile --force \
+    --out "$tmp/prof.st" > /dev/null 2> "$tmp/err" || { cat "$tmp/err"; fail "--profile (table)"; }
+grep -q "dense products (the encoder's x W_enc^T, the skip's .*GFLOP/s.*of the step time" "$tmp/err" ||
+    { cat "$tmp/err"; fail "--profile: no products line on stderr"; }
+/usr/bin/python3 - "$tmp/prof.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+p, n, D, Fp, S = r["profile"], 4 * 32, 32, 128, 3
+want = 2 * n * D * (Fp + D) * (S + 1) + 2 * n * D * D * S
+assert p["product_flops"] == want, (p, want)
+assert 0 < p["product_seconds"] and 0 < p["product_share_of_step"] <= 1, p
+assert abs(p["product_gflops"] - want / p["product_seconds"] * 1e-9) <= 0.01 * p["product_gflops"] + 0.01, p
+if p["fma_peak_gflops"] is not None:
+    assert p["fma_peak_gflops"] > 0 and abs(p["product_pct_peak"] - 100 * p["product_gflops"] / p["fma_peak_gflops"]) < 0.2, p
+PY
 
 # 7. bad input
 bad() { # expected status, message, args...

@@ -7,7 +7,8 @@
  * request breaks what the handlers rely on:
  *   - "text" present iff given, NUL-free, its length recorded and within
  *     SERVE_MAX_TEXT_BYTES; "ids" within SERVE_MAX_TOKENIZE, each >= 0;
- *   - at most SERVE_MAX_EDITS edits, layer and neuron >= 0, scale finite in
+ *   - at most SERVE_MAX_EDITS edits, layer >= 0 and exactly one of neuron and
+ *     feature >= 0 (the other -1), scale finite in
  *     [-100, 100], position >= -1; position and layer >= -1; k 0 or in
  *     [1, SERVE_MAX_K]; where text and ids are both accepted exactly one;
  *   - /api/edit: prompt, subject and target present, NUL-free and within
@@ -64,7 +65,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int64_t i = 0; i < req.n_ids; i++) REQUIRE(req.ids[i] >= 0);
         REQUIRE(req.n_edits >= 0 && req.n_edits <= SERVE_MAX_EDITS);
         for (int64_t e = 0; e < req.n_edits; e++) {
-            REQUIRE(req.edits[e].layer >= 0 && req.edits[e].neuron >= 0);
+            /* a neuron or a feature of the layer: exactly one given, the other -1 */
+            REQUIRE(req.edits[e].layer >= 0);
+            REQUIRE((req.edits[e].neuron >= 0) != (req.edits[e].feature >= 0));
+            REQUIRE(req.edits[e].neuron >= -1 && req.edits[e].feature >= -1);
             REQUIRE(isfinite(req.edits[e].scale));
             REQUIRE(req.edits[e].scale >= -100.0 && req.edits[e].scale <= 100.0);
             REQUIRE(req.edits[e].position >= -1);

@@ -139,6 +139,17 @@
     else S.edits.push({ layer: layer, neuron: neuron, scale: scale });
     changed();
   }
+  function findFeature(layer, j) {
+    for (var k = 0; k < S.edits.length; k++) if (S.edits[k].layer === layer && S.edits[k].feature === j) return k;
+    return -1;
+  }
+  function setFeature(layer, j, scale) {
+    var k = findFeature(layer, j);
+    if (scale === null || scale === 1) { if (k >= 0) S.edits.splice(k, 1); }
+    else if (k >= 0) S.edits[k].scale = scale;
+    else S.edits.push({ layer: layer, feature: j, scale: scale });
+    changed();
+  }
   /* features of the server's --transcoder files: switched as neurons are */
   function setupFeatures(info) {
     var tcs = info.transcoders || [];
@@ -215,8 +226,36 @@
       });
       panel.appendChild(el('h3', { cls: 'small', text: T('live.layer_head', { l: L.layer, mlp: L.mlp, F: L.d_ff }) }));
       panel.appendChild(el('div', { cls: 'ntable-box' }, [el('table', { cls: 'ntable', 'data-layer': String(L.layer) }, [el('thead', null, [head]), el('tbody', null, rows)])]));
+      if (L.features) drawFeatures(panel, L);
     });
     if (S.info && S.info.labels.available) panel.appendChild(el('p', { cls: 'muted small', text: T('live.label_note') }));
+  }
+
+  /* the layer's --transcoder features active at the token (/api/neurons
+   * "features"): a row each; clicking a row (or its off button) switches the
+   * feature off, again switches it back on; the scale box sets any scale */
+  function drawFeatures(panel, L) {
+    var mx = 0;
+    L.features.forEach(function (u) { mx = Math.max(mx, Math.abs(u.activation)); });
+    var cols = [T('live.feature'), T('live.activation'), T('page.promotes'), T('live.controls')];
+    var head = el('tr', null, cols.map(function (h) { return el('th', { text: h }); }));
+    var rows = L.features.map(function (u) {
+      var k = findFeature(L.layer, u.feature), isOff = k >= 0 && S.edits[k].scale === 0;
+      var promo = el('td', { cls: 'promo', 'data-label': cols[2] }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
+      var off = el('button', { type: 'button', cls: 'off', 'data-layer': String(L.layer), 'data-feature': String(u.feature),
+        text: isOff ? '\u2713 ' + T('live.off') : T('live.off') });
+      var sc = el('input', { type: 'number', step: '0.1', min: '-100', max: '100', cls: 'scale', value: k >= 0 ? String(S.edits[k].scale) : '1',
+        'aria-label': T('live.scale') + ' L' + L.layer + ' ' + T('live.feature') + ' ' + u.feature });
+      sc.addEventListener('click', function (ev) { ev.stopPropagation(); });
+      sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setFeature(L.layer, u.feature, v); });
+      var tr = el('tr', { cls: 'frow' + (k >= 0 ? ' edited' : ''), 'data-layer': String(L.layer), 'data-feature': String(u.feature), title: T('live.feature_click') },
+        [el('td', { cls: 'key', text: 'f' + u.feature }), el('td', { cls: 'num', 'data-label': cols[1] }, [bar(u.activation, mx)]), promo,
+          el('td', { cls: 'ctl' }, [off, document.createTextNode(' '), sc])]);
+      tr.addEventListener('click', function () { setFeature(L.layer, u.feature, isOff ? null : 0); });
+      return tr;
+    });
+    panel.appendChild(el('p', { cls: 'small', text: T('live.features_head', { l: L.layer, kind: L.transcoder.kind, n: L.transcoder.features, file: L.transcoder.file }) }));
+    panel.appendChild(el('div', { cls: 'ntable-box' }, [el('table', { cls: 'ftable', 'data-layer': String(L.layer) }, [el('thead', null, [head]), el('tbody', null, rows)])]));
   }
 
   /* ---- the text ------------------------------------------------------------------ */
