@@ -763,13 +763,7 @@ static int target_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg,
             memset(z, 0, (size_t)V * sizeof *z);
             continue;
         }
-        const int32_t y = ps->target.v[i];
-        double mx;
-        const double s = ffn_logits_sum_exp(z, V, &mx);
-        const double f = tl->scale / (double)nt;
-        *loss += f * (log(s) + mx - z[y]);
-        for (int64_t k = 0; k < V; k++) z[k] = (float)(f * exp(z[k] - mx) / s);
-        z[y] -= (float)f;
+        *loss += ffn_logits_ce_grad(z, V, ps->target.v[i], tl->scale / (double)nt);
     }
     return FFN_OK;
 }
@@ -783,21 +777,16 @@ typedef struct kl_loss {
 /* weight · KL(p0 ‖ p) at one row */
 static int kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, double *loss) {
     const kl_loss *kl = user;
-    for (int64_t r = 0; r < rows; r++) {
-        float *z = lg + r * V;
-        if (r0 + r != kl->row) {
-            memset(z, 0, (size_t)V * sizeof *z);
-            continue;
-        }
-        double mx, l = 0;
-        const double s = ffn_logits_sum_exp(z, V, &mx);
-        for (int64_t k = 0; k < V; k++) {
-            const double lp = z[k] - mx - log(s);
-            if (kl->p0[k] > 0) l += kl->p0[k] * (log(kl->p0[k]) - lp);
-            z[k] = (float)(kl->weight * (exp(lp) - kl->p0[k]));
-        }
-        *loss += kl->weight * l;
+    float *z = ffn_logits_grad_row(lg, r0, rows, V, kl->row);
+    if (!z) return 0;
+    double mx, l = 0;
+    const double s = ffn_logits_sum_exp(z, V, &mx);
+    for (int64_t k = 0; k < V; k++) {
+        const double lp = z[k] - mx - log(s);
+        if (kl->p0[k] > 0) l += kl->p0[k] * (log(kl->p0[k]) - lp);
+        z[k] = (float)(kl->weight * (exp(lp) - kl->p0[k]));
     }
+    *loss += kl->weight * l;
     return 0;
 }
 
