@@ -289,6 +289,77 @@ static int covariance(session *s, const args *a, int64_t layer, double **C, int6
     return st ? cli_fail(CMD, st) : 0;
 }
 
+/* --out: the edited model in MODEL's layout; 0, or the exit status after
+ * printing the error. */
+static int save_out(const args *a, session *s) {
+    if (!a->out) return 0;
+    ffn_status st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
+                                  s->info.tokenizer_is_llama2c, a->out, a->force);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+/* ---- a batch: the edits of --batch FILE ------------------------------------------------ */
+
+typedef struct batch {
+    ffn_edit_list *el;
+    ffn_edit_request *reqs; /* (n) */
+    const char **oldp;      /* (n) the objects the edits replaced, for scoring after */
+    int64_t n;
+} batch;
+
+static void batch_free(batch *b) {
+    free(b->reqs);
+    free(b->oldp);
+    ffn_edit_list_free(b->el);
+}
+
+/* The edits of --batch FILE into b (freed by batch_free whatever this
+ * returns); 0, or the exit status after printing the error. */
+static int batch_open(batch *b, const args *a, const ffn_facts *facts) {
+    memset(b, 0, sizeof *b);
+    ffn_status st = ffn_edit_list_load(a->batch, facts, &b->el);
+    if (st) return cli_fail(CMD, st);
+    b->n = ffn_edit_list_count(b->el);
+    b->reqs = calloc((size_t)(b->n ? b->n : 1), sizeof *b->reqs);
+    b->oldp = calloc((size_t)(b->n ? b->n : 1), sizeof *b->oldp);
+    if (!b->reqs || !b->oldp) {
+        cli_error(CMD, "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    if (b->n < 1) {
+        cli_error(CMD, "%s: no edits in the file", a->batch);
+        return CLI_EXIT_FAIL;
+    }
+    for (int64_t i = 0; i < b->n; i++) b->reqs[i] = *ffn_edit_list_at(b->el, i);
+    return 0;
+}
+
+/* The scores of the first n edits of b with the model as it is now (old:
+ * the objects they replaced, NULL before any edit) and the held-out loss. */
+static ffn_status batch_score(const batch *b, int64_t n, session *s, const args *a,
+                              const char *const *old, ffn_edit_scores *sc, double *ho) {
+    ffn_status st = ffn_edit_score(s->model, s->vocab, b->reqs, n, old, sc);
+    return st ? st : heldout(s, a, ho);
+}
+
+/* The batch edited at once (FT-L, MEMIT): its old objects into b->oldp,
+ * the scores after into *after and *ha; 0, or the exit status after
+ * printing the error. */
+static int batch_after(batch *b, session *s, const args *a, char (*old_objects)[64],
+                       ffn_edit_scores *after, double *ha) {
+    for (int64_t i = 0; i < b->n; i++) b->oldp[i] = old_objects[i];
+    ffn_status st = batch_score(b, b->n, s, a, b->oldp, after, ha);
+    return st ? cli_fail(CMD, st) : 0;
+}
+
+/* the text report's last rows for a batch edited at once */
+static void print_batch_end(const args *a, const ffn_edit_scores *before, double hb,
+                            const ffn_edit_scores *after, double ha) {
+    print_fractions(before, after);
+    printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
+    if (a->out) printf("wrote %s\n", a->out);
+}
+
 /* ---- one edit ----------------------------------------------------------------------- */
 
 static int dump_edit(const char *path, const ffn_edit_result *r, const double *C,
@@ -349,10 +420,7 @@ static int run_single(args *a, session *s, const ffn_edit_request *req) {
         rc = dump_edit(a->dump, &r, C, s->original + t->offset, p + t->offset,
                        tb ? p + tb->offset : NULL);
     }
-    if (!rc && a->out &&
-        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
-                            s->info.tokenizer_is_llama2c, a->out, a->force)))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = save_out(a, s);
     if (!rc) {
         /* down_proj(k*) after the edit, against v* */
         const ffn_model_tensor *t = ffn_model_find_tensor(s->model, wname);
@@ -543,31 +611,23 @@ static int run_sweep(args *a, session *s, const ffn_edit_request *reqs, int64_t 
 /* ---- many edits one after another --------------------------------------------------- */
 
 static int run_batch(args *a, session *s, const ffn_facts *facts) {
-    ffn_edit_list *el = NULL;
-    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
-    if (st) return cli_fail(CMD, st);
-    const int64_t n = ffn_edit_list_count(el);
+    batch b;
     double *C = NULL;
-    int rc = 0;
-    if (a->o.method == FFN_EDIT_ROME && covariance(s, a, a->o.layer, &C, NULL, NULL)) {
-        free(C);
-        ffn_edit_list_free(el);
-        return CLI_EXIT_FAIL;
-    }
-    ffn_edit_request *reqs = calloc((size_t)n, sizeof *reqs);
-    char(*olds)[64] = calloc((size_t)n, sizeof *olds);
-    const char **oldp = calloc((size_t)n, sizeof *oldp);
-    double hb = NAN;
-    if (!reqs || !olds || !oldp) {
+    int rc = batch_open(&b, a, facts);
+    if (!rc && a->o.method == FFN_EDIT_ROME && covariance(s, a, a->o.layer, &C, NULL, NULL))
+        rc = CLI_EXIT_FAIL;
+    char(*olds)[64] = rc ? NULL : calloc((size_t)b.n, sizeof *olds);
+    if (!rc && !olds) {
         cli_error(CMD, "out of memory");
-        free(reqs);
-        free(olds);
-        free(oldp);
-        free(C);
-        ffn_edit_list_free(el);
-        return CLI_EXIT_FAIL;
+        rc = CLI_EXIT_FAIL;
     }
-    st = heldout(s, a, &hb);
+    if (rc) {
+        free(C);
+        batch_free(&b);
+        return rc;
+    }
+    double hb = NAN;
+    ffn_status st = heldout(s, a, &hb);
     if (a->json)
         printf("{\"method\": \"%s\", \"layer\": %lld, \"heldout_before\": %s, \"rows\": [",
                ffn_edit_method_name(a->o.method), (long long)a->o.layer, cli_json_num(hb, "%.6g"));
@@ -575,19 +635,17 @@ static int run_batch(args *a, session *s, const ffn_facts *facts) {
         printf("%-6s %-10s %-15s %-12s %-10s\n", "edits", "efficacy", "generalisation",
                "specificity", "held-out");
     int64_t next = 1;
+    const int64_t n = b.n;
     for (int64_t i = 0; i < n && !st; i++) {
-        reqs[i] = *ffn_edit_list_at(el, i);
         ffn_edit_result r;
-        if ((st = ffn_edit_apply(s->model, s->vocab, &reqs[i], &a->o, C, &r))) break;
+        if ((st = ffn_edit_apply(s->model, s->vocab, &b.reqs[i], &a->o, C, &r))) break;
         snprintf(olds[i], sizeof olds[i], "%s", r.old_object);
-        oldp[i] = olds[i];
+        b.oldp[i] = olds[i];
         ffn_edit_result_free(&r);
         if (i + 1 == next || i + 1 == n) {
             ffn_edit_scores sc;
             double ha;
-            if ((st = ffn_edit_score(s->model, s->vocab, reqs, i + 1, oldp, &sc)) ||
-                (st = heldout(s, a, &ha)))
-                break;
+            if ((st = batch_score(&b, i + 1, s, a, b.oldp, &sc, &ha))) break;
             if (a->json) {
                 printf("%s{\"edits\": %lld, \"scores\": ", i ? ", " : "", (long long)(i + 1));
                 json_scores(stdout, &sc, ha);
@@ -604,39 +662,22 @@ static int run_batch(args *a, session *s, const ffn_facts *facts) {
     }
     if (a->json) printf("]}\n");
     if (st) rc = cli_fail(CMD, st);
-    if (!rc && a->out &&
-        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
-                            s->info.tokenizer_is_llama2c, a->out, a->force)))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = save_out(a, s);
     if (!rc && a->out && !a->json) printf("wrote %s\n", a->out);
-    free(reqs);
     free(olds);
-    free(oldp);
     free(C);
-    ffn_edit_list_free(el);
+    batch_free(&b);
     return rc;
 }
 
 /* --sweep-layers --batch FILE: the sweep over every edit of FILE, each alone. */
 static int run_sweep_batch(args *a, session *s, const ffn_facts *facts) {
-    ffn_edit_list *el = NULL;
-    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
-    if (st) return cli_fail(CMD, st);
-    const int64_t n = ffn_edit_list_count(el);
-    ffn_edit_request *reqs = calloc((size_t)n, sizeof *reqs);
-    int rc;
-    if (!reqs) {
-        cli_error(CMD, "out of memory");
-        rc = CLI_EXIT_FAIL;
-    } else {
-        for (int64_t i = 0; i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
-        rc = run_sweep(a, s, reqs, n);
-    }
-    free(reqs);
-    ffn_edit_list_free(el);
+    batch b;
+    int rc = batch_open(&b, a, facts);
+    if (!rc) rc = run_sweep(a, s, b.reqs, b.n);
+    batch_free(&b);
     return rc;
 }
-
 /* ---- MEMIT: the batch at once over --layers ------------------------------------------ */
 
 static int dump_memit(const char *path, const ffn_memit_result *r, double *const *C,
@@ -703,40 +744,21 @@ static int dump_ft(const char *path, const ffn_ft_result *r, const args *a, sess
 }
 
 static int run_ft_batch(args *a, session *s, const ffn_facts *facts) {
-    ffn_edit_list *el = NULL;
-    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
-    if (st) return cli_fail(CMD, st);
-    const int64_t n = ffn_edit_list_count(el);
-    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
-    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
-    int rc = 0;
-    if (!reqs || !oldp) {
-        cli_error(CMD, "out of memory");
-        rc = CLI_EXIT_FAIL;
-    }
-    if (!rc && n < 1) {
-        cli_error(CMD, "%s: no edits in the file", a->batch);
-        rc = CLI_EXIT_FAIL;
-    }
-    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
+    batch b;
+    int rc = batch_open(&b, a, facts);
+    const int64_t n = b.n;
     ffn_edit_scores before, after;
     double hb = NAN, ha = NAN;
     ffn_ft_result r;
     memset(&r, 0, sizeof r);
-    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
-                (st = heldout(s, a, &hb)) ||
-                (st = ffn_edit_ft_batch(s->model, s->vocab, reqs, n, a->layer_first,
+    ffn_status st;
+    if (!rc && ((st = batch_score(&b, n, s, a, NULL, &before, &hb)) ||
+                (st = ffn_edit_ft_batch(s->model, s->vocab, b.reqs, n, a->layer_first,
                                         a->layer_last, &a->o, &r))))
         rc = cli_fail(CMD, st);
-    for (int64_t i = 0; !rc && i < n; i++) oldp[i] = r.old_objects[i];
-    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &after)) ||
-                (st = heldout(s, a, &ha))))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = batch_after(&b, s, a, r.old_objects, &after, &ha);
     if (!rc && a->dump) rc = dump_ft(a->dump, &r, a, s);
-    if (!rc && a->out &&
-        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
-                            s->info.tokenizer_is_llama2c, a->out, a->force)))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = save_out(a, s);
     if (!rc && a->json) {
         printf("{\"method\": \"ft\", \"layers\": [%lld, %lld], \"n_edits\": %lld, \"ft_norm\": ",
                (long long)a->layer_first, (long long)a->layer_last, (long long)n);
@@ -754,50 +776,36 @@ static int run_ft_batch(args *a, session *s, const ffn_facts *facts) {
                (long long)r.steps_run, a->o.ft_lr, a->o.ft_norm);
         printf("  target loss %.4f -> %.4f; max |dW| %.3g\n", r.loss_first, r.loss_last,
                r.max_change);
-        print_fractions(&before, &after);
-        printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
-        if (a->out) printf("wrote %s\n", a->out);
+        print_batch_end(a, &before, hb, &after, ha);
     }
     ffn_ft_result_free(&r);
-    free(reqs);
-    free(oldp);
-    ffn_edit_list_free(el);
+    batch_free(&b);
     return rc;
 }
 
 /* ---- --compare: ROME one after another, FT-L and MEMIT on the same batch ---------------- */
 
 static int run_compare(args *a, session *s, const ffn_facts *facts) {
-    ffn_edit_list *el = NULL;
-    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
-    if (st) return cli_fail(CMD, st);
-    const int64_t n = ffn_edit_list_count(el), NL = a->layer_last - a->layer_first + 1;
+    batch b;
+    int rc = batch_open(&b, a, facts);
+    const int64_t n = b.n, NL = a->layer_last - a->layer_first + 1;
     int64_t np = 0;
     float *params = ffn_model_params(s->model, &np);
-    float *keep = malloc((size_t)np * sizeof *keep);
-    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
-    char(*olds)[64] = calloc((size_t)(n ? n : 1), sizeof *olds);
-    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
-    double **C = calloc((size_t)NL, sizeof *C), *C_rome = NULL;
-    int rc = 0;
-    if (!keep || !reqs || !olds || !oldp || !C) {
+    float *keep = rc ? NULL : malloc((size_t)np * sizeof *keep);
+    char(*olds)[64] = rc ? NULL : calloc((size_t)n, sizeof *olds);
+    double **C = rc ? NULL : calloc((size_t)NL, sizeof *C), *C_rome = NULL;
+    if (!rc && (!keep || !olds || !C)) {
         cli_error(CMD, "out of memory");
-        rc = CLI_EXIT_FAIL;
-    }
-    if (!rc && n < 1) {
-        cli_error(CMD, "%s: no edits in the file", a->batch);
         rc = CLI_EXIT_FAIL;
     }
     const int64_t rome_layer = a->o.layer;
     for (int64_t j = 0; !rc && j < NL; j++) rc = covariance(s, a, a->layer_first + j, &C[j], NULL, NULL);
     if (!rc) rc = covariance(s, a, rome_layer, &C_rome, NULL, NULL);
-    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
     if (!rc) memcpy(keep, params, (size_t)np * sizeof *keep);
     ffn_edit_scores before, sc[3];
     double hb = NAN, ha[3] = {NAN, NAN, NAN};
-    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
-                (st = heldout(s, a, &hb))))
-        rc = cli_fail(CMD, st);
+    ffn_status st = FFN_OK;
+    if (!rc && (st = batch_score(&b, n, s, a, NULL, &before, &hb))) rc = cli_fail(CMD, st);
     static const char *const names[3] = {"rome", "ft", "memit"};
     for (int k = 0; k < 3 && !rc; k++) {
         ffn_edit_options o = a->o;
@@ -805,26 +813,25 @@ static int run_compare(args *a, session *s, const ffn_facts *facts) {
             o.method = FFN_EDIT_ROME;
             for (int64_t i = 0; i < n && !st; i++) {
                 ffn_edit_result r;
-                if ((st = ffn_edit_apply(s->model, s->vocab, &reqs[i], &o, C_rome, &r))) break;
+                if ((st = ffn_edit_apply(s->model, s->vocab, &b.reqs[i], &o, C_rome, &r))) break;
                 snprintf(olds[i], sizeof olds[i], "%s", r.old_object);
                 ffn_edit_result_free(&r);
             }
         } else if (k == 1) {
             ffn_ft_result r;
-            if (!(st = ffn_edit_ft_batch(s->model, s->vocab, reqs, n, a->layer_first,
+            if (!(st = ffn_edit_ft_batch(s->model, s->vocab, b.reqs, n, a->layer_first,
                                          a->layer_last, &o, &r)))
                 for (int64_t i = 0; i < n; i++) snprintf(olds[i], sizeof olds[i], "%s", r.old_objects[i]);
             ffn_ft_result_free(&r);
         } else {
             ffn_memit_result r;
-            if (!(st = ffn_edit_memit(s->model, s->vocab, reqs, n, a->layer_first, a->layer_last,
+            if (!(st = ffn_edit_memit(s->model, s->vocab, b.reqs, n, a->layer_first, a->layer_last,
                                       &o, (const double *const *)C, &r)))
                 for (int64_t i = 0; i < n; i++) snprintf(olds[i], sizeof olds[i], "%s", r.old_objects[i]);
             ffn_memit_result_free(&r);
         }
-        for (int64_t i = 0; i < n; i++) oldp[i] = olds[i];
-        if (!st) st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &sc[k]);
-        if (!st) st = heldout(s, a, &ha[k]);
+        for (int64_t i = 0; i < n; i++) b.oldp[i] = olds[i];
+        if (!st) st = batch_score(&b, n, s, a, b.oldp, &sc[k], &ha[k]);
         memcpy(params, keep, (size_t)np * sizeof *keep); /* the next method from the same weights */
         if (!st) st = ffn_model_params_changed(s->model);
         if (st) rc = cli_fail(CMD, st);
@@ -864,51 +871,34 @@ static int run_compare(args *a, session *s, const ffn_facts *facts) {
     free(C);
     free(C_rome);
     free(keep);
-    free(reqs);
     free(olds);
-    free(oldp);
-    ffn_edit_list_free(el);
+    batch_free(&b);
     return rc;
 }
 
 static int run_memit(args *a, session *s, const ffn_facts *facts) {
-    ffn_edit_list *el = NULL;
-    ffn_status st = ffn_edit_list_load(a->batch, facts, &el);
-    if (st) return cli_fail(CMD, st);
-    const int64_t n = ffn_edit_list_count(el), NL = a->layer_last - a->layer_first + 1;
-    ffn_edit_request *reqs = calloc((size_t)(n ? n : 1), sizeof *reqs);
-    double **C = calloc((size_t)NL, sizeof *C);
-    const char **oldp = calloc((size_t)(n ? n : 1), sizeof *oldp);
-    int rc = 0;
-    if (!reqs || !C || !oldp) {
+    batch b;
+    int rc = batch_open(&b, a, facts);
+    const int64_t n = b.n, NL = a->layer_last - a->layer_first + 1;
+    double **C = rc ? NULL : calloc((size_t)NL, sizeof *C);
+    if (!rc && !C) {
         cli_error(CMD, "out of memory");
-        rc = CLI_EXIT_FAIL;
-    }
-    if (!rc && n < 1) {
-        cli_error(CMD, "%s: no edits in the file", a->batch);
         rc = CLI_EXIT_FAIL;
     }
     int64_t rows = 0;
     for (int64_t j = 0; !rc && j < NL; j++) rc = covariance(s, a, a->layer_first + j, &C[j], &rows, NULL);
-    for (int64_t i = 0; !rc && i < n; i++) reqs[i] = *ffn_edit_list_at(el, i);
     ffn_edit_scores before, after;
     double hb = NAN, ha = NAN;
     ffn_memit_result r;
     memset(&r, 0, sizeof r);
-    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, NULL, &before)) ||
-                (st = heldout(s, a, &hb)) ||
-                (st = ffn_edit_memit(s->model, s->vocab, reqs, n, a->layer_first, a->layer_last,
+    ffn_status st;
+    if (!rc && ((st = batch_score(&b, n, s, a, NULL, &before, &hb)) ||
+                (st = ffn_edit_memit(s->model, s->vocab, b.reqs, n, a->layer_first, a->layer_last,
                                      &a->o, (const double *const *)C, &r))))
         rc = cli_fail(CMD, st);
-    for (int64_t i = 0; !rc && i < n; i++) oldp[i] = r.old_objects[i];
-    if (!rc && ((st = ffn_edit_score(s->model, s->vocab, reqs, n, oldp, &after)) ||
-                (st = heldout(s, a, &ha))))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = batch_after(&b, s, a, r.old_objects, &after, &ha);
     if (!rc && a->dump) rc = dump_memit(a->dump, &r, C, s);
-    if (!rc && a->out &&
-        (st = ffn_edit_save(s->model, a->model, s->info.tokenizer_path,
-                            s->info.tokenizer_is_llama2c, a->out, a->force)))
-        rc = cli_fail(CMD, st);
+    if (!rc) rc = save_out(a, s);
     if (!rc && a->json) {
         printf("{\"method\": \"memit\", \"layers\": [%lld, %lld], \"n_edits\": %lld",
                (long long)a->layer_first, (long long)a->layer_last, (long long)n);
@@ -929,19 +919,14 @@ static int run_memit(args *a, session *s, const ffn_facts *facts) {
                (long long)rows, s->text_what, a->o.cov_weight);
         printf("  v* fits: target loss %.4f -> %.4f; mean |z - h| %.4f -> %.4f\n", r.loss_first,
                r.loss_last, r.resid_first, r.resid_last);
-        print_fractions(&before, &after);
-        printf("  %-16s %-18.4f %.4f (%+.4f)\n", "held-out loss", hb, ha, ha - hb);
-        if (a->out) printf("wrote %s\n", a->out);
+        print_batch_end(a, &before, hb, &after, ha);
     }
     ffn_memit_result_free(&r);
     for (int64_t j = 0; C && j < NL; j++) free(C[j]);
     free(C);
-    free(reqs);
-    free(oldp);
-    ffn_edit_list_free(el);
+    batch_free(&b);
     return rc;
 }
-
 /* ---- the command ---------------------------------------------------------------------- */
 
 int cmd_edit(int argc, char **argv) {

@@ -635,6 +635,12 @@ static void prompt_set_free(prompt_set *ps) {
     memset(ps, 0, sizeof *ps);
 }
 
+/* n prompt sets of a batch and the array (NULL: nothing) */
+static void prompt_sets_free(prompt_set *ps, int64_t n) {
+    for (int64_t e = 0; ps && e < n; e++) prompt_set_free(&ps[e]);
+    free(ps);
+}
+
 typedef struct gen_sink {
     ids *out;
     ffn_status st;
@@ -757,13 +763,7 @@ static int target_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg,
             memset(z, 0, (size_t)V * sizeof *z);
             continue;
         }
-        const int32_t y = ps->target.v[i];
-        double mx;
-        const double s = ffn_logits_sum_exp(z, V, &mx);
-        const double f = tl->scale / (double)nt;
-        *loss += f * (log(s) + mx - z[y]);
-        for (int64_t k = 0; k < V; k++) z[k] = (float)(f * exp(z[k] - mx) / s);
-        z[y] -= (float)f;
+        *loss += ffn_logits_ce_grad(z, V, ps->target.v[i], tl->scale / (double)nt);
     }
     return FFN_OK;
 }
@@ -777,21 +777,16 @@ typedef struct kl_loss {
 /* weight · KL(p0 ‖ p) at one row */
 static int kl_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *lg, double *loss) {
     const kl_loss *kl = user;
-    for (int64_t r = 0; r < rows; r++) {
-        float *z = lg + r * V;
-        if (r0 + r != kl->row) {
-            memset(z, 0, (size_t)V * sizeof *z);
-            continue;
-        }
-        double mx, l = 0;
-        const double s = ffn_logits_sum_exp(z, V, &mx);
-        for (int64_t k = 0; k < V; k++) {
-            const double lp = z[k] - mx - log(s);
-            if (kl->p0[k] > 0) l += kl->p0[k] * (log(kl->p0[k]) - lp);
-            z[k] = (float)(kl->weight * (exp(lp) - kl->p0[k]));
-        }
-        *loss += kl->weight * l;
+    float *z = ffn_logits_grad_row(lg, r0, rows, V, kl->row);
+    if (!z) return 0;
+    double mx, l = 0;
+    const double s = ffn_logits_sum_exp(z, V, &mx);
+    for (int64_t k = 0; k < V; k++) {
+        const double lp = z[k] - mx - log(s);
+        if (kl->p0[k] > 0) l += kl->p0[k] * (log(kl->p0[k]) - lp);
+        z[k] = (float)(kl->weight * (exp(lp) - kl->p0[k]));
     }
+    *loss += kl->weight * l;
     return 0;
 }
 
@@ -1067,6 +1062,18 @@ static ffn_status top_next(ffn_model *m, const ffn_vocab *vocab, const char *pro
     return st;
 }
 
+/* What every edit starts with: the object request q replaces (its own old
+ * object, else the model's next word after the prompt) into old (cap
+ * bytes), and its prompts into ps. */
+static ffn_status request_prompts(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *q,
+                                  const ffn_edit_options *o, int64_t max_seq, char *old,
+                                  size_t cap, prompt_set *ps) {
+    ffn_status st = FFN_OK;
+    if (q->old_object) snprintf(old, cap, "%s", q->old_object);
+    else if ((st = top_next(m, vocab, q->prompt, old, cap))) return st;
+    return build_prompts(m, vocab, q, o, max_seq, ps);
+}
+
 ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *req,
                           const ffn_edit_options *o, const double *C, ffn_edit_result *res_out) {
     if (!m || !vocab || !req || !o || !req->prompt || !req->subject || !req->target)
@@ -1092,11 +1099,10 @@ ffn_status ffn_edit_apply(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     res.layer = o->layer;
     res.D = D;
     res.F = F;
-    if (req->old_object) snprintf(res.old_object, sizeof res.old_object, "%s", req->old_object);
-    else if ((st = top_next(m, vocab, req->prompt, res.old_object, sizeof res.old_object)))
-        return st;
     prompt_set ps;
-    if ((st = build_prompts(m, vocab, req, o, lv.max_seq, &ps))) return st;
+    if ((st = request_prompts(m, vocab, req, o, lv.max_seq, res.old_object, sizeof res.old_object,
+                              &ps)))
+        return st;
     res.kl_subject_only = ps.kl_subject_only;
     res.k_star = malloc((size_t)F * sizeof(float));
     res.v_star = malloc((size_t)D * sizeof(float));
@@ -1228,29 +1234,46 @@ static ffn_status memit_residual(ffn_model *m, const layer_view *lb, const char 
     return st;
 }
 
+/* The checks MEMIT and FT-L share, in the order they are made: the
+ * arguments (missing: one more of the caller's is NULL), a training model,
+ * the order of the layers, the method's options (bad_options: what it
+ * expects, or NULL when they are fine), every request's prompt, subject
+ * and target, and every layer's down_proj; *last_view: layer last.  fn
+ * names the entry point, tag the method. */
+static ffn_status batch_check(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *reqs,
+                              int64_t n, int64_t first, int64_t last, const ffn_edit_options *o,
+                              int missing, const char *bad_options, const char *fn,
+                              const char *tag, layer_view *last_view) {
+    if (!m || !vocab || !reqs || n < 1 || !o || missing)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL argument or no requests", fn);
+    if (!ffn_model_grads(m, NULL))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model must be a training model "
+                         "(ffn_model_options.training = 1)", fn);
+    if (first > last)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: layers %lld-%lld: the first is after the "
+                         "last", tag, (long long)first, (long long)last);
+    if (bad_options) return ffn_error(FFN_ERR_INVALID_ARG, "%s: %s", fn, bad_options);
+    for (int64_t i = 0; i < n; i++)
+        if (!reqs[i].prompt || !reqs[i].subject || !reqs[i].target)
+            return ffn_error(FFN_ERR_INVALID_ARG, "%s: request %lld: NULL prompt, subject or "
+                             "target", tag, (long long)i);
+    ffn_status st = FFN_OK;
+    for (int64_t l = first; l <= last && !st; l++) st = view_layer(m, l, last_view);
+    return st;
+}
+
 ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *reqs,
                           int64_t n, int64_t first, int64_t last, const ffn_edit_options *o,
                           const double *const *C, ffn_memit_result *res_out) {
-    if (!m || !vocab || !reqs || n < 1 || !o || !C)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: NULL argument or no requests");
-    if (!ffn_model_grads(m, NULL))
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: the model must be a training "
-                         "model (ffn_model_options.training = 1)");
-    if (first > last)
-        return ffn_error(FFN_ERR_INVALID_ARG, "memit: layers %lld-%lld: the first is after the "
-                         "last", (long long)first, (long long)last);
-    if (o->n_prefixes < 1 || o->steps < 0 || !(o->lambda >= 0) || !(o->cov_weight >= 0))
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_memit: n_prefixes >= 1, steps >= 0, "
-                         "lambda >= 0 and cov_weight >= 0 expected");
-    for (int64_t i = 0; i < n; i++)
-        if (!reqs[i].prompt || !reqs[i].subject || !reqs[i].target)
-            return ffn_error(FFN_ERR_INVALID_ARG, "memit: request %lld: NULL prompt, subject or "
-                             "target", (long long)i);
+    const char *bad_options =
+        o && (o->n_prefixes < 1 || o->steps < 0 || !(o->lambda >= 0) || !(o->cov_weight >= 0))
+            ? "n_prefixes >= 1, steps >= 0, lambda >= 0 and cov_weight >= 0 expected"
+            : NULL;
+    layer_view lb; /* the last layer */
+    ffn_status st = batch_check(m, vocab, reqs, n, first, last, o, !C, bad_options,
+                                "ffn_edit_memit", "memit", &lb);
+    if (st) return st;
     const int64_t NL = last - first + 1;
-    layer_view lb;
-    ffn_status st = FFN_OK;
-    for (int64_t l = first; l <= last && !st; l++) st = view_layer(m, l, &lb);
-    if (st) return st; /* lb: the last layer */
     const int64_t D = lb.D, F = lb.F;
     char h_tap[48];
     ffn_tap_name(h_tap, sizeof h_tap, last, FFN_TAP_RESID_POST);
@@ -1273,12 +1296,9 @@ ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     od.fit = FFN_EDIT_FIT_SUBJECT;
     /* z_i = h_b + δ_i on the unedited model */
     for (int64_t e = 0; e < n && !st; e++) {
-        const ffn_edit_request *q = &reqs[e];
-        if (q->old_object)
-            snprintf(res.old_objects[e], sizeof res.old_objects[e], "%s", q->old_object);
-        else if ((st = top_next(m, vocab, q->prompt, res.old_objects[e], sizeof res.old_objects[e])))
+        if ((st = request_prompts(m, vocab, &reqs[e], &od, lb.max_seq, res.old_objects[e],
+                                  sizeof res.old_objects[e], &ps[e])))
             break;
-        if ((st = build_prompts(m, vocab, q, &od, lb.max_seq, &ps[e]))) break;
         if ((st = key_star(m, &lb, &ps[e], kf))) break;
         down(&lb, kf, v0);
         ffn_edit_result r1;
@@ -1315,8 +1335,7 @@ ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
         if (!st) st = ffn_model_params_changed(m);
     }
     if (!st) st = memit_residual(m, &lb, h_tap, ps, n, z, 1.0, h, NULL, &res.resid_last);
-    for (int64_t e = 0; ps && e < n; e++) prompt_set_free(&ps[e]);
-    free(ps);
+    prompt_sets_free(ps, n);
     free(z);
     free(v0);
     free(h);
@@ -1356,26 +1375,14 @@ void ffn_edit_ft_step(float *W, const float *g, double *m, double *v, const floa
 ffn_status ffn_edit_ft_batch(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_request *reqs,
                              int64_t n, int64_t first, int64_t last, const ffn_edit_options *o,
                              ffn_ft_result *res_out) {
-    if (!m || !vocab || !reqs || n < 1 || !o)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: NULL argument or no requests");
-    if (!ffn_model_grads(m, NULL))
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: the model must be a training "
-                         "model (ffn_model_options.training = 1)");
-    if (first > last)
-        return ffn_error(FFN_ERR_INVALID_ARG, "ft: layers %lld-%lld: the first is after the "
-                         "last", (long long)first, (long long)last);
-    if (o->ft_steps < 0 || !(o->ft_lr >= 0) || !(o->ft_norm >= 0))
-        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_edit_ft_batch: ft_steps >= 0, ft_lr >= 0 and "
-                         "ft_norm >= 0 expected");
-    for (int64_t i = 0; i < n; i++)
-        if (!reqs[i].prompt || !reqs[i].subject || !reqs[i].target)
-            return ffn_error(FFN_ERR_INVALID_ARG, "ft: request %lld: NULL prompt, subject or "
-                             "target", (long long)i);
-    const int64_t NL = last - first + 1;
+    const char *bad_options = o && (o->ft_steps < 0 || !(o->ft_lr >= 0) || !(o->ft_norm >= 0))
+                                  ? "ft_steps >= 0, ft_lr >= 0 and ft_norm >= 0 expected"
+                                  : NULL;
     layer_view lv;
-    ffn_status st = FFN_OK;
-    for (int64_t l = first; l <= last && !st; l++) st = view_layer(m, l, &lv);
+    ffn_status st = batch_check(m, vocab, reqs, n, first, last, o, 0, bad_options,
+                                "ffn_edit_ft_batch", "ft", &lv);
     if (st) return st;
+    const int64_t NL = last - first + 1;
     const int64_t DF = lv.D * lv.F;
     ffn_ft_result res;
     memset(&res, 0, sizeof res);
@@ -1408,12 +1415,9 @@ ffn_status ffn_edit_ft_batch(ffn_model *m, const ffn_vocab *vocab, const ffn_edi
     ffn_edit_options od = *o;
     od.method = FFN_EDIT_FT; /* the bare prompt only */
     for (int64_t e = 0; e < n && !st; e++) {
-        const ffn_edit_request *q = &reqs[e];
-        if (q->old_object)
-            snprintf(res.old_objects[e], sizeof res.old_objects[e], "%s", q->old_object);
-        else if ((st = top_next(m, vocab, q->prompt, res.old_objects[e], sizeof res.old_objects[e])))
+        if ((st = request_prompts(m, vocab, &reqs[e], &od, lv.max_seq, res.old_objects[e],
+                                  sizeof res.old_objects[e], &ps[e])))
             break;
-        if ((st = build_prompts(m, vocab, q, &od, lv.max_seq, &ps[e]))) break;
         const ids *seq = &ps[e].seq[0];
         if (!(tg[e] = malloc((size_t)seq->n * sizeof *tg[e]))) {
             st = ffn_error(FFN_ERR_NOMEM, "ft: out of memory");
@@ -1452,9 +1456,8 @@ ffn_status ffn_edit_ft_batch(ffn_model *m, const ffn_vocab *vocab, const ffn_edi
             const double d = fabs((double)params[off[j] + i] - W0[j * DF + i]);
             res.max_change = d > res.max_change ? d : res.max_change;
         }
-    for (int64_t e = 0; ps && e < n; e++) prompt_set_free(&ps[e]);
+    prompt_sets_free(ps, n);
     for (int64_t e = 0; tg && e < n; e++) free(tg[e]);
-    free(ps);
     free(tg);
     free(mom);
     free(off);

@@ -205,25 +205,6 @@ static ffn_status patch_units(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder *
     return st;
 }
 
-/* p(target) and the top-1 at the last position of the next forward. */
-static ffn_status last_prob(ffn_model *m, const int32_t *tokens, int64_t T, int32_t target, float *logits,
-                            double *p, int32_t *top) {
-    ffn_status st = ffn_model_logits(m, logits, tokens, 1, T);
-    if (st) return st;
-    const int64_t V = ffn_model_get_config(m)->vocab_size;
-    const float *z = logits + (T - 1) * V;
-    double mx;
-    const double s = ffn_logits_sum_exp(z, V, &mx);
-    if (p) *p = target >= 0 ? exp((double)z[target] - mx) / s : NAN;
-    if (top) {
-        int32_t best = 0;
-        for (int32_t v = 1; v < V; v++)
-            if (z[v] > z[best]) best = v;
-        *top = best;
-    }
-    return FFN_OK;
-}
-
 ffn_status ffn_ablation_predict(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder *tc,
                                 const ffn_ablation_unit *units, int64_t n, const int32_t *tokens,
                                 int64_t T, int32_t target, double *p, int32_t *top) {
@@ -242,7 +223,7 @@ ffn_status ffn_ablation_predict(const ffn_ctx *ctx, ffn_model *m, ffn_transcoder
     }
     ffn_taps *stash = ffn_model_taps_stash(m);
     st = patch_units(ctx, m, tc, units, n, tokens, T, 0, &w);
-    if (!st) st = last_prob(m, tokens, T, target, logits, p, top);
+    if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, p, top);
     ffn_model_taps_restore(m, stash);
     work_free(&w);
     free(logits);
@@ -294,18 +275,8 @@ typedef struct grad_last {
  * there, 0 elsewhere. */
 static int grad_fn(void *user, int64_t r0, int64_t rows, int64_t V, float *logits, double *loss) {
     const grad_last *g = user;
-    for (int64_t r = 0; r < rows; r++) {
-        float *z = logits + r * V;
-        if (r0 + r != g->last) {
-            memset(z, 0, (size_t)V * sizeof *z);
-            continue;
-        }
-        double mx;
-        const double s = ffn_logits_sum_exp(z, V, &mx);
-        *loss += -((double)z[g->target] - mx - log(s));
-        for (int64_t v = 0; v < V; v++) z[v] = (float)(exp((double)z[v] - mx) / s);
-        z[g->target] -= 1.0f;
-    }
+    float *z = ffn_logits_grad_row(logits, r0, rows, V, g->last);
+    if (z) *loss += ffn_logits_ce_grad(z, V, g->target, 1.0);
     return 0;
 }
 
@@ -453,7 +424,7 @@ ffn_status ffn_fact_min_ablation(const ffn_ctx *ctx, ffn_model *m, ffn_transcode
     if (!st) st = work_alloc(m, tc, T, &w);
     ffn_taps *stash = ffn_model_taps_stash(m);
     if (!st) st = ffn_model_reserve(m, 1, T);
-    if (!st) st = last_prob(m, tokens, T, target, logits, &out->p_clean, &out->clean_top);
+    if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &out->p_clean, &out->clean_top);
     out->forwards = 1;
     out->p_after = out->p_clean;
     out->top_after = out->clean_top;
@@ -477,7 +448,7 @@ ffn_status ffn_fact_min_ablation(const ffn_ctx *ctx, ffn_model *m, ffn_transcode
             set[n] = sc[n].u;
             n++;
             st = patch_units(ctx, m, tc, set, n, tokens, T, 1, &w);
-            if (!st) st = last_prob(m, tokens, T, target, logits, &p, &top);
+            if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &p, &top);
             out->forwards++;
             gone = !st && !is_present(&o, p, top, target);
         }
@@ -490,7 +461,7 @@ ffn_status ffn_fact_min_ablation(const ffn_ctx *ctx, ffn_model *m, ffn_transcode
                 for (int64_t j = 0; j < n; j++)
                     if (keep[j] && j != i) set[m2++] = sc[j].u;
                 st = patch_units(ctx, m, tc, set, m2, tokens, T, 1, &w);
-                if (!st) st = last_prob(m, tokens, T, target, logits, &p, &top);
+                if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &p, &top);
                 out->forwards++;
                 if (!st && !is_present(&o, p, top, target)) keep[i] = 0;
             }
@@ -504,7 +475,7 @@ ffn_status ffn_fact_min_ablation(const ffn_ctx *ctx, ffn_model *m, ffn_transcode
                 if (keep[j]) out->units[q] = sc[j].u, out->attribution[q++] = sc[j].a;
             /* verify */
             if (!st) st = patch_units(ctx, m, tc, out->units, size, tokens, T, 1, &w);
-            if (!st) st = last_prob(m, tokens, T, target, logits, &out->p_after, &out->top_after);
+            if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &out->p_after, &out->top_after);
             out->forwards++;
             if (!st && is_present(&o, out->p_after, out->top_after, target))
                 st = ffn_error(FFN_ERR_INTERNAL, "ablation: the pruned set of %lld units does not remove the fact",

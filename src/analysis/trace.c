@@ -35,20 +35,6 @@ void ffn_trace_result_free(ffn_trace_result *r) {
     free(r);
 }
 
-/* ---- one forward: P(target) at the last position under the current taps ---- */
-
-static ffn_status prob(ffn_model *m, const int32_t *tokens, int64_t T, int32_t target,
-                       float *logits, double *p) {
-    ffn_status st = ffn_model_logits(m, logits, tokens, 1, T);
-    if (st) return st;
-    const int64_t V = ffn_model_get_config(m)->vocab_size;
-    const float *z = logits + (T - 1) * V;
-    double mx;
-    const double s = ffn_logits_sum_exp(z, V, &mx);
-    *p = exp((double)z[target] - mx) / s;
-    return FFN_OK;
-}
-
 /* The noise of one draw on the subject's embeddings, as patches. */
 static ffn_status add_noise(ffn_model *m, const float *noise, int64_t b, int64_t e, int64_t D) {
     for (int64_t t = b; t < e; t++) {
@@ -131,7 +117,7 @@ ffn_status ffn_trace_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int6
             ffn_tap_name(name, sizeof name, l, kind_point[k]);
             if (ffn_model_tap_lookup(m, name, NULL, NULL, NULL) == FFN_OK) st = ffn_model_tap_select(m, name);
         }
-    if (!st) st = prob(m, tokens, T, target, logits, &r->p_clean);
+    if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &r->p_clean, NULL);
     if (!st) {
         const float *z = logits + (T - 1) * V;
         int32_t best = 0;
@@ -152,7 +138,7 @@ ffn_status ffn_trace_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int6
     float *emb = NULL;
     if (!st) {
         st = ffn_model_tap_select(m, "layers.0.resid_pre");
-        if (!st) st = prob(m, tokens, T, target, logits, &(double){0});
+        if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &(double){0}, NULL);
         ffn_tap_view v;
         if (!st && !(st = ffn_model_tap_read(m, "layers.0.resid_pre", &v))) {
             emb = malloc((size_t)(T * D) * sizeof *emb);
@@ -166,12 +152,12 @@ ffn_status ffn_trace_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int6
     for (int64_t s = 0; s < o.samples && !st; s++) {
         const float *ns = noise + s * nS * D;
         if ((st = add_noise(m, ns, sb, se, D))) break;
-        st = prob(m, tokens, T, target, logits, &p_corrupt[s]);
+        st = ffn_logits_last_prob(m, tokens, T, target, logits, &p_corrupt[s], NULL);
         r->p_corrupt += p_corrupt[s] / (double)o.samples;
         for (int64_t t = 0; t < T && !st; t++)
             st = ffn_model_tap_patch_vector(m, "layers.0.resid_pre", t, FFN_TAP_OP_SET, emb + t * D, D);
         double p = 0;
-        if (!st) st = prob(m, tokens, T, target, logits, &p);
+        if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &p, NULL);
         r->p_restore_input += p / (double)o.samples;
         ffn_model_taps_clear(m);
     }
@@ -187,7 +173,7 @@ ffn_status ffn_trace_run(ffn_ctx *ctx, ffn_model *m, const int32_t *tokens, int6
                     if ((st = add_noise(m, noise + s * nS * D, sb, se, D))) break;
                     st = ffn_model_tap_patch_vector(m, name, t, FFN_TAP_OP_SET, cl + t * D, D);
                     double p = 0;
-                    if (!st) st = prob(m, tokens, T, target, logits, &p);
+                    if (!st) st = ffn_logits_last_prob(m, tokens, T, target, logits, &p, NULL);
                     sum += p - p_corrupt[s];
                     ffn_model_taps_clear(m);
                 }

@@ -430,6 +430,34 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
     return FFN_OK;
 }
 
+/* ---- the prompt paths ----------------------------------------------------------------
+ * Three ways to run a prompt's n rows of x at once, each with its own
+ * workspace: the bf16 panels, the fp32 panels and the int8 products. */
+enum { QG_PATH_BF16, QG_PATH_F32, QG_PATH_INT8 };
+
+/* What the three entry points share once their checks have passed:
+ * nothing to do for an empty product, the plain kernels for cols 0, else
+ * the path's workspace (from the per-thread cache) and the path itself. */
+static ffn_status qg_prompt_path(const ffn_ctx *ctx, int path, const ffn_qweight *w,
+                                 const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy,
+                                 int accumulate) {
+    static const char *const what[] = {"qgemm panels", "qgemm fp32 panels",
+                                       "qgemm int8 products"};
+    if (!n || !w->rows) return FFN_OK;
+    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
+    ffn_ctx_enter(ctx);
+    const int threads = ffn_ctx_threads(ctx);
+    const size_t need = path == QG_PATH_BF16  ? ffn_qg_panel_ws_bytes(w, n, threads)
+                        : path == QG_PATH_F32 ? ffn_qg_panel_avx2_ws_bytes(threads)
+                                              : ffn_qg_int8_ws_bytes(w, n, threads);
+    void *ws = qg_thread_ws(need);
+    if (!ws) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory (%zu bytes)", what[path], need);
+    if (path == QG_PATH_BF16) ffn_qg_panel_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    else if (path == QG_PATH_F32) ffn_qg_panel_avx2_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    else ffn_qg_int8_run(w, x, ldx, n, y, ldy, accumulate, ws);
+    return FFN_OK;
+}
+
 /* ---- prompt sizes: the bf16 panels ------------------------------------------------
  * From the table's panel_min_n rows of x on (src/kernels/types.c has the
  * measurements and why f16 has none), ffn_qgemm decodes the weight into
@@ -449,14 +477,7 @@ ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float
         return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm panels: %s weights on a CPU %s AVX512_BF16",
                          ffn_ggml_type_name(w->type),
                          ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? "with" : "without");
-    if (!n || !w->rows) return FFN_OK;
-    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
-    ffn_ctx_enter(ctx);
-    size_t need = ffn_qg_panel_ws_bytes(w, n, ffn_ctx_threads(ctx));
-    void *ws = qg_thread_ws(need);
-    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm panels: out of memory (%zu bytes)", need);
-    ffn_qg_panel_run(w, x, ldx, n, y, ldy, accumulate, ws);
-    return FFN_OK;
+    return qg_prompt_path(ctx, QG_PATH_BF16, w, x, ldx, n, y, ldy, accumulate);
 }
 
 /* ---- prompt sizes without AVX512_BF16: the fp32 panels -----------------------------
@@ -478,14 +499,7 @@ ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const f
     if (ffn_simd() < FFN_SIMD_AVX2)
         return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm fp32 panels: %s weights at SIMD level %s (AVX2 needed)",
                          ffn_ggml_type_name(w->type), ffn_simd_level());
-    if (!n || !w->rows) return FFN_OK;
-    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
-    ffn_ctx_enter(ctx);
-    size_t need = ffn_qg_panel_avx2_ws_bytes(ffn_ctx_threads(ctx));
-    void *ws = qg_thread_ws(need);
-    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm fp32 panels: out of memory (%zu bytes)", need);
-    ffn_qg_panel_avx2_run(w, x, ldx, n, y, ldy, accumulate, ws);
-    return FFN_OK;
+    return qg_prompt_path(ctx, QG_PATH_F32, w, x, ldx, n, y, ldy, accumulate);
 }
 
 /* ---- prompt sizes without AVX512_BF16: the int8 products --------------------------
@@ -508,14 +522,7 @@ ffn_status ffn_qgemm_int8(const ffn_ctx *ctx, const ffn_qweight *w, const float 
         return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm int8 products: %s weights at SIMD level %s%s",
                          ffn_ggml_type_name(w->type), ffn_simd_level(),
                          ffn_simd() < FFN_SIMD_AVX2 ? " (AVX2 needed)" : " (no int8 unpacking of the type)");
-    if (!n || !w->rows) return FFN_OK;
-    if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
-    ffn_ctx_enter(ctx);
-    size_t need = ffn_qg_int8_ws_bytes(w, n, ffn_ctx_threads(ctx));
-    void *ws = qg_thread_ws(need);
-    if (!ws) return ffn_error(FFN_ERR_NOMEM, "qgemm int8 products: out of memory (%zu bytes)", need);
-    ffn_qg_int8_run(w, x, ldx, n, y, ldy, accumulate, ws);
-    return FFN_OK;
+    return qg_prompt_path(ctx, QG_PATH_INT8, w, x, ldx, n, y, ldy, accumulate);
 }
 
 /* n from which ffn_qgemm leaves the row kernels for a prompt path. */

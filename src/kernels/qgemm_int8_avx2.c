@@ -129,6 +129,28 @@ static void i8_prep(const float *x, int64_t cols, int ab, int8_t *q, float *f) {
 
 /* ---- weights --------------------------------------------------------------------- */
 
+/* The 32 five-bit codes of a Q5_0 or Q5_1 block: the high bits at qh (4
+ * bytes, bit j for code j), the low nibbles at qs (16 bytes). */
+static void q5_codes(const uint8_t *qh_at, const uint8_t *qs, uint8_t *o) {
+    uint32_t qh;
+    memcpy(&qh, qh_at, 4);
+    for (int j = 0; j < 16; j++) {
+        o[j] = (uint8_t)((qs[j] & 15) | (((qh >> j) & 1) << 4));
+        o[16 + j] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+
+/* The eight scales and mins of a Q4_K or Q5_K super-block at p (d, dmin,
+ * then the 12 packed bytes) as w1 = d * scale and w2 = -dmin * min. */
+static void k4_scales(const uint8_t *p, float *w1, float *w2) {
+    const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
+    for (int j = 0; j < 8; j++) {
+        uint8_t sc, mn;
+        quant_scale_min_k4(j, p + 4, &sc, &mn);
+        w1[j] = d * (float)sc, w2[j] = -(dmin * (float)mn);
+    }
+}
+
 /* Group g of a row: 256 codes (lin, block order), w1 and w2 per block. */
 static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t g, int64_t cols, uint8_t *lin,
                       float *w1, float *w2) {
@@ -137,12 +159,7 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t g, int64_t
     switch (type) {
     case FFN_GGML_TYPE_Q4_K: {
         const uint8_t *p = row + g * 144, *qs = p + 16;
-        const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, mn;
-            quant_scale_min_k4(j, p + 4, &sc, &mn);
-            w1[j] = d * (float)sc, w2[j] = -(dmin * (float)mn);
-        }
+        k4_scales(p, w1, w2);
         for (int i = 0; i < 4; i++)
             for (int l = 0; l < 32; l++) {
                 lin[64 * i + l] = qs[32 * i + l] & 15;
@@ -152,12 +169,7 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t g, int64_t
     }
     case FFN_GGML_TYPE_Q5_K: {
         const uint8_t *p = row + g * 176, *qh = p + 16, *qs = p + 48;
-        const float d = qg_avx2_f16(p), dmin = qg_avx2_f16(p + 2);
-        for (int j = 0; j < 8; j++) {
-            uint8_t sc, mn;
-            quant_scale_min_k4(j, p + 4, &sc, &mn);
-            w1[j] = d * (float)sc, w2[j] = -(dmin * (float)mn);
-        }
+        k4_scales(p, w1, w2);
         for (int i = 0; i < 4; i++)
             for (int l = 0; l < 32; l++) {
                 lin[64 * i + l] = (uint8_t)((qs[32 * i + l] & 15) | (((qh[l] >> (2 * i)) & 1) << 4));
@@ -189,7 +201,6 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t g, int64_t
         const uint8_t *p = row + (size_t)(8 * g + i) * bb;
         uint8_t *o = lin + 32 * i;
         const float d = qg_avx2_f16(p);
-        uint32_t qh;
         switch (type) {
         case FFN_GGML_TYPE_Q8_0:
             memcpy(o, p + 2, 32);
@@ -204,19 +215,11 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t g, int64_t
             w1[i] = d, w2[i] = qg_avx2_f16(p + 2);
             break;
         case FFN_GGML_TYPE_Q5_0:
-            memcpy(&qh, p + 2, 4);
-            for (int j = 0; j < 16; j++) {
-                o[j] = (uint8_t)((p[6 + j] & 15) | (((qh >> j) & 1) << 4));
-                o[16 + j] = (uint8_t)((p[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-            }
+            q5_codes(p + 2, p + 6, o);
             w1[i] = d, w2[i] = -16.0f * d;
             break;
         case FFN_GGML_TYPE_Q5_1:
-            memcpy(&qh, p + 4, 4);
-            for (int j = 0; j < 16; j++) {
-                o[j] = (uint8_t)((p[8 + j] & 15) | (((qh >> j) & 1) << 4));
-                o[16 + j] = (uint8_t)((p[8 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-            }
+            q5_codes(p + 4, p + 8, o);
             w1[i] = d, w2[i] = qg_avx2_f16(p + 2);
             break;
         default: /* iq4_nl */
