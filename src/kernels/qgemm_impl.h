@@ -79,6 +79,11 @@ QG_ROWS_DECL(ffn_qg_rows_avx2_q4_1);
 QG_ROWS_DECL(ffn_qg_rows_avx2_q5_0);
 QG_ROWS_DECL(ffn_qg_rows_avx2_q5_1);
 QG_ROWS_DECL(ffn_qg_rows_avx2_iq4_nl);
+/* the same four at the AVX-512 VNNI level (qgemm_avx512.c, QG_ACT_Q4X) */
+QG_ROWS_DECL(ffn_qg_rows_avx512_q4_1);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q5_0);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q5_1);
+QG_ROWS_DECL(ffn_qg_rows_avx512_iq4_nl);
 
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */
