@@ -7,6 +7,11 @@
  *               0..15) by the int8 activations, starting from the lane
  *               corrections that cancel the offset; per block pair one
  *               convert and one FMA by weight scale × activation scale.
+ *   q4_1, q5_0, q5_1, iq4_nl  q4_0's groups of four blocks, gathered by
+ *               word permutes; codes unsigned as vpdpbusd wants them
+ *               (q5: nibble + 16 · high bit; iq4_nl: value + 128) from a
+ *               start that cancels the offset; q4_1/q5_1's mins from the
+ *               activations' lane sums; one FMA per group (see below).
  *   q4_K, q6_K  a 256-block as four 64-byte vectors of unsigned codes;
  *               vpmaddubsw (codes × int8 activations, pairs to int16) then
  *               VNNI vpdpwssd by the sub-block scales, all in int32 for the

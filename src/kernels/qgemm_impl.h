@@ -15,7 +15,9 @@
  *               4-element dot product from c, so the offset cancels exactly
  *               in integers.  dl float (cols/4): lane i holds d of its
  *               block (d[i/8]), so a vector of lanes loads its scales.
- *   q4_0 at the AVX-512 VNNI level: blocks in groups of four (the last
+ *   q4_0 (and q4_1, q5_0, q5_1, iq4_nl, which use c scaled or, for
+ *               their mins, as −8 · the block's Σ) at the AVX-512 VNNI
+ *               level: blocks in groups of four (the last
  *               group padded with zero blocks), 128 q int8 per group: the
  *               first 16 values of blocks 0..3, then their last 16 (the
  *               order of a group's low and high nibbles); per group 16

@@ -180,8 +180,9 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                               .fallback = FFN_GGML_TYPE_IQ4_NL, .file_type = 30, .dot = "int8",
                             .f16_scales = 1},
     /* known (a file holding them opens and lists them), not converted */
-    /* the other 32-element formats (quant_legacy.c, qgemm_legacy_avx2.c; the
-     * AVX-512 level runs the AVX2 kernels, no panels or packed copies) */
+    /* the other 32-element formats (quant_legacy.c, qgemm_legacy_avx2.c; at
+     * the AVX-512 VNNI level qgemm_avx512.c's kernels on q4_0's grouped
+     * activations; no panels or packed copies) */
     [FFN_GGML_TYPE_Q4_1] = {"q4_1", 9, 32, 20, quant_dequantize_q4_1, quant_quantize_q4_1,
                             KERNELS(ffn_qg_rows_avx2_q4_1, QG_ACT_Q32, ffn_qg_rows_avx512_q4_1, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 3,

@@ -3,7 +3,8 @@
  * type ffn computes with × every SIMD level this CPU has (and FFN_SIMD
  * allows) × n = 1..70 (every split of the 8- and 4-token passes and of the
  * 64-token tile) × odd row counts (thread splits of 16-row blocks) × cols of
- * 1, 3, 5, 9 blocks of 32 and 1, 3 blocks of 256 (float types also cols
+ * 1, 3, 5, 9 blocks of 32 (q4_1, q5_0, q5_1, iq4_nl also 2, 7 and 41) and
+ * 1, 3 blocks of 256 (float types also cols
  * that are no multiple of a vector), with padded ldx/ldy, accumulate = 1,
  * and 1 vs 2 threads.
  *
@@ -13,7 +14,8 @@
  *              levels: lane accumulators, pairs of them, the horizontal sum
  *              and the block scale; m = 256 + cols/256 for the scalar
  *              level's chunked sums).  The worst case, so it cannot flake.
- *   activation A: the int8 kernels (q8_0, q4_0 in blocks of 32; q2_K..q6_K
+ *   activation A: the int8 kernels (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl in
+ *              blocks of 32; q2_K..q6_K
  *              and iq4_xs in blocks of 256) use x rounded to d·q with d = amax/127 of
  *              the block, |x − d·q| <= d/2, so A = Σ_i |w_i| · d_b(i)/2.
  *              The bf16 kernel with AVX512_BF16 uses x rounded to bf16
