@@ -7,6 +7,11 @@
  *               0..15) by the int8 activations, starting from the lane
  *               corrections that cancel the offset; per block pair one
  *               convert and one FMA by weight scale × activation scale.
+ *   q4_1, q5_0, q5_1, iq4_nl  q4_0's groups of four blocks, gathered by
+ *               word permutes; codes unsigned as vpdpbusd wants them
+ *               (q5: nibble + 16 · high bit; iq4_nl: value + 128) from a
+ *               start that cancels the offset; q4_1/q5_1's mins from the
+ *               activations' lane sums; one FMA per group (see below).
  *   q4_K, q6_K  a 256-block as four 64-byte vectors of unsigned codes;
  *               vpmaddubsw (codes × int8 activations, pairs to int16) then
  *               VNNI vpdpwssd by the sub-block scales, all in int32 for the
@@ -236,40 +241,146 @@ QK void qk_q4x_w(const uint8_t *p, int nb, int vbmi, __m512i *lo, __m512i *hi, _
     *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
 }
 
-/* acc += group g of a row (its weights lo, hi, wd) times token tt. */
-QK __m512 qk_q4x_dot(__m512i lo, __m512i hi, __m512 wd, const qg_acts *a, int64_t tt, int64_t g,
-                     __m512 acc) {
+/* ---- q4_1, q5_0, q5_1, iq4_nl in the same groups -----------------------------------
+ * The other 32-element formats share q4_0's nibble order, so they take the
+ * same grouped activations: a group's four blocks gathered into one vector
+ * of 16-byte runs (every field of these blocks starts at an even byte, so
+ * AVX512BW's word permute vpermt2w gathers them from two loads, on every
+ * AVX-512 CPU alike), low nibbles against the first halves, high against
+ * the second.  The codes vpdpbusd multiplies, and the start of its sum:
+ *   q5_0    nibble + 16 · its qh bit (0..31; the bits from two 64-bit
+ *           masks), from 2c = −16 · the 4-sums: Σ (q − 16)·x8.
+ *   iq4_nl  the signed value + 128 (vpshufb of the 16-entry table), from
+ *           16c = −128 · the 4-sums: Σ value·x8.
+ *   q4_1, q5_1  the codes (q5_1 with its qh bits) from 0: Σ q·x8; the
+ *           block's m · Σ x8 from c itself (c = −8 · Σ x8 per lane), so a
+ *           lane's weight part is Σ q·x8 · d + c · (−m/8), exact in c and
+ *           rounded twice, then × the activation scale.
+ * Every integer sum is exact (a lane at most 8·255·127 + |16c|). */
+enum { QX_Q8_0, QX_Q4_0, QX_Q4_1, QX_Q5_0, QX_Q5_1, QX_IQ4_NL }; /* the formats of the 32-blocks */
+
+static inline int qx_bsz(int kind) {
+    return kind == QX_Q8_0 ? 34 : kind == QX_Q4_1 ? 20 : kind == QX_Q5_0 ? 22 : kind == QX_Q5_1 ? 24 : 18;
+}
+static inline int qx_has_m(int kind) { return kind == QX_Q4_1 || kind == QX_Q5_1; }
+
+/* Word indices into the 64 words of two loads (A: bytes 0..63 of a group,
+ * B: 64..127): qs of the four blocks (8 words each); their d (×4 each)
+ * then m (×4 each); their qh's low words then high words (8, the rest 0). */
+#define QX_R8(b) (b), (b) + 1, (b) + 2, (b) + 3, (b) + 4, (b) + 5, (b) + 6, (b) + 7
+#define QX_R4(b) (b), (b), (b), (b)
+#define QX_QS(bs, o) {QX_R8((o) / 2), QX_R8(((bs) + (o)) / 2), QX_R8((2 * (bs) + (o)) / 2), QX_R8((3 * (bs) + (o)) / 2)}
+#define QX_SC(bs) {QX_R4(0), QX_R4((bs) / 2), QX_R4(bs), QX_R4(3 * (bs) / 2),                         \
+                   QX_R4(1), QX_R4((bs) / 2 + 1), QX_R4((bs) + 1), QX_R4(3 * (bs) / 2 + 1)}
+#define QX_QH(bs, o) {(o) / 2, ((bs) + (o)) / 2, (2 * (bs) + (o)) / 2, (3 * (bs) + (o)) / 2,               \
+                      (o) / 2 + 1, ((bs) + (o)) / 2 + 1, (2 * (bs) + (o)) / 2 + 1, (3 * (bs) + (o)) / 2 + 1}
+static const uint16_t qx_idx[QX_IQ4_NL + 1][3][32] __attribute__((aligned(64))) = {
+    [QX_Q4_1] = {QX_QS(20, 4), QX_SC(20), {0}},
+    [QX_Q5_0] = {QX_QS(22, 6), QX_SC(22), QX_QH(22, 2)},
+    [QX_Q5_1] = {QX_QS(24, 8), QX_SC(24), QX_QH(24, 4)},
+    [QX_IQ4_NL] = {QX_QS(18, 2), QX_SC(18), {0}},
+};
+#undef QX_R8
+#undef QX_R4
+#undef QX_QS
+#undef QX_SC
+#undef QX_QH
+
+/* The codes of the nb (1..4) blocks at p split into lo and hi (zero past
+ * nb: masked loads), their scales [d0 ×4, .., d3 ×4] and, for q4_1 and
+ * q5_1, wm = [−m0/8 ×4, ..]. */
+QK void qx_w(const int kind, const uint8_t *p, int nb, __m512i *lo, __m512i *hi, __m512 *wd, __m512 *wm) {
+    const int total = nb * qx_bsz(kind);
+    const __mmask64 ma = total >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << total) - 1);
+    const __mmask64 mb = total > 64 ? (((__mmask64)1 << (total - 64)) - 1) : 0;
+    const __m512i A = _mm512_maskz_loadu_epi8(ma, p), B = _mm512_maskz_loadu_epi8(mb, p + 64);
+    const __m512i w = _mm512_permutex2var_epi16(A, _mm512_load_si512(qx_idx[kind][0]), B);
+    const __m512i sv = _mm512_permutex2var_epi16(A, _mm512_load_si512(qx_idx[kind][1]), B);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(w, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    *wd = _mm512_cvtph_ps(_mm512_castsi512_si256(sv));
+    if (qx_has_m(kind)) *wm = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(sv, 1)), _mm512_set1_ps(-0.125f));
+    else *wm = _mm512_setzero_ps();
+    if (kind == QX_Q5_0 || kind == QX_Q5_1) {
+        const __m128i h = _mm512_castsi512_si128(_mm512_permutex2var_epi16(A, _mm512_load_si512(qx_idx[kind][2]), B));
+        const __m512i b16 = _mm512_set1_epi8(0x10);
+        *lo = _mm512_mask_add_epi8(*lo, (__mmask64)(uint64_t)_mm_cvtsi128_si64(h), *lo, b16);
+        *hi = _mm512_mask_add_epi8(*hi, (__mmask64)(uint64_t)_mm_extract_epi64(h, 1), *hi, b16);
+    }
+    if (kind == QX_IQ4_NL) {
+        const __m512i lut = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)quant_iq4nl_values)),
+                                             _mm512_set1_epi8((char)0x80));
+        *lo = _mm512_shuffle_epi8(lut, *lo);
+        *hi = _mm512_shuffle_epi8(lut, *hi);
+    }
+}
+
+/* Any grouped format's weights (q4_0 by qk_q4x_w, the others by qx_w). */
+QK void qx_group_w(const int kind, const uint8_t *p, int nb, int vbmi, __m512i *lo, __m512i *hi, __m512 *wd,
+                   __m512 *wm) {
+    if (kind == QX_Q4_0) {
+        qk_q4x_w(p, nb, vbmi, lo, hi, wd);
+        *wm = _mm512_setzero_ps();
+    } else {
+        qx_w(kind, p, nb, lo, hi, wd, wm);
+    }
+}
+
+/* vpdpbusd's start for a group from the activations' c (see above). */
+QK __m512i qx_start(const int kind, __m512i c) {
+    switch (kind) {
+    case QX_Q4_0: return c;
+    case QX_Q5_0: return _mm512_slli_epi32(c, 1);
+    case QX_IQ4_NL: return _mm512_slli_epi32(c, 4);
+    default: return _mm512_setzero_si512();
+    }
+}
+
+/* acc + a group's products (s the exact sum, c the activations' lanes,
+ * xd their scales) by the weight scales wd (and mins wm). */
+QK __m512 qx_scale(const int kind, __m512i s, __m512i c, __m512 xd, __m512 wd, __m512 wm, __m512 acc) {
+    if (qx_has_m(kind))
+        return _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_cvtepi32_ps(c), wm, _mm512_mul_ps(_mm512_cvtepi32_ps(s), wd)),
+                               xd, acc);
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd), acc);
+}
+
+/* acc += group g of a row (its weights lo, hi, wd, wm) times token tt. */
+QK __m512 qk_q4x_dot(const int kind, __m512i lo, __m512i hi, __m512 wd, __m512 wm, const qg_acts *a, int64_t tt,
+                     int64_t g, __m512 acc) {
     const int8_t *xq = a->q + tt * a->qs + g * 128;
-    __m512i s = _mm512_dpbusd_epi32(_mm512_loadu_si512(a->c + tt * a->cs + g * 16), lo, _mm512_loadu_si512(xq));
+    const __m512i c = _mm512_loadu_si512(a->c + tt * a->cs + g * 16);
+    __m512i s = _mm512_dpbusd_epi32(qx_start(kind, c), lo, _mm512_loadu_si512(xq));
     s = _mm512_dpbusd_epi32(s, hi, _mm512_loadu_si512(xq + 64));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, _mm512_loadu_ps(a->dl + tt * a->cs + g * 16)), acc);
+    return qx_scale(kind, s, c, _mm512_loadu_ps(a->dl + tt * a->cs + g * 16), wd, wm, acc);
 }
 
 /* Group g (nb blocks) of a row into acc[t] of T tokens. */
-QK void qk_q4x_group(const uint8_t *row, int64_t g, int nb, int vbmi, const qg_acts *a, int64_t t0,
-                     const int T, __m512 *acc) {
-    const uint8_t *p = row + g * 72;
+QK void qk_q4x_group(const int kind, const uint8_t *row, int64_t g, int nb, int vbmi, const qg_acts *a,
+                     int64_t t0, const int T, __m512 *acc) {
+    const uint8_t *p = row + g * 4 * qx_bsz(kind);
     if (T <= QK_STREAM_T) QK_PREFETCH(p, 2);
     __m512i lo, hi;
-    __m512 wd;
-    qk_q4x_w(p, nb, vbmi, &lo, &hi, &wd);
+    __m512 wd, wm;
+    qx_group_w(kind, p, nb, vbmi, &lo, &hi, &wd, &wm);
 #pragma GCC unroll 8
-    for (int t = 0; t < T; t++) acc[t] = qk_q4x_dot(lo, hi, wd, a, t0 + t, g, acc[t]);
+    for (int t = 0; t < T; t++) acc[t] = qk_q4x_dot(kind, lo, hi, wd, wm, a, t0 + t, g, acc[t]);
 }
 
 /* Columns [k0, k1) of a row (k0 a multiple of 256): group g into acc0 when
  * g is even, acc1 when odd, so the sequence depends on cols alone. */
-QK void qk_part_q4x(const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
+QK void qk_part_q4x(const int kind, const uint8_t *row, int64_t k0, int64_t k1, const qg_acts *a, int64_t t0,
                     const int T, __m512 *acc0, __m512 *acc1) {
-    const int vbmi = qk_have_vbmi();
+    const int vbmi = kind == QX_Q4_0 && qk_have_vbmi();
     const int64_t nblk = k1 / 32, nfull = nblk / 4;
     int64_t g = k0 / 128;
     for (; g + 2 <= nfull; g += 2) {
-        qk_q4x_group(row, g, 4, vbmi, a, t0, T, acc0);
-        qk_q4x_group(row, g + 1, 4, vbmi, a, t0, T, acc1);
+        qk_q4x_group(kind, row, g, 4, vbmi, a, t0, T, acc0);
+        qk_q4x_group(kind, row, g + 1, 4, vbmi, a, t0, T, acc1);
     }
-    if (g < nfull) qk_q4x_group(row, g++, 4, vbmi, a, t0, T, acc0);
-    if (4 * g < nblk) qk_q4x_group(row, g, (int)(nblk - 4 * g), vbmi, a, t0, T, g & 1 ? acc1 : acc0);
+    if (g < nfull) qk_q4x_group(kind, row, g++, 4, vbmi, a, t0, T, acc0);
+    if (4 * g < nblk) qk_q4x_group(kind, row, g, (int)(nblk - 4 * g), vbmi, a, t0, T, g & 1 ? acc1 : acc0);
 }
 
 /* ---- q8_0 / q4_0 at n = 1: rows side by side -------------------------------------
@@ -345,39 +456,39 @@ QK void qk_n1_q32(const uint8_t *const *rows, int q8, const qg_acts *a, int64_t 
     }
 }
 
-/* n = 1, q4_0 in groups: the rows of qk_part_q4x side by side, each
+/* n = 1, the grouped formats: the rows of qk_part_q4x side by side, each
  * group's activations loaded once for R rows. */
-QK void qk_n1_q4x_group(const uint8_t *const *rows, const qg_acts *a, int64_t g, int nb, int vbmi,
-                        const int R, __m512 *acc) {
-    const __m512i cv = _mm512_loadu_si512(a->c + g * 16);
+QK void qk_n1_q4x_group(const int kind, const uint8_t *const *rows, const qg_acts *a, int64_t g, int nb,
+                        int vbmi, const int R, __m512 *acc) {
+    const __m512i cv = _mm512_loadu_si512(a->c + g * 16), st = qx_start(kind, cv);
     const __m512i x0 = _mm512_loadu_si512(a->q + g * 128), x1 = _mm512_loadu_si512(a->q + g * 128 + 64);
     const __m512 xd = _mm512_loadu_ps(a->dl + g * 16);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
-        const uint8_t *p = rows[r] + g * 72;
+        const uint8_t *p = rows[r] + g * 4 * qx_bsz(kind);
         QK_PREFETCH(p, 2);
         __m512i lo, hi;
-        __m512 wd;
-        qk_q4x_w(p, nb, vbmi, &lo, &hi, &wd);
-        __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(cv, lo, x0), hi, x1);
-        acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(wd, xd), acc[r]);
+        __m512 wd, wm;
+        qx_group_w(kind, p, nb, vbmi, &lo, &hi, &wd, &wm);
+        __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(st, lo, x0), hi, x1);
+        acc[r] = qx_scale(kind, s, cv, xd, wd, wm, acc[r]);
     }
 }
 
-QK void qk_n1_q4x(const uint8_t *const *rows, const qg_acts *a, int64_t nblk, const int R,
+QK void qk_n1_q4x(const int kind, const uint8_t *const *rows, const qg_acts *a, int64_t nblk, const int R,
                   float *out, int accumulate) {
-    const int vbmi = qk_have_vbmi();
+    const int vbmi = kind == QX_Q4_0 && qk_have_vbmi();
     const int64_t nfull = nblk / 4;
     __m512 acc0[QK_N1_R], acc1[QK_N1_R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) acc0[r] = acc1[r] = _mm512_setzero_ps();
     int64_t g = 0;
     for (; g + 2 <= nfull; g += 2) {
-        qk_n1_q4x_group(rows, a, g, 4, vbmi, R, acc0);
-        qk_n1_q4x_group(rows, a, g + 1, 4, vbmi, R, acc1);
+        qk_n1_q4x_group(kind, rows, a, g, 4, vbmi, R, acc0);
+        qk_n1_q4x_group(kind, rows, a, g + 1, 4, vbmi, R, acc1);
     }
-    if (g < nfull) qk_n1_q4x_group(rows, a, g++, 4, vbmi, R, acc0);
-    if (4 * g < nblk) qk_n1_q4x_group(rows, a, g, (int)(nblk - 4 * g), vbmi, R, g & 1 ? acc1 : acc0);
+    if (g < nfull) qk_n1_q4x_group(kind, rows, a, g++, 4, vbmi, R, acc0);
+    if (4 * g < nblk) qk_n1_q4x_group(kind, rows, a, g, (int)(nblk - 4 * g), vbmi, R, g & 1 ? acc1 : acc0);
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         float v = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));
@@ -385,20 +496,21 @@ QK void qk_n1_q4x(const uint8_t *const *rows, const qg_acts *a, int64_t nblk, co
     }
 }
 
-QK_TARGET static void qk_rows_n1_q32(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
-                                     float *y, int accumulate, int q8) {
+/* n = 1 of q8_0 (kind QX_Q8_0) or a grouped format: QK_N1_R rows at a time. */
+QK void qk_rows_n1_q32(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,
+                       int accumulate, const int kind) {
     const int64_t nblk = w->cols / 32;
     const uint8_t *rows[QK_N1_R];
     int64_t r = r0;
     for (; r + QK_N1_R <= r1; r += QK_N1_R) {
         for (int i = 0; i < QK_N1_R; i++) rows[i] = w->data + (size_t)(r + i) * w->row_bytes;
-        if (q8) qk_n1_q32(rows, 1, a, nblk, QK_N1_R, y + r, accumulate);
-        else qk_n1_q4x(rows, a, nblk, QK_N1_R, y + r, accumulate);
+        if (kind == QX_Q8_0) qk_n1_q32(rows, 1, a, nblk, QK_N1_R, y + r, accumulate);
+        else qk_n1_q4x(kind, rows, a, nblk, QK_N1_R, y + r, accumulate);
     }
     for (; r < r1; r++) {
         rows[0] = w->data + (size_t)r * w->row_bytes;
-        if (q8) qk_n1_q32(rows, 1, a, nblk, 1, y + r, accumulate);
-        else qk_n1_q4x(rows, a, nblk, 1, y + r, accumulate);
+        if (kind == QX_Q8_0) qk_n1_q32(rows, 1, a, nblk, 1, y + r, accumulate);
+        else qk_n1_q4x(kind, rows, a, nblk, 1, y + r, accumulate);
     }
 }
 
@@ -586,7 +698,11 @@ QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, 
     for (int t = 0; t < T; t++) acc0[t] = s0[t], acc1[t] = s1[t];
     switch (type) {
     case FFN_GGML_TYPE_Q8_0: qk_part_q32(row, k0, k1, 1, a, t0, T, acc0, acc1); break;
-    case FFN_GGML_TYPE_Q4_0: qk_part_q4x(row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q4_0: qk_part_q4x(QX_Q4_0, row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q4_1: qk_part_q4x(QX_Q4_1, row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q5_0: qk_part_q4x(QX_Q5_0, row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_Q5_1: qk_part_q4x(QX_Q5_1, row, k0, k1, a, t0, T, acc0, acc1); break;
+    case FFN_GGML_TYPE_IQ4_NL: qk_part_q4x(QX_IQ4_NL, row, k0, k1, a, t0, T, acc0, acc1); break;
     case FFN_GGML_TYPE_Q4_K: qk_part_q4K(row, k0, k1, a, t0, T, acc0, acc1); break;
     case FFN_GGML_TYPE_Q6_K: qk_part_q6K(row, k0, k1, a, t0, T, acc0); break;
     case FFN_GGML_TYPE_BF16: qk_part_bf16(row, k0, k1, a, t0, T, acc0, acc1); break;
@@ -632,6 +748,10 @@ QK void qk_part(ffn_ggml_type type, const uint8_t *row, int64_t k0, int64_t k1, 
     }
 static QK_ROWS(qk_rows_q8_0, FFN_GGML_TYPE_Q8_0)
 static QK_ROWS(qk_rows_q4_0, FFN_GGML_TYPE_Q4_0)
+static QK_ROWS(qk_rows_q4_1, FFN_GGML_TYPE_Q4_1)
+static QK_ROWS(qk_rows_q5_0, FFN_GGML_TYPE_Q5_0)
+static QK_ROWS(qk_rows_q5_1, FFN_GGML_TYPE_Q5_1)
+static QK_ROWS(qk_rows_iq4_nl, FFN_GGML_TYPE_IQ4_NL)
 QK_ROWS(ffn_qg_rows_avx512_q4_K, FFN_GGML_TYPE_Q4_K)
 QK_ROWS(ffn_qg_rows_avx512_q6_K, FFN_GGML_TYPE_Q6_K)
 QK_ROWS(ffn_qg_rows_avx512_bf16, FFN_GGML_TYPE_BF16)
@@ -639,15 +759,17 @@ QK_ROWS(ffn_qg_rows_avx512_f16, FFN_GGML_TYPE_F16)
 QK_ROWS(ffn_qg_rows_avx512_f32, FFN_GGML_TYPE_F32)
 
 /* The table's AVX-512 kernels (src/kernels/types.c): the integer formats
- * need VNNI and bf16 AVX512_BF16 there, else the AVX2 kernel runs; q8_0 and
- * q4_0 take a one-token kernel of their own at n = 1. */
-QK_TARGET void ffn_qg_rows_avx512_q8_0(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
-                             float *y, int64_t ldy, int accumulate) {
-    if (a->n == 1) qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 1);
-    else qk_rows_q8_0(w, a, r0, r1, y, ldy, accumulate);
-}
-QK_TARGET void ffn_qg_rows_avx512_q4_0(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1,
-                             float *y, int64_t ldy, int accumulate) {
-    if (a->n == 1) qk_rows_n1_q32(w, a, r0, r1, y, accumulate, 0);
-    else qk_rows_q4_0(w, a, r0, r1, y, ldy, accumulate);
-}
+ * need VNNI and bf16 AVX512_BF16 there, else the AVX2 kernel runs; the
+ * 32-element formats take a one-token kernel of their own at n = 1. */
+#define QK_ROWS_N1(name, multi, KIND)                                                               \
+    QK_TARGET void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,   \
+                        int64_t ldy, int accumulate) {                                              \
+        if (a->n == 1) qk_rows_n1_q32(w, a, r0, r1, y, accumulate, KIND);                           \
+        else multi(w, a, r0, r1, y, ldy, accumulate);                                               \
+    }
+QK_ROWS_N1(ffn_qg_rows_avx512_q8_0, qk_rows_q8_0, QX_Q8_0)
+QK_ROWS_N1(ffn_qg_rows_avx512_q4_0, qk_rows_q4_0, QX_Q4_0)
+QK_ROWS_N1(ffn_qg_rows_avx512_q4_1, qk_rows_q4_1, QX_Q4_1)
+QK_ROWS_N1(ffn_qg_rows_avx512_q5_0, qk_rows_q5_0, QX_Q5_0)
+QK_ROWS_N1(ffn_qg_rows_avx512_q5_1, qk_rows_q5_1, QX_Q5_1)
+QK_ROWS_N1(ffn_qg_rows_avx512_iq4_nl, qk_rows_iq4_nl, QX_IQ4_NL)

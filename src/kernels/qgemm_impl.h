@@ -15,7 +15,9 @@
  *               4-element dot product from c, so the offset cancels exactly
  *               in integers.  dl float (cols/4): lane i holds d of its
  *               block (d[i/8]), so a vector of lanes loads its scales.
- *   q4_0 at the AVX-512 VNNI level: blocks in groups of four (the last
+ *   q4_0 (and q4_1, q5_0, q5_1, iq4_nl, which use c scaled or, for
+ *               their mins, as −8 · the block's Σ) at the AVX-512 VNNI
+ *               level: blocks in groups of four (the last
  *               group padded with zero blocks), 128 q int8 per group: the
  *               first 16 values of blocks 0..3, then their last 16 (the
  *               order of a group's low and high nibbles); per group 16
@@ -79,6 +81,11 @@ QG_ROWS_DECL(ffn_qg_rows_avx2_q4_1);
 QG_ROWS_DECL(ffn_qg_rows_avx2_q5_0);
 QG_ROWS_DECL(ffn_qg_rows_avx2_q5_1);
 QG_ROWS_DECL(ffn_qg_rows_avx2_iq4_nl);
+/* the same four at the AVX-512 VNNI level (qgemm_avx512.c, QG_ACT_Q4X) */
+QG_ROWS_DECL(ffn_qg_rows_avx512_q4_1);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q5_0);
+QG_ROWS_DECL(ffn_qg_rows_avx512_q5_1);
+QG_ROWS_DECL(ffn_qg_rows_avx512_iq4_nl);
 
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */

@@ -1,7 +1,7 @@
 /* qgemm_legacy_avx2.c -- the AVX2 row kernels of q4_1, q5_0, q5_1 and
  * iq4_nl (contract in qgemm_impl.h; reference decoders in quant_legacy.c),
- * also the AVX-512 level's on any CPU (the type table lists no AVX-512
- * kernel of their own).  One weight row at a time against up to 4 tokens,
+ * also the AVX-512 level's on a CPU without VNNI (with it,
+ * qgemm_avx512.c's).  One weight row at a time against up to 4 tokens,
  * on the QG_ACT_Q32 activations (int8 blocks of 32, d per block, c the
  * lanes' −K · 4-sums with K the type's q32_offset):
  *

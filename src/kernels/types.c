@@ -180,20 +180,25 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                               .fallback = FFN_GGML_TYPE_IQ4_NL, .file_type = 30, .dot = "int8",
                             .f16_scales = 1},
     /* known (a file holding them opens and lists them), not converted */
-    /* the other 32-element formats (quant_legacy.c, qgemm_legacy_avx2.c; the
-     * AVX-512 level runs the AVX2 kernels, no panels or packed copies) */
+    /* the other 32-element formats (quant_legacy.c, qgemm_legacy_avx2.c; at
+     * the AVX-512 VNNI level qgemm_avx512.c's kernels on q4_0's grouped
+     * activations; no panels or packed copies).  Decode (n = 1, W 2048 ×
+     * 8192, 1 thread, ffn bench qgemm, FFN_SIMD=avx2 and avx512 alternated,
+     * best of 5, Zen 5 shared with other jobs at load average 8-9, read
+     * bandwidth 37-39 GB/s), weight GB/s AVX2 / AVX-512: q4_1 13.9/20.5,
+     * q5_0 14.9/23.5, q5_1 12.9/25.7, iq4_nl 14.8/20.2. */
     [FFN_GGML_TYPE_Q4_1] = {"q4_1", 9, 32, 20, quant_dequantize_q4_1, quant_quantize_q4_1,
-                            KERNELS(ffn_qg_rows_avx2_q4_1, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
+                            KERNELS(ffn_qg_rows_avx2_q4_1, QG_ACT_Q32, ffn_qg_rows_avx512_q4_1, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 3,
                             .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_Q5_0] = {"q5_0", 10, 32, 22, quant_dequantize_q5_0, quant_quantize_q5_0,
-                            KERNELS(ffn_qg_rows_avx2_q5_0, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
+                            KERNELS(ffn_qg_rows_avx2_q5_0, QG_ACT_Q32, ffn_qg_rows_avx512_q5_0, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 16, .fallback = FFN_GGML_TYPE_F16, .file_type = 8,
                             .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 1},
     [FFN_GGML_TYPE_Q5_1] = {"q5_1", 11, 32, 24, quant_dequantize_q5_1, quant_quantize_q5_1,
-                            KERNELS(ffn_qg_rows_avx2_q5_1, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
+                            KERNELS(ffn_qg_rows_avx2_q5_1, QG_ACT_Q32, ffn_qg_rows_avx512_q5_1, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 9,
                             .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 2},
@@ -204,7 +209,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_IQ3_XXS] = {"iq3_xxs", 0, 256, 98},
     [FFN_GGML_TYPE_IQ1_S] = {"iq1_s", 0, 256, 50},
     [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 15, 32, 18, quant_dequantize_iq4_nl, quant_quantize_iq4_nl,
-                              KERNELS(ffn_qg_rows_avx2_iq4_nl, QG_ACT_Q32, NULL, QG_ACT_Q32, 0),
+                              KERNELS(ffn_qg_rows_avx2_iq4_nl, QG_ACT_Q32, ffn_qg_rows_avx512_iq4_nl, QG_ACT_Q4X, FFN_CPU_VNNI),
                               .q32_offset = 128, .fallback = FFN_GGML_TYPE_F16, .file_type = 25,
                               .avx2_int8_min_n = 64, .dot = "int8",
                             .f16_scales = 1},

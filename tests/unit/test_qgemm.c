@@ -3,7 +3,8 @@
  * type ffn computes with × every SIMD level this CPU has (and FFN_SIMD
  * allows) × n = 1..70 (every split of the 8- and 4-token passes and of the
  * 64-token tile) × odd row counts (thread splits of 16-row blocks) × cols of
- * 1, 3, 5, 9 blocks of 32 and 1, 3 blocks of 256 (float types also cols
+ * 1, 3, 5, 9 blocks of 32 (q4_1, q5_0, q5_1, iq4_nl also 2, 7 and 41) and
+ * 1, 3 blocks of 256 (float types also cols
  * that are no multiple of a vector), with padded ldx/ldy, accumulate = 1,
  * and 1 vs 2 threads.
  *
@@ -13,7 +14,8 @@
  *              levels: lane accumulators, pairs of them, the horizontal sum
  *              and the block scale; m = 256 + cols/256 for the scalar
  *              level's chunked sums).  The worst case, so it cannot flake.
- *   activation A: the int8 kernels (q8_0, q4_0 in blocks of 32; q2_K..q6_K
+ *   activation A: the int8 kernels (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl in
+ *              blocks of 32; q2_K..q6_K
  *              and iq4_xs in blocks of 256) use x rounded to d·q with d = amax/127 of
  *              the block, |x − d·q| <= d/2, so A = Σ_i |w_i| · d_b(i)/2.
  *              The bf16 kernel with AVX512_BF16 uses x rounded to bf16
@@ -34,6 +36,7 @@
 #include "kernels/kernels.h"
 #include "kernels/qgemm.h"
 #include "kernels/qgemm_impl.h"
+#include "kernels/types.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -588,6 +591,21 @@ static void test_glu(ffn_ctx *ctx, ffn_ggml_type tg, ffn_ggml_type tu, int64_t r
     free(src); free(x); free(wg); free(wu); free(h); free(g); free(u); free(g2); free(u2); free(h2);
 }
 
+/* The integer formats with an AVX-512 VNNI kernel of their own run it on
+ * a CPU with VNNI (not the AVX2 one the level falls back to without). */
+static void test_levels(void) {
+    const ffn_ggml_type own[] = {FFN_GGML_TYPE_Q8_0, FFN_GGML_TYPE_Q4_0, FFN_GGML_TYPE_Q4_1,
+                                 FFN_GGML_TYPE_Q5_0, FFN_GGML_TYPE_Q5_1, FFN_GGML_TYPE_IQ4_NL,
+                                 FFN_GGML_TYPE_Q4_K, FFN_GGML_TYPE_Q6_K};
+    if (!check_cpu_has("avx512vnni")) return;
+    for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
+        int act = -1;
+        qg_rows_fn k512 = ffn_type_rows(own[i], FFN_SIMD_AVX512, &act);
+        CHECK(k512 && k512 != ffn_type_rows(own[i], FFN_SIMD_AVX2, NULL),
+              "%s: the AVX-512 level runs the AVX2 kernel on a CPU with VNNI", ffn_ggml_type_name(own[i]));
+    }
+}
+
 static void test_errors(ffn_ctx *ctx) {
     ffn_qweight w;
     uint8_t buf[34 * 4] = {0};
@@ -624,10 +642,14 @@ int main(void) {
         {FFN_GGML_TYPE_BF16, 37, 37},  {FFN_GGML_TYPE_BF16, 19, 96},  {FFN_GGML_TYPE_BF16, 5, 777},
         {FFN_GGML_TYPE_F16, 37, 37},   {FFN_GGML_TYPE_F16, 19, 96},   {FFN_GGML_TYPE_F16, 5, 777},
         {FFN_GGML_TYPE_F32, 37, 37},   {FFN_GGML_TYPE_F32, 19, 200},
-        /* the other 32-element formats (qgemm_legacy_avx2.c) */
-        {FFN_GGML_TYPE_Q4_1, 37, 32},  {FFN_GGML_TYPE_Q4_1, 19, 288}, {FFN_GGML_TYPE_Q5_0, 37, 96},
-        {FFN_GGML_TYPE_Q5_0, 5, 160},  {FFN_GGML_TYPE_Q5_1, 37, 32},  {FFN_GGML_TYPE_Q5_1, 19, 288},
-        {FFN_GGML_TYPE_IQ4_NL, 37, 96}, {FFN_GGML_TYPE_IQ4_NL, 5, 160},
+        /* the other 32-element formats (qgemm_legacy_avx2.c; at AVX-512 in
+         * qgemm_avx512.c's groups of four blocks): every width above and
+         * each tail of a group (1, 2, 3 blocks), 41 blocks across the
+         * 1024-column chunk of the multi-token passes */
+#define LEGACY(t) {t, 37, 32}, {t, 21, 64}, {t, 37, 96}, {t, 5, 160}, {t, 3, 224}, {t, 19, 288}, {t, 7, 1312}
+        LEGACY(FFN_GGML_TYPE_Q4_1), LEGACY(FFN_GGML_TYPE_Q5_0), LEGACY(FFN_GGML_TYPE_Q5_1),
+        LEGACY(FFN_GGML_TYPE_IQ4_NL),
+#undef LEGACY
         /* the 256-element formats (qgemm_k_avx2.c) */
         {FFN_GGML_TYPE_Q2_K, 37, 256}, {FFN_GGML_TYPE_Q2_K, 19, 768}, {FFN_GGML_TYPE_Q3_K, 37, 256},
         {FFN_GGML_TYPE_Q3_K, 19, 768}, {FFN_GGML_TYPE_Q5_K, 37, 256}, {FFN_GGML_TYPE_Q5_K, 19, 768},
@@ -676,6 +698,10 @@ int main(void) {
     test_glu(ctx2, FFN_GGML_TYPE_BF16, FFN_GGML_TYPE_F16, 19, 77);
     test_glu(ctx1, FFN_GGML_TYPE_Q2_K, FFN_GGML_TYPE_IQ4_XS, 21, 512);
     test_glu(ctx2, FFN_GGML_TYPE_Q3_K, FFN_GGML_TYPE_Q5_K, 19, 256);
+    test_glu(ctx1, FFN_GGML_TYPE_Q5_0, FFN_GGML_TYPE_Q4_1, 21, 160);
+    test_glu(ctx2, FFN_GGML_TYPE_IQ4_NL, FFN_GGML_TYPE_IQ4_NL, 19, 288);
+    test_glu(ctx1, FFN_GGML_TYPE_Q5_1, FFN_GGML_TYPE_Q8_0, 5, 96);
+    test_levels();
     test_quant_block();
     test_errors(ctx1);
     if (check_cpu_has("avx512bf16"))
