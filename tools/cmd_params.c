@@ -49,9 +49,9 @@ static void print_wrapped(FILE *f, const char *text) {
 
 static const char about[] =
     "Parameter and FLOP accounting from a Hugging Face config.json, for model_type\n"
-    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, gpt2,\n"
-    "bert, deepseek_v2 and deepseek_v3.  Prints the total and the active parameters\n"
-    "per token, the breakdown into attention, FFN (dense, routed experts, shared\n"
+    "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text,\n"
+    "phi3, olmoe, gpt2, bert, deepseek_v2 and deepseek_v3.  Prints the total and the\n"
+    "active parameters per token, the breakdown into attention, FFN (dense, routed experts, shared\n"
     "experts, router), embeddings, head and norms with percentages, the FFN's share,\n"
     "the expansion ratio intermediate_size / hidden_size, forward and training FLOPs\n"
     "per token by component, and memory estimates: weight bytes per storage type,\n"
@@ -401,7 +401,8 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
      * alike; the rest as llama (mixtral with experts) */
     static const char *const families[][2] = {
         {"qwen2moe", "qwen2_moe"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
-        {"gemma", "gemma"},        {"phi3", "phi3"},   {"olmoe", "olmoe"}};
+        {"gemma", "gemma"},        {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"},
+        {"phi3", "phi3"},          {"olmoe", "olmoe"}};
     const char *type = moe ? "mixtral" : "llama";
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (!strcmp(info.model_type, families[i][0])) type = families[i][1];
@@ -413,6 +414,16 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
     if (!f) {
         *st = FFN_ERR_NOMEM;
         return NULL;
+    }
+    if (!strcmp(info.model_type, "gpt2")) { /* GPT2Config's own keys */
+        fprintf(f, "{\"model_type\": \"gpt2\", \"vocab_size\": %" PRId64 ", \"n_embd\": %" PRId64
+                ", \"n_inner\": %" PRId64 ", \"n_layer\": %" PRId64 ", \"n_head\": %" PRId64
+                ", \"n_positions\": %" PRId64 ", \"tie_word_embeddings\": %s}",
+                c.vocab_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+                c.num_attention_heads, c.max_position_embeddings,
+                c.tie_word_embeddings ? "true" : "false");
+        fclose(f);
+        return text;
     }
     fprintf(f, "{\"model_type\": \"%s\", \"vocab_size\": %" PRId64 ", \"hidden_size\": %" PRId64
             ", \"intermediate_size\": %" PRId64 ", \"num_hidden_layers\": %" PRId64

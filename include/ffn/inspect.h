@@ -35,13 +35,21 @@
  *   residual  = ‖(y − b_down) − partial‖ / ‖y − b_down‖
  * Both ratio and cosine are reported; `explained` is the headline number.
  * The bias is excluded because no neuron can explain it.
+ * With a post-FFN norm (Gemma 2/3's post_feedforward_layernorm) y is what
+ * is added to the residual, RMSNorm(z) for the down projection's output
+ * z = Σ w·m_i·v_i + b_down: per token a diagonal gain g = (offset + w_norm)
+ * / rms(z) on every term, so partial = Σ_{i∈S} w·m_i·(g ⊙ v_i) and the
+ * bias removed is g ⊙ b_down (value_norm stays ‖v_i‖, a property of the
+ * neuron, not of a token).
  *
  * Logit lens of a value vector.  With g = model.norm.weight and U the
  * output embedding (lm_head.weight, or embed_tokens.weight when tied):
  *   lens_i = U · (g ⊙ v_i)      (V)
  * the logits a direction v_i in the residual stream adds after the final
  * norm's scale (the norm's 1/rms is a positive scalar per token and does
- * not change the ranking).  "Promoted tokens" are the P largest entries.
+ * not change the ranking).  With a post-FFN norm of weight p the direction
+ * in the residual is p ⊙ v_i: lens_i = U · (g ⊙ p ⊙ v_i) (Gemma's offset
+ * on both).  "Promoted tokens" are the P largest entries.
  *
  * ---- Running a sequence -------------------------------------------------------
  * Everything here reads the model's own forward through taps
@@ -123,7 +131,8 @@ ffn_status ffn_inspect_neurons(ffn_ctx *ctx, ffn_model *model, int64_t layer, in
 ffn_status ffn_inspect_value_vector(ffn_model *model, int64_t layer, int64_t expert,
                                     int64_t neuron, float *v);
 
-/* Logit lens of neuron i: lens (V) = U · (g ⊙ v_i).  And the P tokens it
+/* Logit lens of neuron i: lens (V) = U · (g ⊙ v_i) (g ⊙ p ⊙ v_i with a
+ * post-FFN norm p).  And the P tokens it
  * promotes most: ids (P) and their lens values (P), largest first (equal
  * values: lower id first).  lens_out may be NULL. */
 ffn_status ffn_inspect_value_logits(ffn_model *model, int64_t layer, int64_t expert,

@@ -194,10 +194,23 @@ static ffn_status lens_tensors(ffn_model *m, const float **U, const float **g) {
     return FFN_OK;
 }
 
-/* lens (V) = U · (g ⊙ v), accumulated in double. */
-static void lens_of(float *lens, const float *U, const float *g, const float *v, int64_t V,
-                    int64_t D, double *gv, double g_offset) { /* Gemma's norm scales by 1 + g */
-    for (int64_t d = 0; d < D; d++) gv[d] = ((double)g[d] + g_offset) * (double)v[d];
+/* Layer l's post-FFN norm weight (D), or NULL when the model has none. */
+static const float *post_ffn_norm(ffn_model *m, int64_t l) {
+    const ffn_model_config *c = ffn_model_get_config(m);
+    if (!c->post_norms) return NULL;
+    return tensorf(m, c->hidden_size, 1, "model.layers.%lld.post_feedforward_layernorm.weight",
+                   (long long)l);
+}
+
+/* lens (V) = U · (g ⊙ v), accumulated in double; with a post-FFN norm
+ * weight `post` (or NULL) v is first scaled by it: its direction in the
+ * residual stream (the norm's 1/rms is a positive scalar per token). */
+static void lens_of(float *lens, const float *U, const float *g, const float *post,
+                    const float *v, int64_t V, int64_t D, double *gv,
+                    double g_offset) { /* Gemma's norms scale by offset + w */
+    for (int64_t d = 0; d < D; d++)
+        gv[d] = ((double)g[d] + g_offset) * (post ? (double)post[d] + g_offset : 1.0) *
+                (double)v[d];
     for (int64_t t = 0; t < V; t++) {
         const float *u = U + t * D;
         double acc = 0.0;
@@ -252,7 +265,11 @@ static ffn_status lens_top(ffn_model *m, lens_work *w, int64_t l, int64_t expert
     const ffn_model_config *c = ffn_model_get_config(m);
     ffn_status st = ffn_inspect_value_vector(m, l, expert, index, w->v);
     if (st) return st;
-    lens_of(w->lens, w->U, w->g, w->v, c->vocab_size, c->hidden_size, w->gv,
+    const float *post = post_ffn_norm(m, l);
+    if (c->post_norms && !post)
+        return ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: "
+                         "post_feedforward_layernorm.weight is missing", (long long)l);
+    lens_of(w->lens, w->U, w->g, post, w->v, c->vocab_size, c->hidden_size, w->gv,
             (double)(float)c->norm_weight_offset);
     top_p(w->lens, c->vocab_size, p, ids, vals);
     return FFN_OK;
@@ -271,7 +288,13 @@ ffn_status ffn_inspect_value_logits(ffn_model *m, int64_t l, int64_t expert, int
         st = ffn_error(FFN_ERR_NOMEM, "ffn_inspect_value_logits: out of memory");
     } else if (!(st = ffn_inspect_value_vector(m, l, expert, i, v)) &&
                !(st = lens_tensors(m, &U, &g))) {
-        lens_of(lens, U, g, v, c->vocab_size, D, gv, (double)(float)c->norm_weight_offset);
+        const float *post = post_ffn_norm(m, l);
+        if (c->post_norms && !post)
+            st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: "
+                           "post_feedforward_layernorm.weight is missing", (long long)l);
+        else
+            lens_of(lens, U, g, post, v, c->vocab_size, D, gv,
+                    (double)(float)c->norm_weight_offset);
     }
     free(v);
     free(gv);
@@ -507,6 +530,11 @@ static ffn_status lens_lookup(ffn_model *m, int64_t l, lens_cache *lc, int64_t e
     return FFN_OK;
 }
 
+/* z += c · v_i, v_i the value vector of neuron i of the FFN v. */
+static void add_value(double *z, const ffn_view *v, int64_t i, float c) {
+    for (int64_t d = 0; d < v->D; d++) z[d] += (double)c * v->p.down_w[d * v->F + i];
+}
+
 static double norm2(const double *a, int64_t n) {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) s += a[i] * a[i];
@@ -539,7 +567,24 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     const int64_t W = moe ? E * Fr : Fr, rows = Fs > 0 ? 1 : 0;
     float *GA = malloc((size_t)(T * W) * sizeof *GA);
     float *nb = malloc((size_t)(4 * (rows * Fs) + 1) * sizeof *nb);
-    double *outv = malloc((size_t)(2 * D) * sizeof *outv), *part = outv + D;
+    /* outv: y less the bias, part: the kept neurons' sum; with a post-FFN norm
+     * (Gemma 2/3) z: the down projection's output, g: the norm's gain on it */
+    double *outv = malloc((size_t)(4 * D) * sizeof *outv), *part = outv + D, *z = part + D,
+           *g = z + D;
+    const float *post_w = NULL;
+    if (c->post_norms) {
+        post_w = post_ffn_norm(m, l);
+        if (!post_w) {
+            st = ffn_error(FFN_ERR_INTERNAL, "inspect: layer %lld: "
+                           "post_feedforward_layernorm.weight is missing", (long long)l);
+            goto done;
+        }
+        if (c->norm_type != FFN_NORM_RMS) {
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "inspect: layer %lld: a post-FFN LayerNorm "
+                           "(only RMSNorm is decomposed)", (long long)l);
+            goto done;
+        }
+    }
     if (!lc.slot || !best || !nb || !outv || !GA) {
         st = ffn_error(FFN_ERR_NOMEM, "inspect: out of memory");
         goto done;
@@ -554,15 +599,16 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     for (int64_t t = 0; t < T; t++) {
         const float *x = X + t * D;
         int64_t n_best = 0;
-        for (int64_t d = 0; d < D; d++) outv[d] = Y[t * D + d];
+        for (int64_t d = 0; d < D; d++) outv[d] = Y[t * D + d], z[d] = 0.0;
         if (!moe) {
             for (int64_t i = 0; i < Fr; i++) {
                 int64_t o = t * W + i;
                 cand cd = {-1, i, GP[o], GA[o], UP[o], MM[o], 1.0f, MM[o]};
                 keep_top(best, &n_best, top_k, &cd);
+                if (post_w) add_value(z, &own, i, MM[o]);
             }
             if (own.p.down_b)
-                for (int64_t d = 0; d < D; d++) outv[d] -= own.p.down_b[d];
+                for (int64_t d = 0; d < D; d++) z[d] += own.p.down_b[d];
         } else {
             /* the routed experts, then the shared expert */
             for (int64_t j = 0; j <= K; j++) {
@@ -585,17 +631,58 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
                         cand cd = {e, i, GP[o + i], GA[o + i], UP[o + i], MM[o + i], w,
                                    w * MM[o + i]};
                         keep_top(best, &n_best, top_k, &cd);
+                        if (post_w) add_value(z, &ev, i, w * MM[o + i]);
                     }
                 } else {
                     if ((st = ffn_inspect_neurons(ctx, m, l, e, x, 1, gp, ga, up, mm))) goto done;
                     for (int64_t i = 0; i < ev.F; i++) {
                         cand cd = {e, i, gp[i], ga[i], up[i], mm[i], w, w * mm[i]};
                         keep_top(best, &n_best, top_k, &cd);
+                        if (post_w) add_value(z, &ev, i, w * mm[i]);
                     }
                 }
                 if (ev.p.down_b)
-                    for (int64_t d = 0; d < D; d++) outv[d] -= (double)w * ev.p.down_b[d];
+                    for (int64_t d = 0; d < D; d++) z[d] += (double)w * ev.p.down_b[d];
             }
+        }
+        /* what is added to the residual is y = g ⊙ z, z = Σ w·m_i·v_i + b:
+         * g = 1 without a post-FFN norm; with one (RMSNorm, the model's own
+         * eps and weight offset) g = (offset + w) / rms(z), the same for
+         * every term of this token, so each neuron's contribution to y is
+         * w·m_i·(g ⊙ v_i) and the bias's g ⊙ b */
+        if (post_w) {
+            double ms = 0.0;
+            for (int64_t d = 0; d < D; d++) ms += z[d] * z[d];
+            const double rstd = 1.0 / sqrt(ms / (double)D + (double)(float)c->rms_norm_eps);
+            for (int64_t d = 0; d < D; d++) g[d] = (c->norm_weight_offset + post_w[d]) * rstd;
+        } else {
+            for (int64_t d = 0; d < D; d++) g[d] = 1.0;
+        }
+        /* the bias: z's part that no neuron explains, zero without biases */
+        if (moe || own.p.down_b) {
+            for (int64_t d = 0; d < D; d++) part[d] = 0.0;
+            if (!moe) {
+                for (int64_t d = 0; d < D; d++) part[d] = own.p.down_b[d];
+            } else {
+                for (int64_t j = 0; j <= K; j++) {
+                    int64_t e;
+                    float w;
+                    if (j < K) {
+                        e = ids[t * K + j];
+                        w = wts[t * K + j];
+                        if (e < 0) continue;
+                    } else {
+                        if (Fs <= 0) break;
+                        e = FFN_INSPECT_SHARED_EXPERT;
+                        if ((st = ffn_model_shared_gate(m, l, x, &w))) goto done;
+                    }
+                    ffn_view ev;
+                    if ((st = ffn_of(m, l, e, &ev))) goto done;
+                    if (ev.p.down_b)
+                        for (int64_t d = 0; d < D; d++) part[d] += (double)w * ev.p.down_b[d];
+                }
+            }
+            for (int64_t d = 0; d < D; d++) outv[d] -= g[d] * part[d];
         }
         /* the partial sum of the kept neurons and the explained fraction */
         for (int64_t d = 0; d < D; d++) part[d] = 0.0;
@@ -606,7 +693,7 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
             double vn = 0.0;
             for (int64_t d = 0; d < D; d++) {
                 double vd = ev.p.down_w[d * ev.F + best[j].index];
-                part[d] += (double)best[j].contribution * vd;
+                part[d] += (double)best[j].contribution * g[d] * vd;
                 vn += vd * vd;
             }
             const int32_t *pid = NULL;

@@ -164,6 +164,7 @@ static void count_layer(calc *c, const arch *a, int64_t i, int64_t T, ffn_params
 
     /* two norms per layer (before/after attention), plus MLA's inner norms */
     p->norms = add(c, add(c, mul(c, a->norm_bias ? 4 : 2, D), attn_norms), a->qk_norm);
+    p->norms = add(c, p->norms, a->post_norms); /* gemma2/3's norms on the sublayer outputs */
 
     /* the FFN */
     out->active = *p;

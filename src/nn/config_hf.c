@@ -464,7 +464,9 @@ static ffn_status read_heads(const json_value *r, const char *what, ffn_hf_arch 
                          h_key, (long long)a->H, kv_key, (long long)a->Hkv);
     /* head_dim absent: Qwen3Config and GemmaConfig default to 128 and 256 */
     const char *t = a->model_type;
-    int64_t hd = !strcmp(t, "qwen3") ? 128 : !strcmp(t, "gemma") ? 256 : 0;
+    int64_t hd = !strcmp(t, "qwen3") ? 128
+                 : !strcmp(t, "gemma") || !strcmp(t, "gemma2") || !strcmp(t, "gemma3_text") ? 256
+                                                                                           : 0;
     if (a->fam == FFN_HF_LLAMA) TRY(get_int(r, what, "head_dim", 0, hd, 1, FFN_HF_MAX_SIZE, &hd));
     if (!hd) {
         if (a->D % a->H)
@@ -477,11 +479,12 @@ static ffn_status read_heads(const json_value *r, const char *what, ffn_hf_arch 
     return FFN_OK;
 }
 
-/* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe:
- * RMSNorm, gated FFN, RoPE. */
+/* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, gemma2,
+ * gemma3_text, phi3, olmoe: RMSNorm, gated FFN, RoPE. */
 static ffn_status read_llama_family(const json_value *r, const char *what, ffn_hf_arch *a) {
     const char *t = a->model_type;
-    const int gemma = !strcmp(t, "gemma");
+    const int g2 = !strcmp(t, "gemma2"), g3 = !strcmp(t, "gemma3_text");
+    const int gemma = !strcmp(t, "gemma") || g2 || g3;
     a->fam = FFN_HF_LLAMA;
     a->gated = 1;
     TRY(read_hf_common(r, what, a, "silu"));
@@ -491,7 +494,8 @@ static ffn_status read_llama_family(const json_value *r, const char *what, ffn_h
     }
     TRY(read_heads(r, what, a, "num_attention_heads", "num_key_value_heads"));
     TRY(get_bool(r, what, "tie_word_embeddings", gemma, &a->tied));
-    if (!strcmp(t, "qwen3")) a->qk_norm = 2 * a->d_qk;                 /* per head, shared */
+    if (!strcmp(t, "qwen3") || g3) a->qk_norm = 2 * a->d_qk;           /* per head, shared */
+    if (g2 || g3) a->post_norms = 2 * a->D; /* post_attention, post_feedforward */
     if (!strcmp(t, "olmoe")) a->qk_norm = (a->H + a->Hkv) * a->d_qk;  /* whole projections */
     if (!strcmp(t, "llama") || !strcmp(t, "qwen3")) {
         int ab = 0, mb = 0;
@@ -637,7 +641,8 @@ static ffn_status read_arch(const json_value *r, const char *what, ffn_hf_arch *
     const char *t = a->model_type;
     if (!strcmp(t, "llama") || !strcmp(t, "mistral") || !strcmp(t, "mixtral") ||
         !strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3") ||
-        !strcmp(t, "gemma") || !strcmp(t, "phi3") || !strcmp(t, "olmoe"))
+        !strcmp(t, "gemma") || !strcmp(t, "gemma2") || !strcmp(t, "gemma3_text") ||
+        !strcmp(t, "phi3") || !strcmp(t, "olmoe"))
         TRY(read_llama_family(r, what, a));
     else if (!strcmp(t, "gpt2"))
         TRY(read_gpt2(r, what, a));
@@ -648,7 +653,8 @@ static ffn_status read_arch(const json_value *r, const char *what, ffn_hf_arch *
     else
         return ffn_error(FFN_ERR_CONFIG,
                          "%s: model_type: unknown value '%s' (expected one of llama, mistral, "
-                         "mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, gpt2, bert, "
+                         "mixtral, qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text, phi3, olmoe, "
+                         "gpt2, bert, "
                          "deepseek_v2, deepseek_v3)",
                          what, t);
     if (a->E && a->K > a->E)

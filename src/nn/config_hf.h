@@ -36,6 +36,7 @@ typedef struct ffn_hf_arch {
     int norm_bias;             /* LayerNorm (weight + bias) rather than RMSNorm */
     int tied;
     int64_t qk_norm;           /* q_norm + k_norm weights per layer (qwen3 2·d, olmoe (H + Hkv)·d) */
+    int64_t post_norms;        /* gemma2/3: post_attention + post_feedforward norm weights per layer (2·D) */
     int64_t P, type_vocab;     /* gpt2 / bert embeddings */
     int64_t rel_pos;           /* bert relative_key(_query): distance embedding (2P-1, d) per layer */
     /* MoE */

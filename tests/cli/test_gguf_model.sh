@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # test_gguf_model.sh -- GGUF files as models: written by `ffn export
-# --format gguf` and `ffn quantize`, loaded by run, inspect and params.
+# --format gguf` and `ffn quantize`, loaded by run, inspect and params (on
+#   every family: params' total = the file's tensor elements; on gemma2/3
+#   inspect's FFN output is what the post-FFN norm adds to the residual).
 #   round trips: llama2.c -> GGUF -> llama2.c is bitwise (q/k rows permuted
 #   to llama.cpp's order and back); GGUF -> GGUF is byte for byte; an ffn
 #   run directory -> GGUF runs with bitwise the same logits and exports
@@ -180,6 +182,92 @@ for i, fam in enumerate(["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "g
     src = os.path.join(sys.argv[1], "fam-" + fam)
     f.make_model(src, fam, 900 + i)
     tl.run_ffn(["export", src, "--format", "gguf", "--out", src + ".gguf"])
+PY
+# ffn params on each family's GGUF and on its config.json: the total equals the
+# element count of the file's tensors and of the safetensors ffn read (gemma2/3's
+# post-norms, gemma3's q/k norms, gpt2's biases and positions; the RoPE factor
+# tensors rope_freqs / rope_factors_* are constants, not parameters)
+"$PY" - "$FFN" "$tmp" <<'PY' || bad "ffn params against the tensors' element counts (above)"
+import json, math, os, subprocess, sys
+sys.path.insert(0, "tests/llamacpp"); sys.path.insert(0, "tests/parity")
+import ftypes, ffn_testlib as tl
+ffn, tmp = sys.argv[1], sys.argv[2]
+bad = 0
+for fam in ["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "gemma2", "gemma3", "phi3long"]:
+    d = os.path.join(tmp, "fam-" + fam)
+    _, tensors, _ = ftypes.read_gguf(d + ".gguf")
+    n = sum(math.prod(ne) for name, (_, ne, _) in tensors.items() if not name.startswith("rope_"))
+    st = sum(v.size for f in os.listdir(d) if f.endswith(".safetensors")
+             for v in tl.read_safetensors(os.path.join(d, f)).values())
+    got = []
+    for path in (d + ".gguf", os.path.join(d, "config.json")):
+        r = subprocess.run([ffn, "params", path, "--json"], capture_output=True, text=True)
+        got.append(json.loads(r.stdout)["total_params"] if r.returncode == 0 else r.stderr.strip())
+    ok = got[0] == got[1] == n == st
+    print(("ok   " if ok else "FAIL ") + "params %s: %d GGUF tensor elements, %d safetensors; ffn "
+          "params on the GGUF %s, on config.json %s" % (fam, n, st, got[0], got[1]))
+    bad |= not ok
+sys.exit(bad)
+PY
+# ffn inspect on gemma2 / gemma3 (HF directory and GGUF) against a float64
+# forward (families.gemma_reference): y, what the FFN adds to the residual, is
+# its down projection's output z through post_feedforward_layernorm; inspect's
+# out_norm is |y|, its top-K partial sum is sum_S m_i (g * v_i) with the norm's
+# gain g = (1 + w) / rms(z), over all F neurons the partial sum is y itself, and
+# each neuron's promoted tokens are its lens through both norms' weights
+"$PY" - "$FFN" "$tmp" <<'PY' || bad "inspect on gemma2 / gemma3 (above)"
+import json, math, os, subprocess, sys
+import torch
+sys.path.insert(0, "tests/llamacpp"); sys.path.insert(0, "tests/parity")
+import families as f, ffn_testlib as tl
+f.V, f.D, f.H, f.G, f.L, f.T_CTX, f.F = 40, 32, 2, 1, 1, 16, 32
+ffn, tmp = sys.argv[1], sys.argv[2]
+ids = [1, 5, 7, 9, 11, 3]
+bad = 0
+for fam in ["gemma2", "gemma3"]:
+    d = os.path.join(tmp, "fam-" + fam)
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    w = {}
+    for fn in os.listdir(d):
+        if fn.endswith(".safetensors"):
+            w.update(tl.read_safetensors(os.path.join(d, fn)))
+    taps = []
+    f.gemma_reference(w, cfg, ids, taps)
+    act, z, y = taps[0]["m"], taps[0]["z"], taps[0]["y"]
+    V = torch.tensor(w["model.layers.0.mlp.down_proj.weight"], dtype=torch.float64)   # (D, F)
+    gw = 1.0 + torch.tensor(w["model.layers.0.post_feedforward_layernorm.weight"], dtype=torch.float64)
+    g = gw / torch.sqrt((z * z).mean(-1, keepdim=True) + cfg["rms_norm_eps"])       # (n, D)
+    for model in (d, d + ".gguf"):
+        for k in (4, f.F):
+            r = subprocess.run([ffn, "inspect", model, "--ids", " ".join(map(str, ids)),
+                                "--top", str(k), "--json"], capture_output=True, text=True)
+            if r.returncode:
+                print("FAIL inspect %s: %s" % (model, r.stderr.strip())); bad = 1; continue
+            worst = 0.0
+            for t, tk in enumerate(json.loads(r.stdout)["layers"][0]["tokens"]):
+                top = torch.argsort(-act[t].abs())[:k]
+                part = (act[t, top][None, :] * V[:, top]).sum(-1) * g[t]
+                on, pn = y[t].norm().item(), part.norm().item()
+                ref = {"out_norm": on, "partial_norm": pn, "explained": pn / on,
+                       "cosine": float(part @ y[t]) / (on * pn), "residual": (y[t] - part).norm().item() / on}
+                for key, v in ref.items():
+                    worst = max(worst, abs(tk[key] - v) / (1.0 + abs(v)))
+                if k == f.F and tk["residual"] > 1e-5:
+                    worst = max(worst, tk["residual"])
+                # the logit lens of each listed neuron: U . ((1 + g_final) * (1 + w_post) * v_i)
+                for nu in tk["neurons"]:
+                    U = torch.tensor(w["model.embed_tokens.weight"], dtype=torch.float64)
+                    gf = 1.0 + torch.tensor(w["model.norm.weight"], dtype=torch.float64)
+                    lens = U @ (gf * gw * V[:, nu["index"]])
+                    want = sorted(range(len(lens)), key=lambda i: (-float(lens[i]), i))[:len(nu["promoted"])]
+                    if [p["id"] for p in nu["promoted"]] != want:
+                        worst = max(worst, 1.0)
+            ok = worst <= 1e-4
+            bad |= not ok
+            print(("ok   " if ok else "FAIL ") + "inspect %s --top %d: out_norm = |post-FFN norm(z)|, "
+                  "partial sums through its gain (largest error %.2g)%s"
+                  % (os.path.basename(model), k, worst, ", all F: residual 0" if k == f.F else ""))
+sys.exit(bad)
 PY
 F() { "$PY" tests/cli/gguf_edit.py "$tmp/fam-$1.gguf" "$tmp/bad.gguf" "${@:2}"; }
 F qwen3 rename-tensor blk.0.attn_q_norm.weight blk.0.attn_q_norX.weight

@@ -254,8 +254,11 @@ def phi3_reference(w, cfg, ids):
     return torch.softmax(z, -1).numpy()
 
 
-def gemma_reference(w, cfg, ids):
-    """Gemma 2 / Gemma 3 (text) in float64: the next-token distributions."""
+def gemma_reference(w, cfg, ids, ffn_taps=None):
+    """Gemma 2 / Gemma 3 (text) in float64: the next-token distributions.
+    ffn_taps, a list: gets per layer {"m": the neurons' activations (n, F),
+    "z": the down projection's output, "y": what is added to the residual
+    (z through post_feedforward_layernorm)}."""
     import torch
     f64 = torch.float64
     t = {k: torch.tensor(v, dtype=f64) for k, v in w.items()}
@@ -304,8 +307,11 @@ def gemma_reference(w, cfg, ids):
         x = x + rms(a @ t[p + "self_attn.o_proj.weight"].T, t[p + "post_attention_layernorm.weight"])
         h = rms(x, t[p + "pre_feedforward_layernorm.weight"])
         g = torch.nn.functional.gelu(h @ t[p + "mlp.gate_proj.weight"].T, approximate="tanh")
-        m = (g * (h @ t[p + "mlp.up_proj.weight"].T)) @ t[p + "mlp.down_proj.weight"].T
+        act = g * (h @ t[p + "mlp.up_proj.weight"].T)
+        m = act @ t[p + "mlp.down_proj.weight"].T
         x = x + rms(m, t[p + "post_feedforward_layernorm.weight"])
+        if ffn_taps is not None:
+            ffn_taps.append({"m": act, "z": m, "y": rms(m, t[p + "post_feedforward_layernorm.weight"])})
     z = rms(x, t["model.norm.weight"]) @ t["model.embed_tokens.weight"].T
     z = cap(z, cfg.get("final_logit_softcapping"))
     return torch.softmax(z, -1).numpy()
