@@ -567,7 +567,7 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     const int64_t W = moe ? E * Fr : Fr, rows = Fs > 0 ? 1 : 0;
     float *GA = malloc((size_t)(T * W) * sizeof *GA);
     float *nb = malloc((size_t)(4 * (rows * Fs) + 1) * sizeof *nb);
-    /* outv: y less the bias, part: the kept neurons' sum; with a post-FFN norm
+    /* outv: y less the bias, part: the biases' sum, then the kept neurons'; with a post-FFN norm
      * (Gemma 2/3) z: the down projection's output, g: the norm's gain on it */
     double *outv = malloc((size_t)(4 * D) * sizeof *outv), *part = outv + D, *z = part + D,
            *g = z + D;
@@ -599,7 +599,9 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
     for (int64_t t = 0; t < T; t++) {
         const float *x = X + t * D;
         int64_t n_best = 0;
-        for (int64_t d = 0; d < D; d++) outv[d] = Y[t * D + d], z[d] = 0.0;
+        /* part: the biases' sum (z's part that no neuron explains), kept
+         * beside z for the subtraction below */
+        for (int64_t d = 0; d < D; d++) outv[d] = Y[t * D + d], z[d] = 0.0, part[d] = 0.0;
         if (!moe) {
             for (int64_t i = 0; i < Fr; i++) {
                 int64_t o = t * W + i;
@@ -608,7 +610,7 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
                 if (post_w) add_value(z, &own, i, MM[o]);
             }
             if (own.p.down_b)
-                for (int64_t d = 0; d < D; d++) z[d] += own.p.down_b[d];
+                for (int64_t d = 0; d < D; d++) z[d] += own.p.down_b[d], part[d] = own.p.down_b[d];
         } else {
             /* the routed experts, then the shared expert */
             for (int64_t j = 0; j <= K; j++) {
@@ -642,7 +644,11 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
                     }
                 }
                 if (ev.p.down_b)
-                    for (int64_t d = 0; d < D; d++) z[d] += (double)w * ev.p.down_b[d];
+                    for (int64_t d = 0; d < D; d++) {
+                        const double b = (double)w * ev.p.down_b[d];
+                        z[d] += b;
+                        part[d] += b;
+                    }
             }
         }
         /* what is added to the residual is y = g ⊙ z, z = Σ w·m_i·v_i + b:
@@ -659,31 +665,8 @@ static ffn_status inspect_layer(ffn_ctx *ctx, ffn_model *m, int64_t l, int64_t l
             for (int64_t d = 0; d < D; d++) g[d] = 1.0;
         }
         /* the bias: z's part that no neuron explains, zero without biases */
-        if (moe || own.p.down_b) {
-            for (int64_t d = 0; d < D; d++) part[d] = 0.0;
-            if (!moe) {
-                for (int64_t d = 0; d < D; d++) part[d] = own.p.down_b[d];
-            } else {
-                for (int64_t j = 0; j <= K; j++) {
-                    int64_t e;
-                    float w;
-                    if (j < K) {
-                        e = ids[t * K + j];
-                        w = wts[t * K + j];
-                        if (e < 0) continue;
-                    } else {
-                        if (Fs <= 0) break;
-                        e = FFN_INSPECT_SHARED_EXPERT;
-                        if ((st = ffn_model_shared_gate(m, l, x, &w))) goto done;
-                    }
-                    ffn_view ev;
-                    if ((st = ffn_of(m, l, e, &ev))) goto done;
-                    if (ev.p.down_b)
-                        for (int64_t d = 0; d < D; d++) part[d] += (double)w * ev.p.down_b[d];
-                }
-            }
+        if (moe || own.p.down_b)
             for (int64_t d = 0; d < D; d++) outv[d] -= g[d] * part[d];
-        }
         /* the partial sum of the kept neurons and the explained fraction */
         for (int64_t d = 0; d < D; d++) part[d] = 0.0;
         ffn_inspect_neuron *nu = s->neurons + (li * T + t) * top_k;
