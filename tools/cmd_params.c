@@ -50,13 +50,13 @@ static void print_wrapped(FILE *f, const char *text) {
 static const char about[] =
     "Parameter and FLOP accounting from a Hugging Face config.json, for model_type\n"
     "llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text,\n"
-    "phi3, olmoe, gpt2, bert, deepseek_v2 and deepseek_v3.  Prints the total and the\n"
-    "active parameters per token, the breakdown into attention, FFN (dense, routed\n"
-    "experts, shared experts, router), embeddings, head and norms with percentages,\n"
-    "the FFN's share, the expansion ratio intermediate_size / hidden_size, forward\n"
-    "and training FLOPs per token by component, and memory estimates: weight bytes\n"
-    "per storage type, the KV cache at --seq-len, and tokens/s <= --bandwidth /\n"
-    "bytes read per token.\n"
+    "phi3, olmoe, gpt2, starcoder2, bert, deepseek_v2 and deepseek_v3 (or a GGUF\n"
+    "file of these).  Prints the total and the active parameters per token, the\n"
+    "breakdown into attention, FFN (dense, routed experts, shared experts, router),\n"
+    "embeddings, head and norms with percentages, the FFN's share, the expansion\n"
+    "ratio intermediate_size / hidden_size, forward and training FLOPs per token by\n"
+    "component, and memory estimates: weight bytes per storage type, the KV cache at\n"
+    "--seq-len, and tokens/s <= --bandwidth / bytes read per token.\n"
     "How things are counted: --conventions (below).\n"
     "\n"
     "--suggest-intermediate applies the LLaMA sizing rule (Meta's model.py):\n"
@@ -403,7 +403,7 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
     static const char *const families[][2] = {
         {"qwen2moe", "qwen2_moe"}, {"qwen2", "qwen2"}, {"qwen3", "qwen3"},
         {"gemma", "gemma"},        {"gemma2", "gemma2"}, {"gemma3", "gemma3_text"},
-        {"phi3", "phi3"},          {"olmoe", "olmoe"}};
+        {"phi3", "phi3"},          {"olmoe", "olmoe"}, {"starcoder2", "starcoder2"}};
     const char *type = moe ? "mixtral" : "llama";
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (!strcmp(info.model_type, families[i][0])) type = families[i][1];
@@ -437,6 +437,8 @@ static char *gguf_as_config_json(const char *path, ffn_status *st) {
     if (c.head_dim > 0 || (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0))
         fprintf(f, ", \"head_dim\": %" PRId64,
                 c.head_dim > 0 ? c.head_dim : c.hidden_size / c.num_attention_heads);
+    if (!strcmp(type, "starcoder2")) /* its one switch for every linear's bias */
+        fprintf(f, ", \"use_bias\": %s", c.mlp_bias ? "true" : "false");
     if (moe)
         fprintf(f, ", \"%s\": %" PRId64 ", \"num_experts_per_tok\": %" PRId64
                 ", \"moe_intermediate_size\": %" PRId64 ", \"shared_expert_intermediate_size\": %"

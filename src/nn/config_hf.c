@@ -548,6 +548,21 @@ static ffn_status read_gpt2(const json_value *r, const char *what, ffn_hf_arch *
     return FFN_OK;
 }
 
+/* starcoder2: LayerNorm with biases, GQA with RoPE, q/k/v/o and MLP biases
+ * when use_bias (true), a dense MLP (c_fc, c_proj), a tied head by default. */
+static ffn_status read_starcoder2(const json_value *r, const char *what, ffn_hf_arch *a) {
+    a->fam = FFN_HF_LLAMA; /* RoPE attention; head_dim read as for llama */
+    TRY(read_hf_common(r, what, a, "gelu_pytorch_tanh"));
+    TRY(read_heads(r, what, a, "num_attention_heads", "num_key_value_heads"));
+    TRY(get_int(r, what, "intermediate_size", 1, 0, 1, FFN_HF_MAX_SIZE, &a->F));
+    int use_bias = 1;
+    TRY(get_bool(r, what, "use_bias", 1, &use_bias));
+    a->ffn_bias = a->qkv_bias = a->o_bias = use_bias;
+    a->norm_bias = 1; /* nn.LayerNorm, whatever use_bias says */
+    TRY(get_bool(r, what, "tie_word_embeddings", 1, &a->tied));
+    return FFN_OK;
+}
+
 static ffn_status read_bert(const json_value *r, const char *what, ffn_hf_arch *a) {
     a->fam = FFN_HF_BERT;
     TRY(read_hf_common(r, what, a, "gelu"));
@@ -646,6 +661,8 @@ static ffn_status read_arch(const json_value *r, const char *what, ffn_hf_arch *
         TRY(read_llama_family(r, what, a));
     else if (!strcmp(t, "gpt2"))
         TRY(read_gpt2(r, what, a));
+    else if (!strcmp(t, "starcoder2"))
+        TRY(read_starcoder2(r, what, a));
     else if (!strcmp(t, "bert"))
         TRY(read_bert(r, what, a));
     else if (!strcmp(t, "deepseek_v2") || !strcmp(t, "deepseek_v3"))
@@ -654,7 +671,7 @@ static ffn_status read_arch(const json_value *r, const char *what, ffn_hf_arch *
         return ffn_error(FFN_ERR_CONFIG,
                          "%s: model_type: unknown value '%s' (expected one of llama, mistral, "
                          "mixtral, qwen2, qwen2_moe, qwen3, gemma, gemma2, gemma3_text, phi3, olmoe, "
-                         "gpt2, bert, "
+                         "gpt2, starcoder2, bert, "
                          "deepseek_v2, deepseek_v3)",
                          what, t);
     if (a->E && a->K > a->E)

@@ -19,7 +19,7 @@
 #define FFN_HF_MAX_SIZE ((int64_t)1 << 40) /* any single dimension */
 
 typedef enum ffn_hf_family {
-    FFN_HF_LLAMA,   /* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe */
+    FFN_HF_LLAMA,   /* llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, gemma, phi3, olmoe, starcoder2 */
     FFN_HF_GPT2,    /* gpt2 */
     FFN_HF_BERT,    /* bert (an encoder) */
     FFN_HF_DEEPSEEK /* deepseek_v2, deepseek_v3 (MLA, DeepSeekMoE) */

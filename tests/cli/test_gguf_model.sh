@@ -178,14 +178,15 @@ sys.path.insert(0, "tests/parity"); sys.path.insert(0, "tests/llamacpp")
 import families as f, ffn_testlib as tl
 f.V, f.D, f.H, f.G, f.L, f.T_CTX, f.F = 40, 32, 2, 1, 1, 16, 32
 for i, fam in enumerate(["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "gemma2", "gemma3",
-                         "phi3long"]):
+                         "phi3long", "starcoder2"]):
     src = os.path.join(sys.argv[1], "fam-" + fam)
     f.make_model(src, fam, 900 + i)
     tl.run_ffn(["export", src, "--format", "gguf", "--out", src + ".gguf"])
 PY
 # ffn params on each family's GGUF and on its config.json: the total equals the
 # element count of the file's tensors and of the safetensors ffn read (gemma2/3's
-# post-norms, gemma3's q/k norms, gpt2's biases and positions; the RoPE factor
+# post-norms, gemma3's q/k norms, gpt2's biases and positions, starcoder2's
+# LayerNorm and linear biases; the RoPE factor
 # tensors rope_freqs / rope_factors_* are constants, not parameters)
 "$PY" - "$FFN" "$tmp" <<'PY' || bad "ffn params against the tensors' element counts (above)"
 import json, math, os, subprocess, sys
@@ -193,7 +194,8 @@ sys.path.insert(0, "tests/llamacpp"); sys.path.insert(0, "tests/parity")
 import ftypes, ffn_testlib as tl
 ffn, tmp = sys.argv[1], sys.argv[2]
 bad = 0
-for fam in ["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "gemma2", "gemma3", "phi3long"]:
+for fam in ["llama3", "qwen3", "olmoe", "gemma", "phi3", "gpt2", "gemma2", "gemma3", "phi3long",
+            "starcoder2"]:
     d = os.path.join(tmp, "fam-" + fam)
     _, tensors, _ = ftypes.read_gguf(d + ".gguf")
     n = sum(math.prod(ne) for name, (_, ne, _) in tensors.items() if not name.startswith("rope_"))

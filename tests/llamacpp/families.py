@@ -20,10 +20,11 @@ Checks per family (T = 40 positions):
         top-2 logit gap exceeds 0.01 (interop.py's f32 bounds), at least 15;
   max |P_ffn - P_rt| <= 5e-6 (llama3 scaling is refitted from the f32
         factors written), max |P_ffn - P_hf| <= 1e-5.
-For gemma2, gemma3 and phi3 with LongRoPE (long factors: a context of 64
+For gemma2, gemma3, starcoder2 and phi3 with LongRoPE (long factors: a context of 64
 past O = 16; short: O = 4096, beyond the context llama.cpp pads to) (EXACT_FAMILIES) also an exact forward written
 here in PyTorch float64 (gemma_reference, phi3_reference, from Hugging
-Face's modeling_gemma2 / modeling_gemma3 / modeling_phi3 formulas) over the
+Face's modeling_gemma2 / modeling_gemma3 / modeling_phi3 formulas;
+starcoder2's is tests/parity/test_families.py's) over the
 same weights, P_ref:
   max |P_src - P_ref| <= 1e-5, and the mean L1 over positions of
   L1(P_ffn, P_cpp) <= 2 · L1(P_cpp, P_ref) + 1e-6 (ffn no farther from
@@ -207,7 +208,16 @@ def make_model(path, fam, seed):
     return w, cfg
 
 
-EXACT_FAMILIES = ("gemma2", "gemma3", "phi3long", "phi3short")
+EXACT_FAMILIES = ("gemma2", "gemma3", "phi3long", "phi3short", "starcoder2")
+
+
+def starcoder2_reference(w, cfg, ids):
+    """starcoder2 in float64: tests/parity/test_families.py's forward
+    (modeling_starcoder2: LayerNorm, RoPE, GQA, biases, c_fc / c_proj)."""
+    import torch
+    import test_families as tf
+    t = {k: torch.tensor(v, dtype=torch.float64) for k, v in w.items()}
+    return torch.softmax(tf.starcoder2_forward(cfg, t, ids), -1).numpy()
 
 
 def phi3_reference(w, cfg, ids):
@@ -353,7 +363,8 @@ def check_family(fam, seed, work, node_dir):
     tol = CPP_TOL_GELU if fam in GELU_FAMILIES else CPP_TOL
     p_ref = None
     if fam in EXACT_FAMILIES:
-        p_ref = (phi3_reference if fam.startswith("phi3") else gemma_reference)(w, cfg, IDS)
+        p_ref = (phi3_reference if fam.startswith("phi3") else
+                 starcoder2_reference if fam == "starcoder2" else gemma_reference)(w, cfg, IDS)
         # where the exact forward is known, llama.cpp's own largest error
         # from it bounds how far ffn may be from llama.cpp (soft-capped
         # logits have been seen 1.6e-4 away on gemma3, ffn 4e-7 from exact)

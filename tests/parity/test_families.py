@@ -28,6 +28,9 @@ modeling_rope_utils.py and each family's modeling file):
                 (wpe), fused c_attn, Conv1D weights stored [in, out], dense
                 gelu_new MLP (c_fc, c_proj) with biases, tied head; its own
                 config keys (n_embd, n_layer, n_head, n_positions, n_inner).
+  starcoder2    LayerNorm with biases (norm_epsilon), RoPE, GQA, q/k/v/o biases
+                and a dense gelu_pytorch_tanh MLP (mlp.c_fc, mlp.c_proj) with
+                biases (use_bias), tied head by default.
 
 For each case: a small random checkpoint in the family's exact tensor
 names, shapes and dtype (F32, F16, BF16; one sharded with
@@ -182,6 +185,53 @@ def gpt2_forward(cfg, W, tokens):
     return ln(x, "transformer.ln_f") @ W["transformer.wte.weight"].T
 
 
+def starcoder2_layer(cfg, p):
+    """One starcoder2 layer's tensors but input_layernorm.weight."""
+    D, H, F = cfg["hidden_size"], cfg["num_attention_heads"], cfg["intermediate_size"]
+    G, Dh = cfg.get("num_key_value_heads", H), head_dim(cfg)
+    names = {p + "input_layernorm.bias": (D,)}
+    for k, rows, cols in (("q", H * Dh, D), ("k", G * Dh, D), ("v", G * Dh, D), ("o", D, H * Dh)):
+        names[p + f"self_attn.{k}_proj.weight"] = (rows, cols)
+        names[p + f"self_attn.{k}_proj.bias"] = (rows,)
+    names.update({p + "post_attention_layernorm.weight": (D,), p + "post_attention_layernorm.bias": (D,),
+                  p + "mlp.c_fc.weight": (F, D), p + "mlp.c_fc.bias": (F,),
+                  p + "mlp.c_proj.weight": (D, F), p + "mlp.c_proj.bias": (D,)})
+    return names
+
+
+def starcoder2_forward(cfg, W, tokens):
+    """transformers' modeling_starcoder2: pre-LayerNorm blocks, RoPE
+    (rotate_half), GQA, every linear with its bias, c_proj(gelu(c_fc(h)))."""
+    D, H, T = cfg["hidden_size"], cfg["num_attention_heads"], len(tokens)
+    G, Dh, eps = cfg.get("num_key_value_heads", H), head_dim(cfg), cfg["norm_epsilon"]
+
+    def ln(x, pre):
+        return torch.nn.functional.layer_norm(x, (D,), W[pre + ".weight"], W[pre + ".bias"], eps)
+
+    def lin(x, pre):
+        return x @ W[pre + ".weight"].T + W[pre + ".bias"]
+    f, _ = inv_freq(cfg, T)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * f[None, :]
+    emb = torch.cat((ang, ang), dim=-1)[:, None, :]
+    cos, sin = torch.cos(emb), torch.sin(emb)
+    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    mask = torch.triu(torch.full((T, T), float("-inf"), dtype=torch.float64), 1)
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = ln(x, p + "input_layernorm")
+        q = lin(h, p + "self_attn.q_proj").reshape(T, H, Dh)
+        k = lin(h, p + "self_attn.k_proj").reshape(T, G, Dh)
+        v = lin(h, p + "self_attn.v_proj").reshape(T, G, Dh)
+        q, k = apply_rope(q, cos, sin, Dh), apply_rope(k, cos, sin, Dh)
+        k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+        a = torch.softmax(torch.einsum("thd,shd->hts", q, k) / Dh ** 0.5 + mask, dim=-1)
+        x = x + lin(torch.einsum("hts,shd->thd", a, v).reshape(T, H * Dh), p + "self_attn.o_proj")
+        h = ln(x, p + "post_attention_layernorm")
+        x = x + lin(gelu_tanh(lin(h, p + "mlp.c_fc")), p + "mlp.c_proj")
+    head = W["model.embed_tokens.weight"] if tied(cfg) else W["lm_head.weight"]
+    return ln(x, "model.norm") @ head.T
+
+
 def tensor_names(cfg):
     if cfg["model_type"] == "gpt2":
         return gpt2_names(cfg)
@@ -193,6 +243,9 @@ def tensor_names(cfg):
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         names[p + "input_layernorm.weight"] = (D,)
+        if mt == "starcoder2":
+            names.update(starcoder2_layer(cfg, p))
+            continue
         if mt == "phi3":
             names[p + "self_attn.qkv_proj.weight"] = ((H + 2 * G) * Dh, D)
         else:
@@ -219,6 +272,8 @@ def tensor_names(cfg):
             names[p + "mlp.up_proj.weight"] = (F, D)
         names[p + "mlp.down_proj.weight"] = (D, F)
     names["model.norm.weight"] = (D,)
+    if mt == "starcoder2":
+        names["model.norm.bias"] = (D,)
     if not tied(cfg):
         names["lm_head.weight"] = (V, D)
     return names
@@ -275,6 +330,8 @@ def forward(cfg, W, tokens, cap=None):
     """cap: a dict that receives each layer's FFN input as cap[l] (T, D)."""
     if cfg["model_type"] == "gpt2":
         return gpt2_forward(cfg, W, tokens)
+    if cfg["model_type"] == "starcoder2":
+        return starcoder2_forward(cfg, W, tokens)
     mt, D = cfg["model_type"], cfg["hidden_size"]
     gemma = mt == "gemma"
 
@@ -342,7 +399,7 @@ def forward(cfg, W, tokens, cap=None):
 
 
 def tied(cfg):
-    return cfg.get("tie_word_embeddings", cfg["model_type"] == "gemma")
+    return cfg.get("tie_word_embeddings", cfg["model_type"] in ("gemma", "starcoder2"))
 
 
 def greedy(cfg, W, prompt, steps):
@@ -439,6 +496,14 @@ CASES = [
     ("gpt2_inner_bf16_sharded", dict(model_type="gpt2", n_inner=30, n_head=3, n_embd=18), "BF16", 3, True),
     ("qwen3_tied_f32_sharded", dict(model_type="qwen3", head_dim=8, num_attention_heads=4,
                                     num_key_value_heads=1, tie_word_embeddings=True), "F32", 2, True),
+    ("starcoder2_gqa_tied_f32", dict(model_type="starcoder2", hidden_act="gelu_pytorch_tanh",
+                                     rms_norm_eps=None, norm_epsilon=1e-5, use_bias=True,
+                                     tie_word_embeddings=None, rope_theta=100000.0,
+                                     sliding_window=None), "F32", 1, True),
+    ("starcoder2_untied_bf16_sharded", dict(model_type="starcoder2", hidden_act="gelu_pytorch_tanh",
+                                            rms_norm_eps=None, norm_epsilon=1e-5,
+                                            tie_word_embeddings=False, num_key_value_heads=1),
+     "BF16", 2, True),
 ]
 
 
