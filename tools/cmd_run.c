@@ -433,6 +433,9 @@ static int run_load(const run_args *a, run_state *s) {
     }
     if (st) return cli_fail(CMD, st);
     if (a->show_info) run_print_info(a, s);
+    if (s->info.n_ignored_tensors > 0)
+        fprintf(stderr, "ffn run: note: %lld tensors of the vision tower and projector left unread "
+                "(the text model runs)\n", (long long)s->info.n_ignored_tensors);
     st = quantize_loaded(s->m, a->quant, a->quant_embed, a->show_info);
     if (s->dist) st = ffn_dist_agree(s->dist, st);
     return st ? cli_fail(CMD, st) : 0;

@@ -125,6 +125,9 @@ typedef struct ffn_checkpoint_info {
      * ffn's tokenizer.txt (ffn_tokenizer_load) or a llama2.c tokenizer.bin. */
     char tokenizer_path[FFN_CHECKPOINT_PATH_MAX];
     int tokenizer_is_llama2c;
+    /* Tensors of the file that are not the model's and were left unread:
+     * a Gemma3ForConditionalGeneration's vision tower and projector. */
+    int64_t n_ignored_tensors;
 } ffn_checkpoint_info;
 
 /* Read a checkpoint's configuration only (no weights). */

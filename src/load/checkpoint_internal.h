@@ -60,6 +60,9 @@ typedef struct hf_config_extra {
     int64_t sliding_window;   /* 0: none in effect */
     char tokenizer_file[256]; /* ffn_tokenizer_file, "" when absent */
     char experts_key[24];     /* the key that set the expert count, "" when none */
+    int multimodal;           /* Gemma3ForConditionalGeneration: model_type gemma3 whose text
+                               * model (text_config) is read; its tensors are
+                               * language_model.model.* (or model.language_model.*) */
 } hf_config_extra;
 
 ffn_status hf_config_parse(const char *text, size_t len, const char *name,

@@ -136,11 +136,17 @@ ffn_status hf_config_parse(const char *text, size_t len, const char *name,
         goto done;
     }
     if ((st = json_get_str(root, "model_type", 1, name, &type))) goto done;
+    if (!strcmp(type, "gemma3")) { /* ffn_model_config_load reads (and checks) text_config */
+        const json_value *tc = json_get(root, "text_config");
+        if (tc && tc->type == JSON_OBJECT) root = tc;
+        type = "gemma3_text";
+        extra->multimodal = 1;
+    }
     size_t k = 0;
     while (k < sizeof known_types / sizeof known_types[0] && strcmp(type, known_types[k])) k++;
     if (k == sizeof known_types / sizeof known_types[0]) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s' is not supported (expected "
-                       "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
+                       "llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3_text, gemma3, phi3, mixtral, qwen2_moe, qwen3_moe, olmoe, gpt2 or starcoder2)", name, type);
         goto done;
     }
     snprintf(extra->model_type, sizeof extra->model_type, "%s", type);
@@ -410,8 +416,34 @@ static void file_name_of(const char *model_name, const char *model_type, char *o
     }
 }
 
+/* Gemma3ForConditionalGeneration's text model, under transformers' two
+ * layouts: language_model.model.* and language_model.lm_head.weight (the
+ * files Google published), model.language_model.* and lm_head.weight
+ * (save_pretrained since transformers 4.52).  name: the model's. */
+static ffn_status multimodal_name(const char *name, int newer, char *out, size_t cap) {
+    int n = !strncmp(name, "model.", 6)
+                ? snprintf(out, cap, "%s%s", newer ? "model.language_model." : "language_model.model.",
+                           name + 6)
+                : snprintf(out, cap, "%s%s", newer ? "" : "language_model.", name);
+    return n < 0 || (size_t)n >= cap ? ffn_error(FFN_ERR_FORMAT, "tensor name %.60s...: too long", name)
+                                     : FFN_OK;
+}
+
+/* The vision tower and projector of a multimodal file: not read. */
+static int multimodal_other(const char *name) {
+    static const char *const parts[] = {"vision_tower.", "multi_modal_projector.",
+                                        "model.vision_tower.", "model.multi_modal_projector."};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        if (!strncmp(name, parts[i], strlen(parts[i]))) return 1;
+    return 0;
+}
+
 /* Tensors a file may hold that the model does not use. */
-static int ignorable(const char *name, const ffn_model_config *cfg) {
+static int ignorable(const char *name, const ffn_model_config *cfg, const hf_config_extra *x) {
+    if (x->multimodal) {
+        if (multimodal_other(name)) return 1;
+        if (!strcmp(name, "language_model.lm_head.weight")) name = "lm_head.weight";
+    }
     if (cfg->learned_positions && hf_family_ignorable(name, "gpt2")) return 1;
     size_t n = strlen(name);
     const char *inv = "rotary_emb.inv_freq";
@@ -443,6 +475,33 @@ static int by_cstr(const void *a, const void *b) {
 }
 
 /* ---- loading a directory ------------------------------------------------------------ */
+
+/* A multimodal file in the newer layout (a name model.language_model.*):
+ * the wanted names, made in the older one, renamed to it and sorted again. */
+static ffn_status multimodal_relayout(wanted *w, int64_t nw, char *const *names, int64_t n) {
+    static const char newer[] = "model.language_model.";
+    int64_t k = 0;
+    while (k < n && strncmp(names[k], newer, sizeof newer - 1)) k++;
+    if (k == n) return FFN_OK;
+    for (int64_t i = 0; i < nw; i++) {
+        const char *f = w[i].file_name, *own = f;
+        char model_name[256], fn[256];
+        if (!strncmp(f, "language_model.model.", 21)) {
+            snprintf(model_name, sizeof model_name, "model.%s", f + 21);
+            own = model_name;
+        } else if (!strncmp(f, "language_model.", 15)) {
+            own = f + 15;
+        }
+        ffn_status st = multimodal_name(own, 1, fn, sizeof fn);
+        if (st) return st;
+        char *dup = strdup(fn);
+        if (!dup) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        free(w[i].file_name);
+        w[i].file_name = dup;
+    }
+    qsort(w, (size_t)nw, sizeof *w, by_file_name);
+    return FFN_OK;
+}
 
 /* Convert an F32/F16/BF16 tensor from its mapping into dst (numel floats),
  * chunk by chunk, releasing each chunk's pages once converted: a large
@@ -514,6 +573,11 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         int map = hf_family_tensor(mt, s->extra.model_type, &s->cfg, fn, sizeof fn, &rows, &transpose);
         if (map == HF_MAP_COVERED) continue;
         if (map == HF_MAP_SAME) file_name_of(mt->name, s->extra.model_type, fn, sizeof fn);
+        if (s->extra.multimodal) {
+            char own[sizeof fn];
+            memcpy(own, fn, sizeof fn);
+            if ((st = multimodal_name(own, 0, fn, sizeof fn))) goto done;
+        }
         if (!(w[nw].file_name = strdup(fn))) {
             st = ffn_error(FFN_ERR_NOMEM, "out of memory");
             goto done;
@@ -535,6 +599,8 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         st = read_json_file(index_path, INDEX_MAX_BYTES, &text, &len);
         if (st == FFN_OK) st = hf_index_parse(text, len, index_path, &ix);
         free(text);
+        if (st == FFN_OK && s->extra.multimodal)
+            st = multimodal_relayout(w, nw, ix.names, ix.n_tensors);
         if (st) goto done;
         /* Sort the index's names (by pointer) to look tensors up. */
         sorted_ix = malloc((size_t)ix.n_tensors * sizeof *sorted_ix);
@@ -563,7 +629,7 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
             w[i].shard = ix.file_of[sorted_ix_id[hit - sorted_ix]];
         }
         for (int64_t i = 0; i < ix.n_tensors; i++)
-            if (!find_wanted(w, nw, ix.names[i]) && !ignorable(ix.names[i], &s->cfg)) {
+            if (!find_wanted(w, nw, ix.names[i]) && !ignorable(ix.names[i], &s->cfg, &s->extra)) {
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is not part of the model that "
                                "config.json describes (%lld layers, model_type %s)", index_path,
                                ix.names[i], (long long)s->cfg.num_hidden_layers, s->extra.model_type);
@@ -592,11 +658,22 @@ static ffn_status load_hf_weights(ffn_model *m, const ckpt_source *s, ffn_checkp
         if (st == FFN_OK && stat(path, &sb) == 0) info->file_bytes += (int64_t)sb.st_size;
         /* Every tensor in the file must be one we want from this file. */
         size_t cnt = st == FFN_OK ? ffn_st_count(sf) : 0;
+        if (st == FFN_OK && !sharded && s->extra.multimodal) {
+            char **names = calloc(cnt ? cnt : 1, sizeof *names);
+            if (!names) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+            for (size_t k = 0; k < cnt && st == FFN_OK; k++) {
+                ffn_st_tensor t;
+                if ((st = ffn_st_get(sf, k, &t)) == FFN_OK) names[k] = (char *)t.name;
+            }
+            if (st == FFN_OK) st = multimodal_relayout(w, nw, names, (int64_t)cnt);
+            free(names);
+        }
         for (size_t k = 0; k < cnt && st == FFN_OK; k++) {
             ffn_st_tensor t;
             if ((st = ffn_st_get(sf, k, &t))) break;
             wanted *hit = find_wanted(w, nw, t.name);
-            if ((!hit || hit->shard != f) && !ignorable(t.name, &s->cfg))
+            if (!hit && s->extra.multimodal && multimodal_other(t.name)) info->n_ignored_tensors++;
+            if ((!hit || hit->shard != f) && !ignorable(t.name, &s->cfg, &s->extra))
                 st = ffn_error(FFN_ERR_FORMAT, "%s: tensor %.200s is %s (config.json: %lld layers, "
                                "model_type %s)", path, t.name,
                                hit ? "listed under another shard in the index"

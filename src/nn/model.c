@@ -246,6 +246,7 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     ffn_status st = json_parse_file(path, &doc);
     if (st) return st;
     const json_value *root = json_root(doc);
+    const char *what = path; /* errors name the file (and text_config) */
     ffn_model_config c;
     ffn_model_config_default(&c);
     if (!root || root->type != JSON_OBJECT) {
@@ -253,11 +254,33 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
         return ffn_error(FFN_ERR_FORMAT, "%s: expected a JSON object at the top level", path);
     }
     const char *model_type = "llama";
-    if ((st = json_get_str(root, "model_type", 0, path, &model_type))) goto done;
+    if ((st = json_get_str(root, "model_type", 0, what, &model_type))) goto done;
+    /* Gemma3ForConditionalGeneration (gemma-3-4b and larger): the text
+     * model is text_config, whose absent fields take Gemma3TextConfig's
+     * defaults; the vision tower's config is not read */
+    char wrapped_what[4200];
+    const int wrapped = !strcmp(model_type, "gemma3");
+    if (wrapped) {
+        snprintf(wrapped_what, sizeof wrapped_what, "%s: text_config", path);
+        what = wrapped_what;
+        root = json_get(root, "text_config");
+        if (!root || root->type != JSON_OBJECT) {
+            st = ffn_error(FFN_ERR_MISSING, "%s: expected an object (model_type gemma3 is "
+                           "Gemma3ForConditionalGeneration: its text model's config)", what);
+            goto done;
+        }
+        model_type = "gemma3_text";
+        if ((st = json_get_str(root, "model_type", 0, what, &model_type))) goto done;
+        if (strcmp(model_type, "gemma3_text")) {
+            st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: model_type '%.40s', expected gemma3_text",
+                           what, model_type);
+            goto done;
+        }
+    }
     int qwen = strncmp(model_type, "qwen2", 5) == 0, mixtral = strcmp(model_type, "mixtral") == 0;
     if (!strcmp(model_type, "gpt2")) { /* keys of its own (n_embd, ...) */
         c.router_aux_loss_coef = c.router_z_loss_coef = 0.0;
-        if ((st = ffn_config_hf_gpt2(root, path, &c))) goto done;
+        if ((st = ffn_config_hf_gpt2(root, what, &c))) goto done;
         goto extras;
     }
     /* Absent fields take the Hugging Face LlamaConfig defaults. */
@@ -268,82 +291,88 @@ ffn_status ffn_model_config_load(const char *path, ffn_model_config *cfg) {
     c.norm_topk_prob = mixtral;
     c.router_aux_loss_coef = 0.0;
     c.router_z_loss_coef = 0.0;
-    if ((st = json_get_i64(root, "vocab_size", 1, path, &c.vocab_size)) ||
-        (st = json_get_i64(root, "hidden_size", 1, path, &c.hidden_size)) ||
-        (st = json_get_i64(root, "num_hidden_layers", 1, path, &c.num_hidden_layers)) ||
-        (st = json_get_i64(root, "num_attention_heads", 1, path, &c.num_attention_heads)))
-        goto done;
-    c.num_key_value_heads = c.num_attention_heads;
+    c.num_key_value_heads = 0;
     c.intermediate_size = 0;
-    if ((st = json_get_i64(root, "intermediate_size", 0, path, &c.intermediate_size)) ||
-        (st = json_get_i64(root, "num_key_value_heads", 0, path, &c.num_key_value_heads)) ||
-        (st = json_get_i64(root, "max_position_embeddings", 0, path,
+    if (wrapped) { /* Gemma3TextConfig's defaults for what text_config leaves out */
+        c.vocab_size = 262208, c.hidden_size = 2304, c.intermediate_size = 9216;
+        c.num_hidden_layers = 26, c.num_attention_heads = 8, c.num_key_value_heads = 4;
+        c.max_position_embeddings = 131072, c.rope_theta = 1e6;
+    }
+    if ((st = json_get_i64(root, "vocab_size", !wrapped, what, &c.vocab_size)) ||
+        (st = json_get_i64(root, "hidden_size", !wrapped, what, &c.hidden_size)) ||
+        (st = json_get_i64(root, "num_hidden_layers", !wrapped, what, &c.num_hidden_layers)) ||
+        (st = json_get_i64(root, "num_attention_heads", !wrapped, what, &c.num_attention_heads)))
+        goto done;
+    if (!wrapped) c.num_key_value_heads = c.num_attention_heads;
+    if ((st = json_get_i64(root, "intermediate_size", 0, what, &c.intermediate_size)) ||
+        (st = json_get_i64(root, "num_key_value_heads", 0, what, &c.num_key_value_heads)) ||
+        (st = json_get_i64(root, "max_position_embeddings", 0, what,
                            &c.max_position_embeddings)) ||
-        (st = json_get_f64(root, "rope_theta", 0, path, &c.rope_theta)) ||
-        (st = json_get_f64(root, "rms_norm_eps", 0, path, &c.rms_norm_eps)) ||
-        (st = json_get_bool(root, "tie_word_embeddings", 0, path, &c.tie_word_embeddings)) ||
-        (st = json_get_bool(root, "mlp_bias", 0, path, &c.mlp_bias)) ||
-        (st = json_get_bool(root, "attention_bias", 0, path, &c.attention_bias)) ||
-        (st = json_get_bool(root, "norm_topk_prob", 0, path, &c.norm_topk_prob)) ||
-        (st = json_get_f64(root, "router_aux_loss_coef", 0, path, &c.router_aux_loss_coef)) ||
-        (st = json_get_f64(root, "router_z_loss_coef", 0, path, &c.router_z_loss_coef)) ||
-        (st = json_get_i64(root, "moe_intermediate_size", 0, path, &c.moe_intermediate_size)) ||
-        (st = json_get_i64(root, "shared_expert_intermediate_size", 0, path,
+        (st = json_get_f64(root, "rope_theta", 0, what, &c.rope_theta)) ||
+        (st = json_get_f64(root, "rms_norm_eps", 0, what, &c.rms_norm_eps)) ||
+        (st = json_get_bool(root, "tie_word_embeddings", 0, what, &c.tie_word_embeddings)) ||
+        (st = json_get_bool(root, "mlp_bias", 0, what, &c.mlp_bias)) ||
+        (st = json_get_bool(root, "attention_bias", 0, what, &c.attention_bias)) ||
+        (st = json_get_bool(root, "norm_topk_prob", 0, what, &c.norm_topk_prob)) ||
+        (st = json_get_f64(root, "router_aux_loss_coef", 0, what, &c.router_aux_loss_coef)) ||
+        (st = json_get_f64(root, "router_z_loss_coef", 0, what, &c.router_z_loss_coef)) ||
+        (st = json_get_i64(root, "moe_intermediate_size", 0, what, &c.moe_intermediate_size)) ||
+        (st = json_get_i64(root, "shared_expert_intermediate_size", 0, what,
                            &c.shared_expert_intermediate_size)) ||
-        (st = json_get_i64(root, "num_experts_per_tok", 0, path, &c.num_experts_per_tok)))
+        (st = json_get_i64(root, "num_experts_per_tok", 0, what, &c.num_experts_per_tok)))
         goto done;
     const char *expert_keys[] = {"num_experts", "num_local_experts", "n_routed_experts"};
     for (int i = 0; i < 3; i++) {
         const json_value *v = json_get(root, expert_keys[i]);
         if (!v || v->type == JSON_NULL) continue;
-        if ((st = json_get_i64(root, expert_keys[i], 0, path, &c.num_experts))) goto done;
+        if ((st = json_get_i64(root, expert_keys[i], 0, what, &c.num_experts))) goto done;
     }
     const json_value *dense_layers = json_get(root, "mlp_only_layers");
     if (dense_layers && dense_layers->type == JSON_ARRAY && dense_layers->length > 0) {
         st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: mlp_only_layers: a list of dense layers inside "
-                       "a MoE model is not supported (expected [] or absent)", path);
+                       "a MoE model is not supported (expected [] or absent)", what);
         goto done;
     }
     const char *freq_keys[] = {"moe_layer_freq", "decoder_sparse_step"};
     for (int i = 0; i < 2; i++)
-        if ((st = json_get_i64(root, freq_keys[i], 0, path, &c.moe_layer_freq))) goto done;
+        if ((st = json_get_i64(root, freq_keys[i], 0, what, &c.moe_layer_freq))) goto done;
     const char *s = NULL;
     ffn_mlp_type implied = FFN_MLP_AUTO;
-    if ((st = json_get_str(root, "hidden_act", 0, path, &s))) goto done;
+    if ((st = json_get_str(root, "hidden_act", 0, what, &s))) goto done;
     if (s && (st = ffn_act_parse(s, &c.hidden_act, &implied))) {
-        st = ffn_error_prefix(st, "%s: hidden_act", path);
+        st = ffn_error_prefix(st, "%s: hidden_act", what);
         goto done;
     }
     if (implied == FFN_MLP_GATED) c.mlp_type = FFN_MODEL_MLP_GATED;
     s = NULL;
-    if ((st = json_get_str(root, "mlp_type", 0, path, &s))) goto done;
+    if ((st = json_get_str(root, "mlp_type", 0, what, &s))) goto done;
     if (s) {
         if (!strcmp(s, "none")) c.mlp_type = FFN_MODEL_MLP_NONE;
         else if (!strcmp(s, "dense")) c.mlp_type = FFN_MODEL_MLP_DENSE;
         else if (!strcmp(s, "gated")) c.mlp_type = FFN_MODEL_MLP_GATED;
         else {
             st = ffn_error(FFN_ERR_CONFIG, "%s: mlp_type: unknown value '%s' (expected none, "
-                           "dense or gated)", path, s);
+                           "dense or gated)", what, s);
             goto done;
         }
     }
     s = NULL;
-    if ((st = json_get_str(root, "rope_style", 0, path, &s))) goto done;
+    if ((st = json_get_str(root, "rope_style", 0, what, &s))) goto done;
     if (s) {
         if (!strcmp(s, "half")) c.rope_style = FFN_ROPE_HALF;
         else if (!strcmp(s, "interleaved")) c.rope_style = FFN_ROPE_INTERLEAVED;
         else {
             st = ffn_error(FFN_ERR_CONFIG, "%s: rope_style: unknown value '%s' (expected half "
-                           "or interleaved)", path, s);
+                           "or interleaved)", what, s);
             goto done;
         }
     }
     if (c.num_experts > 0 && c.moe_intermediate_size == 0 && mixtral)
         c.moe_intermediate_size = c.intermediate_size;
 extras:
-    if ((st = ffn_config_hf_extras(root, path, model_type, &c))) goto done;
+    if ((st = ffn_config_hf_extras(root, what, model_type, &c))) goto done;
     if ((st = ffn_model_config_validate(&c))) {
-        st = ffn_error_prefix(st, "%s", path);
+        st = ffn_error_prefix(st, "%s", what);
         goto done;
     }
     *cfg = c;
