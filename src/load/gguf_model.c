@@ -411,10 +411,13 @@ static ffn_status read_rope_freqs(const gg_source *s, ffn_model_config *c) {
     if (!s->a->permute)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight: RoPE frequency factors "
                          "are read for architecture llama, not %s", s->path, s->arch);
-    if (t.n_dims != 1 || t.ne[0] != n)
-        return ffn_error(FFN_ERR_SHAPE, "%s: tensor rope_freqs.weight has %d dims, ne[0] %lld; "
-                         "expected one dim of %lld (half the rotary dim %lld)", s->path, t.n_dims,
-                         (long long)t.ne[0], (long long)n, (long long)R);
+    if (t.n_dims != 1 || t.ne[0] != n) {
+        char got[96];
+        ne_str(got, sizeof got, t.n_dims, t.ne);
+        return ffn_error(FFN_ERR_SHAPE, "%s: tensor rope_freqs.weight has ne {%s}, expected {%lld}: "
+                         "one llama3 factor per rotary pair (half the rotary dim %lld)", s->path, got,
+                         (long long)n, (long long)R);
+    }
     if (!ffn_ggml_can_dequantize(t.type) || ffn_ggml_block_size(t.type) != 1)
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor rope_freqs.weight has type %s (expected "
                          "f32, f16 or bf16)", s->path, ffn_ggml_type_name(t.type));
@@ -508,10 +511,13 @@ static ffn_status read_rope_factors(const gg_source *s, ffn_model_config *c) {
         ffn_gguf_tensor t;
         ffn_status st = ffn_gguf_find(s->f, name, &t);
         if (st) return st;
-        if (t.n_dims != 1 || t.ne[0] != n)
-            return ffn_error(FFN_ERR_SHAPE, "%s: tensor %s has %d dims, ne[0] %lld; expected one "
-                             "dim of %lld (half the rotary dim %lld)", s->path, name, t.n_dims,
-                             (long long)t.ne[0], (long long)n, (long long)R);
+        if (t.n_dims != 1 || t.ne[0] != n) {
+            char got[96];
+            ne_str(got, sizeof got, t.n_dims, t.ne);
+            return ffn_error(FFN_ERR_SHAPE, "%s: tensor %s has ne {%s}, expected {%lld}: one "
+                             "LongRoPE factor per rotary pair (half the rotary dim %lld)", s->path, name,
+                             got, (long long)n, (long long)R);
+        }
         if (!ffn_ggml_can_dequantize(t.type) || ffn_ggml_block_size(t.type) != 1)
             return ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s has type %s (expected f32, f16 or "
                              "bf16)", s->path, name, ffn_ggml_type_name(t.type));

@@ -8,6 +8,8 @@ keep every other byte where it was.
   python3 gguf_edit.py IN OUT set-u32 KEY VALUE   a uint32 value changed
   python3 gguf_edit.py IN OUT tensor-type NAME T  a tensor's ggml type number := T
   python3 gguf_edit.py IN OUT rename-tensor OLD NEW  (same length)
+  python3 gguf_edit.py IN OUT set-ne NAME DIM N   a tensor's ne[DIM] := N (its data
+                                                   stays where it was)
   python3 gguf_edit.py IN OUT set-u16 NAME BYTE HEX  the 16 bits at byte BYTE of a
                                                    tensor's data := HEX (an fp16
                                                    element or a block's scale)
@@ -49,10 +51,12 @@ def parse(b):
         kv[key] = (k0, t, o + 4)
         o = value(t, o + 4)
     tensors = {}
+    ne_at = parse.ne_at = {}  # tensor name -> offset of its ne[0]
     for _ in range(n_t):
         n0 = o
         name, o = string(o)
         (nd,) = struct.unpack_from("<I", b, o)
+        ne_at[name] = o + 4
         o += 4 + 8 * nd
         (off,) = struct.unpack_from("<Q", b, o + 4)
         tensors[name] = (n0, o, off)
@@ -94,6 +98,8 @@ def main():
         n0 = tensors[args[0]][0]
         assert len(args[0]) == len(args[1])
         b[n0 + 8:n0 + 8 + len(args[1])] = args[1].encode()
+    elif op == "set-ne":
+        struct.pack_into("<Q", b, parse.ne_at[args[0]] + 8 * int(args[1]), int(args[2]))
     elif op == "set-u16":
         struct.pack_into("<H", b, tensors[args[0]][2] + int(args[1]), int(args[2], 16))
     else:

@@ -278,6 +278,12 @@ F qwen3 set-u32 qwen3.attention.key_length 24
 expect_fail 1 "bad.gguf: qwen3.attention.value_length 48 differs from key_length 24" "$FFN" run "$tmp/bad.gguf" --ids 1
 F llama3 set-u16 rope_freqs.weight 2 4000
 expect_fail 1 "bad.gguf: tensor rope_freqs.weight: the factors \(largest 8, .*are not llama3 RoPE scaling" "$FFN" run "$tmp/bad.gguf" --ids 1
+# RoPE factor tensors whose length contradicts the rotary dim (Dh 16: 8 pairs)
+F llama3 set-ne rope_freqs.weight 0 7
+expect_fail 1 "bad.gguf: tensor rope_freqs.weight has ne \{7\}, expected \{8\}: one llama3 factor per rotary pair \(half the rotary dim 16\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+F llama3 set-ne rope_freqs.weight 0 4
+expect_fail 1 "bad.gguf: tensor rope_freqs.weight has ne \{4\}, expected \{8\}" "$FFN" export "$tmp/bad.gguf" --format hf --out "$tmp/never_rf"
+[[ ! -e "$tmp/never_rf" ]] && ok "a refused rope_freqs.weight: export writes nothing" || bad "export left $tmp/never_rf"
 F gpt2 set-u32 gpt2.context_length 8
 expect_fail 1 "bad.gguf: tensor position_embd.weight has ne \{32, 16\}, expected \{32, 8\}" "$FFN" run "$tmp/bad.gguf" --ids 1
 F phi3 set-u32 phi3.feed_forward_length 16
@@ -301,6 +307,10 @@ F gemma3 rename-tensor blk.0.attn_k_norm.weight blk.0.attn_k_norX.weight
 expect_fail 1 "bad.gguf: tensor blk.0.attn_k_norm.weight is missing \(the metadata describes a gemma3 model" "$FFN" run "$tmp/bad.gguf" --ids 1
 F phi3long rename-tensor rope_factors_short.weight rope_factors_shorX.weight
 expect_fail 1 "bad.gguf: tensor rope_factors_short.weight is missing \(LongRoPE needs both the long and the short factors\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3long set-ne rope_factors_long.weight 0 6
+expect_fail 1 "bad.gguf: tensor rope_factors_long.weight has ne \{6\}, expected \{8\}: one LongRoPE factor per rotary pair \(half the rotary dim 16\)" "$FFN" run "$tmp/bad.gguf" --ids 1
+F phi3long set-ne rope_factors_short.weight 0 1
+expect_fail 1 "bad.gguf: tensor rope_factors_short.weight has ne \{1\}, expected \{8\}" "$FFN" params "$tmp/bad.gguf"
 F phi3long set-u32 phi3.rope.scaling.original_context_length 0
 expect_fail 1 "bad.gguf: metadata key phi3.rope.scaling.original_context_length is 0, expected >= 1" "$FFN" run "$tmp/bad.gguf" --ids 1
 # the factor lists of a config.json: one length, half the rotary dim
