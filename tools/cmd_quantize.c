@@ -83,17 +83,18 @@ int gguf_out_write(const char *cmd, ffn_model *m, const char *model_path,
             "biases, routers)", cmd, model_path, ffn_checkpoint_format_name(info->format),
             info->model_type, out, ftype ? ffn_ftype_name(ftype) : ffn_ggml_type_name((ffn_ggml_type)type),
             (long long)r.n_tensors, (long long)r.n_f32);
-    if (ftype) { /* the mix's types, and its fallbacks */
+    if (ftype || r.n_fallback > 0) { /* the types written, and the fallbacks */
         for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++)
             if (r.n_by_type[t] && t != FFN_GGML_TYPE_F32)
                 fprintf(stderr, ", %lld %s", (long long)r.n_by_type[t], ffn_ggml_type_name((ffn_ggml_type)t));
-        if (r.n_fallback > 0)
+        if (r.n_fallback > 0 && ftype)
             fprintf(stderr, " (%lld by llama.cpp's fallback for rows of no whole block)",
                     (long long)r.n_fallback);
-    } else if (r.n_fallback > 0)
-        fprintf(stderr, ", %lld kept f16 (rows not a multiple of %s's block of %lld)",
-                (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
-                (long long)ffn_ggml_block_size((ffn_ggml_type)type));
+        else if (r.n_fallback > 0)
+            fprintf(stderr, " (%lld by llama.cpp's fallback for rows not a multiple of %s's block "
+                    "of %lld)", (long long)r.n_fallback, ffn_ggml_type_name((ffn_ggml_type)type),
+                    (long long)ffn_ggml_block_size((ffn_ggml_type)type));
+    }
     fprintf(stderr, "; vocabulary: %s%s%s\n", vpath ? vpath : "", vpath ? ", " : "",
             r.vocab_kind ? r.vocab_kind : "");
     free(found);
@@ -107,8 +108,10 @@ static const char about[] =
 "one type (--dtype: f16 and bf16 rounded to nearest even; the block formats\n"
 "with ggml's reference rounding where ffn has it, else ffn's own scale search,\n"
 "always ggml's decoding).  A matrix whose rows are not a multiple of the\n"
-"type's block stays f16, as llama.cpp does, and the count\n"
-"is reported; norms, biases and MoE routers stay f32.  The architecture is\n"
+"type's block falls back as llama.cpp's quantizer does with that one type\n"
+"(llama_model_quantize's pure mode; the fallbacks are the mixes', below: q4_K\n"
+"on rows of 288 is q5_0, q8_0 on rows of 172 f16); the counts are reported.\n"
+"Norms, biases and MoE routers stay f32.  The architecture is\n"
 "llama (Mixtral-style experts too), qwen2 (q/k/v biases) or qwen2moe (experts\n"
 "with a shared expert); llama's q/k rows are written in llama.cpp's order.\n"
 "The vocabulary goes along: a GGUF MODEL's tokenizer keys are copied; ffn's\n"
@@ -156,7 +159,7 @@ static void mix_help(char *about_mix, size_t cap, char *examples, size_t ecap) {
              "every third between; each mix by its own rules); rows of no whole block fall back "
              "as llama.cpp does (%s; %s when no block divides them).  The rules in full: "
              "src/load/gguf_mix.c; docs/QUANTIZATION.md.  A lower-case type (%s) is that one "
-             "type for every matrix.",
+             "type for every matrix, with the same fallbacks.",
              e.mix, ffn_ggml_type_name(ffn_ftype_base(fex)),
              ffn_ggml_type_name(ffn_ftype_tensor_type(fex, &shape, "output.weight", 4096, NULL)), e.mix,
              ffn_ggml_type_name(ffn_ftype_tensor_type(fex, &shape, "blk.0.attn_v.weight", 4096, NULL)),

@@ -266,13 +266,13 @@ typedef struct ffn_gguf_save_options {
                                  the config */
     uint32_t ftype;           /* > 0: llama.cpp's mix of that number (ffn_ftype_parse),
                                  each matrix the type ffn_ftype_tensor_type gives it; `type`
-                                 is then ignored */
+                                 is then ignored (without, ffn_type_fallback's of `type`) */
 } ffn_gguf_save_options;
 
 typedef struct ffn_gguf_save_report {
     int64_t n_tensors;  /* written */
     int64_t n_f32;      /* of them kept f32 (vectors, routers) */
-    int64_t n_fallback; /* matrices kept f16: rows not a multiple of the block */
+    int64_t n_fallback; /* matrices of a fallback type: rows not a multiple of the block */
     const char *vocab_warning; /* NULL, or why llama.cpp will not encode every text to the
                                   ids ffn does (a static string) */
     const char *vocab_kind;    /* how the vocabulary was written (a static string) */
@@ -296,6 +296,13 @@ typedef struct ffn_ftype_shape {
  * *fell_back (may be NULL) 1 when the rows forced a fallback type. */
 ffn_ggml_type ffn_ftype_tensor_type(uint32_t ftype, const ffn_ftype_shape *shape, const char *name,
                                     int64_t cols, int *fell_back);
+/* One block type for every matrix (--dtype q4_K): the type a matrix of
+ * rows of `cols` gets, as llama.cpp's llama_model_quantize gives it with
+ * that one type (its `pure` mode): `type` when its block divides the rows,
+ * else llama.cpp's tensor_type_fallback (q4_K -> q5_0, q5_K -> q5_1, q6_K
+ * -> q8_0, q2_K / q3_K -> q4_0, iq4_xs -> iq4_nl), f16 when that block does
+ * not divide them either or `type` has no fallback; *fell_back as above. */
+ffn_ggml_type ffn_type_fallback(ffn_ggml_type type, int64_t cols, int *fell_back);
 
 void ffn_gguf_save_options_default(ffn_gguf_save_options *opts); /* f32, no vocab */
 /* opts may be NULL (defaults), report may be NULL. */

@@ -25,6 +25,8 @@
  *   llama.cpp's tensor_type_fallback: q4_K -> q5_0, q5_K -> q5_1, q6_K ->
  *   q8_0, q2_K / q3_K -> q4_0, iq4_xs -> iq4_nl, and to f16 when even that
  *   block does not divide them (a 32-block type goes to f16 directly).
+ * One type for every matrix (--dtype q4_K, ffn_type_fallback) is
+ * llama.cpp's `pure` quantization: no per-tensor rules, the same fallback.
  * Norms, biases and MoE routers stay f32 (ffn's writer; llama.cpp also
  * keeps the routers, ffn_gate_inp, unquantized).  Left out: llama.cpp's
  * falcon and 70B special cases and its importance-matrix mixes.
@@ -111,6 +113,13 @@ static ffn_ggml_type fallback(ffn_ggml_type t, int64_t cols, int *fell) {
     default: break;
     }
     return cols % ffn_ggml_block_size(r) == 0 ? r : FFN_GGML_TYPE_F16;
+}
+
+ffn_ggml_type ffn_type_fallback(ffn_ggml_type type, int64_t cols, int *fell_back) {
+    int fell = 0;
+    const ffn_ggml_type t = fallback(type, cols, &fell);
+    if (fell_back) *fell_back = fell;
+    return t;
 }
 
 ffn_ggml_type ffn_ftype_tensor_type(uint32_t ftype, const ffn_ftype_shape *s, const char *name,

@@ -1765,7 +1765,6 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     const float *params = ffn_model_params(model, NULL);
     float *buf = NULL;
     int64_t buf_cap = 0;
-    const int64_t bs = ffn_ggml_block_size(o.type);
     ffn_ftype_shape mshape = {.n_layer = c->num_hidden_layers, .n_head = c->num_attention_heads,
                               .n_head_kv = c->num_key_value_heads, .n_expert = c->num_experts, .tied = 1};
     for (int64_t i = 0; i < plan.n; i++)
@@ -1773,15 +1772,16 @@ ffn_status ffn_gguf_save_model(ffn_model *model, const char *path, const ffn_ggu
     for (int64_t i = 0; i < plan.n && st == FFN_OK; i++) {
         const gg_entry *e = &plan.e[i];
         int64_t numel = e->ne[0] * e->ne[1] * e->ne[2];
-        int fell = 0; /* a matrix's type: the mix's choice, or o.type (f16 for rows of no whole block) */
+        int fell = 0; /* a matrix's type: the mix's choice, or o.type (llama.cpp's fallback for
+                       * rows of no whole block) */
         const ffn_ggml_type etype = e->kind != GG_MATRIX ? FFN_GGML_TYPE_F32
                                     : o.ftype ? ffn_ftype_tensor_type(o.ftype, &mshape, e->gguf, e->ne[0], &fell)
-                                    : e->ne[0] % bs != 0 ? FFN_GGML_TYPE_F16 : (ffn_ggml_type)o.type;
-        if (o.ftype ? fell : e->kind == GG_MATRIX && e->ne[0] % bs != 0) fell = 1;
+                                    : ffn_type_fallback((ffn_ggml_type)o.type, e->ne[0], &fell);
         if (!ffn_ggml_can_quantize(etype)) {
             char list[256];
             st = ffn_error(FFN_ERR_UNSUPPORTED, "%s: tensor %s: %s gives it type %s, which ffn cannot "
-                           "encode yet (it encodes %s)", path, e->gguf, ffn_ftype_name(o.ftype),
+                           "encode yet (it encodes %s)", path, e->gguf,
+                           o.ftype ? ffn_ftype_name(o.ftype) : ffn_ggml_type_name((ffn_ggml_type)o.type),
                            ffn_ggml_type_name(etype),
                            ffn_ggml_type_list(FFN_GGML_ENCODES, " and ", list, sizeof list));
             break;

@@ -6,7 +6,9 @@
 # GGUF, quantized by llama_model_quantize into each of its 16 ftypes that
 # need no importance matrix, run by ffn and by llama.cpp and compared with
 # an exact float64 forward (tests/llamacpp/ftypes.py states the bounds and
-# PENDING, the ftypes refused until the K formats of another branch merge).
+# PENDING, the ftypes refused until the K formats of another branch merge);
+# first, `ffn quantize --dtype t` of each single type against llama.cpp's
+# pure quantization of that type (the same type for every tensor).
 set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 ROOT="${FFN_ROOT:-$PWD}"

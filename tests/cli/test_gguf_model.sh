@@ -9,8 +9,8 @@
 #   back to bitwise the same tensors; a Hugging Face qwen2 directory (q/k/v
 #   biases, untied head) and a qwen2moe one -> GGUF -> HF give bitwise the
 #   same tensors;
-#   quantize: matrices whose rows are not a multiple of the block stay f16
-#   and are counted; outputs are replaced only with --force, never MODEL;
+#   quantize: matrices whose rows are not a multiple of the block take
+#   llama.cpp's fallback type (f16 for q8_0 on rows of 172) and are counted; outputs are replaced only with --force, never MODEL;
 #   every bad file of the loader, each with its message naming the file and
 #   the key or tensor: unknown architecture, missing key, shape against the
 #   metadata, unknown tensor type, a type ffn cannot decode, a missing
@@ -78,7 +78,7 @@ cmp -s "$tmp/s.gguf" "$tmp/s2.gguf" && ok "GGUF -> GGUF byte for byte" || bad "G
 
 # ---- quantize ----
 "$FFN" quantize "$M" --dtype q8_0 --out "$tmp/q8.gguf" 2>"$tmp/err" || bad "quantize q8_0: $(cat "$tmp/err")"
-grep -q "47 tensors, 11 kept f32 (norms, biases, routers), 5 kept f16 (rows not a multiple of q8_0's block of 32)" "$tmp/err" &&
+grep -q "47 tensors, 11 kept f32 (norms, biases, routers), 5 f16, 31 q8_0 (5 by llama.cpp's fallback for rows not a multiple of q8_0's block of 32)" "$tmp/err" &&
     ok "quantize q8_0 reports the f16 fallback of ffn_down (F = 172)" || bad "quantize message: $(cat "$tmp/err")"
 "$FFN" run "$tmp/q8.gguf" --ids "1 403 407" --steps 0 --info >/dev/null 2>"$tmp/info"
 grep -q "tensors F32 11, F16 5, BF16 0" "$tmp/info" && ok "the q8_0 file holds 11 f32, 5 f16, 31 q8_0" || bad "q8_0 file: $(cat "$tmp/info")"

@@ -29,7 +29,14 @@ Also: a file holding an importance-matrix type (iq2_xxs) is refused naming
 the tensor, the type, and the types ffn reads.  Prints the table for the
 note: ftype, model, runs, L1(ffn,cpp), L1(cpp,ex), L1(ffn,ex), file size.
 
-  python3 ftypes.py WORKDIR NODE_DIR     (FFN_BIN: the ffn binary; FFN_SHARED)
+Also, before the mixes: `ffn quantize --dtype t` for each single type t
+(SINGLE) against llama_model_quantize with pure set and an ftype of base
+type t: every tensor the same type (llama.cpp's fallback for rows of no
+whole block: q4_K on rows of 320 or 64 is q5_0, ...), the bytes of the
+reference-rounded formats equal.
+
+  python3 ftypes.py WORKDIR NODE_DIR [--single]  (FFN_BIN: the ffn binary; FFN_SHARED;
+                                                  --single: only the single types)
 """
 import ctypes as C
 import json
@@ -205,7 +212,7 @@ def exact_logits(path, gg):
     return rms(x, W("output_norm.weight")) @ out_w.T
 
 
-def llama_quantize(lib, src, dst, ftype):
+def llama_quantize(lib, src, dst, ftype, pure=False):
     class P(C.Structure):  # llama_model_quantize_params (llama.h), padded
         _fields_ = [("nthread", C.c_int32), ("ftype", C.c_int), ("output_tensor_type", C.c_int),
                     ("token_embedding_type", C.c_int), ("allow_requantize", C.c_bool),
@@ -220,9 +227,47 @@ def llama_quantize(lib, src, dst, ftype):
     p = lib.llama_model_quantize_default_params()
     p.nthread = 1
     p.ftype = ftype
+    p.pure = pure
     rc = lib.llama_model_quantize(src.encode(), dst.encode(), C.byref(p))
     if rc != 0:
         raise RuntimeError("llama_model_quantize %s -> %s ftype %d: %d" % (src, dst, ftype, rc))
+
+
+# `ffn quantize --dtype t` (one type) against llama.cpp's pure quantization
+# with an ftype whose base type is t (no per-tensor rules; its fallback for
+# rows of no whole block): the ftype of each single type
+SINGLE = [("q4_0", 2), ("q4_1", 3), ("q5_0", 8), ("q5_1", 9), ("q8_0", 7), ("q2_K", 10),
+          ("q3_K", 12), ("q4_K", 15), ("q5_K", 17), ("q6_K", 18), ("iq4_nl", 25), ("iq4_xs", 30)]
+
+
+def check_single_types(lib, gg, tag, f32, work, bad):
+    """Every tensor of `ffn quantize --dtype t` has the type of llama.cpp's
+    pure file, and the bytes of the reference-rounded formats are its bytes."""
+    for t, num in SINGLE:
+        ref = os.path.join(work, "%s-pure-%s.gguf" % (tag, t))
+        mine = os.path.join(work, "%s-pure-%s.ffn.gguf" % (tag, t))
+        llama_quantize(lib, f32, ref, num, pure=True)
+        rc, err = run(["quantize", f32, "--dtype", t, "--out", mine, "--force"])
+        if rc != 0:
+            bad("%s --dtype %s: ffn quantize failed: %s" % (tag, t, err.strip()[-300:]))
+            continue
+        _, ts, b1 = read_gguf(ref)
+        _, ts2, b2 = read_gguf(mine)
+        diff = [(n, GGML.get(ts[n][0]), GGML.get(ts2[n][0])) for n in ts if n in ts2 and ts[n][0] != ts2[n][0]]
+        if diff or set(ts) != set(ts2):
+            bad("%s --dtype %s: ffn's types differ from llama.cpp's pure %d: %s" % (tag, t, num, diff[:4]))
+            continue
+        nbytes = 0
+        for n, (ty, ne, off) in ts.items():
+            if GGML.get(ty) in BYTE_EQUAL:
+                size = int(np.prod(ne)) // gg.lib.ggml_blck_size(ty) * gg.lib.ggml_type_size(ty)
+                if b1[off:off + size] != b2[ts2[n][2]:ts2[n][2] + size]:
+                    bad("%s --dtype %s: tensor %s (%s): ffn's bytes differ from llama.cpp's" % (tag, t, n, GGML[ty]))
+                nbytes += size
+        from collections import Counter
+        count = Counter(GGML.get(v[0], str(v[0])) for v in ts.values())
+        print("ok   %-11s --dtype %-6s = llama.cpp pure (ftype %2d): every tensor's type (%s), %d bytes "
+              "of reference-rounded blocks equal" % (tag, t, num, ", ".join("%d %s" % (c, k) for k, c in sorted(count.items())), nbytes))
 
 
 def run(args):
@@ -266,14 +311,21 @@ def main():
     srcs.append(("rand-llama", d))
     srcs.append(("stories260K", os.path.join(shared, "models", "stories260K.bin")))
     files = []  # (model, ftype name, path)
+    single_only = "--single" in sys.argv[3:]
     for tag, src in srcs:
         f32 = os.path.join(work, tag + "-f32.gguf")
         tl.run_ffn(["export", src, "--format", "gguf", "--dtype", "F32", "--out", f32])
+        check_single_types(lib, gg, tag, f32, work, bad)
+        if single_only:
+            continue
         files.append((tag, "F32", f32, f32))
         for name, num in FTYPES:
             out = os.path.join(work, "%s-%s.gguf" % (tag, name))
             llama_quantize(lib, f32, out, num)
             files.append((tag, name, out, f32))
+    if single_only:
+        print("ftypes --single: %d failures" % len(fails))
+        sys.exit(1 if fails else 0)
     # llama.cpp's distributions, one process for every file
     env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_PATH=os.path.join(node_dir, "node_modules"))
     p = subprocess.run(["node", os.path.join(node_dir, "probs_many.mjs"), " ".join(map(str, IDS))] +
