@@ -743,44 +743,25 @@ static int dump_ft(const char *path, const ffn_ft_result *r, const args *a, sess
     return st ? cli_fail(CMD, st) : 0;
 }
 
-static int run_ft_batch(args *a, session *s, const ffn_facts *facts) {
-    batch b;
-    int rc = batch_open(&b, a, facts);
-    const int64_t n = b.n;
-    ffn_edit_scores before, after;
-    double hb = NAN, ha = NAN;
-    ffn_ft_result r;
-    memset(&r, 0, sizeof r);
-    ffn_status st;
-    if (!rc && ((st = batch_score(&b, n, s, a, NULL, &before, &hb)) ||
-                (st = ffn_edit_ft_batch(s->model, s->vocab, b.reqs, n, a->layer_first,
-                                        a->layer_last, &a->o, &r))))
-        rc = cli_fail(CMD, st);
-    if (!rc) rc = batch_after(&b, s, a, r.old_objects, &after, &ha);
-    if (!rc && a->dump) rc = dump_ft(a->dump, &r, a, s);
-    if (!rc) rc = save_out(a, s);
-    if (!rc && a->json) {
+/* What --method ft --layers prints before the scores. */
+static void print_ft(const args *a, const ffn_ft_result *r, int64_t n) {
+    if (a->json) {
         printf("{\"method\": \"ft\", \"layers\": [%lld, %lld], \"n_edits\": %lld, \"ft_norm\": ",
                (long long)a->layer_first, (long long)a->layer_last, (long long)n);
         json_num(stdout, a->o.ft_norm);
-        printf(", \"steps_run\": %lld, \"loss_first\": ", (long long)r.steps_run);
-        json_num(stdout, r.loss_first);
+        printf(", \"steps_run\": %lld, \"loss_first\": ", (long long)r->steps_run);
+        json_num(stdout, r->loss_first);
         printf(", \"loss_last\": ");
-        json_num(stdout, r.loss_last);
+        json_num(stdout, r->loss_last);
         printf(", \"max_change\": ");
-        json_num(stdout, r.max_change);
-        json_end(&before, hb, &after, ha, a->out);
-    } else if (!rc) {
+        json_num(stdout, r->max_change);
+    } else {
         printf("ft: %lld edits, down_proj of layers %lld-%lld fine-tuned (%lld Adam steps, lr %g, "
                "|dW| <= %g)\n", (long long)n, (long long)a->layer_first, (long long)a->layer_last,
-               (long long)r.steps_run, a->o.ft_lr, a->o.ft_norm);
-        printf("  target loss %.4f -> %.4f; max |dW| %.3g\n", r.loss_first, r.loss_last,
-               r.max_change);
-        print_batch_end(a, &before, hb, &after, ha);
+               (long long)r->steps_run, a->o.ft_lr, a->o.ft_norm);
+        printf("  target loss %.4f -> %.4f; max |dW| %.3g\n", r->loss_first, r->loss_last,
+               r->max_change);
     }
-    ffn_ft_result_free(&r);
-    batch_free(&b);
-    return rc;
 }
 
 /* ---- --compare: ROME one after another, FT-L and MEMIT on the same batch ---------------- */
@@ -876,52 +857,70 @@ static int run_compare(args *a, session *s, const ffn_facts *facts) {
     return rc;
 }
 
-static int run_memit(args *a, session *s, const ffn_facts *facts) {
-    batch b;
-    int rc = batch_open(&b, a, facts);
-    const int64_t n = b.n, NL = a->layer_last - a->layer_first + 1;
-    double **C = rc ? NULL : calloc((size_t)NL, sizeof *C);
-    if (!rc && !C) {
-        cli_error(CMD, "out of memory");
-        rc = CLI_EXIT_FAIL;
-    }
-    int64_t rows = 0;
-    for (int64_t j = 0; !rc && j < NL; j++) rc = covariance(s, a, a->layer_first + j, &C[j], &rows, NULL);
-    ffn_edit_scores before, after;
-    double hb = NAN, ha = NAN;
-    ffn_memit_result r;
-    memset(&r, 0, sizeof r);
-    ffn_status st;
-    if (!rc && ((st = batch_score(&b, n, s, a, NULL, &before, &hb)) ||
-                (st = ffn_edit_memit(s->model, s->vocab, b.reqs, n, a->layer_first, a->layer_last,
-                                     &a->o, (const double *const *)C, &r))))
-        rc = cli_fail(CMD, st);
-    if (!rc) rc = batch_after(&b, s, a, r.old_objects, &after, &ha);
-    if (!rc && a->dump) rc = dump_memit(a->dump, &r, C, s);
-    if (!rc) rc = save_out(a, s);
-    if (!rc && a->json) {
+/* What --method memit prints before the scores (C from `rows` keys). */
+static void print_memit(const args *a, const session *s, const ffn_memit_result *r, int64_t n,
+                        int64_t rows) {
+    if (a->json) {
         printf("{\"method\": \"memit\", \"layers\": [%lld, %lld], \"n_edits\": %lld",
                (long long)a->layer_first, (long long)a->layer_last, (long long)n);
         printf(", \"cov_weight\": ");
         json_num(stdout, a->o.cov_weight);
         printf(", \"cov_samples\": %lld, \"loss_first\": ", (long long)rows);
-        json_num(stdout, r.loss_first);
+        json_num(stdout, r->loss_first);
         printf(", \"loss_last\": ");
-        json_num(stdout, r.loss_last);
+        json_num(stdout, r->loss_last);
         printf(", \"resid_first\": ");
-        json_num(stdout, r.resid_first);
+        json_num(stdout, r->resid_first);
         printf(", \"resid_last\": ");
-        json_num(stdout, r.resid_last);
-        json_end(&before, hb, &after, ha, a->out);
-    } else if (!rc) {
+        json_num(stdout, r->resid_last);
+    } else {
         printf("memit: %lld edits over layers %lld-%lld (C from %lld keys of %s, weight %g)\n",
                (long long)n, (long long)a->layer_first, (long long)a->layer_last,
                (long long)rows, s->text_what, a->o.cov_weight);
-        printf("  v* fits: target loss %.4f -> %.4f; mean |z - h| %.4f -> %.4f\n", r.loss_first,
-               r.loss_last, r.resid_first, r.resid_last);
-        print_batch_end(a, &before, hb, &after, ha);
+        printf("  v* fits: target loss %.4f -> %.4f; mean |z - h| %.4f -> %.4f\n", r->loss_first,
+               r->loss_last, r->resid_first, r->resid_last);
     }
-    ffn_memit_result_free(&r);
+}
+
+/* --method ft or memit over --layers: the batch at once, scored before and
+ * after, --dump, --out, then the method's lines and the scores. */
+static int run_layers_batch(args *a, session *s, const ffn_facts *facts) {
+    const int memit = a->o.method == FFN_EDIT_MEMIT;
+    batch b;
+    int rc = batch_open(&b, a, facts);
+    const int64_t n = b.n, NL = a->layer_last - a->layer_first + 1;
+    double **C = rc || !memit ? NULL : calloc((size_t)NL, sizeof *C);
+    if (!rc && memit && !C) {
+        cli_error(CMD, "out of memory");
+        rc = CLI_EXIT_FAIL;
+    }
+    int64_t rows = 0;
+    for (int64_t j = 0; memit && !rc && j < NL; j++)
+        rc = covariance(s, a, a->layer_first + j, &C[j], &rows, NULL);
+    ffn_edit_scores before, after;
+    double hb = NAN, ha = NAN;
+    ffn_ft_result ft;
+    ffn_memit_result mr;
+    memset(&ft, 0, sizeof ft);
+    memset(&mr, 0, sizeof mr);
+    ffn_status st;
+    if (!rc && ((st = batch_score(&b, n, s, a, NULL, &before, &hb)) ||
+                (st = memit ? ffn_edit_memit(s->model, s->vocab, b.reqs, n, a->layer_first,
+                                             a->layer_last, &a->o, (const double *const *)C, &mr)
+                            : ffn_edit_ft_batch(s->model, s->vocab, b.reqs, n, a->layer_first,
+                                                a->layer_last, &a->o, &ft))))
+        rc = cli_fail(CMD, st);
+    if (!rc) rc = batch_after(&b, s, a, memit ? mr.old_objects : ft.old_objects, &after, &ha);
+    if (!rc && a->dump) rc = memit ? dump_memit(a->dump, &mr, C, s) : dump_ft(a->dump, &ft, a, s);
+    if (!rc) rc = save_out(a, s);
+    if (!rc) {
+        if (memit) print_memit(a, s, &mr, n, rows);
+        else print_ft(a, &ft, n);
+        if (a->json) json_end(&before, hb, &after, ha, a->out);
+        else print_batch_end(a, &before, hb, &after, ha);
+    }
+    ffn_ft_result_free(&ft);
+    ffn_memit_result_free(&mr);
     for (int64_t j = 0; C && j < NL; j++) free(C[j]);
     free(C);
     batch_free(&b);
@@ -1154,8 +1153,8 @@ int cmd_edit(int argc, char **argv) {
     }
     if (!rc) {
         if (a.compare) rc = run_compare(&a, &s, facts);
-        else if (a.o.method == FFN_EDIT_MEMIT) rc = run_memit(&a, &s, facts);
-        else if (a.o.method == FFN_EDIT_FT && a.layers) rc = run_ft_batch(&a, &s, facts);
+        else if (a.o.method == FFN_EDIT_MEMIT || (a.o.method == FFN_EDIT_FT && a.layers))
+            rc = run_layers_batch(&a, &s, facts);
         else if (a.batch && a.sweep) rc = run_sweep_batch(&a, &s, facts);
         else if (a.batch) rc = run_batch(&a, &s, facts);
         else if (a.sweep) rc = run_sweep(&a, &s, &req, 1);
