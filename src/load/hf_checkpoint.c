@@ -27,6 +27,7 @@
 #include "format/json.h"
 #include "ffn/safetensors.h"
 #include "base/dirswap.h"
+#include "base/dtype.h"
 #include "nn/model_internal.h"
 #include "data/vocab_internal.h"
 #include "ffn/vocab.h"
@@ -512,15 +513,8 @@ static void convert_chunked(float *dst, const ffn_st_tensor *t) {
     for (int64_t i = 0; i < t->numel; i += CKPT_CHUNK_FLOATS) {
         int64_t n = t->numel - i < CKPT_CHUNK_FLOATS ? t->numel - i : CKPT_CHUNK_FLOATS;
         const unsigned char *s = src + (size_t)i * esize;
-        if (t->dtype == FFN_DTYPE_F32) {
-            memcpy(dst + i, s, (size_t)n * 4);
-        } else {
-            for (int64_t k = 0; k < n; k++) {
-                uint16_t h;
-                memcpy(&h, s + 2 * k, 2);
-                dst[i + k] = t->dtype == FFN_DTYPE_F16 ? ffn_f16_to_f32(h) : ffn_bf16_to_f32(h);
-            }
-        }
+        if (t->dtype == FFN_DTYPE_F32) memcpy(dst + i, s, (size_t)n * 4);
+        else ffn_halves_to_f32(dst + i, s, (size_t)n, t->dtype == FFN_DTYPE_BF16);
         ckpt_drop_pages(s, (size_t)n * esize);
     }
 }
