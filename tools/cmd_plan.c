@@ -30,7 +30,9 @@ static const char epilog[] =
     "FFN (gate/up by columns, down by rows: ceil(F/tp) units a rank); norms, router,\n"
     "embedding and LM head are replicated.  ep: ceil(E/ep) experts a rank, ep divides\n"
     "dp, routing assumed uniform.  dp: gradients ring-all-reduced (--zero 1 shards\n"
-    "the Adam state).  pp: ceil(L/pp) layers a stage, 1F1B, bubble (pp-1)/grad-accum.\n"
+    "the Adam state, --zero 2 also the gradients kept after the reduce-scatter; the\n"
+    "backward still writes the whole block: \"gradients in backward\").  pp:\n"
+    "ceil(L/pp) layers a stage, 1F1B, bubble (pp-1)/grad-accum.\n"
     "Optimizer: Adam m and v in fp32 (8 bytes a parameter) + a 4-byte fp32 master\n"
     "copy when the weights are narrower.  Activations: what ffn's backward keeps.\n"
     "\n"
@@ -71,7 +73,7 @@ static void print_text(const char *path, const ffn_params_report *r, const ffn_p
            r->model_type, r->n_layers, r->hidden_size, r->params.total);
     printf("layout: tp %" PRId64 " x dp %" PRId64 " x pp %" PRId64 " = %" PRId64
            " ranks; ep %" PRId64 "%s\n",
-           o->tp, o->dp, o->pp, p->world, o->ep, o->zero1 ? "; ZeRO-1" : "");
+           o->tp, o->dp, o->pp, p->world, o->ep, o->zero2 ? "; ZeRO-2" : o->zero1 ? "; ZeRO-1" : "");
     printf("a rank: %" PRId64 " of %" PRId64 " heads (%" PRId64 " kv), %" PRId64
            " FFN units, %" PRId64 " layers",
            p->heads_per_rank, r->n_heads, p->kv_heads_per_rank, p->ffn_units_per_rank,
@@ -86,6 +88,9 @@ static void print_text(const char *path, const ffn_params_report *r, const ffn_p
            p->params_rank, p->params_rank_expert);
     printf("  %-22s %16s\n", "weights", bytes_h(p->weight_bytes, a, sizeof a));
     printf("  %-22s %16s\n", "gradients", bytes_h(p->grad_bytes, a, sizeof a));
+    if (o->zero2)
+        printf("  %-22s %16s  (the whole block, before the reduce-scatter)\n",
+               "gradients in backward", bytes_h(p->grad_backward_bytes, a, sizeof a));
     printf("  %-22s %16s\n", "optimizer state", bytes_h(p->optim_bytes, a, sizeof a));
     printf("  %-22s %16s\n", "activations", bytes_h(p->act_bytes, a, sizeof a));
     printf("  %-22s %16s\n\n", "total", bytes_h(p->total_bytes, a, sizeof a));
@@ -129,8 +134,9 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
     cli_json_string(stdout, r->model_type);
     printf(", \"total_params\": %" PRId64 ",\n", r->params.total);
     printf(" \"layout\": {\"tp\": %" PRId64 ", \"ep\": %" PRId64 ", \"dp\": %" PRId64
-           ", \"pp\": %" PRId64 ", \"world\": %" PRId64 ", \"zero1\": %s},\n",
-           o->tp, o->ep, o->dp, o->pp, p->world, o->zero1 ? "true" : "false");
+           ", \"pp\": %" PRId64 ", \"world\": %" PRId64 ", \"zero1\": %s, \"zero\": %d},\n",
+           o->tp, o->ep, o->dp, o->pp, p->world, o->zero1 || o->zero2 ? "true" : "false",
+           o->zero2 ? 2 : o->zero1 ? 1 : 0);
     printf(
         " \"assumptions\": {\"weight_type\": \"%s\", \"act_type\": \"%s\", \"weight_bytes\": %s, "
         "\"grad_bytes\": %s, \"act_bytes\": %s, \"batch_size\": %" PRId64
@@ -145,9 +151,10 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
            ", \"params_experts\": %" PRId64 "},\n",
            p->heads_per_rank, p->kv_heads_per_rank, p->ffn_units_per_rank, p->layers_per_stage,
            p->experts_per_rank, p->params_rank, p->params_rank_expert);
-    printf(" \"memory_bytes\": {\"weights\": %s, \"gradients\": %s, \"optimizer\": %s, "
-           "\"activations\": %s, \"total\": %s},\n",
+    printf(" \"memory_bytes\": {\"weights\": %s, \"gradients\": %s, \"gradients_backward\": %s, "
+           "\"optimizer\": %s, \"activations\": %s, \"total\": %s},\n",
            cli_json_num(p->weight_bytes, "%.17g"), cli_json_num(p->grad_bytes, "%.17g"),
+           cli_json_num(p->grad_backward_bytes, "%.17g"),
            cli_json_num(p->optim_bytes, "%.17g"), cli_json_num(p->act_bytes, "%.17g"),
            cli_json_num(p->total_bytes, "%.17g"));
     printf(" \"sent_bytes_step\": {\"tp\": %s, \"ep\": %s, \"dp\": %s, \"pp\": %s, "
@@ -239,9 +246,10 @@ int cmd_plan(int argc, char **argv) {
         CLI_OPT_EP(&ep),
         CLI_OPT_DP(&dp),
         {CLI_INT_FIELDS("--pp", &pp, "P", 1, 65536, "pipeline stages")},
-        {CLI_INT_FIELDS("--zero", &zero, "S", 0, 1,
+        {CLI_INT_FIELDS("--zero", &zero, "S", 0, 2,
                         "ZeRO stage, as in ffn train: 1 shards the optimizer state over the "
-                        "data-parallel ranks; 0: every rank keeps all of it")},
+                        "data-parallel ranks, 2 also the gradients kept between steps; 0: every "
+                        "rank keeps all of it")},
         {CLI_INT_FIELDS("--batch-size", &batch, "B", 1, 1 << 20,
                         "sequences per micro-batch on each data-parallel rank"),
          .group = "work"},
@@ -323,7 +331,7 @@ int cmd_plan(int argc, char **argv) {
     if (st != FFN_OK) return cli_fail(CMD, st);
     ffn_plan_options o;
     ffn_plan_options_default(&o);
-    o.tp = tp, o.ep = ep, o.dp = dp, o.pp = pp, o.zero1 = zero == 1;
+    o.tp = tp, o.ep = ep, o.dp = dp, o.pp = pp, o.zero1 = zero >= 1, o.zero2 = zero == 2;
     o.micro_batch = batch, o.n_micro = accum, o.seq_len = seq_len;
     o.weight_bytes = wbytes;
     o.grad_bytes = wbytes < 2 ? abytes : wbytes; /* a block format's gradient: the compute type */

@@ -331,11 +331,17 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                           "several processes: the gradients are summed in buckets of X MiB, in "
                           "the tensor table's order (0: one bucket per run of tensors), so the "
                           "result does not depend on timing")},
-        {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 1,
-                        "ZeRO stage: 1 shards AdamW's moments over the --dp ranks (gradients "
-                        "reduce-scattered, each rank updates its share, parameters all-gathered; "
-                        "checkpoints hold them whole; with --tp the rank's share; not with --ep "
-                        "alone, which shards experts by owner); 0: every rank keeps all of them")},
+        {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 2,
+                        "ZeRO stage over the --dp ranks.  0: every rank keeps the whole "
+                        "gradient and AdamW's m and v.  1: m and v sharded (gradients "
+                        "reduce-scattered in one ring, each rank updates its share, parameters "
+                        "all-gathered).  2: also the gradients: reduce-scattered bucket by "
+                        "bucket (--bucket-mb), each rank keeps only its share between steps "
+                        "(the backward still writes the whole block).  Checkpoints hold "
+                        "everything whole (resume under any stage and layout); with --tp the "
+                        "rank's share is sharded; with --ep alone 1 splits the replicated "
+                        "tensors' m and v over --dp and each expert's over the ranks holding it, "
+                        "and 2 is refused; 2 needs --dp 2 or more")},
         CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */
@@ -520,7 +526,9 @@ int cmd_train(int argc, char **argv) {
     if (dist) {
         ffn_dist_train_hooks(dist, ctx, &hooks);
         ffn_dist_set_bucket(dist, (int64_t)(c.bucket_mb * (1 << 20) / sizeof(float)));
-        ffn_status zs = c.zero ? ffn_dist_train_hooks_zero1(dist, &hooks) : FFN_OK;
+        ffn_status zs = c.zero == 2 ? ffn_dist_train_hooks_zero2(dist, &hooks)
+                        : c.zero    ? ffn_dist_train_hooks_zero1(dist, &hooks)
+                                    : FFN_OK;
         if (zs != FFN_OK) {
             rc = cli_fail(CMD, zs);
             ffn_dist_free(dist);
@@ -528,8 +536,9 @@ int cmd_train(int argc, char **argv) {
             return rc;
         }
     } else if (c.zero) {
-        cli_error(CMD, "--zero %lld shards the optimizer over --dp ranks: start them with mpirun "
-                  "-np D ... --dp D", (long long)c.zero);
+        cli_error(CMD, "--zero %lld shards the optimizer%s over --dp ranks: start them with mpirun "
+                  "-np D ... --dp D (D >= 2; this is one process: --dp %lld)", (long long)c.zero,
+                  c.zero == 2 ? " and the gradients" : "", (long long)c.dp);
         ffn_ctx_free(ctx);
         return CLI_EXIT_USAGE;
     }
@@ -586,6 +595,7 @@ int cmd_train(int argc, char **argv) {
                     ", \"grad_sum_s\": %s, \"grad_buckets_per_step\": %s",
                     cli_json_num(gs.seconds, "%.6f"),
                     cli_json_num(gs.calls ? (double)gs.buckets / (double)gs.calls : 0.0, "%.1f"));
+                printf(", \"grad_bytes\": %lld", (long long)res.grad_bytes);
                 if (c.tp == 1) printf(", \"optimizer_bytes_per_rank\": %lld",
                                       (long long)(c.ep > 1 ? res.optimizer_bytes
                                                   : optimizer_bytes(dist, res.n_params, c.zero)));
@@ -615,7 +625,12 @@ int cmd_train(int argc, char **argv) {
                 fprintf(stderr, "ffn %s: optimizer state %lld bytes a rank (AdamW m and v, fp32%s)\n",
                         CMD, (long long)(c.ep > 1 ? res.optimizer_bytes
                                          : optimizer_bytes(dist, res.n_params, c.zero)),
-                        c.zero ? "; ZeRO-1: the largest share over the --dp ranks" : "");
+                        c.zero ? "; ZeRO: the largest share over the --dp ranks" : "");
+            if (dist && !c.quiet)
+                fprintf(stderr, "ffn %s: rank 0 keeps %lld bytes of training state (%lld of them "
+                        "gradients%s)\n", CMD, (long long)res.state_bytes, (long long)res.grad_bytes,
+                        c.zero == 2 ? ", its ZeRO-2 share; the backward writes the whole block "
+                        "before the reduce-scatter" : "");
         }
         if (st == FFN_ERR_INTERRUPTED) {
             cli_error(CMD, "%s", ffn_last_error());

@@ -182,10 +182,22 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t);
  * sharded over the data-parallel group (this rank keeps
  * ffn_dist_owned_range's range of them), the gradients reduce-scattered
  * in one fixed-order ring over the whole block (no buckets), the updated
- * parameters all-gathered.  Plain data parallelism only: an error naming
- * --tp or --ep otherwise.  The optimizer's bytes on this rank:
- * 8 x the owned count. */
+ * parameters all-gathered (with --tp over the rank's share).  With --ep
+ * alone (the sharded state in place) the held tensors of each group --
+ * the replicated ones over dp, each expert over the ranks holding it --
+ * are split over that group as one block (held_group, held_allgatherv):
+ * gradients summed whole as without ZeRO, each rank updates its part,
+ * parts all-gathered in place tensor by tensor.  The optimizer's bytes on
+ * this rank: 8 x the owned count. */
 ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t);
+/* ZeRO-2: ZeRO-1 whose gradients are reduce-scattered bucket by bucket
+ * (the buckets of ffn_dist_set_bucket, MPI_Ireduce_scatter with each
+ * rank's owned floats of the bucket as its count), each rank keeping only
+ * its owned range of the summed gradient (t->zero_grads: the trainer gives
+ * the rest back).  The same layouts as ZeRO-1, and --dp 2 or more (an
+ * error naming --dp otherwise).  Gradient bytes kept between steps:
+ * 4 x the owned count (the backward still writes the whole block). */
+ffn_status ffn_dist_train_hooks_zero2(ffn_dist *d, ffn_train_dist *t);
 
 /* ---- the tensor-parallel FFN layer (Megatron layout) ------------------------
  * gate and up split by rows (output units), down by columns, over the tp

@@ -23,7 +23,9 @@
  *       gradients are all-reduced (ring) over dp, the experts' over the
  *       dp/ep ranks that hold the same experts; with zero1 the optimizer state
  *       is sharded over the same ranks (reduce-scatter + all-gather moves the
- *       same bytes as the all-reduce).
+ *       same bytes as the all-reduce); with zero2 also the gradients kept
+ *       after the reduce-scatter (the backward still writes the whole block:
+ *       grad_backward_bytes).
  *   pp  pipeline parallel: ceil(L/pp) layers per stage, the embedding on the
  *       first stage and the final norm + head on the last; 1F1B keeps up to
  *       pp micro-batches of activations on the first stage; the bubble adds
@@ -67,6 +69,7 @@ extern "C" {
 typedef struct ffn_plan_options {
     int64_t tp, ep, dp, pp;  /* 1 each */
     int zero1;               /* 0; 1: shard the optimizer state over the data-parallel ranks */
+    int zero2;               /* 0; 1: ZeRO-2: the gradients too (kept between steps; implies zero1) */
     int64_t micro_batch;     /* 1: sequences per rank per micro-step */
     int64_t n_micro;         /* 1: micro-batches per step (gradient accumulation) */
     int64_t seq_len;         /* 2048: T */
@@ -97,6 +100,10 @@ typedef struct ffn_plan {
     int64_t params_rank;        /* parameters held */
     int64_t params_rank_expert; /* of which routed experts */
     double weight_bytes, grad_bytes, optim_bytes, act_bytes, total_bytes;
+    /* the gradient block the backward writes: grad_bytes, or under zero2
+     * the rank's whole block (grad_bytes is then the share kept after the
+     * reduce-scatter; total_bytes counts the share) */
+    double grad_backward_bytes;
 
     /* traffic a rank sends in one step (all micro-batches), and per token */
     int64_t tokens_rank_step;   /* micro_batch · n_micro · T */

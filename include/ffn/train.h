@@ -265,6 +265,33 @@ typedef struct ffn_train_dist {
      * (NULL where this rank has nothing to send or receive). */
     int (*holds)(void *user, const ffn_model *model, int64_t tensor);
     ffn_status (*gather_tensors)(void *user, const ffn_model *model, float *const *where);
+    /* ZeRO-2 (with zero_range): reduce_scatter completes [lo, hi) only and
+     * the trainer keeps only that range of the gradients: the floats
+     * outside it are given back (zero, their pages returned to the system)
+     * after every reduce-scatter, and only the range is zeroed before the
+     * next backward, which writes the whole block again. */
+    int zero_grads;
+    /* ZeRO without tensor parallelism, before a save (collective; may be
+     * NULL: all_gather on every rank): the writer receives every rank's
+     * range [lo, lo + count) of an n-float block into `all` (its own
+     * included); the other ranks send `range` only (their `all` is NULL),
+     * so no rank but the writer holds the whole moments. */
+    ffn_status (*gather_range)(void *user, const float *range, int64_t lo, int64_t count,
+                               float *all, int64_t n);
+    /* ZeRO-1 over sharded state (expert parallelism; both NULL: none).
+     * `held_group` names the group (0 or 1) tensor i is replicated over,
+     * this rank's index and the group's size; the held tensors of a group,
+     * in the table's order, make one block split over the group as
+     * dist_split does (rank r: n / P, the first n % P one more), and the
+     * rank keeps m and v for its part only.  The gradients are summed
+     * whole (reduce_grads), the norm is grad_sq's, each rank updates its
+     * part, and `held_allgatherv` (collective over the group) gives every
+     * rank every part of one tensor's floats in place: counts and displs
+     * (the group's size of each) in floats from buf. */
+    int (*held_group)(void *user, const ffn_model *model, int64_t tensor, int64_t *rank,
+                      int64_t *size);
+    ffn_status (*held_allgatherv)(void *user, int group, float *buf, const int *counts,
+                                  const int *displs);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */
@@ -328,9 +355,11 @@ typedef struct ffn_train_result {
     char *checkpoint_dir;     /* the last checkpoint written, or NULL */
     /* This rank's training state as allocated and kept (bytes, fp32):
      * parameters and gradients of the tensors it holds, AdamW's m and v
-     * (its share under ZeRO-1 or sharded experts), and under tensor
+     * (its share under ZeRO-1/2 or sharded experts; ZeRO-2 keeps only that
+     * share of the gradients between steps), and under tensor
      * parallelism also the whole model's copy kept for the checkpoints. */
     int64_t state_bytes, optimizer_bytes;
+    int64_t grad_bytes; /* of state_bytes: the gradients kept (ZeRO-2: the rank's range) */
 } ffn_train_result;
 
 /* Train.  result may be NULL; callbacks may be NULL.  Errors: bad options

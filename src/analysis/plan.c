@@ -183,17 +183,20 @@ ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *
         /* 1F1B: the first stage keeps up to pp micro-batches in flight */
         int64_t inflight = o.pp - s < o.n_micro ? o.pp - s : o.n_micro;
         double act_bytes = L.act * tok * ab * (double)inflight;
-        double mem = L.params * (o.weight_bytes + o.grad_bytes) + act_bytes +
-                     (L.params - L.expert_params) * optim_per_param /
-                         (o.zero1 ? (double)o.dp : 1.0) +
-                     L.expert_params * optim_per_param /
-                         (o.zero1 ? (double)(o.dp / o.ep) : 1.0);
+        const int z1 = o.zero1 || o.zero2;
+        const double shared = L.params - L.expert_params;
+        const double grads = shared * o.grad_bytes / (o.zero2 ? (double)o.dp : 1.0) +
+                             L.expert_params * o.grad_bytes / (o.zero2 ? (double)(o.dp / o.ep) : 1.0);
+        double mem = L.params * o.weight_bytes + grads + act_bytes +
+                     shared * optim_per_param / (z1 ? (double)o.dp : 1.0) +
+                     L.expert_params * optim_per_param / (z1 ? (double)(o.dp / o.ep) : 1.0);
         if (mem > best_mem) {
             best_mem = mem;
             p.params_rank = (int64_t)llround(L.params);
             p.params_rank_expert = (int64_t)llround(L.expert_params);
             p.weight_bytes = L.params * o.weight_bytes;
-            p.grad_bytes = L.params * o.grad_bytes;
+            p.grad_bytes = grads;
+            p.grad_backward_bytes = L.params * o.grad_bytes;
             p.optim_bytes = mem - p.weight_bytes - p.grad_bytes - act_bytes;
             p.act_bytes = act_bytes;
             p.total_bytes = mem;

@@ -577,19 +577,192 @@ static ffn_status hook_ag(void *u, float *buf, int64_t n) {
     return ffn_dist_all_gather_f32(u, FFN_DIST_DP, buf, n);
 }
 
-ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t) {
-    if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero1: NULL argument");
+/* ZeRO-2.  Rank r of the dp group owns [first, first + count) =
+ * dist_split(n, P, r) (ranks in the block's order, so a bucket's owned
+ * parts are MPI_Reduce_scatter's segments).  The gradient block is
+ * reduce-scattered bucket by bucket (d->bucket floats, the tensor table's
+ * order): MPI_Ireduce_scatter with, for each rank, the floats of its range
+ * inside the bucket (a bucket within one rank's range is a reduce to that
+ * rank, one across a boundary is split); the sums land in a scratch of one
+ * bucket and are copied to the owned range (the trainer then gives the
+ * floats outside it back: ffn_train_dist.zero_grads).  The parameters are
+ * all-gathered by MPI_Iallgatherv in place.  For two ranks each sum is
+ * a + b: the bits of ZeRO-1's ring. */
+static void hook_zero_range2(void *u, int64_t n, int64_t *lo, int64_t *hi) {
+    ffn_dist *d = u;
+    const int P = d->gsize[FFN_DIST_DP], r = d->grank[FFN_DIST_DP];
+    int64_t first, count;
+    /* the mutation zero-owner: another rank's range (as for ZeRO-1) */
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    dist_split(n, P, mu && !strcmp(mu, "zero-owner") ? (r + 1) % P : r, &first, &count);
+    *lo = first, *hi = first + count;
+}
+static ffn_status hook_rs2(void *u, float *buf, int64_t n) {
+    ffn_dist *d = u;
+    const double t0 = MPI_Wtime();
+    const int P = d->gsize[FFN_DIST_DP], me = d->grank[FFN_DIST_DP];
+    int64_t B = d->bucket < n ? d->bucket : n;
+    if (B > (int64_t)1 << 28) B = (int64_t)1 << 28; /* counts are ints */
+    int64_t buckets = 0;
+    int *counts = malloc((size_t)P * sizeof *counts);
+    int64_t *first = malloc((size_t)P * 2 * sizeof *first);
+    float *recv = B > 0 ? scratch(d, (size_t)B * sizeof *recv) : NULL;
+    ffn_status st = counts && first && (recv || B == 0)
+                        ? FFN_OK
+                        : ffn_set_error(FFN_ERR_NOMEM, "out of memory (reduce-scatter of %lld values)",
+                                        (long long)n);
+    for (int r = 0; st == FFN_OK && r < P; r++) dist_split(n, P, r, &first[2 * r], &first[2 * r + 1]);
+    const int64_t lo = st == FFN_OK ? first[2 * me] : 0;
+    /* a test's mutation: one bucket (the second, or the only one) left out,
+     * so its gradients stay this rank's partial sums
+     * (tests/cli/test_dist_zero.sh) */
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    const int64_t skip = mu && !strcmp(mu, "zero2-skip-bucket") ? (n > B ? 1 : 0) : -1;
+    for (int64_t b0 = 0, k = 0; st == FFN_OK && b0 < n; b0 += B, k++) {
+        const int64_t b1 = b0 + B < n ? b0 + B : n;
+        for (int r = 0; r < P; r++) {
+            int64_t a = first[2 * r] > b0 ? first[2 * r] : b0;
+            int64_t e = first[2 * r] + first[2 * r + 1] < b1 ? first[2 * r] + first[2 * r + 1] : b1;
+            counts[r] = e > a ? (int)(e - a) : 0;
+        }
+        if (k == skip) continue;
+        MPI_Request req;
+        int rc = MPI_Ireduce_scatter(buf + b0, recv, counts, MPI_FLOAT, MPI_SUM,
+                                     d->comm[FFN_DIST_DP], &req);
+        st = rc != MPI_SUCCESS ? dist_mpi_error(rc, "gradient reduce-scatter")
+                               : dist_wait(d, 1, &req, NULL, "gradient reduce-scatter");
+        if (st == FFN_OK && counts[me])
+            memcpy(buf + (lo > b0 ? lo : b0), recv, (size_t)counts[me] * sizeof *recv);
+        buckets++;
+    }
+    free(counts);
+    free(first);
+    dist_add_grad_stats(d, MPI_Wtime() - t0, buckets, n);
+    return st;
+}
+static ffn_status hook_ag2(void *u, float *buf, int64_t n) {
+    ffn_dist *d = u;
+    const int P = d->gsize[FFN_DIST_DP];
+    if (n / P + 1 > INT_MAX)
+        return ffn_set_error(FFN_ERR_OVERFLOW, "all-gather of %lld values over %d ranks",
+                             (long long)n, P);
+    int *cnt = malloc((size_t)P * 2 * sizeof *cnt);
+    if (!cnt) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+    for (int r = 0; r < P; r++) {
+        int64_t f, c;
+        dist_split(n, P, r, &f, &c);
+        cnt[r] = (int)c, cnt[P + r] = (int)f;
+    }
+    ffn_status st = FFN_OK;
+    if (n > INT_MAX) /* displacements are ints: a derived type of 1024 floats would lift it */
+        st = ffn_set_error(FFN_ERR_OVERFLOW, "--zero 2: %lld parameters: the all-gather takes at "
+                           "most %d in this build", (long long)n, INT_MAX);
+    MPI_Request req;
+    int rc = st == FFN_OK ? MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, cnt, cnt + P,
+                                            MPI_FLOAT, d->comm[FFN_DIST_DP], &req)
+                          : MPI_SUCCESS;
+    if (st == FFN_OK)
+        st = rc != MPI_SUCCESS ? dist_mpi_error(rc, "parameter all-gather")
+                               : dist_wait(d, 1, &req, NULL, "parameter all-gather");
+    free(cnt);
+    return st;
+}
+
+/* ZeRO, before a save: every dp rank's range to dp rank 0 (world rank 0,
+ * the writer, when --tp is 1): each range's (first, count) gathered, then
+ * the floats by MPI_Igatherv.  (An allocation failure on the writer, as
+ * in ffn_dist_check_same, leaves the others to their deadline.) */
+static ffn_status hook_gather_range(void *u, const float *range, int64_t lo, int64_t count,
+                                    float *all, int64_t n) {
+    ffn_dist *d = u;
+    const int P = d->gsize[FFN_DIST_DP], me = d->grank[FFN_DIST_DP];
+    const MPI_Comm comm = d->comm[FFN_DIST_DP];
+    if (n > INT_MAX)
+        return ffn_set_error(FFN_ERR_OVERFLOW, "--zero: %lld parameters: the checkpoint's gather "
+                             "takes at most %d in this build", (long long)n, INT_MAX);
+    if (me == 0 && !all) return ffn_set_error(FFN_ERR_INVALID_ARG, "gather_range: no buffer on the writer");
+    int64_t mine[2] = {lo, count}, *ranges = NULL;
+    int *cd = NULL;
+    if (me == 0) {
+        ranges = malloc((size_t)P * 2 * sizeof *ranges);
+        cd = malloc((size_t)P * 2 * sizeof *cd);
+        if (!ranges || !cd) {
+            free(ranges);
+            free(cd);
+            return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
+        }
+    }
+    MPI_Request req;
+    int rc = MPI_Igather(mine, 2, MPI_INT64_T, ranges, 2, MPI_INT64_T, 0, comm, &req);
+    ffn_status st = rc != MPI_SUCCESS ? dist_mpi_error(rc, "the checkpoint's gather")
+                                      : dist_wait(d, 1, &req, NULL, "the checkpoint's gather");
+    for (int r = 0; st == FFN_OK && me == 0 && r < P; r++) { /* the ranges tile [0, n) */
+        int64_t f = ranges[2 * r], c = ranges[2 * r + 1];
+        cd[r] = (int)(f >= 0 && c >= 0 && f + c <= n ? c : 0), cd[P + r] = (int)(f >= 0 && f <= n ? f : 0);
+    }
+    if (st == FFN_OK) {
+        rc = MPI_Igatherv(range, (int)count, MPI_FLOAT, all, cd, cd ? cd + P : NULL, MPI_FLOAT, 0,
+                          comm, &req);
+        st = rc != MPI_SUCCESS ? dist_mpi_error(rc, "the checkpoint's gather")
+                               : dist_wait(d, 1, &req, NULL, "the checkpoint's gather");
+    }
+    free(ranges);
+    free(cd);
+    return st;
+}
+
+/* ZeRO-1 with --ep alone (the sharded state in place): a replicated
+ * tensor's group is the dp group (0), an expert's the ranks holding it
+ * (1: the expert replicas). */
+static int hook_held_group(void *u, const ffn_model *m, int64_t i, int64_t *rank, int64_t *size) {
+    ffn_dist *d = u;
+    const int g = ffn_model_tensor_at(m, i)->expert >= 0 ? 1 : 0;
+    const ffn_dist_group grp = g ? FFN_DIST_EXPERT_REPLICAS : FFN_DIST_DP;
+    const int P = d->gsize[grp], r = d->grank[grp];
+    /* a test's mutation: the part of another rank of the group, so the
+     * update misses this rank's own (tests/cli/test_dist_zero2.sh) */
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    *rank = mu && !strcmp(mu, "zero-held-owner") ? (r + 1) % P : r;
+    *size = P;
+    return g;
+}
+static ffn_status hook_held_allgatherv(void *u, int group, float *buf, const int *counts,
+                                       const int *displs) {
+    ffn_dist *d = u;
+    MPI_Request req;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT,
+                             d->comm[group ? FFN_DIST_EXPERT_REPLICAS : FFN_DIST_DP], &req);
+    return rc != MPI_SUCCESS ? dist_mpi_error(rc, "parameter all-gather")
+                             : dist_wait(d, 1, &req, NULL, "parameter all-gather");
+}
+
+static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
+    if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero%d: NULL argument", stage);
+    if (ep_layout(d) && stage == 1) { /* the sharded state's tensors, split over their groups */
+        t->held_group = hook_held_group;
+        t->held_allgatherv = hook_held_allgatherv;
+        return FFN_OK;
+    }
     if (ep_layout(d))
         return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                             "--zero 1 with --ep %d (--tp 1): the experts' state is sharded by "
-                             "expert already; sharding it further over the replicas is not in "
-                             "this build (--zero 1 takes --dp, --tp T and --tp T --ep T)", d->ep);
-    t->zero_range = hook_zero_range;
+                             "--zero 2 with --ep %d (--tp 1): the gradients of the sharded "
+                             "expert state are not reduce-scattered in this build (--zero 2 takes "
+                             "--dp, --tp T and --tp T --ep T; --ep %d takes --zero 1)", d->ep, d->ep);
+    if (stage == 2 && d->gsize[FFN_DIST_DP] < 2)
+        return ffn_set_error(FFN_ERR_INVALID_ARG,
+                             "--zero 2 with --dp %d: ZeRO-2 shards the gradients and the optimizer "
+                             "over the data-parallel ranks, and the %d ranks of the job are --tp "
+                             "%d x --dp %d: give --dp 2 or more", d->dp, d->size, d->tp, d->dp);
+    t->zero_range = stage == 2 ? hook_zero_range2 : hook_zero_range;
     if (d->tp > 1) t->grad_sq_range = hook_sq_range;
-    t->reduce_scatter = hook_rs;
-    t->all_gather = hook_ag;
+    t->reduce_scatter = stage == 2 ? hook_rs2 : hook_rs;
+    t->zero_grads = stage == 2;
+    t->all_gather = stage == 2 ? hook_ag2 : hook_ag;
+    if (d->tp == 1) t->gather_range = hook_gather_range;
     return FFN_OK;
 }
+ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t) { return zero_hooks(d, t, 1); }
+ffn_status ffn_dist_train_hooks_zero2(ffn_dist *d, ffn_train_dist *t) { return zero_hooks(d, t, 2); }
 
 void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     memset(t, 0, sizeof *t);

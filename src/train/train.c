@@ -344,6 +344,8 @@ typedef struct trainer {
     float *full_moments;
     int64_t full_np;
     float *zero_all;          /* ZeRO-1, during a save: the rank's whole m and v, gathered */
+    int64_t *zfull_moff;      /* ZeRO-1 over held tensors: the whole held layout (moff, */
+    int64_t zfull_k;          /* n_held) a save gathers the moments into */
     ffn_adamw *opt;
     float *moments;           /* (2, P): the optimizer's block */
     int64_t n_params;
@@ -403,6 +405,7 @@ static void trainer_free(trainer *t) {
     ffn_model_free(t->full);
     ffn_adamw_free(t->full_opt);
     free(t->held);
+    free(t->zfull_moff);
     free(t->batch_tokens);
     free(t->batch_targets);
     free(t->loss_hist);
@@ -678,6 +681,13 @@ struct ffn_adamw {
     int64_t *moff;            /* (tensors) sharded state: tensor i's moments at m + moff[i], or
                                * -1 when another rank holds it; NULL: the layout of the params */
     int64_t n_held;           /* with moff: the floats held (m, then v at m + n_held) */
+    /* ZeRO-1 over the held tensors (zh set; with moff): this rank updates
+     * [zlo[i], zlo[i] + zlen[i]) of held tensor i (its moments at moff[i]);
+     * zgrp, zvoff: the tensor's group and place in that group's block of
+     * zsize[g] floats over zP[g] ranks */
+    const ffn_train_dist *zh;
+    int64_t *zlo, *zlen, *zgrp, *zvoff;
+    int64_t zsize[2], zP[2];
 };
 
 /* The moments' blocks: private anonymous pages, zero and untouched until
@@ -765,12 +775,37 @@ ffn_status ffn_adamw_create(ffn_model *model, const ffn_train_options *o, ffn_ad
 void ffn_adamw_free(ffn_adamw *a) {
     if (!a) return;
     moments_free(a->moments);
-    FFN_FREE_ALL(a->norm_partials, a->frozen, a->moff, a);
+    FFN_FREE_ALL(a->norm_partials, a->frozen, a->moff, a->zlo, a->zlen, a->zgrp, a->zvoff, a);
 }
 
 float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
     if (n_params) *n_params = a ? a->n_params : 0;
     return a ? a->moments : NULL;
+}
+
+/* ZeRO-1 over the held tensors: every rank's part of each held tensor to
+ * every rank of its group, in place at where[i] (collective). */
+static ffn_status held_zero_allgather(const ffn_adamw *a, float *const *where) {
+    const int64_t nt = ffn_model_num_tensors(a->model);
+    const int64_t P = a->zP[0] > a->zP[1] ? a->zP[0] : a->zP[1];
+    int *cd = malloc((size_t)(2 * P + 1) * sizeof *cd);
+    if (!cd) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = FFN_OK;
+    for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+        if (!where[i] || a->zgrp[i] < 0 || a->zP[a->zgrp[i]] < 2) continue;
+        const int64_t g = a->zgrp[i], Pg = a->zP[g], v0 = a->zvoff[i];
+        const int64_t v1 = v0 + ffn_model_tensor_at(a->model, i)->numel;
+        for (int64_t r = 0; r < Pg; r++) {
+            int64_t base = a->zsize[g] / Pg, extra = a->zsize[g] % Pg;
+            int64_t f = r * base + (r < extra ? r : extra), e = f + base + (r < extra);
+            int64_t lo = f > v0 ? f : v0, hi = e < v1 ? e : v1;
+            cd[r] = hi > lo ? (int)(hi - lo) : 0;
+            cd[Pg + r] = hi > lo ? (int)(lo - v0) : 0;
+        }
+        st = a->zh->held_allgatherv(a->zh->user, (int)g, where[i], cd, cd + Pg);
+    }
+    free(cd);
+    return st;
 }
 
 /* The update of ffn_adamw_step, without telling the model (the trainer
@@ -782,8 +817,11 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
      * parameters), and they are skipped below (no update, no decay). */
     for (int64_t i = 0; a->frozen && i < n_tensors; i++) {
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
-        if (a->frozen[i] && (!a->moff || a->moff[i] >= 0))
-            memset(a->grads + ten->offset, 0, (size_t)ten->numel * sizeof(float));
+        if (!a->frozen[i] || (a->moff && a->moff[i] < 0)) continue;
+        /* ZeRO: the range's part (ZeRO-2 keeps no other) */
+        int64_t off = ten->offset > a->lo ? ten->offset : a->lo;
+        int64_t end = ten->offset + ten->numel < a->hi ? ten->offset + ten->numel : a->hi;
+        if (end > off) memset(a->grads + off, 0, (size_t)(end - off) * sizeof(float));
     }
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
     double sq;
@@ -821,10 +859,11 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
         s.decay = decays(ten->kind) ? (float)(lr * a->weight_decay) : 0.0f;
         if (a->moff) { /* sharded state: the tensors held here, whole */
-            if (a->moff[i] >= 0)
-                adamw_update(a->params + ten->offset, a->moments + a->moff[i],
-                             a->moments + a->n_held + a->moff[i], a->grads + ten->offset,
-                             ten->numel, &s);
+            const int64_t zl = a->zlo ? a->zlo[i] : 0, zn = a->zlen ? a->zlen[i] : ten->numel;
+            if (a->moff[i] >= 0 && zn > 0)
+                adamw_update(a->params + ten->offset + zl, a->moments + a->moff[i],
+                             a->moments + a->n_held + a->moff[i], a->grads + ten->offset + zl,
+                             zn, &s);
             continue;
         }
         int64_t off = ten->offset > a->lo ? ten->offset : a->lo;
@@ -835,6 +874,15 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
     }
     if (a->zero) { /* every rank's updated range to every rank */
         ffn_status st = a->zero->all_gather(a->zero->user, a->params, a->n_params);
+        if (st != FFN_OK) return st;
+    }
+    if (a->zh) { /* every rank's updated parts of the held tensors to their group */
+        float **where = calloc((size_t)n_tensors + 1, sizeof *where);
+        if (!where) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+        for (int64_t i = 0; i < n_tensors; i++)
+            if (a->moff[i] >= 0) where[i] = a->params + ffn_model_tensor_at(a->model, i)->offset;
+        ffn_status st = held_zero_allgather(a, where);
+        free(where);
         if (st != FFN_OK) return st;
     }
     if (lr_out) *lr_out = lr;
@@ -877,6 +925,9 @@ static ffn_status push_eval(trainer *t, int64_t step, double loss) {
     return FFN_OK;
 }
 
+/* ZeRO-2: this rank keeps the gradients of its range [lo, hi) only. */
+static int zero_grads(const trainer *t) { return t->o.dist && t->o.dist->zero_grads && t->opt->zero; }
+
 /* Gradients of A micro-batches, clipping, the schedule and AdamW. */
 static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     const int64_t A = t->o.grad_accum, B = t->o.batch_size, T = t->o.seq_len;
@@ -884,7 +935,10 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     ffn_profile *pf = t->o.profile;
     ffn_model_set_profile(t->model, pf);
     ffn_profile_start(pf);
-    if (!t->held) ffn_model_zero_grads(t->model);
+    if (zero_grads(t)) /* ZeRO-2: the rest was given back (zero) after the last reduce-scatter */
+        memset(ffn_model_grads(t->model, NULL) + t->opt->lo, 0,
+               (size_t)(t->opt->hi - t->opt->lo) * sizeof(float));
+    else if (!t->held) ffn_model_zero_grads(t->model);
     else { /* sharded state: the gradients held here (the others stay untouched) */
         float *g = ffn_model_grads(t->model, NULL);
         for (int64_t i = 0; i < ffn_model_num_tensors(t->model); i++) {
@@ -917,6 +971,10 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
             st = d->zero_range     ? d->reduce_scatter(d->user, g, n)
                  : d->reduce_grads ? d->reduce_grads(d->user, t->model, g, n)
                                    : d->allreduce_f32(d->user, g, n);
+        if (st == FFN_OK && zero_grads(t)) { /* ZeRO-2: keep the range's sums only */
+            ffn_release_floats(g, t->opt->lo);
+            ffn_release_floats(g + t->opt->hi, n - t->opt->hi);
+        }
         if (st == FFN_OK && !d->zero_range && d->sync_grads) st = d->sync_grads(d->user, t->model);
         if (st == FFN_OK) st = dp_sum_f64(t, l, 2);
         if (st != FFN_OK) return st;
@@ -1363,7 +1421,10 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
             if (!t->held || t->held[i]) held += ffn_model_tensor_at(t->model, i)->numel;
         const int64_t mom = t->opt->moff ? t->opt->n_held : t->opt->hi - t->opt->lo;
         r->optimizer_bytes = 8 * mom;
-        r->state_bytes = 8 * held + r->optimizer_bytes + (t->full ? 16 * t->full_np : 0);
+        /* ZeRO-2: the gradients of the range only (between steps) */
+        r->grad_bytes = 4 * (zero_grads(t) ? t->opt->hi - t->opt->lo : held);
+        r->state_bytes = 4 * held + r->grad_bytes + r->optimizer_bytes +
+                         (t->full ? 16 * t->full_np : 0);
     }
     if (!r->loss || !r->eval_step || !r->eval_loss || (ckpt && !r->checkpoint_dir)) {
         ffn_train_result_free(r);
@@ -1433,6 +1494,11 @@ static ffn_status zero_shard(trainer *t) {
     moments_free(t->opt->moments);
     t->opt->moments = t->moments = m;
     t->opt->lo = lo, t->opt->hi = hi, t->opt->zero = d;
+    if (d->zero_grads) { /* ZeRO-2: the gradients outside the range are not kept */
+        float *g = ffn_model_grads(t->model, NULL);
+        ffn_release_floats(g, lo);
+        ffn_release_floats(g + hi, n - hi);
+    }
     return FFN_OK;
 }
 
@@ -1441,6 +1507,18 @@ static ffn_status zero_shard(trainer *t) {
 static ffn_status zero_gather(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     const int64_t n = t->n_params, lo = t->opt->lo, k = t->opt->hi - lo;
+    if (!t->full && d->gather_range) { /* to the writer alone */
+        float *w = d->writer ? moments_alloc(n * 2) : NULL;
+        ffn_status st = w || !d->writer ? FFN_OK
+                        : ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
+        /* every rank takes part in both, even after a failure on the writer */
+        ffn_status s1 = d->gather_range(d->user, t->moments, lo, k, w, n);
+        ffn_status s2 = d->gather_range(d->user, t->moments + k, lo, k, w ? w + n : NULL, n);
+        st = st != FFN_OK ? st : s1 != FFN_OK ? s1 : s2;
+        t->zero_all = w;
+        t->full_moments = w, t->full_np = n;
+        return st;
+    }
     float *all = moments_alloc(n * 2);
     if (!all) return ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
     memcpy(all + lo, t->moments, (size_t)k * sizeof(float));
@@ -1504,10 +1582,114 @@ static ffn_status held_shard(trainer *t) {
     return FFN_OK;
 }
 
+/* ZeRO-1 over the held tensors (after held_shard): each group's block of
+ * held tensors split over the group; the moments shrink to this rank's
+ * part of each tensor (the whole held layout kept for the saves). */
+static ffn_status held_zero(trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    ffn_adamw *a = t->opt;
+    const int64_t nt = ffn_model_num_tensors(t->model);
+    if (!d->held_allgatherv)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: held_group without held_allgatherv");
+    a->zlo = calloc((size_t)nt + 1, sizeof *a->zlo);
+    a->zlen = calloc((size_t)nt + 1, sizeof *a->zlen);
+    a->zgrp = malloc(((size_t)nt + 1) * sizeof *a->zgrp);
+    a->zvoff = calloc((size_t)nt + 1, sizeof *a->zvoff);
+    int64_t *moff = malloc(((size_t)nt + 1) * sizeof *moff);
+    if (!a->zlo || !a->zlen || !a->zgrp || !a->zvoff || !moff) {
+        free(moff);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    }
+    int64_t rank[2] = {0, 0}, glo[2], gcnt[2];
+    a->zsize[0] = a->zsize[1] = 0, a->zP[0] = a->zP[1] = 1;
+    for (int64_t i = 0; i < nt; i++) {
+        a->zgrp[i] = -1;
+        if (!t->held[i]) continue;
+        int64_t r, P;
+        int g = d->held_group(d->user, t->model, i, &r, &P);
+        if (g < 0 || g > 1 || P < 1 || r < 0 || r >= P) {
+            free(moff);
+            return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: held_group %d, rank %lld of %lld",
+                             g, (long long)r, (long long)P);
+        }
+        a->zgrp[i] = g, rank[g] = r, a->zP[g] = P;
+        a->zvoff[i] = a->zsize[g];
+        a->zsize[g] += ffn_model_tensor_at(t->model, i)->numel;
+    }
+    for (int g = 0; g < 2; g++) {
+        int64_t base = a->zsize[g] / a->zP[g], extra = a->zsize[g] % a->zP[g];
+        glo[g] = rank[g] * base + (rank[g] < extra ? rank[g] : extra);
+        gcnt[g] = base + (rank[g] < extra);
+    }
+    int64_t k = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        moff[i] = -1;
+        if (a->zgrp[i] < 0) continue;
+        const int g = (int)a->zgrp[i];
+        const int64_t v0 = a->zvoff[i], v1 = v0 + ffn_model_tensor_at(t->model, i)->numel;
+        const int64_t lo = glo[g] > v0 ? glo[g] : v0, hi = glo[g] + gcnt[g] < v1 ? glo[g] + gcnt[g] : v1;
+        a->zlo[i] = hi > lo ? lo - v0 : 0;
+        a->zlen[i] = hi > lo ? hi - lo : 0;
+        moff[i] = k;
+        k += a->zlen[i];
+    }
+    float *m = moments_alloc(2 * (k ? k : 1));
+    if (!m) {
+        free(moff);
+        return ffn_error(FFN_ERR_NOMEM, "out of memory (optimizer moments)");
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        if (moff[i] < 0 || !a->zlen[i]) continue;
+        const size_t b = (size_t)a->zlen[i] * sizeof *m;
+        memcpy(m + moff[i], t->moments + a->moff[i] + a->zlo[i], b);
+        memcpy(m + k + moff[i], t->moments + a->n_held + a->moff[i] + a->zlo[i], b);
+    }
+    moments_free(a->moments);
+    t->zfull_moff = a->moff, t->zfull_k = a->n_held;
+    a->moff = moff, a->n_held = k;
+    a->moments = t->moments = m;
+    a->zh = d;
+    return FFN_OK;
+}
+
+static ffn_status held_gather_whole(trainer *t);
+/* Sharded state, before a save (every rank): under ZeRO-1 the held
+ * tensors' moments put together whole first (into the layout held_shard
+ * made), then held_gather_whole. */
+static ffn_status held_gather(trainer *t) {
+    ffn_adamw *a = t->opt;
+    if (!a->zh) return held_gather_whole(t);
+    const int64_t nt = ffn_model_num_tensors(t->model), K = t->zfull_k, k = a->n_held;
+    float *whole = moments_alloc(2 * (K ? K : 1));
+    float **where = calloc((size_t)nt + 1, sizeof *where);
+    ffn_status st = whole && where ? FFN_OK
+                    : ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
+    for (int pass = 0; pass < 2 && st == FFN_OK; pass++) { /* m, then v */
+        for (int64_t i = 0; i < nt; i++) {
+            where[i] = NULL;
+            if (t->zfull_moff[i] < 0) continue;
+            where[i] = whole + pass * K + t->zfull_moff[i];
+            memcpy(where[i] + a->zlo[i], t->moments + pass * k + a->moff[i],
+                   (size_t)a->zlen[i] * sizeof *whole);
+        }
+        st = held_zero_allgather(a, where);
+    }
+    free(where);
+    if (st == FFN_OK) { /* the whole held layout for the gather, then back */
+        int64_t *moff = a->moff;
+        float *mine = t->moments;
+        a->moff = t->zfull_moff, a->n_held = K, t->moments = whole;
+        st = held_gather_whole(t);
+        a->moff = moff, a->n_held = k, t->moments = mine;
+    }
+    moments_free(whole);
+    return st;
+}
+
 /* Sharded state, before a save (every rank): the writer gets every
  * tensor's parameters (into the model's own block) and moments (into a
  * whole block, freed with held_release) from the ranks holding them. */
-static ffn_status held_gather(trainer *t) {
+static ffn_status held_gather_whole(trainer *t) {
     const ffn_train_dist *d = t->o.dist;
     const ffn_adamw *a = t->opt;
     const int64_t nt = ffn_model_num_tensors(t->model), n = t->n_params, k = a->n_held;
@@ -1649,6 +1831,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     state = NULL;
     if (st == FFN_OK && o->dist && o->dist->shard) st = tp_shard(t);
     if (st == FFN_OK && o->dist && o->dist->zero_range) st = zero_shard(t);
+    if (st == FFN_OK && t->held && o->dist->held_group) st = held_zero(t);
     if (st != FFN_OK) goto done;
 
     /* Outputs: check the checkpoint directory and open the log first, so a
