@@ -4,7 +4,7 @@
  * each activation byte several rows.
  *
  * Layout.  A format's scales come per lane of L elements: L = 32 (the
- * 32-element formats, q4_K, q5_K, iq4_xs) or 16 (q2_K, q3_K, q6_K).
+ * 32-element formats, q4_K, q5_K, iq4_xs, q3_K and q6_K) or 16 (q2_K).
  * Columns go in groups of 8 lanes (8L columns, the last group padded with
  * zero codes and zero scales), stored as L/4 steps of 32 bytes: step s
  * holds elements 4s..4s+3 of each of the 8 lanes, so that after
@@ -22,17 +22,22 @@
  *   W   32 rows × 2048 columns at a time, per thread (64 KiB, in L2),
  *       unpacked to codes in the step order (4 rows interleaved per step)
  *       with w1, w2 per lane:
- *         unsigned codes c (q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q2_K, q3_K,
- *         q6_K): the row's values are w1·c + w2 per lane (q4_0: w1 = d,
- *         w2 = −8d; q4_K: w1 = d·sc, w2 = −dmin·m; q6_K: w1 = d·sc,
- *         w2 = −32·d·sc), and the product is Σ_lanes w1·(Σ c·q)·t1 + w2·t2.
- *         The int16 pair sums of vpmaddubsw add up in int16 for 8 steps
- *         when the codes are at most 15 (8 · 2 · 15 · 127 < 2^15), for 4
- *         at most 31 (q5_*), for 2 at most 63 (q6_K), then go to int32.
+ *         unsigned codes c (q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q2_K): the
+ *         row's values are w1·c + w2 per lane (q4_0: w1 = d, w2 = −8d;
+ *         q4_K: w1 = d·sc, w2 = −dmin·m), and the product is
+ *         Σ_lanes w1·(Σ c·q)·t1 + w2·t2.  The int16 pair sums of vpmaddubsw
+ *         add up in int16 for 8 steps when the codes are at most 15
+ *         (8 · 2 · 15 · 127 < 2^15), for 4 when at most 31 (q5_*), then go
+ *         to int32.
  *         signed codes v (q8_0, iq4_nl, iq4_xs): vpsignb moves v's sign
  *         onto q and vpmaddubsw multiplies |v| (at most 128 · 127 · 2, no
  *         saturation), sums in int32 per step; the product is
  *         Σ_lanes w1·(Σ v·q)·t1.
+ *         signed codes with integer scales (q3_K: v = c − 4, q6_K:
+ *         v = c − 32, scales s per 16): lanes of 32 whose steps 0-3 are
+ *         one sub-block and 4-7 the next, the int16 sums of 4 steps
+ *         (4 · 2 · 32 · 127 < 2^15) times the sub-block's s by vpmaddwd,
+ *         exact in int32; the product is Σ_lanes d·(Σ s·v·q)·t1.
  *   y   micro-tiles of 4 rows × 3 tokens: 12 integer accumulators in
  *       registers (the steps in inline assembly: the compiler spilled
  *       them), 12 float accumulators in memory, one update per group.
@@ -68,11 +73,12 @@ enum {
     I8_CHUNK = 2048, /* columns per panel chunk: 64 KiB of codes, in L2 (measured: 16 × 1024 in L1 is
                         13% slower, the activations streamed twice as often) */
     I8_LANES = 8, /* blocks per group, one per int32 lane */
-    I8_MAXT = 3   /* tokens per micro-tile, at most */
+    I8_MAXT = 3,  /* tokens per micro-tile, at most */
+    I8_PF = 24    /* floats of a row's scales per group: w1[8], w2[8] (or q6_K's int16 scales) */
 };
 
 /* the two ways of multiplying a format's codes */
-enum { I8_U = 1, I8_S = 2 };
+enum { I8_U = 1, I8_S = 2, I8_SC = 3 }; /* unsigned, signed, signed with int16 scales */
 #ifndef I8_RN_S
 #define I8_RN_S 3
 #endif
@@ -91,8 +97,8 @@ static int i8_fmt_of(ffn_ggml_type t, i8_fmt *f) {
     case FFN_GGML_TYPE_Q4_0: case FFN_GGML_TYPE_Q4_1: case FFN_GGML_TYPE_Q4_K: *f = (i8_fmt){I8_U, 32, 8}; return 1;
     case FFN_GGML_TYPE_Q5_0: case FFN_GGML_TYPE_Q5_1: case FFN_GGML_TYPE_Q5_K: *f = (i8_fmt){I8_U, 32, 4}; return 1;
     case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_IQ4_NL: case FFN_GGML_TYPE_IQ4_XS: *f = (i8_fmt){I8_S, 32, 8}; return 1;
-    case FFN_GGML_TYPE_Q2_K: case FFN_GGML_TYPE_Q3_K: *f = (i8_fmt){I8_U, 16, 4}; return 1;
-    case FFN_GGML_TYPE_Q6_K: *f = (i8_fmt){I8_U, 16, 2}; return 1;
+    case FFN_GGML_TYPE_Q2_K: *f = (i8_fmt){I8_U, 16, 4}; return 1;
+    case FFN_GGML_TYPE_Q3_K: case FFN_GGML_TYPE_Q6_K: *f = (i8_fmt){I8_SC, 32, 4}; return 1;
     default: return 0;
     }
 }
@@ -121,7 +127,7 @@ static int64_t i8_groups(int64_t cols, int lane) { return (cols + 8 * lane - 1) 
  * the float accumulators and the int32 partial sums of a micro-tile */
 enum {
     I8_T_CODES = I8_RP * I8_CHUNK,
-    I8_T_SCALES = I8_RP * (I8_CHUNK / 128) * 16 * 4,
+    I8_T_SCALES = I8_RP * (I8_CHUNK / 128) * I8_PF * 4,
     I8_T_ACC = I8_RM * I8_MAXT * 32,
     I8_T_BYTES = 2 * I8_T_CODES + I8_T_SCALES + 2 * I8_T_ACC
 };
@@ -226,7 +232,7 @@ static void k4_scales(const uint8_t *p, float *w1, float *w2) {
 /* Columns 256u .. 256u + 255 of a row: 256 codes (lin, in order), w1 and w2
  * per lane of the format (8 of 32 or 16 of 16; zero past cols). */
 static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t u, int64_t cols, uint8_t *lin,
-                      float *w1, float *w2) {
+                      float *w1, float *w2, int16_t *sc16) {
     const __m256i m4 = _mm256_set1_epi8(15);
     for (int i = 0; i < 16; i++) w1[i] = w2[i] = 0.0f;
     switch (type) {
@@ -252,21 +258,25 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t u, int64_t
         }
         return;
     }
-    case FFN_GGML_TYPE_Q6_K: { /* x = d·sc·(c − 32) per 16 */
+    case FFN_GGML_TYPE_Q6_K: { /* x = d·sc·v per 16, v = c − 32 (signed codes, sc16 the scales) */
         const uint8_t *p = row + u * 210;
         const float d = qg_avx2_f16(p + 208);
         const int8_t *sc = (const int8_t *)(p + 192);
-        for (int j = 0; j < 16; j++) w1[j] = d * (float)sc[j], w2[j] = -32.0f * w1[j];
-        const __m256i m2 = _mm256_set1_epi8(0x30);
+        for (int j = 0; j < 8; j++) w1[j] = d;
+        for (int j = 0; j < 16; j++) sc16[j] = sc[j];
+        const __m256i m2 = _mm256_set1_epi8(0x30), c32 = _mm256_set1_epi8(32);
         for (int hf = 0; hf < 2; hf++) {
             const uint8_t *ql = p + 64 * hf, *qh = p + 128 + 32 * hf;
             const __m256i a = I8_LD(ql), b = I8_LD(ql + 32), h = I8_LD(qh);
             uint8_t *o = lin + 128 * hf;
-            I8_ST(o, _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2)));
-            I8_ST(o + 32, _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m2)));
-            I8_ST(o + 64, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m2)));
-            I8_ST(o + 96, _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
-                                          _mm256_and_si256(_mm256_srli_epi16(h, 2), m2)));
+            I8_ST(o, _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m2)), c32));
+            I8_ST(o + 32,
+                  _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m2)), c32));
+            I8_ST(o + 64,
+                  _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m2)), c32));
+            I8_ST(o + 96, _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),
+                                                          _mm256_and_si256(_mm256_srli_epi16(h, 2), m2)),
+                                          c32));
         }
         return;
     }
@@ -282,21 +292,23 @@ static void i8_unpack(ffn_ggml_type type, const uint8_t *row, int64_t u, int64_t
         }
         return;
     }
-    case FFN_GGML_TYPE_Q3_K: { /* x = d·s·(c − 4) per 16, c = 2 low bits | the hmask bit << 2 */
+    case FFN_GGML_TYPE_Q3_K: { /* x = d·s·v per 16, v = c − 4, c = 2 low bits | the hmask bit << 2
+                                  (signed codes, sc16 the scales s) */
         const uint8_t *p = row + u * 110, *s = p + 96;
         const float d = qg_avx2_f16(p + 108);
+        for (int j = 0; j < 8; j++) w1[j] = d;
         for (int j = 0; j < 16; j++) {
             const int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
-            w1[j] = d * (float)((lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
-            w2[j] = -4.0f * w1[j];
+            sc16[j] = (int16_t)((lo | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
         }
-        const __m256i m3 = _mm256_set1_epi8(3), hm = I8_LD(p);
+        const __m256i m3 = _mm256_set1_epi8(3), c4 = _mm256_set1_epi8(4), hm = I8_LD(p);
         for (int hf = 0; hf < 2; hf++) {
             const __m256i v = I8_LD(p + 32 + 32 * hf);
             for (int j = 0; j < 4; j++)
                 I8_ST(lin + 128 * hf + 32 * j,
-                      _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), m3),
-                                      i8_bit(hm, 4 * hf + j, 2)));
+                      _mm256_sub_epi8(_mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * j)), m3),
+                                                      i8_bit(hm, 4 * hf + j, 2)),
+                                      c4));
         }
         return;
     }
@@ -361,27 +373,35 @@ static void i8_fill(const ffn_qweight *w, const i8_fmt *f, int64_t r0, int64_t g
     const int L = f->lane, SG = L / 4, gpu = 32 / L;
     uint8_t lin[256] __attribute__((aligned(32))), il[256] __attribute__((aligned(32)));
     float w1[16], w2[16];
+    int16_t sc16[16] = {0};
     for (int rr = 0; rr < I8_RP; rr++) {
         const int rq = rr / I8_RM, r = rr % I8_RM;
         const int live = r0 + rr < w->rows;
         for (int g = 0; g < kg; g += gpu) {
             if (live) {
                 i8_unpack(w->type, w->data + (size_t)(r0 + rr) * w->row_bytes, (g0 + g) / gpu, w->cols, lin,
-                          w1, w2);
+                          w1, w2, sc16);
                 i8_interleave(lin, L, il);
             } else {
                 memset(il, 0, sizeof il);
-                for (int i = 0; i < 16; i++) w1[i] = w2[i] = 0.0f;
+                for (int i = 0; i < 16; i++) w1[i] = w2[i] = 0.0f, sc16[i] = 0;
             }
             for (int h = 0; h < gpu; h++) {
-                float *pg = pf + ((size_t)(rq * kg + g + h) * I8_RM + r) * 16;
+                float *pg = pf + ((size_t)(rq * kg + g + h) * I8_RM + r) * I8_PF;
                 memcpy(pg, w1 + 8 * h, 32);
-                memcpy(pg + 8, w2 + 8 * h, 32);
+                if (f->kind == I8_SC) { /* lane i: sub-block 2i in steps 0-3, 2i + 1 in steps 4-7 */
+                    int16_t sv[32];
+                    for (int i = 0; i < 8; i++)
+                        sv[2 * i] = sv[2 * i + 1] = sc16[2 * i], sv[16 + 2 * i] = sv[17 + 2 * i] = sc16[2 * i + 1];
+                    memcpy(pg + 8, sv, 64);
+                } else {
+                    memcpy(pg + 8, w2 + 8 * h, 32);
+                }
                 for (int s = 0; s < SG; s++) {
                     const size_t o = (((size_t)(rq * kg + g + h) * SG + s) * I8_RM + r) * 32;
                     const __m256i v = _mm256_load_si256((const __m256i *)(il + 128 * h + 32 * s));
                     _mm256_store_si256((__m256i *)(pc + o), v);
-                    if (f->kind == I8_S) _mm256_store_si256((__m256i *)(pa + o), _mm256_sign_epi8(v, v));
+                    if (f->kind != I8_U) _mm256_store_si256((__m256i *)(pa + o), _mm256_sign_epi8(v, v));
                 }
             }
         }
@@ -474,7 +494,7 @@ I8 void i8_mk_u(const int SG, const int FL, const int T, const uint8_t *pc, cons
     for (int g = 0; g < kg; g++) {
         const uint8_t *wg = pc + (size_t)g * SG * I8_RM * 32;
         const int8_t *xg = xq + (size_t)g * SG * 32;
-        const float *fg = pf + (size_t)g * I8_RM * 16;
+        const float *fg = pf + (size_t)g * I8_RM * I8_PF;
 #pragma GCC unroll 1
         for (int s0 = 0; s0 < SG; s0 += FL) {
             __m256i h[I8_RM][I8_MAXT];
@@ -511,7 +531,7 @@ I8 void i8_mk_u(const int SG, const int FL, const int T, const uint8_t *pc, cons
                             continue;
                         }
                     }
-                    i8_epi(I8_U, m, fg + 16 * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+                    i8_epi(I8_U, m, fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
                 }
         }
     }
@@ -551,11 +571,91 @@ I8 void i8_mk_s(const int T, const uint8_t *pc, const uint8_t *pa, const float *
                 }
             }
         }
-        const float *fg = pf + (size_t)g * I8_RM * 16;
+        const float *fg = pf + (size_t)g * I8_RM * I8_PF;
 #pragma GCC unroll 4
         for (int r = 0; r < I8_RM; r++)
 #pragma GCC unroll 3
-            for (int t = 0; t < T; t++) i8_epi(I8_S, ia[r][t], fg + 16 * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+            for (int t = 0; t < T; t++) i8_epi(I8_S, ia[r][t], fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+    }
+    i8_sums(T, fa, out);
+}
+
+/* One step of the 4 × 3 micro-tile of q3_K and q6_K: h[r][t] += the int16
+ * pair sums of |v| with sign(x, v) (codes v of −32..31: 4 steps add up in
+ * int16, 4 · 2 · 32 · 127 < 2^15). */
+I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t qs, __m256i h[I8_RM][I8_MAXT]) {
+#define I8_PROD(R, X, A)                                                                          \
+    "vpsignb " #R "*32(%[w]), " X ", %%ymm15\n\t"                                                  \
+    "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
+    "vpaddw %%ymm15, %[" #A "], %[" #A "]\n\t"
+#define I8_ROW(R, A, B, C)                                                                        \
+    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
+    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
+    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
+            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
+            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
+            : [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),
+              [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),
+              [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
+            : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs)
+            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+#undef I8_ROW
+#undef I8_PROD
+}
+
+/* q3_K, q6_K: signed codes with integer scales.  Per half group (4 steps, one
+ * sub-block of 16 per lane) the int16 sums times the row's int16 scales
+ * (vpmaddwd, exact: 2 · 32512 · 128 per half), the two halves added in
+ * int32, then fa += d · (Σ · t1). */
+I8 void i8_mk_q6(const int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
+                 int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
+    for (int i = 0; i < I8_RM * I8_MAXT; i++) _mm256_store_ps(fa + 8 * i, _mm256_setzero_ps());
+    for (int g = 0; g < kg; g++) {
+        const uint8_t *wg = pc + (size_t)g * 8 * I8_RM * 32, *ag = pa + (size_t)g * 8 * I8_RM * 32;
+        const int8_t *xg = xq + (size_t)g * 256;
+        const float *fg = pf + (size_t)g * I8_RM * I8_PF;
+#pragma GCC unroll 1
+        for (int s0 = 0; s0 < 8; s0 += 4) {
+            __m256i h[I8_RM][I8_MAXT];
+#pragma GCC unroll 4
+            for (int r = 0; r < I8_RM; r++)
+#pragma GCC unroll 3
+                for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+            if (T == 3) {
+#pragma GCC unroll 1
+                for (int s = s0; s < s0 + 4; s++) i8_step3q(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
+            } else {
+#pragma GCC unroll 1
+                for (int s = s0; s < s0 + 4; s++) {
+                    __m256i xv[2];
+#pragma GCC unroll 2
+                    for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
+#pragma GCC unroll 4
+                    for (int r = 0; r < I8_RM; r++) {
+                        const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
+                        const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
+#pragma GCC unroll 2
+                        for (int t = 0; t < T && t < 2; t++)
+                            h[r][t] = _mm256_add_epi16(h[r][t], _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v)));
+                    }
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < I8_RM; r++) {
+                const __m256i sc = _mm256_load_si256((const __m256i *)(fg + I8_PF * r + 8 + 2 * s0));
+#pragma GCC unroll 3
+                for (int t = 0; t < T; t++) {
+                    __m256i m = _mm256_madd_epi16(h[r][t], sc);
+                    __m256i *pp = ip + r * I8_MAXT + t;
+                    if (s0 == 0) {
+                        _mm256_store_si256(pp, m);
+                        continue;
+                    }
+                    m = _mm256_add_epi32(m, _mm256_load_si256(pp));
+                    i8_epi(I8_S, m, fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+                }
+            }
+        }
     }
     i8_sums(T, fa, out);
 }
@@ -586,8 +686,16 @@ static void i8_mk_s8(int T, const uint8_t *pc, const uint8_t *pa, const float *p
     else i8_mk_s(3, pc, pa, pf, xq, qs, xf, fs, kg, fa, out);
 }
 
+static void i8_mk_q6k(int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq, int64_t qs,
+                      const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
+    if (T == 1) i8_mk_q6(1, pc, pa, pf, xq, qs, xf, fs, kg, fa, ip, out);
+    else if (T == 2) i8_mk_q6(2, pc, pa, pf, xq, qs, xf, fs, kg, fa, ip, out);
+    else i8_mk_q6(3, pc, pa, pf, xq, qs, xf, fs, kg, fa, ip, out);
+}
+
 static i8_mk_fn i8_kernel(const i8_fmt *f) {
     if (f->kind == I8_S) return i8_mk_s8;
+    if (f->kind == I8_SC) return i8_mk_q6k;
     if (f->lane == 32) return f->flush == 8 ? i8_mk_u8_8 : i8_mk_u8_4;
     return f->flush == 4 ? i8_mk_u4_4 : i8_mk_u4_2;
 }
@@ -633,7 +741,7 @@ void ffn_qg_int8_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t 
                     for (int rq = 0; rq * I8_RM < nv; rq++) {
                         float out[I8_RM * I8_MAXT] __attribute__((aligned(16)));
                         const size_t co = (size_t)rq * kg * SG * I8_RM * 32;
-                        mk(T, pc + co, pa + co, pf + (size_t)rq * kg * I8_RM * 16, xq, qs, xf, fs, kg, fa, ip, out);
+                        mk(T, pc + co, pa + co, pf + (size_t)rq * kg * I8_RM * I8_PF, xq, qs, xf, fs, kg, fa, ip, out);
                         const int nr = nv - rq * I8_RM < I8_RM ? nv - rq * I8_RM : I8_RM;
                         for (int t = 0; t < T; t++) {
                             float *o = y + (t0 + t) * ldy + r0 + rq * I8_RM;
