@@ -208,14 +208,18 @@ I8 __m256i i8_bit(__m256i v, int from, int to) {
 #define I8_ST(p, v) _mm256_storeu_si256((__m256i *)(p), (v))
 
 /* The 32 five-bit codes of a Q5_0 or Q5_1 block: the high bits at qh (4
- * bytes, bit j for code j), the low nibbles at qs (16 bytes). */
+ * bytes, bit j for code j), the low nibbles at qs (16 bytes).  Byte j of
+ * the vector gets qh's byte j / 8, tests bit j % 8. */
 static void q5_codes(const uint8_t *qh_at, const uint8_t *qs, uint8_t *o) {
     uint32_t qh;
     memcpy(&qh, qh_at, 4);
-    for (int j = 0; j < 16; j++) {
-        o[j] = (uint8_t)((qs[j] & 15) | (((qh >> j) & 1) << 4));
-        o[16 + j] = (uint8_t)((qs[j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
-    }
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                            3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), spread);
+    h = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit), _mm256_set1_epi8(16));
+    i8_nib16(qs, o, NULL);
+    I8_ST(o, _mm256_or_si256(I8_LD(o), h));
 }
 
 /* The eight scales and mins of a Q4_K or Q5_K super-block at p (d, dmin,
