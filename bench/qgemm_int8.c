@@ -7,8 +7,10 @@
  *   qgemm_int8 TYPE ROWS COLS THREADS REPS N...
  * At 1 thread the times are the thread's CPU time, else wall time.
  * Prints one line per N: GFLOP/s (2·n·rows·cols per call) of each, the
- * ratios int8/rows and int8/panels, and the largest difference of the
- * panels and of int8 from the row kernels relative to max |y|. */
+ * ratios int8/rows and int8/panels, the int8 rate as a share of the fp32
+ * FMA peak in QGEMM_PEAK (GFLOP/s; 0 without it), and the largest
+ * difference of the panels and of int8 from the row kernels relative to
+ * max |y|. */
 #include "kernels/qgemm.h"
 #include "kernels/kernels.h"
 
@@ -51,8 +53,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", ffn_last_error());
         return 1;
     }
-    printf("%-6s %5s %3s %9s %9s %9s %10s %10s %9s %9s\n", "type", "n", "thr", "rows_GF/s", "panel_GF/s",
-           "int8_GF/s", "int8/rows", "int8/panel", "panel_d", "int8_d");
+    const char *pk = getenv("QGEMM_PEAK");
+    const double peak = pk ? atof(pk) : 0;
+    printf("%-6s %11s %5s %3s %9s %9s %9s %10s %10s %9s %9s %9s\n", "type", "rows×cols", "n", "thr", "rows_GF/s",
+           "panel_GF/s", "int8_GF/s", "int8/rows", "int8/panel", "int8_%pk", "panel_d", "int8_d");
     for (int a = 6; a < argc; a++) {
         int64_t n = atoll(argv[a]);
         float *x = malloc((size_t)(n * C) * sizeof *x);
@@ -81,9 +85,11 @@ int main(int argc, char **argv) {
         }
         if (ymax <= 0) ymax = 1;
         double fl = 2.0 * n * R * C * 1e-9;
-        printf("%-6s %5lld %3d %9.1f %9.1f %9.1f %10.2f %10.2f %9.2e %9.2e\n", argv[1], (long long)n,
-               ffn_ctx_threads(ctx), fl / best[0], fl / best[1], fl / best[2], best[0] / best[2],
-               best[1] / best[2], d1 / ymax, d2 / ymax);
+        char shape[32];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)R, (long long)C);
+        printf("%-6s %11s %5lld %3d %9.1f %9.1f %9.1f %10.2f %10.2f %8.0f%% %9.2e %9.2e\n", argv[1], shape,
+               (long long)n, ffn_ctx_threads(ctx), fl / best[0], fl / best[1], fl / best[2], best[0] / best[2],
+               best[1] / best[2], peak > 0 ? 100 * fl / best[2] / peak : 0.0, d1 / ymax, d2 / ymax);
         fflush(stdout);
         free(x);
         for (int m = 0; m < 3; m++) free(y[m]);

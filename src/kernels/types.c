@@ -59,23 +59,31 @@
  * before the fp32 panels; 0: never).  Measured with
  * bench/bench_qgemm_int8.sh on the AVX2-only Zen 3 (W 2048 × 8192,
  * 1 thread, the thread's CPU time, the three paths taken in turn, best of
- * 3-5; the machine shared with 7 other jobs at load average 16-19, so the
- * ratios move by ±30% between runs), GFLOP/s of row kernels / fp32 panels
- * / int8:
+ * 3; the machine shared with other jobs at load average 3-6, so ±5-10%),
+ * GFLOP/s of row kernels / fp32 panels / int8 (FMA peak 100-106):
  *
- *   n      q8_0            q4_0            q4_K            q4_1
- *   32    42.4/38.8/47.4  32.0/34.8/33.3  32.5/32.9/31.0  37.8/30.1/45.1
- *   64    31.0/46.6/43.1  32.4/43.0/45.4  31.2/51.0/45.2  34.4/34.6/43.9
- *   512   37.0/49.9/52.7  37.2/46.4/51.0  31.0/43.3/53.6  34.5/46.2/73.7
+ *   n     q8_0            q4_0            q4_K            q6_K
+ *   16   47.4/43.9/39.2  43.8/43.3/49.4  65.1/33.6/56.1  65.8/35.6/46.1
+ *   32   47.8/55.7/53.8  44.6/57.0/72.2  61.7/46.5/75.9  67.4/50.5/64.0
+ *   48   47.8/68.5/60.2  43.7/63.4/82.2  62.8/52.6/87.2  66.4/61.0/71.3
+ *   64   47.4/67.4/63.9  43.9/65.0/89.2  62.6/60.0/94.5  65.5/69.5/78.5
+ *   128  47.0/69.5/69.8
+ *   512  47.1/61.2/69.7
  *
- *   n      q5_0            q5_1            iq4_nl          q5_K            iq4_xs
- *   32    32.6/25.2/23.7  36.7/29.0/35.7  38.5/24.4/36.6  36.5/21.7/28.6  46.2/20.5/24.6
- *   64    47.5/41.0/52.7  37.3/41.6/52.3  45.7/38.9/46.9  36.0/29.2/43.0  46.9/28.9/33.6
- *   512   46.9/51.1/63.2  33.8/48.0/58.9  41.9/42.8/47.1  27.7/42.4/61.0  60.5/41.3/52.2
+ *   n     q2_K            q3_K            q5_K            iq4_xs          iq4_nl
+ *   32   64.2/32.5/65.3  54.1/28.0/60.1  48.9/27.5/67.3  65.7/30.9/53.4  47.1/33.6/54.7
+ *   48   64.7/41.9/73.8  53.6/37.7/68.8  51.5/37.6/78.9  62.1/41.6/60.2  42.2/38.1/55.8
+ *   64   64.2/48.7/77.7  52.5/42.7/74.0  52.8/44.0/84.5  68.7/44.9/65.1  46.1/54.4/62.1
  *
- * q8_0, q4_0 and q4_1 take it from 32 (no type goes lower, as above), the
- * others from 64; iq4_xs not at all (its row kernel, one 256-block scale
- * per lookup, stays ahead).  Where a type takes int8 from its fp32 panel
+ *   n     q4_1            q5_0 (q5 unpack vectorized after: 53 at 32)  q5_1
+ *   32   36.6/29.5/67.8  43.5/27.6/38.8                              34.2/28.3/37.7
+ *   64   37.2/41.5/88.3  45.0/41.2/56.1                              33.2/42.4/57.2
+ *
+ * Every type that has it takes it from 32 (no type goes lower, as above)
+ * but q6_K (48: its row kernel stays ahead at 32) and q8_0 (128: the fp32
+ * panels are 3-12% ahead up to 64, int8 ties at 128 and wins by 14% at
+ * 512); iq4_xs not at all (its row kernel, one 256-block scale per
+ * lookup, stays ahead to 64).  Where a type takes int8 from its fp32 panel
  * crossover on, the fp32 panels no longer run for it in ffn_qgemm.
  *
  * batch_min_n: from this many rows of x on, ffn_qgemm hands a weight
@@ -136,7 +144,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             KERNELS(ffn_qg_rows_avx2_q8_0, QG_ACT_Q32, ffn_qg_rows_avx512_q8_0,
                                     QG_ACT_Q32, FFN_CPU_VNNI),
                             .q32_offset = 128, .panel_min_n = 32, .batch_min_n = 8, .avx2_panel_min_n = 32,
-                            .fallback = FFN_GGML_TYPE_F16, .file_type = 7, .avx2_int8_min_n = 32, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_F16, .file_type = 7, .avx2_int8_min_n = 128, .dot = "int8",
                             .f16_scales = 1 /* d, int8 qs[32] */},
     [FFN_GGML_TYPE_Q4_0] = {"q4_0", 5, 32, 18, quant_dequantize_q4_0, quant_quantize_q4_0,
                             KERNELS(ffn_qg_rows_avx2_q4_0, QG_ACT_Q32, ffn_qg_rows_avx512_q4_0,
@@ -149,14 +157,14 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                                     QG_ACT_Q256, FFN_CPU_VNNI),
                             .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_Q8_0,
-                            .file_type = 15 /* Q4_K_M, the usual name */, .avx2_int8_min_n = 64, .dot = "int8",
+                            .file_type = 15 /* Q4_K_M, the usual name */, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2 /* d, dmin, 6-bit scales, qs */},
     [FFN_GGML_TYPE_Q6_K] = {"q6_K", 7, 256, 210, quant_dequantize_q6_K, quant_quantize_q6_K,
                             KERNELS(ffn_qg_rows_avx2_q6_K, QG_ACT_Q256, ffn_qg_rows_avx512_q6_K,
                                     QG_ACT_Q256, FFN_CPU_VNNI),
                             .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
                             .fallback = FFN_GGML_TYPE_Q8_0,
-                            .file_type = 18, .dot = "int8",
+                            .file_type = 18, .avx2_int8_min_n = 48, .dot = "int8",
                             .f16_scale_off = 208, .f16_scales = 1 /* ql, qh, int8 scales, d */},
     [FFN_GGML_TYPE_F64] = {"f64", 8, 1, 8, quant_dequantize_f64, NULL, .dot = "fp32"},
     /* the super-block formats of quant_k.c and qgemm_k*.c; the fallback for
@@ -165,15 +173,16 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
      * for iq4_xs */
     [FFN_GGML_TYPE_Q2_K] = {"q2_K", 12, 256, 84, quant_dequantize_q2_K, quant_quantize_q2_K,
                             K_KERNELS(q2_K), .panel_min_n = 64, .batch_min_n = 8,
-                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 10, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 10, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scale_off = 80, .f16_scales = 2},
     [FFN_GGML_TYPE_Q3_K] = {"q3_K", 13, 256, 110, quant_dequantize_q3_K, quant_quantize_q3_K,
                             K_KERNELS(q3_K), .panel_min_n = 64, .batch_min_n = 8,
-                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 12 /* Q3_K_M */, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 12 /* Q3_K_M */, .avx2_int8_min_n = 32,
+                            .dot = "int8",
                             .f16_scale_off = 108, .f16_scales = 1},
     [FFN_GGML_TYPE_Q5_K] = {"q5_K", 14, 256, 176, quant_dequantize_q5_K, quant_quantize_q5_K,
                             K_KERNELS(q5_K), .panel_min_n = 64, .batch_min_n = 8,
-                            .fallback = FFN_GGML_TYPE_Q5_1, .file_type = 17 /* Q5_K_M */, .avx2_int8_min_n = 64, .dot = "int8",
+                            .fallback = FFN_GGML_TYPE_Q5_1, .file_type = 17 /* Q5_K_M */, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_IQ4_XS] = {"iq4_xs", 16, 256, 136, quant_dequantize_iq4_xs, quant_quantize_iq4_xs,
                               K_KERNELS(iq4_xs), .panel_min_n = 64, .batch_min_n = 8,
@@ -195,12 +204,12 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_Q5_0] = {"q5_0", 10, 32, 22, quant_dequantize_q5_0, quant_quantize_q5_0,
                             KERNELS(ffn_qg_rows_avx2_q5_0, QG_ACT_Q32, ffn_qg_rows_avx512_q5_0, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 16, .fallback = FFN_GGML_TYPE_F16, .file_type = 8,
-                            .avx2_int8_min_n = 64, .dot = "int8",
+                            .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 1},
     [FFN_GGML_TYPE_Q5_1] = {"q5_1", 11, 32, 24, quant_dequantize_q5_1, quant_quantize_q5_1,
                             KERNELS(ffn_qg_rows_avx2_q5_1, QG_ACT_Q32, ffn_qg_rows_avx512_q5_1, QG_ACT_Q4X, FFN_CPU_VNNI),
                             .q32_offset = 1, .fallback = FFN_GGML_TYPE_F16, .file_type = 9,
-                            .avx2_int8_min_n = 64, .dot = "int8",
+                            .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2},
     [FFN_GGML_TYPE_Q8_1] = {"q8_1", 0, 32, 36},
     [FFN_GGML_TYPE_Q8_K] = {"q8_K", 0, 256, 292},
@@ -211,7 +220,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
     [FFN_GGML_TYPE_IQ4_NL] = {"iq4_nl", 15, 32, 18, quant_dequantize_iq4_nl, quant_quantize_iq4_nl,
                               KERNELS(ffn_qg_rows_avx2_iq4_nl, QG_ACT_Q32, ffn_qg_rows_avx512_iq4_nl, QG_ACT_Q4X, FFN_CPU_VNNI),
                               .q32_offset = 128, .fallback = FFN_GGML_TYPE_F16, .file_type = 25,
-                              .avx2_int8_min_n = 64, .dot = "int8",
+                              .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 1},
     [FFN_GGML_TYPE_IQ3_S] = {"iq3_s", 0, 256, 110},
     [FFN_GGML_TYPE_IQ2_S] = {"iq2_s", 0, 256, 82},
