@@ -47,39 +47,52 @@ float ffn_qg_quant_block_avx2(const float *x, int len, int8_t *q) {
 
 /* ---- q8_0 / q4_0 ------------------------------------------------------------ */
 
-/* Block b of R rows (row + i·rb) against T tokens: acc[i·T + t] +=
- * (float)(the block's int32 lane sums) · (weight scale · token scale). */
-QA void qa_q32_block(const uint8_t *row, size_t rb, const int R, int64_t b, const int q8, const qg_acts *a,
-                     int64_t t0, const int T, __m256 *acc) {
+/* The tokens' arrays a q32 kernel reads (token t0 + t's at index t). */
+typedef struct qa_tok {
+    const int8_t *q[QG_AVX2_T];
+    const int32_t *c[QG_AVX2_T];
+    const float *d[QG_AVX2_T];
+} qa_tok;
+
+/* Block b of the R rows p[i] against T tokens: acc[i·T + t] += (float)(the
+ * block's int32 lane sums) · (weight scale · token scale).  Up to two
+ * tokens the scales come as broadcasts (the fp16 one from ffn_qg_f16_tab)
+ * and one vmulps; more tokens would run out of registers that way and
+ * take the scalar product. */
+QA void qa_q32_block(const uint8_t *const *p, const int R, int64_t b, const int q8, const qa_tok *k,
+                     const int T, __m256 *acc) {
     const int bsz = q8 ? 34 : 18;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i xq[QG_AVX2_T], c[QG_AVX2_T];
-    float dx[QG_AVX2_T];
+    __m256 dx[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) { /* the tokens' loads, shared by the R rows */
-        const int64_t tt = t0 + t;
-        xq[t] = _mm256_loadu_si256((const __m256i *)(a->q + tt * a->qs + b * 32));
-        if (!q8) c[t] = _mm256_loadu_si256((const __m256i *)(a->c + tt * a->cs + b * 8));
-        dx[t] = a->d[tt * a->ds + b];
+        xq[t] = _mm256_loadu_si256((const __m256i *)(k->q[t] + b * 32));
+        if (!q8) c[t] = _mm256_loadu_si256((const __m256i *)(k->c[t] + b * 8));
+        if (T <= 2) dx[t] = _mm256_broadcast_ss(k->d[t] + b);
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) {
-        const uint8_t *p = row + i * rb + b * bsz;
-        const float wd = qg_avx2_f16(p);
+        const uint8_t *pb = p[i] + b * bsz;
+        uint16_t h;
+        memcpy(&h, pb, 2);
         __m256i w;
         if (q8) {
-            w = _mm256_loadu_si256((const __m256i *)(p + 2));
+            w = _mm256_loadu_si256((const __m256i *)(pb + 2));
         } else { /* both halves in one load, the high one shifted by 4 */
-            const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 2)));
+            const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pb + 2)));
             w = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0F));
         }
         const __m256i aw = q8 ? _mm256_sign_epi8(w, w) : w;
+        const __m256 wd = T <= 2 ? _mm256_broadcast_ss(&ffn_qg_f16_tab[h]) : _mm256_setzero_ps();
+        const float wds = T <= 2 ? 0.0f : ffn_qg_f16_tab[h];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             __m256i s;
             if (q8) s = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xq[t], w)), ones);
             else s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, xq[t]), ones), c[t]);
-            acc[i * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(wd * dx[t]), acc[i * T + t]);
+            const __m256 sc = T <= 2 ? _mm256_mul_ps(wd, dx[t]) : _mm256_set1_ps(wds * k->d[t][b]);
+            acc[i * T + t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), sc, acc[i * T + t]);
         }
     }
 }
@@ -90,17 +103,27 @@ QA void qa_q32_block(const uint8_t *row, size_t rb, const int R, int64_t b, cons
 QA void qa_dot_q32(const uint8_t *row, size_t rb, const int R, int64_t cols, const int q8, const qg_acts *a,
                    int64_t t0, const int T, float *out) {
     const int64_t nblk = cols / 32;
+    const uint8_t *p[4];
+    qa_tok k;
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) p[i] = row + i * rb;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        k.q[t] = a->q + (t0 + t) * a->qs;
+        k.c[t] = a->c + (t0 + t) * a->cs;
+        k.d[t] = a->d + (t0 + t) * a->ds;
+    }
     __m256 acc0[QG_AVX2_T], acc1[QG_AVX2_T];
 #pragma GCC unroll 4
-    for (int k = 0; k < R * T; k++) acc0[k] = acc1[k] = _mm256_setzero_ps();
+    for (int j = 0; j < R * T; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + 2 <= nblk; b += 2) {
-        qa_q32_block(row, rb, R, b, q8, a, t0, T, acc0);
-        qa_q32_block(row, rb, R, b + 1, q8, a, t0, T, acc1);
+        qa_q32_block(p, R, b, q8, &k, T, acc0);
+        qa_q32_block(p, R, b + 1, q8, &k, T, acc1);
     }
-    if (b < nblk) qa_q32_block(row, rb, R, b, q8, a, t0, T, acc0);
+    if (b < nblk) qa_q32_block(p, R, b, q8, &k, T, acc0);
 #pragma GCC unroll 4
-    for (int k = 0; k < R * T; k++) out[k] = vf_hsum(_mm256_add_ps(acc0[k], acc1[k]));
+    for (int j = 0; j < R * T; j++) out[j] = vf_hsum(_mm256_add_ps(acc0[j], acc1[j]));
 }
 
 /* ---- f32, f16, bf16 ------------------------------------------------------------- */

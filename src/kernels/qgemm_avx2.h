@@ -26,6 +26,14 @@ static inline float qg_avx2_f16(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* The same scale from ffn_qg_f16_tab, broadcast: loads only, no
+ * arithmetic (what a kernel with one fp16 scale per 32 weights wants). */
+QG_AVX2_INLINE __m256 qg_avx2_f16_bcast(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _mm256_broadcast_ss(&ffn_qg_f16_tab[h]);
+}
+
 QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
