@@ -122,6 +122,7 @@ KA ka_blk ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
     const uint8_t *sc = p;
     const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sc));
     const __m256i scales = _mm256_and_si256(raw, _mm256_set1_epi16(0xF));
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
 #pragma GCC unroll 4
@@ -151,6 +152,7 @@ KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
         scv = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)aux)), _mm256_set1_epi16(32));
     }
     const __m256i H = _mm256_loadu_si256((const __m256i *)p);
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
 #pragma GCC unroll 4
@@ -201,10 +203,12 @@ KA ka_blk ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
     const int8_t *sc = (const int8_t *)(p + 192);
     const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i L0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
         const __m256i L1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
         const __m256i H = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) { /* 32 codes: elements 128h + 32c .. */
             const __m256i L = c & 1 ? L1 : L0;
             const __m256i lowbits = c < 2 ? _mm256_and_si256(L, lo4) : _mm256_and_si256(_mm256_srli_epi16(L, 4), lo4);
