@@ -116,8 +116,18 @@ QA void qa_dot_q32(const uint8_t *row, size_t rb, const int R, int64_t cols, con
     __m256 acc0[QG_AVX2_T], acc1[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int j = 0; j < R * T; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    /* The rows after this group (the rows lie end to end) prefetched at
+     * the pace this group is read: the hardware prefetcher follows the R
+     * streams of a group, each short of a page, badly (4 rows of 2048
+     * columns ran at 0.7x the speed of 1 row from memory, and with this
+     * at 1.4x), and even one row's stream gains (q8_0, n = 3: 0.82x the
+     * time). */
+    const int bsz = q8 ? 34 : 18;
+    const uint8_t *pf = row + (size_t)R * rb;
     int64_t b = 0;
     for (; b + 2 <= nblk; b += 2) {
+#pragma GCC unroll 8
+        for (int l = 0; l < R * 2 * bsz; l += 64) _mm_prefetch((const char *)pf + b * R * bsz + l, _MM_HINT_T0);
         qa_q32_block(p, R, b, q8, &k, T, acc0);
         qa_q32_block(p, R, b + 1, q8, &k, T, acc1);
     }

@@ -248,6 +248,7 @@ KA ka_blk ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, 
 /* ---- rows ---------------------------------------------------------------------------- */
 
 enum { KA_Q2_K, KA_Q3_K, KA_Q4_K, KA_Q5_K, KA_Q6_K, KA_IQ4_XS };
+enum { KA_PF = 2048 };
 
 /* The dots of one row with tokens t0 .. t0 + T - 1 (QG_AVX2_ROWS's DOT). */
 KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
@@ -266,6 +267,10 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
     for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * bytes;
+        /* the bytes KA_PF ahead (the rows lie end to end: past this row's
+         * end, the next one's) prefetched at the pace this block is read */
+#pragma GCC unroll 4
+        for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + KA_PF + l, _MM_HINT_T0);
         __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
