@@ -365,7 +365,17 @@ static void *qg_thread_ws(size_t bytes) { return qg_thread_ws_slot(0, bytes); }
 
 /* ---- the entry points -------------------------------------------------------------- */
 
+/* Every fp16 value widened, for the AVX2 kernels' per-block scales (one
+ * load where vcvtph2ps and its inserts took four operations of a q4_0
+ * block's twelve); filled on the first product. */
+float ffn_qg_f16_tab[65536];
+static pthread_once_t qg_tab_once = PTHREAD_ONCE_INIT;
+static void qg_tab_fill(void) {
+    for (uint32_t h = 0; h < 65536; h++) ffn_qg_f16_tab[h] = ffn_f16_to_f32((uint16_t)h);
+}
+
 static qg_rows_fn qg_rows_for(ffn_ggml_type type, int level) {
+    pthread_once(&qg_tab_once, qg_tab_fill);
     return ffn_type_rows(type, level, NULL);
 }
 

@@ -26,6 +26,14 @@ static inline float qg_avx2_f16(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* The same scale from ffn_qg_f16_tab, broadcast: loads only, no
+ * arithmetic (what a kernel with one fp16 scale per 32 weights wants). */
+QG_AVX2_INLINE __m256 qg_avx2_f16_bcast(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _mm256_broadcast_ss(&ffn_qg_f16_tab[h]);
+}
+
 QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
@@ -55,6 +63,43 @@ QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {
                     *o = accumulate ? *o + out[t] : out[t];                                     \
                 }                                                                               \
             }                                                                                   \
+        }                                                                                       \
+    }
+
+/* The row kernel `name` over DOT(KIND, row, rb, R, cols, a, t0, T, out),
+ * which writes the dots of R consecutive weight rows (row, row + rb, ...)
+ * with tokens t0 .. t0 + T - 1 to out[i·T + t] (R·T <= 4, both constants,
+ * so each pair is inlined apart).  One token takes 4 rows per pass and two
+ * take 2 (the activation loads shared by the rows, the weight's decode by
+ * the tokens); more take one row against up to 4 tokens.  A DOT computes
+ * each row exactly as it would alone, so the rows' grouping (r0, r1, n)
+ * never changes a result. */
+#define QG_AVX2_ROWS_MULTI(name, DOT, KIND)                                                     \
+    void name(const ffn_qweight *w, const qg_acts *a, int64_t r0, int64_t r1, float *y,         \
+              int64_t ldy, int accumulate) {                                                    \
+        float out[QG_AVX2_T];                                                                   \
+        const size_t rb = w->row_bytes;                                                         \
+        const int Rn = a->n == 1 ? 4 : a->n == 2 ? 2 : 1;                                       \
+        for (int64_t r = r0; r < r1;) {                                                         \
+            const uint8_t *row = w->data + (size_t)r * rb;                                      \
+            const int R = r1 - r >= Rn ? Rn : 1;                                                \
+            for (int64_t t0 = 0; t0 < a->n; t0 += QG_AVX2_T) {                                  \
+                int T = a->n - t0 < QG_AVX2_T ? (int)(a->n - t0) : QG_AVX2_T;                   \
+                if (R == 4) /* n = 1 */ DOT(KIND, row, rb, 4, w->cols, a, t0, 1, out);          \
+                else if (R == 2) /* n = 2 */ DOT(KIND, row, rb, 2, w->cols, a, t0, 2, out);     \
+                else switch (T) {                                                               \
+                    case 1: DOT(KIND, row, rb, 1, w->cols, a, t0, 1, out); break;               \
+                    case 2: DOT(KIND, row, rb, 1, w->cols, a, t0, 2, out); break;               \
+                    case 3: DOT(KIND, row, rb, 1, w->cols, a, t0, 3, out); break;               \
+                    default: DOT(KIND, row, rb, 1, w->cols, a, t0, 4, out); break;              \
+                    }                                                                           \
+                for (int i = 0; i < R; i++)                                                     \
+                    for (int t = 0; t < T; t++) {                                               \
+                        float *o = y + (t0 + t) * ldy + r + i;                                  \
+                        *o = accumulate ? *o + out[i * T + t] : out[i * T + t];                 \
+                    }                                                                           \
+            }                                                                                   \
+            r += R;                                                                             \
         }                                                                                       \
     }
 

@@ -87,6 +87,10 @@ QG_ROWS_DECL(ffn_qg_rows_avx512_q5_0);
 QG_ROWS_DECL(ffn_qg_rows_avx512_q5_1);
 QG_ROWS_DECL(ffn_qg_rows_avx512_iq4_nl);
 
+/* ffn_qg_f16_tab[h] = the fp16 value h as a float (exact), for the AVX2
+ * kernels' block scales; filled before any row kernel runs (qgemm.c). */
+extern float ffn_qg_f16_tab[65536];
+
 /* One block of len (a multiple of 32) activations to int8 (the rule at the
  * top), returning d; bit for bit qgemm.c's scalar version.  AVX-512 only. */
 float ffn_qg_quant_block_avx512(const float *x, int len, int8_t *q);

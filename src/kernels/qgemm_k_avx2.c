@@ -33,8 +33,36 @@
 
 #define KA QG_AVX2_INLINE
 
-/* 16 lanes of a, then 16 of b (int16): the scales of two sub-blocks of 16. */
-KA __m256i ka_pair16(int a, int b) { return _mm256_set_m128i(_mm_set1_epi16((short)b), _mm_set1_epi16((short)a)); }
+/* vpshufb patterns over 16-bit lanes: ka_one[j] repeats lane j in both
+ * halves, ka_two[m] lane 2m in the low half and 2m + 1 in the high one. */
+static const uint8_t ka_one[8][32] __attribute__((aligned(32))) = {
+#define KA_ONE(j) {2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,                \
+                   2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,                \
+                   2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1,                \
+                   2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1, 2 * j, 2 * j + 1}
+    KA_ONE(0), KA_ONE(1), KA_ONE(2), KA_ONE(3), KA_ONE(4), KA_ONE(5), KA_ONE(6), KA_ONE(7),
+#undef KA_ONE
+};
+static const uint8_t ka_two[4][32] __attribute__((aligned(32))) = {
+#define KA_TWO(m) {4 * m, 4 * m + 1, 4 * m, 4 * m + 1, 4 * m, 4 * m + 1, 4 * m, 4 * m + 1,                \
+                   4 * m, 4 * m + 1, 4 * m, 4 * m + 1, 4 * m, 4 * m + 1, 4 * m, 4 * m + 1,                \
+                   4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3, \
+                   4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3, 4 * m + 2, 4 * m + 3}
+    KA_TWO(0), KA_TWO(1), KA_TWO(2), KA_TWO(3),
+#undef KA_TWO
+};
+
+/* v: 16 int16 scales (sub-blocks 0..7 in the low half, 8..15 in the high
+ * one).  The scales of sub-blocks k and k + 1 (k even): 16 lanes of each. */
+KA __m256i ka_pair(__m256i v, const int k) {
+    const __m256i src = k < 8 ? _mm256_permute2x128_si256(v, v, 0x00) : _mm256_permute2x128_si256(v, v, 0x11);
+    return _mm256_shuffle_epi8(src, _mm256_load_si256((const __m256i *)ka_two[(k % 8) / 2]));
+}
+
+/* lo: scales 0..7 in both halves (int16).  Scale j in every lane. */
+KA __m256i ka_one_of(__m256i lo, const int j) {
+    return _mm256_shuffle_epi8(lo, _mm256_load_si256((const __m256i *)ka_one[j]));
+}
 
 KA __m256i ka_x(const qg_acts *a, int64_t tt, int64_t k) {
     return _mm256_loadu_si256((const __m256i *)(a->q + tt * a->qs + k));
@@ -59,14 +87,15 @@ typedef struct ka_blk {
 /* The end of super-block blk for T tokens, dx the token's scale, bs its 16
  * sums of 16 activations (int16):
  *   KA_PLAIN   acc[t] += (float)s[t] · (d · dx)
- *   KA_MINS    the same, and accm[t] += dmin · dx · Σ_k v16[k] · bs[k]
+ *   KA_MINS    the same, and accm[t] += (float)(v16 · bs, pairs to int32) ·
+ *              (dmin · dx), in 8 lanes
  *   KA_OFFSET  acc[t] += (float)(s[t] − (Σ_k v16[k] · bs[k] << shift)) · (d · dx)
  *              (codes q + 2^shift)
  * The integer sums are exact (|bs| <= 16·127, |v16| <= 63). */
 enum { KA_PLAIN, KA_MINS, KA_OFFSET };
 
 KA void ka_end(const int kind, const int shift, const qg_acts *a, int64_t t0, const int T, int64_t blk,
-               ka_blk b, const __m256i *s, __m256 *acc, float *accm) {
+               ka_blk b, const __m256i *s, __m256 *acc, __m256 *accm) {
 #pragma GCC unroll 4
     for (int t = 0; t < T; t++) {
         const int64_t tt = t0 + t;
@@ -75,7 +104,7 @@ KA void ka_end(const int kind, const int shift, const qg_acts *a, int64_t t0, co
         if (kind != KA_PLAIN) {
             const __m256i bs = _mm256_loadu_si256((const __m256i *)(a->bs + tt * a->bss + blk * 16));
             const __m256i m = _mm256_madd_epi16(bs, b.v16);
-            if (kind == KA_MINS) accm[t] += b.dmin * dx * (float)qg_avx2_hsum_i32(m);
+            if (kind == KA_MINS) accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(b.dmin * dx), accm[t]);
             else v = _mm256_sub_epi32(v, _mm256_slli_epi32(m, shift));
         }
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_set1_ps(b.d * dx), acc[t]);
@@ -91,16 +120,19 @@ KA void ka_end(const int kind, const int shift, const qg_acts *a, int64_t t0, co
 KA ka_blk ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i m2 = _mm256_set1_epi8(3);
     const uint8_t *sc = p;
+    const __m256i raw = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sc));
+    const __m256i scales = _mm256_and_si256(raw, _mm256_set1_epi16(0xF));
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 16 + 32 * h));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) { /* elements 128h + 32j .., sub-blocks 8h + 2j, +1 */
             const int k = 8 * h + 2 * j;
-            ka_acc(_mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), m2), ka_pair16(sc[k] & 0xF, sc[k + 1] & 0xF), a,
-                   t0, T, blk * 256 + 128 * h + 32 * j, s);
+            ka_acc(_mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), m2), ka_pair(scales, k), a, t0, T,
+                   blk * 256 + 128 * h + 32 * j, s);
         }
     }
-    const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)sc)), 4);
+    const __m256i mins = _mm256_srli_epi16(raw, 4);
     return (ka_blk){qg_avx2_f16(p + 80), qg_avx2_f16(p + 82), mins};
 }
 
@@ -108,7 +140,7 @@ KA ka_blk ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    int16_t sc[16] __attribute__((aligned(32)));
+    __m256i scv;
     {   /* the 16 six-bit scales (ggml's aux trick), minus 32 */
         uint32_t aux[4];
         memcpy(aux, p + 96, 12);
@@ -117,11 +149,10 @@ KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
         aux[3] = ((aux[1] >> 4) & b4) | (((tmp >> 6) & b2) << 4);
         aux[0] = (aux[0] & b4) | ((tmp & b2) << 4);
         aux[1] = (aux[1] & b4) | (((tmp >> 2) & b2) << 4);
-        const __m256i v = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)aux)),
-                                           _mm256_set1_epi16(32));
-        _mm256_store_si256((__m256i *)sc, v);
+        scv = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)aux)), _mm256_set1_epi16(32));
     }
     const __m256i H = _mm256_loadu_si256((const __m256i *)p);
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
 #pragma GCC unroll 4
@@ -129,11 +160,11 @@ KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
             const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), m2);
             const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(H, 4 * h + j), m1);
             const int k = 8 * h + 2 * j;
-            ka_acc(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), ka_pair16(sc[k], sc[k + 1]), a, t0, T,
+            ka_acc(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), ka_pair(scv, k), a, t0, T,
                    blk * 256 + 128 * h + 32 * j, s);
         }
     }
-    return (ka_blk){qg_avx2_f16(p + 108), 0.0f, _mm256_load_si256((const __m256i *)sc)};
+    return (ka_blk){qg_avx2_f16(p + 108), 0.0f, scv};
 }
 
 /* ---- q4_K, q5_K ------------------------------------------------------------------ */
@@ -145,6 +176,9 @@ KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, 
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
     uint8_t sm[16];
     quant_scales_mins_k4(p + 4, sm);
+    const __m128i sm8 = _mm_loadu_si128((const __m128i *)sm);
+    const __m256i sc16 = _mm256_cvtepu8_epi16(sm8);
+    const __m256i sclo = _mm256_permute2x128_si256(sc16, sc16, 0x00); /* scales 0..7 in both halves */
     const __m256i QH = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) { /* elements 64i .. 64i + 63: sub-blocks 2i, 2i + 1 */
@@ -154,12 +188,12 @@ KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, 
             lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(QH, 2 * i), m1), 4));
             hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(QH, 2 * i + 1), m1), 4));
         }
-        ka_acc(lo, _mm256_set1_epi16(sm[2 * i]), a, t0, T, blk * 256 + 64 * i, s);
-        ka_acc(hi, _mm256_set1_epi16(sm[2 * i + 1]), a, t0, T, blk * 256 + 64 * i + 32, s);
+        ka_acc(lo, ka_one_of(sclo, 2 * i), a, t0, T, blk * 256 + 64 * i, s);
+        ka_acc(hi, ka_one_of(sclo, 2 * i + 1), a, t0, T, blk * 256 + 64 * i + 32, s);
     }
     /* the min of 32 elements for both of their 16-sums */
     const __m128i idx = _mm_set_epi8(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8);
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)sm), idx));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm8, idx));
     return (ka_blk){qg_avx2_f16(p), qg_avx2_f16(p + 2), mins};
 }
 
@@ -168,20 +202,23 @@ KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, 
 KA ka_blk ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
     const __m256i lo4 = _mm256_set1_epi8(0x0F), lo2 = _mm256_set1_epi8(0x03);
     const int8_t *sc = (const int8_t *)(p + 192);
+    const __m256i scv = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i L0 = _mm256_loadu_si256((const __m256i *)(p + 64 * h));
         const __m256i L1 = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32));
         const __m256i H = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+#pragma GCC unroll 4
         for (int c = 0; c < 4; c++) { /* 32 codes: elements 128h + 32c .. */
             const __m256i L = c & 1 ? L1 : L0;
             const __m256i lowbits = c < 2 ? _mm256_and_si256(L, lo4) : _mm256_and_si256(_mm256_srli_epi16(L, 4), lo4);
             const __m256i highbits = _mm256_and_si256(_mm256_srli_epi16(H, 2 * c), lo2);
             const int k = 8 * h + 2 * c;
-            ka_acc(_mm256_or_si256(lowbits, _mm256_slli_epi16(highbits, 4)), ka_pair16(sc[k], sc[k + 1]), a, t0,
-                   T, blk * 256 + 128 * h + 32 * c, s);
+            ka_acc(_mm256_or_si256(lowbits, _mm256_slli_epi16(highbits, 4)), ka_pair(scv, k), a, t0, T,
+                   blk * 256 + 128 * h + 32 * c, s);
         }
     }
-    return (ka_blk){qg_avx2_f16(p + 208), 0.0f, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc))};
+    return (ka_blk){qg_avx2_f16(p + 208), 0.0f, scv};
 }
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
@@ -211,6 +248,7 @@ KA ka_blk ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, 
 /* ---- rows ---------------------------------------------------------------------------- */
 
 enum { KA_Q2_K, KA_Q3_K, KA_Q4_K, KA_Q5_K, KA_Q6_K, KA_IQ4_XS };
+enum { KA_PF = 2048 };
 
 /* The dots of one row with tokens t0 .. t0 + T - 1 (QG_AVX2_ROWS's DOT). */
 KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *a, int64_t t0, const int T,
@@ -224,12 +262,15 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
     const int end = type == KA_Q3_K || type == KA_Q6_K ? KA_OFFSET : type == KA_IQ4_XS ? KA_PLAIN : KA_MINS;
     const int shift = type == KA_Q3_K ? 2 : 5; /* the offsets 4 and 32 */
     const int64_t nblk = cols / 256;
-    __m256 acc[QG_AVX2_T];
-    float accm[QG_AVX2_T];
+    __m256 acc[QG_AVX2_T], accm[QG_AVX2_T];
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) acc[t] = _mm256_setzero_ps(), accm[t] = 0.0f;
+    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm256_setzero_ps();
     for (int64_t blk = 0; blk < nblk; blk++) {
         const uint8_t *p = row + blk * bytes;
+        /* the bytes KA_PF ahead (the rows lie end to end: past this row's
+         * end, the next one's) prefetched at the pace this block is read */
+#pragma GCC unroll 4
+        for (size_t l = 0; l < bytes; l += 64) _mm_prefetch((const char *)p + KA_PF + l, _MM_HINT_T0);
         __m256i s[QG_AVX2_T];
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) s[t] = _mm256_setzero_si256();
@@ -245,7 +286,7 @@ KA void ka_dot(const int type, const uint8_t *row, int64_t cols, const qg_acts *
         ka_end(end, shift, a, t0, T, blk, b, s, acc, accm);
     }
 #pragma GCC unroll 4
-    for (int t = 0; t < T; t++) out[t] = end == KA_MINS ? vf_hsum(acc[t]) - accm[t] : vf_hsum(acc[t]);
+    for (int t = 0; t < T; t++) out[t] = end == KA_MINS ? vf_hsum(acc[t]) - vf_hsum(accm[t]) : vf_hsum(acc[t]);
 }
 
 QG_AVX2_ROWS(ffn_qg_rows_avx2_q2_K, ka_dot, KA_Q2_K)

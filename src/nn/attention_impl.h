@@ -14,6 +14,9 @@
 
 #include <math.h>
 #include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
 
 #define ATTN_CAT2(a, b) a##_##b
 #define ATTN_CAT(a, b) ATTN_CAT2(a, b)
@@ -25,10 +28,39 @@ enum { QB = 4, JB = 16 };
 static inline int64_t attn_pad16(int64_t n) { return (n + 15) & ~(int64_t)15; }
 #endif
 
-/* xt (Dh, Sp) = the n rows of one head of x (row stride ldx), zero padded. */
+/* xt (Dh, Sp) = the n rows of one head of x (row stride ldx), zero padded.
+ * With AVX2 in tiles of 8 × 8 through registers (a decode step transposes
+ * every cached key of every head: element by element it took 6% of a
+ * 0.6 B model's step at 128 tokens of context). */
 static void ATTN_FN(transpose_head)(float *xt, int64_t Sp, const float *x, int64_t ldx, int64_t n,
                                     int64_t Dh) {
-    for (int64_t j = 0; j < n; j++)
+    int64_t j0 = 0;
+#ifdef __AVX2__
+    for (; j0 + 8 <= n; j0 += 8) {
+        int64_t i0 = 0;
+        for (; i0 + 8 <= Dh; i0 += 8) {
+            __m256 r[8], t[8];
+            for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(x + (j0 + k) * ldx + i0);
+            for (int k = 0; k < 8; k += 2) {
+                t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+                t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+            }
+            for (int k = 0; k < 8; k += 4) {
+                r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+                r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+                r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+                r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+            }
+            for (int k = 0; k < 4; k++) { /* r[k]: column k (low half) and k + 4 (high half) */
+                _mm256_storeu_ps(xt + (i0 + k) * Sp + j0, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+                _mm256_storeu_ps(xt + (i0 + k + 4) * Sp + j0, _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+            }
+        }
+        for (int64_t j = j0; j < j0 + 8; j++)
+            for (int64_t i = i0; i < Dh; i++) xt[i * Sp + j] = x[j * ldx + i];
+    }
+#endif
+    for (int64_t j = j0; j < n; j++)
         for (int64_t i = 0; i < Dh; i++) xt[i * Sp + j] = x[j * ldx + i];
     for (int64_t i = 0; i < Dh; i++) memset(xt + i * Sp + n, 0, (size_t)(Sp - n) * sizeof(float));
 }

@@ -24,11 +24,11 @@
  * (ffn_layer_set_qweights, forward only) -- and this file runs the one
  * algorithm above over them for every type: the epilogue, the biases'
  * gradients, the taps' hook and the save modes are written once, here.
- * Two fused forward paths take small n where both projections allow:
- * gemv.c's streaming kernel over both fp32 projections, and the blocked
- * decode of the ggml kind (blocks of QBLOCK_F neurons, each block's gate
- * and up rows read once for all rows, the epilogue on the block while it
- * is in cache).
+ * One fused forward path takes small n where both projections allow:
+ * gemv.c's streaming kernel over both fp32 projections.  The ggml kind
+ * runs each projection as one ffn_qgemm call at every n (its activations
+ * quantized once per call; decode once took blocks of 64 neurons, 256
+ * calls per layer that quantized x again each time, 6% of a q4_0 decode).
  *
  * Engines of the fp32 kind (chosen by measurement, see gemv.c and bench/;
  * they live in ffn_prod.c).  Forward with
@@ -115,11 +115,6 @@ struct ffn_layer {
     ffn_prod *in, *down;   /* W_in (P, D) = [W_gate; W_up] or W_up, W_down (D, F) */
     size_t scratch_reserve; /* bytes of scratchpad workspace_size() adds */
 };
-
-/* Neurons per block of the ggml kind's decode path: 64 gate rows and 64 up
- * rows of a 4.5-bit layer of D = 4096 are 288 KiB, about what one core's L2
- * keeps. */
-enum { QBLOCK_F = 64 };
 
 /* Calls below this many multiply-adds run on one thread: waking the others
  * costs more than it saves (and far more on an oversubscribed machine).
@@ -442,18 +437,6 @@ static void epilogue(const ffn_layer *l, float *out, const float *dh, const floa
     ffn_ew_epilogue(l->cfg.act, l->gated, l->F, out, dh, gu, n);
 }
 
-/* h[r, c0..c0+len) = the epilogue of gu's row r on those columns, the input
- * biases added first (the blocked decode path) */
-static void epilogue_span(const ffn_layer *l, float *gu, float *h, int64_t r, int64_t c0,
-                          int64_t len) {
-    const int64_t F = l->F, P = l->P;
-    float *g = gu + r * P + c0, *u = l->gated ? g + F : g;
-    if (l->b_in && l->gated) ffn_add_bias(g, l->b_in + c0, len);
-    if (l->b_in) ffn_add_bias(u, l->b_in + (l->gated ? F : 0) + c0, len);
-    if (l->gated) ffn_glu_fwd(l->cfg.act, h + r * F + c0, g, u, len);
-    else ffn_act_fwd(l->cfg.act, h + r * F + c0, u, len);
-}
-
 /* ---- calls ---------------------------------------------------------------- */
 
 static ffn_status check_call(const ffn_layer *l, const char *fn, int64_t n) {
@@ -486,26 +469,6 @@ static int fused_stream(const ffn_layer *l, int64_t n) {
            n <= ffn_stream_max_n(ffn_prod_view(l->in) != NULL);
 }
 
-/* The ggml kind's decode path: per block of QBLOCK_F neurons (in
- * parallel), the block's gate and up rows against every row of x, then its
- * epilogue on the block. */
-static ffn_status blocked_in(const ffn_layer *l, float *gu, float *h, const float *x, int64_t n) {
-    const int64_t F = l->F, D = l->D, nb = (F + QBLOCK_F - 1) / QBLOCK_F;
-    ffn_status first = FFN_OK;
-#pragma omp parallel for schedule(dynamic, 4) if (nb > 1 && n * F * D >= ((int64_t)1 << 18))
-    for (int64_t b = 0; b < nb; b++) {
-        const int64_t f0 = b * QBLOCK_F, len = F - f0 < QBLOCK_F ? F - f0 : QBLOCK_F;
-        ffn_status st = ffn_prod_forward_rows(l->in, gu, l->P, x, n, f0, len);
-        if (st) {
-#pragma omp critical(ffn_layer_blocked_error)
-            if (!first) first = st;
-            continue;
-        }
-        for (int64_t r = 0; r < n; r++) epilogue_span(l, gu, h, r, f0, len);
-    }
-    return first;
-}
-
 /* hook NULL: the usual path (a fused one for small n where the types allow).
  * A capture-only hook (src/nn/ffn_hook.h) sees the buffers the usual path
  * left behind (gu and h are intact after it); a writing hook gets the
@@ -528,9 +491,6 @@ static ffn_status forward(ffn_layer *l, float *y, const float *x, int64_t n, flo
                                 .in_t = ffn_prod_view(l->in), .down_t = ffn_prod_view(l->down),
                                 .b_in = l->b_in, .b_down = l->b_down};
         st = ffn_decode_forward(l->ctx, y, gu, c.h, x, n, l->D, l->F, l->cfg.act, &w);
-    } else if (!writer && ffn_prod_kind_of(l->in) == FFN_PROD_GGML && n <= FFN_DECODE_MAX_N) {
-        if (!(st = blocked_in(l, gu, c.h, x, n)))
-            st = ffn_prod_forward(l->down, y, l->D, c.h, n, c.scratch, c.scratch_bytes);
     } else {
         if ((st = ffn_prod_forward(l->in, gu, l->P, x, n, c.scratch, c.scratch_bytes)))
             return st;                                         /* (n, P) */
