@@ -297,6 +297,12 @@ typedef struct ffn_train_dist {
      * group (collective): rank r of the group gets the sum of its counts[r]
      * floats, in rank order from buf, in place; the rest is left partial. */
     ffn_status (*held_reduce_scatter)(void *user, int group, float *buf, const int *counts);
+    /* ZeRO over sharded state, before a save (collective over group 0, the
+     * replicated tensors' group, whose rank 0 is the writer; may be NULL:
+     * held_allgatherv): the writer receives every rank's part of one
+     * tensor into buf (its own already there); the others send `part`. */
+    ffn_status (*held_gatherv)(void *user, float *buf, const float *part, const int *counts,
+                               const int *displs);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

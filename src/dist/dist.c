@@ -738,6 +738,17 @@ static ffn_status hook_held_allgatherv(void *u, int group, float *buf, const int
                              : dist_wait(d, 1, &req, NULL, "parameter all-gather");
 }
 
+static ffn_status hook_held_gatherv(void *u, float *buf, const float *part, const int *counts,
+                                    const int *displs) {
+    ffn_dist *d = u;
+    const int me = d->grank[FFN_DIST_DP];
+    MPI_Request req;
+    int rc = MPI_Igatherv(me == 0 ? MPI_IN_PLACE : part, counts[me], MPI_FLOAT, buf, counts, displs,
+                          MPI_FLOAT, 0, d->comm[FFN_DIST_DP], &req);
+    return rc != MPI_SUCCESS ? dist_mpi_error(rc, "the checkpoint's gather")
+                             : dist_wait(d, 1, &req, NULL, "the checkpoint's gather");
+}
+
 static ffn_status hook_held_rs(void *u, int group, float *buf, const int *counts) {
     ffn_dist *d = u;
     const ffn_dist_group grp = group ? FFN_DIST_EXPERT_REPLICAS : FFN_DIST_DP;
@@ -775,6 +786,7 @@ static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
     if (ep_layout(d)) { /* the sharded state's tensors, split over their groups */
         t->held_group = hook_held_group;
         t->held_allgatherv = hook_held_allgatherv;
+        t->held_gatherv = hook_held_gatherv;
         if (stage == 2) t->held_reduce_scatter = hook_held_rs, t->zero_grads = 1;
         return FFN_OK;
     }

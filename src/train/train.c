@@ -1717,16 +1717,32 @@ static ffn_status held_gather(trainer *t) {
     float **where = calloc((size_t)nt + 1, sizeof *where);
     ffn_status st = whole && where ? FFN_OK
                     : ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
+    /* the replicated tensors' moments to the writer alone (held_gatherv):
+     * the other ranks leave their pages of `whole` untouched (it costs
+     * them only their experts' moments) */
+    const ffn_train_dist *d = t->o.dist;
+    const int to_writer = d->held_gatherv && a->zP[0] > 1;
+    int *cd = malloc((size_t)(2 * a->zP[0] + 1) * sizeof *cd);
+    if (!cd && st == FFN_OK) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     for (int pass = 0; pass < 2 && st == FFN_OK; pass++) { /* m, then v */
         for (int64_t i = 0; i < nt; i++) {
             where[i] = NULL;
             if (t->zfull_moff[i] < 0) continue;
-            where[i] = whole + pass * K + t->zfull_moff[i];
-            memcpy(where[i] + a->zlo[i], t->moments + pass * k + a->moff[i],
-                   (size_t)a->zlen[i] * sizeof *whole);
+            float *dst = whole + pass * K + t->zfull_moff[i];
+            const float *mine = t->moments + pass * k + a->moff[i];
+            if (to_writer && a->zgrp[i] == 0) {
+                if (d->writer) memcpy(dst + a->zlo[i], mine, (size_t)a->zlen[i] * sizeof *whole);
+                held_zero_parts(a, i, cd);
+                st = d->held_gatherv(d->user, dst, mine, cd, cd + a->zP[0]);
+                if (st != FFN_OK) break;
+                continue;
+            }
+            where[i] = dst;
+            memcpy(where[i] + a->zlo[i], mine, (size_t)a->zlen[i] * sizeof *whole);
         }
-        st = held_zero_allgather(a, where);
+        if (st == FFN_OK) st = held_zero_allgather(a, where);
     }
+    free(cd);
     free(where);
     if (st == FFN_OK) { /* the whole held layout for the gather, then back */
         int64_t *moff = a->moff;
