@@ -183,7 +183,7 @@ else echo "ok   (ASan: the 4-rank --tp 2 --dp 2 --zero 2 run is left to the plai
 # with --grad-accum 2; stopped at 4 and resumed under --dp 2 (no ZeRO, no EP)
 # it ends where one process does; --ep 2 --zero 2 (each held tensor's
 # gradient reduce-scattered over its group) equals one process, and stopped
-# at 4 resumes under --dp 2 --zero 2; the mutations zero-held-owner (each
+# at 4 resumes under --dp 2 --zero 2, and twice it writes the same bytes; the mutations zero-held-owner (each
 # rank updates another rank's part) and zero2-skip-bucket (the tensors of
 # 2048 floats or more not reduce-scattered) break the equality; the state
 # bytes of --zero 0/1/2 equal ffn plan --ep 2's.
@@ -200,6 +200,7 @@ timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --resume ep2zs --quiet >/de
     bad "resume ep 2 zero 1 -> dp 2: $(tail -3 "$tmp/ez")"
 FFN_DIST_MUTATE=zero-held-owner erun 2 --ep 2 --zero 1 --batch-size 4 --eval-batches 4 --out ep2zm >/dev/null
 erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --out ep2z2 >ep2z2.json
+erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --out ep2z2b >/dev/null
 erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --stop-at 4 --out ep2z2s >/dev/null
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 2 --resume ep2z2s --quiet >/dev/null 2>"$tmp/ez" ||
     bad "resume ep 2 zero 2 -> dp 2 zero 2: $(tail -3 "$tmp/ez")"
@@ -212,6 +213,8 @@ FFN_DIST_MUTATE=zero2-skip-bucket erun 2 --ep 2 --zero 2 --batch-size 4 --eval-b
     bad "plan ep 2: $(cat "$tmp/ez")"
 cmp -s ep2/model.safetensors ep2z/model.safetensors && cmp -s ep2/train_state.safetensors ep2z/train_state.safetensors &&
     ok "ep 2 zero 1: model.safetensors and train_state.safetensors bitwise those of ep 2" || bad "ep 2 zero 1 differs from ep 2"
+cmp -s ep2z2/model.safetensors ep2z2b/model.safetensors && cmp -s ep2z2/train_state.safetensors ep2z2b/train_state.safetensors &&
+    ok "ep 2 zero 2 twice: the same bytes" || bad "ep 2 zero 2: two runs differ"
 if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
 import json; exec(open("cmp.py").read())
 r = [same("eone", "ep2z"), same("eone", "ep2zs"), same("eone", "ep2z2"), same("eone", "ep2z2s")]
