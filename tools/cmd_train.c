@@ -339,9 +339,9 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                         "bucket (--bucket-mb), each rank keeps only its share between steps "
                         "(the backward still writes the whole block).  Checkpoints hold "
                         "everything whole (resume under any stage and layout); with --tp the "
-                        "rank's share is sharded; with --ep alone 1 splits the replicated "
-                        "tensors' m and v over --dp and each expert's over the ranks holding it, "
-                        "and 2 is refused; 2 needs --dp 2 or more")},
+                        "rank's share is sharded; with --ep alone the replicated tensors' "
+                        "state is split over --dp and each expert's over the ranks holding it "
+                        "(2: each tensor's gradient reduce-scattered); 2 needs --dp 2 or more")},
         CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */

@@ -194,8 +194,9 @@ ffn_status ffn_dist_train_hooks_zero1(ffn_dist *d, ffn_train_dist *t);
  * (the buckets of ffn_dist_set_bucket, MPI_Ireduce_scatter with each
  * rank's owned floats of the bucket as its count), each rank keeping only
  * its owned range of the summed gradient (t->zero_grads: the trainer gives
- * the rest back).  The same layouts as ZeRO-1, and --dp 2 or more (an
- * error naming --dp otherwise).  Gradient bytes kept between steps:
+ * the rest back); with --ep alone each held tensor's gradient
+ * reduce-scattered over its group (held_reduce_scatter).  The layouts of
+ * ZeRO-1, and --dp 2 or more (an error naming --dp otherwise).  Gradient bytes kept between steps:
  * 4 x the owned count (the backward still writes the whole block). */
 ffn_status ffn_dist_train_hooks_zero2(ffn_dist *d, ffn_train_dist *t);
 

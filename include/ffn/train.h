@@ -292,6 +292,17 @@ typedef struct ffn_train_dist {
                       int64_t *size);
     ffn_status (*held_allgatherv)(void *user, int group, float *buf, const int *counts,
                                   const int *displs);
+    /* ZeRO-2 over sharded state (with zero_grads; NULL: ZeRO-1): instead of
+     * reduce_grads, each held tensor's gradient reduce-scattered over its
+     * group (collective): rank r of the group gets the sum of its counts[r]
+     * floats, in rank order from buf, in place; the rest is left partial. */
+    ffn_status (*held_reduce_scatter)(void *user, int group, float *buf, const int *counts);
+    /* ZeRO over sharded state, before a save (collective over group 0, the
+     * replicated tensors' group, whose rank 0 is the writer; may be NULL:
+     * held_allgatherv): the writer receives every rank's part of one
+     * tensor into buf (its own already there); the others send `part`. */
+    ffn_status (*held_gatherv)(void *user, float *buf, const float *part, const int *counts,
+                               const int *displs);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

@@ -26,6 +26,8 @@ struct ffn_dist {
     int64_t n_ep_layers;
     int64_t bucket;   /* floats per gradient bucket (ffn_dist_set_bucket) */
     ffn_dist_grad_stats grad_stats;
+    const float *rs_prev; /* ZeRO-2 with --ep: the last tensor reduce-scattered (a step's first
+                           * comes at or before it) */
     double timeout;   /* seconds a wait may last (0: none) */
     int broken;       /* a wait timed out: a request is pending for good */
     int failed;       /* ffn_dist_init failed after MPI started: only free it */
@@ -736,18 +738,58 @@ static ffn_status hook_held_allgatherv(void *u, int group, float *buf, const int
                              : dist_wait(d, 1, &req, NULL, "parameter all-gather");
 }
 
+static ffn_status hook_held_gatherv(void *u, float *buf, const float *part, const int *counts,
+                                    const int *displs) {
+    ffn_dist *d = u;
+    const int me = d->grank[FFN_DIST_DP];
+    MPI_Request req;
+    int rc = MPI_Igatherv(me == 0 ? MPI_IN_PLACE : part, counts[me], MPI_FLOAT, buf, counts, displs,
+                          MPI_FLOAT, 0, d->comm[FFN_DIST_DP], &req);
+    return rc != MPI_SUCCESS ? dist_mpi_error(rc, "the checkpoint's gather")
+                             : dist_wait(d, 1, &req, NULL, "the checkpoint's gather");
+}
+
+static ffn_status hook_held_rs(void *u, int group, float *buf, const int *counts) {
+    ffn_dist *d = u;
+    const ffn_dist_group grp = group ? FFN_DIST_EXPERT_REPLICAS : FFN_DIST_DP;
+    const int P = d->gsize[grp], me = d->grank[grp];
+    const double t0 = MPI_Wtime();
+    int64_t at = 0, total = 0;
+    for (int r = 0; r < P; r++) {
+        if (r < me) at += counts[r];
+        total += counts[r];
+    }
+    /* a test's mutation: the reduce-scatters of the tensors of 2048 or more
+     * floats left out, so their gradients stay this rank's partial sums
+     * (tests/cli/test_dist_zero2.sh) */
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    if (mu && !strcmp(mu, "zero2-skip-bucket") && total >= 2048) return FFN_OK;
+    float *recv = scratch(d, (size_t)(counts[me] ? counts[me] : 1) * sizeof *recv);
+    if (!recv) return ffn_set_error(FFN_ERR_NOMEM, "out of memory (reduce-scatter of %lld values)",
+                                    (long long)total);
+    MPI_Request req;
+    int rc = MPI_Ireduce_scatter(buf, recv, counts, MPI_FLOAT, MPI_SUM, d->comm[grp], &req);
+    ffn_status st = rc != MPI_SUCCESS ? dist_mpi_error(rc, "gradient reduce-scatter")
+                                      : dist_wait(d, 1, &req, NULL, "gradient reduce-scatter");
+    if (st == FFN_OK) memcpy(buf + at, recv, (size_t)counts[me] * sizeof *recv);
+    /* one call a step (the tensors come in the block's order), a bucket a tensor */
+    d->grad_stats.calls += !d->rs_prev || buf <= d->rs_prev;
+    d->rs_prev = buf;
+    d->grad_stats.seconds += MPI_Wtime() - t0;
+    d->grad_stats.buckets++;
+    d->grad_stats.floats += total;
+    return st;
+}
+
 static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
     if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero%d: NULL argument", stage);
-    if (ep_layout(d) && stage == 1) { /* the sharded state's tensors, split over their groups */
+    if (ep_layout(d)) { /* the sharded state's tensors, split over their groups */
         t->held_group = hook_held_group;
         t->held_allgatherv = hook_held_allgatherv;
+        t->held_gatherv = hook_held_gatherv;
+        if (stage == 2) t->held_reduce_scatter = hook_held_rs, t->zero_grads = 1;
         return FFN_OK;
     }
-    if (ep_layout(d))
-        return ffn_set_error(FFN_ERR_UNSUPPORTED,
-                             "--zero 2 with --ep %d (--tp 1): the gradients of the sharded "
-                             "expert state are not reduce-scattered in this build (--zero 2 takes "
-                             "--dp, --tp T and --tp T --ep T; --ep %d takes --zero 1)", d->ep, d->ep);
     if (stage == 2 && d->gsize[FFN_DIST_DP] < 2)
         return ffn_set_error(FFN_ERR_INVALID_ARG,
                              "--zero 2 with --dp %d: ZeRO-2 shards the gradients and the optimizer "

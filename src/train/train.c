@@ -783,6 +783,20 @@ float *ffn_adamw_moments(ffn_adamw *a, int64_t *n_params) {
     return a ? a->moments : NULL;
 }
 
+/* ZeRO over the held tensors: each rank's part of held tensor i (counts,
+ * then displacements from the tensor's start, Pg each). */
+static void held_zero_parts(const ffn_adamw *a, int64_t i, int *cd) {
+    const int64_t g = a->zgrp[i], Pg = a->zP[g], v0 = a->zvoff[i];
+    const int64_t v1 = v0 + ffn_model_tensor_at(a->model, i)->numel;
+    for (int64_t r = 0; r < Pg; r++) {
+        int64_t base = a->zsize[g] / Pg, extra = a->zsize[g] % Pg;
+        int64_t f = r * base + (r < extra ? r : extra), e = f + base + (r < extra);
+        int64_t lo = f > v0 ? f : v0, hi = e < v1 ? e : v1;
+        cd[r] = hi > lo ? (int)(hi - lo) : 0;
+        cd[Pg + r] = hi > lo ? (int)(lo - v0) : 0;
+    }
+}
+
 /* ZeRO-1 over the held tensors: every rank's part of each held tensor to
  * every rank of its group, in place at where[i] (collective). */
 static ffn_status held_zero_allgather(const ffn_adamw *a, float *const *where) {
@@ -793,18 +807,40 @@ static ffn_status held_zero_allgather(const ffn_adamw *a, float *const *where) {
     ffn_status st = FFN_OK;
     for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
         if (!where[i] || a->zgrp[i] < 0 || a->zP[a->zgrp[i]] < 2) continue;
-        const int64_t g = a->zgrp[i], Pg = a->zP[g], v0 = a->zvoff[i];
-        const int64_t v1 = v0 + ffn_model_tensor_at(a->model, i)->numel;
-        for (int64_t r = 0; r < Pg; r++) {
-            int64_t base = a->zsize[g] / Pg, extra = a->zsize[g] % Pg;
-            int64_t f = r * base + (r < extra ? r : extra), e = f + base + (r < extra);
-            int64_t lo = f > v0 ? f : v0, hi = e < v1 ? e : v1;
-            cd[r] = hi > lo ? (int)(hi - lo) : 0;
-            cd[Pg + r] = hi > lo ? (int)(lo - v0) : 0;
-        }
-        st = a->zh->held_allgatherv(a->zh->user, (int)g, where[i], cd, cd + Pg);
+        held_zero_parts(a, i, cd);
+        st = a->zh->held_allgatherv(a->zh->user, (int)a->zgrp[i], where[i], cd, cd + a->zP[a->zgrp[i]]);
     }
     free(cd);
+    return st;
+}
+
+/* ZeRO-2 over the held tensors: the outside of this rank's part of each
+ * held tensor's gradient given back (zero, pages returned). */
+static void held_zero_release(const ffn_adamw *a, float *g) {
+    for (int64_t i = 0; i < ffn_model_num_tensors(a->model); i++) {
+        if (a->zgrp[i] < 0) continue;
+        const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
+        ffn_release_floats(g + ten->offset, a->zlo[i]);
+        ffn_release_floats(g + ten->offset + a->zlo[i] + a->zlen[i], ten->numel - a->zlo[i] - a->zlen[i]);
+    }
+}
+
+/* ZeRO-2 over the held tensors: each held tensor's gradient
+ * reduce-scattered over its group (collective), the rest given back. */
+static ffn_status held_zero_reduce_scatter(const ffn_adamw *a, float *g) {
+    const int64_t nt = ffn_model_num_tensors(a->model);
+    const int64_t P = a->zP[0] > a->zP[1] ? a->zP[0] : a->zP[1];
+    int *cd = malloc((size_t)(2 * P + 1) * sizeof *cd);
+    if (!cd) return ffn_error(FFN_ERR_NOMEM, "out of memory");
+    ffn_status st = FFN_OK;
+    for (int64_t i = 0; i < nt && st == FFN_OK; i++) {
+        if (a->zgrp[i] < 0 || a->zP[a->zgrp[i]] < 2) continue; /* an expert held alone: complete */
+        held_zero_parts(a, i, cd);
+        st = a->zh->held_reduce_scatter(a->zh->user, (int)a->zgrp[i],
+                                        g + ffn_model_tensor_at(a->model, i)->offset, cd);
+    }
+    free(cd);
+    if (st == FFN_OK) held_zero_release(a, g);
     return st;
 }
 
@@ -818,6 +854,7 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
     for (int64_t i = 0; a->frozen && i < n_tensors; i++) {
         const ffn_model_tensor *ten = ffn_model_tensor_at(a->model, i);
         if (!a->frozen[i] || (a->moff && a->moff[i] < 0)) continue;
+        if (a->zh && a->zh->held_reduce_scatter) continue; /* left out of the norm instead */
         /* ZeRO: the range's part (ZeRO-2 keeps no other) */
         int64_t off = ten->offset > a->lo ? ten->offset : a->lo;
         int64_t end = ten->offset + ten->numel < a->hi ? ten->offset + ten->numel : a->hi;
@@ -825,7 +862,15 @@ static ffn_status adamw_apply(ffn_adamw *a, int64_t step, double *lr_out, double
     }
     /* clip_grad_norm_: scale by clip / (norm + 1e-6) when that is below 1. */
     double sq;
-    if (a->tp && a->tp->grad_sq) {
+    if (a->zh && a->zh->held_reduce_scatter) { /* ZeRO-2, held: the parts' squares, summed */
+        sq = 0;
+        for (int64_t i = 0; i < n_tensors; i++)
+            if (a->zgrp[i] >= 0 && a->zlen[i] > 0 && (!a->frozen || !a->frozen[i]))
+                sq += train_sum_squares(a->grads + ffn_model_tensor_at(a->model, i)->offset + a->zlo[i],
+                                        a->zlen[i], a->norm_partials);
+        ffn_status st = a->zh->allreduce_f64(a->zh->user, &sq, 1);
+        if (st != FFN_OK) return st;
+    } else if (a->tp && a->tp->grad_sq) {
         ffn_status st = a->zero ? a->tp->grad_sq_range(a->tp->user, a->model, a->tp_full, a->grads,
                                                        a->lo, a->hi, &sq)
                                 : a->tp->grad_sq(a->tp->user, a->model, a->tp_full, a->grads, &sq);
@@ -941,9 +986,13 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     else if (!t->held) ffn_model_zero_grads(t->model);
     else { /* sharded state: the gradients held here (the others stay untouched) */
         float *g = ffn_model_grads(t->model, NULL);
+        const ffn_adamw *a = t->opt;
+        const int part = a->zh && a->zh->held_reduce_scatter; /* ZeRO-2: the rest is zero */
         for (int64_t i = 0; i < ffn_model_num_tensors(t->model); i++) {
             const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
-            if (t->held[i]) memset(g + ten->offset, 0, (size_t)ten->numel * sizeof *g);
+            if (t->held[i])
+                memset(g + ten->offset + (part ? a->zlo[i] : 0), 0,
+                       (size_t)(part ? a->zlen[i] : ten->numel) * sizeof *g);
         }
     }
     double ce = 0.0, total = 0.0;
@@ -969,6 +1018,7 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         ffn_status st = d->zero_range && d->sync_grads ? d->sync_grads(d->user, t->model) : FFN_OK;
         if (st == FFN_OK)
             st = d->zero_range     ? d->reduce_scatter(d->user, g, n)
+                 : t->opt->zh && d->held_reduce_scatter ? held_zero_reduce_scatter(t->opt, g)
                  : d->reduce_grads ? d->reduce_grads(d->user, t->model, g, n)
                                    : d->allreduce_f32(d->user, g, n);
         if (st == FFN_OK && zero_grads(t)) { /* ZeRO-2: keep the range's sums only */
@@ -1422,7 +1472,9 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
         const int64_t mom = t->opt->moff ? t->opt->n_held : t->opt->hi - t->opt->lo;
         r->optimizer_bytes = 8 * mom;
         /* ZeRO-2: the gradients of the range only (between steps) */
-        r->grad_bytes = 4 * (zero_grads(t) ? t->opt->hi - t->opt->lo : held);
+        r->grad_bytes = 4 * (zero_grads(t) ? t->opt->hi - t->opt->lo
+                             : t->opt->zh && t->o.dist->held_reduce_scatter ? t->opt->n_held
+                                                                             : held);
         r->state_bytes = 4 * held + r->grad_bytes + r->optimizer_bytes +
                          (t->full ? 16 * t->full_np : 0);
     }
@@ -1649,6 +1701,7 @@ static ffn_status held_zero(trainer *t) {
     a->moff = moff, a->n_held = k;
     a->moments = t->moments = m;
     a->zh = d;
+    if (d->held_reduce_scatter) held_zero_release(a, ffn_model_grads(t->model, NULL));
     return FFN_OK;
 }
 
@@ -1664,16 +1717,32 @@ static ffn_status held_gather(trainer *t) {
     float **where = calloc((size_t)nt + 1, sizeof *where);
     ffn_status st = whole && where ? FFN_OK
                     : ffn_error(FFN_ERR_NOMEM, "out of memory (gathering the optimizer moments)");
+    /* the replicated tensors' moments to the writer alone (held_gatherv):
+     * the other ranks leave their pages of `whole` untouched (it costs
+     * them only their experts' moments) */
+    const ffn_train_dist *d = t->o.dist;
+    const int to_writer = d->held_gatherv && a->zP[0] > 1;
+    int *cd = malloc((size_t)(2 * a->zP[0] + 1) * sizeof *cd);
+    if (!cd && st == FFN_OK) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
     for (int pass = 0; pass < 2 && st == FFN_OK; pass++) { /* m, then v */
         for (int64_t i = 0; i < nt; i++) {
             where[i] = NULL;
             if (t->zfull_moff[i] < 0) continue;
-            where[i] = whole + pass * K + t->zfull_moff[i];
-            memcpy(where[i] + a->zlo[i], t->moments + pass * k + a->moff[i],
-                   (size_t)a->zlen[i] * sizeof *whole);
+            float *dst = whole + pass * K + t->zfull_moff[i];
+            const float *mine = t->moments + pass * k + a->moff[i];
+            if (to_writer && a->zgrp[i] == 0) {
+                if (d->writer) memcpy(dst + a->zlo[i], mine, (size_t)a->zlen[i] * sizeof *whole);
+                held_zero_parts(a, i, cd);
+                st = d->held_gatherv(d->user, dst, mine, cd, cd + a->zP[0]);
+                if (st != FFN_OK) break;
+                continue;
+            }
+            where[i] = dst;
+            memcpy(where[i] + a->zlo[i], mine, (size_t)a->zlen[i] * sizeof *whole);
         }
-        st = held_zero_allgather(a, where);
+        if (st == FFN_OK) st = held_zero_allgather(a, where);
     }
+    free(cd);
     free(where);
     if (st == FFN_OK) { /* the whole held layout for the gather, then back */
         int64_t *moff = a->moff;

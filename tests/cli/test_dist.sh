@@ -428,7 +428,7 @@ expect_all 2 "--ep 2 is larger than the 1 experts" g5c "$FFN" train --tp 2 --ep 
 expect_all 2 "--tp 2 x --dp 2 = 4 ranks, but mpirun started 2" g6 "$FFN" train --tp 2 --dp 2 "${B[@]}"
 expect 1 "--ep 2 needs 2 processes|needs 2 processes" "$FFN" train --ep 2 "${B[@]}" --num-experts 4 --out g7
 [[ ! -e g7 ]] && ok "--ep without mpirun: nothing written" || bad "g7 written"
-expect_all 2 "--zero 2 with --ep 2 \(--tp 1\): the gradients of the sharded expert state" g8 "$FFN" train --ep 2 --zero 2 "${B[@]}" --num-experts 4
+expect_all 2 "--zero 2 with --dp 1: ZeRO-2 shards the gradients and the optimizer over the data-parallel ranks" g8 "$FFN" train --tp 2 --zero 2 "${B[@]}"
 expect 2 "--zero 1 shards the optimizer over --dp ranks: start them with mpirun" "$FFN" train --zero 1 "${B[@]}" --out g9
 [[ ! -e g9 ]] && ok "--zero without mpirun: nothing written" || bad "g9 written"
 # (every option mismatched across the ranks: tests/cli/test_dist_agree.sh)

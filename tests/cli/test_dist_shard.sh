@@ -161,5 +161,5 @@ refuse() { # NP PATTERN OUT args...
 refuse 4 "--ep 4 is larger than the 2 experts" r1 --ep 4 --num-experts 2 --num-experts-per-tok 1
 refuse 3 "--tp 3 does not divide the 32 attention heads" r2 --tp 3
 refuse 2 "--tp 2 does not divide the 1 key/value heads" r3 --tp 2 --num-key-value-heads 1
-refuse 2 "--zero 2 with --ep 2 \(--tp 1\)" r4 --ep 2 --zero 2 --num-experts 4 --num-experts-per-tok 1
+refuse 2 "--zero 2 with --dp 1: .*--tp 2 x --dp 1" r4 --tp 2 --zero 2
 exit $fail

@@ -21,14 +21,14 @@
 #     the non-writer's; ZeRO-2's peak is ZeRO-1's: the backward writes the
 #     whole gradient block before the reduce-scatter; the writer's peak
 #     holds the whole moments gathered for the save);
-#   - ZeRO-1 with --ep 2 alone (the replicated tensors' moments split over
-#     the dp group, each expert's over the ranks holding it): the bytes of
-#     --ep 2, equal to one process, resumed under --dp 2, the mutation
-#     zero-held-owner caught, state bytes = ffn plan's;
+#   - ZeRO-1 and ZeRO-2 with --ep 2 alone (the replicated tensors' state
+#     split over the dp group, each expert's over the ranks holding it):
+#     ZeRO-1 the bytes of --ep 2, both equal to one process and resumed
+#     under --dp 2, the mutations caught, state bytes = ffn plan's;
 #   - --tp 2 --zero 2 (--dp 1) refused on every rank before anything is
 #     allocated (a model of some 10 GB, well under 200 MB resident), naming
-#     both numbers, nothing written; --zero 2 in one process and with --ep
-#     alone (its gradients are not reduce-scattered) refused; (--tp 2 --dp 2 --zero 2 = --zero 1 bitwise: 4 ranks,
+#     both numbers, nothing written, as is --dp 3 --ep 2 --zero 2; --zero 2
+#     in one process refused; (--tp 2 --dp 2 --zero 2 = --zero 1 bitwise: 4 ranks,
 #     the plain round only)
 set -uo pipefail
 FFN="${FFN_BIN:-build/ffn}"
@@ -176,14 +176,17 @@ if ((ASAN == 0)); then
         ok "tp 2 dp 2 zero 2 (16 buckets): the bytes of tp 2 dp 2 zero 1" || bad "tp 2 dp 2 zero 2 differs from zero 1"
 else echo "ok   (ASan: the 4-rank --tp 2 --dp 2 --zero 2 run is left to the plain round)"; fi
 
-# ---- ZeRO-1 with --ep alone: the held tensors' moments split over their groups ----
+# ---- ZeRO-1/2 with --ep alone: the held tensors' state split over their groups ----
 # An 8-expert model (as test_dist_shard.sh): --ep 2 --zero 1 writes the bytes
 # of --ep 2 (the gradients are summed whole as without ZeRO, the norm is the
 # same, the update elementwise, the all-gather copies) and equals one process
 # with --grad-accum 2; stopped at 4 and resumed under --dp 2 (no ZeRO, no EP)
-# it ends where one process does; the mutation zero-held-owner (each rank
-# updates another rank's part) breaks the equality; its state bytes equal
-# ffn plan --ep 2 --zero 1's.
+# it ends where one process does; --ep 2 --zero 2 (each held tensor's
+# gradient reduce-scattered over its group) equals one process, and stopped
+# at 4 resumes under --dp 2 --zero 2, and twice it writes the same bytes; the mutations zero-held-owner (each
+# rank updates another rank's part) and zero2-skip-bucket (the tensors of
+# 2048 floats or more not reduce-scattered) break the equality; the state
+# bytes of --zero 0/1/2 equal ffn plan --ep 2's.
 M=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
    --num-experts 8 --num-experts-per-tok 2 --corpus en --steps 8 --eval-every 4 --quiet --json)
 erun() { local np=$1; shift; timeout 300 "${MPIRUN[@]}" -np "$np" "$FFN" train "${M[@]}" "$@" 2>"$tmp/ez" ||
@@ -196,33 +199,45 @@ erun 2 --ep 2 --zero 1 --batch-size 4 --eval-batches 4 --stop-at 4 --out ep2zs >
 timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --resume ep2zs --quiet >/dev/null 2>"$tmp/ez" ||
     bad "resume ep 2 zero 1 -> dp 2: $(tail -3 "$tmp/ez")"
 FFN_DIST_MUTATE=zero-held-owner erun 2 --ep 2 --zero 1 --batch-size 4 --eval-batches 4 --out ep2zm >/dev/null
+erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --out ep2z2 >ep2z2.json
+erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --out ep2z2b >/dev/null
+erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --stop-at 4 --out ep2z2s >/dev/null
+timeout 300 "${MPIRUN[@]}" -np 2 "$FFN" train --dp 2 --zero 2 --resume ep2z2s --quiet >/dev/null 2>"$tmp/ez" ||
+    bad "resume ep 2 zero 2 -> dp 2 zero 2: $(tail -3 "$tmp/ez")"
+FFN_DIST_MUTATE=zero2-skip-bucket erun 2 --ep 2 --zero 2 --batch-size 4 --eval-batches 4 --out ep2z2m >/dev/null
+"$FFN" plan ep2/config.json --seq-len 32 --batch-size 4 --dp 2 --ep 2 --zero 2 --json >eplan2.json 2>"$tmp/ez" ||
+    bad "plan ep 2 zero 2: $(cat "$tmp/ez")"
 "$FFN" plan ep2/config.json --seq-len 32 --batch-size 4 --dp 2 --ep 2 --zero 1 --json >eplan1.json 2>"$tmp/ez" ||
     bad "plan ep 2 zero 1: $(cat "$tmp/ez")"
 "$FFN" plan ep2/config.json --seq-len 32 --batch-size 4 --dp 2 --ep 2 --json >eplan0.json 2>"$tmp/ez" ||
     bad "plan ep 2: $(cat "$tmp/ez")"
 cmp -s ep2/model.safetensors ep2z/model.safetensors && cmp -s ep2/train_state.safetensors ep2z/train_state.safetensors &&
     ok "ep 2 zero 1: model.safetensors and train_state.safetensors bitwise those of ep 2" || bad "ep 2 zero 1 differs from ep 2"
+cmp -s ep2z2/model.safetensors ep2z2b/model.safetensors && cmp -s ep2z2/train_state.safetensors ep2z2b/train_state.safetensors &&
+    ok "ep 2 zero 2 twice: the same bytes" || bad "ep 2 zero 2: two runs differ"
 if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
 import json; exec(open("cmp.py").read())
-r = [same("eone", "ep2z"), same("eone", "ep2zs")]
+r = [same("eone", "ep2z"), same("eone", "ep2zs"), same("eone", "ep2z2"), same("eone", "ep2z2s")]
 line = "losses within %.1e relative, parameters and moments within %.1e" % (max(x for x, _ in r), max(y for _, y in r))
-for z, run in ((0, "ep2"), (1, "ep2z")):
+for z, run in ((0, "ep2"), (1, "ep2z"), (2, "ep2z2")):
     j = json.load(open(run + ".json")); p = json.load(open("eplan%d.json" % z))["memory_bytes"]
     pred = p["weights"] + p["gradients"] + p["optimizer"]
     assert abs(pred - j["state_bytes"]) <= 0.01 * j["state_bytes"], (run, pred, j["state_bytes"])
-    line += "; ep 2 zero %d: %d state bytes (plan %d), optimizer %d (plan %d)" % (
-        z, j["state_bytes"], pred, j["optimizer_bytes"], p["optimizer"])
-assert json.load(open("ep2z.json"))["optimizer_bytes"] < json.load(open("ep2.json"))["optimizer_bytes"]
-try:
-    same("eone", "ep2zm")
-except AssertionError as e:
-    line += "; mutation zero-held-owner caught: %s" % (str(e)[:100],)
-else:
-    raise AssertionError("mutation zero-held-owner not caught")
+    line += "; ep 2 zero %d: %d state bytes (plan %d), gradients %d (plan %d), optimizer %d (plan %d)" % (
+        z, j["state_bytes"], pred, j["grad_bytes"], p["gradients"], j["optimizer_bytes"], p["optimizer"])
+e0, e1, e2 = (json.load(open(f + ".json")) for f in ("ep2", "ep2z", "ep2z2"))
+assert e1["optimizer_bytes"] < e0["optimizer_bytes"] and e2["grad_bytes"] < e1["grad_bytes"] == e0["grad_bytes"]
+for run, name in (("ep2zm", "zero-held-owner"), ("ep2z2m", "zero2-skip-bucket")):
+    try:
+        same("eone", run)
+    except AssertionError as e:
+        line += "; mutation %s caught: %s" % (name, str(e)[:90])
+    else:
+        raise AssertionError("mutation %s not caught" % name)
 print(line)
 PY
-then ok "ep 2 zero 1 = one process (2 micro-batches), ep 2 zero 1 -> dp 2 resumed too: $(cat "$tmp/out")"
-else bad "ep 2 zero 1: $(tail -5 "$tmp/out")"; fi
+then ok "ep 2 zero 1, zero 2 = one process (2 micro-batches), ep 2 zero 1 -> dp 2 and ep 2 zero 2 -> dp 2 zero 2 resumed too: $(cat "$tmp/out")"
+else bad "ep 2 zero 1/2: $(tail -5 "$tmp/out")"; fi
 
 # ---- refused before any allocation, on every rank, nothing written ----
 B=(--seq-len 32 --hidden-size 4096 --num-hidden-layers 48 --num-attention-heads 32 --intermediate-size 11008
@@ -240,7 +255,7 @@ refuse() { # NP PATTERN OUT args...
     else bad "-np $np $*: exit $rc, $n of $np said '$pat', rss ${rss:-?} KiB, $(ls -d "$out" 2>/dev/null): $(head -c 300 "$tmp/err")"; fi
 }
 refuse 2 "--zero 2 with --dp 1: .* the 2 ranks of the job are --tp 2 x --dp 1: give --dp 2 or more" r1 --tp 2 --zero 2
-refuse 2 "--zero 2 with --ep 2 \(--tp 1\): .*--ep 2 takes --zero 1" r2 --ep 2 --zero 2 --num-experts 4 --num-experts-per-tok 1
+refuse 3 "--ep 2 does not divide --dp 3" r2 --dp 3 --ep 2 --zero 2 --num-experts 4 --num-experts-per-tok 1
 rc=0; "$FFN" train "${B[@]}" --zero 2 --out r3 >/dev/null 2>"$tmp/err" || rc=$?
 ((rc == 2)) && grep -q -- "--zero 2 shards the optimizer and the gradients over --dp ranks: .*this is one process: --dp 1" "$tmp/err" && [[ ! -e r3 ]] &&
     ok "--zero 2 in one process: exit 2, named, nothing written" || bad "--zero 2 one process: exit $rc: $(cat "$tmp/err")"
