@@ -18,14 +18,17 @@
  *       formats, 256 for the super-block ones, so the product is the same
  *       real number the row kernels compute): q in the step order,
  *       t1[i] = d of the block holding lane i, t2[i] = t1[i] · Σ q over
- *       lane i.
+ *       lane i (or the int32 k · Σ q, below).
  *   W   32 rows × 2048 columns at a time, per thread (64 KiB, in L2),
  *       unpacked to codes in the step order (4 rows interleaved per step)
  *       with w1, w2 per lane:
  *         unsigned codes c (q4_0, q4_1, q5_0, q5_1, q4_K, q5_K, q2_K): the
  *         row's values are w1·c + w2 per lane (q4_0: w1 = d, w2 = −8d;
  *         q4_K: w1 = d·sc, w2 = −dmin·m), and the product is
- *         Σ_lanes w1·(Σ c·q)·t1 + w2·t2.  The int16 pair sums of vpmaddubsw
+ *         Σ_lanes w1·(Σ c·q)·t1 + w2·t2; where w2 = k·w1 (q4_0 k = −8,
+ *         q5_0 −16) the token holds k·Σ q as an int32 in t2's place and
+ *         the product is Σ_lanes w1·(Σ c·q + k·Σ q)·t1, one FMA fewer.
+ *         The int16 pair sums of vpmaddubsw
  *         add up in int16 for 8 steps when the codes are at most 15
  *         (8 · 2 · 15 · 127 < 2^15), for 4 when at most 31 (q5_*), then go
  *         to int32.
@@ -89,16 +92,18 @@ enum { I8_U = 1, I8_S = 2, I8_SC = 3 }; /* unsigned, signed, signed with int16 s
  * int16 sums hold before they go to int32 (8 · 2 · 15 · 127, 4 · 2 · 31 ·
  * 127, 2 · 2 · 63 · 127 < 2^15 for codes up to 15, 31, 63). */
 typedef struct {
-    int kind, lane, flush;
+    int kind, lane, flush, fold; /* fold: w2 = fold · w1 (q4_0: −8, q5_0: −16), else 0 */
 } i8_fmt;
 
 static int i8_fmt_of(ffn_ggml_type t, i8_fmt *f) {
     switch (t) {
-    case FFN_GGML_TYPE_Q4_0: case FFN_GGML_TYPE_Q4_1: case FFN_GGML_TYPE_Q4_K: *f = (i8_fmt){I8_U, 32, 8}; return 1;
-    case FFN_GGML_TYPE_Q5_0: case FFN_GGML_TYPE_Q5_1: case FFN_GGML_TYPE_Q5_K: *f = (i8_fmt){I8_U, 32, 4}; return 1;
-    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_IQ4_NL: case FFN_GGML_TYPE_IQ4_XS: *f = (i8_fmt){I8_S, 32, 8}; return 1;
-    case FFN_GGML_TYPE_Q2_K: *f = (i8_fmt){I8_U, 16, 4}; return 1;
-    case FFN_GGML_TYPE_Q3_K: case FFN_GGML_TYPE_Q6_K: *f = (i8_fmt){I8_SC, 32, 4}; return 1;
+    case FFN_GGML_TYPE_Q4_0: *f = (i8_fmt){I8_U, 32, 8, -8}; return 1;
+    case FFN_GGML_TYPE_Q5_0: *f = (i8_fmt){I8_U, 32, 4, -16}; return 1;
+    case FFN_GGML_TYPE_Q4_1: case FFN_GGML_TYPE_Q4_K: *f = (i8_fmt){I8_U, 32, 8, 0}; return 1;
+    case FFN_GGML_TYPE_Q5_1: case FFN_GGML_TYPE_Q5_K: *f = (i8_fmt){I8_U, 32, 4, 0}; return 1;
+    case FFN_GGML_TYPE_Q8_0: case FFN_GGML_TYPE_IQ4_NL: case FFN_GGML_TYPE_IQ4_XS: *f = (i8_fmt){I8_S, 32, 8, 0}; return 1;
+    case FFN_GGML_TYPE_Q2_K: *f = (i8_fmt){I8_U, 16, 4, 0}; return 1;
+    case FFN_GGML_TYPE_Q3_K: case FFN_GGML_TYPE_Q6_K: *f = (i8_fmt){I8_SC, 32, 4, 0}; return 1;
     default: return 0;
     }
 }
@@ -134,7 +139,7 @@ enum {
 
 size_t ffn_qg_int8_ws_bytes(const ffn_qweight *w, int64_t n, int threads) {
     if (threads < 1) threads = 1;
-    i8_fmt f = {I8_U, 32, 8};
+    i8_fmt f = {I8_U, 32, 8, 0};
     (void)i8_fmt_of(w->type, &f);
     const int64_t G = i8_groups(w->cols, f.lane);
     return 64 + (size_t)n * (i8_stride((size_t)G * 8 * f.lane) + i8_stride((size_t)G * 64)) +
@@ -155,7 +160,7 @@ static void i8_interleave(const uint8_t *lin, int L, uint8_t *dst) {
 
 /* ---- activations ----------------------------------------------------------------- */
 
-static void i8_prep(const float *x, int64_t cols, int ab, int L, int8_t *q, float *f) {
+static void i8_prep(const float *x, int64_t cols, int ab, int L, int fold, int8_t *q, float *f) {
     const int64_t U = (cols + 255) / 256;
     const int gpu = 32 / L;
     int8_t lin[256];
@@ -177,7 +182,12 @@ static void i8_prep(const float *x, int64_t cols, int ab, int L, int8_t *q, floa
                 int s = 0;
                 for (int j = 0; j < L; j++) s += lin[e0 + j];
                 fg[i] = d[e0 / 32];
-                fg[8 + i] = d[e0 / 32] * (float)s;
+                if (fold) { /* the integer fold · Σ q in place of t2 */
+                    const int32_t k = fold * s;
+                    memcpy(fg + 8 + i, &k, 4);
+                } else {
+                    fg[8 + i] = d[e0 / 32] * (float)s;
+                }
             }
         }
         i8_interleave((const uint8_t *)lin, L, (uint8_t *)q + 256 * u);
@@ -491,7 +501,7 @@ I8 void i8_sums(const int T, const float *fa, float *out) {
     }
 }
 
-I8 void i8_mk_u(const int SG, const int FL, const int T, const uint8_t *pc, const float *pf, const int8_t *xq,
+I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const uint8_t *pc, const float *pf, const int8_t *xq,
                 int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int i = 0; i < I8_RM * I8_MAXT; i++) _mm256_store_ps(fa + 8 * i, _mm256_setzero_ps());
@@ -535,7 +545,13 @@ I8 void i8_mk_u(const int SG, const int FL, const int T, const uint8_t *pc, cons
                             continue;
                         }
                     }
-                    i8_epi(I8_U, m, fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+                    const float *tf = xf + t * fs + 16 * g;
+                    if (FOLD) { /* Σ c·q + fold · Σ q, exact: then w1 alone */
+                        m = _mm256_add_epi32(m, _mm256_loadu_si256((const __m256i *)(tf + 8)));
+                        i8_epi(I8_S, m, fg + I8_PF * r, tf, fa + 8 * (r * I8_MAXT + t));
+                    } else {
+                        i8_epi(I8_U, m, fg + I8_PF * r, tf, fa + 8 * (r * I8_MAXT + t));
+                    }
                 }
         }
     }
@@ -667,19 +683,20 @@ I8 void i8_mk_q6(const int T, const uint8_t *pc, const uint8_t *pa, const float 
 typedef void (*i8_mk_fn)(int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
                          int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out);
 
-#define I8_U_KERNEL(SG, FL)                                                                              \
-    static void i8_mk_u##SG##_##FL(int T, const uint8_t *pc, const uint8_t *pa, const float *pf,        \
+#define I8_U_KERNEL(SG, FL, FOLD)                                                                        \
+    static void i8_mk_u##SG##_##FL##_##FOLD(int T, const uint8_t *pc, const uint8_t *pa, const float *pf,        \
                                    const int8_t *xq, int64_t qs, const float *xf, int64_t fs, int kg,   \
                                    float *fa, __m256i *ip, float *out) {                                \
         (void)pa;                                                                                        \
-        if (T == 1) i8_mk_u(SG, FL, 1, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);                         \
-        else if (T == 2) i8_mk_u(SG, FL, 2, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);                    \
-        else i8_mk_u(SG, FL, 3, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);                                \
+        if (T == 1) i8_mk_u(SG, FL, FOLD, 1, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);                   \
+        else if (T == 2) i8_mk_u(SG, FL, FOLD, 2, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);              \
+        else i8_mk_u(SG, FL, FOLD, 3, pc, pf, xq, qs, xf, fs, kg, fa, ip, out);                          \
     }
-I8_U_KERNEL(8, 8)
-I8_U_KERNEL(8, 4)
-I8_U_KERNEL(4, 4)
-I8_U_KERNEL(4, 2)
+I8_U_KERNEL(8, 8, 0)
+I8_U_KERNEL(8, 8, 1)
+I8_U_KERNEL(8, 4, 0)
+I8_U_KERNEL(8, 4, 1)
+I8_U_KERNEL(4, 4, 0)
 #undef I8_U_KERNEL
 
 static void i8_mk_s8(int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq, int64_t qs,
@@ -700,8 +717,9 @@ static void i8_mk_q6k(int T, const uint8_t *pc, const uint8_t *pa, const float *
 static i8_mk_fn i8_kernel(const i8_fmt *f) {
     if (f->kind == I8_S) return i8_mk_s8;
     if (f->kind == I8_SC) return i8_mk_q6k;
-    if (f->lane == 32) return f->flush == 8 ? i8_mk_u8_8 : i8_mk_u8_4;
-    return f->flush == 4 ? i8_mk_u4_4 : i8_mk_u4_2;
+    if (f->lane == 16) return i8_mk_u4_4_0; /* q2_K */
+    if (f->flush == 8) return f->fold ? i8_mk_u8_8_1 : i8_mk_u8_8_0;
+    return f->fold ? i8_mk_u8_4_1 : i8_mk_u8_4_0;
 }
 
 /* ---- the call ---------------------------------------------------------------------- */
@@ -724,7 +742,7 @@ void ffn_qg_int8_run(const ffn_qweight *w, const float *x, int64_t ldx, int64_t 
 #pragma omp parallel if (par)
     {
 #pragma omp for schedule(static)
-        for (int64_t t = 0; t < n; t++) i8_prep(x + t * ldx, cols, ab, L, aq + t * qs, af + t * fs);
+        for (int64_t t = 0; t < n; t++) i8_prep(x + t * ldx, cols, ab, L, f.fold, aq + t * qs, af + t * fs);
         uint8_t *pc = thr + (size_t)omp_get_thread_num() * I8_T_BYTES;
         uint8_t *pa = pc + I8_T_CODES;
         float *pf = (float *)(pa + I8_T_CODES);
