@@ -12,6 +12,7 @@
 
 #include "base/common.h"
 #include "base/open.h"
+#include "format/float_buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -667,18 +668,11 @@ ffn_status ffn_gguf_load_f32(const ffn_gguf_file *f, const char *name, float **o
     ffn_gguf_tensor t;
     ffn_status s = ffn_gguf_find(f, name, &t);
     if (s != FFN_OK) return s;
-    size_t bytes;
-    if (ffn_mul_size((size_t)t.numel, sizeof(float), &bytes))
-        return ffn_error(FFN_ERR_OVERFLOW, "%s: %s: %" PRId64 " floats overflow size_t", f->path, name, t.numel);
-    float *dst = ffn_malloc_aligned(bytes ? bytes : 4);
-    if (!dst) return ffn_error(FFN_ERR_NOMEM, "%s: %s: out of memory for %zu bytes", f->path, name, bytes);
-    s = ffn_gguf_tensor_to_f32(f, &t, dst);
-    if (s != FFN_OK) {
-        ffn_free_aligned(dst);
-        return s;
-    }
-    *out = dst;
-    return FFN_OK;
+    float *dst;
+    if ((s = float_buf_alloc(t.numel, f->path, name, &dst))) return s;
+    if ((s = ffn_gguf_tensor_to_f32(f, &t, dst))) ffn_free_aligned(dst);
+    else *out = dst;
+    return s;
 }
 
 /* ---- the writer --------------------------------------------------------------- */

@@ -11,6 +11,7 @@
 #include "base/common.h"
 #include "base/open.h"
 #include "base/dtype.h"
+#include "format/float_buf.h"
 #include "format/json.h"
 
 #include <errno.h>
@@ -441,18 +442,11 @@ ffn_status ffn_st_load_f32(const ffn_st_file *file, const char *name, int ndim, 
     ffn_st_tensor t;
     ffn_status s = find_float(file, name, ndim, expected_shape, &t);
     if (s != FFN_OK) return s;
-    size_t bytes;
-    if (ffn_mul_size((size_t)t.numel, sizeof(float), &bytes))
-        return ffn_error(FFN_ERR_OVERFLOW, "%s: %s: fp32 size overflows", file->path, name);
-    float *buf = ffn_malloc_aligned(bytes);
-    if (!buf) return ffn_error(FFN_ERR_NOMEM, "%s: %s: out of memory for %zu bytes", file->path, name, bytes);
-    s = ffn_st_tensor_to_f32(file, &t, buf);
-    if (s != FFN_OK) {
-        ffn_free_aligned(buf);
-        return s;
-    }
-    *out = buf;
-    return FFN_OK;
+    float *buf;
+    if ((s = float_buf_alloc(t.numel, file->path, name, &buf))) return s;
+    if ((s = ffn_st_tensor_to_f32(file, &t, buf))) ffn_free_aligned(buf);
+    else *out = buf;
+    return s;
 }
 
 ffn_status ffn_st_view_f32(const ffn_st_file *file, const char *name, int ndim, const int64_t *expected_shape,

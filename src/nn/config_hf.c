@@ -445,20 +445,22 @@ static ffn_status get_bool(const json_value *root, const char *what, const char 
  * hidden_act (default `act`), hidden_size, num_hidden_layers, vocab_size. */
 static ffn_status read_hf_common(const json_value *r, const char *what, ffn_hf_arch *a,
                                  const char *act) {
+    const int d = a->text_defaults;
     a->act = act;
     TRY(json_get_str(r, "hidden_act", 0, what, &a->act));
-    TRY(get_int(r, what, "hidden_size", 1, 0, 1, FFN_HF_MAX_SIZE, &a->D));
-    TRY(get_int(r, what, "num_hidden_layers", 1, 0, 1, FFN_HF_MAX_LAYERS, &a->L));
-    TRY(get_int(r, what, "vocab_size", 1, 0, 1, FFN_HF_MAX_SIZE, &a->V));
+    TRY(get_int(r, what, "hidden_size", !d, d ? 2304 : 0, 1, FFN_HF_MAX_SIZE, &a->D));
+    TRY(get_int(r, what, "num_hidden_layers", !d, d ? 26 : 0, 1, FFN_HF_MAX_LAYERS, &a->L));
+    TRY(get_int(r, what, "vocab_size", !d, d ? 262208 : 0, 1, FFN_HF_MAX_SIZE, &a->V));
     return FFN_OK;
 }
 
 /* Attention heads: head_dim given, or D / H exactly. */
 static ffn_status read_heads(const json_value *r, const char *what, ffn_hf_arch *a,
                              const char *h_key, const char *kv_key) {
-    TRY(get_int(r, what, h_key, 1, 0, 1, FFN_HF_MAX_SIZE, &a->H));
+    const int d = a->text_defaults; /* Gemma3TextConfig: 8 heads, 4 kv heads */
+    TRY(get_int(r, what, h_key, !d, d ? 8 : 0, 1, FFN_HF_MAX_SIZE, &a->H));
     a->Hkv = a->H;
-    if (kv_key) TRY(get_int(r, what, kv_key, 0, a->H, 1, FFN_HF_MAX_SIZE, &a->Hkv));
+    if (kv_key) TRY(get_int(r, what, kv_key, 0, d ? 4 : a->H, 1, FFN_HF_MAX_SIZE, &a->Hkv));
     if (a->H % a->Hkv)
         return ffn_error(FFN_ERR_CONFIG, "%s: %s (%lld) must be a multiple of %s (%lld)", what,
                          h_key, (long long)a->H, kv_key, (long long)a->Hkv);
@@ -526,7 +528,8 @@ static ffn_status read_llama_family(const json_value *r, const char *what, ffn_h
         TRY(get_int(r, what, "decoder_sparse_step", 0, 1, 1, FFN_HF_MAX_LAYERS, &a->sparse_step));
         TRY(get_int(r, what, "intermediate_size", 0, 0, 1, FFN_HF_MAX_SIZE, &a->F));
     } else {
-        TRY(get_int(r, what, "intermediate_size", 1, 0, 1, FFN_HF_MAX_SIZE, &a->F));
+        TRY(get_int(r, what, "intermediate_size", !a->text_defaults, a->text_defaults ? 9216 : 0, 1,
+                    FFN_HF_MAX_SIZE, &a->F));
     }
     return FFN_OK;
 }
@@ -653,6 +656,21 @@ static ffn_status read_arch(const json_value *r, const char *what, ffn_hf_arch *
         return ffn_error(FFN_ERR_CONFIG, "%s: expected a JSON object at the top level", what);
     memset(a, 0, sizeof *a);
     TRY(json_get_str(r, "model_type", 1, what, &a->model_type));
+    char text_what[600];
+    if (!strcmp(a->model_type, "gemma3")) { /* Gemma3ForConditionalGeneration: its text model */
+        snprintf(text_what, sizeof text_what, "%s: text_config", what);
+        what = text_what;
+        r = json_get(r, "text_config");
+        if (!r || r->type != JSON_OBJECT)
+            return ffn_error(FFN_ERR_CONFIG, "%s: expected an object (model_type gemma3 is "
+                             "Gemma3ForConditionalGeneration: its text model's config)", what);
+        a->model_type = "gemma3_text";
+        TRY(json_get_str(r, "model_type", 0, what, &a->model_type));
+        if (strcmp(a->model_type, "gemma3_text"))
+            return ffn_error(FFN_ERR_CONFIG, "%s: model_type '%.40s', expected gemma3_text", what,
+                             a->model_type);
+        a->text_defaults = 1;
+    }
     const char *t = a->model_type;
     if (!strcmp(t, "llama") || !strcmp(t, "mistral") || !strcmp(t, "mixtral") ||
         !strcmp(t, "qwen2") || !strcmp(t, "qwen2_moe") || !strcmp(t, "qwen3") ||

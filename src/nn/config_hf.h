@@ -50,6 +50,8 @@ typedef struct ffn_hf_arch {
     int mla;
     int64_t q_lora, kv_lora, nope, rope;
     int64_t mtp_layers;
+    int text_defaults;         /* Gemma3ForConditionalGeneration's text_config: absent sizes
+                                  take Gemma3TextConfig's defaults */
 } ffn_hf_arch;
 
 /* The config.json file at path (or, path NULL, the `len` bytes at text)

@@ -24,85 +24,33 @@
 //
 // Needs what tests/browser/test_report.mjs needs.
 // Run: node tests/browser/test_lesson.mjs   (FFN_BIN defaults to build/ffn)
-import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { artifacts, ffn, finish, launch, ok, requirePrerequisites, run, servers, startServer, tempDir } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const artifacts = path.join(root, 'build', 'test-artifacts');
 const t0 = Date.now();
-
-let failures = 0, passes = 0;
-let tmp = null, userDataDir = null;
-const servers = [];
-function ok(cond, what, detail) {
-  if (cond) { passes++; console.log(`ok   ${what}`); }
-  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
-  return cond;
-}
-function cleanup() {
-  for (const s of servers) if (s.exitCode === null) s.kill('SIGTERM');
-  for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
-}
-function die(msg) {
-  cleanup();
-  console.log(`FAIL ${msg}`);
-  console.log('0 passed, 1 failed');
-  process.exit(1);
-}
-if (+process.versions.node.split('.')[0] < 20) die(`node ${process.versions.node} is too old: install Node.js >= 20`);
-if (!fs.existsSync(chromiumPath)) die(`${chromiumPath} not found: install Chromium (apt-get install chromium)`);
-if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(path.join(here, 'package.json'))('playwright-core'));
-} catch (e) {
-  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
-}
-function run(args) {
-  try {
-    return execFileSync(ffn, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (e) {
-    die(`ffn ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
-  }
-}
+requirePrerequisites();
 
 // ---- the run directory, its reports, its servers ------------------------------------------
-tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-lesson-test-'));
+const tmp = tempDir('ffn-lesson-test-');
 const runDir = path.join(tmp, 'run');
-run(['compare', '--variants', 'linear,swiglu,moe', '--steps', '12', '--seeds', '1', '--hidden-size', '32',
+run(ffn, ['compare', '--variants', 'linear,swiglu,moe', '--steps', '12', '--seeds', '1', '--hidden-size', '32',
   '--batch-size', '4', '--seq-len', '64', '--eval-every', '4', '--eval-batches', '2', '--sentences', '2000',
   '--threads', '2', '--out', runDir]);
 const reports = {};
 for (const lang of ['en', 'zh']) {
   reports[lang] = path.join(tmp, `report-${lang}.html`);
-  run(['report', runDir, '--lang', lang, '--threads', '2', '--out', reports[lang]]);
+  run(ffn, ['report', runDir, '--lang', lang, '--threads', '2', '--out', reports[lang]]);
 }
 // the live page serves a word-level model of the facts corpus (its edit
 // panel needs a model that predicts a word after the prompt)
 const served = path.join(tmp, 'facts-m');
-run(['train', '--corpus', 'facts', '--tokenizer', 'word', '--hidden-size', '32',
+run(ffn, ['train', '--corpus', 'facts', '--tokenizer', 'word', '--hidden-size', '32',
   '--intermediate-size', '64', '--num-hidden-layers', '2', '--num-attention-heads', '2', '--num-key-value-heads', '2',
   '--seq-len', '64', '--batch-size', '8', '--steps', '60', '--eval-batches', '1', '--threads', '2', '--quiet', '--out', served]);
-function startServer(lang) {
-  return new Promise((resolve) => {
-    const p = spawn(ffn, ['serve', served, '--port', '0', '--threads', '2', '--lang', lang], { stdio: ['ignore', 'pipe', 'pipe'] });
-    servers.push(p);
-    let err = '';
-    p.stderr.on('data', (d) => { err += d; });
-    const timer = setTimeout(() => die(`ffn serve did not print its URL in 120 s: ${err}`), 120000);
-    p.on('exit', (code) => { if (!p.url) die(`ffn serve exited (${code}) before serving: ${err}`); });
-    readline.createInterface({ input: p.stdout }).once('line', (line) => { clearTimeout(timer); p.url = line.trim(); resolve(p); });
-  });
-}
-const live = { en: await startServer('en'), zh: await startServer('zh') };
+const startLive = (lang) => startServer(served, ['--lang', lang]);
+const live = { en: await startLive('en'), zh: await startLive('zh') };
 console.log(`# built and served in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
 // ---- what the page shows -------------------------------------------------------------------
@@ -174,18 +122,7 @@ async function sideways(page) {
   return page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
 }
 
-fs.mkdirSync(artifacts, { recursive: true });
-userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath, headless: true, viewport: { width: 1280, height: 800 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-} catch (e) {
-  die(`cannot start ${chromiumPath}: ${e.message}`);
-}
+const context = await launch({ width: 1280, height: 800 });
 const problems = [];
 async function open(url, viewport, allowed) {
   const page = await context.newPage();
@@ -293,7 +230,7 @@ try {
   }
   // the report's causal-tracing section, in Chinese, on a phone
   const traceReport = path.join(tmp, 'report-trace-zh.html');
-  run(['report', served, '--trace-facts', '4', '--lang', 'zh', '--threads', '2', '--out', traceReport]);
+  run(ffn, ['report', served, '--trace-facts', '4', '--lang', 'zh', '--threads', '2', '--out', traceReport]);
   const turl = pathToFileURL(traceReport).href;
   const tpage = await open(turl, screens[1], (u) => u === turl);
   ok(await tpage.locator('#trace svg').count() === 3, 'report --trace-facts zh: three heat maps');
@@ -314,7 +251,4 @@ for (const s of servers) {
   s.kill('SIGINT');
   await new Promise((r) => (s.exitCode !== null ? r(s.exitCode) : s.on('exit', r)));
 }
-cleanup();
-console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish(t0);

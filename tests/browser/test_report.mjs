@@ -19,68 +19,24 @@
 // a FAILURE with what to install, never a skip.
 //
 // Run: node tests/browser/test_report.mjs   (FFN_BIN defaults to build/ffn)
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import vm from 'node:vm';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { pathToFileURL } from 'node:url';
+import { artifacts, ffn, finish, launch, ok, requirePrerequisites, root, run, tempDir } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const artifacts = path.join(root, 'build', 'test-artifacts');
 const t0 = Date.now();
-
-let failures = 0, passes = 0;
-let tmp = null, userDataDir = null; // removed on every exit
-function ok(cond, what, detail) {
-  if (cond) { passes++; console.log(`ok   ${what}`); }
-  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
-  return cond;
-}
-function cleanup() {
-  for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
-}
-function die(msg) {
-  cleanup();
-  console.log(`FAIL ${msg}`);
-  console.log('0 passed, 1 failed');
-  process.exit(1);
-}
-
-// ---- prerequisites: fail loudly with what to install --------------------------
-const nodeMajor = +process.versions.node.split('.')[0];
-if (nodeMajor < 20) die(`node ${process.versions.node} is too old: install Node.js >= 20 (apt-get install nodejs npm)`);
-if (!fs.existsSync(chromiumPath))
-  die(`${chromiumPath} not found: install Chromium (apt-get install chromium, or bash scripts/setup.sh test)`);
-if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
-let chromium;
-try {
-  const require = createRequire(path.join(here, 'package.json'));
-  ({ chromium } = require('playwright-core'));
-} catch (e) {
-  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
-}
+requirePrerequisites();
 
 // ---- a tiny run directory and its reports ----------------------------------------
-tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-report-test-'));
+const tmp = tempDir('ffn-report-test-');
 const runDir = path.join(tmp, 'run');
-function run(args) {
-  try {
-    return execFileSync(ffn, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (e) {
-    die(`ffn ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
-  }
-}
-run(['compare', '--variants', 'linear,swiglu,moe', '--steps', '12', '--seeds', '1',
+run(ffn, ['compare', '--variants', 'linear,swiglu,moe', '--steps', '12', '--seeds', '1',
   '--hidden-size', '32', '--batch-size', '4', '--seq-len', '32', '--eval-every', '4',
   '--eval-batches', '2', '--sentences', '2000', '--threads', '2', '--out', runDir]);
 console.log(`# run directory built in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 const report = path.join(tmp, 'report.html');
-run(['report', runDir, '--out', report, '--threads', '2']);
+run(ffn, ['report', runDir, '--out', report, '--threads', '2']);
 ok(fs.existsSync(report) && !fs.existsSync(report + '.tmp'), 'report written atomically (no .tmp left)');
 // 200 tokens of the built-in corpus's kind of text (char tokenizer: one token per character)
 const sentence = 'Mary gave John the apple because he was hungry. ';
@@ -88,28 +44,15 @@ let long = '';
 while (long.length < 200) long += sentence;
 long = long.slice(0, 200);
 const runNone = path.join(tmp, 'run-none');
-run(['compare', '--variants', 'none', '--steps', '4', '--seeds', '1', '--hidden-size', '32', '--batch-size', '4',
+run(ffn, ['compare', '--variants', 'none', '--steps', '4', '--seeds', '1', '--hidden-size', '32', '--batch-size', '4',
   '--seq-len', '32', '--eval-every', '2', '--eval-batches', '1', '--sentences', '500', '--threads', '2', '--out', runNone]);
 const reportNone = path.join(tmp, 'report-none.html');
-run(['report', runNone, '--out', reportNone, '--threads', '2']);
+run(ffn, ['report', runNone, '--out', reportNone, '--threads', '2']);
 const report200 = path.join(tmp, 'report200.html');
-run(['report', runDir, '--out', report200, '--prompt', long, '--threads', '2']);
+run(ffn, ['report', runDir, '--out', report200, '--prompt', long, '--threads', '2']);
 
 // ---- the browser ------------------------------------------------------------------
-fs.mkdirSync(artifacts, { recursive: true });
-userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath,
-    headless: true,
-    viewport: { width: 1366, height: 768 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-} catch (e) {
-  die(`cannot start ${chromiumPath}: ${e.message}`);
-}
+const context = await launch({ width: 1366, height: 768 });
 
 const problems = [];
 async function openPage(file, viewport) {
@@ -367,7 +310,4 @@ try {
 }
 
 ok(problems.length === 0, 'no console error, page error or network request', problems.join('\n     '));
-cleanup();
-console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish(t0);

@@ -31,61 +31,17 @@
 // Needs what tests/browser/test_report.mjs needs (node >= 20, chromium,
 // npm ci in tests/browser) and cc with build/libffn.a for the driver.
 // Run: node tests/browser/test_serve.mjs   (FFN_BIN defaults to build/ffn)
-import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { api, artifacts, ffn, finish, keepToOrigin, launch, ok, requirePrerequisites, root, run, servers, startServer,
+  tempDir } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const artifacts = path.join(root, 'build', 'test-artifacts');
 const t0 = Date.now();
-
-let failures = 0, passes = 0;
-let tmp = null, userDataDir = null;
-const servers = [];
-function ok(cond, what, detail) {
-  if (cond) { passes++; console.log(`ok   ${what}`); }
-  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
-  return cond;
-}
-function cleanup() {
-  for (const s of servers) if (s.exitCode === null) s.kill('SIGTERM');
-  for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
-}
-function die(msg) {
-  cleanup();
-  console.log(`FAIL ${msg}`);
-  console.log('0 passed, 1 failed');
-  process.exit(1);
-}
-
-// ---- prerequisites --------------------------------------------------------------------
-if (+process.versions.node.split('.')[0] < 20) die(`node ${process.versions.node} is too old: install Node.js >= 20`);
-if (!fs.existsSync(chromiumPath)) die(`${chromiumPath} not found: install Chromium (apt-get install chromium)`);
-if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(path.join(here, 'package.json'))('playwright-core'));
-} catch (e) {
-  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
-}
+requirePrerequisites();
 
 // ---- a small model, the driver, the servers ---------------------------------------------
-tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-serve-test-'));
+const tmp = tempDir('ffn-serve-test-');
 const model = path.join(tmp, 'm');
-function run(cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 << 20 });
-  } catch (e) {
-    die(`${cmd} ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
-  }
-}
 run(ffn, ['train', '--steps', '200', '--hidden-size', '32', '--intermediate-size', '50', '--num-hidden-layers', '2',
   '--batch-size', '4', '--seq-len', '64', '--threads', '2', '--seed', '3', '--out', model]);
 // the facts model: word-level, trained on the facts corpus (its text and
@@ -102,45 +58,12 @@ const driver = path.join(tmp, 'driver');
 run('cc', ['-std=c11', '-D_GNU_SOURCE', '-O2', '-fopenmp', '-I' + path.join(root, 'include'), '-o', driver,
   path.join(root, 'tests/cli/serve_predict_driver.c'), path.join(root, 'build/libffn.a'), '-ldnnl', '-fopenmp', '-lm', '-lpthread', '-lpcre2-8']);
 
-function startServer(args, which) {
-  return new Promise((resolve) => {
-    const p = spawn(ffn, ['serve', which || model, '--port', '0', '--threads', '2', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    servers.push(p);
-    let err = '';
-    p.stderr.on('data', (d) => { err += d; });
-    const timer = setTimeout(() => die(`ffn serve did not print its URL in 120 s: ${err}`), 120000);
-    p.on('exit', (code) => { if (!p.url) die(`ffn serve exited (${code}) before serving: ${err}`); });
-    readline.createInterface({ input: p.stdout }).once('line', (line) => {
-      clearTimeout(timer);
-      p.url = line.trim();
-      resolve(p);
-    });
-  });
-}
-const srv = await startServer([]);
+const serve = (args, which) => startServer(which || model, args);
+const srv = await serve([]);
 ok(/^http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{64}$/.test(srv.url), `ffn serve prints its URL on 127.0.0.1 with a token`);
-// the test's own requests, as curl would send them: the token, same-origin, JSON
-async function api(url, p, body) {
-  const u = new URL(url);
-  const headers = { Authorization: `token ${u.searchParams.get('token')}`, Origin: u.origin };
-  const init = body === undefined ? { headers } : { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
-  const r = await fetch(u.origin + p, init);
-  return { status: r.status, json: await r.json() };
-}
 
 // ---- the browser ----------------------------------------------------------------------------
-fs.mkdirSync(artifacts, { recursive: true });
-userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath, headless: true, viewport: { width: 1366, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-} catch (e) {
-  die(`cannot start ${chromiumPath}: ${e.message}`);
-}
+const context = await launch({ width: 1366, height: 900 });
 const problems = [];
 let served = 0;
 const apiSeen = { n: 0, bad: [] }; // the page's /api/ requests: token and same-origin
@@ -156,14 +79,7 @@ async function openPage(url) {
     if (!cookie || (h['sec-fetch-site'] && h['sec-fetch-site'] !== 'same-origin') || (req.method() === 'POST' && h.origin !== origin))
       apiSeen.bad.push(`${req.method()} ${req.url()}: cookie ${cookie}, sec-fetch-site ${h['sec-fetch-site']}, origin ${h.origin}`);
   });
-  await page.route('**/*', (route) => {
-    const u = route.request().url();
-    if (u.startsWith(origin + '/') || u.startsWith('data:')) { served++; return route.continue(); }
-    problems.push(`a request left the server: ${u}`);
-    return route.abort();
-  });
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  await keepToOrigin(page, origin, problems, () => served++);
   await page.goto(url, { waitUntil: 'load' });
   await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
   return page;
@@ -256,7 +172,7 @@ try {
 
 
   // ---- the facts model: a neuron off against ffn inspect --ablate, an edit against ffn edit ----
-  const fsrv = await startServer(['--no-labels', '--samples', '500', '--save-dir', saveDir], factsModel);
+  const fsrv = await serve(['--no-labels', '--samples', '500', '--save-dir', saveDir], factsModel);
   const fpage = await openPage(fsrv.url);
   const prompt = 'Sevelle lives in';
   await fpage.locator('#text').fill(prompt);
@@ -378,7 +294,7 @@ try {
   // the page in Chinese
   // (an English model: the probe on the Chinese corpus fails its coverage
   // check, so the labels come from the English one, named in Chinese)
-  const zh = await startServer(['--lang', 'zh']);
+  const zh = await serve(['--lang', 'zh']);
   const info = (await api(zh.url, '/api/info')).json;
   const zpage = await openPage(zh.url);
   const h1 = await zpage.locator('#title').textContent();
@@ -439,7 +355,4 @@ for (const s of servers) {
   const code = await new Promise((r) => (s.exitCode !== null ? r(s.exitCode) : s.on('exit', r)));
   ok(code === 0, `ffn serve stops cleanly on SIGINT (exit ${code})`);
 }
-cleanup();
-console.log(`# ${((Date.now() - t0) / 1000).toFixed(1)} s in all`);
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish(t0);

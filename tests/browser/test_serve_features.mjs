@@ -25,57 +25,14 @@
 // build/test-artifacts/serve-features.png.
 // Needs node >= 20, chromium, npm ci in tests/browser, cc with build/libffn.a.
 // Run: node tests/browser/test_serve_features.mjs   (FFN_BIN defaults to build/ffn)
-import { execFileSync, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import readline from 'node:readline';
-import { createRequire } from 'node:module';
-import { fileURLToPath } from 'node:url';
+import { api as apiAt, artifacts, ffn, finish, keepToOrigin, launch, ok, requirePrerequisites, root, run, startServer,
+  tempDir } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const artifacts = path.join(root, 'build', 'test-artifacts');
-
-let failures = 0, passes = 0;
-let tmp = null, userDataDir = null, server = null;
-function ok(cond, what, detail) {
-  if (cond) { passes++; console.log(`ok   ${what}`); }
-  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
-  return cond;
-}
-function cleanup() {
-  if (server && server.exitCode === null) server.kill('SIGTERM');
-  for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true });
-}
-function die(msg) {
-  cleanup();
-  console.log(`FAIL ${msg}`);
-  console.log(`${passes} passed, ${failures + 1} failed`);
-  process.exit(1);
-}
-
-if (+process.versions.node.split('.')[0] < 20) die(`node ${process.versions.node} is too old: install Node.js >= 20`);
-if (!fs.existsSync(chromiumPath)) die(`${chromiumPath} not found: install Chromium (apt-get install chromium)`);
-if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(path.join(here, 'package.json'))('playwright-core'));
-} catch (e) {
-  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
-}
+requirePrerequisites();
 
 // ---- the model, its transcoder, the driver, the server ----------------------------------
-tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-serve-features-'));
-function run(cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 256 << 20 });
-  } catch (e) {
-    die(`${cmd} ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`);
-  }
-}
+const tmp = tempDir('ffn-serve-features-');
 const model = path.join(tmp, 'm'), tc = path.join(tmp, 'tc1.st');
 run(ffn, ['train', '--steps', '150', '--hidden-size', '32', '--intermediate-size', '50', '--num-hidden-layers', '2',
   '--batch-size', '4', '--seq-len', '64', '--threads', '2', '--seed', '3', '--out', model]);
@@ -85,48 +42,18 @@ const driver = path.join(tmp, 'driver');
 run('cc', ['-std=c11', '-D_GNU_SOURCE', '-O2', '-fopenmp', '-I' + path.join(root, 'include'), '-o', driver,
   path.join(root, 'tests/cli/serve_feature_driver.c'), path.join(root, 'build/libffn.a'), '-ldnnl', '-fopenmp', '-lm', '-lpthread', '-lpcre2-8']);
 
-server = spawn(ffn, ['serve', model, '--port', '0', '--threads', '2', '--no-labels', '--transcoder', tc], { stdio: ['ignore', 'pipe', 'pipe'] });
-let serr = '';
-server.stderr.on('data', (d) => { serr += d; });
-const url = await new Promise((resolve) => {
-  const timer = setTimeout(() => die(`ffn serve did not print its URL in 120 s: ${serr}`), 120000);
-  server.on('exit', (code) => { if (!server.url) die(`ffn serve exited (${code}) before serving: ${serr}`); });
-  readline.createInterface({ input: server.stdout }).once('line', (line) => { clearTimeout(timer); server.url = line.trim(); resolve(server.url); });
-});
-async function api(p, body) {
-  const u = new URL(url);
-  const headers = { Authorization: `token ${u.searchParams.get('token')}`, Origin: u.origin };
-  const init = body === undefined ? { headers } : { method: 'POST', headers: { ...headers, 'Content-Type': 'application/json' }, body: JSON.stringify(body) };
-  const r = await fetch(u.origin + p, init);
-  return { status: r.status, json: await r.json() };
-}
+const server = await startServer(model, ['--no-labels', '--transcoder', tc]);
+const url = server.url;
+const api = (p, body) => apiAt(url, p, body);
 
 // ---- the browser --------------------------------------------------------------------------
-fs.mkdirSync(artifacts, { recursive: true });
-userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath, headless: true, viewport: { width: 1366, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-} catch (e) {
-  die(`cannot start ${chromiumPath}: ${e.message}`);
-}
+const context = await launch({ width: 1366, height: 900 });
 const problems = [];
 const origin = new URL(url).origin;
 const sentence = 'Mary gave John the apple because';
 try {
   const page = await context.newPage();
-  await page.route('**/*', (route) => {
-    const u = route.request().url();
-    if (u.startsWith(origin + '/') || u.startsWith('data:')) return route.continue();
-    problems.push(`a request left the server: ${u}`);
-    return route.abort();
-  });
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  await keepToOrigin(page, origin, problems);
   await page.goto(url, { waitUntil: 'load' });
   await page.waitForSelector('body[data-ready="1"]', { timeout: 30000 });
   const idle = () => page.waitForFunction(() => document.body.getAttribute('data-busy') === '0', null, { timeout: 60000 });
@@ -228,6 +155,4 @@ try {
 }
 ok(problems.length === 0, 'no console or page error, no request off the server', problems.join('; '));
 await context.close();
-cleanup();
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

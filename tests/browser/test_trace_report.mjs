@@ -9,69 +9,22 @@
 // it the section stays hidden.  A screenshot goes to build/test-artifacts/.
 //
 // Run: node tests/browser/test_trace_report.mjs   (FFN_BIN defaults to build/ffn)
-import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { artifacts, ffn, finish, launch, ok, openFile, requirePrerequisites, run, tempDir } from './lib.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const root = path.resolve(here, '..', '..');
-const ffn = process.env.FFN_BIN || path.join(root, 'build', 'ffn');
-const chromiumPath = process.env.CHROMIUM || '/usr/bin/chromium';
-const artifacts = path.join(root, 'build', 'test-artifacts');
-
-let failures = 0, passes = 0, tmp = null, userDataDir = null;
-function ok(cond, what, detail) {
-  if (cond) { passes++; console.log(`ok   ${what}`); }
-  else { failures++; console.log(`FAIL ${what}${detail !== undefined ? ': ' + detail : ''}`); }
-}
-function cleanup() { for (const d of [tmp, userDataDir]) if (d) fs.rmSync(d, { recursive: true, force: true }); }
-function die(msg) { cleanup(); console.log(`FAIL ${msg}`); console.log('0 passed, 1 failed'); process.exit(1); }
-
-if (!fs.existsSync(chromiumPath)) die(`${chromiumPath} not found: install Chromium (apt-get install chromium)`);
-if (!fs.existsSync(ffn)) die(`${ffn} not found: build it first (make all)`);
-let chromium;
-try {
-  ({ chromium } = createRequire(path.join(here, 'package.json'))('playwright-core'));
-} catch (e) {
-  die(`playwright-core is not installed in tests/browser: run (cd tests/browser && npm ci) -- ${e.message}`);
-}
-function run(args) {
-  try { return execFileSync(ffn, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }); }
-  catch (e) { die(`ffn ${args.join(' ')} failed (exit ${e.status}): ${e.stderr}`); }
-}
-
-tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-trace-report-'));
+requirePrerequisites();
+const tmp = tempDir('ffn-trace-report-');
 const model = path.join(tmp, 'm');
-run(['train', '--corpus', 'facts', '--tokenizer', 'word', '--corpus-sentences', '1500', '--hidden-size', '32',
+run(ffn, ['train', '--corpus', 'facts', '--tokenizer', 'word', '--corpus-sentences', '1500', '--hidden-size', '32',
   '--intermediate-size', '48', '--num-hidden-layers', '2', '--num-attention-heads', '2', '--num-key-value-heads', '2',
   '--seq-len', '32', '--batch-size', '8', '--steps', '30', '--eval-batches', '1', '--threads', '2', '--quiet', '--out', model]);
 const withTrace = path.join(tmp, 'trace.html'), without = path.join(tmp, 'plain.html');
-run(['report', model, '--trace-facts', '4', '--out', withTrace, '--threads', '2']);
-run(['report', model, '--out', without, '--threads', '2']);
+run(ffn, ['report', model, '--trace-facts', '4', '--out', withTrace, '--threads', '2']);
+run(ffn, ['report', model, '--out', without, '--threads', '2']);
 
-fs.mkdirSync(artifacts, { recursive: true });
-userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ffn-chromium-'));
-let context;
-try {
-  context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: chromiumPath, headless: true, viewport: { width: 1366, height: 900 },
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-  });
-} catch (e) { die(`cannot start ${chromiumPath}: ${e.message}`); }
+const context = await launch({ width: 1366, height: 900 });
 const problems = [];
-async function open(file) {
-  const page = await context.newPage();
-  const url = pathToFileURL(file).href;
-  page.on('console', (m) => { if (m.type() === 'error') problems.push(`console error: ${m.text()}`); });
-  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
-  page.on('request', (r) => { if (r.url() !== url) problems.push(`network request: ${r.url()}`); });
-  await page.goto(url, { waitUntil: 'load' });
-  return page;
-}
+const open = (file) => openFile(context, file, problems);
 try {
   const page = await open(withTrace);
   const data = await page.evaluate(() => JSON.parse(document.getElementById('ffn-data').textContent).trace);
@@ -106,6 +59,4 @@ try {
 }
 await context.close();
 ok(problems.length === 0, 'no console error, page error or network request', problems.join('; '));
-cleanup();
-console.log(`${passes} passed, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+finish();

@@ -21,6 +21,9 @@ vision tensors beside it.  Checks:
   - ffn run says how many vision tensors it left unread;
   - ffn export --format hf writes a gemma3_text directory that runs to the
     same logits bitwise;
+  - ffn params on the multimodal config.json = on the plain one = the text
+    model's weight count; on gemma-3-4b's published config.json (most sizes
+    left to the defaults) the count computed here from its sizes;
   - bad input: no text_config; a text_config of another model_type; a
     language-model tensor missing -- each a non-zero exit naming
     config.json / text_config or the tensor.
@@ -171,6 +174,32 @@ def main():
     mt = json.load(open(os.path.join(out, "config.json")))["model_type"] if r.returncode == 0 else None
     check(got is not None and np.array_equal(got, base) and mt == "gemma3_text",
           "export --format hf of the multimodal directory: model_type %s, same logits bitwise" % mt)
+    # ffn params: the multimodal config.json counts its text model
+    def params(config):
+        r = subprocess.run([FFN, "params", config, "--json"], capture_output=True, text=True)
+        return json.loads(r.stdout)["total_params"] if r.returncode == 0 else r.stderr.strip()
+    n_plain = params(os.path.join(plain, "config.json"))
+    got = [params(os.path.join(tmp, d, "config.json")) for d in ("mm_0_1", "mm_defaults")]
+    n_st = sum(v.size for v in w.values())
+    check(got == [n_plain, n_plain] and n_plain == n_st,
+          "ffn params on the multimodal config.json (full, and with defaults left out) = on the plain "
+          "one = the text model's %d weights: %s" % (n_st, got))
+    # gemma-3-4b's text_config as published (its other sizes Gemma3TextConfig's
+    # defaults: vocab 262208, 8 heads, 4 kv heads, head_dim 256, tied head)
+    g4 = os.path.join(tmp, "g4")
+    os.makedirs(g4)
+    with open(os.path.join(g4, "config.json"), "w") as f:
+        json.dump({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                   "text_config": {"hidden_size": 2560, "intermediate_size": 10240,
+                                   "model_type": "gemma3_text", "num_hidden_layers": 34,
+                                   "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                                   "sliding_window": 1024},
+                   "vision_config": {"model_type": "siglip_vision_model"}}, f)
+    V, D, F, L, H, G, Dh = 262208, 2560, 10240, 34, 8, 4, 256
+    want = V * D + D + L * (D * (H + 2 * G) * Dh + H * Dh * D + 2 * Dh + 4 * D + 3 * D * F)
+    check(params(os.path.join(g4, "config.json")) == want,
+          "ffn params on gemma-3-4b's config.json: %s, the text model's count from its sizes %d"
+          % (params(os.path.join(g4, "config.json")), want))
     # bad input
     d = os.path.join(tmp, "bad_no_text")
     write_multimodal(d, w, cfg, rng, 0)
