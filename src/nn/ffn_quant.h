@@ -11,14 +11,10 @@
  * picks its kernels from the type table), keeps no fp32 copy and packs
  * nothing.  Forward only: ffn_layer_backward on it fails with
  * FFN_ERR_UNSUPPORTED.  ffn_layer_set_weights turns it back into an fp32
- * layer.  Paths, as for fp32 weights:
- *   decode (n <= FFN_DECODE_MAX_N): the neurons in blocks, each block's
- *     gate and up rows read once for all n rows, the activation and gate
- *     product fused on the block while it is in cache, blocks spread over
- *     the threads; then down;
- *   batch: gate and up as two products into [g | u], the epilogue over the
- *     rows, then down.
- * Both leave gu (n, P) and h (n, F) intact, so the taps' hook
+ * layer.  One path at every n: gate and up as two products into [g | u]
+ * (one ffn_qgemm call each, activations quantized once per call), the
+ * epilogue over the rows, then down.
+ * It leaves gu (n, P) and h (n, F) intact, so the taps' hook
  * (src/nn/ffn_hook.h) sees them as on the fp32 layer; a writing hook runs
  * the unfused batch path. */
 #ifndef FFN_NN_FFN_QUANT_H

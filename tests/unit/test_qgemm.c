@@ -2,7 +2,9 @@
  * ffn_qgemm_ref (ggml's decoders, double accumulation), for every weight
  * type ffn computes with × every SIMD level this CPU has (and FFN_SIMD
  * allows) × n = 1..70 (every split of the 8- and 4-token passes and of the
- * 64-token tile) × odd row counts (thread splits of 16-row blocks) × cols of
+ * 64-token tile) × odd row counts (thread splits of 16-row blocks, and the
+ * AVX2 32-block kernels' 4-row passes at n = 1 and 2-row passes at n = 2
+ * with their 1-row tails: 5 = 4 + 1, 19 = 16 + 3, 37 = 2·16 + 4 + 1) × cols of
  * 1, 3, 5, 9 blocks of 32 (q4_1, q5_0, q5_1, iq4_nl also 2, 7 and 41) and
  * 1, 3 blocks of 256 (float types also cols
  * that are no multiple of a vector), with padded ldx/ldy, accumulate = 1,
