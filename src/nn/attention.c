@@ -138,7 +138,8 @@ static bwd_task_fn bwd_task(void) {
 
 size_t ffn_attention_scratch_floats(int n_threads, int64_t S, int64_t Dh, int backward) {
     const int64_t Sp = (S + 15) & ~(int64_t)15;
-    const int64_t per = backward ? (Dh + 2 * S) * Sp : (Dh + 4) * Sp;
+    /* forward: Kᵀ (Dh, Sp), four score rows (4, Sp), the values (Sp, Dh) */
+    const int64_t per = backward ? (Dh + 2 * S) * Sp : (2 * Dh + 4) * Sp;
     return (size_t)n_threads * (size_t)per;
 }
 

@@ -79,6 +79,53 @@ static inline __attribute__((always_inline)) void ATTN_FN(fma4)(
     }
 }
 
+#ifdef __AVX2__
+/* fma4 for width JB with the accumulators in registers (as arrays on the
+ * stack the compiler loads and stores them every step: the products ran at
+ * a quarter of the FPU).  The same multiplies and adds in the same order
+ * (no FMA: -std=c11 does not contract), so the same bits.  n_x steps: row
+ * x_i = x + i·ldx, weights y_r[i·ldy]. */
+static inline __attribute__((always_inline)) void ATTN_FN(fma4_reg)(
+    float *c0, float *c1, float *c2, float *c3, const float *y0, const float *y1,
+    const float *y2, const float *y3, int64_t ldy, const float *x, int64_t ldx, int64_t n_x) {
+    __m256 a0 = _mm256_loadu_ps(c0), a1 = _mm256_loadu_ps(c0 + 8);
+    __m256 b0 = _mm256_loadu_ps(c1), b1 = _mm256_loadu_ps(c1 + 8);
+    __m256 d0 = _mm256_loadu_ps(c2), d1 = _mm256_loadu_ps(c2 + 8);
+    __m256 e0 = _mm256_loadu_ps(c3), e1 = _mm256_loadu_ps(c3 + 8);
+    for (int64_t i = 0; i < n_x; i++) {
+        const __m256 x0 = _mm256_loadu_ps(x + i * ldx), x1 = _mm256_loadu_ps(x + i * ldx + 8);
+        __m256 w = _mm256_broadcast_ss(y0 + i * ldy);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(w, x0));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(w, x1));
+        w = _mm256_broadcast_ss(y1 + i * ldy);
+        b0 = _mm256_add_ps(b0, _mm256_mul_ps(w, x0));
+        b1 = _mm256_add_ps(b1, _mm256_mul_ps(w, x1));
+        w = _mm256_broadcast_ss(y2 + i * ldy);
+        d0 = _mm256_add_ps(d0, _mm256_mul_ps(w, x0));
+        d1 = _mm256_add_ps(d1, _mm256_mul_ps(w, x1));
+        w = _mm256_broadcast_ss(y3 + i * ldy);
+        e0 = _mm256_add_ps(e0, _mm256_mul_ps(w, x0));
+        e1 = _mm256_add_ps(e1, _mm256_mul_ps(w, x1));
+    }
+    _mm256_storeu_ps(c0, a0), _mm256_storeu_ps(c0 + 8, a1);
+    _mm256_storeu_ps(c1, b0), _mm256_storeu_ps(c1 + 8, b1);
+    _mm256_storeu_ps(c2, d0), _mm256_storeu_ps(c2 + 8, d1);
+    _mm256_storeu_ps(c3, e0), _mm256_storeu_ps(c3 + 8, e1);
+}
+
+/* The one-row case of fma4_reg. */
+static inline __attribute__((always_inline)) void ATTN_FN(fma1_reg)(
+    float *c0, const float *y0, int64_t ldy, const float *x, int64_t ldx, int64_t n_x) {
+    __m256 a0 = _mm256_loadu_ps(c0), a1 = _mm256_loadu_ps(c0 + 8);
+    for (int64_t i = 0; i < n_x; i++) {
+        const __m256 w = _mm256_broadcast_ss(y0 + i * ldy);
+        a0 = _mm256_add_ps(a0, _mm256_mul_ps(w, _mm256_loadu_ps(x + i * ldx)));
+        a1 = _mm256_add_ps(a1, _mm256_mul_ps(w, _mm256_loadu_ps(x + i * ldx + 8)));
+    }
+    _mm256_storeu_ps(c0, a0), _mm256_storeu_ps(c0 + 8, a1);
+}
+#endif
+
 /* Rows r < nr of dst (stride ld), columns [0, w): scale · c_r. */
 static inline __attribute__((always_inline)) void ATTN_FN(store4)(
     float *dst, int64_t ld, int nr, int64_t w, const float *c0, const float *c1, const float *c2,
@@ -97,11 +144,15 @@ static void ATTN_FN(dots)(float *s, int64_t lds, const float *a, int64_t lda, in
     if (nr == 1) {
         for (int64_t j0 = 0; j0 < n; j0 += JB) {
             float c0[JB] = {0};
+#ifdef __AVX2__
+            ATTN_FN(fma1_reg)(c0, a, 1, xt + j0, Sp, Dh);
+#else
             for (int64_t i = 0; i < Dh; i++) {
                 const float *xr = xt + i * Sp + j0, x0 = a[i];
 #pragma omp simd
                 for (int jj = 0; jj < JB; jj++) c0[jj] += x0 * xr[jj];
             }
+#endif
             const int64_t w = n - j0 < JB ? n - j0 : JB;
             for (int64_t jj = 0; jj < w; jj++) s[j0 + jj] = c0[jj] * scale;
         }
@@ -111,8 +162,12 @@ static void ATTN_FN(dots)(float *s, int64_t lds, const float *a, int64_t lda, in
     const float *a3 = nr > 3 ? a + 3 * lda : a;
     for (int64_t j0 = 0; j0 < n; j0 += JB) {
         float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
+#ifdef __AVX2__
+        ATTN_FN(fma4_reg)(c0, c1, c2, c3, a0, a1, a2, a3, 1, xt + j0, Sp, Dh);
+#else
         for (int64_t i = 0; i < Dh; i++)
             ATTN_FN(fma4)(c0, c1, c2, c3, a0[i], a1[i], a2[i], a3[i], xt + i * Sp + j0, JB);
+#endif
         const int64_t w = n - j0 < JB ? n - j0 : JB;
         ATTN_FN(store4)(s + j0, lds, nr, w, c0, c1, c2, c3, scale);
     }
@@ -125,6 +180,13 @@ static inline __attribute__((always_inline)) void ATTN_FN(wsum_cols)(
     int64_t nbase, int64_t i0, const int width) {
     if (nr == 1) {
         float c0[JB] = {0};
+#ifdef __AVX2__
+        if (width == JB) {
+            ATTN_FN(fma1_reg)(c0, w, 1, x + i0, ldx, nbase);
+            for (int ii = 0; ii < width; ii++) o[i0 + ii] = c0[ii];
+            return;
+        }
+#endif
         for (int64_t j = 0; j < nbase; j++) {
             const float *xr = x + j * ldx + i0, y0 = w[j];
 #pragma omp simd
@@ -136,6 +198,11 @@ static inline __attribute__((always_inline)) void ATTN_FN(wsum_cols)(
     const float *w0 = w, *w1 = nr > 1 ? w + ldw : w, *w2 = nr > 2 ? w + 2 * ldw : w;
     const float *w3 = nr > 3 ? w + 3 * ldw : w;
     float c0[JB] = {0}, c1[JB] = {0}, c2[JB] = {0}, c3[JB] = {0};
+#ifdef __AVX2__
+    if (width == JB)
+        ATTN_FN(fma4_reg)(c0, c1, c2, c3, w0, w1, w2, w3, 1, x + i0, ldx, nbase);
+    else
+#endif
     for (int64_t j = 0; j < nbase; j++)
         ATTN_FN(fma4)(c0, c1, c2, c3, w0[j], w1[j], w2[j], w3[j], x + j * ldx + i0, width);
     /* the staircase: row r's last r keys */
@@ -230,8 +297,33 @@ static void ATTN_FN(softmax)(float *p, int64_t n) {
     float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)
     for (int64_t j = 0; j < n; j++) mx = p[j] > mx ? p[j] : mx;
-#pragma omp simd
-    for (int64_t j = 0; j < n; j++) p[j] = attn_exp_neg(p[j] - mx);
+    int64_t j0 = 0;
+#ifdef __AVX2__
+    /* attn_exp_neg eight at a time (the compiler left it scalar: a third of
+     * a 512-token prompt's attention), the same operations in the same
+     * order; max(-87, x) keeps a NaN x as the scalar test does */
+    const __m256 vmx = _mm256_set1_ps(mx);
+    for (; j0 + 8 <= n; j0 += 8) {
+        __m256 x = _mm256_max_ps(_mm256_set1_ps(-87.0f), _mm256_sub_ps(_mm256_loadu_ps(p + j0), vmx));
+        const __m256 big = _mm256_set1_ps(12582912.0f);
+        const __m256 r = _mm256_sub_ps(
+            _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), big), big);
+        const __m256 y = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(r, _mm256_set1_ps(0.693145751953125f))),
+                                       _mm256_mul_ps(r, _mm256_set1_ps(1.42860682030941723e-6f)));
+        __m256 e = _mm256_set1_ps(1.0f / 5040.0f);
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f / 720.0f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f / 120.0f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f / 24.0f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f / 6.0f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(0.5f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f));
+        e = _mm256_add_ps(_mm256_mul_ps(e, y), _mm256_set1_ps(1.0f));
+        const __m256i bits = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvttps_epi32(r), _mm256_set1_epi32(127)), 23);
+        _mm256_storeu_ps(p + j0, _mm256_mul_ps(e, _mm256_castsi256_ps(bits)));
+    }
+#endif
+    for (int64_t j = j0; j < n; j++) p[j] = attn_exp_neg(p[j] - mx);
     const float inv = 1.0f / ATTN_FN(sum16)(p, NULL, n);
 #pragma omp simd
     for (int64_t j = 0; j < n; j++) p[j] *= inv;
@@ -249,6 +341,16 @@ void ATTN_FN(ffn_attn_fwd_task)(float *out, int64_t ldo, float *probs, float *sc
     const int64_t S = pos0 + T, Sp = attn_pad16(S);
     float *kt = scratch, *rows = scratch + Dh * Sp; /* (Dh, Sp), (QB, Sp) */
     ATTN_FN(transpose_head)(kt, Sp, kb, ldk, S, Dh);
+    if (T >= 16 && ldv != Dh) {
+        /* a prompt reads every value row T/4 times per 16 columns: first
+         * into (S, Dh) rows side by side (in the cache's rows of all kv
+         * heads, ldv apart, one walk touched a page per two rows and missed
+         * the TLB; a 512-token prompt's attention spent half its time in the
+         * weighted sums) */
+        float *vp = rows + QB * Sp;
+        for (int64_t j = 0; j < S; j++) memcpy(vp + j * Dh, vb + j * ldv, (size_t)Dh * sizeof(float));
+        vb = vp, ldv = Dh;
+    }
     for (int64_t t0 = 0; t0 < T; t0 += QB) {
         const int nr = T - t0 < QB ? (int)(T - t0) : QB;
         const int64_t nbase = pos0 + t0 + 1; /* keys of row t0 */

@@ -880,8 +880,12 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     m->d_att = m->training ? carve_take(cv, fl(cv, N, HD)) : NULL;
     m->tmp = carve_take(cv, fl(cv, N, D));
     int threads = ffn_ctx_threads(m->ctx);
-    m->scratch = carve_take(
-        cv, fl(cv, (int64_t)ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, m->training), 1));
+    size_t att_scratch = ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, 0);
+    if (m->training) { /* training runs both directions in it */
+        const size_t bwd = ffn_attention_scratch_floats(threads, m->max_seq, m->Dh, 1);
+        att_scratch = bwd > att_scratch ? bwd : att_scratch;
+    }
+    m->scratch = carve_take(cv, fl(cv, (int64_t)att_scratch, 1));
     m->ws = carve_take(cv, m->ws_bytes);
     int64_t half = m->R / 2;
     m->rope_cos = carve_take(cv, fl(cv, m->max_seq, half));

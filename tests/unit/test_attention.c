@@ -221,11 +221,16 @@ static void test_widths(void) {
     for (int64_t d = 1; d <= 17; d++) dhs[nd++] = d;
     dhs[nd++] = 32, dhs[nd++] = 64, dhs[nd++] = 70;
     enum { SMAX = 70, DMAX = 70 };
-    float *q = malloc(SMAX * DMAX * 4), *k = malloc(SMAX * DMAX * 4), *v = malloc(SMAX * DMAX * 4);
-    float *out = malloc(SMAX * DMAX * 4), *scratch = malloc((DMAX + 4) * 80 * 4);
+    float *q = malloc(SMAX * DMAX * 4), *k = malloc(SMAX * DMAX * 4);
+    /* values in rows of Dh + 5 (a cache row holds every kv head): a prompt
+     * copies them side by side first */
+    float *v = malloc(SMAX * (DMAX + 5) * 4);
+    float *out = malloc(SMAX * DMAX * 4), *scratch = malloc(ffn_attention_scratch_floats(1, SMAX, DMAX, 0) * 4);
+    float *ref = malloc(SMAX * DMAX * 4);
+    int64_t differ = 0; /* outputs of a SIMD level not bitwise the scalar level's */
     fill(q, SMAX * DMAX, 2.0f);
     fill(k, SMAX * DMAX, 2.0f);
-    fill(v, SMAX * DMAX, 1.0f);
+    fill(v, SMAX * (DMAX + 5), 1.0f);
     int levels = 0;
     for (int lv = 0; lv < 3; lv++) {
         if ((lv == 1 && !check_cpu_has("avx2")) || (lv == 2 && !check_cpu_has("avx512"))) continue;
@@ -242,8 +247,12 @@ static void test_widths(void) {
                     const int64_t win = gemma ? 5 : 0;
                     if ((prompt & 1) && S > 20 && S != 33 && S != 64 && S != 70) continue;
                     const int64_t T = (prompt & 1) ? S : 1, pos0 = S - T;
-                    task[lv](out, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh, T, pos0, Dh, scale, cap, win);
+                    task[lv](out, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh + 5, T, pos0, Dh, scale, cap, win);
                     cases++;
+                    if (lv > 0) {
+                        task[0](ref, Dh, NULL, scratch, q, Dh, k, Dh, v, Dh + 5, T, pos0, Dh, scale, cap, win);
+                        for (int64_t i = 0; i < T * Dh; i++) differ += memcmp(&ref[i], &out[i], 4) != 0;
+                    }
                     for (int64_t t = 0; t < T; t++) {
                         const int64_t n = pos0 + t + 1, lo = win > 0 && n > win ? n - win : 0;
                         double p[SMAX], mx = -1e300, sum = 0;
@@ -257,7 +266,7 @@ static void test_widths(void) {
                         for (int64_t j = lo; j < n; j++) sum += p[j] = exp(p[j] - mx);
                         for (int64_t i = 0; i < Dh; i++) {
                             double r = 0;
-                            for (int64_t j = lo; j < n; j++) r += p[j] / sum * v[j * Dh + i];
+                            for (int64_t j = lo; j < n; j++) r += p[j] / sum * v[j * (Dh + 5) + i];
                             double e = fabs(r - out[t * Dh + i]);
                             if (e > worst) worst = e;
                             if (!(e <= 1e-5) && bad++ < 3)
@@ -273,15 +282,20 @@ static void test_widths(void) {
                "soft-capped with a window of 5), worst "
                "|error| %.3g (tolerance 1e-5 of max|v| = 1)\n", name[lv], cases, worst);
     }
+    /* the SIMD levels run the scalar level's operations in its order (no
+     * FMA contraction under -std=c11, fixed-lane sums): the same bits */
+    CHECK(differ == 0, "attention: %lld outputs of a SIMD level differ in bits from scalar", (long long)differ);
+    printf("widths: every SIMD level's outputs bitwise equal to the scalar level's (%d levels)\n", levels);
     if (levels < 3)
         check_note("attention widths at %s only (CPUID, FFN_SIMD=%s)",
                    levels == 2 ? "scalar and avx2" : "scalar",
                    getenv("FFN_SIMD") ? getenv("FFN_SIMD") : "unset");
-    free(q); free(k); free(v); free(out); free(scratch);
+    free(q); free(k); free(v); free(out); free(scratch); free(ref);
 }
 
 int main(void) {
-    CHECK(ffn_attention_scratch_floats(NT, 16, DH, 1) <= (size_t)NT * (DH + 2 * 16) * 16,
+    CHECK(ffn_attention_scratch_floats(NT, 16, DH, 1) <= (size_t)NT * (DH + 2 * 16) * 16 &&
+              ffn_attention_scratch_floats(NT, 16, DH, 0) <= (size_t)NT * (DH + 2 * 16) * 16,
           "the tests' scratch arrays are too small");
     test_causal_mask();
     test_kv_cache();
