@@ -432,22 +432,6 @@ ffn_status ffn_prod_forward(ffn_prod *p, float *y, int64_t ldy, const float *x, 
     return FFN_OK;
 }
 
-ffn_status ffn_prod_forward_rows(ffn_prod *p, float *y, int64_t ldy, const float *x, int64_t n,
-                                 int64_t r0, int64_t len) {
-    ffn_status st;
-    if ((st = check(p, "forward"))) return st;
-    if (p->kind != FFN_PROD_GGML)
-        return ffn_error(FFN_ERR_INTERNAL, "projection: row ranges are the ggml kind's");
-    for (int i = 0; i < p->parts; i++) {
-        ffn_qweight part = p->q[i];
-        part.rows = len;
-        part.data = p->q[i].data + (size_t)r0 * p->q[i].row_bytes;
-        if ((st = ffn_qgemm(p->ctx, &part, x, p->cols, n, y + i * p->part_rows + r0, ldy, 0)))
-            return st;
-    }
-    return FFN_OK;
-}
-
 ffn_status ffn_prod_backward(ffn_prod *p, float *dx, const float *dy, int64_t ldy, int64_t n,
                              void *ws, size_t ws_bytes) {
     ffn_status st;

@@ -75,11 +75,6 @@ size_t ffn_prod_workspace(ffn_prod *p, int64_t max_n);
 /* y (n, rows) at row stride ldy = x (n, cols) · Wᵀ (+ bias). */
 ffn_status ffn_prod_forward(ffn_prod *p, float *y, int64_t ldy, const float *x, int64_t n,
                             void *ws, size_t ws_bytes);
-/* Rows [r0, r0 + len) of every part, no bias: y's columns [off_k + r0, +len)
- * with off_k the part's first row.  GGML kind only (the layer's blocked
- * decode path); the others refuse. */
-ffn_status ffn_prod_forward_rows(ffn_prod *p, float *y, int64_t ldy, const float *x, int64_t n,
-                                 int64_t r0, int64_t len);
 /* dx (n, cols) = dy (n, rows), row stride ldy, · W. */
 ffn_status ffn_prod_backward(ffn_prod *p, float *dx, const float *dy, int64_t ldy, int64_t n,
                              void *ws, size_t ws_bytes);
