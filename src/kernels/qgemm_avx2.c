@@ -47,19 +47,12 @@ float ffn_qg_quant_block_avx2(const float *x, int len, int8_t *q) {
 
 /* ---- q8_0 / q4_0 ------------------------------------------------------------ */
 
-/* The tokens' arrays a q32 kernel reads (token t0 + t's at index t). */
-typedef struct qa_tok {
-    const int8_t *q[QG_AVX2_T];
-    const int32_t *c[QG_AVX2_T];
-    const float *d[QG_AVX2_T];
-} qa_tok;
-
 /* Block b of the R rows p[i] against T tokens: acc[i·T + t] += (float)(the
  * block's int32 lane sums) · (weight scale · token scale).  Up to two
  * tokens the scales come as broadcasts (the fp16 one from ffn_qg_f16_tab)
  * and one vmulps; more tokens would run out of registers that way and
  * take the scalar product. */
-QA void qa_q32_block(const uint8_t *const *p, const int R, int64_t b, const int q8, const qa_tok *k,
+QA void qa_q32_block(const uint8_t *const *p, const int R, int64_t b, const int q8, const qg_avx2_tok *k,
                      const int T, __m256 *acc) {
     const int bsz = q8 ? 34 : 18;
     const __m256i ones = _mm256_set1_epi16(1);
@@ -104,15 +97,8 @@ QA void qa_dot_q32(const uint8_t *row, size_t rb, const int R, int64_t cols, con
                    int64_t t0, const int T, float *out) {
     const int64_t nblk = cols / 32;
     const uint8_t *p[4];
-    qa_tok k;
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) p[i] = row + i * rb;
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-        k.q[t] = a->q + (t0 + t) * a->qs;
-        k.c[t] = a->c + (t0 + t) * a->cs;
-        k.d[t] = a->d + (t0 + t) * a->ds;
-    }
+    qg_avx2_tok k;
+    qg_avx2_group(row, rb, R, a, t0, T, p, &k);
     __m256 acc0[QG_AVX2_T], acc1[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int j = 0; j < R * T; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();

@@ -34,6 +34,28 @@ QG_AVX2_INLINE __m256 qg_avx2_f16_bcast(const uint8_t *p) {
     return _mm256_broadcast_ss(&ffn_qg_f16_tab[h]);
 }
 
+/* The tokens' arrays a 32-element-block kernel reads (token t0 + t's at
+ * index t), and the R rows' starts, set once per row group (qgemm_avx2.c's
+ * q8_0 / q4_0 and qgemm_legacy_avx2.c's kernels: recomputing them from the
+ * strides in the block loop spilled). */
+typedef struct qg_avx2_tok {
+    const int8_t *q[QG_AVX2_T];
+    const int32_t *c[QG_AVX2_T];
+    const float *d[QG_AVX2_T];
+} qg_avx2_tok;
+
+QG_AVX2_INLINE void qg_avx2_group(const uint8_t *row, size_t rb, const int R, const qg_acts *a,
+                                  int64_t t0, const int T, const uint8_t **p, qg_avx2_tok *k) {
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++) p[i] = row + i * rb;
+#pragma GCC unroll 4
+    for (int t = 0; t < T; t++) {
+        k->q[t] = a->q + (t0 + t) * a->qs;
+        k->c[t] = a->c + (t0 + t) * a->cs;
+        k->d[t] = a->d + (t0 + t) * a->ds;
+    }
+}
+
 QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {
     __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));

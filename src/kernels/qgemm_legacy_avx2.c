@@ -47,13 +47,7 @@ QL __m256i ql_high_bits(const uint8_t *qh4) {
  * q5_1 accm[i·T + t] −= (float)c · (m · dx).  Up to two tokens the scale
  * products are vector ones of broadcasts (fp16 from ffn_qg_f16_tab), past
  * that scalar ones (registers run out). */
-typedef struct ql_tok {
-    const int8_t *q[QG_AVX2_T];
-    const int32_t *c[QG_AVX2_T];
-    const float *d[QG_AVX2_T];
-} ql_tok;
-
-QL void ql_block(const int kind, const uint8_t *const *p, const int R, int64_t b, const ql_tok *k, const int T,
+QL void ql_block(const int kind, const uint8_t *const *p, const int R, int64_t b, const qg_avx2_tok *k, const int T,
                  __m256 *acc, __m256 *accm) {
     const int bsz = kind == QL_Q4_1 ? 20 : kind == QL_Q5_0 ? 22 : kind == QL_Q5_1 ? 24 : 18;
     const int has_m = kind == QL_Q4_1 || kind == QL_Q5_1;
@@ -113,15 +107,8 @@ QL void ql_dot(const int kind, const uint8_t *row, size_t rb, const int R, int64
     const int has_m = kind == QL_Q4_1 || kind == QL_Q5_1;
     const int64_t nblk = cols / 32;
     const uint8_t *p[4];
-    ql_tok k;
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++) p[i] = row + i * rb;
-#pragma GCC unroll 4
-    for (int t = 0; t < T; t++) {
-        k.q[t] = a->q + (t0 + t) * a->qs;
-        k.c[t] = a->c + (t0 + t) * a->cs;
-        k.d[t] = a->d + (t0 + t) * a->ds;
-    }
+    qg_avx2_tok k;
+    qg_avx2_group(row, rb, R, a, t0, T, p, &k);
     __m256 acc[QG_AVX2_T], accm[QG_AVX2_T];
 #pragma GCC unroll 4
     for (int j = 0; j < R * T; j++) acc[j] = accm[j] = _mm256_setzero_ps();
