@@ -14,6 +14,7 @@
 set -uo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
+HERE="$(cd "$(dirname "$0")" && pwd)"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -26,34 +27,7 @@ MPIRUN=(mpirun --oversubscribe)
 command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
 cd "$tmp" || exit 1
 
-cat >"$tmp/cmp.py" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
-    return {k: struct.unpack("<%df" % ((v["data_offsets"][1] - v["data_offsets"][0]) // 4), d[v["data_offsets"][0]:v["data_offsets"][1]])
-            for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
-def same(ref, run):
-    """losses 1e-6 relative; every tensor of the model and AdamW's m, v within 1e-4"""
-    a = [json.loads(l) for l in open(ref + "/metrics.jsonl")]
-    b = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-    assert len(a) == len(b) == 8, (ref, run, len(a), len(b))
-    wl = 0.0
-    for x, y in zip(a, b):
-        for k in ("loss", "val_loss"):
-            if k in x:
-                e = abs(x[k] - y[k]) / abs(x[k]); wl = max(wl, e)
-                assert e <= 1e-6, (run, x["step"], k, x[k], y[k])
-    wt = 0.0
-    for f in ("model.safetensors", "train_state.safetensors"):
-        p, q = load(ref + "/" + f), load(run + "/" + f)
-        assert p.keys() == q.keys(), (run, f)
-        for k in p:
-            if k in ("loss_history", "eval_loss"): continue
-            d = max((abs(u - v) for u, v in zip(p[k], q[k])), default=0.0)
-            assert d <= 1e-4, (run, f, k, d)
-            wt = max(wt, d)
-    return wl, wt
-PY
+cp "$HERE/dist_cmp.py" "$tmp/cmp.py"
 
 # ---- ZeRO-1 with --tp (and --tp T --ep T) ----
 # A dense model: --tp 2 --dp 2 --zero 1 writes the bytes --tp 2 --dp 2 does
