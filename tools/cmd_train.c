@@ -164,7 +164,13 @@ static const char epilog[] =
 "  with one message naming the option and both values.  A rank that waits\n"
 "  for the others longer than --dist-timeout gives up and mpirun ends the\n"
 "  job.\n"
+"  --pp P puts stage r / (T*D) of P on world rank r (the groups above then\n"
+"  live inside each stage): stage s holds layers [s*L/P ..) only (their\n"
+"  parameters, gradients and moments), a step's --grad-accum A micro-batches\n"
+"  run 1F1B (A >= P keeps every stage busy), equal to one process with the\n"
+"  same --grad-accum.\n"
 "  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n"
+"  mpirun -np 4 ffn train --pp 2 --dp 2 --grad-accum 4 --out pp4\n"
 "  mpirun -np 4 ffn train --mlp-type moe --tp 2 --ep 2 --dp 2 --out moe4\n";
 
 enum { MLP_NONE, MLP_DENSE, MLP_GATED, MLP_MOE };
@@ -186,7 +192,7 @@ typedef struct cli_state {
     const char *out, *resume, *log, *init, *init_tokenizer;
     int model_flag_given[N_MODEL_FLAGS];
     int64_t threads;
-    int64_t tp, dp, ep;
+    int64_t tp, dp, ep, pp;
     double bucket_mb;
     int64_t zero;
     double dist_timeout;
@@ -327,6 +333,12 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
         CLI_OPT_TP(&c->tp),
         CLI_OPT_DP(&c->dp),
         CLI_OPT_EP(&c->ep),
+        {CLI_INT_FIELDS("--pp", &c->pp, "P", 1, 65536,
+                        "pipeline stages: the layers split over P ranks (contiguous ranges, "
+                        "the first L % P stages one more; the embedding on the first, the "
+                        "final norm and head on the last), a step's --grad-accum micro-batches "
+                        "in a 1F1B schedule; with --dp D the job is P x D ranks (not with --tp, "
+                        "--ep or --zero)")},
         {CLI_FLOAT_FIELDS("--bucket-mb", &c->bucket_mb, "X", 0, 1 << 20,
                           "several processes: the gradients are summed in buckets of X MiB, in "
                           "the tensor table's order (0: one bucket per run of tensors), so the "
@@ -438,7 +450,7 @@ int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
     static cli_state c; /* large (the options text); one per process */
-    c = (cli_state){.tp = 1, .dp = 1, .ep = 1, .bucket_mb = 4, .dist_timeout = FFN_DIST_TIMEOUT_DEFAULT};
+    c = (cli_state){.tp = 1, .dp = 1, .ep = 1, .pp = 1, .bucket_mb = 4, .dist_timeout = FFN_DIST_TIMEOUT_DEFAULT};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -481,9 +493,10 @@ int cmd_train(int argc, char **argv) {
     /* --ep alone: experts spread inside the data-parallel group; with --tp T
      * (--ep T) inside the tensor-parallel group */
     if (c.ep > 1 && !c.dp_given && c.tp == 1) c.dp = c.ep;
-    if (c.dp > 1 || c.ep > 1 || ffn_dist_launched()) {
+    if (c.dp > 1 || c.ep > 1 || c.pp > 1 || ffn_dist_launched()) {
         ffn_dist_layout lay = {.tp = c.tp, .dp = c.dp, .ep = c.ep, .options = c.agree,
-                               .timeout_s = c.dist_timeout > 0 ? c.dist_timeout : -1};
+                               .timeout_s = c.dist_timeout > 0 ? c.dist_timeout : -1,
+                               .pp = c.pp};
         ffn_status st = ffn_dist_init(&argc, &argv, &lay, &dist);
         if (st != FFN_OK) { /* said on every rank before any ends */
             rc = cli_fail(CMD, st);
@@ -497,6 +510,7 @@ int cmd_train(int argc, char **argv) {
             ffn_model_config rank_cfg;
             ffn_status ls = ffn_dist_ep_model_check(dist, &o.model);
             if (ls == FFN_OK && c.tp > 1) ls = ffn_dist_tp_model_config(dist, &o.model, &rank_cfg);
+            if (ls == FFN_OK) ls = ffn_dist_pp_model_check(dist, &o.model);
             if (ls != FFN_OK) {
                 rc = cli_fail(CMD, ls);
                 ffn_dist_free(dist);

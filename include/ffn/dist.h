@@ -62,7 +62,8 @@ typedef enum ffn_dist_group {
     FFN_DIST_TP,      /* the tensor-parallel group of this rank */
     FFN_DIST_DP,      /* the data-parallel group (same tp rank) */
     FFN_DIST_EP,      /* the expert-parallel group inside dp */
-    FFN_DIST_EXPERT_REPLICAS /* ranks holding the same experts */
+    FFN_DIST_EXPERT_REPLICAS, /* ranks holding the same experts */
+    FFN_DIST_PP       /* the pipeline: the ranks of the same place in every stage */
 } ffn_dist_group;
 
 typedef struct ffn_dist_layout {
@@ -75,6 +76,12 @@ typedef struct ffn_dist_layout {
     /* The deadline of every wait of libffn_dist, in seconds: 0 gives
      * FFN_DIST_TIMEOUT_DEFAULT, a negative value none. */
     double timeout_s;
+    /* Pipeline stages (0: 1).  world = pp · (tp · dp): world rank r is on
+     * stage r / (tp · dp), and the groups above are those of the rank
+     * r % (tp · dp) inside its stage; the PP group is the ranks of the same
+     * place in every stage (colour r % (tp · dp), key the stage).  --pp > 1
+     * with --tp or --ep is refused (not in this build). */
+    int64_t pp;
 } ffn_dist_layout;
 
 #define FFN_DIST_TIMEOUT_DEFAULT 600.0
@@ -346,6 +353,24 @@ ffn_status ffn_dist_ep_grad_sq(ffn_dist *d, const ffn_model *model, const float 
  * consolidated (each expert from its owner, the rest from ep rank 0). */
 ffn_status ffn_dist_ep_gather_flat(ffn_dist *d, const ffn_model *model, const float *src,
                                    float *dst);
+
+/* ---- pipeline stages (ffn train --pp) -------------------------------------------
+ * Stage s of P (FFN_DIST_PP's rank) holds layers [s·L/P ..) by the uneven
+ * split of L (the first L % P stages one more), the embedding on stage 0,
+ * the final norm and head on the last (a tied head's embedding on both:
+ * its two gradient parts are added, the same sum on both).  Each stage
+ * keeps the whole model's layout and trains, in place, only the tensors it
+ * holds (the trainer's sharded state; a save takes each tensor from its
+ * stage).  A step's A micro-batches run 1F1B: stage s does P - s - 1
+ * forwards first, then one forward and one backward in turn, then the
+ * backwards left; the residual stream (B·T, D, float32) goes forward and
+ * its gradient back with MPI_Isend / MPI_Irecv over the PP group, and a
+ * stage with several micro-batches in flight keeps copies of its layers'
+ * saved activations.  Every micro-batch's backward runs in order on every
+ * stage, so the gradients are accumulated as one process accumulates them.
+ * The stage's gradients are summed over its DP group.  --pp larger than
+ * the layers: an error naming both numbers. */
+ffn_status ffn_dist_pp_model_check(ffn_dist *d, const ffn_model_config *cfg);
 
 #ifdef __cplusplus
 }

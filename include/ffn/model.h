@@ -432,6 +432,35 @@ ffn_status ffn_model_forward_backward(ffn_model *model, const int32_t *tokens,
                                       const int32_t *targets, int64_t B, int64_t T,
                                       float grad_scale, ffn_model_loss *loss);
 
+/* ---- pipeline stages (ffn train --pp, libffn_dist) ----------------------------
+ * The training forward and backward of layers [l0, l1) alone, for a
+ * process that holds a contiguous range of the layers.  Stage forward:
+ * with l0 == 0 the tokens are embedded, otherwise x_in (B·T, D) is the
+ * residual stream entering layer l0; with l1 < L *x_out points at the
+ * stream leaving layer l1 - 1 (the model's buffer: valid until the next
+ * call) and loss holds this range's MoE aux and z only (ce 0); with l1 == L
+ * the final norm, head and loss run as in ffn_model_forward_backward (with
+ * train, the head's gradient and dlogits for the backward; without, an
+ * evaluation).  Stage backward (after a training stage forward of the same
+ * range and micro-batch): with l1 < L d_top is the gradient of the stream
+ * leaving layer l1 - 1; gradients accumulate (+=) as in the whole model's
+ * backward; with l0 > 0 *d_in points at the gradient of the stream entering
+ * layer l0 (the model's buffer), with l0 == 0 the embedding's gradient is
+ * accumulated instead.  Run over a split of the layers with the boundary
+ * streams passed along, the pair gives the whole model's forward_backward
+ * bit for bit.  ffn_model_stage_acts: the bytes [*start, *start + *bytes)
+ * that hold layers [l0, l1)'s saved activations between the two calls (a
+ * caller running several micro-batches at once keeps copies of them). */
+ffn_status ffn_model_stage_forward(ffn_model *model, const int32_t *tokens, const int32_t *targets,
+                                   int64_t B, int64_t T, int64_t l0, int64_t l1, int train,
+                                   float grad_scale, const float *x_in, float **x_out,
+                                   ffn_model_loss *loss);
+ffn_status ffn_model_stage_backward(ffn_model *model, const int32_t *tokens, int64_t B, int64_t T,
+                                    int64_t l0, int64_t l1, float grad_scale, const float *d_top,
+                                    float **d_in);
+ffn_status ffn_model_stage_acts(ffn_model *model, int64_t l0, int64_t l1, void **start,
+                                size_t *bytes);
+
 /* Forward only: the loss (for evaluation).  Works on any model. */
 ffn_status ffn_model_eval_loss(ffn_model *model, const int32_t *tokens, const int32_t *targets,
                                int64_t B, int64_t T, ffn_model_loss *loss);

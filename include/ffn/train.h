@@ -303,6 +303,20 @@ typedef struct ffn_train_dist {
      * tensor into buf (its own already there); the others send `part`. */
     ffn_status (*held_gatherv)(void *user, float *buf, const float *part, const int *counts,
                                const int *displs);
+    /* Pipeline stages (both NULL: none; with the sharded state above: a
+     * stage holds its layers' tensors).  `pipeline` runs one step's A
+     * micro-batches (tokens and targets: A · B · T, micro-batch a at
+     * a · B · T; drawn as one process draws them) forward and backward
+     * over the stages, the gradients scaled by grad_scale and accumulated
+     * in the model's block, and returns the sums over the micro-batches
+     * of the cross-entropy and of the objective (collective over the
+     * stages: every stage gets them); `pipeline_eval` one held-out batch's
+     * cross-entropy. */
+    ffn_status (*pipeline)(void *user, ffn_model *model, const int32_t *tokens,
+                           const int32_t *targets, int64_t A, int64_t B, int64_t T,
+                           float grad_scale, double *ce, double *total);
+    ffn_status (*pipeline_eval)(void *user, ffn_model *model, const int32_t *tokens,
+                                const int32_t *targets, int64_t B, int64_t T, double *ce);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

@@ -14,9 +14,9 @@
 
 struct ffn_dist {
     int rank, size;
-    int tp, dp, ep;
-    MPI_Comm comm[5]; /* by ffn_dist_group */
-    int grank[5], gsize[5];
+    int tp, dp, ep, pp;
+    MPI_Comm comm[6]; /* by ffn_dist_group */
+    int grank[6], gsize[6];
     int finalize;     /* MPI_Init was ours */
     ffn_ctx *ctx;     /* the trainer's tensor-parallel models are made in it */
     void *scratch;    /* the reductions' receive buffer */
@@ -208,15 +208,16 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     if (!out) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_init: NULL argument");
     *out = NULL;
     int64_t tp = layout && layout->tp ? layout->tp : 1, dp = layout && layout->dp ? layout->dp : 1,
-            ep = layout && layout->ep ? layout->ep : 1;
-    if (tp * dp > 1 && !ffn_dist_launched())
+            ep = layout && layout->ep ? layout->ep : 1, pp = layout && layout->pp ? layout->pp : 1;
+    if (tp * dp * pp > 1 && !ffn_dist_launched())
         return ffn_set_error(FFN_ERR_INVALID_ARG,
-                         "layout: --tp %lld --dp %lld needs %lld processes: start them with "
-                         "mpirun -np %lld (this process is alone)",
-                         (long long)tp, (long long)dp, (long long)(tp * dp), (long long)(tp * dp));
+                         "layout: --tp %lld --dp %lld --pp %lld needs %lld processes: start "
+                         "them with mpirun -np %lld (this process is alone)",
+                         (long long)tp, (long long)dp, (long long)pp, (long long)(tp * dp * pp),
+                         (long long)(tp * dp * pp));
     ffn_dist *d = calloc(1, sizeof *d);
     if (!d) return ffn_set_error(FFN_ERR_NOMEM, "out of memory");
-    for (int g = 0; g < 5; g++) d->comm[g] = MPI_COMM_NULL;
+    for (int g = 0; g < 6; g++) d->comm[g] = MPI_COMM_NULL;
     d->bucket = FFN_DIST_BUCKET_FLOATS;
     const double to = layout ? layout->timeout_s : 0;
     d->timeout = to > 0 ? to : to < 0 ? 0 : FFN_DIST_TIMEOUT_DEFAULT;
@@ -241,9 +242,9 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         const char *opts = layout && layout->options ? layout->options : "";
         size_t no = strlen(opts);
         char head[512];
-        int nh = snprintf(head, sizeof head, "ffn=%s (built %s %s)\n--tp=%lld\n--dp=%lld\n--ep=%lld\n",
-                          ffn_version(), __DATE__, __TIME__, (long long)tp, (long long)dp,
-                          (long long)ep);
+        int nh = snprintf(head, sizeof head, "ffn=%s (built %s %s)\n--tp=%lld\n--dp=%lld\n--ep=%lld\n"
+                          "--pp=%lld\n", ffn_version(), __DATE__, __TIME__, (long long)tp,
+                          (long long)dp, (long long)ep, (long long)pp);
         char *text = malloc((size_t)nh + no + 1);
         if (!text) st = ffn_set_error(FFN_ERR_NOMEM, "out of memory");
         else {
@@ -257,6 +258,14 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
     if (st == FFN_OK && (tp < 1 || dp < 1 || ep < 1 || tp > 65536 || dp > 65536 || ep > 65536))
         st = ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --tp %lld --dp %lld --ep %lld: expected 1..65536",
                          (long long)tp, (long long)dp, (long long)ep);
+    else if (st == FFN_OK && (pp < 1 || pp > 65536))
+        st = ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --pp %lld: expected 1..65536", (long long)pp);
+    else if (st == FFN_OK && pp > 1 && tp > 1)
+        st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --tp %lld is not supported "
+                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)tp);
+    else if (st == FFN_OK && pp > 1 && ep > 1)
+        st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --ep %lld is not supported "
+                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)ep);
     else if (st == FFN_OK && tp > 1 && ep > 1 && ep != tp)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED,
                          "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
@@ -268,14 +277,36 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         st = ffn_set_error(FFN_ERR_INVALID_ARG,
                          "layout: --ep %lld does not divide --dp %lld (experts are spread inside "
                          "the data-parallel group)", (long long)ep, (long long)dp);
-    else if (st == FFN_OK && (int64_t)d->size != tp * dp)
+    else if (st == FFN_OK && pp > 1 && (int64_t)d->size != tp * dp * pp)
+        st = ffn_set_error(FFN_ERR_INVALID_ARG,
+                       "layout: --pp %lld x --dp %lld x --tp %lld = %lld ranks, but mpirun started "
+                       "%d (give -np %lld)", (long long)pp, (long long)dp, (long long)tp,
+                       (long long)(tp * dp * pp), d->size, (long long)(tp * dp * pp));
+    else if (st == FFN_OK && (int64_t)d->size != tp * dp * pp)
         st = ffn_set_error(FFN_ERR_INVALID_ARG,
                        "layout: --tp %lld x --dp %lld = %lld ranks, but mpirun started %d (give "
                        "-np %lld)", (long long)tp, (long long)dp, (long long)(tp * dp), d->size,
                        (long long)(tp * dp));
-    d->tp = (int)tp, d->dp = (int)dp, d->ep = (int)ep;
+    d->tp = (int)tp, d->dp = (int)dp, d->ep = (int)ep, d->pp = (int)pp;
+    /* pipeline stages: the groups of each stage are split from the stage's
+     * own communicator (the rank's place r % (tp·dp) in it) */
+    MPI_Comm base = MPI_COMM_WORLD;
+    if (st == FFN_OK && pp > 1) {
+        const int inner = d->tp * d->dp, stage = d->rank / inner, place = d->rank % inner;
+        int rc = MPI_Comm_split(MPI_COMM_WORLD, stage, place, &base);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_split(MPI_COMM_WORLD, place, stage, &d->comm[FFN_DIST_PP]);
+        if (rc != MPI_SUCCESS) st = dist_mpi_error(rc, "MPI_Comm_split");
+    } else if (st == FFN_OK) {
+        int rc = MPI_Comm_split(MPI_COMM_WORLD, d->rank, 0, &d->comm[FFN_DIST_PP]);
+        if (rc != MPI_SUCCESS) st = dist_mpi_error(rc, "MPI_Comm_split");
+    }
     if (st == FFN_OK) {
-        int r = d->rank, t = r % d->tp, q = r / d->tp;
+        MPI_Comm_set_errhandler(d->comm[FFN_DIST_PP], MPI_ERRORS_RETURN);
+        MPI_Comm_rank(d->comm[FFN_DIST_PP], &d->grank[FFN_DIST_PP]);
+        MPI_Comm_size(d->comm[FFN_DIST_PP], &d->gsize[FFN_DIST_PP]);
+    }
+    if (st == FFN_OK) {
+        int r = d->rank % (d->tp * d->dp), t = r % d->tp, q = r / d->tp;
         int colour[5] = {0, q, t, t * 65536 + q / d->ep, t * 65536 + q % d->ep};
         int key[5] = {r, t, q, q % d->ep, q / d->ep};
         if (tp_ep) { /* EP = the TP group; an expert's replicas = the DP group */
@@ -284,7 +315,7 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         }
         for (int g = 0; g < 5 && st == FFN_OK; g++) {
             int rc = g == 0 ? MPI_Comm_dup(MPI_COMM_WORLD, &d->comm[0])
-                            : MPI_Comm_split(MPI_COMM_WORLD, colour[g], key[g], &d->comm[g]);
+                            : MPI_Comm_split(base, colour[g], key[g], &d->comm[g]);
             if (rc != MPI_SUCCESS) st = dist_mpi_error(rc, "MPI_Comm_split");
             else {
                 MPI_Comm_set_errhandler(d->comm[g], MPI_ERRORS_RETURN);
@@ -293,6 +324,7 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
             }
         }
     }
+    if (base != MPI_COMM_WORLD) MPI_Comm_free(&base);
     if (st != FFN_OK) {
         /* kept, to be freed after the caller has reported the error: its
          * ffn_dist_free waits for every rank, so each has said it */
@@ -321,7 +353,7 @@ void ffn_dist_free(ffn_dist *d) {
         ffn_set_error(FFN_ERR_IO, "%s", saved);
     }
     if (clean) {
-        for (int g = 0; g < 5; g++)
+        for (int g = 0; g < 6; g++)
             if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
         if (d->finalize) MPI_Finalize();
     }
@@ -329,7 +361,7 @@ void ffn_dist_free(ffn_dist *d) {
     free(d);
 }
 
-static int group_ok(ffn_dist_group g) { return g >= FFN_DIST_WORLD && g <= FFN_DIST_EXPERT_REPLICAS; }
+static int group_ok(ffn_dist_group g) { return g >= FFN_DIST_WORLD && g <= FFN_DIST_PP; }
 MPI_Comm dist_comm(const ffn_dist *d, ffn_dist_group g) {
     return d && group_ok(g) ? d->comm[g] : MPI_COMM_NULL;
 }
@@ -783,6 +815,10 @@ static ffn_status hook_held_rs(void *u, int group, float *buf, const int *counts
 
 static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
     if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero%d: NULL argument", stage);
+    if (d->pp > 1)
+        return ffn_set_error(FFN_ERR_UNSUPPORTED, "--zero %d with --pp %d is not supported yet "
+                             "(a stage already keeps only its layers' optimizer state)", stage,
+                             d->pp);
     if (ep_layout(d)) { /* the sharded state's tensors, split over their groups */
         t->held_group = hook_held_group;
         t->held_allgatherv = hook_held_allgatherv;
@@ -829,4 +865,5 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     t->check_same = hook_same;
     t->reduce_grads = hook_reduce;
     t->user = d;
+    if (d->pp > 1) dist_pp_train_hooks(d, t);
 }

@@ -51,6 +51,26 @@ ffn_status dist_tp_grad_sq_range(ffn_dist *d, const ffn_model *rank_model, const
 /* d keeps the model runners it made and frees them in ffn_dist_free. */
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l);
 
+/* Pipeline stages (pp_model.c): this stage's layers [*l0, *l1) of L;
+ * --pp larger than the layers refused; tensor i held here; the tensors
+ * to the writer from their stages; the stage's gradient sum over its dp
+ * group (and the tied embedding's over the two end stages); the whole
+ * model's squared gradient norm; one step's A micro-batches in 1F1B (the
+ * losses summed over the stages); one evaluation batch. */
+void dist_pp_layers(const ffn_dist *d, int64_t L, int64_t *l0, int64_t *l1);
+ffn_status dist_pp_check(ffn_dist *d, const ffn_model_config *cfg);
+int dist_pp_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
+ffn_status dist_pp_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
+ffn_status dist_pp_reduce_grads(ffn_dist *d, ffn_model *m, float *g);
+ffn_status dist_pp_grad_sq(ffn_dist *d, const ffn_model *m, const float *g, double *sq);
+ffn_status dist_pp_step(ffn_dist *d, ffn_model *m, const int32_t *tokens,
+                        const int32_t *targets, int64_t A, int64_t B, int64_t T,
+                        float grad_scale, double *ce, double *total);
+/* Pipeline stages: the trainer's hooks over the plain ones (dist.c). */
+void dist_pp_train_hooks(ffn_dist *d, ffn_train_dist *t);
+ffn_status dist_pp_eval(ffn_dist *d, ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                        int64_t B, int64_t T, double *ce);
+
 /* One gradient sum's time, buckets and floats (ffn_dist_get_grad_stats). */
 void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats);
 

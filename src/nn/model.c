@@ -1248,8 +1248,21 @@ static void norm_backward(const ffn_model *m, float *dx, float *dw, float *db, c
 
 /* The blocks: tokens (B, T) at positions pos0.. -> the residual stream after
  * the last block, returned in *x_out.  Sums the MoE losses into aux, z. */
+static ffn_status forward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                int mode, int64_t l0, int64_t l1, const float *x_in,
+                                float **x_out, double *aux, double *z);
 static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
                                  int mode, float **x_out, double *aux, double *z) {
+    return forward_range(m, tokens, B, T, mode, 0, m->L, NULL, x_out, aux, z);
+}
+
+/* Layers [l0, l1) only (a pipeline stage): with l0 > 0 the residual stream
+ * entering layer l0 is x_in (N, D) instead of the embedding; *x_out is the
+ * stream leaving layer l1 - 1 (in training: layer l1's input buffer, or
+ * the final one). */
+static ffn_status forward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                int mode, int64_t l0, int64_t l1, const float *x_in,
+                                float **x_out, double *aux, double *z) {
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh, pos0 = mode == MODE_CACHE ? m->pos : 0;
@@ -1257,13 +1270,14 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     const int save = mode == MODE_TRAIN;
     ffn_status st;
     ffn_profile *pf = save ? m->prof : NULL;
-    float *x = m->ba[0].res;
-    model_embed_rows(m->q, m->params, m->embed, tokens, N, D, x);
-    if (m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
+    float *x = m->ba[save ? l0 : 0].res;
+    if (l0 > 0) memcpy(x, x_in, (size_t)(N * D) * sizeof *x);
+    else model_embed_rows(m->q, m->params, m->embed, tokens, N, D, x);
+    if (l0 == 0 && m->cfg.embed_scale > 0.0) { /* Gemma: sqrt(D) in float, as in its float32 forward */
         const float es = (float)m->cfg.embed_scale;
         for (int64_t i = 0; i < N * D; i++) x[i] *= es;
     }
-    if (m->embed_pos) /* GPT-2: row (b, t) at position pos0 + t */
+    if (l0 == 0 && m->embed_pos) /* GPT-2: row (b, t) at position pos0 + t */
         for (int64_t n = 0; n < N; n++) {
             const float *pe = m->embed_pos + (pos0 + n % T) * D;
             for (int64_t i = 0; i < D; i++) x[n * D + i] += pe[i];
@@ -1272,9 +1286,10 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
     if (m->R > 0 && ffn_rope_is_dynamic(&m->cfg)) /* NTK frequencies for this call's length */
         ffn_rope_fill(&m->cfg, pos0 + T, pos0, pos0 + T, m->rope_cos, m->rope_sin);
     /* taps (tap.c): only when something is selected or patched */
-    ffn_taps *tp = m->taps && ffn_taps_begin(m->taps, B, T, pos0, save) ? m->taps : NULL;
+    ffn_taps *tp = m->taps && l0 == 0 && l1 == m->L && ffn_taps_begin(m->taps, B, T, pos0, save)
+                       ? m->taps : NULL;
     PROF(FFN_PROFILE_EMBED_HEAD);
-    for (int64_t l = 0; l < m->L; l++) {
+    for (int64_t l = l0; l < l1; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
         float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
@@ -1474,7 +1489,18 @@ static void fill_loss(const ffn_model *m, ffn_model_loss *loss, double ce, doubl
 
 /* ---- backward ------------------------------------------------------------------- */
 
+static ffn_status backward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                 int64_t l0, int64_t l1, const float *d_top);
 static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T) {
+    return backward_range(m, tokens, B, T, 0, m->L, NULL);
+}
+
+/* Layers [l1 - 1 .. l0] only (a pipeline stage): with l1 < L the gradient
+ * of the stream leaving layer l1 - 1 is d_top (N, D) instead of the final
+ * norm's; with l0 > 0 the embedding is left alone and m->d_res holds the
+ * gradient of the stream entering layer l0. */
+static ffn_status backward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                 int64_t l0, int64_t l1, const float *d_top) {
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh;
@@ -1482,11 +1508,15 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
     ffn_profile *pf = m->prof;
     float *d_res = m->d_res;
     PROF(FFN_PROFILE_EMBED_HEAD);
-    memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
-    norm_backward(m, d_res, m->g_final_norm, m->g_final_norm_b, m->d_xn, m->res_final, m->final_norm,
-                  m->rstdf, N);
+    if (l1 < m->L) {
+        memcpy(d_res, d_top, (size_t)(N * D) * sizeof *d_res);
+    } else {
+        memset(d_res, 0, (size_t)(N * D) * sizeof *d_res);
+        norm_backward(m, d_res, m->g_final_norm, m->g_final_norm_b, m->d_xn, m->res_final,
+                      m->final_norm, m->rstdf, N);
+    }
     PROF(FFN_PROFILE_NORM);
-    for (int64_t l = m->L - 1; l >= 0; l--) {
+    for (int64_t l = l1 - 1; l >= l0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
         if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_POST, d_res);
@@ -1548,6 +1578,7 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
         PROF(FFN_PROFILE_NORM);
         if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_PRE, d_res);
     }
+    if (l0 > 0) return FFN_OK;
     /* embedding: rows in token order (a repeated token sums in that order) */
     const float es = m->cfg.embed_scale > 0.0 ? (float)m->cfg.embed_scale : 1.0f;
     for (int64_t n = 0; n < N; n++) {
@@ -1628,6 +1659,80 @@ ffn_status ffn_model_forward_backward(ffn_model *m, const int32_t *tokens, const
     moe_scale_coefs(m, 1.0f);
     if (st) return st;
     if (loss) *loss = parts;
+    return FFN_OK;
+}
+
+/* ---- pipeline stages (include/ffn/model.h) ---------------------------------------- */
+
+static ffn_status stage_check(const ffn_model *m, int64_t l0, int64_t l1, int train,
+                              const char *fn) {
+    if (l0 < 0 || l1 <= l0 || l1 > m->L)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: layers [%lld, %lld) of a model of %lld", fn,
+                         (long long)l0, (long long)l1, (long long)m->L);
+    if (train && !m->training)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training", fn);
+    if (train && model_q_first(m->q))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s holds low-precision weights: training needs "
+                         "fp32 weights", fn, model_q_first(m->q));
+    return FFN_OK;
+}
+
+ffn_status ffn_model_stage_forward(ffn_model *m, const int32_t *tokens, const int32_t *targets,
+                                   int64_t B, int64_t T, int64_t l0, int64_t l1, int train,
+                                   float grad_scale, const float *x_in, float **x_out,
+                                   ffn_model_loss *loss) {
+    static const char *fn = "ffn_model_stage_forward";
+    if (!m || !tokens || (l0 > 0 && !x_in) || (l1 == m->L && !targets) ||
+        (l1 < m->L && !x_out) || !loss)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    ffn_status st;
+    if ((st = stage_check(m, l0, l1, train, fn)) || (st = check_shape(m, B, T, fn)) ||
+        (st = check_tokens(m, tokens, l1 == m->L ? targets : NULL, B * T, fn)) ||
+        (st = model_q_sync(m)))
+        return st;
+    if (train && !isfinite(grad_scale))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: grad_scale %g is not finite", fn,
+                         (double)grad_scale);
+    ffn_ctx_enter(m->ctx);
+    float *x;
+    double aux, z, ce = 0.0;
+    int64_t count = 0;
+    if ((st = forward_range(m, tokens, B, T, train ? MODE_TRAIN : MODE_EVAL, l0, l1, x_in, &x,
+                            &aux, &z)))
+        return st;
+    if (l1 == m->L &&
+        (st = head_loss(m, x, targets, B * T, train, grad_scale, NULL, &ce, &count)))
+        return st;
+    if (x_out) *x_out = l1 == m->L ? NULL : x;
+    fill_loss(m, loss, ce, aux, z, count);
+    return FFN_OK;
+}
+
+ffn_status ffn_model_stage_backward(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
+                                    int64_t l0, int64_t l1, float grad_scale, const float *d_top,
+                                    float **d_in) {
+    static const char *fn = "ffn_model_stage_backward";
+    if (!m || !tokens || (l1 < m->L && !d_top) || (l0 > 0 && !d_in))
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    ffn_status st;
+    if ((st = stage_check(m, l0, l1, 1, fn)) || (st = check_shape(m, B, T, fn))) return st;
+    ffn_ctx_enter(m->ctx);
+    moe_scale_coefs(m, grad_scale);
+    st = backward_range(m, tokens, B, T, l0, l1, d_top);
+    moe_scale_coefs(m, 1.0f);
+    if (d_in) *d_in = l0 > 0 ? m->d_res : NULL;
+    return st;
+}
+
+ffn_status ffn_model_stage_acts(ffn_model *m, int64_t l0, int64_t l1, void **start,
+                                size_t *bytes) {
+    if (!m || !start || !bytes)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_stage_acts: NULL argument");
+    ffn_status st = stage_check(m, l0, l1, 1, "ffn_model_stage_acts");
+    if (st) return st;
+    char *a = (char *)m->ba[l0].res, *b = (char *)(l1 < m->L ? m->ba[l1].res : m->res_final);
+    *start = a;
+    *bytes = (size_t)(b - a);
     return FFN_OK;
 }
 

@@ -553,15 +553,22 @@ static ffn_status tokenize(trainer *t) {
 /* B windows of T+1 training tokens at random offsets.  Data parallel:
  * every rank draws the P·B offsets one process with batch P·B draws and
  * keeps rows [rank·B, (rank+1)·B). */
-static void sample_batch(trainer *t) {
+/* Pipeline stages: the step's micro-batches drawn first, micro-batch a at
+ * a · B · T of the batch buffers (which then hold grad_accum of them). */
+static int pipelined(const trainer *t) { return t->o.dist && t->o.dist->pipeline; }
+
+static void sample_batch_at(trainer *t, int64_t at);
+static void sample_batch(trainer *t) { sample_batch_at(t, 0); }
+static void sample_batch_at(trainer *t, int64_t at) {
     const int64_t B = t->o.batch_size, T = t->o.seq_len, P = dp_size(t), r = dp_rank(t);
+    int32_t *tokens = t->batch_tokens + at, *targets = t->batch_targets + at;
     const uint64_t span = (uint64_t)(t->n_train - T); /* offsets 0 .. n_train - T - 1 */
     for (int64_t g = 0; g < P * B; g++) {
         int64_t off = (int64_t)ffn_rng_below(&t->rng, span);
         if (g / B != r) continue;
         int64_t b = g % B;
-        memcpy(t->batch_tokens + b * T, t->ids + off, (size_t)T * sizeof(int32_t));
-        memcpy(t->batch_targets + b * T, t->ids + off + 1, (size_t)T * sizeof(int32_t));
+        memcpy(tokens + b * T, t->ids + off, (size_t)T * sizeof(int32_t));
+        memcpy(targets + b * T, t->ids + off + 1, (size_t)T * sizeof(int32_t));
     }
 }
 
@@ -582,7 +589,11 @@ static ffn_status evaluate(trainer *t, double *val_loss) {
             memcpy(t->batch_targets + b * T, val + off + 1, (size_t)T * sizeof(int32_t));
         }
         ffn_model_loss loss;
-        ffn_status st = ffn_model_eval_loss(t->model, t->batch_tokens, t->batch_targets, B, T, &loss);
+        ffn_status st = pipelined(t)
+                            ? t->o.dist->pipeline_eval(t->o.dist->user, t->model, t->batch_tokens,
+                                                       t->batch_targets, B, T, &loss.ce)
+                            : ffn_model_eval_loss(t->model, t->batch_tokens, t->batch_targets, B,
+                                                  T, &loss);
         if (st != FFN_OK) return st;
         sum += loss.ce;
     }
@@ -997,7 +1008,15 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     }
     double ce = 0.0, total = 0.0;
     const int64_t P = dp_size(t);
-    for (int64_t a = 0; a < A; a++) {
+    if (pipelined(t)) { /* every micro-batch drawn as one process would, then the stages */
+        for (int64_t a = 0; a < A; a++) sample_batch_at(t, a * B * T);
+        ffn_profile_charge(pf, FFN_PROFILE_DATA);
+        ffn_status st = t->o.dist->pipeline(t->o.dist->user, t->model, t->batch_tokens,
+                                            t->batch_targets, A, B, T, 1.0f / (float)(A * P), &ce,
+                                            &total);
+        if (st != FFN_OK) return st;
+    }
+    for (int64_t a = 0; a < A && !pipelined(t); a++) {
         ffn_profile_charge(pf, FFN_PROFILE_OTHER);
         sample_batch(t);
         ffn_profile_charge(pf, FFN_PROFILE_DATA);
@@ -1878,8 +1897,9 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     st = ffn_adamw_create(t->model, o, &t->opt);
     if (st != FFN_OK) goto done;
     t->moments = ffn_adamw_moments(t->opt, &t->n_params);
-    t->batch_tokens = malloc((size_t)(o->batch_size * o->seq_len) * sizeof(int32_t));
-    t->batch_targets = malloc((size_t)(o->batch_size * o->seq_len) * sizeof(int32_t));
+    const int64_t nbatch = (pipelined(t) ? o->grad_accum : 1) * o->batch_size * o->seq_len;
+    t->batch_tokens = malloc((size_t)nbatch * sizeof(int32_t));
+    t->batch_targets = malloc((size_t)nbatch * sizeof(int32_t));
     if (!t->batch_tokens || !t->batch_targets) {
         st = ffn_error(FFN_ERR_NOMEM, "out of memory (batch buffers)");
         goto done;
