@@ -169,7 +169,8 @@ typedef struct pp_run {
     size_t acts_bytes;
     char *stash;         /* (S, acts_bytes): micro-batch i's at slot i % S */
     int64_t S, live;     /* in flight at most; the micro-batch in the model's buffers (-1 none) */
-    int mutate;          /* FFN_DIST_MUTATE=pp-skip-send: one activation never sent */
+    int mutate;          /* FFN_DIST_MUTATE=pp-skip-send: the last micro-batch's stream never
+                          * sent (the next stage waits until --dist-timeout) */
 } pp_run;
 
 static ffn_status pp_recv(pp_run *r, float *buf, int64_t from, int tag) {
@@ -208,6 +209,9 @@ ffn_status dist_pp_step(ffn_dist *d, ffn_model *m, const int32_t *tokens,
     const char *mut = getenv("FFN_DIST_MUTATE");
     r.mutate = mut && !strcmp(mut, "pp-skip-send");
     dist_pp_layers(d, r.L, &r.l0, &r.l1);
+    /* FFN_DIST_MUTATE=pp-boundary: stage 0 ends a layer early (a wrong
+     * stage boundary: that layer never runs) */
+    if (mut && !strcmp(mut, "pp-boundary") && r.s == 0 && r.l1 - 1 > r.l0) r.l1--;
     if (r.N * r.D > INT_MAX)
         return ffn_set_error(FFN_ERR_UNSUPPORTED, "--pp: a micro-batch's stream of %lld floats is "
                              "more than one message takes", (long long)(r.N * r.D));

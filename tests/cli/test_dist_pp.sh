@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# test_dist_pp.sh -- pipeline stages (ffn train --pp P: the layers split
+# over P ranks, a step's --grad-accum micro-batches in 1F1B, the residual
+# stream and its gradient by MPI point-to-point) under Open MPI:
+#   - --pp 2 --grad-accum 4 equals one process with --grad-accum 4 (losses
+#     1e-6 relative, every tensor of the model and of AdamW's m and v within
+#     1e-4: tests/cli/dist_cmp.py), and twice it writes the same bytes;
+#   - untied embeddings, 3 layers over --pp 3 (a middle stage sends both
+#     ways): the bytes of one process; 3 layers over --pp 2 (uneven) equal;
+#   - --pp 2 --dp 2 (4 ranks) equals one process with batch 2B and --dp 2;
+#   - resumed across layouts: --pp 2 stopped at 4 -> one process, one
+#     process -> --pp 2, --pp 2 --dp 2 -> --dp 2, --dp 2 -> --pp 2 --dp 2,
+#     all equal to the uninterrupted run;
+#   - mutations: FFN_DIST_MUTATE=pp-boundary (3 layers over --pp 2: stage 0
+#     ends a layer early, so that layer never runs) breaks the equality; pp-skip-send (one stream never sent)
+#     ends the job with a deadline message instead of finishing;
+#   - refused on every rank with one message naming both numbers, nothing
+#     written: --pp 4 on 2 layers, -np 3 for --pp 2, --pp 0, --pp 2 --tp 2,
+#     --pp 2 --ep 2, --pp 2 --dp 2 --zero 1, --pp 2 in one process;
+#   - the state a rank keeps ("state_bytes") and each rank's peak RSS for
+#     --pp 2 against one process, printed (a 4-layer model, untied): stage
+#     0's state (the writer prints it) must be under 0.65 of one process's.
+set -uo pipefail
+FFN="${FFN_BIN:-build/ffn}"
+FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;; esac
+MPIRUN=(mpirun --oversubscribe)
+command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
+cd "$tmp" || exit 1
+cp "$HERE/dist_cmp.py" "$tmp/cmp.py"
+
+Z=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+   --corpus en --steps 8 --eval-every 4 --eval-batches 4 --grad-accum 4 --threads 1 --quiet --json)
+prun() { local np=$1; shift; timeout 120 "${MPIRUN[@]}" -np "$np" "$FFN" train "${Z[@]}" "$@" 2>"$tmp/ez" ||
+             bad "-np $np $*: $(tail -3 "$tmp/ez")"; }
+one() { "$FFN" train "${Z[@]}" "$@" 2>"$tmp/ez" || bad "one process $*: $(tail -3 "$tmp/ez")"; }
+
+one --batch-size 4 --out one >/dev/null
+one --batch-size 8 --out one8 >/dev/null
+prun 2 --pp 2 --batch-size 4 --out pp >/dev/null
+prun 2 --pp 2 --batch-size 4 --out ppb >/dev/null
+prun 4 --pp 2 --dp 2 --batch-size 4 --out ppdp >/dev/null
+prun 2 --dp 2 --batch-size 4 --out dp2 >/dev/null
+U=(--num-hidden-layers 3 --grad-accum 3 --batch-size 2)
+one "${U[@]}" --tie-word-embeddings 0 --out u1 >/dev/null
+prun 3 "${U[@]}" --tie-word-embeddings 0 --pp 3 --out u3 >/dev/null
+one "${U[@]}" --out t1 >/dev/null
+prun 2 "${U[@]}" --pp 2 --out t2 >/dev/null
+# resume across layouts
+prun 2 --pp 2 --batch-size 4 --stop-at 4 --out r1 >/dev/null
+"$FFN" train --resume r1 --threads 1 --quiet >/dev/null 2>"$tmp/ez" || bad "resume pp 2 -> one process: $(tail -3 "$tmp/ez")"
+one --batch-size 4 --stop-at 4 --out r2 >/dev/null
+timeout 120 "${MPIRUN[@]}" -np 2 "$FFN" train --resume r2 --pp 2 --threads 1 --quiet >/dev/null 2>"$tmp/ez" ||
+    bad "resume one process -> pp 2: $(tail -3 "$tmp/ez")"
+prun 4 --pp 2 --dp 2 --batch-size 4 --stop-at 4 --out r3 >/dev/null
+timeout 120 "${MPIRUN[@]}" -np 2 "$FFN" train --resume r3 --dp 2 --threads 1 --quiet >/dev/null 2>"$tmp/ez" ||
+    bad "resume pp 2 dp 2 -> dp 2: $(tail -3 "$tmp/ez")"
+prun 2 --dp 2 --batch-size 4 --stop-at 4 --out r4 >/dev/null
+timeout 120 "${MPIRUN[@]}" -np 4 "$FFN" train --resume r4 --pp 2 --dp 2 --threads 1 --quiet >/dev/null 2>"$tmp/ez" ||
+    bad "resume dp 2 -> pp 2 dp 2: $(tail -3 "$tmp/ez")"
+FFN_DIST_MUTATE=pp-boundary prun 2 "${U[@]}" --pp 2 --out pm >/dev/null
+
+for f in model.safetensors train_state.safetensors; do
+    cmp -s pp/$f ppb/$f && ok "pp 2: $f the same bytes twice" || bad "pp 2: $f differs between two runs"
+    cmp -s u1/$f u3/$f && ok "untied, 3 layers, pp 3: $f the bytes of one process" ||
+        bad "untied, 3 layers, pp 3: $f differs from one process"
+done
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+exec(open("cmp.py").read())
+r = [same("one", "pp"), same("t1", "t2"), same("one8", "ppdp"), same("dp2", "ppdp"),
+     same("one", "r1"), same("one", "r2"), same("one8", "r3"), same("one8", "r4")]
+print("losses within %.1e relative, parameters and moments within %.1e" % (max(x for x, _ in r), max(y for _, y in r)))
+PY
+then ok "pp 2 = one process (grad-accum 4), 3 layers pp 2 = one process, pp 2 dp 2 = one process batch 8 = dp 2, resumed pp 2 -> 1, 1 -> pp 2, pp 2 dp 2 -> dp 2, dp 2 -> pp 2 dp 2 = uninterrupted: $(cat "$tmp/out")"
+else bad "pp equality: $(tail -5 "$tmp/out")"; fi
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+import sys; exec(open("cmp.py").read())
+try:
+    same("t1", "pm")
+except AssertionError as e:
+    print("caught: %s" % (e,)); sys.exit(0)
+sys.exit(1)
+PY
+then ok "mutation pp-boundary fails the comparison: $(head -c 160 "$tmp/out")"
+else bad "mutation pp-boundary not caught: $(tail -3 "$tmp/out")"; fi
+if FFN_DIST_MUTATE=pp-skip-send timeout 60 "${MPIRUN[@]}" -np 2 "$FFN" train "${Z[@]}" --pp 2 --batch-size 4 \
+       --dist-timeout 2 --out ps >/dev/null 2>"$tmp/ez"; then
+    bad "mutation pp-skip-send: the job finished"
+elif grep -q "^ffn train: .*timed out" "$tmp/ez"; then
+    ok "mutation pp-skip-send: the job stops at the deadline: $(grep -m1 "ffn train" "$tmp/ez" | head -c 160)"
+else bad "mutation pp-skip-send: no deadline message: $(tail -3 "$tmp/ez")"; fi
+
+# ---- refusals: every rank, the same message, nothing written ----
+Q=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
+   --corpus en --steps 2 --quiet)
+refuse() { # NP WANT ARGS...: NP 0 = one process
+    local np=$1 want=$2; shift 2
+    rm -rf "$tmp/x"
+    if [[ $np == 0 ]]; then "$FFN" train "${Q[@]}" "$@" --out "$tmp/x" >/dev/null 2>"$tmp/er"
+    else timeout 60 "${MPIRUN[@]}" -np "$np" "$FFN" train "${Q[@]}" "$@" --out "$tmp/x" >/dev/null 2>"$tmp/er"; fi
+    local rc=$? n
+    n=$(grep -c "^ffn train: .*$want" "$tmp/er")
+    local ranks=$((np == 0 ? 1 : np))
+    if [[ $rc != 0 && $n == "$ranks" && ! -e "$tmp/x" ]]; then ok "refused on $ranks rank(s): $(grep -m1 "^ffn train" "$tmp/er")"
+    else bad "$* (np $np): rc $rc, $n of $ranks ranks said '$want', out $( [[ -e $tmp/x ]] && echo written || echo absent): $(head -3 "$tmp/er")"; fi
+}
+refuse 4 "--pp 4 needs at least 4 layers; the model has 2" --pp 4
+refuse 3 "--pp 2 x --dp 1 x --tp 1 = 2 ranks, but mpirun started 3" --pp 2
+refuse 0 "--pp: expected an integer in \[1, 65536\], got '0'" --pp 0
+refuse 4 "--pp 2 with --tp 2 is not supported yet" --pp 2 --tp 2
+refuse 4 "--pp 2 with --ep 2 is not supported yet" --pp 2 --ep 2 --dp 2 --mlp-type moe
+refuse 4 "--zero 1 with --pp 2 is not supported yet" --pp 2 --dp 2 --zero 1
+refuse 0 "--pp 2 needs 2 processes" --pp 2
+
+# ---- the state a rank keeps, and the peak RSS ----
+R=(--seq-len 32 --hidden-size 256 --num-hidden-layers 4 --num-attention-heads 4 --intermediate-size 1024
+   --tie-word-embeddings 0 --corpus en --steps 2 --eval-every 0 --eval-batches 1 --batch-size 2
+   --grad-accum 2 --threads 1 --quiet --json)
+/usr/bin/time -f "maxrss %M" -o rss.one "$FFN" train "${R[@]}" --out bigone >bigone.json 2>"$tmp/ez" ||
+    bad "rss run one process: $(tail -3 "$tmp/ez")"
+timeout 120 "${MPIRUN[@]}" -np 2 sh -c 'exec /usr/bin/time -f "maxrss %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' \
+    "$tmp/rss" "$FFN" train "${R[@]}" --pp 2 --out bigpp >bigpp.json 2>"$tmp/ez" || bad "rss run pp 2: $(tail -3 "$tmp/ez")"
+if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
+import json
+one = json.load(open("bigone.json"))["state_bytes"]
+s0 = json.load(open("bigpp.json"))["state_bytes"] # the writer's: stage 0
+rss = lambda f: int(open(f).read().split()[1])
+r1, r0, rr1 = rss("rss.one"), rss("rss.0"), rss("rss.1")
+print("state bytes one process %d, pp 2 stage 0 %d (%.2f); peak RSS one process %d KiB, pp 2 stage 0 %d KiB, stage 1 %d KiB" % (one, s0, s0 / one, r1, r0, rr1))
+assert s0 < 0.65 * one, (s0, one)
+PY
+then ok "memory: $(cat "$tmp/out")"; else bad "memory: $(tail -3 "$tmp/out")"; fi
+exit $fail
