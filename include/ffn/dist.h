@@ -8,7 +8,8 @@
  * It is not included by <ffn.h>.
  *
  * ---- the layout -------------------------------------------------------------
- * world = tp · dp ranks (MPI_COMM_WORLD).  World rank r is tensor-parallel
+ * world = tp · dp ranks (MPI_COMM_WORLD), times pp with pipeline stages
+ * (layout.pp below: each stage's groups as these, inside the stage).  World rank r is tensor-parallel
  * rank r % tp of group r / tp (a group's ranks are consecutive, so they sit
  * on one host when mpirun fills hosts in order) and data-parallel rank
  * r / tp.  Expert parallelism lives inside the data-parallel group (ep
