@@ -220,6 +220,32 @@ static void run_model(ffn_model_mlp type, int64_t E, const char *what) {
         CHECK(worst == 0.0, "%s: parameter gradients differ by %g", what, worst);
         CHECK(fabs(loss - ref.ce) < 1e-6, "%s: loss %f vs %f", what, loss, ref.ce);
     }
+    /* two pipeline stages (layers [0, 1) and [1, L)), the boundary stream
+     * and its gradient passed by copies: forward_backward's bits */
+    ffn_model_zero_grads(mt);
+    float *x = NULL, *dx = NULL, *buf = malloc((size_t)(B * T * D) * sizeof *buf);
+    ffn_model_loss l0, l1;
+    st = ffn_model_stage_forward(mt, tok, y, B, T, 0, 1, 1, 1.0f, NULL, &x, &l0);
+    CHECK(st == FFN_OK && x, "%s: stage 0 forward: %s", what, ffn_last_error());
+    memcpy(buf, x, (size_t)(B * T * D) * sizeof *buf);
+    st = ffn_model_stage_forward(mt, tok, y, B, T, 1, L, 1, 1.0f, buf, NULL, &l1);
+    CHECK(st == FFN_OK, "%s: stage 1 forward: %s", what, ffn_last_error());
+    st = ffn_model_stage_backward(mt, tok, B, T, 1, L, 1.0f, NULL, &dx);
+    CHECK(st == FFN_OK && dx, "%s: stage 1 backward: %s", what, ffn_last_error());
+    memcpy(buf, dx, (size_t)(B * T * D) * sizeof *buf);
+    st = ffn_model_stage_backward(mt, tok, B, T, 0, 1, 1.0f, buf, NULL);
+    CHECK(st == FFN_OK, "%s: stage 0 backward: %s", what, ffn_last_error());
+    worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)g[i] - g0[i]);
+        worst = e > worst ? e : worst;
+    }
+    CHECK(worst == 0.0, "%s: two stages: parameter gradients differ by %g", what, worst);
+    CHECK(l1.ce == ref.ce && l0.aux + l1.aux == ref.aux, "%s: two stages: loss %.17g vs %.17g",
+          what, l1.ce, ref.ce);
+    CHECK(ffn_model_stage_forward(mt, tok, y, B, T, 1, 1, 1, 1.0f, buf, NULL, &l1) ==
+              FFN_ERR_INVALID_ARG, "%s: an empty stage accepted", what);
+    free(buf);
     free(g0);
     ffn_model_free(mt);
     ffn_model_free(mi);
