@@ -6,7 +6,8 @@
 #     1e-6 relative, every tensor of the model and of AdamW's m and v within
 #     1e-4: tests/cli/dist_cmp.py), and twice it writes the same bytes;
 #   - untied embeddings, 3 layers over --pp 3 (a middle stage sends both
-#     ways): the bytes of one process; 3 layers over --pp 2 (uneven) equal;
+#     ways): the bytes of one process; 3 layers over --pp 2 (uneven) and
+#     an MoE model (its aux losses summed over the stages) equal;
 #   - --pp 2 --dp 2 (4 ranks) equals one process with batch 2B and --dp 2;
 #   - resumed across layouts: --pp 2 stopped at 4 -> one process, one
 #     process -> --pp 2, --pp 2 --dp 2 -> --dp 2, --dp 2 -> --pp 2 --dp 2,
@@ -54,6 +55,8 @@ one "${U[@]}" --tie-word-embeddings 0 --out u1 >/dev/null
 prun 3 "${U[@]}" --tie-word-embeddings 0 --pp 3 --out u3 >/dev/null
 one "${U[@]}" --out t1 >/dev/null
 prun 2 "${U[@]}" --pp 2 --out t2 >/dev/null
+one --mlp-type moe --batch-size 2 --out m1 >/dev/null
+prun 2 --mlp-type moe --batch-size 2 --pp 2 --out m2 >/dev/null
 # resume across layouts
 prun 2 --pp 2 --batch-size 4 --stop-at 4 --out r1 >/dev/null
 "$FFN" train --resume r1 --threads 1 --quiet >/dev/null 2>"$tmp/ez" || bad "resume pp 2 -> one process: $(tail -3 "$tmp/ez")"
@@ -75,11 +78,11 @@ for f in model.safetensors train_state.safetensors; do
 done
 if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
 exec(open("cmp.py").read())
-r = [same("one", "pp"), same("t1", "t2"), same("one8", "ppdp"), same("dp2", "ppdp"),
+r = [same("one", "pp"), same("t1", "t2"), same("m1", "m2"), same("one8", "ppdp"), same("dp2", "ppdp"),
      same("one", "r1"), same("one", "r2"), same("one8", "r3"), same("one8", "r4")]
 print("losses within %.1e relative, parameters and moments within %.1e" % (max(x for x, _ in r), max(y for _, y in r)))
 PY
-then ok "pp 2 = one process (grad-accum 4), 3 layers pp 2 = one process, pp 2 dp 2 = one process batch 8 = dp 2, resumed pp 2 -> 1, 1 -> pp 2, pp 2 dp 2 -> dp 2, dp 2 -> pp 2 dp 2 = uninterrupted: $(cat "$tmp/out")"
+then ok "pp 2 = one process (grad-accum 4), 3 layers pp 2 = one process, MoE pp 2 = one process, pp 2 dp 2 = one process batch 8 = dp 2, resumed pp 2 -> 1, 1 -> pp 2, pp 2 dp 2 -> dp 2, dp 2 -> pp 2 dp 2 = uninterrupted: $(cat "$tmp/out")"
 else bad "pp equality: $(tail -5 "$tmp/out")"; fi
 if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
 import sys; exec(open("cmp.py").read())
