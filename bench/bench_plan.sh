@@ -2,8 +2,12 @@
 # bench/bench_plan.sh -- `ffn plan` against `ffn train` under mpirun, for
 # every layout the dist tests run (dp 2, tp 2, ep 2, tp 2 x dp 2, zero 1,
 # zero 2, dp 4 oversubscribed on this host's cores), in one run:
-#   - the link: `ffn bench link --json` under mpirun -np 2 (GB/s a rank
-#     sends in the ring all-reduce, us a message), measured first and last;
+#   - the link: `ffn bench link --gap-us 1000 --json` under mpirun -np 2
+#     (GB/s a rank sends in the ring all-reduce; us a message when the
+#     ranks compute 1 ms between messages, as training does: on a loaded
+#     host that includes waiting for a partner the scheduler had put
+#     aside), with 2 and with 4 ranks (a layout uses its world's), measured
+#     first and last, the two averaged;
 #   - the compute: P single-process trainings of the same model with a
 #     rank's batch, started together (P = the layout's ranks, so they share
 #     the cores and the machine's load as the ranks do): their step time and
@@ -35,7 +39,13 @@ M=(--seq-len 32 --hidden-size 128 --num-hidden-layers 2 --num-attention-heads 4 
    --corpus en --eval-every 0 --quiet --threads 1 --steps "$STEPS" --json)
 MOE=(--num-experts 4 --num-experts-per-tok 2 --moe-intermediate-size 172)
 B=8
-mpirun --oversubscribe -np 2 "$FFN" bench link --mb 2 --repeats 5 --threads 1 --json 2>/dev/null | tail -1 >"$tmp/link.json"
+links() { # SUFFIX: the link with 2 and with 4 ranks
+    for np in 2 4; do
+        mpirun --oversubscribe -np $np "$FFN" bench link --mb 2 --repeats 5 --gap-us 1000 --threads 1 --json 2>/dev/null |
+            tail -1 >"$tmp/link$np$1.json"
+    done
+}
+links a
 # P processes at a rank's batch, together: the compute rate at these shapes
 probe() { # NAME P EXTRA... -> NAME.json (the slowest of the P)
     local name=$1 np=$2 k; shift 2
@@ -60,27 +70,30 @@ for l in "${layouts[@]}"; do
     echo "$np|$lay|$moe" >"$tmp/r$i.lay"
     i=$((i + 1))
 done
-mpirun --oversubscribe -np 2 "$FFN" bench link --mb 2 --repeats 5 --threads 1 --json 2>/dev/null | tail -1 >"$tmp/link2.json"
+links b
 /usr/bin/python3 - "$tmp" "$FFN" "$i" "$STEPS" "$B" "$CORES" "$BOUND" <<'PY' | tee -a "$OUT"
 import json, subprocess, sys
 tmp, ffn, n, steps, B, cores, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], float(sys.argv[7])
 ld = lambda p: json.load(open(tmp + "/" + p))
-l1, l2 = ld("link.json"), ld("link2.json")
-# the link: the slower of the two measurements (the load of the run)
-link = l1 if l1["link_gbps"] < l2["link_gbps"] else l2
-json.dump(link, open(tmp + "/linkuse.json", "w"))
+# the link of P ranks: the mean of the first and the last measurements (the load of the run)
+links = {}
+for P in (2, 4):
+    l1, l2 = ld("link%da.json" % P), ld("link%db.json" % P)
+    links[P] = dict(l1, link_gbps=(l1["link_gbps"] + l2["link_gbps"]) / 2, latency_us=(l1["latency_us"] + l2["latency_us"]) / 2)
+    json.dump(links[P], open(tmp + "/link%d.json" % P, "w"))
 def plan(cfg, *a):
     return json.loads(subprocess.run([ffn, "plan", cfg, "--seq-len", "32", "--batch-size", B, *a, "--json"],
                                      capture_output=True, text=True, check=True).stdout)
-print("link %.3f GB/s, %.2f us a message (ffn bench link, -np 2, worse of first/last); batch %s a rank, 1 thread" % (
-      link["link_gbps"], link["latency_us"], B), file=sys.stderr)
+for P in (2, 4):
+    print("link of %d ranks: %.3f GB/s, %.1f us a message (ffn bench link --gap-us 1000, mean of first and last)" % (
+          P, links[P]["link_gbps"], links[P]["latency_us"]), file=sys.stderr)
 worst, rows = 1.0, []
 for i in range(n):
     np_, lay, moe = open("%s/r%d.lay" % (tmp, i)).read().strip().split("|")
     m = ld("r%d.json" % i)["seconds"] / steps
     cfg = "%s/c%d.config.json" % (tmp, i)
     rate = plan(cfg)["flops_rank_step"] / (ld("c%d.json" % i)["seconds"] / steps) / 1e9
-    p = plan(cfg, *lay.split(), "--peak-gflops", "%.4f" % rate, "--link-json", tmp + "/linkuse.json")
+    p = plan(cfg, *lay.split(), "--peak-gflops", "%.4f" % rate, "--link-json", "%s/link%s.json" % (tmp, np_))
     pr = p["time_s"]["step"]
     r = m / pr
     worst = max(worst, r, 1 / r)
@@ -88,7 +101,7 @@ for i in range(n):
                  "measured_over_predicted": r, "compute_s": p["time_s"]["compute"], "comm_s": p["time_s"]["comm"]})
     print("  mpirun -np %s ffn train %-22s measured %.4f s/step, predicted %.4f (%.2f GFLOP/s: compute %.4f, comm %.4f): measured/predicted %.2f" % (
           np_, lay + (" (MoE)" if moe else ""), m, pr, rate, p["time_s"]["compute"], p["time_s"]["comm"], r), file=sys.stderr)
-print(json.dumps({"bench": "plan", "link": link, "rows": rows,
+print(json.dumps({"bench": "plan", "links": links, "batch": int(B), "steps": steps, "rows": rows,
                   "worst_ratio": worst, "bound": bound}))
 if worst > bound:
     print("bench_plan: FAIL, worst measured/predicted off by %.2fx > %.2f" % (worst, bound), file=sys.stderr)

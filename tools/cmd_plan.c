@@ -24,7 +24,11 @@ static const char about[] =
     "\n"
     "The model of each part (what is split, what is replicated, what is counted) is\n"
     "written in include/ffn/plan.h and summarised below.  A prediction is as good as\n"
-    "the peak, link and bandwidth given: measure them (ffn bench peak) where you can.\n";
+    "the peak, link and bandwidth given: measure them where you can -- the link with\n"
+    "mpirun -np P ffn bench link --gap-us 1000 --json >link.json (--link-json\n"
+    "link.json), the compute as the GFLOP/s one process training the model at a\n"
+    "rank's batch reaches (bench/bench_plan.sh does both, in the same run as the\n"
+    "ffn train it checks).\n";
 
 static const char epilog[] =
     "Layout: tp splits heads (q/k/v by columns, o by rows; GQA groups whole) and the\n"

@@ -48,9 +48,15 @@
  *     bytes sends (P-1)/P·S (EP rows carry D·act_bytes plus 16 bytes of
  *     (token, slot, weight)); a pipeline boundary sends B·T·D·act_bytes each
  *     way.
- *   step time: compute = FLOPs on the rank / peak; communication = bytes /
- *     link + latency × messages; printed added (no overlap) and as the
- *     larger of the two (perfect overlap).  Decode (batch 1): the bytes of
+ *   step time: compute = FLOPs on the rank / (peak × core_share, the share
+ *     of a core a rank gets when host_cores are shared by more threads);
+ *     communication = bytes / link + latency × messages (measured: ffn
+ *     bench link; peak: the rate the kernels reach at the model's shapes,
+ *     as bench/bench_plan.sh measures it); step = compute + bubble + comm,
+ *     or with overlap the DP gradient sums beside the backward (2/3 of the
+ *     compute): compute/3 + bubble + max(2·compute/3, DP sums) + the other
+ *     messages; also printed: the larger of compute and comm (perfect
+ *     overlap).  Decode (batch 1): the bytes of
  *     the weights a token reads on a rank / memory bandwidth + the TP
  *     all-reduces of one token. */
 #ifndef FFN_PLAN_H
