@@ -14,7 +14,7 @@
 #     plan's FLOPs give the GFLOP/s the kernels reach at these shapes,
 #     forward, backward and AdamW, one thread, dense and MoE;
 #   - each layout: `ffn train` under mpirun (step time = seconds / steps),
-#     right after its compute probe, and `ffn plan` with the same model,
+#     right after its compute probe (probe, train, probe, train: the means), and `ffn plan` with the same model,
 #     layout and the figures above (--link-json, --peak-gflops), printing
 #     measured/predicted.
 # Fails (exit 1) when a layout's measured/predicted is outside [1/1.5, 1.5]
@@ -29,8 +29,8 @@ mkdir -p "$(dirname "$OUT")"
 : >"$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 command -v mpirun >/dev/null || { echo "bench_plan: mpirun missing" >&2; exit 1; }
-STEPS=30
-[[ "${BENCH_QUICK:-0}" == 1 ]] && STEPS=12
+STEPS=30; REPS=2
+[[ "${BENCH_QUICK:-0}" == 1 ]] && { STEPS=12; REPS=1; }
 CORES=$(nproc)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -47,7 +47,7 @@ links() { # SUFFIX: the link with 2 and with 4 ranks
 }
 links a
 # P processes at a rank's batch, together: the compute rate at these shapes
-probe() { # NAME P EXTRA... -> NAME.json (the slowest of the P)
+probe() { # NAME P EXTRA... -> NAME.json (the slowest of the P), NAME.config.json
     local name=$1 np=$2 k; shift 2
     for ((k = 0; k < np; k++)); do
         ( cd "$tmp" && "$FFN" train "${M[@]}" "$@" --batch-size $B --out $name.$k >$name.$k.json 2>/dev/null ) &
@@ -63,17 +63,19 @@ i=0
 for l in "${layouts[@]}"; do
     IFS='|' read -r np lay moe <<<"$l"
     extra=(); [[ -n "$moe" ]] && extra=("${MOE[@]}")
-    probe c$i "$np" "${extra[@]}"
-    # shellcheck disable=SC2086
-    ( cd "$tmp" && mpirun --oversubscribe -np "$np" "$FFN" train $lay "${M[@]}" "${extra[@]}" --batch-size $B \
-        --out r$i >r$i.json 2>r$i.err ) || { echo "bench_plan: train $lay failed: $(tail -3 "$tmp/r$i.err")" >&2; exit 1; }
+    for ((rep = 0; rep < REPS; rep++)); do # probe, train, probe, train: the load alike for both
+        probe c$i.$rep "$np" "${extra[@]}"
+        # shellcheck disable=SC2086
+        ( cd "$tmp" && mpirun --oversubscribe -np "$np" "$FFN" train $lay "${M[@]}" "${extra[@]}" --batch-size $B \
+            --out r$i.$rep >r$i.$rep.json 2>r$i.err ) || { echo "bench_plan: train $lay failed: $(tail -3 "$tmp/r$i.err")" >&2; exit 1; }
+    done
     echo "$np|$lay|$moe" >"$tmp/r$i.lay"
     i=$((i + 1))
 done
 links b
-/usr/bin/python3 - "$tmp" "$FFN" "$i" "$STEPS" "$B" "$CORES" "$BOUND" <<'PY' | tee -a "$OUT"
+/usr/bin/python3 - "$tmp" "$FFN" "$i" "$STEPS" "$B" "$REPS" "$BOUND" <<'PY' | tee -a "$OUT"
 import json, subprocess, sys
-tmp, ffn, n, steps, B, cores, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6], float(sys.argv[7])
+tmp, ffn, n, steps, B, reps, bound = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6]), float(sys.argv[7])
 ld = lambda p: json.load(open(tmp + "/" + p))
 # the link of P ranks: the mean of the first and the last measurements (the load of the run)
 links = {}
@@ -90,9 +92,10 @@ for P in (2, 4):
 worst, rows = 1.0, []
 for i in range(n):
     np_, lay, moe = open("%s/r%d.lay" % (tmp, i)).read().strip().split("|")
-    m = ld("r%d.json" % i)["seconds"] / steps
-    cfg = "%s/c%d.config.json" % (tmp, i)
-    rate = plan(cfg)["flops_rank_step"] / (ld("c%d.json" % i)["seconds"] / steps) / 1e9
+    m = sum(ld("r%d.%d.json" % (i, k))["seconds"] for k in range(reps)) / reps / steps
+    cfg = "%s/c%d.0.config.json" % (tmp, i)
+    c1 = sum(ld("c%d.%d.json" % (i, k))["seconds"] for k in range(reps)) / reps / steps
+    rate = plan(cfg)["flops_rank_step"] / c1 / 1e9
     p = plan(cfg, *lay.split(), "--peak-gflops", "%.4f" % rate, "--link-json", "%s/link%s.json" % (tmp, np_))
     pr = p["time_s"]["step"]
     r = m / pr
