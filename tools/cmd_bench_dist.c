@@ -297,11 +297,15 @@ int bench_moe_ep(int argc, char **argv) {
 
 int bench_link(int argc, char **argv) {
     const char *cmd = "bench link";
-    int64_t mb = 16, repeats = 10, threads = 1;
+    int64_t mb = 16, repeats = 10, threads = 1, gap_us = 0;
     double timeout = FFN_DIST_TIMEOUT_DEFAULT;
     int json = 0;
     const cli_opt opts[] = {
         {CLI_INT_FIELDS("--mb", &mb, "M", 1, 1 << 14, "MiB all-reduced per call")},
+        {CLI_INT_FIELDS("--gap-us", &gap_us, "U", 0, 1000000,
+                        "each rank computes U us before each 1-float all-reduce (as training "
+                        "does between messages): on a loaded host the time per message then "
+                        "includes waiting for a partner that was not running")},
         CLI_OPT_REPEATS(&repeats, NULL, "timed runs"),
         DIST_BENCH_TAIL(&threads, &timeout, &json)};
     const cli_spec spec = {
@@ -310,7 +314,9 @@ int bench_link(int argc, char **argv) {
                  "fixed-order ring all-reduce of M MiB (a rank sends 2(P-1)/P of it), giving\n"
                  "the GB/s a rank sends, and of 1 float, giving the time per message (the\n"
                  "all-reduce of 1 float is 2(P-1) messages).  These are ffn plan's\n"
-                 "--link-gbps and --latency-us for this host.\n",
+                 "--link-gbps and --latency-us for this host (ffn plan --link-json reads the\n"
+                 "--json line).  --gap-us U: U us of work on every rank before each small\n"
+                 "all-reduce, left out of the time per message.\n",
         .opts = opts};
     int rc;
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
@@ -336,9 +342,17 @@ int bench_link(int argc, char **argv) {
         double t1 = cli_seconds();
         if (st == FFN_OK) st = ffn_dist_barrier(d);
         double t2 = cli_seconds();
-        for (int j = 0; st == FFN_OK && j < 100; j++) st = ffn_dist_allreduce_f32(d, FFN_DIST_WORLD, &one, 1);
+        double spun = 0;
+        for (int j = 0; st == FFN_OK && j < 100; j++) {
+            if (gap_us) { /* work, not sleep: the rank holds its core as a computing rank does */
+                double g0 = cli_seconds(), g1 = g0;
+                while (g1 - g0 < (double)gap_us * 1e-6) g1 = cli_seconds();
+                spun += g1 - g0;
+            }
+            st = ffn_dist_allreduce_f32(d, FFN_DIST_WORLD, &one, 1);
+        }
         double t3 = cli_seconds();
-        if (k >= 0) tb[k] = t1 - t0, ts[k] = (t3 - t2) / 100.0;
+        if (k >= 0) tb[k] = t1 - t0, ts[k] = (t3 - t2 - spun) / 100.0;
     }
     if (st == FFN_OK && rank == 0) {
         double big = median(tb, (int)repeats), small = median(ts, (int)repeats);
@@ -347,10 +361,10 @@ int bench_link(int argc, char **argv) {
         if (json)
             printf("{\"bench\": \"link\", \"ranks\": %d, \"bytes\": %lld, \"allreduce_ms\": %s, "
                    "\"sent_bytes\": %s, \"link_gbps\": %s, \"allreduce_1_us\": %s, "
-                   "\"latency_us\": %s}\n",
+                   "\"latency_us\": %s, \"gap_us\": %lld}\n",
                    P, (long long)(n * (int64_t)sizeof(float)), cli_json_num(big * 1e3, "%.4f"),
                    cli_json_num(sent, "%.0f"), cli_json_num(gbps, "%.4f"),
-                   cli_json_num(small * 1e6, "%.3f"), cli_json_num(lat, "%.3f"));
+                   cli_json_num(small * 1e6, "%.3f"), cli_json_num(lat, "%.3f"), (long long)gap_us);
         else
             printf("link, %d ranks: all-reduce of %lld MiB in %.3f ms: a rank sends %.2f GB/s; "
                    "all-reduce of 1 float %.2f us = %.2f us a message\n",

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CMD "plan"
@@ -23,7 +24,11 @@ static const char about[] =
     "\n"
     "The model of each part (what is split, what is replicated, what is counted) is\n"
     "written in include/ffn/plan.h and summarised below.  A prediction is as good as\n"
-    "the peak, link and bandwidth given: measure them (ffn bench peak) where you can.\n";
+    "the peak, link and bandwidth given: measure them where you can -- the link with\n"
+    "mpirun -np P ffn bench link --gap-us 1000 --json >link.json (--link-json\n"
+    "link.json), the compute as the GFLOP/s one process training the model at a\n"
+    "rank's batch reaches (bench/bench_plan.sh does both, in the same run as the\n"
+    "ffn train it checks).\n";
 
 static const char epilog[] =
     "Layout: tp splits heads (q/k/v by columns, o by rows; GQA groups whole) and the\n"
@@ -66,7 +71,7 @@ static const char *secs_h(double s, char *buf, size_t n) {
 }
 
 static void print_text(const char *path, const ffn_params_report *r, const ffn_plan *p,
-                       const char *wtype, const char *atype) {
+                       const char *wtype, const char *atype, const char *link_from) {
     const ffn_plan_options *o = &p->opt;
     char a[32], b[32], c[32];
     printf("ffn plan: %s (%s, %" PRId64 " layers, D %" PRId64 ", %" PRId64 " params)\n", path,
@@ -107,16 +112,19 @@ static void print_text(const char *path, const ffn_params_report *r, const ffn_p
                rows[i].v / (double)p->tokens_rank_step);
     printf("  %-22s %16.0f\n\n", "messages (latency)", p->messages_step);
 
-    printf("predicted step (peak %.0f GFLOP/s a rank, link %.1f GB/s, latency %.1f us)\n",
-           o->peak_gflops, o->link_gbps, o->latency_us);
+    printf("predicted step (compute %.2f GFLOP/s a rank%s, link %.3f GB/s, latency %.2f us%s%s)\n",
+           o->peak_gflops * p->core_share, p->core_share < 1 ? ", ranks sharing the cores" : "",
+           o->link_gbps, o->latency_us, link_from ? " from " : "", link_from ? link_from : "");
     printf("  %-22s %16.3e\n", "FLOPs on the rank", p->flops_rank_step);
     printf("  %-22s %16s\n", "compute", secs_h(p->compute_s, a, sizeof a));
     if (o->pp > 1) printf("  %-22s %16s\n", "pipeline bubble", secs_h(p->bubble_s, a, sizeof a));
     printf("  %-22s %16s  (%.1f%% of the serial step)\n", "communication",
            secs_h(p->comm_s, a, sizeof a), 100.0 * p->comm_s / p->step_s_serial);
-    printf("  %-22s %16s  no overlap;  %s with perfect overlap\n", "step",
+    printf("  %-22s %16s  %s;  %s no overlap, %s with perfect overlap\n", "step",
+           secs_h(p->step_s, a, sizeof a),
+           o->overlap ? "the DP sums beside the backward" : "no overlap",
            secs_h(p->step_s_serial, b, sizeof b), secs_h(p->step_s_overlap, c, sizeof c));
-    printf("  %-22s %16.0f tokens/s (all ranks, no overlap)\n\n", "throughput", p->tokens_per_s);
+    printf("  %-22s %16.0f tokens/s (all ranks)\n\n", "throughput", p->tokens_per_s);
 
     printf("predicted decode, batch 1 (memory %.2f GB/s a rank)\n", o->mem_gbps);
     printf("  %-22s %16s\n", "weights read a token", bytes_h(p->decode_bytes_rank, a, sizeof a));
@@ -126,7 +134,7 @@ static void print_text(const char *path, const ffn_params_report *r, const ffn_p
 }
 
 static void print_json(const char *path, const ffn_params_report *r, const ffn_plan *p,
-                       const char *wtype, const char *atype) {
+                       const char *wtype, const char *atype, const char *link_from) {
     const ffn_plan_options *o = &p->opt;
     printf("{\"config\": ");
     cli_json_string(stdout, path);
@@ -141,11 +149,18 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
         " \"assumptions\": {\"weight_type\": \"%s\", \"act_type\": \"%s\", \"weight_bytes\": %s, "
         "\"grad_bytes\": %s, \"act_bytes\": %s, \"batch_size\": %" PRId64
         ", \"grad_accum\": %" PRId64 ", \"seq_len\": %" PRId64
-        ", \"peak_gflops\": %s, \"link_gbps\": %s, \"latency_us\": %s, \"mem_gbps\": %s},\n",
+        ", \"peak_gflops\": %s, \"link_gbps\": %s, \"latency_us\": %s, \"mem_gbps\": %s, ",
         wtype, atype, cli_json_num(o->weight_bytes, "%.17g"), cli_json_num(o->grad_bytes, "%.17g"),
         cli_json_num(o->act_bytes, "%.17g"), o->micro_batch, o->n_micro, o->seq_len,
         cli_json_num(o->peak_gflops, "%.17g"), cli_json_num(o->link_gbps, "%.17g"),
         cli_json_num(o->latency_us, "%.17g"), cli_json_num(o->mem_gbps, "%.17g"));
+    printf("\"overlap\": %d, \"host_cores\": %" PRId64 ", \"threads\": %" PRId64
+           ", \"core_share\": %s, \"compute_gflops\": %s, \"link_from\": ",
+           o->overlap, o->host_cores, o->threads, cli_json_num(p->core_share, "%.17g"),
+           cli_json_num(o->peak_gflops * p->core_share, "%.17g"));
+    if (link_from) cli_json_string(stdout, link_from);
+    else printf("null");
+    printf("},\n");
     printf(" \"rank\": {\"heads\": %" PRId64 ", \"kv_heads\": %" PRId64 ", \"ffn_units\": %" PRId64
            ", \"layers\": %" PRId64 ", \"experts\": %" PRId64 ", \"params\": %" PRId64
            ", \"params_experts\": %" PRId64 "},\n",
@@ -166,10 +181,11 @@ static void print_json(const char *path, const ffn_params_report *r, const ffn_p
     printf(" \"tokens_rank_step\": %" PRId64 ", \"tokens_global_step\": %" PRId64
            ", \"flops_rank_step\": %s,\n",
            p->tokens_rank_step, p->tokens_global_step, cli_json_num(p->flops_rank_step, "%.17g"));
-    printf(" \"time_s\": {\"compute\": %s, \"bubble\": %s, \"comm\": %s, \"step_serial\": "
-           "%s, \"step_overlap\": %s}, \"tokens_per_s\": %s,\n",
+    printf(" \"time_s\": {\"compute\": %s, \"bubble\": %s, \"comm\": %s, \"comm_dp\": %s, "
+           "\"step\": %s, \"step_serial\": %s, \"step_overlap\": %s}, \"tokens_per_s\": %s,\n",
            cli_json_num(p->compute_s, "%.17g"), cli_json_num(p->bubble_s, "%.17g"),
-           cli_json_num(p->comm_s, "%.17g"), cli_json_num(p->step_s_serial, "%.17g"),
+           cli_json_num(p->comm_s, "%.17g"), cli_json_num(p->comm_dp_s, "%.17g"),
+           cli_json_num(p->step_s, "%.17g"), cli_json_num(p->step_s_serial, "%.17g"),
            cli_json_num(p->step_s_overlap, "%.17g"), cli_json_num(p->tokens_per_s, "%.17g"));
     printf(" \"decode\": {\"bytes_rank\": %s, \"comm_s\": %s, \"token_s\": %s, "
            "\"tokens_per_s\": %s}}\n",
@@ -225,6 +241,42 @@ static int plan_layer(int kind, const ffn_plan_layer_options *l, const ffn_plan_
 }
 static const double act_sizes[] = {4, 2, 2};
 
+/* "KEY": number in the text of FILE; 0 found, else -1 said */
+static int json_field(const char *path, const char *text, const char *key, double *v) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *at = strstr(text, pat);
+    char *end = NULL;
+    double x = at ? strtod(at + strlen(pat), &end) : NAN;
+    if (!at || end == at + strlen(pat) || !(x >= 0) || !isfinite(x)) {
+        cli_error(CMD, "--link-json %s: no number \"%s\" (expected the line of ffn bench link "
+                  "--json)", path, key);
+        return -1;
+    }
+    *v = x;
+    return 0;
+}
+
+/* the link_gbps and latency_us of an ffn bench link --json line */
+static int read_link(const char *path, double *gbps, double *lat) {
+    size_t n = 0;
+    char *t = cli_read_file(path, &n);
+    if (!t) {
+        cli_error(CMD, "--link-json %s: cannot read it", path);
+        return -1;
+    }
+    double g = 0, l = 0;
+    int rc = json_field(path, t, "link_gbps", &g) || json_field(path, t, "latency_us", &l) ? -1 : 0;
+    free(t);
+    if (!rc && !(g > 0)) {
+        cli_error(CMD, "--link-json %s: link_gbps %g: expected > 0 (a run of more than one rank)",
+                  path, g);
+        rc = -1;
+    }
+    if (!rc) *gbps = g, *lat = l;
+    return rc;
+}
+
 int cmd_plan(int argc, char **argv) {
     const char *config = NULL, *wtype = "f32";
     int json = 0, act_k = 0;
@@ -235,7 +287,8 @@ int cmd_plan(int argc, char **argv) {
             accum = d.n_micro, seq_len = d.seq_len;
     double peak = d.peak_gflops, link = d.link_gbps, latency = d.latency_us, mem = d.mem_gbps;
     int layer = LAYER_MODEL;
-    const char *type_name = "swiglu";
+    const char *type_name = "swiglu", *link_json = NULL;
+    int64_t host_cores = 0, threads = 1, overlap = 0;
     int64_t hidden = 4096, inter = 11008, moe_inter = 1408, experts = 8, top_k = 2, tokens = 512;
     const cli_types wtypes = cli_ggml_types(FFN_GGML_COMPUTES, 1);
     char wt_help[640];
@@ -270,6 +323,16 @@ int cmd_plan(int argc, char **argv) {
                           "processes on one host)"),
          .fmin_open = 1},
         {CLI_FLOAT_FIELDS("--latency-us", &latency, "X", 0, 1e9, "time per message, microseconds")},
+        {.name = "--link-json", .type = CLI_STR, .dst = &link_json, .metavar = "FILE",
+         .help = "the link measured here: the JSON line of mpirun -np 2 ffn bench link --json "
+                 "(its link_gbps and latency_us replace --link-gbps and --latency-us)"},
+        {CLI_INT_FIELDS("--host-cores", &host_cores, "C", 0, 1 << 20,
+                        "the ranks share C cores (one host): a rank computes at "
+                        "peak * min(1, C / (ranks * threads)); 0: each rank has its own")},
+        {CLI_INT_FIELDS("--threads", &threads, "N", 1, 1 << 20, "threads a rank (for --host-cores)")},
+        {CLI_INT_FIELDS("--overlap", &overlap, "0|1", 0, 1,
+                        "1: the data-parallel gradient sums run beside the backward (ffn train "
+                        "--overlap): step = forward + max(backward, sums) + the other messages")},
         {CLI_FLOAT_FIELDS("--mem-gbps", &mem, "X", 0, 1e12,
                           "memory read bandwidth of one rank, GB/s (default: half of the 33.5 "
                           "GB/s measured on a 2-core Zen 4 host)"),
@@ -302,6 +365,7 @@ int cmd_plan(int argc, char **argv) {
                   layer_names[layer], config);
         return CLI_EXIT_USAGE;
     }
+    if (link_json && read_link(link_json, &link, &latency)) return CLI_EXIT_FAIL;
     if (layer != LAYER_MODEL) {
         ffn_act act;
         ffn_mlp_type type;
@@ -337,14 +401,15 @@ int cmd_plan(int argc, char **argv) {
     o.grad_bytes = wbytes < 2 ? abytes : wbytes; /* a block format's gradient: the compute type */
     o.act_bytes = abytes;
     o.peak_gflops = peak, o.link_gbps = link, o.latency_us = latency, o.mem_gbps = mem;
+    o.overlap = (int)overlap, o.host_cores = host_cores, o.threads = threads;
     ffn_plan p;
     st = ffn_plan_compute(r, &o, &p);
     if (st != FFN_OK) {
         ffn_params_report_free(r);
         return cli_fail(CMD, st);
     }
-    if (json) print_json(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k]);
-    else print_text(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k]);
+    if (json) print_json(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k], link_json);
+    else print_text(config, r, &p, ffn_ggml_type_name(wt), act_names[act_k], link_json);
     ffn_params_report_free(r);
     return 0;
 }

@@ -48,9 +48,15 @@
  *     bytes sends (P-1)/P·S (EP rows carry D·act_bytes plus 16 bytes of
  *     (token, slot, weight)); a pipeline boundary sends B·T·D·act_bytes each
  *     way.
- *   step time: compute = FLOPs on the rank / peak; communication = bytes /
- *     link + latency × messages; printed added (no overlap) and as the
- *     larger of the two (perfect overlap).  Decode (batch 1): the bytes of
+ *   step time: compute = FLOPs on the rank / (peak × core_share, the share
+ *     of a core a rank gets when host_cores are shared by more threads);
+ *     communication = bytes / link + latency × messages (measured: ffn
+ *     bench link; peak: the rate the kernels reach at the model's shapes,
+ *     as bench/bench_plan.sh measures it); step = compute + bubble + comm,
+ *     or with overlap the DP gradient sums beside the backward (2/3 of the
+ *     compute): compute/3 + bubble + max(2·compute/3, DP sums) + the other
+ *     messages; also printed: the larger of compute and comm (perfect
+ *     overlap).  Decode (batch 1): the bytes of
  *     the weights a token reads on a rank / memory bandwidth + the TP
  *     all-reduces of one token. */
 #ifndef FFN_PLAN_H
@@ -80,6 +86,11 @@ typedef struct ffn_plan_options {
     double link_gbps;        /* 10: GB/s a rank sends (shared memory between processes) */
     double latency_us;       /* 2: per message */
     double mem_gbps;         /* 16.75: half of the 33.5 GB/s read on a 2-core Zen 4 host */
+    int overlap;             /* 0: the gradient sums after the backward; 1: buckets summed
+                              * during the backward: step = forward + max(backward, DP sums) */
+    int64_t host_cores;      /* 0: ignored; C: the world's ranks share C cores (one host), so
+                              * a rank of `threads` threads computes at peak * min(1, C / (world * threads)) */
+    int64_t threads;         /* 1: threads a rank (with host_cores) */
 } ffn_plan_options;
 
 void ffn_plan_options_default(ffn_plan_options *opt);
@@ -117,7 +128,11 @@ typedef struct ffn_plan {
     double compute_s, comm_s, bubble_s;
     double step_s_serial;       /* compute + bubble + comm */
     double step_s_overlap;      /* max(compute + bubble, comm) */
-    double tokens_per_s;        /* tokens_global_step / step_s_serial */
+    double comm_dp_s;           /* of comm_s: the data-parallel gradient sums */
+    double core_share;          /* 1, or C / (world * threads) when the ranks share C cores */
+    double step_s;              /* the predicted step: step_s_serial, or with overlap
+                                 * compute/3 + bubble + max(2 compute/3, comm_dp) + the rest of comm */
+    double tokens_per_s;        /* tokens_global_step / step_s */
 
     /* decode, batch 1, one token */
     double decode_bytes_rank;   /* weight bytes a token reads on the busiest rank */

@@ -68,6 +68,10 @@ static ffn_status check(const ffn_params_report *r, const ffn_plan_options *o) {
         if (!(reals[i].v > 0) || !isfinite(reals[i].v) || reals[i].v > 1e12)
             return ffn_error(FFN_ERR_INVALID_ARG, "plan: %s %g: expected a number > 0",
                              reals[i].flag, reals[i].v);
+    if (o->host_cores < 0 || o->host_cores > lim || o->threads < 1 || o->threads > lim)
+        return ffn_error(FFN_ERR_INVALID_ARG, "plan: --host-cores %lld, --threads %lld: expected "
+                         "0..%lld, 1..%lld", (long long)o->host_cores, (long long)o->threads,
+                         (long long)lim, (long long)lim);
     if (!(o->latency_us >= 0) || !isfinite(o->latency_us))
         return ffn_error(FFN_ERR_INVALID_ARG, "plan: --latency-us %g: expected >= 0",
                          o->latency_us);
@@ -127,6 +131,7 @@ void ffn_plan_options_default(ffn_plan_options *o) {
     o->link_gbps = 10;
     o->latency_us = 2;
     o->mem_gbps = 16.75;
+    o->threads = 1;
 }
 
 ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *opt,
@@ -222,7 +227,7 @@ ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *
 
     /* traffic of the busiest (compute) stage in one step */
     const double nm = (double)o.n_micro;
-    double msgs = 0;
+    double msgs = 0, dp_msgs = 0;
     if (o.tp > 1) {
         double ring = 2.0 * (double)(o.tp - 1) / (double)o.tp;
         p.sent_step.tp = 4.0 * (double)best.layers * nm * ring * tok * (double)D * ab;
@@ -240,7 +245,8 @@ ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *
         int64_t rep = o.dp / o.ep;
         if (rep > 1)
             p.sent_step.dp += 2.0 * (double)(rep - 1) / (double)rep * best.expert_params * o.grad_bytes;
-        msgs += 2.0 * (double)(o.dp - 1) * (double)(best.layers + 1); /* a bucket per layer */
+        dp_msgs = 2.0 * (double)(o.dp - 1) * (double)(best.layers + 1); /* a bucket per layer */
+        msgs += dp_msgs;
     }
     if (o.pp > 1) {
         p.sent_step.pp = 2.0 * nm * tok * (double)D * ab;
@@ -251,12 +257,21 @@ ffn_status ffn_plan_compute(const ffn_params_report *r, const ffn_plan_options *
     p.messages_step = msgs;
 
     p.flops_rank_step = best.flops * (double)p.tokens_rank_step;
-    p.compute_s = p.flops_rank_step / (o.peak_gflops * 1e9);
+    p.core_share = 1;
+    if (o.host_cores > 0 && p.world * o.threads > o.host_cores)
+        p.core_share = (double)o.host_cores / (double)(p.world * o.threads);
+    p.compute_s = p.flops_rank_step / (o.peak_gflops * 1e9 * p.core_share);
     p.bubble_s = p.compute_s * (double)(o.pp - 1) / nm;
     p.comm_s = p.sent_step.total / (o.link_gbps * 1e9) + msgs * o.latency_us * 1e-6;
+    p.comm_dp_s = p.sent_step.dp / (o.link_gbps * 1e9) + dp_msgs * o.latency_us * 1e-6;
     p.step_s_serial = p.compute_s + p.bubble_s + p.comm_s;
     p.step_s_overlap = p.compute_s + p.bubble_s > p.comm_s ? p.compute_s + p.bubble_s : p.comm_s;
-    p.tokens_per_s = (double)p.tokens_global_step / p.step_s_serial;
+    if (o.overlap) { /* the DP sums run beside the backward (2/3 of the compute) */
+        double bwd = 2.0 * p.compute_s / 3.0;
+        p.step_s = p.compute_s - bwd + p.bubble_s + (bwd > p.comm_dp_s ? bwd : p.comm_dp_s) +
+                   (p.comm_s - p.comm_dp_s);
+    } else p.step_s = p.step_s_serial;
+    p.tokens_per_s = (double)p.tokens_global_step / p.step_s;
     *out = p;
     return FFN_OK;
 }

@@ -125,4 +125,37 @@ expect 1 "--pp 64 is larger than the 32 layers" "$FFN" plan "$CFG/Llama-2-7b-hf.
 expect 2 "--weight-type 'q5_9'" "$FFN" plan "$CFG/Llama-2-7b-hf.json" --weight-type q5_9
 expect 2 "--tp: expected an integer" "$FFN" plan "$CFG/Llama-2-7b-hf.json" --tp 0
 expect 1 "nope.json" "$FFN" plan "$tmp/nope.json"
+
+# ---- the measured link (--link-json), cores shared (--host-cores), overlap ----
+echo '{"bench": "link", "ranks": 2, "link_gbps": 2.5, "allreduce_1_us": 1.5, "latency_us": 0.75}' >"$tmp/link.json"
+L7="$CFG/Llama-2-7b-hf.json"
+pj() { "$FFN" plan "$L7" --seq-len 256 --json "$@"; }
+if pj --dp 4 --link-json "$tmp/link.json" >"$tmp/a.json" 2>"$tmp/err" &&
+   pj --dp 4 --link-gbps 2.5 --latency-us 0.75 >"$tmp/b.json" 2>>"$tmp/err" &&
+   pj --dp 4 --link-gbps 2.5 --latency-us 0.75 --host-cores 2 --threads 1 >"$tmp/c.json" 2>>"$tmp/err" &&
+   pj --dp 4 --link-gbps 2.5 --latency-us 0.75 --overlap 1 >"$tmp/d.json" 2>>"$tmp/err" &&
+   /usr/bin/python3 - "$tmp" "$tmp/link.json" <<'PY' >"$tmp/py" 2>&1
+import json, sys
+a, b, c, d = (json.load(open("%s/%s.json" % (sys.argv[1], n))) for n in "abcd")
+A = a["assumptions"]
+assert A["link_gbps"] == 2.5 and A["latency_us"] == 0.75 and A["link_from"] == sys.argv[2], A
+assert a["time_s"] == b["time_s"], (a["time_s"], b["time_s"])
+assert b["time_s"]["step"] == b["time_s"]["step_serial"] and b["assumptions"]["overlap"] == 0
+# 4 ranks of 1 thread on 2 cores: half the rate
+assert c["assumptions"]["core_share"] == 0.5 and abs(c["time_s"]["compute"] / b["time_s"]["compute"] - 2) < 1e-12
+t = d["time_s"]; bwd = 2 * t["compute"] / 3
+want = t["compute"] - bwd + max(bwd, t["comm_dp"]) + t["comm"] - t["comm_dp"]
+assert abs(t["step"] - want) <= 1e-12 * want and t["step"] < t["step_serial"], t
+assert t["step_overlap"] <= t["step"]
+print("link from the file, cores shared 2 of 4, overlap step %.4g s < serial %.4g s" % (t["step"], t["step_serial"]))
+PY
+then ok "$(cat "$tmp/py")"; else bad "link/cores/overlap: $(cat "$tmp/err" "$tmp/py" 2>/dev/null | head -c 600)"; fi
+"$FFN" plan "$L7" --link-json "$tmp/link.json" --dp 2 | grep -q "link 2.500 GB/s, latency 0.75 us from $tmp/link.json" &&
+    ok "the text says the link it used and where from" || bad "text: the link used"
+echo '{"bench": "link", "ranks": 1, "link_gbps": 0, "latency_us": 0}' >"$tmp/one.json"
+expect 1 "link_gbps 0: expected > 0" "$FFN" plan "$L7" --link-json "$tmp/one.json"
+echo '{"bench": "peak"}' >"$tmp/peak.json"
+expect 1 "no number \"link_gbps\"" "$FFN" plan "$L7" --link-json "$tmp/peak.json"
+expect 1 "--link-json $tmp/nope.json: cannot read it" "$FFN" plan "$L7" --link-json "$tmp/nope.json"
+expect 2 "--overlap" "$FFN" plan "$L7" --overlap 2
 exit $fail
