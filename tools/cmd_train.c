@@ -195,6 +195,7 @@ typedef struct cli_state {
     int64_t tp, dp, ep, pp;
     double bucket_mb;
     int64_t zero;
+    int64_t overlap;
     double dist_timeout;
     char agree[32768]; /* the options every rank must share (ffn_dist_layout.options) */
     int batch_given, dp_given;
@@ -343,6 +344,15 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                           "several processes: the gradients are summed in buckets of X MiB, in "
                           "the tensor table's order (0: one bucket per run of tensors), so the "
                           "result does not depend on timing")},
+        {CLI_INT_FIELDS("--overlap", &c->overlap, "0|1", 0, 1,
+                        "several processes: 1 (the default) starts each gradient bucket's sum "
+                        "during the backward, once the layers it holds are done (nonblocking "
+                        "MPI, tested at each layer's end), and waits for all before the "
+                        "optimizer; 0 sums them after the backward.  The same buckets and "
+                        "sums, so the same bits.  For --dp, --tp, --ep and --zero 2 with --dp "
+                        "alone (whose finished buckets give back the gradient pages not this "
+                        "rank's at once); no effect with --zero 1 or ZeRO with --tp or --ep.  "
+                        "--profile shows compute, waiting and communication per step")},
         {CLI_INT_FIELDS("--zero", &c->zero, "S", 0, 2,
                         "ZeRO stage over the --dp ranks.  0: every rank keeps the whole "
                         "gradient and AdamW's m and v.  1: m and v sharded (gradients "
@@ -450,7 +460,7 @@ int cmd_train(int argc, char **argv) {
     /* --resume first: the checkpoint's options are the base for the flags
      * (not for --help, which shows the defaults). */
     static cli_state c; /* large (the options text); one per process */
-    c = (cli_state){.tp = 1, .dp = 1, .ep = 1, .pp = 1, .bucket_mb = 4, .dist_timeout = FFN_DIST_TIMEOUT_DEFAULT};
+    c = (cli_state){.tp = 1, .dp = 1, .ep = 1, .pp = 1, .bucket_mb = 4, .overlap = 1, .dist_timeout = FFN_DIST_TIMEOUT_DEFAULT};
     ffn_train_options o;
     ffn_train_options_default(&o);
     int help = 0;
@@ -538,6 +548,7 @@ int cmd_train(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
     if (dist) {
+        ffn_dist_set_overlap(dist, (int)c.overlap);
         ffn_dist_train_hooks(dist, ctx, &hooks);
         ffn_dist_set_bucket(dist, (int64_t)(c.bucket_mb * (1 << 20) / sizeof(float)));
         ffn_status zs = c.zero == 2 ? ffn_dist_train_hooks_zero2(dist, &hooks)
@@ -571,7 +582,10 @@ int cmd_train(int argc, char **argv) {
     const int nt = ffn_ctx_threads(ctx);
     const int show = c.profile && c.json >= 0 && (st == FFN_OK || st == FFN_ERR_INTERRUPTED);
     const double peak = show ? cli_fma_peak_gflops(nt) : 0.0;
+    ffn_dist_grad_stats gsum;
+    ffn_dist_get_grad_stats(dist, &gsum);
     if (show) train_profile_table(stderr, &prof, peak, nt);
+    if (show && dist && gsum.calls) train_profile_comm_table(stderr, &prof, &gsum, (int)c.overlap);
     if (p.drew_live) fputc('\n', stderr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
@@ -617,6 +631,10 @@ int cmd_train(int argc, char **argv) {
             if (c.profile) {
                 printf(", ");
                 train_profile_json(stdout, &prof, peak, nt);
+                if (dist && gsum.calls) {
+                    printf(", ");
+                    train_profile_comm_json(stdout, &prof, &gsum, (int)c.overlap);
+                }
             }
             printf(", \"interrupted\": %s}\n", st == FFN_ERR_INTERRUPTED ? "true" : "false");
         } else {

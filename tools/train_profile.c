@@ -6,6 +6,8 @@
 #include "train_profile.h"
 #include "cli.h"
 
+#include <math.h>
+
 static double parts_sum(const ffn_profile *p) {
     double s = 0.0;
     for (int k = 0; k < FFN_PROFILE_PARTS; k++) s += p->seconds[k];
@@ -53,4 +55,37 @@ void train_profile_json(FILE *f, const ffn_profile *p, double peak, int threads)
     if (peak > 0)
         fprintf(f, "%s, \"product_pct_peak\": %s}", cli_json_num(peak, "%.2f"), cli_json_num(100.0 * g / peak, "%.1f"));
     else fprintf(f, "null, \"product_pct_peak\": null}");
+}
+
+/* Per step: compute, communication, waiting (seconds) and the hidden share
+ * (NAN when nothing was communicated). */
+static void comm_parts(const ffn_profile *p, const ffn_dist_grad_stats *g, double out[4]) {
+    const double steps = g->calls > 0 ? (double)g->calls : 1.0;
+    const double ps = p->steps > 0 ? (double)p->steps : 1.0;
+    out[1] = g->comm_seconds / steps;
+    out[2] = g->wait_seconds / steps;
+    out[0] = p->step_seconds / ps - out[2];
+    double h = out[1] > 0 ? 1.0 - out[2] / out[1] : NAN;
+    out[3] = isnan(h) ? h : h < 0 ? 0.0 : h > 1 ? 1.0 : h;
+}
+
+void train_profile_comm_table(FILE *f, const ffn_profile *p, const ffn_dist_grad_stats *g,
+                              int overlap) {
+    double c[4];
+    comm_parts(p, g, c);
+    fprintf(f, "  gradient sums (--overlap %d, rank 0): compute %.2f ms/step, communication "
+            "%.2f ms/step (first bucket's start to last's end), waiting %.2f ms/step, hidden ",
+            overlap, 1e3 * c[0], 1e3 * c[1], 1e3 * c[2]);
+    if (isnan(c[3])) fprintf(f, "-\n");
+    else fprintf(f, "%.1f%%\n", 100.0 * c[3]);
+}
+
+void train_profile_comm_json(FILE *f, const ffn_profile *p, const ffn_dist_grad_stats *g,
+                             int overlap) {
+    double c[4];
+    comm_parts(p, g, c);
+    fprintf(f, "\"comm\": {\"overlap\": %d, \"compute_s_per_step\": %s, \"comm_s_per_step\": %s, "
+            "\"wait_s_per_step\": %s, \"hidden_share\": %s}", overlap,
+            cli_json_num(c[0], "%.6f"), cli_json_num(c[1], "%.6f"), cli_json_num(c[2], "%.6f"),
+            isnan(c[3]) ? "null" : cli_json_num(c[3], "%.4f"));
 }

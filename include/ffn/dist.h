@@ -139,11 +139,23 @@ void ffn_dist_free(ffn_dist *d);
 #define FFN_DIST_BUCKET_FLOATS ((int64_t)1 << 20) /* 4 MiB of fp32 */
 /* floats 0: no cut (one bucket per run of tensors summed over one group) */
 void ffn_dist_set_bucket(ffn_dist *d, int64_t floats);
+/* Overlap (on 1; set before ffn_dist_train_hooks): the trainer's gradient
+ * sums start during the backward, each bucket once its tensors are
+ * complete (ffn_train_dist.grads_begin), the same buckets and collectives
+ * as without, so the same bits.  Used for the sum of ffn_dist_reduce_grads
+ * (--dp, --tp, --ep) and ZeRO-2's reduce-scatter with --tp 1 and --ep 1;
+ * ZeRO-1's one ring over the whole block and ZeRO with --tp or --ep stay
+ * after the backward.  Every rank must set the same value. */
+void ffn_dist_set_overlap(ffn_dist *d, int on);
 /* What the gradient sums (ffn_dist_reduce_grads) cost this rank so far:
- * calls, wall seconds inside them, buckets and floats summed. */
+ * calls, wall seconds inside them, buckets and floats summed; with the
+ * overlap, wait_seconds blocked after the backward and comm_seconds from
+ * the first bucket's start to the last's end (the blocking sums: both
+ * equal to seconds). */
 typedef struct ffn_dist_grad_stats {
     int64_t calls, buckets, floats;
     double seconds;
+    double wait_seconds, comm_seconds;
 } ffn_dist_grad_stats;
 void ffn_dist_get_grad_stats(const ffn_dist *d, ffn_dist_grad_stats *stats);
 

@@ -397,6 +397,15 @@ typedef struct ffn_model_reducer {
     void *user;
 } ffn_model_reducer;
 ffn_status ffn_model_set_reducer(ffn_model *model, const ffn_model_reducer *reducer);
+/* Training: the "gradients ready" points of the backward, for a caller
+ * that sends gradients while the backward still runs (libffn_dist's
+ * overlap).  fn(user, level) is called when the gradients of a part of
+ * the model are complete: level L (the number of blocks) after the head
+ * and the final norm, level l after block l (the backward goes from block
+ * L-1 down to 0); the embedding's are complete when the backward returns.
+ * A failure stops the backward.  fn NULL (the default): no calls. */
+typedef ffn_status (*ffn_grad_ready_fn)(void *user, int64_t level);
+ffn_status ffn_model_set_grad_ready(ffn_model *model, ffn_grad_ready_fn fn, void *user);
 /* Expert parallelism (libffn_dist): run the routed experts of MoE layer
  * `layer` on `runner` (include/ffn/moe.h, ffn_moe_set_runner; NULL: here
  * again).  The weights are set again at the next ffn_model_params_changed,

@@ -317,6 +317,15 @@ typedef struct ffn_train_dist {
                            float grad_scale, double *ce, double *total);
     ffn_status (*pipeline_eval)(void *user, ffn_model *model, const int32_t *tokens,
                                 const int32_t *targets, int64_t B, int64_t T, double *ce);
+    /* Overlap (all NULL: none): the last micro-batch's backward starts the
+     * gradient sums itself, in place of reduce_grads (or of reduce_scatter
+     * under zero_grads): grads_begin (n floats of `grads`) before it,
+     * grads_ready at each of the model's ready points
+     * (ffn_model_set_grad_ready), grads_finish (collective) after it, which
+     * returns once every sum is complete -- the bits of the call replaced. */
+    ffn_status (*grads_begin)(void *user, ffn_model *model, float *grads, int64_t n);
+    ffn_status (*grads_ready)(void *user, int64_t level);
+    ffn_status (*grads_finish)(void *user);
 } ffn_train_dist;
 
 /* The defaults above (model: ffn_model_config_default). */

@@ -28,6 +28,9 @@ struct ffn_dist {
     ffn_dist_grad_stats grad_stats;
     const float *rs_prev; /* ZeRO-2 with --ep: the last tensor reduce-scattered (a step's first
                            * comes at or before it) */
+    int overlap;      /* gradient sums started during the backward (ffn_dist_set_overlap) */
+    int overlap_mode; /* the hooks' path: DIST_OVERLAP_RING or _RS (0: none) */
+    dist_overlap *ov; /* its plan */
     double timeout;   /* seconds a wait may last (0: none) */
     int broken;       /* a wait timed out: a request is pending for good */
     int failed;       /* ffn_dist_init failed after MPI started: only free it */
@@ -41,6 +44,17 @@ void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t f
     d->grad_stats.seconds += seconds;
     d->grad_stats.buckets += buckets;
     d->grad_stats.floats += floats;
+    d->grad_stats.wait_seconds += seconds;
+    d->grad_stats.comm_seconds += seconds;
+}
+void dist_add_overlap_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats,
+                            double wait, double comm) {
+    d->grad_stats.calls++;
+    d->grad_stats.seconds += seconds;
+    d->grad_stats.buckets += buckets;
+    d->grad_stats.floats += floats;
+    d->grad_stats.wait_seconds += wait;
+    d->grad_stats.comm_seconds += comm;
 }
 
 ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
@@ -49,6 +63,10 @@ ffn_status dist_keep_ep_layer(ffn_dist *d, ffn_dist_ep_moe *l) {
     d->ep_layers = p;
     d->ep_layers[d->n_ep_layers++] = l;
     return FFN_OK;
+}
+
+void ffn_dist_set_overlap(ffn_dist *d, int on) {
+    if (d) d->overlap = on != 0;
 }
 
 void ffn_dist_set_bucket(ffn_dist *d, int64_t floats) {
@@ -83,6 +101,16 @@ double ffn_dist_timeout(const ffn_dist *d) { return d ? d->timeout : 0; }
  * cancelled (MPI has no cancel for collectives): the handle is marked
  * broken, every later wait fails at once, and ffn_dist_free does not
  * finalise MPI, so the process ends and mpirun ends the job. */
+ffn_status dist_deadline(ffn_dist *d, double waited, const char *what) {
+    if (!(d->timeout > 0 && waited > d->timeout)) return FFN_OK;
+    d->broken = 1;
+    return ffn_set_error(FFN_ERR_IO,
+                         "%s: rank %d had no answer from the other ranks for %g s (the "
+                         "deadline, --dist-timeout): a rank stopped, is stuck, or runs "
+                         "other steps than this one; giving up (mpirun ends the job)",
+                         what, d->rank, d->timeout);
+}
+
 ffn_status dist_wait(ffn_dist *d, int n, MPI_Request *req, MPI_Status *sts, const char *what) {
     if (d->broken)
         return ffn_set_error(FFN_ERR_IO, "%s: not started: an earlier wait of this rank timed out",
@@ -95,14 +123,8 @@ ffn_status dist_wait(ffn_dist *d, int n, MPI_Request *req, MPI_Status *sts, cons
         if (done) return FFN_OK;
         if (spin % 64) continue;
         const double waited = MPI_Wtime() - t0;
-        if (d->timeout > 0 && waited > d->timeout) {
-            d->broken = 1;
-            return ffn_set_error(FFN_ERR_IO,
-                                 "%s: rank %d had no answer from the other ranks for %g s (the "
-                                 "deadline, --dist-timeout): a rank stopped, is stuck, or runs "
-                                 "other steps than this one; giving up (mpirun ends the job)",
-                                 what, d->rank, d->timeout);
-        }
+        ffn_status st = dist_deadline(d, waited, what);
+        if (st != FFN_OK) return st;
         if (waited > 0.002) nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 50000}, NULL);
     }
 }
@@ -357,6 +379,7 @@ void ffn_dist_free(ffn_dist *d) {
             if (d->comm[g] != MPI_COMM_NULL) MPI_Comm_free(&d->comm[g]);
         if (d->finalize) MPI_Finalize();
     }
+    dist_overlap_free(d->ov);
     free(d->scratch);
     free(d);
 }
@@ -808,9 +831,44 @@ static ffn_status hook_held_rs(void *u, int group, float *buf, const int *counts
     d->grad_stats.calls += !d->rs_prev || buf <= d->rs_prev;
     d->rs_prev = buf;
     d->grad_stats.seconds += MPI_Wtime() - t0;
+    d->grad_stats.wait_seconds += MPI_Wtime() - t0;
+    d->grad_stats.comm_seconds += MPI_Wtime() - t0;
     d->grad_stats.buckets++;
     d->grad_stats.floats += total;
     return st;
+}
+
+/* The overlapped sums (overlap.c): the path the hooks chose
+ * (d->overlap_mode), planned for the model at the step's start. */
+static ffn_status hook_grads_begin(void *u, ffn_model *m, float *g, int64_t n) {
+    ffn_dist *d = u;
+    if (d->overlap_mode == DIST_OVERLAP_RING && n != ffn_model_num_params(m))
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "gradient reduction: %lld values for a model of "
+                             "%lld parameters", (long long)n, (long long)ffn_model_num_params(m));
+    ffn_status st = dist_overlap_plan(d, &d->ov, d->overlap_mode, m, n, d->bucket);
+    if (st != FFN_OK) return st;
+    int64_t lo = 0, hi = n;
+    if (d->overlap_mode == DIST_OVERLAP_RS) { /* this rank's segments (as hook_rs2's) */
+        int64_t count;
+        dist_split(n, d->gsize[FFN_DIST_DP], d->grank[FFN_DIST_DP], &lo, &count);
+        hi = lo + count;
+    }
+    dist_overlap_begin(d->ov, g, lo, hi);
+    return FFN_OK;
+}
+static ffn_status hook_grads_ready(void *u, int64_t level) {
+    ffn_dist *d = u;
+    return dist_overlap_ready(d, d->ov, level);
+}
+static ffn_status hook_grads_finish(void *u) {
+    ffn_dist *d = u;
+    return dist_overlap_finish(d, d->ov);
+}
+static void overlap_hooks(ffn_dist *d, ffn_train_dist *t, int mode) {
+    d->overlap_mode = d->overlap ? mode : 0;
+    t->grads_begin = d->overlap_mode ? hook_grads_begin : NULL;
+    t->grads_ready = d->overlap_mode ? hook_grads_ready : NULL;
+    t->grads_finish = d->overlap_mode ? hook_grads_finish : NULL;
 }
 
 static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
@@ -819,6 +877,10 @@ static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
         return ffn_set_error(FFN_ERR_UNSUPPORTED, "--zero %d with --pp %d is not supported yet "
                              "(a stage already keeps only its layers' optimizer state)", stage,
                              d->pp);
+    /* overlapped: ZeRO-2's bucketed reduce-scatter with --tp 1 and --ep 1
+     * only (ZeRO-1 is one ring over the whole block; with --tp the tensor-
+     * parallel sums come first, with --ep a tensor at a time) */
+    overlap_hooks(d, t, stage == 2 && d->tp == 1 && !ep_layout(d) ? DIST_OVERLAP_RS : 0);
     if (ep_layout(d)) { /* the sharded state's tensors, split over their groups */
         t->held_group = hook_held_group;
         t->held_allgatherv = hook_held_allgatherv;
@@ -864,6 +926,7 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
     t->agree = hook_agree;
     t->check_same = hook_same;
     t->reduce_grads = hook_reduce;
+    overlap_hooks(d, t, d->pp > 1 ? 0 : DIST_OVERLAP_RING); /* a stage sums its own gradients (pp_model.c) */
     t->user = d;
     if (d->pp > 1) dist_pp_train_hooks(d, t);
 }

@@ -74,6 +74,36 @@ ffn_status dist_pp_eval(ffn_dist *d, ffn_model *m, const int32_t *tokens, const 
 /* One gradient sum's time, buckets and floats (ffn_dist_get_grad_stats). */
 void dist_add_grad_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats);
 
+/* The overlapped path's sum: as dist_add_grad_stats, with the seconds
+ * blocked after the backward and those from the first bucket's start to
+ * the last's end apart (the blocking sums count their time as both). */
+void dist_add_overlap_stats(ffn_dist *d, double seconds, int64_t buckets, int64_t floats,
+                            double wait, double comm);
+/* The deadline of a poll that has waited `waited` seconds: an error (and d
+ * marked broken) past it, as in dist_wait. */
+ffn_status dist_deadline(ffn_dist *d, double waited, const char *what);
+
+/* The buckets of ffn_dist_reduce_grads, in the table's order (ep_model.c). */
+ffn_status dist_grad_buckets(ffn_dist *d, const ffn_model *m, int64_t bucket,
+                             ffn_status (*fn)(void *u, ffn_dist_group g, int64_t at, int64_t n),
+                             void *u);
+
+/* The overlapped gradient sums (overlap.c): a plan of buckets for a model
+ * (kept while the model, block size and bucket stay), begun before the
+ * last micro-batch's backward, moved on at each ready point, finished
+ * after it.  RING: the buckets of dist_grad_buckets, each the fixed-order
+ * ring all-reduce; RS: ZeRO-2's buckets of the whole block, each
+ * MPI_Ireduce_scatter over dp into this rank's range [lo, hi), the rest of
+ * a finished bucket given back at once. */
+typedef struct dist_overlap dist_overlap;
+enum { DIST_OVERLAP_RING = 1, DIST_OVERLAP_RS = 2 };
+ffn_status dist_overlap_plan(ffn_dist *d, dist_overlap **o, int mode, const ffn_model *m,
+                             int64_t n, int64_t bucket);
+void dist_overlap_begin(dist_overlap *o, float *g, int64_t lo, int64_t hi);
+ffn_status dist_overlap_ready(ffn_dist *d, dist_overlap *o, int64_t level);
+ffn_status dist_overlap_finish(ffn_dist *d, dist_overlap *o);
+void dist_overlap_free(dist_overlap *o);
+
 /* Wait for n requests within the deadline of d (dist.c: the one wait of
  * libffn_dist; sts may be NULL).  A timeout marks d broken. */
 ffn_status dist_wait(ffn_dist *d, int n, MPI_Request *req, MPI_Status *sts, const char *what);

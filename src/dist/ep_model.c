@@ -124,40 +124,57 @@ ffn_status ffn_dist_ep_model_create(ffn_dist *d, ffn_ctx *ctx, ffn_model *full,
 
 /* ---- the gradients --------------------------------------------------------------- */
 
-/* Sum the gradient block of an expert-parallel (or plain data-parallel)
- * model: runs of adjacent tensors of one role, cut into buckets of at most
- * `bucket` floats, each summed over its group in the fixed ring order;
+/* The buckets of the gradient sum of an expert-parallel (or plain
+ * data-parallel) model: runs of adjacent tensors of one role, cut into
+ * buckets of at most `bucket` floats, each summed over its group;
  * other ranks' expert tensors are skipped (zero here).  The buckets follow
  * the tensor table, so the cut -- and every sum -- is the same on every
- * run. */
-ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *m, float *g, int64_t bucket) {
-    if (!d || !m || !g || bucket < 1)
-        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_grads: bad argument");
+ * run; fn gets each bucket in the table's order (the blocking sum below
+ * and the overlapped one, overlap.c, share it). */
+ffn_status dist_grad_buckets(ffn_dist *d, const ffn_model *m, int64_t bucket,
+                             ffn_status (*fn)(void *u, ffn_dist_group g, int64_t at, int64_t n),
+                             void *u) {
     const int64_t E = ffn_model_get_config(m)->num_experts, nt = ffn_model_num_tensors(m);
-    const double t0 = MPI_Wtime();
-    int64_t i = 0, buckets = 0, floats = 0;
+    int64_t i = 0;
     while (i < nt) {
         const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
         const int role = ep_role(d, t, E);
         int64_t j = i + 1, end = t->offset + t->numel;
         while (j < nt) { /* extend the run while the role and adjacency hold */
-            const ffn_model_tensor *u = ffn_model_tensor_at(m, j);
-            if (u->offset != end || ep_role(d, u, E) != role) break;
-            end += u->numel;
+            const ffn_model_tensor *v = ffn_model_tensor_at(m, j);
+            if (v->offset != end || ep_role(d, v, E) != role) break;
+            end += v->numel;
             j++;
         }
         if (role >= 0) {
             ffn_dist_group grp = role ? FFN_DIST_EXPERT_REPLICAS : FFN_DIST_DP;
             for (int64_t at = t->offset; at < end; at += bucket) {
-                int64_t n = end - at < bucket ? end - at : bucket;
-                ffn_status st = ffn_dist_allreduce_f32(d, grp, g + at, n);
+                ffn_status st = fn(u, grp, at, end - at < bucket ? end - at : bucket);
                 if (st != FFN_OK) return st;
-                buckets++, floats += n;
             }
         }
         i = j;
     }
-    dist_add_grad_stats(d, MPI_Wtime() - t0, buckets, floats);
+    return FFN_OK;
+}
+
+typedef struct { ffn_dist *d; float *g; int64_t buckets, floats; } sum_state;
+static ffn_status sum_bucket(void *u, ffn_dist_group g, int64_t at, int64_t n) {
+    sum_state *s = u;
+    s->buckets++, s->floats += n;
+    return ffn_dist_allreduce_f32(s->d, g, s->g + at, n);
+}
+
+/* Each bucket summed over its group in the fixed ring order, one after
+ * the other. */
+ffn_status ffn_dist_reduce_grads(ffn_dist *d, const ffn_model *m, float *g, int64_t bucket) {
+    if (!d || !m || !g || bucket < 1)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_reduce_grads: bad argument");
+    const double t0 = MPI_Wtime();
+    sum_state s = {d, g, 0, 0};
+    ffn_status st = dist_grad_buckets(d, m, bucket, sum_bucket, &s);
+    if (st != FFN_OK) return st;
+    dist_add_grad_stats(d, MPI_Wtime() - t0, s.buckets, s.floats);
     return FFN_OK;
 }
 

@@ -468,6 +468,8 @@ struct ffn_model {
     ffn_ctx *ctx;
     ffn_model_config cfg;
     ffn_model_reducer reducer;      /* tensor parallel: sums partial results (or .sum NULL) */
+    ffn_grad_ready_fn grad_ready;   /* the backward's ready points (or NULL) */
+    void *grad_ready_user;
     int64_t D, H, G, Dh, C, V, L, F;
     int64_t R;                      /* rotary dim (<= Dh) */
     int64_t max_batch, max_seq, max_n;
@@ -1088,6 +1090,13 @@ ffn_status ffn_model_set_reducer(ffn_model *m, const ffn_model_reducer *r) {
     return FFN_OK;
 }
 
+ffn_status ffn_model_set_grad_ready(ffn_model *m, ffn_grad_ready_fn fn, void *user) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_set_grad_ready: model is NULL");
+    m->grad_ready = fn;
+    m->grad_ready_user = fn ? user : NULL;
+    return FFN_OK;
+}
+
 ffn_status ffn_model_set_moe_runner(ffn_model *m, int64_t layer, const ffn_moe_runner *r) {
     if (!m || layer < 0 || layer >= m->L || !m->moe[layer])
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_set_moe_runner: layer %lld is not a MoE "
@@ -1516,6 +1525,8 @@ static ffn_status backward_range(ffn_model *m, const int32_t *tokens, int64_t B,
                       m->final_norm, m->rstdf, N);
     }
     PROF(FFN_PROFILE_NORM);
+    if (m->grad_ready && (st = m->grad_ready(m->grad_ready_user, m->L))) return st;
+    PROF(FFN_PROFILE_OTHER);
     for (int64_t l = l1 - 1; l >= l0; l--) {
         const block_tensors *p = &m->bp[l], *g = &m->bg[l];
         const block_acts *a = &m->ba[l];
@@ -1577,6 +1588,8 @@ static ffn_status backward_range(ffn_model *m, const int32_t *tokens, int64_t B,
         norm_backward(m, d_res, g->attn_norm, g->attn_norm_b, m->d_xn, a->res, p->attn_norm, a->rstd1, N);
         PROF(FFN_PROFILE_NORM);
         if (m->taps) ffn_taps_grad(m->taps, l, FFN_TAP_RESID_PRE, d_res);
+        if (m->grad_ready && (st = m->grad_ready(m->grad_ready_user, l))) return st;
+        PROF(FFN_PROFILE_OTHER);
     }
     if (l0 > 0) return FFN_OK;
     /* embedding: rows in token order (a repeated token sums in that order) */

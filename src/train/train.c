@@ -984,6 +984,19 @@ static ffn_status push_eval(trainer *t, int64_t step, double loss) {
 /* ZeRO-2: this rank keeps the gradients of its range [lo, hi) only. */
 static int zero_grads(const trainer *t) { return t->o.dist && t->o.dist->zero_grads && t->opt->zero; }
 
+/* The overlap (ffn_train_dist.grads_begin): the sums started during the
+ * backward replace the plain sum (reduce_grads) or ZeRO-2's reduce-scatter
+ * (the hooks set them only where they apply). */
+static int overlapped(const trainer *t) {
+    const ffn_train_dist *d = t->o.dist;
+    return d && d->grads_begin && (!d->zero_range || zero_grads(t)) &&
+           !(t->opt->zh && d->held_reduce_scatter);
+}
+static ffn_status grads_ready(void *u, int64_t level) {
+    const trainer *t = u;
+    return t->o.dist->grads_ready(t->o.dist->user, level);
+}
+
 /* Gradients of A micro-batches, clipping, the schedule and AdamW. */
 static ffn_status train_step(trainer *t, ffn_train_point *pt) {
     const int64_t A = t->o.grad_accum, B = t->o.batch_size, T = t->o.seq_len;
@@ -1021,8 +1034,19 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
         sample_batch(t);
         ffn_profile_charge(pf, FFN_PROFILE_DATA);
         ffn_model_loss loss;
-        ffn_status st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B,
-                                                   T, 1.0f / (float)(A * P), &loss);
+        ffn_status st = FFN_OK;
+        /* the overlap: the last micro-batch's backward starts the sums */
+        const int ov = overlapped(t) && a == A - 1;
+        if (ov) {
+            int64_t n;
+            float *g = ffn_model_grads(t->model, &n);
+            st = t->o.dist->grads_begin(t->o.dist->user, t->model, g, n);
+            if (st == FFN_OK) st = ffn_model_set_grad_ready(t->model, grads_ready, t);
+        }
+        if (st == FFN_OK)
+            st = ffn_model_forward_backward(t->model, t->batch_tokens, t->batch_targets, B, T,
+                                            1.0f / (float)(A * P), &loss);
+        if (ov) ffn_model_set_grad_ready(t->model, NULL, NULL);
         if (st != FFN_OK) return st;
         ce += loss.ce;
         total += loss.total;
@@ -1036,7 +1060,8 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
          * only this rank's range would be whole) */
         ffn_status st = d->zero_range && d->sync_grads ? d->sync_grads(d->user, t->model) : FFN_OK;
         if (st == FFN_OK)
-            st = d->zero_range     ? d->reduce_scatter(d->user, g, n)
+            st = overlapped(t)     ? d->grads_finish(d->user)
+                 : d->zero_range     ? d->reduce_scatter(d->user, g, n)
                  : t->opt->zh && d->held_reduce_scatter ? held_zero_reduce_scatter(t->opt, g)
                  : d->reduce_grads ? d->reduce_grads(d->user, t->model, g, n)
                                    : d->allreduce_f32(d->user, g, n);
