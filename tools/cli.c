@@ -330,6 +330,28 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int64_t voca
 
 int cli_progress_tty(void) { return isatty(2); }
 
+volatile sig_atomic_t cli_stop_requested;
+
+static void on_stop_signal(int sig) {
+    if (cli_stop_requested) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    cli_stop_requested = 1;
+}
+
+void cli_stop_on_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    cli_stop_requested = 0;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 int cli_make_ctx(const char *cmd, int64_t threads, ffn_ctx **ctx) {
     if (threads < 0 || threads > 4096) {
         cli_error(cmd, "--threads: expected an integer in [0, 4096], got %lld", (long long)threads);

@@ -23,6 +23,7 @@
 
 #include "ffn.h"
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -311,6 +312,14 @@ int cli_parse_ids(const char *cmd, const char *flag, const char *s, int64_t voca
 
 /* 1 when stderr is a terminal (progress lines are drawn only then). */
 int cli_progress_tty(void);
+
+/* Stopping a long run cleanly: cli_stop_on_signals() clears
+ * cli_stop_requested and installs handlers for SIGINT and SIGTERM.  The
+ * first signal sets cli_stop_requested (the run finishes its step, saves and
+ * stops); a second one ends the process at once.  SA_RESTART: a save in
+ * progress is not cut short by EINTR. */
+extern volatile sig_atomic_t cli_stop_requested;
+void cli_stop_on_signals(void);
 /* Seconds of the monotonic clock (for timings; only differences mean anything). */
 double cli_seconds(void);
 /* The process's peak resident memory so far (VmHWM of /proc/self/status), in

@@ -16,30 +16,6 @@
 
 static const char *const CMD = "train";
 
-/* ---- signals: the first request stops after the current step (saving);
- *      a second one ends the process at once ---- */
-
-static volatile sig_atomic_t stop_requested = 0;
-
-static void on_signal(int sig) {
-    if (stop_requested) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    stop_requested = 1;
-}
-
-static void install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART; /* a save in progress is not cut short by EINTR */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* ---- progress ---- */
 
 typedef struct progress {
@@ -493,7 +469,7 @@ int cmd_train(int argc, char **argv) {
     o.out_dir = c.out;
     o.resume_dir = c.resume;
     o.metrics_path = c.log;
-    o.stop_flag = &stop_requested;
+    o.stop_flag = &cli_stop_requested;
 
     /* Several processes (mpirun): the data-parallel hooks of libffn_dist.
      * A checkpoint records the whole batch of a step; resumed with another
@@ -573,7 +549,7 @@ int cmd_train(int argc, char **argv) {
     if (o.eval_every > 0 && o.eval_every < p.every) p.every = o.eval_every;
     ffn_train_callbacks cb = {.on_start = on_start, .on_step = on_step,
                               .on_checkpoint = on_checkpoint, .user = &p, .on_note = on_note};
-    install_signals();
+    cli_stop_on_signals();
     ffn_profile prof;
     ffn_profile_reset(&prof);
     if (c.profile) o.profile = &prof;

@@ -99,30 +99,6 @@ static void prof_text(FILE *f, const tc_prof *p, int skip) {
 
 static const char *const kind_names[] = {"transcoder", "sae", NULL};
 
-/* Ctrl-C (SIGINT) or SIGTERM during train: the step in flight finishes, the
- * training state is saved and the run stops (a second signal stops at once) */
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig) {
-    if (stop_requested) {
-        signal(sig, SIG_DFL);
-        raise(sig);
-        return;
-    }
-    stop_requested = 1;
-}
-
-static void install_signals(void) {
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART; /* a save in progress is not cut short by EINTR */
-    sigemptyset(&sa.sa_mask);
-    stop_requested = 0;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 /* ---- the model and its text ---------------------------------------------------------- */
 
 typedef struct session {
@@ -345,7 +321,7 @@ static int run_train(int argc, char **argv) {
     ffn_tc_progress(tc, &step0, NULL);
     const int tty = cli_progress_tty();
     const double t0 = cli_seconds();
-    install_signals();
+    cli_stop_on_signals();
     int interrupted = 0;
     double t_tc = 0; /* seconds in the transcoder's own step (not the model's forward) */
     tc_prof prof = {0};
@@ -397,7 +373,7 @@ static int run_train(int argc, char **argv) {
         if (a.save_every && (step + 1) % a.save_every == 0 && step + 1 < a.steps &&
             (st = ffn_tc_save(tc, state_path, 1)))
             break;
-        if (stop_requested && step + 1 < a.steps) {
+        if (cli_stop_requested && step + 1 < a.steps) {
             interrupted = 1;
             st = ffn_tc_save(tc, state_path, 1);
             break;

@@ -1336,11 +1336,7 @@ ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
     }
     if (!st) st = memit_residual(m, &lb, h_tap, ps, n, z, 1.0, h, NULL, &res.resid_last);
     prompt_sets_free(ps, n);
-    free(z);
-    free(v0);
-    free(h);
-    free(kf);
-    free(delta);
+    FFN_FREE_ALL(z, v0, h, kf, delta);
     if (st || !res_out) ffn_memit_result_free(&res);
     else *res_out = res;
     return st;

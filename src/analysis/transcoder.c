@@ -74,26 +74,9 @@ static ffn_status check_config(const ffn_tc_config *c) {
 
 void ffn_tc_free(ffn_transcoder *tc) {
     if (!tc) return;
-    free(tc->p);
-    free(tc->g);
-    free(tc->m);
-    free(tc->v);
-    free(tc->last_fired);
-    free(tc->pre);
-    free(tc->yhat);
-    free(tc->dy);
-    free(tc->ehat);
-    free(tc->de);
-    free(tc->idx);
-    free(tc->val);
-    free(tc->dval);
-    free(tc->aidx);
-    free(tc->aval);
-    free(tc->daval);
-    free(tc->fstart);
-    free(tc->entries);
-    free(tc->dead);
-    free(tc);
+    FFN_FREE_ALL(tc->p, tc->g, tc->m, tc->v, tc->last_fired, tc->pre, tc->yhat, tc->dy,
+                 tc->ehat, tc->de, tc->idx, tc->val, tc->dval, tc->aidx, tc->aval, tc->daval,
+                 tc->fstart, tc->entries, tc->dead, tc);
 }
 
 ffn_status tc_alloc(const ffn_tc_config *cfg, ffn_transcoder **out) {
