@@ -112,9 +112,11 @@ int ffn_ggml_types(unsigned caps, ffn_ggml_type *out, int max);
  * always NUL-terminated).  Returns buf. */
 char *ffn_ggml_type_list(unsigned caps, const char *last, char *buf, size_t cap);
 /* The type a matrix of `cols` columns is stored in when `type` is asked
- * for: `type` itself when cols is a multiple of its block size, else the
- * nearest finer type whose blocks fit (the K-quants fall back to q8_0 when
- * cols is a multiple of 32, every block type to f16 at last). */
+ * for: `type` itself when cols is a multiple of its block size, else
+ * llama.cpp's tensor_type_fallback when cols is a multiple of 32 (q4_K ->
+ * q5_0, q5_K -> q5_1, q6_K -> q8_0, q2_K / q3_K -> q4_0, iq4_xs -> iq4_nl),
+ * every block type to f16 at last.  The one rule of ffn_model_quantize and
+ * of the GGUF files ffn writes (ffn_type_fallback). */
 ffn_ggml_type ffn_ggml_type_for_cols(ffn_ggml_type type, int64_t cols);
 /* The instruction class that bounds the type's products on this library's
  * kernels: "int8" (the integer block formats: activations are rounded to

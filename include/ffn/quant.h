@@ -80,7 +80,8 @@ void ffn_quantize_options_default(ffn_quantize_options *opt);
  * (opt NULL: every matrix in `type`).  A tensor whose row length (cols) is
  * not a multiple of its type's block size takes the nearest type that fits,
  * as llama.cpp's quantizer does (ffn_ggml_type_for_cols: the K-quants fall
- * back to the 32-blocks when cols is a multiple of 32, any block type to f16 otherwise)
+ * back to the 32-blocks when cols is a multiple of 32, q4_K to q5_0 as
+ * `ffn quantize --dtype q4_K` writes it; any block type to f16 otherwise)
  * (stories260K's down_proj, rows of 172, is stored f16 under any block
  * format).  A
  * tensor already in a low-precision type (quantized before, or attached) is

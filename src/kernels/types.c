@@ -156,7 +156,7 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             KERNELS(ffn_qg_rows_avx2_q4_K, QG_ACT_Q256, ffn_qg_rows_avx512_q4_K,
                                     QG_ACT_Q256, FFN_CPU_VNNI),
                             .panel_min_n = 64, .batch_min_n = 8, .avx2_panel_min_n = 64,
-                            .fallback = FFN_GGML_TYPE_Q8_0,
+                            .fallback = FFN_GGML_TYPE_Q5_0,
                             .file_type = 15 /* Q4_K_M, the usual name */, .avx2_int8_min_n = 32, .dot = "int8",
                             .f16_scales = 2 /* d, dmin, 6-bit scales, qs */},
     [FFN_GGML_TYPE_Q6_K] = {"q6_K", 7, 256, 210, quant_dequantize_q6_K, quant_quantize_q6_K,
@@ -167,10 +167,11 @@ static const ffn_type_info types[FFN_GGML_TYPE_COUNT] = {
                             .file_type = 18, .avx2_int8_min_n = 48, .dot = "int8",
                             .f16_scale_off = 208, .f16_scales = 1 /* ql, qh, int8 scales, d */},
     [FFN_GGML_TYPE_F64] = {"f64", 8, 1, 8, quant_dequantize_f64, NULL, .dot = "fp32"},
-    /* the super-block formats of quant_k.c and qgemm_k*.c; the fallback for
-     * widths that are no multiple of 256 is llama.cpp's (llama-quant.cpp)
-     * where ffn computes it: q4_0 for q2_K and q3_K, q5_1 for q5_K, iq4_nl
-     * for iq4_xs */
+    /* the super-block formats of quant_k.c and qgemm_k*.c.  Every .fallback
+     * (widths that are no multiple of the block) is llama.cpp's
+     * tensor_type_fallback (llama-quant.cpp), the one rule of
+     * ffn_ggml_type_for_cols: q5_0 for q4_K, q8_0 for q6_K, q4_0 for q2_K
+     * and q3_K, q5_1 for q5_K, iq4_nl for iq4_xs; the 32-blocks to f16 */
     [FFN_GGML_TYPE_Q2_K] = {"q2_K", 12, 256, 84, quant_dequantize_q2_K, quant_quantize_q2_K,
                             K_KERNELS(q2_K), .panel_min_n = 64, .batch_min_n = 8,
                             .fallback = FFN_GGML_TYPE_Q4_0, .file_type = 10, .avx2_int8_min_n = 32, .dot = "int8",

@@ -98,21 +98,12 @@ static int more_bits(int64_t i, int64_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-/* llama.cpp's tensor_type_fallback */
+/* llama.cpp's tensor_type_fallback: the type table's (ffn_ggml_type_for_cols),
+ * the one rule for the files ffn writes and the models it quantizes in memory */
 static ffn_ggml_type fallback(ffn_ggml_type t, int64_t cols, int *fell) {
-    if (cols % ffn_ggml_block_size(t) == 0) return t;
-    *fell = 1;
-    ffn_ggml_type r = t;
-    switch (t) {
-    case FFN_GGML_TYPE_IQ4_XS: r = FFN_GGML_TYPE_IQ4_NL; break;
-    case FFN_GGML_TYPE_Q2_K:
-    case FFN_GGML_TYPE_Q3_K: r = FFN_GGML_TYPE_Q4_0; break;
-    case FFN_GGML_TYPE_Q4_K: r = FFN_GGML_TYPE_Q5_0; break;
-    case FFN_GGML_TYPE_Q5_K: r = FFN_GGML_TYPE_Q5_1; break;
-    case FFN_GGML_TYPE_Q6_K: r = FFN_GGML_TYPE_Q8_0; break;
-    default: break;
-    }
-    return cols % ffn_ggml_block_size(r) == 0 ? r : FFN_GGML_TYPE_F16;
+    const ffn_ggml_type r = ffn_ggml_type_for_cols(t, cols);
+    if (r != t) *fell = 1;
+    return r;
 }
 
 ffn_ggml_type ffn_type_fallback(ffn_ggml_type type, int64_t cols, int *fell_back) {

@@ -13,7 +13,9 @@
  *   - taps capture the same values on both models, and a patch of m
  *     (the unfused path) changes both the same way;
  *   - eval_loss agrees; forward_backward is refused naming the tensor;
- *   - rows of 172 stay f16 (q4_K: rows of 288 fall back to q8_0);
+ *   - rows of 172 stay f16 (q4_K: rows of 288 fall back to q5_0, llama.cpp's
+ *     rule, the one `ffn quantize --dtype` writes: ffn_type_fallback gives
+ *     ffn_ggml_type_for_cols's type for every type and width);
  *   - a quantized tensor's floats read 0; attached bytes (borrowed or
  *     copied) give the same logits as quantizing in memory, bit for bit;
  *     bad sizes are errors naming the tensor;
@@ -274,7 +276,7 @@ static void test_types_and_training(ffn_ctx *ctx) {
           "init_weights after quantize: %s", ffn_last_error());
     ffn_model_free(m);
 
-    /* q4_K: rows of 288 (a multiple of 32, not of 256) fall back to q8_0,
+    /* q4_K: rows of 288 (a multiple of 32, not of 256) fall back to q5_0,
      * rows of 172 to f16; the router kept f32 by option, the head q8_0 */
     cfg_moe(&c);
     m = make(ctx, &c, 0, 3);
@@ -283,8 +285,9 @@ static void test_types_and_training(ffn_ctx *ctx) {
     o.router = FFN_GGML_TYPE_F32;
     o.embedding = FFN_GGML_TYPE_Q8_0;
     CHECK(ffn_model_quantize(m, FFN_GGML_TYPE_Q4_K, &o) == FFN_OK, "q4_K: %s", ffn_last_error());
-    CHECK(ffn_model_tensor_type(m, "model.layers.0.mlp.down_proj.weight") == FFN_GGML_TYPE_Q8_0,
-          "rows of 288 under q4_K");
+    CHECK(ffn_model_tensor_type(m, "model.layers.0.mlp.down_proj.weight") == FFN_GGML_TYPE_Q5_0,
+          "rows of 288 under q4_K: %s",
+          ffn_ggml_type_name((ffn_ggml_type)ffn_model_tensor_type(m, "model.layers.0.mlp.down_proj.weight")));
     CHECK(ffn_model_tensor_type(m, "model.layers.0.mlp.up_proj.weight") == FFN_GGML_TYPE_Q4_K,
           "rows of 256 under q4_K");
     CHECK(ffn_model_tensor_type(m, "model.layers.1.mlp.gate.weight") == FFN_GGML_TYPE_F32,
@@ -297,6 +300,34 @@ static void test_types_and_training(ffn_ctx *ctx) {
     CHECK(ffn_model_quantize(m, FFN_GGML_TYPE_IQ2_XXS, NULL) == FFN_ERR_UNSUPPORTED &&
               strstr(ffn_last_error(), "iq2_xxs"), "iq2_xxs accepted: %s", ffn_last_error());
     ffn_model_free(m);
+
+    /* one fallback rule: the writer's (ffn_type_fallback) is the in-memory one */
+    static const struct { ffn_ggml_type t; int64_t cols; ffn_ggml_type want; } fb[] = {
+        {FFN_GGML_TYPE_Q4_K, 288, FFN_GGML_TYPE_Q5_0},  {FFN_GGML_TYPE_Q5_K, 288, FFN_GGML_TYPE_Q5_1},
+        {FFN_GGML_TYPE_Q6_K, 288, FFN_GGML_TYPE_Q8_0},  {FFN_GGML_TYPE_Q3_K, 288, FFN_GGML_TYPE_Q4_0},
+        {FFN_GGML_TYPE_Q2_K, 288, FFN_GGML_TYPE_Q4_0},  {FFN_GGML_TYPE_IQ4_XS, 288, FFN_GGML_TYPE_IQ4_NL},
+        {FFN_GGML_TYPE_Q4_K, 172, FFN_GGML_TYPE_F16},   {FFN_GGML_TYPE_Q4_K, 512, FFN_GGML_TYPE_Q4_K},
+        {FFN_GGML_TYPE_Q8_0, 172, FFN_GGML_TYPE_F16},
+    };
+    for (size_t i = 0; i < sizeof fb / sizeof fb[0]; i++)
+        CHECK(ffn_ggml_type_for_cols(fb[i].t, fb[i].cols) == fb[i].want,
+              "%s, rows of %lld: %s, expected %s", ffn_ggml_type_name(fb[i].t), (long long)fb[i].cols,
+              ffn_ggml_type_name(ffn_ggml_type_for_cols(fb[i].t, fb[i].cols)),
+              ffn_ggml_type_name(fb[i].want));
+    for (int t = 0; t < FFN_GGML_TYPE_COUNT; t++) {
+        if (!(ffn_ggml_type_caps((ffn_ggml_type)t) & FFN_GGML_COMPUTES)) continue;
+        for (int64_t cols = 1; cols <= 1024; cols++) {
+            int fell = -1;
+            const ffn_ggml_type a = ffn_type_fallback((ffn_ggml_type)t, cols, &fell);
+            const ffn_ggml_type b = ffn_ggml_type_for_cols((ffn_ggml_type)t, cols);
+            if (a != b || fell != (a != (ffn_ggml_type)t)) {
+                CHECK(0, "%s, rows of %lld: writer %s (fell %d), in memory %s",
+                      ffn_ggml_type_name((ffn_ggml_type)t), (long long)cols, ffn_ggml_type_name(a), fell,
+                      ffn_ggml_type_name(b));
+                break;
+            }
+        }
+    }
 }
 
 /* Attaching the same bytes a quantize would make gives the same logits. */
