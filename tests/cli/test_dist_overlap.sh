@@ -12,21 +12,7 @@
 #   - --profile --json has the "comm" object (hidden share within [0, 1]);
 #   - --overlap 2 refused, naming the flag and the range.
 set -uo pipefail
-FFN="${FFN_BIN:-build/ffn}"
-FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
-HERE="$(cd "$(dirname "$0")" && pwd)"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;; esac
-MPIRUN=(mpirun --oversubscribe)
-command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
-cd "$tmp" || exit 1
-cp "$HERE/dist_cmp.py" "$tmp/cmp.py"
+source "$(dirname "$0")/lib_dist.sh"
 
 Z=(--seq-len 32 --hidden-size 48 --num-hidden-layers 2 --num-attention-heads 4 --intermediate-size 64
    --corpus en --steps 8 --eval-every 4 --eval-batches 4 --quiet --json)

@@ -12,22 +12,7 @@
 #   - MoE: --tp 2 --ep 2 --dp 2 --zero 1 equals --tp 2 --ep 2 --dp 2 (the
 #     router's TP sum comes before the DP sum under ZeRO).
 set -uo pipefail
-FFN="${FFN_BIN:-build/ffn}"
-FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
-HERE="$(cd "$(dirname "$0")" && pwd)"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_rmaps_base_oversubscribe=1
-case "$FFN" in */asan/*) export ASAN_OPTIONS="abort_on_error=0:detect_leaks=0" ;; esac
-MPIRUN=(mpirun --oversubscribe)
-command -v mpirun >/dev/null || { bad "mpirun missing (scripts/setup.sh test installs openmpi-bin)"; exit 1; }
-cd "$tmp" || exit 1
-
-cp "$HERE/dist_cmp.py" "$tmp/cmp.py"
+source "$(dirname "$0")/lib_dist.sh"
 
 # ---- ZeRO-1 with --tp (and --tp T --ep T) ----
 # A dense model: --tp 2 --dp 2 --zero 1 writes the bytes --tp 2 --dp 2 does
