@@ -60,49 +60,60 @@ is_serial() {
 # the running tests, oldest first: name, pid, log, start (parallel arrays)
 q_name=(); q_pid=(); q_log=(); q_t0=()
 
+# The CPU seconds (user + system) of a test and every process it waited
+# for: the line's second figure.  Unlike the wall time it hardly changes
+# with the machine's load, so it is what to compare when cutting the
+# suite's time (the slowest by CPU are listed at the end).
+cpu_secs() { # file with the output of `times` -> the children's CPU seconds
+    awk 'function sec(t, m) { m = t; sub(/m.*/, "", m); sub(/^[0-9]+m/, "", t); sub(/s$/, "", t); return m * 60 + t }
+         NR == 2 { printf "%d\n", sec($1) + sec($2) + 0.5 }' "$1"
+}
+run_test() { # log, t0, command...: the test in a subshell; writes log.rc
+    local log="$1" t0="$2"; shift 2
+    rm -f "$log.rc"
+    ( rc=0; "$@" >"$log" 2>&1 </dev/null || rc=$?
+      times >"$log.times"   # (here: the subshell's children, this test's processes)
+      echo "$rc $((SECONDS - t0)) $(cpu_secs "$log.times")" >"$log.rc"; rm -f "$log.times" )
+}
+read_rc() { # log, t0 -> rc secs cpu (a missing .rc file: killed, rc 1)
+    local rc=1 secs=$((SECONDS - $2)) cpu=0
+    [[ -f "$1.rc" ]] && read -r rc secs cpu <"$1.rc"
+    rm -f "$1.rc"
+    echo "$rc $secs $cpu"
+}
 run_one() { # name, command...
     local name="$1"; shift
     [[ -n "$filter" && "$name" != *"$filter"* ]] && return
     local log="$logs/${name//\//_}.log" t0=$SECONDS
-    if ((jobs == 1)); then
-        local rc=0
-        "$@" >"$log" 2>&1 || rc=$?
-        report "$name" "$log" "$rc" $((SECONDS - t0))
-        return
-    fi
-    if is_serial "$name"; then
-        drain 0
-        local rc=0
+    if ((jobs == 1)) || is_serial "$name"; then
+        ((jobs == 1)) || drain 0
         t0=$SECONDS
-        "$@" >"$log" 2>&1 || rc=$?
-        report "$name" "$log" "$rc" $((SECONDS - t0))
+        run_test "$log" "$t0" "$@"
+        report "$name" "$log" $(read_rc "$log" "$t0")
         return
     fi
     drain $((jobs - 1))
     t0=$SECONDS # (the test's own time, not its wait for a free slot)
-    rm -f "$log.rc"
-    ( rc=0; "$@" >"$log" 2>&1 </dev/null || rc=$?; echo "$rc $((SECONDS - t0))" >"$log.rc" ) &
+    run_test "$log" "$t0" "$@" &
     q_name+=("$name"); q_pid+=($!); q_log+=("$log"); q_t0+=("$t0")
 }
 drain() { # N: wait for the oldest running tests until at most N run
-    local rc secs
     while ((${#q_pid[@]} > $1)); do
         wait "${q_pid[0]}" 2>/dev/null
-        rc=1; secs=$((SECONDS - q_t0[0]))
-        [[ -f "${q_log[0]}.rc" ]] && read -r rc secs <"${q_log[0]}.rc"
-        rm -f "${q_log[0]}.rc"
-        report "${q_name[0]}" "${q_log[0]}" "$rc" "$secs"
+        report "${q_name[0]}" "${q_log[0]}" $(read_rc "${q_log[0]}" "${q_t0[0]}")
         q_name=("${q_name[@]:1}"); q_pid=("${q_pid[@]:1}"); q_log=("${q_log[@]:1}"); q_t0=("${q_t0[@]:1}")
     done
 }
-report() { # name, log, exit status, seconds
+cpu_list=() # "cpu name", for the list of the slowest at the end
+report() { # name, log, exit status, seconds, CPU seconds
     local name="$1" log="$2"
+    cpu_list+=("$5 $name")
     if (($3 == 0)); then
-        passed=$((passed + 1)); printf 'PASS %-40s %4ds' "$name" "$4"
+        passed=$((passed + 1)); printf 'PASS %-40s %4ds %4ds cpu' "$name" "$4" "$5"
         print_notes "$log"
     else
         failed=$((failed + 1)); failed_names+=("$name")
-        printf 'FAIL %-40s %4ds  (log: %s)' "$name" "$4" "$log"
+        printf 'FAIL %-40s %4ds %4ds cpu  (log: %s)' "$name" "$4" "$5" "$log"
         print_notes "$log"
         tail -n 30 "$log" | sed 's/^/    /'
     fi
@@ -131,9 +142,17 @@ for t in tests/parity/test_*.py; do [[ -f "$t" ]] && run_one "parity/$(basename 
 for t in tests/cli/test_*.sh; do [[ -f "$t" ]] && run_one "cli/$(basename "$t" .sh)" bash "$t"; done
 # The same CLI tests through the sanitized command (only those that run
 # $FFN_BIN; the others do not depend on which binary it is).
+runs_bin() { # test: it or a tests/cli/lib_*.sh it sources names FFN_BIN
+    local lib
+    grep -q 'FFN_BIN' "$1" && return 0
+    for lib in $(grep -oE '^(source|\.) .*/lib_[a-z_]+\.sh' "$1" | grep -oE 'lib_[a-z_]+\.sh'); do
+        grep -q 'FFN_BIN' "tests/cli/$lib" && return 0
+    done
+    return 1
+}
 if [[ -x build/asan/ffn ]]; then
     for t in tests/cli/test_*.sh; do
-        [[ -f "$t" ]] && grep -q 'FFN_BIN' "$t" &&
+        [[ -f "$t" ]] && runs_bin "$t" &&
             run_one "asan-cli/$(basename "$t" .sh)" env FFN_BIN="$PWD/build/asan/ffn" bash "$t"
     done
 elif [[ -z "$filter" || "asan-cli/" == *"$filter"* ]]; then
@@ -159,6 +178,21 @@ for level in avx2 scalar; do
     got=$("${lenv[@]}" build/ffn version 2>/dev/null | sed -n 's/^simd //p')
     below=""
     [[ -n "$got" && "$got" != "$level" ]] && below="note: this CPU is below $level: ran at $got"
+    # On a CPU whose own level is AVX2 (no AVX-512, no AVX-VNNI for oneDNN
+    # to use), the avx2 round is the unit/, parity/ and cli/ runs above
+    # over again, bit for bit: said, not run twice.
+    if [[ $level == avx2 && "$(build/ffn version 2>/dev/null | sed -n 's/^simd //p')" == avx2 ]] &&
+       ! grep -qE '^flags.*\b(avx512[a-z_0-9]*|avx_vnni)\b' /proc/cpuinfo; then
+        hit=""
+        for t in "${simd_unit[@]}" "${simd_parity[@]/#/parity/}" "${simd_cli[@]/#/cli/}"; do
+            [[ -z "$filter" || "simd-avx2/$t" == *"$filter"* ]] && hit=1
+        done
+        if [[ -n "$hit" ]]; then
+            drain 0
+            echo "note: simd-avx2 round not run: this CPU's own level is avx2 (ffn version: simd avx2; /proc/cpuinfo: no avx512*, no avx_vnni), so unit/, parity/ and cli/ above ran these tests at that level"
+        fi
+        continue
+    fi
     for t in "${simd_unit[@]}"; do
         [[ -x build/tests/$t ]] && run_one "simd-$level/$t" simd_run "$below" "${lenv[@]}" "build/tests/$t"
     done
@@ -173,6 +207,10 @@ done
 for t in tests/browser/test_*.mjs; do [[ -f "$t" ]] && run_one "browser/$(basename "$t" .mjs)" node "$t"; done
 
 drain 0
+if ((${#cpu_list[@]} > 1)); then
+    printf '%s\n' "${cpu_list[@]}" | sort -k1,1nr | head -n 8 |
+        awk -v t="$SECONDS" '{ s = s sprintf("%s%s %ds", NR > 1 ? ", " : "", $2, $1) } END { printf "slowest by CPU: %s; wall %ds in all\n", s, t }'
+fi
 if ((failed)); then printf 'failed: %s\n' "${failed_names[*]}"; fi
 echo "$passed passed, $failed failed"
 ((failed == 0))
