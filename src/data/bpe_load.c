@@ -280,9 +280,10 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
     char what[600];
     for (size_t i = 0; i < vocab->length; i++) {
         int32_t id;
-        snprintf(what, sizeof what, "%s: model.vocab[\"%.64s\"]", name, vocab->keys[i]);
-        ffn_status st = json_int_id(vocab->items[i], what, "the id", &id);
-        if (st) return st;
+        if (json_int_id(vocab->items[i], "", "the id", &id)) { /* the message again, naming the entry */
+            snprintf(what, sizeof what, "%s: model.vocab[\"%.64s\"]", name, vocab->keys[i]);
+            return json_int_id(vocab->items[i], what, "the id", &id);
+        }
         if (id + 1 > V) V = id + 1;
     }
     size_t n_added = added && added->type == JSON_ARRAY ? added->length : 0;
@@ -334,8 +335,8 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
                        "spaces (Metaspace, Prepend(\"\xE2\x96\x81\")): unsupported BPE variant", name);
         goto fail;
     }
+    snprintf(what, sizeof what, "%s: model.vocab", name);
     for (size_t i = 0; i < vocab->length; i++) {
-        snprintf(what, sizeof what, "%s: model.vocab", name);
         st = bpe_set_token(t, (int32_t)vocab->items[i]->integer, vocab->keys[i],
                            strlen(vocab->keys[i]), what);
         if (st) goto fail;

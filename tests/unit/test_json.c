@@ -203,9 +203,28 @@ static void test_depth_and_duplicates(void) {
 
     expect_fail("{\"a\":1,\"b\":2,\"a\":3}", "byte 13: duplicate object key \"a\" (first at byte 1)");
     expect_fail("{\"x\":{\"k\":1,\"k\":1}}", "byte 12: duplicate object key \"k\" (first at byte 6)");
-    /* the sorted path (more than 8 keys), duplicates written differently */
+    /* the table path (more than 8 keys), duplicates written differently */
     expect_fail("{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,\"k\\u0033\":9}",
                 "duplicate object key \"k3\" (first at byte");
+    /* two repeats: the first in file order is named (k9 repeats before k2) */
+    expect_fail("{\"k0\":0,\"k1\":1,\"k2\":2,\"k3\":3,\"k4\":4,\"k5\":5,\"k6\":6,\"k7\":7,\"k8\":8,\"k9\":9,\"k9\":0,\"k2\":1}",
+                "byte 71: duplicate object key \"k9\" (first at byte 64)");
+    { /* 20000 keys: none repeated parses; one repeat at the end is found */
+        size_t cap = 20001 * 16 + 16, at = 0;
+        char *big = malloc(cap);
+        CHECK(big != NULL, "alloc");
+        big[at++] = '{';
+        for (int i = 0; i < 20000; i++) at += (size_t)snprintf(big + at, cap - at, "%s\"t%d\":%d", i ? "," : "", i, i);
+        big[at++] = '}';
+        big[at] = '\0';
+        json_doc *d = parse_ok(big);
+        CHECK(json_get(json_root(d), "t19999") != NULL, "t19999 found");
+        json_free(d);
+        at--;
+        at += (size_t)snprintf(big + at, cap - at, ",\"t123\":0}");
+        expect_fail(big, "duplicate object key \"t123\" (first at byte");
+        free(big);
+    }
     /* same key in different objects is fine */
     json_doc *doc = parse_ok("[{\"a\":1},{\"a\":2}]");
     json_free(doc);
