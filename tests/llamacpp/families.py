@@ -408,6 +408,9 @@ def main():
         if bad:
             failures.append(fam)
     print("families: %d checked, %d failed %s" % (len(fams), len(failures), " ".join(failures)))
+    if interop.CACHE_USED[0]:
+        print("note: families: llama.cpp's results for %d GGUF files reused (the same bytes, ids and "
+              "llama.cpp as an earlier run)" % interop.CACHE_USED[0])
     sys.exit(1 if failures else 0)
 
 
