@@ -590,8 +590,9 @@ int cmd_train(int argc, char **argv) {
                 }
                 putchar('"');
             } else printf("null");
-            printf(", \"state_bytes\": %lld, \"optimizer_bytes\": %lld", (long long)res.state_bytes,
-                   (long long)res.optimizer_bytes);
+            printf(", \"state_bytes\": %lld, \"optimizer_bytes\": %lld, \"activation_bytes\": %lld",
+                   (long long)res.state_bytes, (long long)res.optimizer_bytes,
+                   (long long)res.activation_bytes);
             if (dist) { /* this rank's gradient sums: their share of the training time */
                 ffn_dist_grad_stats gs;
                 ffn_dist_get_grad_stats(dist, &gs);

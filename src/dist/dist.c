@@ -581,6 +581,30 @@ static int hook_holds(void *u, const ffn_model *m, int64_t tensor) {
 static ffn_status hook_gather_tensors(void *u, const ffn_model *m, float *const *where) {
     return dist_ep_gather_tensors(u, m, where);
 }
+static ffn_status hook_gather_one(void *u, const ffn_model *m, int64_t i, float *buf) {
+    return dist_ep_gather_one(u, m, i, buf);
+}
+
+/* One tensor's floats from rank src to rank 0 of comm (me: this rank's
+ * place there, src or 0): received into buf on rank 0, sent from buf on
+ * src; the count checked. */
+ffn_status dist_move_to_writer(ffn_dist *d, MPI_Comm comm, int src, int me, float *buf,
+                               const ffn_model_tensor *t, const char *what) {
+    if (!buf || t->numel > INT_MAX)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "%s: %s: %s", what, t->name,
+                             buf ? "more than INT_MAX floats" : "no buffer");
+    MPI_Request req;
+    int rc = me == 0 ? MPI_Irecv(buf, (int)t->numel, MPI_FLOAT, src, 12, comm, &req)
+                     : MPI_Isend(buf, (int)t->numel, MPI_FLOAT, 0, 12, comm, &req);
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+    MPI_Status sts;
+    ffn_status st = dist_wait(d, 1, &req, &sts, what);
+    int got = -1;
+    if (st == FFN_OK && me == 0 && (MPI_Get_count(&sts, MPI_FLOAT, &got), got != (int)t->numel))
+        return ffn_set_error(FFN_ERR_CONFIG, "%s: %s: rank %d sent %d floats, expected %lld", what,
+                             t->name, src, got, (long long)t->numel);
+    return st;
+}
 static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
                              float *dst) {
     if (ep_layout(u)) {
@@ -916,6 +940,7 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
         if (ep_layout(d)) {
             t->holds = hook_holds;
             t->gather_tensors = hook_gather_tensors;
+            t->gather_tensor = hook_gather_one;
         }
     }
     t->rank = d->grank[FFN_DIST_DP];

@@ -18,9 +18,12 @@
 #   - refused on every rank with one message naming both numbers, nothing
 #     written: --pp 4 on 2 layers, -np 3 for --pp 2, --pp 0, --pp 2 --tp 2,
 #     --pp 2 --ep 2, --pp 2 --dp 2 --zero 1, --pp 2 in one process;
-#   - the state a rank keeps ("state_bytes") and each rank's peak RSS for
-#     --pp 2 against one process, printed (a 4-layer model, untied): stage
-#     0's state (the writer prints it) must be under 0.65 of one process's.
+#   - the state a rank keeps ("state_bytes"), its activation block
+#     ("activation_bytes") and each rank's peak RSS for --pp 2 against one
+#     process, printed (a 4-layer model, untied): stage 0's state (the
+#     writer prints it) must be under 0.65 of one process's, its
+#     activations under 0.75, and both stages' peak RSS under one
+#     process's (a stage builds only its layers; the save streams).
 set -uo pipefail
 source "$(dirname "$0")/lib_dist.sh"
 
@@ -119,12 +122,15 @@ timeout 120 "${MPIRUN[@]}" -np 2 sh -c 'exec /usr/bin/time -f "maxrss %M" -o "$0
     "$tmp/rss" "$FFN" train "${R[@]}" --pp 2 --out bigpp >bigpp.json 2>"$tmp/ez" || bad "rss run pp 2: $(tail -3 "$tmp/ez")"
 if /usr/bin/python3 - >"$tmp/out" 2>&1 <<'PY'
 import json
-one = json.load(open("bigone.json"))["state_bytes"]
-s0 = json.load(open("bigpp.json"))["state_bytes"] # the writer's: stage 0
+jo, jp = json.load(open("bigone.json")), json.load(open("bigpp.json")) # pp: the writer's, stage 0
+one, s0 = jo["state_bytes"], jp["state_bytes"]
+a1, a0 = jo["activation_bytes"], jp["activation_bytes"]
 rss = lambda f: int(open(f).read().split()[1])
 r1, r0, rr1 = rss("rss.one"), rss("rss.0"), rss("rss.1")
-print("state bytes one process %d, pp 2 stage 0 %d (%.2f); peak RSS one process %d KiB, pp 2 stage 0 %d KiB, stage 1 %d KiB" % (one, s0, s0 / one, r1, r0, rr1))
-assert s0 < 0.65 * one, (s0, one)
+print("state bytes one process %d, pp 2 stage 0 %d (%.2f); activation bytes %d, %d (%.2f); peak RSS one process %d KiB, pp 2 stage 0 %d KiB, stage 1 %d KiB" % (one, s0, s0 / one, a1, a0, a0 / a1, r1, r0, rr1))
+assert s0 < 0.65 * one, ("state", s0, one)
+assert a0 < 0.75 * a1, ("activations", a0, a1) # 2 of 4 layers' (and the head's buffers)
+assert max(r0, rr1) < r1, ("peak RSS", r0, rr1, r1) # the writer streams the checkpoint
 PY
 then ok "memory: $(cat "$tmp/out")"; else bad "memory: $(tail -3 "$tmp/out")"; fi
 exit $fail
