@@ -284,10 +284,10 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         st = ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --pp %lld: expected 1..65536", (long long)pp);
     else if (st == FFN_OK && pp > 1 && tp > 1)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --tp %lld is not supported "
-                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)tp);
+                           "yet (pipeline stages compose with --dp and --zero 1 only)", (long long)pp, (long long)tp);
     else if (st == FFN_OK && pp > 1 && ep > 1)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --ep %lld is not supported "
-                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)ep);
+                           "yet (pipeline stages compose with --dp and --zero 1 only)", (long long)pp, (long long)ep);
     else if (st == FFN_OK && tp > 1 && ep > 1 && ep != tp)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED,
                          "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
@@ -897,10 +897,15 @@ static void overlap_hooks(ffn_dist *d, ffn_train_dist *t, int mode) {
 
 static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
     if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero%d: NULL argument", stage);
-    if (d->pp > 1)
+    if (d->pp > 1 && stage == 2)
         return ffn_set_error(FFN_ERR_UNSUPPORTED, "--zero %d with --pp %d is not supported yet "
-                             "(a stage already keeps only its layers' optimizer state)", stage,
+                             "(--zero 1 is: a stage's moments sharded over its --dp ranks)", stage,
                              d->pp);
+    if (d->pp > 1) { /* a stage's held tensors, split over the stage's dp group */
+        t->held_group = dist_pp_held_group;
+        t->held_allgatherv = hook_held_allgatherv; /* group 0: the stage's dp group */
+        return FFN_OK; /* a save all-gathers the stage's moments (its dp rank 0 is no writer) */
+    }
     /* overlapped: ZeRO-2's bucketed reduce-scatter with --tp 1 and --ep 1
      * only (ZeRO-1 is one ring over the whole block; with --tp the tensor-
      * parallel sums come first, with --ep a tensor at a time) */

@@ -65,6 +65,7 @@ ffn_status dist_pp_check(ffn_dist *d, const ffn_model_config *cfg);
 int dist_pp_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
 ffn_status dist_pp_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
 ffn_status dist_pp_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf);
+int dist_pp_held_group(void *u, const ffn_model *m, int64_t i, int64_t *rank, int64_t *size);
 ffn_status dist_pp_reduce_grads(ffn_dist *d, ffn_model *m, float *g);
 ffn_status dist_pp_grad_sq(ffn_dist *d, const ffn_model *m, const float *g, double *sq);
 ffn_status dist_pp_step(ffn_dist *d, ffn_model *m, const int32_t *tokens,

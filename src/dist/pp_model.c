@@ -107,6 +107,19 @@ ffn_status dist_pp_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float 
                                "--pp: the checkpoint's tensors");
 }
 
+/* --zero 1 (the trainer's held_group): every tensor a stage holds is
+ * replicated over the stage's dp group (group 0).  FFN_DIST_MUTATE=
+ * zero-held-owner: the part of another rank of the group. */
+int dist_pp_held_group(void *u, const ffn_model *m, int64_t i, int64_t *rank, int64_t *size) {
+    const ffn_dist *d = u;
+    (void)m, (void)i;
+    const int64_t P = ffn_dist_size(d, FFN_DIST_DP), r = ffn_dist_rank(d, FFN_DIST_DP);
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    *rank = mu && !strcmp(mu, "zero-held-owner") ? (r + 1) % P : r;
+    *size = P;
+    return 0;
+}
+
 /* The stage's gradients: each run of held tensors summed over the stage's
  * data-parallel group; a tied embedding's two parts (the embedding's on
  * stage 0, the head's on the last stage) then added, the same sum on both. */

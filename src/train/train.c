@@ -1126,10 +1126,42 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
 /* The streamed save (t->streamed): every rank takes the pieces in the same
  * order; the writer gets each (its own floats, or received into one
  * tensor's buffer, zero first), a holder sends its own, the others pass. */
+enum { ZERO_CHUNK = 1 << 20 }; /* floats of m or v a ZeRO save moves at a time */
+static int64_t stream_pieces(const trainer *t) {
+    return t->streamed == 2 ? 2 * ((t->n_params + ZERO_CHUNK - 1) / ZERO_CHUNK)
+                            : 3 * ffn_model_num_tensors(t->model);
+}
+static ffn_status stream_buf(trainer *t, int64_t numel) {
+    if (numel <= t->st_cap) return FFN_OK;
+    free(t->st_buf);
+    t->st_buf = malloc((size_t)numel * sizeof *t->st_buf);
+    t->st_cap = t->st_buf ? numel : 0;
+    return t->st_buf ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "out of memory (a piece of the checkpoint)");
+}
+/* ZeRO without TP (t->streamed 2): piece p is chunk p % C of m (p < C),
+ * then of v; every rank's part of it (its range's share) gathered to the
+ * writer (gather_range over the chunk, collective). */
+static ffn_status zero_next(trainer *t, int64_t p, const float **out, int64_t *numel) {
+    const ffn_train_dist *d = t->o.dist;
+    const int64_t n = t->n_params, C = (n + ZERO_CHUNK - 1) / ZERO_CHUNK, pass = p / C;
+    const int64_t c0 = (p % C) * ZERO_CHUNK, c1 = c0 + ZERO_CHUNK < n ? c0 + ZERO_CHUNK : n;
+    const int64_t lo = t->opt->lo, hi = t->opt->hi, k = hi - lo;
+    const int64_t a = lo > c0 ? lo : c0, b = hi < c1 ? hi : c1, cnt = b > a ? b - a : 0;
+    ffn_status st = d->writer ? stream_buf(t, c1 - c0) : FFN_OK;
+    *numel = c1 - c0;
+    *out = d->writer ? t->st_buf : NULL;
+    const float *mine = t->moments + pass * k + (cnt ? a - lo : 0);
+    /* every rank takes part, even after a failure on the writer */
+    ffn_status s2 = d->gather_range(d->user, mine, cnt ? a - c0 : 0, cnt,
+                                    st == FFN_OK ? t->st_buf : NULL, c1 - c0);
+    return st != FFN_OK ? st : s2;
+}
 static ffn_status stream_next(trainer *t, const float **out, int64_t *numel) {
     const int64_t nt = ffn_model_num_tensors(t->model), p = t->st_next++;
-    if (p >= 3 * nt) return ffn_error(FFN_ERR_INVALID_ARG, "the streamed save: piece %lld of %lld",
-                                      (long long)p, (long long)(3 * nt));
+    if (t->streamed == 2 && p < stream_pieces(t)) return zero_next(t, p, out, numel);
+    if (p >= stream_pieces(t))
+        return ffn_error(FFN_ERR_INVALID_ARG, "the streamed save: piece %lld of %lld", (long long)p,
+                         (long long)stream_pieces(t));
     const int64_t pass = p / nt, i = p % nt;
     const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
     const float *own = pass < 2 ? (t->st_moff[i] >= 0 ? t->st_mom + pass * t->st_k + t->st_moff[i]
@@ -1141,12 +1173,8 @@ static ffn_status stream_next(trainer *t, const float **out, int64_t *numel) {
         *out = own;
         return d->writer ? FFN_OK : d->gather_tensor(d->user, t->model, i, (float *)own);
     }
-    if (ten->numel > t->st_cap) {
-        free(t->st_buf);
-        t->st_buf = malloc((size_t)ten->numel * sizeof *t->st_buf);
-        t->st_cap = t->st_buf ? ten->numel : 0;
-        if (!t->st_buf) return ffn_error(FFN_ERR_NOMEM, "out of memory (a tensor of the checkpoint)");
-    }
+    ffn_status st = stream_buf(t, ten->numel);
+    if (st != FFN_OK) return st;
     memset(t->st_buf, 0, (size_t)ten->numel * sizeof *t->st_buf);
     *out = t->st_buf;
     return d->gather_tensor(d->user, t->model, i, t->st_buf);
@@ -1163,7 +1191,7 @@ static ffn_status stream_source(void *u, const void **data, size_t *n) {
  * writer, after a save that stopped early). */
 static ffn_status stream_rest(trainer *t) {
     ffn_status st = FFN_OK;
-    while (t->st_next < 3 * ffn_model_num_tensors(t->model)) {
+    while (t->st_next < stream_pieces(t)) {
         const float *p;
         int64_t numel;
         ffn_status s = stream_next(t, &p, &numel);
@@ -1274,7 +1302,8 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     }
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = t->streamed ? save_weights_streamed(t, path) : run_dir_save_weights(whole, path);
+    if (st == FFN_OK)
+        st = t->streamed == 1 ? save_weights_streamed(t, path) : run_dir_save_weights(whole, path);
 #undef FILE_IN
     free(path);
     if (st == FFN_OK) st = ffn_dirswap_commit(out_dir, tmp);
@@ -1671,6 +1700,7 @@ static ffn_status zero_shard(trainer *t) {
     moments_free(t->opt->moments);
     t->opt->moments = t->moments = m;
     t->opt->lo = lo, t->opt->hi = hi, t->opt->zero = d;
+    if (!t->full && d->gather_range) t->streamed = 2; /* a save gathers a chunk at a time */
     if (d->zero_grads) { /* ZeRO-2: the gradients outside the range are not kept */
         float *g = ffn_model_grads(t->model, NULL);
         ffn_release_floats(g, lo);
@@ -2160,18 +2190,23 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
-        if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
+        t->st_next = 0;
+        if (st == FFN_OK && want_save && t->opt->zero && !t->streamed) st = zero_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->held) st = held_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
-        } else if (st == FFN_OK && want_save && t->held && t->streamed) {
-            st = stream_rest(t); /* a holder: its tensors, as the writer writes them */
+        } else if (st == FFN_OK && want_save && t->streamed) {
+            st = stream_rest(t); /* the others: their parts, as the writer writes them */
         }
-        if (want_save && t->held && t->streamed && o->out_dir) { /* whatever the save left */
+        if (want_save && t->streamed && o->out_dir) { /* whatever the save left */
             ffn_status rs = stream_rest(t);
             if (st == FFN_OK) st = rs;
+        }
+        if (want_save && t->streamed == 2) {
+            free(t->st_buf);
+            t->st_buf = NULL, t->st_cap = 0;
         }
         if (t->opt->zero) zero_release(t);
         if (t->held && want_save) held_release(t);
