@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench_mem.sh -- peak RSS (KiB, /usr/bin/time %M) and the state bytes
 # ffn train --json reports, per rank, for one process and the layouts
-# --pp 2, --zero 2 --dp 2, --ep 2, --ep 4, beside ffn plan's per-rank bytes.
+# --pp 2, --zero 2 --dp 2, --pp 2 --dp 2 (--zero 1), --ep 2, --ep 4, beside
+# ffn plan's per-rank bytes (state_bytes etc. are rank 0's, the writer's).
 # usage: bench/bench_mem.sh [FFN] (run from anywhere; prints one line a run)
 set -uo pipefail
 FFN="${1:-build/ffn}"; FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
@@ -32,7 +33,9 @@ print("%-10s plan %s" % (sys.argv[1], " ".join("%s %d" % (k, v) for k, v in m.it
 run one 1 "${D[@]}"; cfg=o_one/config.json
 run pp2 2 "${D[@]}" --pp 2
 run zero2 2 "${D[@]}" --dp 2 --zero 2
-plan one; plan pp2 --pp 2; plan zero2 --dp 2 --zero 2
+run pp2dp2 4 "${D[@]}" --pp 2 --dp 2
+run pp2dp2z1 4 "${D[@]}" --pp 2 --dp 2 --zero 1
+plan one; plan pp2 --pp 2; plan zero2 --dp 2 --zero 2; plan pp2dp2 --pp 2 --dp 2; plan pp2dp2z1 --pp 2 --dp 2 --zero 1
 run moe1 1 "${M[@]}"; cfg=o_moe1/config.json
 run ep2 2 "${M[@]}" --dp 2 --ep 2
 run ep4 4 "${M[@]}" --dp 4 --ep 4
