@@ -350,6 +350,8 @@ typedef struct trainer {
      * block in table order): piece p of 3 · tensors is tensor p % nt's m,
      * v, then parameters, each from its holder as the writer writes it */
     int streamed;
+    int st_parts;             /* ZeRO over held tensors, no held_gatherv: each tensor's m or v
+                               * all-gathered over its group as its piece comes */
     const float *st_mom;      /* the held layout's m (v at + st_k) */
     const int64_t *st_moff;
     int64_t st_k, st_next;    /* the next piece */
@@ -1164,6 +1166,27 @@ static ffn_status stream_next(trainer *t, const float **out, int64_t *numel) {
                          (long long)stream_pieces(t));
     const int64_t pass = p / nt, i = p % nt;
     const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+    if (t->st_parts && pass < 2 && t->held[i]) { /* the parts put together, one tensor */
+        const ffn_adamw *a = t->opt;
+        ffn_status st = stream_buf(t, ten->numel);
+        int *cd = st == FFN_OK ? malloc((size_t)(2 * a->zP[0] + 1) * sizeof *cd) : NULL;
+        if (st == FFN_OK && !cd) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        if (st == FFN_OK) {
+            memcpy(t->st_buf + a->zlo[i], t->moments + pass * a->n_held + a->moff[i],
+                   (size_t)a->zlen[i] * sizeof *t->st_buf);
+            if (a->zP[a->zgrp[i]] > 1) {
+                held_zero_parts(a, i, cd);
+                st = a->zh->held_allgatherv(a->zh->user, (int)a->zgrp[i], t->st_buf, cd,
+                                            cd + a->zP[a->zgrp[i]]);
+            }
+        }
+        free(cd);
+        *numel = ten->numel;
+        *out = t->st_buf;
+        const ffn_train_dist *d = t->o.dist;
+        if (st == FFN_OK && !d->writer) st = d->gather_tensor(d->user, t->model, i, t->st_buf);
+        return st;
+    }
     const float *own = pass < 2 ? (t->st_moff[i] >= 0 ? t->st_mom + pass * t->st_k + t->st_moff[i]
                                                       : NULL)
                        : t->held[i] ? ffn_model_params(t->model, NULL) + ten->offset : NULL;
@@ -1879,6 +1902,11 @@ static ffn_status held_gather(trainer *t) {
         return FFN_OK;
     }
     if (!a->zh) return held_gather_whole(t);
+    if (t->streamed && !t->o.dist->held_gatherv) { /* each tensor's parts as it comes */
+        t->st_parts = 1;
+        t->st_moff = t->zfull_moff; /* -1: not held here, from the holder */
+        return FFN_OK;
+    }
     const int64_t nt = ffn_model_num_tensors(t->model), K = t->zfull_k, k = a->n_held;
     float *whole = moments_alloc(2 * (K ? K : 1));
     float **where = calloc((size_t)nt + 1, sizeof *where);
