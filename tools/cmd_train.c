@@ -142,9 +142,10 @@ static const char epilog[] =
 "  job.\n"
 "  --pp P puts stage r / (T*D) of P on world rank r (the groups above then\n"
 "  live inside each stage): stage s holds layers [s*L/P ..) only (their\n"
-"  parameters, gradients and moments), a step's --grad-accum A micro-batches\n"
-"  run 1F1B (A >= P keeps every stage busy), equal to one process with the\n"
-"  same --grad-accum.\n"
+"  parameters, gradients, moments and activations), a step's --grad-accum A\n"
+"  micro-batches run 1F1B (A >= P keeps every stage busy), equal to one\n"
+"  process with the same --grad-accum.  A save streams each tensor from its\n"
+"  holder to rank 0, one at a time.\n"
 "  mpirun -np 2 ffn train --mlp-type moe --ep 2 --batch-size 4 --out moe2\n"
 "  mpirun -np 4 ffn train --pp 2 --dp 2 --grad-accum 4 --out pp4\n"
 "  mpirun -np 4 ffn train --mlp-type moe --tp 2 --ep 2 --dp 2 --out moe4\n";
@@ -314,8 +315,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                         "pipeline stages: the layers split over P ranks (contiguous ranges, "
                         "the first L % P stages one more; the embedding on the first, the "
                         "final norm and head on the last), a step's --grad-accum micro-batches "
-                        "in a 1F1B schedule; with --dp D the job is P x D ranks (not with --tp, "
-                        "--ep or --zero)")},
+                        "in a 1F1B schedule; with --dp D the job is P x D ranks (with --zero "
+                        "1, not with --tp, --ep or --zero 2)")},
         {CLI_FLOAT_FIELDS("--bucket-mb", &c->bucket_mb, "X", 0, 1 << 20,
                           "several processes: the gradients are summed in buckets of X MiB, in "
                           "the tensor table's order (0: one bucket per run of tensors), so the "
@@ -339,7 +340,8 @@ static int parse_options(int argc, char **argv, ffn_train_options *o, cli_state 
                         "everything whole (resume under any stage and layout); with --tp the "
                         "rank's share is sharded; with --ep alone the replicated tensors' "
                         "state is split over --dp and each expert's over the ranks holding it "
-                        "(2: each tensor's gradient reduce-scattered); 2 needs --dp 2 or more")},
+                        "(2: each tensor's gradient reduce-scattered); with --pp 1 only, a "
+                        "stage's state over its --dp ranks; 2 needs --dp 2 or more")},
         CLI_OPT_DIST_TIMEOUT(&c->dist_timeout),
         {0}};
     /* groups after the first flag of each */
@@ -590,8 +592,9 @@ int cmd_train(int argc, char **argv) {
                 }
                 putchar('"');
             } else printf("null");
-            printf(", \"state_bytes\": %lld, \"optimizer_bytes\": %lld", (long long)res.state_bytes,
-                   (long long)res.optimizer_bytes);
+            printf(", \"state_bytes\": %lld, \"optimizer_bytes\": %lld, \"activation_bytes\": %lld",
+                   (long long)res.state_bytes, (long long)res.optimizer_bytes,
+                   (long long)res.activation_bytes);
             if (dist) { /* this rank's gradient sums: their share of the training time */
                 ffn_dist_grad_stats gs;
                 ffn_dist_get_grad_stats(dist, &gs);

@@ -311,6 +311,11 @@ typedef struct ffn_model_options {
                                 head (include/ffn/layer.h; FFN_PRECISION_BF16 keeps a bf16
                                 copy of the weights, refreshed by ffn_model_params_changed);
                                 norms, attention scores, softmax, residuals, loss stay fp32 */
+    int64_t layer_begin, layer_end; /* training: the model runs layers [layer_begin, layer_end)
+                                       only (a pipeline stage, ffn_model_stage_*): the training
+                                       activations and the layers' weight copies (packed,
+                                       bf16) exist for those alone; a call over other layers
+                                       is refused; 0, 0: every layer */
 } ffn_model_options;
 
 typedef struct ffn_model ffn_model;
@@ -380,6 +385,10 @@ void ffn_model_zero_grads(ffn_model *model); /* one memset */
  * draws from its own stream (seed, tensor index).  Calls
  * ffn_model_params_changed. */
 ffn_status ffn_model_init_weights(ffn_model *model, uint64_t seed);
+/* The same for the tensors i with which[i] != 0 only (NULL: all), the
+ * others left as they are (a rank initialising the tensors it holds: each
+ * gets the bits ffn_model_init_weights gives it). */
+ffn_status ffn_model_init_tensors(ffn_model *model, uint64_t seed, const unsigned char *which);
 
 /* Call after writing into ffn_model_params() (optimizer step, checkpoint
  * load): layers that prepack their weights repack them, and the KV cache is

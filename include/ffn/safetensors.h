@@ -183,6 +183,14 @@ ffn_status ffn_st_writer_add_copy(ffn_st_writer *w, const char *name, ffn_dtype 
                                   const int64_t *shape, const void *data);
 ffn_status ffn_st_writer_add_f32(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim,
                                  const int64_t *shape, const float *data);
+/* A tensor whose bytes are asked for while save writes the file, piece
+ * by piece in the file's order: each call of `next` sets *data and *n to
+ * the next piece (valid until the following call); the pieces must add
+ * up to the tensor's bytes exactly (a piece of 0 bytes before that, or
+ * one past it, is an error).  An error from `next` fails the save. */
+typedef ffn_status (*ffn_st_source)(void *user, const void **data, size_t *n);
+ffn_status ffn_st_writer_add_source(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim,
+                                    const int64_t *shape, ffn_st_source next, void *user);
 /* Set (or replace) a "__metadata__" string; both copied, valid UTF-8. */
 ffn_status ffn_st_writer_set_metadata(ffn_st_writer *w, const char *key, const char *value);
 

@@ -265,6 +265,13 @@ typedef struct ffn_train_dist {
      * (NULL where this rank has nothing to send or receive). */
     int (*holds)(void *user, const ffn_model *model, int64_t tensor);
     ffn_status (*gather_tensors)(void *user, const ffn_model *model, float *const *where);
+    /* The same for one tensor (may be NULL: gather_tensors): the writer
+     * receives tensor i into buf, the rank holding it sends buf, the others
+     * do nothing.  With it a save streams: every rank calls it for each
+     * tensor's m, then v, then parameters, in the table's order, and the
+     * writer writes each as it arrives (one tensor's buffer, never the
+     * whole model's). */
+    ffn_status (*gather_tensor)(void *user, const ffn_model *model, int64_t tensor, float *buf);
     /* ZeRO-2 (with zero_range): reduce_scatter completes [lo, hi) only and
      * the trainer keeps only that range of the gradients: the floats
      * outside it are given back (zero, their pages returned to the system)
@@ -317,6 +324,13 @@ typedef struct ffn_train_dist {
                            float grad_scale, double *ce, double *total);
     ffn_status (*pipeline_eval)(void *user, ffn_model *model, const int32_t *tokens,
                                 const int32_t *targets, int64_t B, int64_t T, double *ce);
+    /* The layers [*l0, *l1) this rank's stage runs (may be NULL: all),
+     * asked before the model is created (ffn_model_options.layer_begin,
+     * layer_end: activations and packed weights for those only); with it
+     * and `holds`, a run from the seed initialises the held tensors only
+     * (ffn_model_init_tensors: the bits one process gives them), and the
+     * starting weights are not compared (the seed is in the options text). */
+    ffn_status (*stage_layers)(void *user, const ffn_model_config *cfg, int64_t *l0, int64_t *l1);
     /* Overlap (all NULL: none): the last micro-batch's backward starts the
      * gradient sums itself, in place of reduce_grads (or of reduce_scatter
      * under zero_grads): grads_begin (n floats of `grads`) before it,
@@ -394,6 +408,7 @@ typedef struct ffn_train_result {
      * parallelism also the whole model's copy kept for the checkpoints. */
     int64_t state_bytes, optimizer_bytes;
     int64_t grad_bytes; /* of state_bytes: the gradients kept (ZeRO-2: the rank's range) */
+    int64_t activation_bytes; /* the model's activation block (a pipeline stage: its layers') */
 } ffn_train_result;
 
 /* Train.  result may be NULL; callbacks may be NULL.  Errors: bad options

@@ -284,10 +284,10 @@ ffn_status ffn_dist_init(int *argc, char ***argv, const ffn_dist_layout *layout,
         st = ffn_set_error(FFN_ERR_INVALID_ARG, "layout: --pp %lld: expected 1..65536", (long long)pp);
     else if (st == FFN_OK && pp > 1 && tp > 1)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --tp %lld is not supported "
-                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)tp);
+                           "yet (pipeline stages compose with --dp and --zero 1 only)", (long long)pp, (long long)tp);
     else if (st == FFN_OK && pp > 1 && ep > 1)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED, "layout: --pp %lld with --ep %lld is not supported "
-                           "yet (pipeline stages compose with --dp only)", (long long)pp, (long long)ep);
+                           "yet (pipeline stages compose with --dp and --zero 1 only)", (long long)pp, (long long)ep);
     else if (st == FFN_OK && tp > 1 && ep > 1 && ep != tp)
         st = ffn_set_error(FFN_ERR_UNSUPPORTED,
                          "layout: --tp %lld with --ep %lld: with --tp T the experts are either "
@@ -581,6 +581,30 @@ static int hook_holds(void *u, const ffn_model *m, int64_t tensor) {
 static ffn_status hook_gather_tensors(void *u, const ffn_model *m, float *const *where) {
     return dist_ep_gather_tensors(u, m, where);
 }
+static ffn_status hook_gather_one(void *u, const ffn_model *m, int64_t i, float *buf) {
+    return dist_ep_gather_one(u, m, i, buf);
+}
+
+/* One tensor's floats from rank src to rank 0 of comm (me: this rank's
+ * place there, src or 0): received into buf on rank 0, sent from buf on
+ * src; the count checked. */
+ffn_status dist_move_to_writer(ffn_dist *d, MPI_Comm comm, int src, int me, float *buf,
+                               const ffn_model_tensor *t, const char *what) {
+    if (!buf || t->numel > INT_MAX)
+        return ffn_set_error(FFN_ERR_INVALID_ARG, "%s: %s: %s", what, t->name,
+                             buf ? "more than INT_MAX floats" : "no buffer");
+    MPI_Request req;
+    int rc = me == 0 ? MPI_Irecv(buf, (int)t->numel, MPI_FLOAT, src, 12, comm, &req)
+                     : MPI_Isend(buf, (int)t->numel, MPI_FLOAT, 0, 12, comm, &req);
+    if (rc != MPI_SUCCESS) return dist_mpi_error(rc, what);
+    MPI_Status sts;
+    ffn_status st = dist_wait(d, 1, &req, &sts, what);
+    int got = -1;
+    if (st == FFN_OK && me == 0 && (MPI_Get_count(&sts, MPI_FLOAT, &got), got != (int)t->numel))
+        return ffn_set_error(FFN_ERR_CONFIG, "%s: %s: rank %d sent %d floats, expected %lld", what,
+                             t->name, src, got, (long long)t->numel);
+    return st;
+}
 static ffn_status hook_slice(void *u, const ffn_model *full, const float *src, const ffn_model *r,
                              float *dst) {
     if (ep_layout(u)) {
@@ -873,10 +897,15 @@ static void overlap_hooks(ffn_dist *d, ffn_train_dist *t, int mode) {
 
 static ffn_status zero_hooks(ffn_dist *d, ffn_train_dist *t, int stage) {
     if (!d || !t) return ffn_set_error(FFN_ERR_INVALID_ARG, "ffn_dist_train_hooks_zero%d: NULL argument", stage);
-    if (d->pp > 1)
+    if (d->pp > 1 && stage == 2)
         return ffn_set_error(FFN_ERR_UNSUPPORTED, "--zero %d with --pp %d is not supported yet "
-                             "(a stage already keeps only its layers' optimizer state)", stage,
+                             "(--zero 1 is: a stage's moments sharded over its --dp ranks)", stage,
                              d->pp);
+    if (d->pp > 1) { /* a stage's held tensors, split over the stage's dp group */
+        t->held_group = dist_pp_held_group;
+        t->held_allgatherv = hook_held_allgatherv; /* group 0: the stage's dp group */
+        return FFN_OK; /* a save all-gathers the stage's moments (its dp rank 0 is no writer) */
+    }
     /* overlapped: ZeRO-2's bucketed reduce-scatter with --tp 1 and --ep 1
      * only (ZeRO-1 is one ring over the whole block; with --tp the tensor-
      * parallel sums come first, with --ep a tensor at a time) */
@@ -916,6 +945,7 @@ void ffn_dist_train_hooks(ffn_dist *d, ffn_ctx *ctx, ffn_train_dist *t) {
         if (ep_layout(d)) {
             t->holds = hook_holds;
             t->gather_tensors = hook_gather_tensors;
+            t->gather_tensor = hook_gather_one;
         }
     }
     t->rank = d->grank[FFN_DIST_DP];

@@ -44,6 +44,9 @@ int dist_ep_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
  * by its owner from where[i] to world rank 0, which receives it into
  * where[i] (where[i] may be NULL where a rank neither sends nor receives). */
 ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
+ffn_status dist_ep_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf);
+ffn_status dist_move_to_writer(ffn_dist *d, MPI_Comm comm, int src, int me, float *buf,
+                               const ffn_model_tensor *t, const char *what);
 /* ZeRO-1 with --tp: ffn_dist_tp_grad_sq over [lo, hi) of the rank's
  * block only, summed over every rank (tp_model.c). */
 ffn_status dist_tp_grad_sq_range(ffn_dist *d, const ffn_model *rank_model, const ffn_model *full,
@@ -61,6 +64,8 @@ void dist_pp_layers(const ffn_dist *d, int64_t L, int64_t *l0, int64_t *l1);
 ffn_status dist_pp_check(ffn_dist *d, const ffn_model_config *cfg);
 int dist_pp_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
 ffn_status dist_pp_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
+ffn_status dist_pp_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf);
+int dist_pp_held_group(void *u, const ffn_model *m, int64_t i, int64_t *rank, int64_t *size);
 ffn_status dist_pp_reduce_grads(ffn_dist *d, ffn_model *m, float *g);
 ffn_status dist_pp_grad_sq(ffn_dist *d, const ffn_model *m, const float *g, double *sq);
 ffn_status dist_pp_step(ffn_dist *d, ffn_model *m, const int32_t *tokens,

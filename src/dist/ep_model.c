@@ -243,6 +243,28 @@ ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const 
     return FFN_OK;
 }
 
+/* One tensor to the writer from its owner (the streamed save: every rank
+ * calls it for each tensor in the same order): the writer receives into
+ * buf, the owner sends buf, the others do nothing. */
+ffn_status dist_ep_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf) {
+    const int64_t P = ffn_dist_size(d, FFN_DIST_EP), E = ffn_model_get_config(m)->num_experts;
+    const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
+    const int me = ffn_dist_rank(d, FFN_DIST_EP);
+    if (P == 1 || ffn_dist_rank(d, FFN_DIST_DP) >= P || !t || t->expert < 0) return FFN_OK;
+    int64_t last = -1;
+    for (int64_t k = 0; k < ffn_model_num_tensors(m); k++)
+        if (ffn_model_tensor_at(m, k)->expert >= 0) last = k;
+    if (i == last && mutate("skip-gather")) return FFN_OK;
+    int owner = 0;
+    for (int64_t k = 0, first, count; k < P; k++) {
+        dist_split(E, P, k, &first, &count);
+        if (t->expert >= first && t->expert < first + count) owner = (int)k;
+    }
+    if (owner == 0 || (me != 0 && me != owner)) return FFN_OK;
+    return dist_move_to_writer(d, dist_comm(d, FFN_DIST_EP), owner, me, buf, t,
+                               "gathering the experts for the checkpoint");
+}
+
 /* Any array laid out like the parameters, consolidated on every rank of
  * the EP group: each expert tensor from its owner, the rest from ep rank 0
  * (a sum of one value and zeros, so the owner's bits). */

@@ -94,6 +94,32 @@ ffn_status dist_pp_gather_tensors(ffn_dist *d, const ffn_model *m, float *const 
     return st;
 }
 
+/* One tensor from its stage's first rank to world rank 0 (the streamed
+ * save: every rank calls it for each tensor in the same order). */
+ffn_status dist_pp_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf) {
+    const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
+    if (!t) return FFN_OK;
+    const int me = ffn_dist_rank(d, FFN_DIST_WORLD);
+    const int src = (int)(owner_stage(d, m, t) * (ffn_dist_size(d, FFN_DIST_WORLD) /
+                                                  ffn_dist_size(d, FFN_DIST_PP)));
+    if (src == 0 || (me != 0 && me != src)) return FFN_OK;
+    return dist_move_to_writer(d, dist_comm(d, FFN_DIST_WORLD), src, me, buf, t,
+                               "--pp: the checkpoint's tensors");
+}
+
+/* --zero 1 (the trainer's held_group): every tensor a stage holds is
+ * replicated over the stage's dp group (group 0).  FFN_DIST_MUTATE=
+ * zero-held-owner: the part of another rank of the group. */
+int dist_pp_held_group(void *u, const ffn_model *m, int64_t i, int64_t *rank, int64_t *size) {
+    const ffn_dist *d = u;
+    (void)m, (void)i;
+    const int64_t P = ffn_dist_size(d, FFN_DIST_DP), r = ffn_dist_rank(d, FFN_DIST_DP);
+    const char *mu = getenv("FFN_DIST_MUTATE");
+    *rank = mu && !strcmp(mu, "zero-held-owner") ? (r + 1) % P : r;
+    *size = P;
+    return 0;
+}
+
 /* The stage's gradients: each run of held tensors summed over the stage's
  * data-parallel group; a tied embedding's two parts (the embedding's on
  * stage 0, the head's on the last stage) then added, the same sum on both. */
@@ -323,6 +349,9 @@ static int hook_holds(void *u, const ffn_model *m, int64_t i) { return dist_pp_h
 static ffn_status hook_gather_tensors(void *u, const ffn_model *m, float *const *where) {
     return dist_pp_gather_tensors(u, m, where);
 }
+static ffn_status hook_gather_one(void *u, const ffn_model *m, int64_t i, float *buf) {
+    return dist_pp_gather_one(u, m, i, buf);
+}
 static ffn_status hook_copy(void *u, const ffn_model *a, const float *src, const ffn_model *b,
                             float *dst) {
     (void)u, (void)b;
@@ -350,11 +379,20 @@ static ffn_status hook_eval(void *u, ffn_model *m, const int32_t *tokens, const 
     return dist_pp_eval(u, m, tokens, targets, B, T, ce);
 }
 
+static ffn_status hook_stage_layers(void *u, const ffn_model_config *cfg, int64_t *l0,
+                                    int64_t *l1) {
+    ffn_status st = dist_pp_check(u, cfg);
+    if (st == FFN_OK) dist_pp_layers(u, cfg->num_hidden_layers, l0, l1);
+    return st;
+}
+
 void dist_pp_train_hooks(ffn_dist *d, ffn_train_dist *t) {
     (void)d;
+    t->stage_layers = hook_stage_layers;
     t->shard = hook_shard;
     t->holds = hook_holds;
     t->gather_tensors = hook_gather_tensors;
+    t->gather_tensor = hook_gather_one;
     t->slice_flat = hook_copy;
     t->gather_flat = hook_copy;
     t->sync_grads = NULL;

@@ -476,6 +476,8 @@ typedef struct st_item {
     size_t nbytes;
     const void *data; /* the caller's, or `owned` */
     void *owned;
+    ffn_st_source next; /* or the pieces of a source */
+    void *next_user;
     size_t order;     /* insertion index */
 } st_item;
 
@@ -612,6 +614,39 @@ ffn_status ffn_st_writer_add(ffn_st_writer *w, const char *name, ffn_dtype dtype
     ffn_status s = add_item(w, name, dtype, ndim, shape, data, &it);
     if (s != FFN_OK) return s;
     it->data = data;
+    return FFN_OK;
+}
+
+ffn_status ffn_st_writer_add_source(ffn_st_writer *w, const char *name, ffn_dtype dtype, int ndim,
+                                    const int64_t *shape, ffn_st_source next, void *user) {
+    if (!next) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_st_writer_add_source: next is NULL");
+    st_item *it;
+    ffn_status s = add_item(w, name, dtype, ndim, shape, (const void *)next, &it);
+    if (s != FFN_OK) return s;
+    it->next = next;
+    it->next_user = user;
+    return FFN_OK;
+}
+
+static int write_all(int fd, const void *data, size_t n);
+
+/* A source's pieces, written as they come. */
+static ffn_status write_source(int fd, const st_item *it, int *io_err) {
+    size_t done = 0;
+    while (done < it->nbytes) {
+        const void *p = NULL;
+        size_t n = 0;
+        ffn_status s = it->next(it->next_user, &p, &n);
+        if (s != FFN_OK) return s;
+        if (n == 0 || !p || n > it->nbytes - done)
+            return ffn_error(FFN_ERR_INVALID_ARG, "safetensors writer: %s: a piece of %zu bytes at "
+                             "byte %zu of %zu", it->name, n, done, it->nbytes);
+        if (!write_all(fd, p, n)) {
+            *io_err = 1;
+            return FFN_OK;
+        }
+        done += n;
+    }
     return FFN_OK;
 }
 
@@ -813,8 +848,21 @@ ffn_status ffn_st_writer_save(const ffn_st_writer *w, const char *path) {
     uint64_t n = header_len;
     const char *step = "write";
     int ok = write_all(fd, &n, 8) && write_all(fd, header, header_len);
-    for (size_t i = 0; ok && i < w->n; i++)
-        if (order[i]->nbytes) ok = write_all(fd, order[i]->data, order[i]->nbytes);
+    for (size_t i = 0; ok && i < w->n; i++) {
+        if (!order[i]->nbytes) continue;
+        if (!order[i]->next) {
+            ok = write_all(fd, order[i]->data, order[i]->nbytes);
+            continue;
+        }
+        int io_err = 0;
+        s = write_source(fd, order[i], &io_err);
+        if (s != FFN_OK) { /* the source's error, the file not left */
+            close(fd);
+            unlink(tmp);
+            goto done;
+        }
+        ok = !io_err;
+    }
     if (ok) {
         step = "fsync";
         ok = fsync(fd) == 0;

@@ -489,6 +489,7 @@ struct ffn_model {
     float *final_norm_b, *g_final_norm_b; /* (D) norm LAYER, or NULL */
     ffn_layer **mlp; /* (L), NULL where none or MoE */
     ffn_moe **moe;   /* (L), NULL where not MoE */
+    int64_t s0, s1;                 /* training: the layers carved and packed ([0, L): all) */
     /* activations, one block */
     void *acts;
     size_t acts_bytes;
@@ -775,7 +776,7 @@ void ffn_model_free(ffn_model *m) {
     model_params_free(m->params, (size_t)m->n_params * sizeof(float));
     model_q_free(m->q);
     model_bf16_free(m->b16);
-    ffn_free_aligned(m->grads);
+    model_params_free(m->grads, (size_t)m->n_params * sizeof(float));
     ffn_free_aligned(m->acts);
     ffn_taps_free(m->taps);
     free(m);
@@ -853,8 +854,8 @@ static ffn_status create_layers(ffn_model *m) {
  * first layer's. */
 static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
     const int64_t N = m->max_n, D = m->D, C = m->C, HD = m->H * m->Dh, GD = m->G * m->Dh;
-    const int64_t L = m->L, nl = m->training ? L : 1;
-    for (int64_t l = 0; l < nl; l++) {
+    const int64_t L = m->L, l0 = m->training ? m->s0 : 0, l1 = m->training ? m->s1 : 1;
+    for (int64_t l = l0; l < l1; l++) {
         block_acts *a = &m->ba[l];
         a->res = carve_take(cv, fl(cv, N, D));
         a->rstd1 = carve_take(cv, fl(cv, N, 1));
@@ -870,7 +871,10 @@ static void carve_acts(ffn_model *m, carve *cv, size_t saved_max) {
         a->xn2 = carve_take(cv, fl(cv, N, D));
         a->saved = m->training ? carve_take(cv, saved_max) : NULL;
     }
-    for (int64_t l = nl; l < L; l++) m->ba[l] = m->ba[0];
+    /* inference shares the first layer's; a stage's other layers are
+     * never run in training (forward_range refuses them) */
+    for (int64_t l = 0; l < L; l++)
+        if (l < l0 || l >= l1) m->ba[l] = m->ba[l0];
     m->res_final = carve_take(cv, fl(cv, N, D));
     m->rstdf = carve_take(cv, fl(cv, N, 1));
     m->xnf = carve_take(cv, fl(cv, N, D));
@@ -990,6 +994,17 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     m->training = o.training != 0;
     m->save = FFN_SAVE_ACTIVATIONS;
     m->precision = o.precision;
+    m->s0 = 0, m->s1 = m->L;
+    if (o.layer_begin != 0 || o.layer_end != 0) {
+        if (!o.training || o.layer_begin < 0 || o.layer_end <= o.layer_begin ||
+            o.layer_end > m->L) {
+            free(m);
+            return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_create: layers [%lld, %lld): expected "
+                             "a range of the %lld layers, for training", (long long)o.layer_begin,
+                             (long long)o.layer_end, (long long)cfg->num_hidden_layers);
+        }
+        m->s0 = o.layer_begin, m->s1 = o.layer_end;
+    }
     if (ffn_mul_i64(o.max_batch, o.max_seq, &m->max_n)) {
         free(m);
         return ffn_error(FFN_ERR_OVERFLOW, "ffn_model_create: max_batch · max_seq overflows");
@@ -1023,13 +1038,12 @@ ffn_status ffn_model_create(ffn_ctx *ctx, const ffn_model_config *cfg,
     }
     m->n_params = total;
     m->params = model_params_alloc(bytes); /* zero, untouched */
-    if (m->training) m->grads = ffn_malloc_aligned(bytes);
+    if (m->training) m->grads = model_params_alloc(bytes); /* zero, untouched */
     if (!m->params || (m->training && !m->grads)) {
         st = ffn_error(FFN_ERR_NOMEM, "ffn_model_create: out of memory (%zu bytes of parameters)",
                        bytes);
         goto fail;
     }
-    if (m->grads) memset(m->grads, 0, bytes);
     if ((st = build_table(m, &total))) goto fail;
     if ((st = index_names(m))) goto fail;
     if ((st = create_layers(m))) goto fail;
@@ -1133,7 +1147,7 @@ static double product_weights_per_row(const ffn_model *m) {
 
 ffn_status ffn_model_params_changed(ffn_model *m) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_params_changed: model is NULL");
-    for (int64_t l = 0; l < m->L; l++) {
+    for (int64_t l = m->s0; l < m->s1; l++) { /* a stage's layers only */
         ffn_status st = FFN_OK;
         if (m->mlp[l]) st = model_q_set_ffn(m->q, m->mlp[l], m->params, &m->bp[l].mlp);
         else if (m->moe[l])
@@ -1142,7 +1156,7 @@ ffn_status ffn_model_params_changed(ffn_model *m) {
     }
     if (m->b16) { /* the bf16 copies of the projections model.c multiplies by */
         ffn_status st = model_bf16_begin(m->b16, m->params, m->n_params);
-        for (int64_t l = 0; l < m->L && !st; l++)
+        for (int64_t l = m->s0; l < m->s1 && !st; l++)
             if (!(st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wqkv, m->C * m->D)))
                 st = model_bf16_refresh(m->b16, m->ctx, m->bp[l].wo, m->D * m->H * m->Dh);
         if (!st) st = model_bf16_refresh(m->b16, m->ctx, m->head, m->V * m->D);
@@ -1167,11 +1181,17 @@ static int is_residual_out(const ffn_model_tensor *t) {
 
 ffn_status ffn_model_init_weights(ffn_model *m, uint64_t seed) {
     if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_init_weights: model is NULL");
+    return ffn_model_init_tensors(m, seed, NULL);
+}
+
+ffn_status ffn_model_init_tensors(ffn_model *m, uint64_t seed, const unsigned char *which) {
+    if (!m) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_init_tensors: model is NULL");
     model_q_free(m->q); /* every tensor fp32 again */
     m->q = NULL;
     const double std = 0.02, std_res = 0.02 / sqrt(2.0 * (double)m->L);
     for (int64_t i = 0; i < m->n_tensors; i++) {
         const ffn_model_tensor *t = &m->tensors[i];
+        if (which && !which[i]) continue;
         float *w = m->params + t->offset;
         if (t->kind == FFN_TENSOR_NORM) { /* effective weight 1, LayerNorm biases 0 */
             const int blk = !strstr(t->name, "q_norm") && !strstr(t->name, "k_norm");
@@ -1272,6 +1292,10 @@ static ffn_status forward_blocks(ffn_model *m, const int32_t *tokens, int64_t B,
 static ffn_status forward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
                                 int mode, int64_t l0, int64_t l1, const float *x_in,
                                 float **x_out, double *aux, double *z) {
+    if (l0 < m->s0 || l1 > m->s1) /* a stage's model: its layers only */
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model: layers [%lld, %lld): the model runs "
+                         "layers [%lld, %lld) only (a pipeline stage)", (long long)l0,
+                         (long long)l1, (long long)m->s0, (long long)m->s1);
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh, pos0 = mode == MODE_CACHE ? m->pos : 0;
@@ -1301,7 +1325,7 @@ static ffn_status forward_range(ffn_model *m, const int32_t *tokens, int64_t B, 
     for (int64_t l = l0; l < l1; l++) {
         const block_tensors *p = &m->bp[l];
         const block_acts *a = &m->ba[save ? l : 0];
-        float *x_next = save ? (l + 1 < m->L ? m->ba[l + 1].res : m->res_final) : x;
+        float *x_next = save ? (l + 1 < m->s1 ? m->ba[l + 1].res : m->res_final) : x;
         if (tp) ffn_taps_point(tp, l, FFN_TAP_RESID_PRE, x);
         /* attention */
         norm_forward(m, a->xn1, a->rstd1, x, p->attn_norm, p->attn_norm_b, N);
@@ -1510,6 +1534,10 @@ static ffn_status backward_blocks(ffn_model *m, const int32_t *tokens, int64_t B
  * gradient of the stream entering layer l0. */
 static ffn_status backward_range(ffn_model *m, const int32_t *tokens, int64_t B, int64_t T,
                                  int64_t l0, int64_t l1, const float *d_top) {
+    if (l0 < m->s0 || l1 > m->s1)
+        return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model: layers [%lld, %lld): the model runs "
+                         "layers [%lld, %lld) only (a pipeline stage)", (long long)l0,
+                         (long long)l1, (long long)m->s0, (long long)m->s1);
     const ffn_ctx *ctx = m->ctx;
     const int64_t N = B * T, D = m->D, C = m->C, H = m->H, G = m->G, Dh = m->Dh;
     const int64_t HD = H * Dh, GD = G * Dh;
@@ -1684,6 +1712,10 @@ static ffn_status stage_check(const ffn_model *m, int64_t l0, int64_t l1, int tr
                          (long long)l0, (long long)l1, (long long)m->L);
     if (train && !m->training)
         return ffn_error(FFN_ERR_INVALID_ARG, "%s: the model was created without training", fn);
+    if (l0 < m->s0 || l1 > m->s1)
+        return ffn_error(FFN_ERR_INVALID_ARG, "%s: layers [%lld, %lld): the model runs layers "
+                         "[%lld, %lld) only (ffn_model_options.layer_begin, layer_end)", fn,
+                         (long long)l0, (long long)l1, (long long)m->s0, (long long)m->s1);
     if (train && model_q_first(m->q))
         return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s holds low-precision weights: training needs "
                          "fp32 weights", fn, model_q_first(m->q));
@@ -1743,7 +1775,7 @@ ffn_status ffn_model_stage_acts(ffn_model *m, int64_t l0, int64_t l1, void **sta
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_model_stage_acts: NULL argument");
     ffn_status st = stage_check(m, l0, l1, 1, "ffn_model_stage_acts");
     if (st) return st;
-    char *a = (char *)m->ba[l0].res, *b = (char *)(l1 < m->L ? m->ba[l1].res : m->res_final);
+    char *a = (char *)m->ba[l0].res, *b = (char *)(l1 < m->s1 ? m->ba[l1].res : m->res_final);
     *start = a;
     *bytes = (size_t)(b - a);
     return FFN_OK;

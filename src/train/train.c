@@ -346,6 +346,17 @@ typedef struct trainer {
     float *zero_all;          /* ZeRO-1, during a save: the rank's whole m and v, gathered */
     int64_t *zfull_moff;      /* ZeRO-1 over held tensors: the whole held layout (moff, */
     int64_t zfull_k;          /* n_held) a save gathers the moments into */
+    /* sharded state, a streamed save (gather_tensor; the tensors tile the
+     * block in table order): piece p of 3 · tensors is tensor p % nt's m,
+     * v, then parameters, each from its holder as the writer writes it */
+    int streamed;
+    int st_parts;             /* ZeRO over held tensors, no held_gatherv: each tensor's m or v
+                               * all-gathered over its group as its piece comes */
+    const float *st_mom;      /* the held layout's m (v at + st_k) */
+    const int64_t *st_moff;
+    int64_t st_k, st_next;    /* the next piece */
+    float *st_buf, *zwhole;   /* one tensor received; ZeRO: the held moments put together */
+    int64_t st_cap;
     ffn_adamw *opt;
     float *moments;           /* (2, P): the optimizer's block */
     int64_t n_params;
@@ -393,6 +404,8 @@ static uint64_t fnv1a64(const char *p, size_t n) {
     return h;
 }
 
+static void moments_free(float *m);
+
 static void trainer_free(trainer *t) {
     if (t->metrics) fclose(t->metrics);
     free(t->log);
@@ -406,6 +419,8 @@ static void trainer_free(trainer *t) {
     ffn_adamw_free(t->full_opt);
     free(t->held);
     free(t->zfull_moff);
+    free(t->st_buf);
+    moments_free(t->zwhole);
     free(t->batch_tokens);
     free(t->batch_targets);
     free(t->loss_hist);
@@ -1110,7 +1125,118 @@ static ffn_status train_step(trainer *t, ffn_train_point *pt) {
 
 /* ---- checkpoints: the training state (the other files: checkpoint.c) -------------- */
 
-static ffn_status save_train_state(const trainer *t, const char *path) {
+/* The streamed save (t->streamed): every rank takes the pieces in the same
+ * order; the writer gets each (its own floats, or received into one
+ * tensor's buffer, zero first), a holder sends its own, the others pass. */
+enum { ZERO_CHUNK = 1 << 20 }; /* floats of m or v a ZeRO save moves at a time */
+static int64_t stream_pieces(const trainer *t) {
+    return t->streamed == 2 ? 2 * ((t->n_params + ZERO_CHUNK - 1) / ZERO_CHUNK)
+                            : 3 * ffn_model_num_tensors(t->model);
+}
+static ffn_status stream_buf(trainer *t, int64_t numel) {
+    if (numel <= t->st_cap) return FFN_OK;
+    free(t->st_buf);
+    t->st_buf = malloc((size_t)numel * sizeof *t->st_buf);
+    t->st_cap = t->st_buf ? numel : 0;
+    return t->st_buf ? FFN_OK : ffn_error(FFN_ERR_NOMEM, "out of memory (a piece of the checkpoint)");
+}
+/* ZeRO without TP (t->streamed 2): piece p is chunk p % C of m (p < C),
+ * then of v; every rank's part of it (its range's share) gathered to the
+ * writer (gather_range over the chunk, collective). */
+static ffn_status zero_next(trainer *t, int64_t p, const float **out, int64_t *numel) {
+    const ffn_train_dist *d = t->o.dist;
+    const int64_t n = t->n_params, C = (n + ZERO_CHUNK - 1) / ZERO_CHUNK, pass = p / C;
+    const int64_t c0 = (p % C) * ZERO_CHUNK, c1 = c0 + ZERO_CHUNK < n ? c0 + ZERO_CHUNK : n;
+    const int64_t lo = t->opt->lo, hi = t->opt->hi, k = hi - lo;
+    const int64_t a = lo > c0 ? lo : c0, b = hi < c1 ? hi : c1, cnt = b > a ? b - a : 0;
+    ffn_status st = d->writer ? stream_buf(t, c1 - c0) : FFN_OK;
+    *numel = c1 - c0;
+    *out = d->writer ? t->st_buf : NULL;
+    const float *mine = t->moments + pass * k + (cnt ? a - lo : 0);
+    /* every rank takes part, even after a failure on the writer */
+    ffn_status s2 = d->gather_range(d->user, mine, cnt ? a - c0 : 0, cnt,
+                                    st == FFN_OK ? t->st_buf : NULL, c1 - c0);
+    return st != FFN_OK ? st : s2;
+}
+static ffn_status stream_next(trainer *t, const float **out, int64_t *numel) {
+    const int64_t nt = ffn_model_num_tensors(t->model), p = t->st_next++;
+    if (t->streamed == 2 && p < stream_pieces(t)) return zero_next(t, p, out, numel);
+    if (p >= stream_pieces(t))
+        return ffn_error(FFN_ERR_INVALID_ARG, "the streamed save: piece %lld of %lld", (long long)p,
+                         (long long)stream_pieces(t));
+    const int64_t pass = p / nt, i = p % nt;
+    const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+    if (t->st_parts && pass < 2 && t->held[i]) { /* the parts put together, one tensor */
+        const ffn_adamw *a = t->opt;
+        ffn_status st = stream_buf(t, ten->numel);
+        int *cd = st == FFN_OK ? malloc((size_t)(2 * a->zP[0] + 1) * sizeof *cd) : NULL;
+        if (st == FFN_OK && !cd) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
+        if (st == FFN_OK) {
+            memcpy(t->st_buf + a->zlo[i], t->moments + pass * a->n_held + a->moff[i],
+                   (size_t)a->zlen[i] * sizeof *t->st_buf);
+            if (a->zP[a->zgrp[i]] > 1) {
+                held_zero_parts(a, i, cd);
+                st = a->zh->held_allgatherv(a->zh->user, (int)a->zgrp[i], t->st_buf, cd,
+                                            cd + a->zP[a->zgrp[i]]);
+            }
+        }
+        free(cd);
+        *numel = ten->numel;
+        *out = t->st_buf;
+        const ffn_train_dist *d = t->o.dist;
+        if (st == FFN_OK && !d->writer) st = d->gather_tensor(d->user, t->model, i, t->st_buf);
+        return st;
+    }
+    const float *own = pass < 2 ? (t->st_moff[i] >= 0 ? t->st_mom + pass * t->st_k + t->st_moff[i]
+                                                      : NULL)
+                       : t->held[i] ? ffn_model_params(t->model, NULL) + ten->offset : NULL;
+    *numel = ten->numel;
+    const ffn_train_dist *d = t->o.dist;
+    if (!d->writer || own) {
+        *out = own;
+        return d->writer ? FFN_OK : d->gather_tensor(d->user, t->model, i, (float *)own);
+    }
+    ffn_status st = stream_buf(t, ten->numel);
+    if (st != FFN_OK) return st;
+    memset(t->st_buf, 0, (size_t)ten->numel * sizeof *t->st_buf);
+    *out = t->st_buf;
+    return d->gather_tensor(d->user, t->model, i, t->st_buf);
+}
+static ffn_status stream_source(void *u, const void **data, size_t *n) {
+    const float *p = NULL;
+    int64_t numel = 0;
+    ffn_status st = stream_next(u, &p, &numel);
+    *data = p;
+    *n = (size_t)numel * sizeof(float);
+    return st;
+}
+/* The pieces not taken yet: sent (a holder), or received and dropped (the
+ * writer, after a save that stopped early). */
+static ffn_status stream_rest(trainer *t) {
+    ffn_status st = FFN_OK;
+    while (t->st_next < stream_pieces(t)) {
+        const float *p;
+        int64_t numel;
+        ffn_status s = stream_next(t, &p, &numel);
+        if (st == FFN_OK) st = s;
+    }
+    return st;
+}
+static ffn_status save_weights_streamed(trainer *t, const char *path) {
+    ffn_st_writer *w = NULL;
+    ffn_status st = ffn_st_writer_create(&w);
+    for (int64_t i = 0; st == FFN_OK && i < ffn_model_num_tensors(t->model); i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+        st = ffn_st_writer_add_source(w, ten->name, FFN_DTYPE_F32, ten->ndim, ten->shape,
+                                      stream_source, t);
+    }
+    if (st == FFN_OK) st = ffn_st_writer_set_metadata(w, "format", "pt");
+    if (st == FFN_OK) st = ffn_st_writer_save(w, path);
+    ffn_st_writer_free(w);
+    return st;
+}
+
+static ffn_status save_train_state(trainer *t, const char *path) {
     ffn_st_writer *w = NULL;
     ffn_status st = ffn_st_writer_create(&w);
     if (st != FFN_OK) return st;
@@ -1118,9 +1244,14 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     /* tensor parallel: the whole model's moments, put together before the save */
     const float *mom = t->full_moments ? t->full_moments : t->moments;
     const int64_t np = t->full_moments ? t->full_np : t->n_params;
-    int64_t shape[1] = {np};
-    st = ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, mom);
-    if (st == FFN_OK) st = ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, mom + np);
+    const int64_t nm = t->streamed ? t->n_params : np; /* streamed: the whole model's */
+    int64_t shape[1] = {nm};
+    st = t->streamed ? ffn_st_writer_add_source(w, "adamw.m", FFN_DTYPE_F32, 1, shape, stream_source, t)
+                     : ffn_st_writer_add(w, "adamw.m", FFN_DTYPE_F32, 1, shape, mom);
+    if (st == FFN_OK)
+        st = t->streamed
+                 ? ffn_st_writer_add_source(w, "adamw.v", FFN_DTYPE_F32, 1, shape, stream_source, t)
+                 : ffn_st_writer_add(w, "adamw.v", FFN_DTYPE_F32, 1, shape, mom + np);
     shape[0] = t->step;
     if (st == FFN_OK && t->step > 0)
         st = ffn_st_writer_add(w, "loss_history", FFN_DTYPE_F64, 1, shape, t->loss_hist);
@@ -1141,7 +1272,7 @@ static ffn_status save_train_state(const trainer *t, const char *path) {
     META("data_source", "%s", t->data_source);
     META("data_bytes", "%zu", t->text_len);
     META("data_fingerprint", "%016llx", (unsigned long long)t->fingerprint);
-    META("n_params", "%lld", (long long)np);
+    META("n_params", "%lld", (long long)nm);
     if (t->init_source[0]) META("init", "%s", t->init_source);
     if (t->vocab_file) META("vocab_file", "%s", FFN_LLAMA2C_TOKENIZER_FILENAME);
 #undef META
@@ -1194,7 +1325,8 @@ static ffn_status save_checkpoint(trainer *t, const char *out_dir) {
     }
     /* model.safetensors last: its presence marks a finished directory. */
     if (st == FFN_OK && !FILE_IN(FFN_MODEL_FILENAME)) st = ffn_error(FFN_ERR_NOMEM, "out of memory");
-    if (st == FFN_OK) st = run_dir_save_weights(whole, path);
+    if (st == FFN_OK)
+        st = t->streamed == 1 ? save_weights_streamed(t, path) : run_dir_save_weights(whole, path);
 #undef FILE_IN
     free(path);
     if (st == FFN_OK) st = ffn_dirswap_commit(out_dir, tmp);
@@ -1521,6 +1653,7 @@ static ffn_status fill_result(const trainer *t, ffn_train_result *r, double seco
                                                                              : held);
         r->state_bytes = 4 * held + r->grad_bytes + r->optimizer_bytes +
                          (t->full ? 16 * t->full_np : 0);
+        r->activation_bytes = (int64_t)ffn_model_activation_bytes(t->model);
     }
     if (!r->loss || !r->eval_step || !r->eval_loss || (ckpt && !r->checkpoint_dir)) {
         ffn_train_result_free(r);
@@ -1590,6 +1723,7 @@ static ffn_status zero_shard(trainer *t) {
     moments_free(t->opt->moments);
     t->opt->moments = t->moments = m;
     t->opt->lo = lo, t->opt->hi = hi, t->opt->zero = d;
+    if (!t->full && d->gather_range) t->streamed = 2; /* a save gathers a chunk at a time */
     if (d->zero_grads) { /* ZeRO-2: the gradients outside the range are not kept */
         float *g = ffn_model_grads(t->model, NULL);
         ffn_release_floats(g, lo);
@@ -1675,6 +1809,13 @@ static ffn_status held_shard(trainer *t) {
     a->n_held = k;
     a->tp = d;
     a->tp_full = t->model;
+    /* a save streams when the tensors tile the block in table order */
+    int64_t at = 0;
+    for (int64_t i = 0; i < nt && at >= 0; i++) {
+        const ffn_model_tensor *ten = ffn_model_tensor_at(t->model, i);
+        at = ten->offset == at ? at + ten->numel : -1;
+    }
+    t->streamed = d->gather_tensor && at == t->n_params;
     return FFN_OK;
 }
 
@@ -1755,7 +1896,17 @@ static ffn_status held_gather_whole(trainer *t);
  * made), then held_gather_whole. */
 static ffn_status held_gather(trainer *t) {
     ffn_adamw *a = t->opt;
+    t->st_next = 0;
+    if (!a->zh && t->streamed) { /* the held layout as it is */
+        t->st_mom = t->moments, t->st_moff = a->moff, t->st_k = a->n_held;
+        return FFN_OK;
+    }
     if (!a->zh) return held_gather_whole(t);
+    if (t->streamed && !t->o.dist->held_gatherv) { /* each tensor's parts as it comes */
+        t->st_parts = 1;
+        t->st_moff = t->zfull_moff; /* -1: not held here, from the holder */
+        return FFN_OK;
+    }
     const int64_t nt = ffn_model_num_tensors(t->model), K = t->zfull_k, k = a->n_held;
     float *whole = moments_alloc(2 * (K ? K : 1));
     float **where = calloc((size_t)nt + 1, sizeof *where);
@@ -1788,6 +1939,11 @@ static ffn_status held_gather(trainer *t) {
     }
     free(cd);
     free(where);
+    if (st == FFN_OK && t->streamed) { /* streamed from the whole held layout */
+        t->zwhole = whole;
+        t->st_mom = whole, t->st_moff = t->zfull_moff, t->st_k = K;
+        return FFN_OK;
+    }
     if (st == FFN_OK) { /* the whole held layout for the gather, then back */
         int64_t *moff = a->moff;
         float *mine = t->moments;
@@ -1827,8 +1983,11 @@ static ffn_status held_gather_whole(trainer *t) {
 }
 static void held_release(trainer *t) {
     moments_free(t->full_moments);
-    t->full_moments = NULL;
-    if (t->o.dist->writer) release_unheld(t);
+    moments_free(t->zwhole);
+    free(t->st_buf);
+    t->full_moments = t->zwhole = t->st_buf = NULL;
+    t->st_cap = 0;
+    if (t->o.dist->writer && !t->streamed) release_unheld(t);
 }
 
 /* Tensor parallel, before a save (every rank): the whole model's parameters
@@ -1864,7 +2023,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
 
     /* A fine-tuned run resumed: the model's config is the run's own
      * config.json (its context is the pretrained model's, not seq_len). */
-    int resume_init = 0;
+    int resume_init = 0, seed_held = 0;
     ffn_model_config cfg = o->model;
     if (o->resume_dir) {
         st = ffn_dirswap_resolve(o->resume_dir, &rdir);
@@ -1916,7 +2075,9 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         ffn_model_options mopt = {.max_batch = o->batch_size, .max_seq = o->seq_len, .training = 1,
                               .precision = o->precision};
-        st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
+        if (o->dist && o->dist->stage_layers) /* a pipeline stage: its layers only */
+            st = o->dist->stage_layers(o->dist->user, &cfg, &mopt.layer_begin, &mopt.layer_end);
+        if (st == FFN_OK) st = ffn_model_create(t->ctx, &cfg, &mopt, &t->model);
         if (st != FFN_OK) goto done;
     }
     st = ffn_adamw_create(t->model, o, &t->opt);
@@ -1937,7 +2098,15 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                            "train (pass a larger --steps to continue)",
                            rdir, (long long)t->step, (long long)o->steps);
     } else {
-        st = t->init_source[0] ? FFN_OK : ffn_model_init_weights(t->model, o->seed);
+        /* a pipeline stage from the seed: its own tensors only */
+        seed_held = !t->init_source[0] && o->dist && o->dist->stage_layers && o->dist->holds;
+        unsigned char *which = seed_held ? calloc((size_t)ffn_model_num_tensors(t->model) + 1, 1)
+                                         : NULL;
+        st = seed_held && !which ? ffn_error(FFN_ERR_NOMEM, "out of memory") : FFN_OK;
+        for (int64_t i = 0; which && i < ffn_model_num_tensors(t->model); i++)
+            which[i] = o->dist->holds(o->dist->user, t->model, i) != 0;
+        if (st == FFN_OK && !t->init_source[0]) st = ffn_model_init_tensors(t->model, o->seed, which);
+        free(which);
         ffn_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
         if (st == FFN_OK) st = grow_history(t, 1);
     }
@@ -2003,7 +2172,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         const float *w = ffn_model_params(t->full ? t->full : t->model, &np);
         st = o->dist->check_same(o->dist->user, "the training data (its fingerprint)",
                                  &t->fingerprint, sizeof t->fingerprint);
-        if (st == FFN_OK)
+        if (st == FFN_OK && !seed_held) /* seed_held: each stage made its own tensors */
             st = o->dist->check_same(o->dist->user, "the starting weights (the checkpoint, --init or "
                                      "the seed)", w, (size_t)np * sizeof *w);
         if (st == FFN_OK)
@@ -2049,12 +2218,23 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         }
         int want_save = t->out_dir && (interrupted || t->step == end ||
                                        (o->save_every > 0 && t->step % o->save_every == 0));
-        if (st == FFN_OK && want_save && t->opt->zero) st = zero_gather(t); /* every rank */
+        t->st_next = 0;
+        if (st == FFN_OK && want_save && t->opt->zero && !t->streamed) st = zero_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->full) st = tp_gather(t); /* every rank */
         if (st == FFN_OK && want_save && t->held) st = held_gather(t); /* every rank */
         if (st == FFN_OK && want_save && o->out_dir) { /* the writer's */
             st = save_checkpoint(t, o->out_dir);
             if (st == FFN_OK && cb && cb->on_checkpoint) cb->on_checkpoint(o->out_dir, t->step, cb->user);
+        } else if (st == FFN_OK && want_save && t->streamed) {
+            st = stream_rest(t); /* the others: their parts, as the writer writes them */
+        }
+        if (want_save && t->streamed && o->out_dir) { /* whatever the save left */
+            ffn_status rs = stream_rest(t);
+            if (st == FFN_OK) st = rs;
+        }
+        if (want_save && t->streamed == 2) {
+            free(t->st_buf);
+            t->st_buf = NULL, t->st_cap = 0;
         }
         if (t->opt->zero) zero_release(t);
         if (t->held && want_save) held_release(t);

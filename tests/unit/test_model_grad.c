@@ -245,6 +245,70 @@ static void run_model(ffn_model_mlp type, int64_t E, const char *what) {
           what, l1.ce, ref.ce);
     CHECK(ffn_model_stage_forward(mt, tok, y, B, T, 1, 1, 1, 1.0f, buf, NULL, &l1) ==
               FFN_ERR_INVALID_ARG, "%s: an empty stage accepted", what);
+
+    /* the same two stages as two models of their layers only
+     * (ffn_model_options.layer_begin/end): the gradients of
+     * forward_backward (a tied embedding's two parts added apart: 1e-6),
+     * smaller activation blocks, other layers refused */
+    ffn_model *sm[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        ffn_model_options o = {.max_batch = B, .max_seq = T, .training = 1,
+                               .layer_begin = k ? 1 : 0, .layer_end = k ? L : 1};
+        st = ffn_model_create(ctx, ffn_model_get_config(mt), &o, &sm[k]);
+        CHECK(st == FFN_OK, "%s: stage model %d: %s", what, k, ffn_last_error());
+        if (st) break;
+        copy_weights(sm[k], mt);
+        CHECK(ffn_model_activation_bytes(sm[k]) < ffn_model_activation_bytes(mt),
+              "%s: stage model %d: %zu activation bytes, the whole model %zu", what, k,
+              ffn_model_activation_bytes(sm[k]), ffn_model_activation_bytes(mt));
+    }
+    if (sm[0] && sm[1]) {
+        st = ffn_model_stage_forward(sm[0], tok, y, B, T, 0, 1, 1, 1.0f, NULL, &x, &l0);
+        if (st == FFN_OK) memcpy(buf, x, (size_t)(B * T * D) * sizeof *buf);
+        if (st == FFN_OK) st = ffn_model_stage_forward(sm[1], tok, y, B, T, 1, L, 1, 1.0f, buf, NULL, &l1);
+        if (st == FFN_OK) st = ffn_model_stage_backward(sm[1], tok, B, T, 1, L, 1.0f, NULL, &dx);
+        if (st == FFN_OK) memcpy(buf, dx, (size_t)(B * T * D) * sizeof *buf);
+        if (st == FFN_OK) st = ffn_model_stage_backward(sm[0], tok, B, T, 0, 1, 1.0f, buf, NULL);
+        CHECK(st == FFN_OK, "%s: stage models: %s", what, ffn_last_error());
+        const float *ga = ffn_model_grads(sm[0], NULL), *gb = ffn_model_grads(sm[1], NULL);
+        worst = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double e = fabs((double)(ga[i] + gb[i]) - g0[i]);
+            worst = e > worst ? e : worst;
+        }
+        CHECK(worst < 1e-6, "%s: stage models: parameter gradients differ by %g", what, worst);
+        CHECK(l1.ce == ref.ce, "%s: stage models: loss %.17g vs %.17g", what, l1.ce, ref.ce);
+        CHECK(ffn_model_stage_forward(sm[1], tok, y, B, T, 0, L, 1, 1.0f, NULL, NULL, &l1) ==
+                  FFN_ERR_INVALID_ARG, "%s: stage model 1 ran layer 0", what);
+        CHECK(ffn_model_forward_backward(sm[0], tok, y, B, T, 1.0f, &l1) == FFN_ERR_INVALID_ARG,
+              "%s: stage model 0 ran the whole model", what);
+        /* its tensors from the seed: ffn_model_init_weights's bits */
+        const int64_t nt = ffn_model_num_tensors(sm[1]);
+        unsigned char *which = calloc((size_t)nt, 1);
+        for (int64_t i = 0; which && i < nt; i++) which[i] = ffn_model_tensor_at(sm[1], i)->layer >= 1;
+        memset(ffn_model_params(sm[1], NULL), 0, (size_t)n * sizeof(float));
+        ffn_model_init_tensors(sm[1], 3, which);
+        ffn_model_init_weights(mt, 3);
+        const float *pa = ffn_model_params(sm[1], NULL), *pb = ffn_model_params(mt, NULL);
+        int bad = 0;
+        for (int64_t i = 0; which && i < nt; i++) {
+            const ffn_model_tensor *t = ffn_model_tensor_at(sm[1], i);
+            for (int64_t j = 0; j < t->numel; j++)
+                bad += which[i] ? pa[t->offset + j] != pb[t->offset + j] : pa[t->offset + j] != 0.0f;
+        }
+        CHECK(which && bad == 0, "%s: ffn_model_init_tensors: %d floats differ", what, bad);
+        free(which);
+    }
+    ffn_model_free(sm[0]);
+    ffn_model_free(sm[1]);
+    {
+        ffn_model *bad = NULL;
+        ffn_model_options o = {.max_batch = B, .max_seq = T, .training = 1, .layer_begin = 2,
+                               .layer_end = L + 1};
+        CHECK(ffn_model_create(ctx, ffn_model_get_config(mt), &o, &bad) == FFN_ERR_INVALID_ARG,
+              "%s: layers [2, L + 1) accepted", what);
+        ffn_model_free(bad);
+    }
     free(buf);
     free(g0);
     ffn_model_free(mt);
