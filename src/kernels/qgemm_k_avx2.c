@@ -233,19 +233,39 @@ KA ka_blk ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
 
+/* The 8 six-bit scales of an iq4_xs block (scales_h, 2 bits each, at p +
+ * 2; scales_l, a nibble each, at p + 4), minus 32, as int16 lanes 0..7 in
+ * both halves: built in registers once per block (extracted one by one in
+ * scalar code and broadcast, they were the largest part of the decode's
+ * instructions). */
+KA __m256i ka_iq4xs_scales(const uint8_t *p) {
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, p + 2, 2);
+    memcpy(&sl, p + 4, 4);
+    const __m128i x = _mm_cvtsi32_si128((int)sl);
+    /* byte 2i: scales_l[i] & 15 (scale 2i), byte 2i + 1: its high nibble */
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_and_si128(_mm_unpacklo_epi8(x, _mm_srli_epi16(x, 4)), _mm_set1_epi8(0x0F)));
+    /* lane j: bits 2j, 2j + 1 of scales_h moved to 14, 15 by × 2^(14 - 2j), then to 4, 5 */
+    const __m128i up = _mm_mullo_epi16(_mm_set1_epi16((short)sh),
+                                       _mm_set_epi16(1, 4, 16, 64, 256, 1024, 4096, 16384));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(up, 10), _mm_set1_epi16(0x30));
+    return _mm256_broadcastsi128_si256(_mm_sub_epi16(_mm_or_si128(lo, hi), _mm_set1_epi16(32)));
+}
+
 KA ka_blk ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
                   __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    const unsigned sh = (unsigned)p[2] | ((unsigned)p[3] << 8);
+    const __m256i sc8 = ka_iq4xs_scales(p);
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ib++) {
-        const int ls = (((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4)) - 32;
-        const __m128i v = _mm_loadu_si128((const __m128i *)(p + 8 + 16 * ib));
-        const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+        /* the 16 bytes in both halves, the high half's shifted by 4: low nibbles then high ones */
+        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 8 + 16 * ib)));
+        const __m256i codes = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4);
         const __m256i wv = _mm256_shuffle_epi8(lut, codes);
         const __m256i aw = _mm256_sign_epi8(wv, wv);
-        const __m256i scv = _mm256_set1_epi16((short)ls);
+        const __m256i scv = ka_one_of(sc8, ib);
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             const __m256i xs = _mm256_sign_epi8(ka_x(a, t0 + t, blk * 256 + 32 * ib), wv);
