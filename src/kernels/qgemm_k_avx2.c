@@ -179,14 +179,27 @@ KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 /* ---- q4_K, q5_K ------------------------------------------------------------------ */
 
+/* quant_scales_mins_k4's 16 bytes (scales 0..7, mins 0..7) of the 12 at
+ * q, as a vector built from its words in registers (stored as bytes and
+ * read back as one vector, they stalled store forwarding every block). */
+KA __m128i ka_scales_mins_k4(const uint8_t *q) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const uint32_t sc03 = u0 & m6, sc47 = (u2 & m4) | (((u0 >> 6) & m2) << 4);
+    const uint32_t mn03 = u1 & m6, mn47 = ((u2 >> 4) & m4) | (((u1 >> 6) & m2) << 4);
+    return _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)((uint64_t)sc47 << 32 | sc03)),
+                              _mm_cvtsi64_si128((long long)((uint64_t)mn47 << 32 | mn03)));
+}
+
 /* q5 0: q4_K (144 bytes, nibbles at 16); 1: q5_K (176 bytes, qh at 16,
  * nibbles at 48). */
 KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
                   __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-    uint8_t sm[16];
-    quant_scales_mins_k4(p + 4, sm);
-    const __m128i sm8 = _mm_loadu_si128((const __m128i *)sm);
+    const __m128i sm8 = ka_scales_mins_k4(p + 4);
     const __m256i sc16 = _mm256_cvtepu8_epi16(sm8);
     const __m256i sclo = _mm256_permute2x128_si256(sc16, sc16, 0x00); /* scales 0..7 in both halves */
     const __m256i QH = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
