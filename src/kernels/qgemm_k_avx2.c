@@ -138,29 +138,39 @@ KA ka_blk ka_q2K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 /* ---- q3_K ---------------------------------------------------------------------- */
 
+/* The 16 six-bit scales of a q3_K block (the 12 bytes at sc: low nibbles
+ * of scales 0..7 and, above them, of 8..15 in bytes 0..7; two high bits
+ * each in bytes 8..11, scale j's at bit 2·(j / 4) of byte j % 4), minus
+ * 32, as int16 lanes.  Built in registers: ggml's way, four 32-bit stores
+ * read back by one vector load, stalled store forwarding on every block
+ * (a third of the q3_K decode's time in perf). */
+KA __m256i ka_q3K_scales(const uint8_t *sc) {
+    uint64_t lo;
+    uint32_t hi;
+    memcpy(&lo, sc, 8);
+    memcpy(&hi, sc + 8, 4);
+    const __m128i x = _mm_cvtsi64_si128((long long)lo);
+    const __m128i nib = _mm_and_si128(_mm_unpacklo_epi64(x, _mm_srli_epi16(x, 4)), _mm_set1_epi8(0x0F));
+    const __m128i hb = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32((int)hi), _mm_set_epi32(6, 4, 2, 0)),
+                                     _mm_set1_epi8(3));
+    const __m128i s8 = _mm_or_si128(nib, _mm_slli_epi16(hb, 4)); /* 0..63 */
+    return _mm256_sub_epi16(_mm256_cvtepu8_epi16(s8), _mm256_set1_epi16(32));
+}
+
 KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk, __m256i *s) {
-    const __m256i m2 = _mm256_set1_epi8(3), m1 = _mm256_set1_epi8(1);
-    __m256i scv;
-    {   /* the 16 six-bit scales (ggml's aux trick), minus 32 */
-        uint32_t aux[4];
-        memcpy(aux, p + 96, 12);
-        const uint32_t b2 = 0x03030303, b4 = 0x0f0f0f0f, tmp = aux[2];
-        aux[2] = ((aux[0] >> 4) & b4) | (((tmp >> 4) & b2) << 4);
-        aux[3] = ((aux[1] >> 4) & b4) | (((tmp >> 6) & b2) << 4);
-        aux[0] = (aux[0] & b4) | ((tmp & b2) << 4);
-        aux[1] = (aux[1] & b4) | (((tmp >> 2) & b2) << 4);
-        scv = _mm256_sub_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)aux)), _mm256_set1_epi16(32));
-    }
+    const __m256i m2 = _mm256_set1_epi8(3), m4 = _mm256_set1_epi8(4);
+    const __m256i scv = ka_q3K_scales(p + 96);
     const __m256i H = _mm256_loadu_si256((const __m256i *)p);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const __m256i Q = _mm256_loadu_si256((const __m256i *)(p + 32 + 32 * h));
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) { /* codes q + 4 of elements 128h + 32j .. */
-            const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(Q, 2 * j), m2);
-            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(H, 4 * h + j), m1);
+            const int b = 4 * h + j; /* the high bit's place in H, moved to bit 2 in one shift */
+            const __m256i lo = _mm256_and_si256(j ? _mm256_srli_epi16(Q, 2 * j) : Q, m2);
+            const __m256i hs = b < 2 ? _mm256_slli_epi16(H, 2 - b) : b > 2 ? _mm256_srli_epi16(H, b - 2) : H;
             const int k = 8 * h + 2 * j;
-            ka_acc(_mm256_or_si256(lo, _mm256_slli_epi16(hb, 2)), ka_pair(scv, k), a, t0, T,
+            ka_acc(_mm256_or_si256(lo, _mm256_and_si256(hs, m4)), ka_pair(scv, k), a, t0, T,
                    blk * 256 + 128 * h + 32 * j, s);
         }
     }
@@ -169,14 +179,27 @@ KA ka_blk ka_q3K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 /* ---- q4_K, q5_K ------------------------------------------------------------------ */
 
+/* quant_scales_mins_k4's 16 bytes (scales 0..7, mins 0..7) of the 12 at
+ * q, as a vector built from its words in registers (stored as bytes and
+ * read back as one vector, they stalled store forwarding every block). */
+KA __m128i ka_scales_mins_k4(const uint8_t *q) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    const uint32_t m6 = 0x3f3f3f3f, m4 = 0x0f0f0f0f, m2 = 0x03030303;
+    const uint32_t sc03 = u0 & m6, sc47 = (u2 & m4) | (((u0 >> 6) & m2) << 4);
+    const uint32_t mn03 = u1 & m6, mn47 = ((u2 >> 4) & m4) | (((u1 >> 6) & m2) << 4);
+    return _mm_unpacklo_epi64(_mm_cvtsi64_si128((long long)((uint64_t)sc47 << 32 | sc03)),
+                              _mm_cvtsi64_si128((long long)((uint64_t)mn47 << 32 | mn03)));
+}
+
 /* q5 0: q4_K (144 bytes, nibbles at 16); 1: q5_K (176 bytes, qh at 16,
  * nibbles at 48). */
 KA ka_blk ka_q45K(const int q5, const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
                   __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m1 = _mm256_set1_epi8(1);
-    uint8_t sm[16];
-    quant_scales_mins_k4(p + 4, sm);
-    const __m128i sm8 = _mm_loadu_si128((const __m128i *)sm);
+    const __m128i sm8 = ka_scales_mins_k4(p + 4);
     const __m256i sc16 = _mm256_cvtepu8_epi16(sm8);
     const __m256i sclo = _mm256_permute2x128_si256(sc16, sc16, 0x00); /* scales 0..7 in both halves */
     const __m256i QH = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
@@ -223,19 +246,39 @@ KA ka_blk ka_q6K(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, in
 
 /* ---- iq4_xs -------------------------------------------------------------------- */
 
+/* The 8 six-bit scales of an iq4_xs block (scales_h, 2 bits each, at p +
+ * 2; scales_l, a nibble each, at p + 4), minus 32, as int16 lanes 0..7 in
+ * both halves: built in registers once per block (extracted one by one in
+ * scalar code and broadcast, they were the largest part of the decode's
+ * instructions). */
+KA __m256i ka_iq4xs_scales(const uint8_t *p) {
+    uint16_t sh;
+    uint32_t sl;
+    memcpy(&sh, p + 2, 2);
+    memcpy(&sl, p + 4, 4);
+    const __m128i x = _mm_cvtsi32_si128((int)sl);
+    /* byte 2i: scales_l[i] & 15 (scale 2i), byte 2i + 1: its high nibble */
+    const __m128i lo = _mm_cvtepu8_epi16(_mm_and_si128(_mm_unpacklo_epi8(x, _mm_srli_epi16(x, 4)), _mm_set1_epi8(0x0F)));
+    /* lane j: bits 2j, 2j + 1 of scales_h moved to 14, 15 by × 2^(14 - 2j), then to 4, 5 */
+    const __m128i up = _mm_mullo_epi16(_mm_set1_epi16((short)sh),
+                                       _mm_set_epi16(1, 4, 16, 64, 256, 1024, 4096, 16384));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(up, 10), _mm_set1_epi16(0x30));
+    return _mm256_broadcastsi128_si256(_mm_sub_epi16(_mm_or_si128(lo, hi), _mm_set1_epi16(32)));
+}
+
 KA ka_blk ka_iq4xs(const uint8_t *p, const qg_acts *a, int64_t t0, const int T, int64_t blk,
                   __m256i *s) {
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)quant_iq4nl_values));
-    const unsigned sh = (unsigned)p[2] | ((unsigned)p[3] << 8);
+    const __m256i sc8 = ka_iq4xs_scales(p);
 #pragma GCC unroll 8
     for (int ib = 0; ib < 8; ib++) {
-        const int ls = (((p[4 + ib / 2] >> 4 * (ib % 2)) & 0xF) | (((sh >> 2 * ib) & 3) << 4)) - 32;
-        const __m128i v = _mm_loadu_si128((const __m128i *)(p + 8 + 16 * ib));
-        const __m256i codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), m4);
+        /* the 16 bytes in both halves, the high half's shifted by 4: low nibbles then high ones */
+        const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p + 8 + 16 * ib)));
+        const __m256i codes = _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), m4);
         const __m256i wv = _mm256_shuffle_epi8(lut, codes);
         const __m256i aw = _mm256_sign_epi8(wv, wv);
-        const __m256i scv = _mm256_set1_epi16((short)ls);
+        const __m256i scv = ka_one_of(sc8, ib);
 #pragma GCC unroll 4
         for (int t = 0; t < T; t++) {
             const __m256i xs = _mm256_sign_epi8(ka_x(a, t0 + t, blk * 256 + 32 * ib), wv);
