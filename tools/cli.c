@@ -419,6 +419,19 @@ const char *cli_json_num(double v, const char *fmt) {
 
 void cli_json_number(FILE *f, double v, const char *fmt) { fputs(cli_json_num(v, fmt), f); }
 
+void cli_top_ids(const float *p, const double *pd, int64_t V, int64_t k, int32_t *ids) {
+#define SCORE(i) (p ? (double)p[i] : pd[i])
+    for (int64_t j = 0; j < k; j++) ids[j] = -1;
+    for (int64_t v = 0; v < V; v++) {
+        int64_t j = k;
+        while (j > 0 && (ids[j - 1] < 0 || SCORE(v) > SCORE(ids[j - 1]))) j--;
+        if (j >= k) continue;
+        memmove(ids + j + 1, ids + j, (size_t)(k - 1 - j) * sizeof *ids);
+        ids[j] = (int32_t)v;
+    }
+#undef SCORE
+}
+
 /* ---- the option table: what a flag accepts, in words ---------------------------- */
 
 static void join_names(const cli_opt *o, const char *sep, char *buf, size_t n) {

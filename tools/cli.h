@@ -362,6 +362,11 @@ void cli_json_number(FILE *f, double v, const char *fmt);
 const char *cli_json_num(double v, const char *fmt);
 const char *cli_nonfinite_name(double v);
 
+/* The indices of the k largest of V scores into ids (k), largest first,
+ * equal ones by lower index, -1 where V < k: the scores are p, or pd when
+ * p is NULL. */
+void cli_top_ids(const float *p, const double *pd, int64_t V, int64_t k, int32_t *ids);
+
 /* The fp32 FMA peak in GFLOP/s on `threads` threads, measured by the code
  * of `ffn bench peak` (tools/cmd_bench.c); 0 without AVX2 or AVX-512. */
 double cli_fma_peak_gflops(int threads);

@@ -106,39 +106,19 @@ static const char *const fit_names[] = {"update", "subject", NULL};
 
 /* ---- the model's text ------------------------------------------------------------ */
 
-/* --data, else the model's recorded training text (edit_source.c). */
-static int load_text(const args *a, char **text, size_t *n, char *what, size_t cap) {
-    ffn_status st = edit_source_text(a->model, a->data, text, n, what, cap);
-    if (st) return cli_fail(CMD, st);
-    if (!*text) {
-        cli_error(CMD, "%s: the model's training text is not recorded there; give --data FILE "
-                  "(text for the keys' statistics and the held-out loss)", a->model);
-        return CLI_EXIT_USAGE;
-    }
-    return 0;
-}
-
 /* ---- printing ------------------------------------------------------------------------ */
 
 /* nine digits: enough for a reader to recompute sums */
 static void json_num(FILE *f, double v) { cli_json_number(f, v, "%.9g"); }
 
+static const char *num(double v) { return cli_json_num(v, "%.9g"); }
+
 static void json_scores(FILE *f, const ffn_edit_scores *s, double heldout) {
-    fputs("{\"efficacy\": ", f);
-    json_num(f, s->efficacy);
-    fputs(", \"generalisation\": ", f);
-    json_num(f, s->generalisation);
-    fputs(", \"specificity\": ", f);
-    json_num(f, s->specificity);
-    fputs(", \"logp_new\": ", f);
-    json_num(f, s->logp_new);
-    fputs(", \"logp_old\": ", f);
-    json_num(f, s->logp_old);
-    fprintf(f, ", \"n_edits\": %lld, \"n_paraphrases\": %lld, \"n_neighbours\": %lld",
-            (long long)s->n_edits, (long long)s->n_paraphrases, (long long)s->n_neighbours);
-    fputs(", \"heldout_loss\": ", f);
-    json_num(f, heldout);
-    fputc('}', f);
+    fprintf(f, "{\"efficacy\": %s, \"generalisation\": %s, \"specificity\": %s, \"logp_new\": %s, "
+            "\"logp_old\": %s, \"n_edits\": %lld, \"n_paraphrases\": %lld, \"n_neighbours\": %lld, "
+            "\"heldout_loss\": %s}", num(s->efficacy), num(s->generalisation), num(s->specificity),
+            num(s->logp_new), num(s->logp_old), (long long)s->n_edits, (long long)s->n_paraphrases,
+            (long long)s->n_neighbours, num(heldout));
 }
 
 static void frac(char *buf, size_t cap, double v, int64_t n) {
@@ -177,57 +157,13 @@ static void print_fractions(const ffn_edit_scores *b, const ffn_edit_scores *a) 
 
 /* ---- the session: model, vocabulary, text ---------------------------------------- */
 
-typedef struct session {
-    ffn_ctx *ctx;
-    ffn_model *model;
-    ffn_vocab *vocab;
-    ffn_checkpoint_info info;
-    int32_t *tokens;
-    int64_t n_tokens, n_train;
-    char text_what[4200];
-    float *original; /* the weights as loaded */
-    int64_t n_params;
-} session;
-
-static void session_free(session *s) {
-    ffn_model_free(s->model);
-    ffn_vocab_free(s->vocab);
-    ffn_ctx_free(s->ctx);
-    free(s->tokens);
-    free(s->original);
-}
+typedef edit_session session;
 
 static int session_open(const args *a, session *s) {
-    memset(s, 0, sizeof *s);
-    if (cli_make_ctx(CMD, a->threads, &s->ctx)) return CLI_EXIT_FAIL;
     ffn_model_options mo = {.max_batch = 1, .training = 1};
-    ffn_status st = ffn_checkpoint_load_any(s->ctx, a->model, &mo, &s->model, &s->info);
-    if (st) return cli_fail(CMD, st);
-    if (!s->info.tokenizer_path[0]) {
-        cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); "
-                  "editing needs text prompts", a->model);
-        return CLI_EXIT_FAIL;
-    }
-    st = ffn_vocab_load(s->info.tokenizer_path, ffn_model_get_config(s->model)->vocab_size,
-                        &s->vocab);
-    if (st) return cli_fail(CMD, st);
-    char *text = NULL;
-    size_t n = 0;
-    int rc = load_text(a, &text, &n, s->text_what, sizeof s->text_what);
-    if (rc) return rc;
-    st = ffn_vocab_encode(s->vocab, text, n, 0, &s->tokens, &s->n_tokens);
-    free(text);
-    int64_t n_val = 0;
-    if (!st) st = ffn_tokens_split(s->n_tokens, 0.1, &s->n_train, &n_val);
-    if (st) return cli_fail(CMD, st);
-    float *p = ffn_model_params(s->model, &s->n_params);
-    s->original = malloc((size_t)s->n_params * sizeof *p);
-    if (!s->original) {
-        cli_error(CMD, "out of memory (a copy of the weights)");
-        return CLI_EXIT_FAIL;
-    }
-    memcpy(s->original, p, (size_t)s->n_params * sizeof *p);
-    return 0;
+    return edit_session_open(CMD, a->model, a->data, a->threads, &mo, 1,
+                             "editing needs text prompts",
+                             " (text for the keys' statistics and the held-out loss)", s);
 }
 
 static ffn_status session_restore(session *s) {
@@ -1119,12 +1055,9 @@ int cmd_edit(int argc, char **argv) {
         req = ffn_edit_request_from_fact(f, a.target);
         if (a.old) req.old_object = a.old;
     } else if (!a.batch) {
-        req.prompt = a.prompt;
-        req.subject = a.subject;
-        req.target = a.target;
-        req.old_object = a.old;
-        req.paraphrases = a.paraphrases;
-        req.n_paraphrases = a.n_paraphrases;
+        req = (ffn_edit_request){.prompt = a.prompt, .subject = a.subject, .target = a.target,
+                                 .old_object = a.old, .paraphrases = a.paraphrases,
+                                 .n_paraphrases = a.n_paraphrases};
         for (int i = 0; i < a.n_neighbours; i++) {
             nb_buf[i] = strdup(a.neighbours[i]);
             if (!nb_buf[i]) {
@@ -1160,7 +1093,7 @@ int cmd_edit(int argc, char **argv) {
         else if (a.sweep) rc = run_sweep(&a, &s, &req, 1);
         else rc = run_single(&a, &s, &req);
     }
-    session_free(&s);
+    edit_session_free(&s);
     for (int i = 0; i < MAX_LIST; i++) free(nb_buf[i]);
     ffn_facts_free(facts);
     return rc;

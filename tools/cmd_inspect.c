@@ -432,19 +432,6 @@ static void print_tokens_json(const loaded *ld, const char *path, const ffn_insp
 
 #define EDIT_TOP_TOKENS 10
 
-/* The indices of the k most probable tokens of p (V), most probable first
- * (equal: lower id first). */
-static void top_tokens(const float *p, int64_t V, int32_t *ids, int k) {
-    for (int j = 0; j < k; j++) ids[j] = -1;
-    for (int64_t v = 0; v < V; v++) {
-        int j = k;
-        while (j > 0 && (ids[j - 1] < 0 || p[ids[j - 1]] < p[v])) j--;
-        if (j >= k) continue;
-        memmove(ids + j + 1, ids + j, (size_t)(k - 1 - j) * sizeof *ids);
-        ids[j] = (int32_t)v;
-    }
-}
-
 static int run_edits(const loaded *ld, const int32_t *ids, int64_t n, const char *ablate,
                      const char *scale, int json) {
     ffn_neuron_edit *edits = NULL;
@@ -472,8 +459,8 @@ static int run_edits(const loaded *ld, const int32_t *ids, int64_t n, const char
     }
     int32_t tb[EDIT_TOP_TOKENS], ta[EDIT_TOP_TOKENS];
     const int k = V < EDIT_TOP_TOKENS ? (int)V : EDIT_TOP_TOKENS;
-    top_tokens(before, V, tb, k);
-    top_tokens(after, V, ta, k);
+    cli_top_ids(before, NULL, V, k, tb);
+    cli_top_ids(after, NULL, V, k, ta);
     sbuf a = {0};
     const int32_t last = ids[n - 1];
     if (json) {

@@ -101,51 +101,13 @@ static const char *const kind_names[] = {"transcoder", "sae", NULL};
 
 /* ---- the model and its text ---------------------------------------------------------- */
 
-typedef struct session {
-    ffn_ctx *ctx;
-    ffn_model *model;
-    ffn_vocab *vocab;
-    ffn_checkpoint_info info;
-    int32_t *tokens;
-    int64_t n_tokens, n_train;
-} session;
-
-static void session_free(session *s) {
-    ffn_model_free(s->model);
-    ffn_vocab_free(s->vocab);
-    ffn_ctx_free(s->ctx);
-    free(s->tokens);
-}
+typedef edit_session session;
 
 static int session_open(const char *model, const char *data, int64_t threads, int64_t B,
                         int64_t T, session *s) {
-    memset(s, 0, sizeof *s);
-    if (cli_make_ctx(CMD, threads, &s->ctx)) return CLI_EXIT_FAIL;
     ffn_model_options mo = {.max_batch = B, .max_seq = T};
-    ffn_status st = ffn_checkpoint_load_any(s->ctx, model, &mo, &s->model, &s->info);
-    if (st) return cli_fail(CMD, st);
-    if (!s->info.tokenizer_path[0]) {
-        cli_error(CMD, "%s: no vocabulary beside the model (tokenizer.txt or tokenizer.bin); "
-                  "the activations come from its text", model);
-        return CLI_EXIT_FAIL;
-    }
-    st = ffn_vocab_load(s->info.tokenizer_path, ffn_model_get_config(s->model)->vocab_size,
-                        &s->vocab);
-    if (st) return cli_fail(CMD, st);
-    char *text = NULL, what[4200];
-    size_t n = 0;
-    if ((st = edit_source_text(model, data, &text, &n, what, sizeof what))) return cli_fail(CMD, st);
-    if (!text) {
-        cli_error(CMD, "%s: the model's training text is not recorded there; give --data FILE",
-                  model);
-        return CLI_EXIT_USAGE;
-    }
-    st = ffn_vocab_encode(s->vocab, text, n, 0, &s->tokens, &s->n_tokens);
-    free(text);
-    int64_t n_val = 0;
-    if (!st) st = ffn_tokens_split(s->n_tokens, 0.1, &s->n_train, &n_val);
-    if (st) return cli_fail(CMD, st);
-    return 0;
+    return edit_session_open(CMD, model, data, threads, &mo, 0,
+                             "the activations come from its text", "", s);
 }
 
 /* ---- printing ------------------------------------------------------------------------- */
@@ -269,19 +231,19 @@ static int run_train(int argc, char **argv) {
     }
     session s;
     if ((rc = session_open(a.model, a.data, a.threads, a.batch, a.seq, &s))) {
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     const ffn_model_config *mc = ffn_model_get_config(s.model);
     if ((rc = cli_check_layer("transcoder train", a.layer, mc->num_hidden_layers))) {
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     const int64_t D = mc->hidden_size, B = a.batch, T = a.seq, n = B * T;
     if (s.n_train < T + 1) {
         cli_error(CMD, "the text has %lld training tokens; --seq-len %lld needs more",
                   (long long)s.n_train, (long long)T);
-        session_free(&s);
+        edit_session_free(&s);
         return CLI_EXIT_FAIL;
     }
     ffn_tc_config cfg;
@@ -295,16 +257,16 @@ static int run_train(int argc, char **argv) {
     ffn_status st;
     if (a.resume) {
         if ((st = ffn_tc_load(state_path, &tc))) {
-            session_free(&s);
+            edit_session_free(&s);
             return cli_fail(CMD, st);
         }
         if ((rc = check_resume(&cfg, ffn_tc_get_config(tc), state_path))) {
             ffn_tc_free(tc);
-            session_free(&s);
+            edit_session_free(&s);
             return rc;
         }
     } else if ((st = ffn_tc_create(&cfg, (uint64_t)a.seed, &tc))) {
-        session_free(&s);
+        edit_session_free(&s);
         return cli_fail(CMD, st);
     }
     float *x = malloc((size_t)(n * D) * sizeof *x), *y = malloc((size_t)(n * D) * sizeof *y);
@@ -480,7 +442,7 @@ out:
     free(win);
     free(curve);
     ffn_tc_free(tc);
-    session_free(&s);
+    edit_session_free(&s);
     return rc;
 }
 
@@ -544,7 +506,7 @@ static int run_eval(int argc, char **argv) {
     if (n_files == 0) return cli_usage_error("transcoder eval", "FILE missing");
     session s;
     if ((rc = session_open(model, data, threads, 1, seq, &s))) {
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     if (json) printf("{\"model\": "), cli_json_string(stdout, model), printf(", \"files\": [");
@@ -572,7 +534,7 @@ static int run_eval(int argc, char **argv) {
         ffn_tc_free(tc);
     }
     if (json && !rc) printf("]}\n");
-    session_free(&s);
+    edit_session_free(&s);
     return rc;
 }
 
@@ -760,14 +722,14 @@ int cmd_transcoder_inspect(int argc, char **argv, const char *cmd) {
     if (st) return cli_fail(CMD, st);
     if ((rc = session_open(model, data, threads, 1, 0, &s))) {
         ffn_tc_free(tc);
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     const ffn_tc_config *c = ffn_tc_get_config(tc);
     if (feature >= c->features) {
         const long long nf = (long long)c->features;
         ffn_tc_free(tc);
-        session_free(&s);
+        edit_session_free(&s);
         return cli_usage_error(cmd, "--feature %lld: the file has %lld features "
                                "(0..%lld)", (long long)feature, nf, nf - 1);
     }
@@ -854,7 +816,7 @@ int cmd_transcoder_inspect(int argc, char **argv, const char *cmd) {
     free(lens);
     free(order);
     ffn_tc_free(tc);
-    session_free(&s);
+    edit_session_free(&s);
     return rc;
 }
 
@@ -914,19 +876,19 @@ static int run_purity(int argc, char **argv) {
     if (layer < 0) return cli_usage_error("transcoder purity", "--layer L is required");
     session s;
     if ((rc = session_open(model, NULL, threads, 1, 0, &s))) {
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     const ffn_model_config *mc = ffn_model_get_config(s.model);
     if ((rc = cli_check_layer("transcoder purity", layer, mc->num_hidden_layers))) {
-        session_free(&s);
+        edit_session_free(&s);
         return rc;
     }
     ffn_facts *facts = NULL;
     ffn_status st = facts_path ? ffn_facts_load(facts_path, &facts) : edit_source_facts(model, &facts);
     if (!st && !facts) {
         cli_error(CMD, "%s was not trained on the built-in facts corpus; give --facts FILE", model);
-        session_free(&s);
+        edit_session_free(&s);
         return CLI_EXIT_USAGE;
     }
     unit_set sets[MAX_FILES + 1];
@@ -1109,7 +1071,7 @@ done:
         free(names[a]);
     }
     ffn_facts_free(facts);
-    session_free(&s);
+    edit_session_free(&s);
     return rc;
 }
 

@@ -125,6 +125,7 @@ static void jw_str(FILE *f, const char *s) {
 
 /* A float with 4 significant digits (null when not finite). */
 static void jw_num(FILE *f, double v) { cli_json_number(f, v, "%.4g"); }
+static const char *jw_numstr(double v) { return cli_json_num(v, "%.4g"); }
 
 static void jw_num_full(FILE *f, double v) { cli_json_number(f, v, "%.9g"); }
 
@@ -770,13 +771,8 @@ static int write_model(rctx *r, const char *name, const char *dir, int named, in
             for (int64_t li = 0; li < res->n_layers; li++) {
                 const ffn_inspect_token *tk = ffn_inspect_token_at(res, li, t);
                 if (li) fputc(',', f);
-                fputs("{\"x\":", f);
-                jw_num(f, tk->explained);
-                fputs(",\"c\":", f);
-                jw_num(f, tk->cosine);
-                fputs(",\"o\":", f);
-                jw_num(f, tk->out_norm);
-                fputs(",\"e\":[", f);
+                fprintf(f, "{\"x\":%s,\"c\":%s,\"o\":%s,\"e\":[", jw_numstr(tk->explained),
+                        jw_numstr(tk->cosine), jw_numstr(tk->out_norm));
                 for (int64_t e = 0; e < tk->n_experts; e++) {
                     fprintf(f, "%s[%d,", e ? "," : "", tk->experts[e]);
                     jw_num(f, tk->expert_weights[e]);
@@ -975,48 +971,48 @@ void report_options_default(report_options *o) {
     o->seed = 1;
 }
 
-/* ---- section 5: causal tracing of the facts corpus (tools/trace_report.c) ------------- */
-
-static int write_trace(rctx *r, const run_set *rs) {
+/* The directory of the first model shown (a --model, else the run set's
+ * first) into dir; 0, or non-zero after the error, which names `flag`. */
+static int first_model(rctx *r, const run_set *rs, const char *flag, char *dir, size_t cap) {
     const char *spec = r->opt->n_models ? r->opt->models[0] : NULL;
     const char *dflt[REPORT_MAX_MODELS];
     if (!spec && default_models(rs, dflt, REPORT_MAX_MODELS) > 0) spec = dflt[0];
-    if (!spec) return rfail(r, CLI_EXIT_FAIL, "--trace-facts: the run directory holds no model");
-    char dir[4200], name[256];
-    if (resolve_model(r, rs, spec, dir, sizeof dir, name, sizeof name)) return r->failed;
-    int rc = trace_report_json(r->out, r->cmd, r->ctx, dir, r->opt->trace_facts);
+    if (!spec) return rfail(r, CLI_EXIT_FAIL, "%s: the run directory holds no model", flag);
+    char name[256];
+    return resolve_model(r, rs, spec, dir, cap, name, sizeof name) ? r->failed : 0;
+}
+
+/* a section writer's exit status, kept in r->failed when it failed */
+static int section_status(rctx *r, int rc) {
     if (rc) r->failed = rc;
     return rc;
+}
+
+/* ---- section 5: causal tracing of the facts corpus (tools/trace_report.c) ------------- */
+
+static int write_trace(rctx *r, const run_set *rs) {
+    char dir[4200];
+    if (first_model(r, rs, "--trace-facts", dir, sizeof dir)) return r->failed;
+    return section_status(r, trace_report_json(r->out, r->cmd, r->ctx, dir, r->opt->trace_facts));
 }
 
 /* ---- section 6: how distributed is a fact (tools/trace_dist.c) --------------------- */
 
 static int write_fact_dist(rctx *r, const run_set *rs) {
-    const char *spec = r->opt->n_models ? r->opt->models[0] : NULL;
-    const char *dflt[REPORT_MAX_MODELS];
-    if (!spec && default_models(rs, dflt, REPORT_MAX_MODELS) > 0) spec = dflt[0];
-    if (!spec) return rfail(r, CLI_EXIT_FAIL, "--fact-dist: the run directory holds no model");
-    char dir[4200], name[256];
-    if (resolve_model(r, rs, spec, dir, sizeof dir, name, sizeof name)) return r->failed;
-    int rc = trace_dist_report_json(r->out, r->cmd, r->ctx, dir, r->opt->fact_dist);
-    if (rc) r->failed = rc;
-    return rc;
+    char dir[4200];
+    if (first_model(r, rs, "--fact-dist", dir, sizeof dir)) return r->failed;
+    return section_status(r, trace_dist_report_json(r->out, r->cmd, r->ctx, dir,
+                                                    r->opt->fact_dist));
 }
 
 /* the feature section: --transcoder files on the first model shown */
 static int write_features(rctx *r, const run_set *rs) {
-    const char *spec = r->opt->n_models ? r->opt->models[0] : NULL;
-    const char *dflt[REPORT_MAX_MODELS];
-    if (!spec && default_models(rs, dflt, REPORT_MAX_MODELS) > 0) spec = dflt[0];
-    if (!spec) return rfail(r, CLI_EXIT_FAIL, "--transcoder: the run directory holds no model");
-    char dir[4200], name[256];
-    if (resolve_model(r, rs, spec, dir, sizeof dir, name, sizeof name)) return r->failed;
-    int rc = tc_report_json(r->out, r->cmd, r->ctx, dir, r->opt->transcoders,
-                            r->opt->n_transcoders,
-                            r->opt->prompt ? r->opt->prompt : REPORT_DEFAULT_PROMPT, 5,
-                            r->opt->n_promoted);
-    if (rc) r->failed = rc;
-    return rc;
+    char dir[4200];
+    if (first_model(r, rs, "--transcoder", dir, sizeof dir)) return r->failed;
+    return section_status(r, tc_report_json(r->out, r->cmd, r->ctx, dir, r->opt->transcoders,
+                                            r->opt->n_transcoders,
+                                            r->opt->prompt ? r->opt->prompt : REPORT_DEFAULT_PROMPT,
+                                            5, r->opt->n_promoted));
 }
 
 /* ---- measured tables of other tools (--purity, --edit-compare) ---------------------- */

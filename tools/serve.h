@@ -260,6 +260,8 @@ void serve_json_bytes(FILE *f, const char *s, size_t n);
 void serve_json_str(FILE *f, const char *s);
 /* A float as JSON (null when not finite), with 9 significant digits. */
 void serve_json_num(FILE *f, double v);
+/* the same as text, for a format's %s (cli_json_num's ring of 64) */
+const char *serve_num(double v);
 /* msg with every absolute path (a word starting with '/', but /api/...)
  * cut to its last component, in place: replies never show where the
  * server's files are. */

@@ -156,29 +156,14 @@ static int api_tokenize(serve_state *s, const serve_req *req, serve_reply *r) {
 
 /* ---- POST /api/predict ---------------------------------------------------------------------- */
 
-/* The K largest entries of p (V), ties by lower id. */
-static void top_k(const double *p, int64_t V, int64_t K, int32_t *out) {
-    for (int64_t j = 0; j < K; j++) out[j] = -1;
-    for (int64_t v = 0; v < V; v++) {
-        int64_t j = K;
-        while (j > 0 && (out[j - 1] < 0 || p[v] > p[out[j - 1]])) j--;
-        if (j >= K) continue;
-        memmove(out + j + 1, out + j, (size_t)(K - 1 - j) * sizeof *out);
-        out[j] = (int32_t)v;
-    }
-}
-
 static void write_ranked(FILE *f, const serve_state *s, const int32_t *top, int64_t K,
                          const double *before, const double *after, int32_t prev) {
     fputc('[', f);
     for (int64_t j = 0; j < K; j++) {
         fprintf(f, "%s{\"id\":%d,\"piece\":", j ? "," : "", top[j]);
         serve_json_piece(f, s, prev, top[j]);
-        fputs(",\"p_before\":", f);
-        serve_json_num(f, before[top[j]]);
-        fputs(",\"p_after\":", f);
-        serve_json_num(f, after[top[j]]);
-        fputc('}', f);
+        fprintf(f, ",\"p_before\":%s,\"p_after\":%s}", serve_num(before[top[j]]),
+                serve_num(after[top[j]]));
     }
     fputc(']', f);
 }
@@ -214,8 +199,8 @@ static int api_predict(serve_state *s, const serve_req *req, serve_reply *r) {
     double kl = 0.0; /* KL(before || after), natural log */
     for (int64_t v = 0; v < V; v++)
         if (before[v] > 0) kl += before[v] * (log(before[v]) - log(after[v] > 1e-300 ? after[v] : 1e-300));
-    top_k(before, V, K, top_b);
-    top_k(after, V, K, top_a);
+    cli_top_ids(NULL, before, V, K, top_b);
+    cli_top_ids(NULL, after, V, K, top_a);
     FILE *f = r->out;
     fprintf(f, "{\"n_tokens\":%lld,\"tokens\":", (long long)T);
     write_tokens(f, s, ids, T);
@@ -358,30 +343,21 @@ static int api_neurons(serve_state *s, const serve_req *req, serve_reply *r) {
         const int64_t W = ffn_inspect_layer_width(s->model, l);
         const int64_t E = res->layer_is_moe[li] ? c->num_experts : 1;
         const int64_t fe = E > 0 ? W / E : W;
-        fprintf(f, "%s{\"layer\":%lld,\"mlp\":\"%s\",\"d_ff\":%lld,\"explained\":", li ? "," : "",
-                (long long)l, mlp_name(c, l), (long long)W);
-        serve_json_num(f, tk->explained);
-        fputs(",\"cosine\":", f);
-        serve_json_num(f, tk->cosine);
-        fputs(",\"neurons\":[", f);
+        fprintf(f, "%s{\"layer\":%lld,\"mlp\":\"%s\",\"d_ff\":%lld,\"explained\":%s,\"cosine\":%s,"
+                "\"neurons\":[", li ? "," : "", (long long)l, mlp_name(c, l), (long long)W,
+                serve_num(tk->explained), serve_num(tk->cosine));
         for (int64_t j = 0; j < tk->n_top; j++) {
             const ffn_inspect_neuron *nu = &tk->top[j];
             /* the tap's numbering: expert e's neuron i is e·Fe + i; the shared
              * expert is not tapped and cannot be edited */
             const int64_t flat = nu->expert >= 0 ? nu->expert * fe + nu->index
                                  : nu->expert == -1 ? nu->index : -1;
-            fprintf(f, "%s{\"neuron\":%lld,\"expert\":%lld,\"index\":%lld,\"gate_pre\":",
-                    j ? "," : "", (long long)flat, (long long)nu->expert, (long long)nu->index);
-            serve_json_num(f, nu->gate_pre);
-            fputs(",\"gate\":", f);
-            serve_json_num(f, nu->gate);
-            fputs(",\"up\":", f);
-            serve_json_num(f, nu->up);
-            fputs(",\"product\":", f);
-            serve_json_num(f, nu->product);
-            fputs(",\"contribution\":", f);
-            serve_json_num(f, nu->contribution);
-            fputs(",\"promoted\":[", f);
+            fprintf(f, "%s{\"neuron\":%lld,\"expert\":%lld,\"index\":%lld,\"gate_pre\":%s,"
+                    "\"gate\":%s,\"up\":%s,\"product\":%s,\"contribution\":%s,\"promoted\":[",
+                    j ? "," : "",
+                    (long long)flat, (long long)nu->expert, (long long)nu->index,
+                    serve_num(nu->gate_pre), serve_num(nu->gate), serve_num(nu->up),
+                    serve_num(nu->product), serve_num(nu->contribution));
             for (int64_t p = 0; p < res->n_promoted; p++) {
                 fprintf(f, "%s{\"id\":%d,\"piece\":", p ? "," : "", nu->promoted[p]);
                 serve_json_piece(f, s, -1, nu->promoted[p]);

@@ -170,24 +170,13 @@ static int layer_c(serve_state *s, int64_t l, serve_reply *r) {
 /* ---- POST /api/edit ------------------------------------------------------------------- */
 
 static void scores_json(FILE *f, const ffn_edit_scores *sc, double heldout) {
-    fputs("{\"p_new\":", f);
-    serve_json_num(f, exp(sc->logp_new));
-    fputs(",\"p_old\":", f);
-    serve_json_num(f, exp(sc->logp_old));
-    fputs(",\"logp_new\":", f);
-    serve_json_num(f, sc->logp_new);
-    fputs(",\"logp_old\":", f);
-    serve_json_num(f, sc->logp_old);
-    fputs(",\"efficacy\":", f);
-    serve_json_num(f, sc->efficacy);
-    fputs(",\"generalisation\":", f);
-    serve_json_num(f, sc->generalisation);
-    fputs(",\"specificity\":", f);
-    serve_json_num(f, sc->specificity);
-    fprintf(f, ",\"n_paraphrases\":%lld,\"n_neighbours\":%lld,\"heldout_loss\":",
-            (long long)sc->n_paraphrases, (long long)sc->n_neighbours);
-    serve_json_num(f, heldout);
-    fputc('}', f);
+    fprintf(f, "{\"p_new\":%s,\"p_old\":%s,\"logp_new\":%s,\"logp_old\":%s,\"efficacy\":%s,"
+            "\"generalisation\":%s,\"specificity\":%s,\"n_paraphrases\":%lld,"
+            "\"n_neighbours\":%lld,\"heldout_loss\":%s}",
+            serve_num(exp(sc->logp_new)), serve_num(exp(sc->logp_old)), serve_num(sc->logp_new),
+            serve_num(sc->logp_old), serve_num(sc->efficacy), serve_num(sc->generalisation),
+            serve_num(sc->specificity), (long long)sc->n_paraphrases, (long long)sc->n_neighbours,
+            serve_num(heldout));
 }
 
 static void options_from(const serve_req *req, ffn_edit_options *o) {
@@ -287,15 +276,9 @@ static int edit_locked(serve_state *s, const serve_req *req, serve_reply *r) {
     fputs(",\"fact\":", f);
     if (fact) fprintf(f, "%lld", (long long)fact->id);
     else fputs("null", f);
-    fprintf(f, ",\"steps\":%lld,\"loss_first\":", (long long)res.steps_run);
-    serve_json_num(f, res.loss_first);
-    fputs(",\"loss_last\":", f);
-    serve_json_num(f, res.loss_last);
-    fputs(",\"kl_last\":", f);
-    serve_json_num(f, res.kl_last);
-    fputs(",\"lambda\":", f);
-    serve_json_num(f, res.lambda);
-    fprintf(f, ",\"cov_samples\":%lld,\"before\":",
+    fprintf(f, ",\"steps\":%lld,\"loss_first\":%s,\"loss_last\":%s,\"kl_last\":%s,\"lambda\":%s,"
+            "\"cov_samples\":%lld,\"before\":", (long long)res.steps_run, serve_num(res.loss_first),
+            serve_num(res.loss_last), serve_num(res.kl_last), serve_num(res.lambda),
             (long long)(o.method == FFN_EDIT_ROME ? e->C_rows[o.layer] : 0));
     scores_json(f, &before, hb);
     fputs(",\"after\":", f);

@@ -68,6 +68,8 @@ void serve_json_num(FILE *f, double v) {
     else fputs("null", f);
 }
 
+const char *serve_num(double v) { return cli_json_num(v, "%.9g"); }
+
 
 /* ---- no paths in replies ------------------------------------------------------------------- */
 

@@ -25,16 +25,8 @@ static void json_piece(FILE *f, const ffn_vocab *v, int32_t prev, int32_t id) {
 static ffn_status promoted(ffn_model *m, const ffn_transcoder *tc, int64_t j, int64_t V,
                            float *lens, int32_t *best, int64_t n) {
     ffn_status st = ffn_tc_feature_logits(m, tc, j, lens);
-    if (st) return st;
-    for (int64_t i = 0; i < n; i++) best[i] = -1;
-    for (int64_t v = 0; v < V; v++) {
-        int64_t i = n;
-        while (i > 0 && (best[i - 1] < 0 || lens[v] > lens[best[i - 1]])) i--;
-        if (i >= n) continue;
-        memmove(best + i + 1, best + i, (size_t)(n - 1 - i) * sizeof *best);
-        best[i] = (int32_t)v;
-    }
-    return FFN_OK;
+    if (!st) cli_top_ids(lens, NULL, V, n, best);
+    return st;
 }
 
 static int one_file(FILE *f, const char *cmd, ffn_ctx *ctx, ffn_model *m, const ffn_vocab *vocab,

@@ -299,9 +299,7 @@ void ffn_edit_options_default(ffn_edit_options *o) {
 
 void ffn_edit_result_free(ffn_edit_result *r) {
     if (!r) return;
-    free(r->k_star);
-    free(r->v_star);
-    free(r->v_old);
+    FFN_FREE_ALL(r->k_star, r->v_star, r->v_old);
     memset(r, 0, sizeof *r);
 }
 
@@ -1204,13 +1202,9 @@ ffn_status ffn_memit_solve(int64_t D, int64_t F, int64_t n, const double *K, con
 
 void ffn_memit_result_free(ffn_memit_result *r) {
     if (!r) return;
-    for (int64_t j = 0; r->layers && j < r->n_layers; j++) {
-        free(r->layers[j].K);
-        free(r->layers[j].R);
-        free(r->layers[j].dW);
-    }
-    free(r->layers);
-    free(r->old_objects);
+    for (int64_t j = 0; r->layers && j < r->n_layers; j++)
+        FFN_FREE_ALL(r->layers[j].K, r->layers[j].R, r->layers[j].dW);
+    FFN_FREE_ALL(r->layers, r->old_objects);
     memset(r, 0, sizeof *r);
 }
 
@@ -1346,9 +1340,7 @@ ffn_status ffn_edit_memit(ffn_model *m, const ffn_vocab *vocab, const ffn_edit_r
 
 void ffn_ft_result_free(ffn_ft_result *r) {
     if (!r) return;
-    free(r->old_objects);
-    free(r->W_before);
-    free(r->grad_first);
+    FFN_FREE_ALL(r->old_objects, r->W_before, r->grad_first);
     memset(r, 0, sizeof *r);
 }
 

@@ -237,20 +237,14 @@ void ffn_facts_free(ffn_facts *facts) {
     if (!facts) return;
     for (int64_t i = 0; i < facts->n_facts; i++) {
         ffn_fact *f = &facts->facts[i];
-        free(f->subject);
-        free(f->relation);
-        free(f->prompt);
-        free(f->object);
+        FFN_FREE_ALL(f->subject, f->relation, f->prompt, f->object);
         for (int64_t k = 0; k < f->n_paraphrases; k++) free(f->paraphrases[k]);
         free(f->paraphrases);
-        for (int64_t k = 0; k < f->n_neighbours; k++) {
-            free(f->neighbours[k].prompt);
-            free(f->neighbours[k].object);
-        }
+        for (int64_t k = 0; k < f->n_neighbours; k++)
+            FFN_FREE_ALL(f->neighbours[k].prompt, f->neighbours[k].object);
         free(f->neighbours);
     }
-    free(facts->facts);
-    free(facts);
+    FFN_FREE_ALL(facts->facts, facts);
 }
 
 int facts_relation_index(const char *name) {

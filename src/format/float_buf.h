@@ -20,4 +20,12 @@ static inline ffn_status float_buf_alloc(int64_t numel, const char *path, const 
     return FFN_OK;
 }
 
+/* The end of a *_load_f32: s, the status of filling buf, and buf handed
+ * to *out, or freed when s is an error. */
+static inline ffn_status float_buf_done(ffn_status s, float *buf, float **out) {
+    if (s) ffn_free_aligned(buf);
+    else *out = buf;
+    return s;
+}
+
 #endif

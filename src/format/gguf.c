@@ -670,9 +670,7 @@ ffn_status ffn_gguf_load_f32(const ffn_gguf_file *f, const char *name, float **o
     if (s != FFN_OK) return s;
     float *dst;
     if ((s = float_buf_alloc(t.numel, f->path, name, &dst))) return s;
-    if ((s = ffn_gguf_tensor_to_f32(f, &t, dst))) ffn_free_aligned(dst);
-    else *out = dst;
-    return s;
+    return float_buf_done(ffn_gguf_tensor_to_f32(f, &t, dst), dst, out);
 }
 
 /* ---- the writer --------------------------------------------------------------- */
@@ -733,13 +731,8 @@ void ffn_gguf_writer_free(ffn_gguf_writer *w) {
         free_kv_value(&w->kvs[i]);
         free(w->kvs[i].key);
     }
-    for (size_t i = 0; i < w->n_t; i++) {
-        free(w->ts[i].name);
-        free(w->ts[i].data);
-    }
-    free(w->kvs);
-    free(w->ts);
-    free(w);
+    for (size_t i = 0; i < w->n_t; i++) FFN_FREE_ALL(w->ts[i].name, w->ts[i].data);
+    FFN_FREE_ALL(w->kvs, w->ts, w);
 }
 
 /* A writer's array of n items with room for one more, item n zeroed (16

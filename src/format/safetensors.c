@@ -444,9 +444,7 @@ ffn_status ffn_st_load_f32(const ffn_st_file *file, const char *name, int ndim, 
     if (s != FFN_OK) return s;
     float *buf;
     if ((s = float_buf_alloc(t.numel, file->path, name, &buf))) return s;
-    if ((s = ffn_st_tensor_to_f32(file, &t, buf))) ffn_free_aligned(buf);
-    else *out = buf;
-    return s;
+    return float_buf_done(ffn_st_tensor_to_f32(file, &t, buf), buf, out);
 }
 
 ffn_status ffn_st_view_f32(const ffn_st_file *file, const char *name, int ndim, const int64_t *expected_shape,

@@ -116,12 +116,7 @@ void ffn_taps_free(ffn_taps *t) {
     for (int64_t i = 0; i < t->n_patches; i++) free(t->patches[i].vec);
     free(t->patches);
     for (int64_t i = 0; t->grad && i < t->L * FFN_TAP_N_POINTS; i++) ffn_free_aligned(t->grad[i]);
-    free(t->grad);
-    free(t->grad_filled);
-    free(t->slots);
-    free(t->kind);
-    free(t->refs);
-    free(t);
+    FFN_FREE_ALL(t->grad, t->grad_filled, t->slots, t->kind, t->refs, t);
 }
 
 static void neuron_hook(void *user, int stage, float *buf, int64_t n, const ffn_hook_rows *rows);

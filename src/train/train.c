@@ -417,15 +417,9 @@ static void trainer_free(trainer *t) {
     ffn_adamw_free(t->opt);
     ffn_model_free(t->full);
     ffn_adamw_free(t->full_opt);
-    free(t->held);
-    free(t->zfull_moff);
-    free(t->st_buf);
+    FFN_FREE_ALL(t->held, t->zfull_moff, t->st_buf, t->batch_tokens, t->batch_targets, t->loss_hist,
+                 t->eval_step, t->eval_loss);
     moments_free(t->zwhole);
-    free(t->batch_tokens);
-    free(t->batch_targets);
-    free(t->loss_hist);
-    free(t->eval_step);
-    free(t->eval_loss);
     memset(t, 0, sizeof *t);
 }
 

@@ -5,30 +5,8 @@
 // smallest ablation set's size over the facts the model knows, and what
 // else each ablation breaks.  Without DATA.fact_dist the section stays
 // hidden.
-(function () {
+reportSection('fact_dist', 'factdist', 'report.nav_factdist', function (FD, W, body) {
   'use strict';
-  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
-  var FD = DATA.fact_dist;
-  if (!FD) return;
-  var MSG = DATA.messages || {};
-  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
-  var section = document.getElementById('factdist');
-  var body = document.getElementById('factdist-body');
-  section.hidden = false;
-  var nav = document.querySelector('header nav');
-  if (nav) {
-    var a = document.createElement('a');
-    a.href = '#factdist';
-    a.textContent = W('report.nav_factdist');
-    nav.appendChild(document.createTextNode(' '));
-    nav.appendChild(a);
-  }
-  function el(tag, text, cls) {
-    var e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
   function num(x, d) { return x === null || x === undefined ? '-' : x.toFixed(d); }
   body.appendChild(el('p', W('report.factdist_lead', { facts: FD.facts, present: FD.present }), 'lead'));
   var t = el('table');
@@ -65,4 +43,4 @@
   body.appendChild(el('p', W('report.factdist_hist'), 'small'));
   body.appendChild(h);
   body.appendChild(el('p', W('report.factdist_read', { heldout: num(FD.heldout_before, 4) }), 'muted small'));
-})();
+});

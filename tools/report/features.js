@@ -5,30 +5,8 @@
 // promote, and (when the model's text is recorded) each file's held-out
 // figures of `ffn transcoder eval`.  Without DATA.features the section
 // stays hidden.
-(function () {
+reportSection('features', 'features', 'report.nav_features', function (F, W, body) {
   'use strict';
-  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
-  var F = DATA.features;
-  if (!F) return;
-  var MSG = DATA.messages || {};
-  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
-  var section = document.getElementById('features');
-  var body = document.getElementById('features-body');
-  section.hidden = false;
-  var nav = document.querySelector('header nav');
-  if (nav) {
-    var a = document.createElement('a');
-    a.href = '#features';
-    a.textContent = W('report.nav_features');
-    nav.appendChild(document.createTextNode(' '));
-    nav.appendChild(a);
-  }
-  function el(tag, text, cls) {
-    var e = document.createElement(tag);
-    if (text !== undefined) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
   function show(s) { return s.replace(/\n/g, '\u21b5').replace(/ /g, '\u00b7'); }
   // the files side by side on the held-out text (ffn transcoder eval's figures)
   var evals = F.files.filter(function (f) { return f.eval; });
@@ -78,4 +56,4 @@
     body.appendChild(table);
   });
   body.appendChild(el('p', W('report.features_read'), 'muted small'));
-})();
+});

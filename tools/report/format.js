@@ -54,6 +54,49 @@ function applyMessages(messages, root) {
 function msg(messages, key, fallback) {
   return messages && Object.prototype.hasOwnProperty.call(messages, key) ? messages[key] : fallback;
 }
+/* the report's data: the JSON of the page's #ffn-data element */
+function reportData() { return JSON.parse(document.getElementById('ffn-data').textContent); }
+/* the words of a page: W(key, vars), the message of key in messages (the
+   catalogue of tools/i18n.c; the key itself when it lacks one) filled from
+   vars */
+function wordsOf(messages) {
+  return function (key, vars) { return fill(msg(messages, key, key), vars); };
+}
+/* an element of the report: tag, its text (none when undefined or null)
+   and its class */
+function el(tag, text, cls) {
+  var e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+/* a link to the report's section #id, the words label, at the end of the
+   page's nav (when it has one) */
+function navLink(id, label) {
+  var nav = document.querySelector('header nav');
+  if (!nav) return;
+  var a = document.createElement('a');
+  a.href = '#' + id;
+  a.textContent = label;
+  nav.appendChild(document.createTextNode(' '));
+  nav.appendChild(a);
+}
+/* shows the report's section #id (hidden until it has data) with its nav
+   link: the section's body, #id-body */
+function showSection(id, label) {
+  document.getElementById(id).hidden = false;
+  navLink(id, label);
+  return document.getElementById(id + '-body');
+}
+/* a section of the report drawn from the report's data[field], when the
+   data has it: shows #id with its nav link (the words of navKey) and calls
+   draw(data[field], W the words, the section's body) */
+function reportSection(field, id, navKey, draw) {
+  var data = reportData();
+  if (!data[field]) return;
+  var W = wordsOf(data.messages);
+  draw(data[field], W, showSection(id, W(navKey)));
+}
 /* a message with its {name} fields filled from vars: fill('{n} tokens', {n: 3}) */
 function fill(template, vars) {
   return String(template).replace(/\{([a-zA-Z_]+)\}/g, function (m, name) {

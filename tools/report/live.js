@@ -128,26 +128,22 @@
     p.appendChild(clear);
     box.appendChild(p);
   }
-  function findEdit(layer, neuron) {
-    for (var k = 0; k < S.edits.length; k++) if (S.edits[k].layer === layer && S.edits[k].neuron === neuron) return k;
+  /* the index in S.edits of the edit of `what` (neuron or feature) j at
+     layer, or -1; setEdit gives it a scale (1 or null: no edit) */
+  function findEdit(layer, what, j) {
+    for (var k = 0; k < S.edits.length; k++) if (S.edits[k].layer === layer && S.edits[k][what] === j) return k;
     return -1;
   }
-  function setEdit(layer, neuron, scale) {
-    var k = findEdit(layer, neuron);
+  function setEdit(layer, what, j, scale) {
+    var k = findEdit(layer, what, j);
     if (scale === null || scale === 1) { if (k >= 0) S.edits.splice(k, 1); }
     else if (k >= 0) S.edits[k].scale = scale;
-    else S.edits.push({ layer: layer, neuron: neuron, scale: scale });
-    changed();
-  }
-  function findFeature(layer, j) {
-    for (var k = 0; k < S.edits.length; k++) if (S.edits[k].layer === layer && S.edits[k].feature === j) return k;
-    return -1;
-  }
-  function setFeature(layer, j, scale) {
-    var k = findFeature(layer, j);
-    if (scale === null || scale === 1) { if (k >= 0) S.edits.splice(k, 1); }
-    else if (k >= 0) S.edits[k].scale = scale;
-    else S.edits.push({ layer: layer, feature: j, scale: scale });
+    else {
+      var e = { layer: layer };
+      e[what] = j;
+      e.scale = scale;
+      S.edits.push(e);
+    }
     changed();
   }
   /* features of the server's --transcoder files: switched as neurons are */
@@ -205,7 +201,7 @@
       var head = el('tr', null, cols.map(function (h) { return el('th', { text: h }); }));
       var rows = L.neurons.map(function (u) {
         var name = u.expert >= 0 ? 'E' + u.expert + '/' + u.index : u.expert === -2 ? T('page.shared', { i: u.index }) : '#' + u.index;
-        var k = u.neuron >= 0 ? findEdit(L.layer, u.neuron) : -1;
+        var k = u.neuron >= 0 ? findEdit(L.layer, 'neuron', u.neuron) : -1;
         var promo = el('td', { cls: 'promo', 'data-label': cols[5] }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
         var label = u.label ? el('span', { cls: 'label', title: 'd = ' + fmtNum(u.label.d, 2) },
           [T('live.class.' + u.label.class, u.label.class) + ' ', el('span', { cls: 'muted', text: 'd ' + fmtNum(u.label.d, 2) })]) : el('span', { cls: 'muted', text: '-' });
@@ -213,10 +209,10 @@
         if (u.neuron >= 0) {
           var off = el('button', { type: 'button', cls: 'off', 'data-layer': String(L.layer), 'data-neuron': String(u.neuron),
             text: k >= 0 && S.edits[k].scale === 0 ? '\u2713 ' + T('live.off') : T('live.off') });
-          off.addEventListener('click', function () { setEdit(L.layer, u.neuron, k >= 0 && S.edits[k].scale === 0 ? null : 0); });
+          off.addEventListener('click', function () { setEdit(L.layer, 'neuron', u.neuron, k >= 0 && S.edits[k].scale === 0 ? null : 0); });
           var sc = el('input', { type: 'number', step: '0.1', min: '-100', max: '100', cls: 'scale', value: k >= 0 ? String(S.edits[k].scale) : '1',
             'aria-label': T('live.scale') + ' L' + L.layer + ' #' + u.neuron });
-          sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setEdit(L.layer, u.neuron, v); });
+          sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setEdit(L.layer, 'neuron', u.neuron, v); });
           ctl.appendChild(off); ctl.appendChild(document.createTextNode(' ')); ctl.appendChild(sc);
         }
         return el('tr', { cls: 'nrow' + (k >= 0 ? ' edited' : ''), 'data-layer': String(L.layer), 'data-neuron': String(u.neuron) },
@@ -240,18 +236,18 @@
     var cols = [T('live.feature'), T('live.activation'), T('page.promotes'), T('live.controls')];
     var head = el('tr', null, cols.map(function (h) { return el('th', { text: h }); }));
     var rows = L.features.map(function (u) {
-      var k = findFeature(L.layer, u.feature), isOff = k >= 0 && S.edits[k].scale === 0;
+      var k = findEdit(L.layer, 'feature', u.feature), isOff = k >= 0 && S.edits[k].scale === 0;
       var promo = el('td', { cls: 'promo', 'data-label': cols[2] }, u.promoted.map(function (p) { return el('span', { cls: 'chip', title: 'logit ' + fmtNum(p.logit, 3), text: showToken(p.piece) }); }));
       var off = el('button', { type: 'button', cls: 'off', 'data-layer': String(L.layer), 'data-feature': String(u.feature),
         text: isOff ? '\u2713 ' + T('live.off') : T('live.off') });
       var sc = el('input', { type: 'number', step: '0.1', min: '-100', max: '100', cls: 'scale', value: k >= 0 ? String(S.edits[k].scale) : '1',
         'aria-label': T('live.scale') + ' L' + L.layer + ' ' + T('live.feature') + ' ' + u.feature });
       sc.addEventListener('click', function (ev) { ev.stopPropagation(); });
-      sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setFeature(L.layer, u.feature, v); });
+      sc.addEventListener('change', function () { var v = parseFloat(sc.value); if (isFinite(v)) setEdit(L.layer, 'feature', u.feature, v); });
       var tr = el('tr', { cls: 'frow' + (k >= 0 ? ' edited' : ''), 'data-layer': String(L.layer), 'data-feature': String(u.feature), title: T('live.feature_click') },
         [el('td', { cls: 'key', text: 'f' + u.feature }), el('td', { cls: 'num', 'data-label': cols[1] }, [bar(u.activation, mx)]), promo,
           el('td', { cls: 'ctl' }, [off, document.createTextNode(' '), sc])]);
-      tr.addEventListener('click', function () { setFeature(L.layer, u.feature, isOff ? null : 0); });
+      tr.addEventListener('click', function () { setEdit(L.layer, 'feature', u.feature, isOff ? null : 0); });
       return tr;
     });
     panel.appendChild(el('p', { cls: 'small', text: T('live.features_head', { l: L.layer, kind: L.transcoder.kind, n: L.transcoder.features, file: L.transcoder.file }) }));

@@ -12,24 +12,8 @@
 // fields drawn here (numbers or null).
 (function () {
   'use strict';
-  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
-  var MSG = DATA.messages || {};
-  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
-  function el(tag, text, cls) {
-    var e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
-  function nav(id, key) {
-    var n = document.querySelector('header nav');
-    if (!n) return;
-    var a = document.createElement('a');
-    a.href = '#' + id;
-    a.textContent = W(key);
-    n.appendChild(document.createTextNode(' '));
-    n.appendChild(a);
-  }
+  var DATA = reportData();
+  var W = wordsOf(DATA.messages);
   function f3(v) { return v === null || v === undefined ? '\u2013' : v.toFixed(3); }
   function header(table, prefix, keys) {
     var tr = el('tr');
@@ -38,9 +22,7 @@
   }
 
   if (DATA.purity && DATA.purity.length) {
-    document.getElementById('purity').hidden = false;
-    nav('purity', 'report.nav_purity');
-    var pb = document.getElementById('purity-body');
+    var pb = showSection('purity', W('report.nav_purity'));
     DATA.purity.forEach(function (P) {
       pb.appendChild(el('p', W('report.purity_lead', { layer: P.layer, samples: P.samples, file: P.file,
         top: P.top, accuracy: P.accuracy }), 'lead'));
@@ -68,9 +50,7 @@
   }
 
   if (DATA.edit_compare && DATA.edit_compare.length) {
-    document.getElementById('editcmp').hidden = false;
-    nav('editcmp', 'report.nav_editcmp');
-    var eb = document.getElementById('editcmp-body');
+    var eb = showSection('editcmp', W('report.nav_editcmp'));
     eb.appendChild(el('p', W('report.editcmp_lead'), 'lead'));
     var runs = DATA.edit_compare.slice().sort(function (a, b) { return a.n_edits - b.n_edits; });
     var t = el('table', undefined, 'editcmp-table');

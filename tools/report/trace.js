@@ -4,27 +4,11 @@
 // tables of indirect effects (resid_post, mlp_out, attn_out), averaged over
 // the facts the model recalls, and the MLP summary.  Without DATA.trace the
 // section stays hidden.
-(function () {
+reportSection('trace', 'trace', 'report.nav_trace', function (T, W, body) {
   'use strict';
-  var DATA = JSON.parse(document.getElementById('ffn-data').textContent);
-  var T = DATA.trace;
-  if (!T) return;
-  var MSG = DATA.messages || {};
-  function W(key, vars) { return fill(msg(MSG, key, key), vars); } // the words (tools/i18n.c)
   var SVGNS = 'http://www.w3.org/2000/svg';
   var KINDS = [['resid_post', W('report.kind.resid_post'), '128,0,128'], ['mlp_out', W('report.kind.mlp_out'), '0,128,0'],
     ['attn_out', W('report.kind.attn_out'), '200,0,0']];
-  var section = document.getElementById('trace');
-  var body = document.getElementById('trace-body');
-  section.hidden = false;
-  var nav = document.querySelector('header nav');
-  if (nav) {
-    var a = document.createElement('a');
-    a.href = '#trace';
-    a.textContent = W('report.nav_trace');
-    nav.appendChild(document.createTextNode(' '));
-    nav.appendChild(a);
-  }
   function p(text, cls) {
     var e = document.createElement('p');
     if (cls) e.className = cls;
@@ -93,4 +77,4 @@
   p(W('report.trace_summary', { sl: s.layer, se: fmt(s.effect), ll: l2.layer, le: fmt(l2.effect),
     share: Math.round(100 * T.mlp_layer_share) }));
   p(W('report.trace_read'), 'muted small');
-})();
+});
