@@ -23,6 +23,17 @@
  * Built by `make fuzz`; with -DFFN_FUZZ_REPLAY it gets a main() that
  * replays files (tests/cli/test_fuzz_regress.sh). */
 #include "../../tools/serve_request.c"
+#include <math.h>
+/* serve_json.c's serve_num writes through tools/cli.c's cli_json_num; the
+ * harness links no part of cli.c, so it has this stand-in (same output for
+ * the numbers a reply holds) */
+const char *cli_json_num(double v, const char *fmt);
+const char *cli_json_num(double v, const char *fmt) {
+    static char b[40];
+    if (!isfinite(v)) return "null";
+    snprintf(b, sizeof b, fmt, v);
+    return b;
+}
 #include "../../tools/serve_json.c"
 
 #include <stdio.h>
