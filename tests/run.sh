@@ -18,10 +18,10 @@
 # beside its PASS or FAIL: nothing is skipped silently.
 # Usage: tests/run.sh [-j N] [substring]   -- only tests whose name
 # contains it; -j N (or FFN_TEST_JOBS=N) runs up to N tests at a time
-# (scripts/test.sh: 2).  The results are printed in the same order, each
-# when it and all before it have ended, so the output is the same as one at
-# a time.  A test that holds a bound in seconds (serial_tests
-# below) runs alone.
+# (scripts/test.sh: 3), a new one as soon as any ends.  The results are
+# printed in the same order, each when it and all before it have ended, so
+# the output is the same as one at a time.  A test that holds a bound in
+# seconds (serial_tests below) runs alone, after the others.
 # Each test's output goes to build/test-logs/<name>.log; a failure prints
 # the log's tail.  Build first (make all unit asan asan-cli).
 set -u
@@ -47,18 +47,24 @@ passed=0; failed=0; failed_names=()
 
 # Tests that hold a bound in seconds (or a timeout that must not fire on a
 # loaded machine), or click through a browser against a clock: these run
-# alone even under -j.  (The MPI tests test_dist and test_dist_agree may
+# alone even under -j, one after another once all the others have ended
+# (at -j 1 too, so the output is the same).  (The MPI tests test_dist and test_dist_agree may
 # share the cores: their deadlines are 60 s and more a step, and both pass
 # with the machine loaded twelve times over.)
 serial_tests=(test_cost_bounds test_hostile test_serve_slow test_serve_load
               test_serve_guard test_train_profile test_bench test_files browser/)
+serial_names=(); serial_cmds=()
 is_serial() {
     local s
     for s in "${serial_tests[@]}"; do [[ "$1" == *"$s"* ]] && return 0; done
     return 1
 }
-# the running tests, oldest first: name, pid, log, start (parallel arrays)
-q_name=(); q_pid=(); q_log=(); q_t0=()
+# the tests started and not yet reported, in the order they started: name,
+# pid, log, start, ended (parallel arrays).  A slot is freed by whichever
+# test ends first (wait -n); the results are still printed in order, each
+# once it and all before it have ended.
+q_name=(); q_pid=(); q_log=(); q_t0=(); q_end=()
+running=0
 
 # The CPU seconds (user + system) of a test and every process it waited
 # for: the line's second figure.  Unlike the wall time it hardly changes
@@ -85,8 +91,14 @@ run_one() { # name, command...
     local name="$1"; shift
     [[ -n "$filter" && "$name" != *"$filter"* ]] && return
     local log="$logs/${name//\//_}.log" t0=$SECONDS
-    if ((jobs == 1)) || is_serial "$name"; then
-        ((jobs == 1)) || drain 0
+    if is_serial "$name" && [[ -z "${in_serial:-}" ]]; then
+        # run alone, after all the others (one wait for the cores to be
+        # free instead of one for each): kept, with its words quoted
+        serial_names+=("$name"); serial_cmds+=("$(printf '%q ' "$@")")
+        return
+    fi
+    rm -f "$log.rc"
+    if ((jobs == 1)) || [[ -n "${in_serial:-}" ]]; then
         t0=$SECONDS
         run_test "$log" "$t0" "$@"
         report "$name" "$log" $(read_rc "$log" "$t0")
@@ -95,13 +107,36 @@ run_one() { # name, command...
     drain $((jobs - 1))
     t0=$SECONDS # (the test's own time, not its wait for a free slot)
     run_test "$log" "$t0" "$@" &
-    q_name+=("$name"); q_pid+=($!); q_log+=("$log"); q_t0+=("$t0")
+    q_name+=("$name"); q_pid+=($!); q_log+=("$log"); q_t0+=("$t0"); q_end+=(0)
+    running=$((running + 1))
 }
-drain() { # N: wait for the oldest running tests until at most N run
-    while ((${#q_pid[@]} > $1)); do
+drain() { # N: wait for any running test to end until at most N run
+    local i live ended wrc
+    while ((running > $1)); do
+        live=()
+        for i in "${!q_pid[@]}"; do ((q_end[i])) || live+=("${q_pid[i]}"); done
+        ended="" wrc=0
+        wait -n -p ended "${live[@]}" 2>/dev/null || wrc=$?
+        for i in "${!q_pid[@]}"; do
+            ((q_end[i])) && continue
+            # ended: the one wait saw end; a test's .rc file is written last
+            # by its subshell; and if the shell had already reaped them all
+            # (wait: 127), those that are gone have ended
+            if [[ "${q_pid[i]}" == "$ended" || -f "${q_log[i]}.rc" ]] ||
+               { ((wrc == 127)) && ! kill -0 "${q_pid[i]}" 2>/dev/null; }; then
+                q_end[i]=1; running=$((running - 1))
+            fi
+        done
+        flush
+    done
+    flush
+}
+flush() { # report the ended tests at the head of the queue, in order
+    while ((${#q_pid[@]})) && ((q_end[0])); do
         wait "${q_pid[0]}" 2>/dev/null
         report "${q_name[0]}" "${q_log[0]}" $(read_rc "${q_log[0]}" "${q_t0[0]}")
-        q_name=("${q_name[@]:1}"); q_pid=("${q_pid[@]:1}"); q_log=("${q_log[@]:1}"); q_t0=("${q_t0[@]:1}")
+        q_name=("${q_name[@]:1}"); q_pid=("${q_pid[@]:1}"); q_log=("${q_log[@]:1}")
+        q_t0=("${q_t0[@]:1}"); q_end=("${q_end[@]:1}")
     done
 }
 cpu_list=() # "cpu name", for the list of the slowest at the end
@@ -207,6 +242,8 @@ done
 for t in tests/browser/test_*.mjs; do [[ -f "$t" ]] && run_one "browser/$(basename "$t" .mjs)" node "$t"; done
 
 drain 0
+in_serial=1
+for i in "${!serial_names[@]}"; do eval "run_one ${serial_names[i]@Q} ${serial_cmds[i]}"; done
 if ((${#cpu_list[@]} > 1)); then
     printf '%s\n' "${cpu_list[@]}" | sort -k1,1nr | head -n 8 |
         awk -v t="$SECONDS" '{ s = s sprintf("%s%s %ds", NR > 1 ? ", " : "", $2, $1) } END { printf "slowest by CPU: %s; wall %ds in all\n", s, t }'
