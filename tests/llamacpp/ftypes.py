@@ -326,16 +326,28 @@ def main():
     if single_only:
         print("ftypes --single: %d failures" % len(fails))
         sys.exit(1 if fails else 0)
-    # llama.cpp's distributions, one process for every file
-    env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_PATH=os.path.join(node_dir, "node_modules"))
-    p = subprocess.run(["node", os.path.join(node_dir, "probs_many.mjs"), " ".join(map(str, IDS))] +
-                       [f[2] for f in files], capture_output=True, text=True, env=env, cwd=node_dir)
-    if p.returncode != 0:
-        raise RuntimeError("probs_many.mjs: exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
+    # llama.cpp's distributions, one process for every file not in the cache
+    # (interop.py's: the ASan round's files are the same bytes)
     cpp = {}
-    for line in p.stdout.splitlines():
-        r = json.loads(line)
-        cpp[r["model"]] = r
+    todo = []
+    for f in files:
+        r = interop.cached_probs(f[2], node_dir, "probs_many.mjs")
+        if r is None:
+            todo.append(f[2])
+        else:
+            cpp[f[2]] = {"model": f[2], "probs": r}
+    if todo:
+        env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_PATH=os.path.join(node_dir, "node_modules"))
+        p = subprocess.run(["node", os.path.join(node_dir, "probs_many.mjs"), " ".join(map(str, IDS))] + todo,
+                           capture_output=True, text=True, env=env, cwd=node_dir)
+        if p.returncode != 0:
+            raise RuntimeError("probs_many.mjs: exit %d\n%s" % (p.returncode, p.stderr[-3000:]))
+        for line in p.stdout.splitlines():
+            r = json.loads(line)
+            cpp[r["model"]] = r
+            if "probs" in r:
+                interop.cache_probs(r["model"], node_dir, line, "probs_many.mjs")
+    print("note: llama.cpp's results for %d of the %d GGUF files reused (by content)" % (len(files) - len(todo), len(files)))
     print("%-11s %-7s %-5s %-10s %-10s %-10s %-9s %s" % ("model", "ftype", "runs", "L1 ffn-cpp",
                                                         "L1 cpp-ex", "L1 ffn-ex", "bytes", "types (llama.cpp's file)"))
     n_run = n_refused = 0

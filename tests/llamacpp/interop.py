@@ -144,8 +144,8 @@ def softmax(z):
 
 
 # llama.cpp's probabilities are kept by the sha-256 of everything they
-# depend on (the GGUF's bytes, the ids, probs.mjs, node-llama-cpp's lock
-# file) in NODE_DIR/probs-cache: the asan-cli round of a test writes the
+# depend on (the GGUF's bytes, the ids, the script that ran llama.cpp --
+# probs.mjs or probs_many.mjs -- and node-llama-cpp's lock file) in NODE_DIR/probs-cache: the asan-cli round of a test writes the
 # same files as the plain round (ffn's writers are deterministic) and
 # reads llama.cpp's answer back instead of running it again.  A file whose
 # bytes differ is a new key, so it is run; CACHE_USED counts the reuses
@@ -153,41 +153,58 @@ def softmax(z):
 CACHE_USED = [0]
 
 
-def _cache_key(gguf, node_dir):
+def _cache_key(gguf, node_dir, script, ids):
     import hashlib
     h = hashlib.sha256()
-    for path in (gguf, os.path.join(node_dir, "probs.mjs"), os.path.join(node_dir, "package-lock.json")):
+    for path in (gguf, os.path.join(node_dir, script), os.path.join(node_dir, "package-lock.json")):
         with open(path, "rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         h.update(b"\0")
-    h.update(" ".join(map(str, IDS)).encode())
+    h.update(" ".join(map(str, ids)).encode())
     return h.hexdigest()
 
 
-def cpp_probs(gguf, node_dir):
-    cache = os.path.join(node_dir, "probs-cache")
-    key = _cache_key(gguf, node_dir)
-    path = os.path.join(cache, key + ".json")
+def cached_probs(gguf, node_dir, script="probs.mjs", ids=None):
+    """llama.cpp's probabilities for gguf on ids (IDS if None), as script
+    gives them, from the cache; or None."""
+    key = _cache_key(gguf, node_dir, script, IDS if ids is None else ids)
+    path = os.path.join(node_dir, "probs-cache", key + ".json")
     try:
         with open(path) as f:
             r = json.load(f)
-        CACHE_USED[0] += 1
-        return np.array(r["probs"], dtype=np.float64)
+        p = np.array(r["probs"], dtype=np.float64)
     except (OSError, ValueError, KeyError):
-        pass
+        return None
+    CACHE_USED[0] += 1
+    return p
+
+
+def cache_probs(gguf, node_dir, text, script="probs.mjs", ids=None):
+    """Keep llama.cpp's answer (script's JSON text) for gguf, written whole or not at all."""
+    import tempfile
+    cache = os.path.join(node_dir, "probs-cache")
+    os.makedirs(cache, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=cache, suffix=".tmp", delete=False) as f:
+        f.write(text)
+    key = _cache_key(gguf, node_dir, script, IDS if ids is None else ids)
+    os.replace(f.name, os.path.join(cache, key + ".json"))
+
+
+def cpp_probs(gguf, node_dir, ids=None):
+    """llama.cpp's next-token distributions on ids (IDS if None): probs.mjs, or the cache."""
+    ids = IDS if ids is None else ids
+    p = cached_probs(gguf, node_dir, ids=ids)
+    if p is not None:
+        return p
     env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_PATH=os.path.join(node_dir, "node_modules"))
     script = os.path.join(node_dir, "probs.mjs")
-    p = subprocess.run(["node", script, gguf, " ".join(map(str, IDS))], capture_output=True,
+    p = subprocess.run(["node", script, gguf, " ".join(map(str, ids))], capture_output=True,
                        text=True, env=env, cwd=node_dir)
     if p.returncode != 0:
         raise RuntimeError("llama.cpp (probs.mjs) on %s: exit %d\n%s" % (gguf, p.returncode, p.stderr[-3000:]))
     r = json.loads(p.stdout)
-    os.makedirs(cache, exist_ok=True)
-    import tempfile
-    with tempfile.NamedTemporaryFile("w", dir=cache, suffix=".tmp", delete=False) as f:
-        f.write(p.stdout)
-    os.replace(f.name, path)
+    cache_probs(gguf, node_dir, p.stdout, ids=ids)
     return np.array(r["probs"], dtype=np.float64)
 
 

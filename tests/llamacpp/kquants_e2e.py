@@ -26,7 +26,6 @@ equal), llama.cpp running one of them in full."""
 import ctypes
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -36,6 +35,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "parity"))
 import ffn_testlib as tl  # noqa: E402
 import test_checkpoints as ref  # noqa: E402  (the float64 HF forward)
+sys.path.insert(0, HERE)
+import interop  # noqa: E402  (llama.cpp's answers, kept by content)
 
 TYPES = {"q2_K": 10, "q3_K": 12, "q5_K": 17, "iq4_xs": 30}  # llama.cpp ftypes
 BYTES = {"q2_K": 84, "q3_K": 110, "q5_K": 176, "iq4_xs": 136}  # per 256 weights
@@ -114,15 +115,6 @@ def ffn_logits(model, work, tag):
     return tl.read_safetensors(out)["logits"].astype(np.float64)
 
 
-def cpp_probs(gguf, node_dir):
-    env = dict(os.environ, NODE_LLAMA_CPP_SKIP_DOWNLOAD="true", NODE_PATH=os.path.join(node_dir, "node_modules"))
-    p = subprocess.run(["node", os.path.join(node_dir, "probs.mjs"), gguf, " ".join(map(str, IDS))],
-                       capture_output=True, text=True, env=env, cwd=node_dir)
-    if p.returncode != 0:
-        raise RuntimeError("llama.cpp (probs.mjs) on %s: exit %d\n%s" % (gguf, p.returncode, p.stderr[-3000:]))
-    return np.array(json.loads(p.stdout)["probs"], dtype=np.float64)
-
-
 def exact_logits(gguf, work, tag, run=True):
     """float64 forward over the file's weights as ffn decodes them, and the weights."""
     hf = os.path.join(work, tag + ".hf")
@@ -149,7 +141,7 @@ def l1(p, q):
 def evaluate(tag, path, work, node_dir):
     """One file: the three distances and the checks; returns (line, failures)."""
     z_ffn = ffn_logits(path, work, tag)
-    p_ffn, p_cpp = softmax(z_ffn), cpp_probs(path, node_dir)
+    p_ffn, p_cpp = softmax(z_ffn), interop.cpp_probs(path, node_dir, IDS)
     z_ex, W = exact_logits(path, work, tag)
     p_ex = softmax(z_ex)
     if p_cpp.shape != p_ffn.shape:
@@ -208,6 +200,7 @@ def main():
             print("ok   ffn-%-7s the weights llama.cpp's quantizer wrote (decoded equal), logits bitwise equal; "
                   "%d bytes (f32 %d), %.4f bits per matrix weight" % (ty, os.path.getsize(own), os.path.getsize(f32),
                                                                      8.0 * BYTES[ty] / 256))
+    print("note: llama.cpp's results for %d files reused (by content, from an earlier run)" % interop.CACHE_USED[0])
     print("kquants_e2e: %d checks, %d failed" % (checks, len(failures)))
     for f in failures:
         print("FAIL " + f)
