@@ -19,11 +19,11 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # --help explains, exit 0; both commands listed by ffn --help
 "$FFN" tokenize --help >"$tmp/help"
 for w in --tokenizer --text --file --ids-only --json --no-specials tokenizer.json .gguf \
-         tokenizer.bin add_special_tokens "not UTF-8" U+FFFD "Exit status"; do
+         tokenizer.bin add_special_tokens "not UTF-8" U+FFFD "Exit status" "may repeat" "one line per"; do
     grep -q -- "$w" "$tmp/help" || fail "tokenize --help does not mention '$w'"
 done
 "$FFN" detokenize --help >"$tmp/help"
-for w in --tokenizer --ids --file --skip-specials --json U+2581; do
+for w in --tokenizer --ids --file --skip-specials --json --null "may repeat" U+2581; do
     grep -q -- "$w" "$tmp/help" || fail "detokenize --help does not mention '$w'"
 done
 "$FFN" --help | grep -q "tokenize" || fail "ffn --help does not list tokenize"
@@ -78,6 +78,77 @@ assert d["ids"] == [int(x) for x in sys.argv[2].split()]
 assert d["n_tokens"] == len(d["ids"]) == len(d["tokens"]) == len(d["bytes"])
 assert "".join(d["bytes"]) == open(sys.argv[3], encoding="utf-8").read()
 PY
+
+# several inputs in one process: one line per input, in order, each the
+# single-input output (--ids-only, --json); detokenize --json / --null
+all=("$texts"/*)
+args=(); for f in "${all[@]}"; do args+=(--file "$f"); done
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" "${args[@]}" --ids-only >"$tmp/many"
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" "${args[@]}" --json >"$tmp/many.json"
+[[ $(wc -l <"$tmp/many") -eq ${#all[@]} && $(wc -l <"$tmp/many.json") -eq ${#all[@]} ]] ||
+    fail "several --file: $(wc -l <"$tmp/many") lines for ${#all[@]} inputs"
+dargs=()
+for i in "${!all[@]}"; do
+    f=${all[$i]}
+    [[ "$(sed -n "$((i + 1))p" "$tmp/many")" == "$(tok "$fx/gpt2_small.json" --file "$f")" ]] ||
+        fail "several --file: line $((i + 1)) is not the ids of $(basename "$f") alone"
+    [[ "$(sed -n "$((i + 1))p" "$tmp/many.json")" == "$("$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --file "$f" --json)" ]] ||
+        fail "several --file --json: line $((i + 1)) is not the object of $(basename "$f") alone"
+    sed -n "$((i + 1))p" "$tmp/many" >"$tmp/ids_$i"
+    dargs+=(--file "$tmp/ids_$i")
+done
+[[ "$(tok "$fx/gpt2_small.json" --text "the thing" --text "" --text "a<|endoftext|>b")" == \
+   "$(printf '116 257 256 104 260\n\n97 262 98')" ]] || fail "several --text (one empty)"
+# decode(encode(x)) == x for every text, in one detokenize: a NUL after each
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" "${dargs[@]}" --null >"$tmp/back0"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" "${dargs[@]}" --json >"$tmp/back.json"
+/usr/bin/python3 - "$tmp/back0" "$tmp/back.json" "${all[@]}" <<'PY' || fail "several detokenize inputs"
+import json, sys
+parts = open(sys.argv[1], "rb").read().split(b"\0")
+files = sys.argv[3:]
+assert len(parts) == len(files) + 1 and parts[-1] == b"", (len(parts), len(files))
+lines = open(sys.argv[2], "rb").read().split(b"\n")
+assert len(lines) == len(files) + 1 and lines[-1] == b""
+for f, p, l in zip(files, parts, lines):
+    b = open(f, "rb").read()
+    assert p == b, "--null: %s does not come back byte for byte" % f
+    try:
+        assert json.loads(l)["text"] == b.decode("utf-8"), "--json: " + f
+    except UnicodeDecodeError:
+        pass  # U+FFFD per bad byte, as the single form (checked below)
+PY
+for i in "${!all[@]}"; do
+    [[ ${all[$i]} == *.bin ]] || continue
+    [[ "$(sed -n "$((i + 1))p" "$tmp/back.json")" == "$("$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --file "$tmp/ids_$i" --json)" ]] ||
+        fail "several detokenize --json: $(basename "${all[$i]}") is not its object alone"
+done
+[[ "$("$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids "116 257" --ids "" --ids "97" --json)" == \
+   "$(printf '{"text": "the"}\n{"text": ""}\n{"text": "a"}')" ]] || fail "several --ids"
+# --stats names each input
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --text a --text bc --ids-only --stats 2>"$tmp/err" >/dev/null
+grep -q -- "--text #1: 1 bytes" "$tmp/err" && grep -q -- "--text #2: 2 bytes" "$tmp/err" || fail "--stats: $(cat "$tmp/err")"
+# errors: the bad input named, nothing on stdout
+set +e
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --file "$texts/prose.txt" --file "$tmp/nope" --ids-only >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 1 && ! -s "$tmp/out" ]] && grep -q "$tmp/nope" "$tmp/err" || fail "unreadable second --file: rc $rc $(cat "$tmp/err")"
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --text a --text b >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] && grep -q -- "--ids-only or --json" "$tmp/err" || fail "several inputs, one token a line: rc $rc $(cat "$tmp/err")"
+"$FFN" tokenize --tokenizer "$fx/gpt2_small.json" --text a --file "$texts/prose.txt" --ids-only >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q "not both" "$tmp/err" || fail "--text and --file mixed: rc $rc $(cat "$tmp/err")"
+echo "1 2" >"$tmp/good"; echo "3 99999" >"$tmp/badid"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --file "$tmp/good" --file "$tmp/badid" --json >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] && grep -q -- "--file $tmp/badid: token 99999 is outside" "$tmp/err" ||
+    fail "bad id in the second --file: rc $rc $(cat "$tmp/err")"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids 1 --ids "2 x" --null >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] && grep -q -- "--ids #2: expected" "$tmp/err" || fail "bad second --ids: rc $rc $(cat "$tmp/err")"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids 1 --ids 2 >"$tmp/out" 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] && grep -q -- "--json" "$tmp/err" && grep -q -- "--null" "$tmp/err" ||
+    fail "several --ids, raw output: rc $rc $(cat "$tmp/err")"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids 1 --json --null >/dev/null 2>&1; rc=$?
+[[ $rc -eq 2 ]] || fail "--json --null: rc $rc"
+"$FFN" detokenize --tokenizer "$fx/gpt2_small.json" --ids 1 --file "$tmp/good" --json >/dev/null 2>"$tmp/err"; rc=$?
+[[ $rc -eq 2 ]] && grep -q "not both" "$tmp/err" || fail "--ids and --file mixed: rc $rc"
+set -e
 
 # SentencePiece-style: template adds <s> (id 1) unless --no-specials; spaces
 # are U+2581 pieces; a code point that is no token becomes its <0xNN> bytes
