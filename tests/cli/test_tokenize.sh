@@ -253,4 +253,41 @@ done
 grep -q 'Split behavior "MergedWithPrevious" is unsupported' "$tmp/err_split_merged" ||
     fail "Split MergedWithPrevious: $(cat "$tmp/err_split_merged")"
 grep -q "more than 8 regex splits" "$tmp/err_split_nine" || fail "nine Splits: $(cat "$tmp/err_split_nine")"
+# many merges (ffn adds them 256 at a time): all of them read, and of two
+# bad merges in one batch the first in rank order is named, whatever the kind
+/usr/bin/python3 - "$fx/gpt2_small.json" "$tmp" <<'PY'
+import json, string, sys
+d = json.load(open(sys.argv[1]))
+vocab, merges = d["model"]["vocab"], d["model"]["merges"]
+next_id = max(list(vocab.values()) + [a["id"] for a in d["added_tokens"]]) + 1
+for x in string.ascii_lowercase:
+    for y in string.ascii_lowercase:
+        if x + y not in vocab:
+            vocab[x + y] = next_id
+            next_id += 1
+            merges.append(x + " " + y)
+print(len(merges), vocab["qz"], file=open(sys.argv[2] + "/many.info", "w"))
+json.dump(d, open(sys.argv[2] + "/many.json", "w"))
+def bad(name, faults):
+    e = json.loads(json.dumps(d))
+    for k, v in faults.items():
+        e["model"]["merges"][k] = v
+    json.dump(e, open(sys.argv[2] + "/" + name + ".json", "w"))
+bad("many_bad1", {300: "q ZZZ", 301: "qz"})   # a missing token, then no space
+bad("many_bad2", {290: "qz", 300: "q ZZZ"})   # no space, then a missing token
+bad("many_bad3", {600: "qz qz"})            # the merged token is missing
+PY
+read -r n_merges qz_id <"$tmp/many.info"
+[[ $n_merges -gt 600 ]] || fail "many merges: only $n_merges"
+[[ "$(tok "$tmp/many.json" --text "qz")" == "$qz_id" ]] || fail "many merges: qz is not one token ($qz_id)"
+set +e
+"$FFN" tokenize --tokenizer "$tmp/many_bad1.json" --text x >/dev/null 2>"$tmp/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q 'merge 300 names "ZZZ"' "$tmp/err" || fail "many_bad1: rc $rc $(cat "$tmp/err")"
+"$FFN" tokenize --tokenizer "$tmp/many_bad2.json" --text x >/dev/null 2>"$tmp/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q 'merges\[290\] "qz" is not two tokens' "$tmp/err" || fail "many_bad2: rc $rc $(cat "$tmp/err")"
+"$FFN" tokenize --tokenizer "$tmp/many_bad3.json" --text x >/dev/null 2>"$tmp/err"; rc=$?
+[[ $rc -eq 1 ]] && grep -q 'merge 600 ("qz" "qz") makes a token that is not in the vocabulary' "$tmp/err" ||
+    fail "many_bad3: rc $rc $(cat "$tmp/err")"
+set -e
+
 echo "test_tokenize: OK"
