@@ -28,7 +28,8 @@
 # Each tokenizer is loaded once per kind of call: `ffn tokenize` and `ffn
 # detokenize` take every text of a check in one process (--file repeated:
 # one line of ids per text, in order; detokenize --null: a NUL after each
-# text), 19 starts of ffn in all.
+# text), 19 starts of ffn in all; the reference likewise (encode.mjs --all:
+# every encoding and decoding of a tokenizer in one start of node).
 # Under ASan (FFN_BIN in build/asan/, as tests/run.sh's asan-cli round) the
 # same checks run on five of the texts (specials, NFC, emoji, CJK, the long
 # runs): the exact ids are the plain build's; the sanitizer needs each path,
@@ -121,12 +122,15 @@ for i in "${!files[@]}"; do [[ ${files[$i]} == */combining.txt ]] && i_comb=$i; 
 for m in llama3 qwen3 llama2; do
     J=$(json_of "$m")
     [[ -f "$J" ]] || fail "no $J"
-    ref "$m" "${files[@]}" >"$tmp/ref_sp"
-    # the texts, then the raw bad bytes (record nf) for the reference's U+FFFD view
-    ref "$m" --no-specials "${files[@]}" "$bad" >"$tmp/ref_nosp"
-    head -n "$nf" "$tmp/ref_nosp" >"$tmp/ref_nosp_$m"
-    split_out "$tmp/ref_sp" line "$nf" "$tmp/ref_sp."
-    split_out "$tmp/ref_nosp" line "$((nf + 1))" "$tmp/ref_nosp."
+    # the reference, in one start of node: the ids of the texts, then of the
+    # raw bad bytes (record nf: the reference's U+FFFD view), with and
+    # without specials; the decode of the ids with specials, specials kept
+    # and skipped (the ids ffn's must equal, so those ffn decodes below)
+    mkdir "$tmp/ref_$m"
+    ref "$m" --all "$tmp/ref_$m" "${files[@]}" "$bad"
+    head -n "$nf" "$tmp/ref_$m/nosp" >"$tmp/ref_nosp_$m"
+    split_out "$tmp/ref_$m/sp" line "$((nf + 1))" "$tmp/ref_sp."
+    split_out "$tmp/ref_$m/nosp" line "$((nf + 1))" "$tmp/ref_nosp."
     # with specials: the texts, then the NFC of combining.txt (record nf)
     tok "$J" "$tmp/ffn_sp." -- "${files[@]}" "$tmp/nfc.txt"
     # without: the texts, the raw bad bytes (nf), the U+FFFD text (nf + 1)
@@ -141,19 +145,18 @@ for m in llama3 qwen3 llama2; do
                 fail "$name ${flag:-(specials)}: $(diff_at "$tmp/ref_$sp.$i" "$tmp/ffn_$sp.$i")"
             n_checked=$((n_checked + 1))
         done
-        cp "$tmp/ffn_sp.$i" "$tmp/ffn_$i.sp"
-        dec+=("$tmp/ffn_$i.sp")
+        dec+=("$tmp/ffn_sp.$i")
     done
     # decode of the same ids (specials in), against the reference's decode;
     # without --skip-specials also the ids of the raw bad bytes (byte-level)
     for skip in "" --skip-specials; do
-        ref "$m" $skip --decode "${dec[@]}"
         extra=()
         [[ -z $skip && $m != llama2 ]] && extra=("$tmp/ffn_nosp.$nf")
         detok "$J" "$tmp/back." $skip -- "${dec[@]}" "${extra[@]}"
         for i in "${!files[@]}"; do
             f=${files[$i]}
-            cmp -s "$tmp/ffn_$i.sp.text" "$tmp/back.$i" ||
+            want="$tmp/ref_$m/$i.text"; [[ -n $skip ]] && want="$tmp/ref_$m/$i.skip.text"
+            cmp -s "$want" "$tmp/back.$i" ||
                 fail "$m/$(basename "$f"): detokenize ${skip} differs from the reference's decode"
             # byte-level without NFC gives the bytes back
             if [[ $m == llama3 && -n $skip && $(basename "$f") != specials.txt ]]; then
