@@ -65,6 +65,14 @@ typedef struct inputs {
     size_t len[MAX_INPUTS];
 } inputs;
 
+/* The two input options of a command, filling `in` (an inputs). */
+#define INPUT_OPTS(in, inl_name, inl_metavar, inl_help, file_help)                              \
+    {.name = (inl_name), .type = CLI_STR, .dst = (in).inl, .max_count = MAX_INPUTS,              \
+     .count = &(in).n_inl, .def = "", .metavar = (inl_metavar),                                 \
+     .group = "input (one of; each may repeat)", .help = (inl_help)},                           \
+    {.name = "--file", .type = CLI_PATH, .dst = (in).file, .max_count = MAX_INPUTS,              \
+     .count = &(in).n_file, .def = "", .metavar = "FILE", .help = (file_help)}
+
 static int inputs_n(const inputs *in) { return in->n_file ? in->n_file : in->n_inl; }
 
 static void inputs_free(inputs *in) {
@@ -216,18 +224,13 @@ static void print_encoding(const ffn_vocab *v, const char *tok_path, const int32
 
 int cmd_tokenize(int argc, char **argv) {
     static const char CMD[] = "tokenize";
-    static inputs in; /* 96 KiB of names: not on the stack */
+    static inputs in; /* 128 KiB: not on the stack */
     memset(&in, 0, sizeof in);
     const char *tok_path = NULL;
     int ids_only = 0, json = 0, no_specials = 0, stats = 0;
     const cli_opt opts[] = {
         TOKENIZER_OPT(&tok_path),
-        {.name = "--text", .type = CLI_STR, .dst = in.inl, .max_count = MAX_INPUTS,
-         .count = &in.n_inl, .def = "", .metavar = "TEXT", .group = "input (one of; each may repeat)",
-         .help = "the text"},
-        {.name = "--file", .type = CLI_PATH, .dst = in.file, .max_count = MAX_INPUTS,
-         .count = &in.n_file, .def = "", .metavar = "FILE",
-         .help = "a file whose bytes are the text"},
+        INPUT_OPTS(in, "--text", "TEXT", "the text", "a file whose bytes are the text"),
         {.name = "--no-specials", .type = CLI_FLAG, .dst = &no_specials, .group = "output",
          .help = "do not apply the post-processor template (no BOS; HF's "
                  "add_special_tokens=False)"},
@@ -322,13 +325,8 @@ int cmd_detokenize(int argc, char **argv) {
     int json = 0, skip = 0, nul = 0;
     const cli_opt opts[] = {
         TOKENIZER_OPT(&tok_path),
-        {.name = "--ids", .type = CLI_STR, .dst = in.inl, .max_count = MAX_INPUTS,
-         .count = &in.n_inl, .def = "", .metavar = "\"1 2 3\"",
-         .group = "input (one of; each may repeat)",
-         .help = "token ids, separated by spaces or commas"},
-        {.name = "--file", .type = CLI_PATH, .dst = in.file, .max_count = MAX_INPUTS,
-         .count = &in.n_file, .def = "", .metavar = "FILE",
-         .help = "a file of token ids (spaces, commas or newlines between them)"},
+        INPUT_OPTS(in, "--ids", "\"1 2 3\"", "token ids, separated by spaces or commas",
+                   "a file of token ids (spaces, commas or newlines between them)"),
         {.name = "--skip-specials", .type = CLI_FLAG, .dst = &skip, .group = "output",
          .help = "leave special tokens out"},
         CLI_OPT_JSON(&json, "print {\"text\": ...} (one a line per input)"),
