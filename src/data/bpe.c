@@ -30,11 +30,26 @@ typedef struct bpe_merge_slot {
     int32_t rank, merged;
 } bpe_merge_slot;
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
+/* A slot of the token table: the token's hash (its upper half: the lower
+ * bits pick the slot), length and bytes (at pool + off) beside its id, so
+ * a probe compares in the slot and reads one string only on a match (a
+ * merges' load looks up three tokens for each of 10^5 merges: pointer
+ * chasing through tok[] and tok_len[] was most of the load). */
+typedef struct bpe_tok_slot {
+    uint32_t tag, len, off;
+    int32_t id; /* -1: empty */
+} bpe_tok_slot;
+
+/* FNV-1a over the bytes, then a final mix: hash_bytes(a ++ b) is
+ * hash_end(hash_run(hash_run(HASH_START, a), b)), so a merge hashes the
+ * concatenation of its two sides without making it. */
+#define HASH_START 1469598103934665603ull
+static uint64_t hash_run(uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
+    return h;
 }
+static uint64_t hash_end(uint64_t h) { return h ^ (h >> 29); }
+static uint64_t hash_bytes(const char *s, size_t n) { return hash_end(hash_run(HASH_START, s, n)); }
 
 static uint64_t hash_u64(uint64_t k) {
     k ^= k >> 33;
@@ -44,13 +59,27 @@ static uint64_t hash_u64(uint64_t k) {
     return k ^ (k >> 33);
 }
 
-int32_t bpe_lookup(const bpe_tokenizer *t, const char *s, size_t n) {
-    if (!t->table) return -1;
-    for (uint64_t h = hash_bytes(s, n) & t->table_mask;; h = (h + 1) & t->table_mask) {
-        int32_t id = t->table[h];
-        if (id < 0) return -1;
-        if (t->tok_len[id] == n && !memcmp(t->tok[id], s, n)) return id;
+/* The slot holding the token a[0..na) ++ b[0..nb) (hash hv), else the
+ * empty slot where it would go. */
+static bpe_tok_slot *tok_slot2(const bpe_tokenizer *t, const char *a, size_t na, const char *b,
+                               size_t nb, uint64_t hv) {
+    uint32_t tag = (uint32_t)(hv >> 32);
+    for (uint64_t h = hv & t->table_mask;; h = (h + 1) & t->table_mask) {
+        bpe_tok_slot *e = &t->table[h];
+        if (e->id < 0) return e;
+        if (e->tag == tag && e->len == na + nb && !memcmp(t->pool + e->off, a, na) &&
+            (!nb || !memcmp(t->pool + e->off + na, b, nb)))
+            return e;
     }
+}
+
+static bpe_tok_slot *tok_slot(const bpe_tokenizer *t, const char *s, size_t n, uint64_t hv) {
+    return tok_slot2(t, s, n, "", 0, hv);
+}
+
+int32_t bpe_lookup(const bpe_tokenizer *t, const char *s, size_t n) {
+    if (!t->table || n > UINT32_MAX) return -1;
+    return tok_slot(t, s, n, hash_bytes(s, n))->id;
 }
 
 static const bpe_merge_slot *merge_find(const bpe_tokenizer *t, int32_t a, int32_t b) {
@@ -110,6 +139,7 @@ void bpe_free(bpe_tokenizer *t) {
     free(t->score);
     free(t->special);
     free(t->table);
+    free(t->pool);
     free(t->merges);
     free(t->added);
     for (int k = 0; k < t->n_re; k++) pcre2_code_free(t->re[k]);
@@ -204,17 +234,26 @@ static ffn_status make_decoded(bpe_tokenizer *t, int32_t id) {
 }
 
 ffn_status bpe_index(bpe_tokenizer *t, const char *name) {
-    uint64_t cap = pow2_above((uint64_t)t->V);
+    uint64_t cap = pow2_above((uint64_t)t->V), bytes = 0;
+    for (int32_t id = 0; id < t->V; id++) bytes += t->tok[id] ? t->tok_len[id] : 0;
+    if (bytes > UINT32_MAX)
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: the tokens hold %llu bytes, more than 4 GiB", name,
+                         (unsigned long long)bytes);
     t->table = malloc(cap * sizeof *t->table);
-    if (!t->table) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
+    t->pool = malloc(bytes ? bytes : 1);
+    if (!t->table || !t->pool) return ffn_error(FFN_ERR_NOMEM, "%s: out of memory", name);
     memset(t->table, 0xff, cap * sizeof *t->table);
     t->table_mask = cap - 1;
+    uint32_t off = 0;
     for (int32_t id = 0; id < t->V; id++) {
         if (!t->tok[id]) continue;
-        if (bpe_lookup(t, t->tok[id], t->tok_len[id]) >= 0) continue; /* the first id keeps it */
-        uint64_t h = hash_bytes(t->tok[id], t->tok_len[id]) & t->table_mask;
-        while (t->table[h] >= 0) h = (h + 1) & t->table_mask;
-        t->table[h] = id;
+        uint32_t n = t->tok_len[id];
+        uint64_t hv = hash_bytes(t->tok[id], n);
+        bpe_tok_slot *e = tok_slot(t, t->tok[id], n, hv);
+        if (e->id >= 0) continue; /* the first id keeps it */
+        memcpy(t->pool + off, t->tok[id], n);
+        *e = (bpe_tok_slot){(uint32_t)(hv >> 32), n, off, id};
+        off += n;
     }
     for (int32_t id = 0; id < t->V; id++) {
         if (!t->tok[id]) continue;
@@ -236,33 +275,68 @@ ffn_status bpe_index(bpe_tokenizer *t, const char *name) {
     return FFN_OK;
 }
 
+/* Merges of ranks first_rank, first_rank + 1, ... as bpe_add_merge each, in
+ * order, MERGE_BATCH at a time: the batch's token-table slots are hashed
+ * and prefetched first, then looked up, then its merge-table slots
+ * likewise, so the cache misses of a batch overlap (a tokenizer.json's
+ * 10^5 merges are three token lookups and one insert each, all misses). */
+#define MERGE_BATCH 32
+ffn_status bpe_add_merges(bpe_tokenizer *t, const bpe_merge_in *in, size_t n, int64_t first_rank,
+                          const char *what) {
+    if (!t->merges) return ffn_error(FFN_ERR_INVALID_ARG, "tokenizer: merges table not sized");
+    for (size_t at = 0; at < n; at += MERGE_BATCH) {
+        size_t k = n - at < MERGE_BATCH ? n - at : MERGE_BATCH;
+        uint64_t hv[MERGE_BATCH][3], key[MERGE_BATCH];
+        int32_t merged[MERGE_BATCH];
+        for (size_t j = 0; j < k; j++) {
+            const bpe_merge_in *m = &in[at + j];
+            uint64_t ha = hash_run(HASH_START, m->a, m->na);
+            hv[j][0] = hash_end(ha);
+            hv[j][1] = hash_bytes(m->b, m->nb);
+            hv[j][2] = hash_end(hash_run(ha, m->b, m->nb));
+            for (int c = 0; c < 3; c++) __builtin_prefetch(&t->table[hv[j][c] & t->table_mask]);
+        }
+        for (size_t j = 0; j < k; j++) {
+            const bpe_merge_in *m = &in[at + j];
+            int64_t rank = first_rank + (int64_t)j + (int64_t)at;
+            size_t na = m->na, nb = m->nb;
+            int32_t ia = na > UINT32_MAX ? -1 : tok_slot(t, m->a, na, hv[j][0])->id;
+            int32_t ib = nb > UINT32_MAX ? -1 : tok_slot(t, m->b, nb, hv[j][1])->id;
+            if (ia < 0 || ib < 0)
+                return ffn_error(FFN_ERR_FORMAT,
+                                 "%s: merge %lld names \"%.*s\", which is not in the vocabulary", what,
+                                 (long long)rank, (int)((ia < 0 ? na : nb) > 64 ? 64 : (ia < 0 ? na : nb)),
+                                 ia < 0 ? m->a : m->b);
+            int32_t im = na + nb > UINT32_MAX ? -1 : tok_slot2(t, m->a, na, m->b, nb, hv[j][2])->id;
+            if (im < 0)
+                return ffn_error(FFN_ERR_FORMAT,
+                                 "%s: merge %lld (\"%.*s\" \"%.*s\") makes a token that is not in the "
+                                 "vocabulary", what, (long long)rank, (int)(na > 64 ? 64 : na), m->a,
+                                 (int)(nb > 64 ? 64 : nb), m->b);
+            key[j] = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
+            merged[j] = im;
+            __builtin_prefetch(&t->merges[hash_u64(key[j]) & t->merge_mask], 1);
+        }
+        for (size_t j = 0; j < k; j++) {
+            uint64_t h = hash_u64(key[j]) & t->merge_mask;
+            int repeated = 0; /* a repeated merge keeps its first rank */
+            while (t->merges[h].key != UINT64_MAX && !repeated) {
+                repeated = t->merges[h].key == key[j];
+                h = (h + 1) & t->merge_mask;
+            }
+            if (repeated) continue;
+            t->merges[h] = (bpe_merge_slot){key[j], (int32_t)(first_rank + (int64_t)(at + j)),
+                                            merged[j]};
+            t->n_merges++;
+        }
+    }
+    return FFN_OK;
+}
+
 ffn_status bpe_add_merge(bpe_tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
                          int32_t rank, const char *what) {
-    int32_t ia = bpe_lookup(t, a, na), ib = bpe_lookup(t, b, nb);
-    if (ia < 0 || ib < 0)
-        return ffn_error(FFN_ERR_FORMAT, "%s: merge %d names \"%.*s\", which is not in the vocabulary",
-                         what, rank, (int)((ia < 0 ? na : nb) > 64 ? 64 : (ia < 0 ? na : nb)),
-                         ia < 0 ? a : b);
-    char stack[256], *cat = na + nb <= sizeof stack ? stack : malloc(na + nb);
-    if (!cat) return ffn_error(FFN_ERR_NOMEM, "tokenizer: out of memory");
-    memcpy(cat, a, na);
-    memcpy(cat + na, b, nb);
-    int32_t im = bpe_lookup(t, cat, na + nb);
-    if (cat != stack) free(cat);
-    if (im < 0)
-        return ffn_error(FFN_ERR_FORMAT,
-                         "%s: merge %d (\"%.*s\" \"%.*s\") makes a token that is not in the vocabulary",
-                         what, rank, (int)(na > 64 ? 64 : na), a, (int)(nb > 64 ? 64 : nb), b);
-    if (!t->merges) return ffn_error(FFN_ERR_INVALID_ARG, "tokenizer: merges table not sized");
-    uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
-    uint64_t h = hash_u64(key) & t->merge_mask;
-    while (t->merges[h].key != UINT64_MAX) {
-        if (t->merges[h].key == key) return FFN_OK; /* a repeated merge keeps its first rank */
-        h = (h + 1) & t->merge_mask;
-    }
-    t->merges[h] = (bpe_merge_slot){key, rank, im};
-    t->n_merges++;
-    return FFN_OK;
+    const bpe_merge_in m = {a, na, b, nb};
+    return bpe_add_merges(t, &m, 1, rank, what);
 }
 
 ffn_status bpe_reserve_merges(bpe_tokenizer *t, int64_t m) {

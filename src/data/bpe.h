@@ -67,8 +67,9 @@ struct bpe_tokenizer {
     uint32_t *dec_len;     /* (V) */
     float *score;          /* (V) GGUF scores, else 0 */
     uint8_t *special;      /* (V) 1: a special added token */
-    int32_t *table;        /* open-addressing hash of tokens -> id (-1 empty) */
+    struct bpe_tok_slot *table; /* open-addressing hash of tokens -> id (id -1: empty) */
     uint64_t table_mask;
+    char *pool;            /* every token's bytes, one after another (the table's strings) */
     struct bpe_merge_slot *merges; /* hash of (left id, right id) -> rank, merged id */
     uint64_t merge_mask;
     int64_t n_merges;
@@ -105,6 +106,16 @@ ffn_status bpe_index(bpe_tokenizer *t, const char *name);
 ffn_status bpe_reserve_merges(bpe_tokenizer *t, int64_t m);
 ffn_status bpe_add_merge(bpe_tokenizer *t, const char *a, size_t na, const char *b, size_t nb,
                          int32_t rank, const char *what);
+/* The same for merges in[0..n) of ranks first_rank, first_rank + 1, ...
+ * (faster: the lookups of several merges overlap). */
+typedef struct bpe_merge_in {
+    const char *a;
+    size_t na;
+    const char *b;
+    size_t nb;
+} bpe_merge_in;
+ffn_status bpe_add_merges(bpe_tokenizer *t, const bpe_merge_in *in, size_t n, int64_t first_rank,
+                          const char *what);
 int32_t bpe_lookup(const bpe_tokenizer *t, const char *s, size_t n);
 /* Compile a pre-tokenizer regex (PCRE2, UTF + UCP) and append it to the
  * splits; errors give PCRE2's message and offset, or say there are more

@@ -15,6 +15,21 @@
 
 /* ---- tokenizer.json ------------------------------------------------------------------ */
 
+/* Merges are added MERGES_AT_ONCE at a time (bpe_add_merges overlaps their
+ * lookups): the ones collected in batch[0..*n), of ranks *first, ..., are
+ * added, then *n = 0 and *first moves past them.  A reader flushes before
+ * it reports a bad merge, so the first bad merge in rank order is the one
+ * named, whatever the kind of fault. */
+#define MERGES_AT_ONCE 256
+static ffn_status merges_flush(bpe_tokenizer *t, const bpe_merge_in *batch, size_t *n,
+                               int64_t *first, const char *what) {
+    size_t k = *n;
+    *n = 0;
+    ffn_status st = k ? bpe_add_merges(t, batch, k, *first, what) : FFN_OK;
+    *first += (int64_t)k;
+    return st;
+}
+
 static int is_type(const json_value *v, const char *type) {
     const json_value *t = json_get(v, "type");
     return t && t->type == JSON_STRING && !strcmp(t->string, type);
@@ -354,6 +369,9 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
     if ((st = bpe_index(t, name))) goto fail;
     if ((st = bpe_reserve_merges(t, (int64_t)merges->length))) goto fail;
     snprintf(what, sizeof what, "%s: model.merges", name);
+    bpe_merge_in batch[MERGES_AT_ONCE];
+    size_t nbatch = 0;
+    int64_t first = 0; /* the rank of batch[0] */
     for (size_t i = 0; i < merges->length; i++) {
         const json_value *m = merges->items[i];
         const char *a, *b;
@@ -361,6 +379,7 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
         if (m->type == JSON_STRING) {
             const char *sp = strchr(m->string, ' ');
             if (!sp || strchr(sp + 1, ' ')) {
+                if ((st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
                 st = ffn_error(FFN_ERR_FORMAT, "%s: model.merges[%zu] \"%.64s\" is not two tokens "
                                "separated by one space", name, i, m->string);
                 goto fail;
@@ -371,13 +390,16 @@ static ffn_status load_json(bpe_tokenizer **out, const json_value *root, const c
             a = m->items[0]->string, na = m->items[0]->length;
             b = m->items[1]->string, nb = m->items[1]->length;
         } else {
+            if ((st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
             st = ffn_error(FFN_ERR_FORMAT, "%s: model.merges[%zu] is %s, expected \"a b\" or [\"a\", "
                            "\"b\"]", name, i, json_type_name(m->type));
             goto fail;
         }
         if (i > INT32_MAX) break;
-        if ((st = bpe_add_merge(t, a, na, b, nb, (int32_t)i, what))) goto fail;
+        batch[nbatch++] = (bpe_merge_in){a, na, b, nb};
+        if (nbatch == MERGES_AT_ONCE && (st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
     }
+    if ((st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
     const json_value *unk = json_get(model, "unk_token");
     if (unk && unk->type == JSON_STRING) {
         t->unk = bpe_lookup(t, unk->string, unk->length);
@@ -524,19 +546,29 @@ ffn_status bpe_from_gguf(const ffn_gguf_file *f, const char *name, bpe_tokenizer
     } else {
         if ((st = bpe_reserve_merges(t, (int64_t)merges.count))) goto fail;
         snprintf(what, sizeof what, "%s: tokenizer.ggml.merges", name);
+        bpe_merge_in batch[MERGES_AT_ONCE];
+        size_t nbatch = 0;
+        int64_t first = 0; /* the rank of batch[0] */
         for (uint64_t i = 0; i < merges.count && i <= INT32_MAX; i++) {
             ffn_gguf_value v;
-            if ((st = ffn_gguf_array_get(&merges, i, &v))) goto fail;
+            if ((st = ffn_gguf_array_get(&merges, i, &v))) {
+                ffn_status st2 = merges_flush(t, batch, &nbatch, &first, what);
+                if (st2) st = st2;
+                goto fail;
+            }
             const char *sp = memchr(v.v.str.ptr, ' ', v.v.str.len);
             if (!sp || memchr(sp + 1, ' ', v.v.str.len - (size_t)(sp - v.v.str.ptr) - 1)) {
+                if ((st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
                 st = ffn_error(FFN_ERR_FORMAT, "%s[%llu] is not two tokens separated by one space",
                                what, (unsigned long long)i);
                 goto fail;
             }
             size_t na = (size_t)(sp - v.v.str.ptr);
-            if ((st = bpe_add_merge(t, v.v.str.ptr, na, sp + 1, v.v.str.len - na - 1, (int32_t)i, what)))
+            batch[nbatch++] = (bpe_merge_in){v.v.str.ptr, na, sp + 1, v.v.str.len - na - 1};
+            if (nbatch == MERGES_AT_ONCE && (st = merges_flush(t, batch, &nbatch, &first, what)))
                 goto fail;
         }
+        if ((st = merges_flush(t, batch, &nbatch, &first, what))) goto fail;
         const char *pre = "default";
         size_t plen;
         if (ffn_gguf_find_key(f, "tokenizer.ggml.pre") >= 0 &&

@@ -25,10 +25,15 @@
 #     "Removed", inverted) on all the texts in one: the tokenizer.json and
 #     its GGUF with pre "deepseek-v3" / "gpt-4o" (ffn's table of GGUF
 #     pre-tokenizers, src/data/bpe_pre.c) give the reference's ids.
+# Each tokenizer is loaded once per kind of call: `ffn tokenize` and `ffn
+# detokenize` take every text of a check in one process (--file repeated:
+# one line of ids per text, in order; detokenize --null: a NUL after each
+# text), 19 starts of ffn in all; the reference likewise (encode.mjs --all:
+# every encoding and decoding of a tokenizer in one start of node).
 # Under ASan (FFN_BIN in build/asan/, as tests/run.sh's asan-cli round) the
 # same checks run on five of the texts (specials, NFC, emoji, CJK, the long
 # runs): the exact ids are the plain build's; the sanitizer needs each path,
-# not every text (each call reloads a 9 MB tokenizer.json, 1.5 s under ASan).
+# not every text.
 set -euo pipefail
 FFN="${FFN_BIN:-build/ffn}"
 root="${FFN_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
@@ -60,84 +65,129 @@ print("first difference at token %d: reference %s, ffn %s (lengths %d, %d)" % (i
 PY
 }
 
+# split_out FILE SEP N PREFIX: the N records of FILE (SEP "line": lines, each
+# kept with its newline; "nul": each ended by a NUL, the NUL dropped) into
+# PREFIX0 .. PREFIX(N-1); fails unless there are exactly N
+split_out() {
+    /usr/bin/python3 - "$@" <<'PY' || fail "$1: not $3 records"
+import sys
+f, sep, n, prefix = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+b = open(f, "rb").read()
+parts = b.split(b"\n" if sep == "line" else b"\0")
+if len(parts) != n + 1 or parts[-1] != b"":
+    sys.exit("%s: %d records, expected %d" % (f, len(parts) - 1, n))
+for i, p in enumerate(parts[:-1]):
+    open(prefix + str(i), "wb").write(p + (b"\n" if sep == "line" else b""))
+PY
+}
+
+# tok SRC OUT_PREFIX [flags] -- FILE...: `ffn tokenize --ids-only` on every
+# FILE in one process, the ids of FILE k in OUT_PREFIXk
+tok() {
+    local src=$1 out=$2 flags=() args=()
+    shift 2
+    while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+    shift
+    for f in "$@"; do args+=(--file "$f"); done
+    "$FFN" tokenize --tokenizer "$src" "${args[@]}" --ids-only "${flags[@]}" >"$out.all"
+    split_out "$out.all" line $# "$out"
+}
+# detok SRC OUT_PREFIX [flags] -- IDS_FILE...: `ffn detokenize --null` likewise
+detok() {
+    local src=$1 out=$2 flags=() args=()
+    shift 2
+    while [[ $1 != -- ]]; do flags+=("$1"); shift; done
+    shift
+    for f in "$@"; do args+=(--file "$f"); done
+    "$FFN" detokenize --tokenizer "$src" "${args[@]}" --null "${flags[@]}" >"$out.all"
+    split_out "$out.all" nul $# "$out"
+}
+
 n_checked=0
 files=("$texts"/*.txt)
 case "$FFN" in
     */asan/*) files=("$texts"/{specials,combining,emoji,japanese,long_runs}.txt) ;;
 esac
+nf=${#files[@]}
+# invalid UTF-8: ffn encodes the bytes and gives them back; the reference
+# sees U+FFFD for each bad byte, and so does ffn when given that text
+bad="$texts/invalid_utf8.bin"
+/usr/bin/python3 -c "import sys; sys.stdout.write(open(sys.argv[1], 'rb').read().decode('utf-8', 'replace'))" "$bad" >"$tmp/replaced.txt"
+# NFC: Qwen normalises (text and its NFC give the same ids), Llama-3 does not
+/usr/bin/python3 -c "import sys, unicodedata; sys.stdout.write(unicodedata.normalize('NFC', open(sys.argv[1], encoding='utf-8').read()))" \
+    "$texts/combining.txt" >"$tmp/nfc.txt"
+! cmp -s "$texts/combining.txt" "$tmp/nfc.txt" || fail "combining.txt is already NFC: it tests nothing"
+for i in "${!files[@]}"; do [[ ${files[$i]} == */combining.txt ]] && i_comb=$i; done
+
 for m in llama3 qwen3 llama2; do
     J=$(json_of "$m")
     [[ -f "$J" ]] || fail "no $J"
-    ref "$m" "${files[@]}" >"$tmp/ref_sp"
-    ref "$m" --no-specials "${files[@]}" >"$tmp/ref_nosp"
-    cp "$tmp/ref_nosp" "$tmp/ref_nosp_$m"
+    # the reference, in one start of node: the ids of the texts, then of the
+    # raw bad bytes (record nf: the reference's U+FFFD view), with and
+    # without specials; the decode of the ids with specials, specials kept
+    # and skipped (the ids ffn's must equal, so those ffn decodes below)
+    mkdir "$tmp/ref_$m"
+    ref "$m" --all "$tmp/ref_$m" "${files[@]}" "$bad"
+    head -n "$nf" "$tmp/ref_$m/nosp" >"$tmp/ref_nosp_$m"
+    split_out "$tmp/ref_$m/sp" line "$((nf + 1))" "$tmp/ref_sp."
+    split_out "$tmp/ref_$m/nosp" line "$((nf + 1))" "$tmp/ref_nosp."
+    # with specials: the texts, then the NFC of combining.txt (record nf)
+    tok "$J" "$tmp/ffn_sp." -- "${files[@]}" "$tmp/nfc.txt"
+    # without: the texts, the raw bad bytes (nf), the U+FFFD text (nf + 1)
+    tok "$J" "$tmp/ffn_nosp." --no-specials -- "${files[@]}" "$bad" "$tmp/replaced.txt"
     dec=()
     for i in "${!files[@]}"; do
         f=${files[$i]}
         name="$m/$(basename "$f")"
         for sp in sp nosp; do
-            sed -n "$((i + 1))p" "$tmp/ref_$sp" >"$tmp/ref"
             flag=; [[ $sp == nosp ]] && flag=--no-specials
-            "$FFN" tokenize --tokenizer "$J" --file "$f" --ids-only $flag >"$tmp/ffn_$i.$sp"
-            cmp -s "$tmp/ref" "$tmp/ffn_$i.$sp" ||
-                fail "$name ${flag:-(specials)}: $(diff_at "$tmp/ref" "$tmp/ffn_$i.$sp")"
+            cmp -s "$tmp/ref_$sp.$i" "$tmp/ffn_$sp.$i" ||
+                fail "$name ${flag:-(specials)}: $(diff_at "$tmp/ref_$sp.$i" "$tmp/ffn_$sp.$i")"
             n_checked=$((n_checked + 1))
         done
-        dec+=("$tmp/ffn_$i.sp")
+        dec+=("$tmp/ffn_sp.$i")
     done
-    # decode of the same ids (specials in), against the reference's decode
+    # decode of the same ids (specials in), against the reference's decode;
+    # without --skip-specials also the ids of the raw bad bytes (byte-level)
     for skip in "" --skip-specials; do
-        ref "$m" $skip --decode "${dec[@]}"
+        extra=()
+        [[ -z $skip && $m != llama2 ]] && extra=("$tmp/ffn_nosp.$nf")
+        detok "$J" "$tmp/back." $skip -- "${dec[@]}" "${extra[@]}"
         for i in "${!files[@]}"; do
             f=${files[$i]}
-            "$FFN" detokenize --tokenizer "$J" --file "$tmp/ffn_$i.sp" $skip >"$tmp/back"
-            cmp -s "$tmp/ffn_$i.sp.text" "$tmp/back" ||
+            want="$tmp/ref_$m/$i.text"; [[ -n $skip ]] && want="$tmp/ref_$m/$i.skip.text"
+            cmp -s "$want" "$tmp/back.$i" ||
                 fail "$m/$(basename "$f"): detokenize ${skip} differs from the reference's decode"
             # byte-level without NFC gives the bytes back
             if [[ $m == llama3 && -n $skip && $(basename "$f") != specials.txt ]]; then
-                cmp -s "$f" "$tmp/back" || fail "$m/$(basename "$f"): decode(encode(x)) != x"
+                cmp -s "$f" "$tmp/back.$i" || fail "$m/$(basename "$f"): decode(encode(x)) != x"
             fi
         done
+        if [[ ${#extra[@]} -gt 0 ]]; then
+            cmp -s "$bad" "$tmp/back.$nf" || fail "$m: invalid UTF-8 does not come back byte for byte"
+        fi
     done
+    cmp -s "$tmp/ref_nosp.$nf" "$tmp/ffn_nosp.$((nf + 1))" ||
+        fail "$m: the U+FFFD text: $(diff_at "$tmp/ref_nosp.$nf" "$tmp/ffn_nosp.$((nf + 1))")"
+    ! cmp -s "$tmp/ref_nosp.$nf" "$tmp/ffn_nosp.$nf" || fail "$m: the raw bytes encoded as U+FFFD"
+    case $m in
+        qwen3) cmp -s "$tmp/ffn_sp.$i_comb" "$tmp/ffn_sp.$nf" || fail "Qwen: not NFC" ;;
+        llama3) ! cmp -s "$tmp/ffn_sp.$i_comb" "$tmp/ffn_sp.$nf" || fail "Llama-3 normalised" ;;
+    esac
 done
 echo "reference ids: $n_checked encodings equal"
-
-# invalid UTF-8: ffn encodes the bytes and gives them back; the reference
-# sees U+FFFD for each bad byte, and so does ffn when given that text
-bad="$texts/invalid_utf8.bin"
-/usr/bin/python3 -c "import sys; sys.stdout.write(open(sys.argv[1], 'rb').read().decode('utf-8', 'replace'))" "$bad" >"$tmp/replaced.txt"
-for m in llama3 qwen3 llama2; do
-    J=$(json_of "$m")
-    "$FFN" tokenize --tokenizer "$J" --file "$bad" --ids-only --no-specials >"$tmp/ids"
-    if [[ $m != llama2 ]]; then
-        "$FFN" detokenize --tokenizer "$J" --file "$tmp/ids" >"$tmp/back"
-        cmp -s "$bad" "$tmp/back" || fail "$m: invalid UTF-8 does not come back byte for byte"
-    fi
-    ref "$m" --no-specials "$bad" >"$tmp/ref"
-    "$FFN" tokenize --tokenizer "$J" --file "$tmp/replaced.txt" --ids-only --no-specials >"$tmp/ffn"
-    cmp -s "$tmp/ref" "$tmp/ffn" || fail "$m: the U+FFFD text: $(diff_at "$tmp/ref" "$tmp/ffn")"
-    ! cmp -s "$tmp/ref" "$tmp/ids" || fail "$m: the raw bytes encoded as U+FFFD"
-done
-
-# NFC: Qwen normalises (text and its NFC give the same ids), Llama-3 does not
-/usr/bin/python3 -c "import sys, unicodedata; sys.stdout.write(unicodedata.normalize('NFC', open(sys.argv[1], encoding='utf-8').read()))" \
-    "$texts/combining.txt" >"$tmp/nfc.txt"
-! cmp -s "$texts/combining.txt" "$tmp/nfc.txt" || fail "combining.txt is already NFC: it tests nothing"
-[[ "$("$FFN" tokenize --tokenizer "$(json_of qwen3)" --file "$texts/combining.txt" --ids-only)" == \
-   "$("$FFN" tokenize --tokenizer "$(json_of qwen3)" --file "$tmp/nfc.txt" --ids-only)" ]] || fail "Qwen: not NFC"
-[[ "$("$FFN" tokenize --tokenizer "$(json_of llama3)" --file "$texts/combining.txt" --ids-only)" != \
-   "$("$FFN" tokenize --tokenizer "$(json_of llama3)" --file "$tmp/nfc.txt" --ids-only)" ]] || fail "Llama-3 normalised"
 
 # GGUF: the same vocabularies and merges as tokenizer.ggml.* metadata
 python3 "$root/tests/tokenizers/json_to_gguf.py" "$(json_of llama3)" "$tmp/llama3.gguf" gpt2 llama-bpe
 python3 "$root/tests/tokenizers/json_to_gguf.py" "$(json_of qwen3)" "$tmp/qwen3.gguf" gpt2 qwen2
 for m in llama3 qwen3; do
+    split_out "$tmp/ref_nosp_$m" line "$nf" "$tmp/ref_$m."
+    tok "$tmp/$m.gguf" "$tmp/gguf_$m." --no-specials -- "${files[@]}"
     for i in "${!files[@]}"; do
         f=${files[$i]}
         [[ $m == qwen3 && $(basename "$f") == combining.txt ]] && continue
-        sed -n "$((i + 1))p" "$tmp/ref_nosp_$m" >"$tmp/ref"
-        "$FFN" tokenize --tokenizer "$tmp/$m.gguf" --file "$f" --ids-only --no-specials >"$tmp/ffn"
-        cmp -s "$tmp/ref" "$tmp/ffn" || fail "GGUF $m $(basename "$f"): $(diff_at "$tmp/ref" "$tmp/ffn")"
+        cmp -s "$tmp/ref_$m.$i" "$tmp/gguf_$m.$i" ||
+            fail "GGUF $m $(basename "$f"): $(diff_at "$tmp/ref_$m.$i" "$tmp/gguf_$m.$i")"
     done
 done
 
@@ -149,15 +199,14 @@ for m in deepseek_v3 gpt4o; do
     J=$(json_of "$m")
     pre=deepseek-v3; [[ $m == gpt4o ]] && pre=gpt-4o
     python3 "$root/tests/tokenizers/json_to_gguf.py" "$J" "$tmp/$m.gguf" gpt2 "$pre"
-    ref "$m" --no-specials "$tmp/all.txt" >"$tmp/ref"
+    ref "$m" --no-specials "$tmp/all.txt" >"$tmp/ref_$m"
     for src in "$J" "$tmp/$m.gguf"; do
         "$FFN" tokenize --tokenizer "$src" --file "$tmp/all.txt" --ids-only --no-specials >"$tmp/ffn"
-        cmp -s "$tmp/ref" "$tmp/ffn" || fail "$m ($(basename "$src")): $(diff_at "$tmp/ref" "$tmp/ffn")"
+        cmp -s "$tmp/ref_$m" "$tmp/ffn" || fail "$m ($(basename "$src")): $(diff_at "$tmp/ref_$m" "$tmp/ffn")"
     done
-    echo "$m: $(wc -w <"$tmp/ref") ids equal, tokenizer.json and GGUF pre \"$pre\""
+    echo "$m: $(wc -w <"$tmp/ref_$m") ids equal, tokenizer.json and GGUF pre \"$pre\""
 done
 python3 "$root/tests/tokenizers/json_to_gguf.py" "$(json_of deepseek_v3)" "$tmp/wrong.gguf" gpt2 qwen2
 "$FFN" tokenize --tokenizer "$tmp/wrong.gguf" --file "$tmp/all.txt" --ids-only --no-specials >"$tmp/ffn"
-ref deepseek_v3 --no-specials "$tmp/all.txt" >"$tmp/ref"
-! cmp -s "$tmp/ref" "$tmp/ffn" || fail "DeepSeek-V3 with pre qwen2 gives the same ids: the check tests nothing"
+! cmp -s "$tmp/ref_deepseek_v3" "$tmp/ffn" || fail "DeepSeek-V3 with pre qwen2 gives the same ids: the check tests nothing"
 echo "test_tokenize_ref: OK"

