@@ -448,6 +448,24 @@ I8 void i8_zero(float *fa) {
     _mm256_store_ps(fa + 72, z), _mm256_store_ps(fa + 80, z), _mm256_store_ps(fa + 88, z);
 }
 
+/* The 4 × 3 micro-tile's steps in assembly (below): x0, x1 of tokens 0 and 1
+ * in ymm12 and ymm13, then I8_ROW (each step's own) for rows 0-3 with
+ * their three accumulators; the twelve accumulators as the outputs
+ * a0..d2, ymm12-15 clobbered. */
+#define I8_TILE_ROWS                                                                              \
+    "vmovdqa (%[x]), %%ymm12\n\t"                                                                \
+    "vmovdqa (%[x],%[qs]), %%ymm13\n\t"                                                          \
+    I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
+#define I8_TILE_OUT(h)                                                                            \
+    [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),              \
+        [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),          \
+        [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
+#define I8_TILE_CLOBBERS "xmm12", "xmm13", "xmm14", "xmm15", "memory"
+/* the signed kinds' row: |v| (at a) in ymm14, then I8_PROD (v at w) with each token */
+#define I8_ROW_SIGNED(R, A, B, C)                                                                 \
+    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
+    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
+
 /* One step of the 4 × 3 micro-tile: h[r][t] += the int16 pair sums of
  * row r's 32 codes (w + 32r) with token t's 32 activations (x + t·qs).
  * In assembly because the compiler, short of one register, spills the
@@ -462,14 +480,7 @@ I8 void i8_step3(const uint8_t *w, const int8_t *x, int64_t qs, __m256i h[I8_RM]
     "vpaddw %%ymm15, %[" #B "], %[" #B "]\n\t"                                                   \
     "vpmaddubsw (%[x],%[qs],2), %%ymm14, %%ymm15\n\t"                                            \
     "vpaddw %%ymm15, %[" #C "], %[" #C "]\n\t"
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),
-              [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),
-              [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
-            : [w] "r"(w), [x] "r"(x), [qs] "r"(qs)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+    __asm__(I8_TILE_ROWS : I8_TILE_OUT(h) : [w] "r"(w), [x] "r"(x), [qs] "r"(qs) : I8_TILE_CLOBBERS);
 #undef I8_ROW
 }
 
@@ -484,17 +495,11 @@ I8 void i8_step3s(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t q
     "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
     "vpmaddwd (%[one]), %%ymm15, %%ymm15\n\t"                                                    \
     "vpaddd %%ymm15, %[" #A "], %[" #A "]\n\t"
-#define I8_ROW(R, A, B, C)                                                                        \
-    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
-    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(ia[0][0]), [a1] "+x"(ia[0][1]), [a2] "+x"(ia[0][2]), [b0] "+x"(ia[1][0]),
-              [b1] "+x"(ia[1][1]), [b2] "+x"(ia[1][2]), [c0] "+x"(ia[2][0]), [c1] "+x"(ia[2][1]),
-              [c2] "+x"(ia[2][2]), [d0] "+x"(ia[3][0]), [d1] "+x"(ia[3][1]), [d2] "+x"(ia[3][2])
+#define I8_ROW I8_ROW_SIGNED
+    __asm__(I8_TILE_ROWS
+            : I8_TILE_OUT(ia)
             : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs), [one] "r"(i8_ones)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+            : I8_TILE_CLOBBERS);
 #undef I8_ROW
 #undef I8_PROD
 }
@@ -619,17 +624,8 @@ I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t q
     "vpsignb " #R "*32(%[w]), " X ", %%ymm15\n\t"                                                  \
     "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
     "vpaddw %%ymm15, %[" #A "], %[" #A "]\n\t"
-#define I8_ROW(R, A, B, C)                                                                        \
-    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
-    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),
-              [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),
-              [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
-            : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+#define I8_ROW I8_ROW_SIGNED
+    __asm__(I8_TILE_ROWS : I8_TILE_OUT(h) : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs) : I8_TILE_CLOBBERS);
 #undef I8_ROW
 #undef I8_PROD
 }
