@@ -574,48 +574,6 @@ I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const u
     i8_sums(T, fa, out);
 }
 
-I8 void i8_mk_s(const int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
-                int64_t qs, const float *xf, int64_t fs, int kg, float *fa, float *out) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    i8_zero(fa);
-    for (int g = 0; g < kg; g++) {
-        const uint8_t *wg = pc + (size_t)g * 8 * I8_RM * 32, *ag = pa + (size_t)g * 8 * I8_RM * 32;
-        const int8_t *xg = xq + (size_t)g * 256;
-        __m256i ia[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-        for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++) ia[r][t] = _mm256_setzero_si256();
-        if (T == 3) {
-#pragma GCC unroll 1
-            for (int s = 0; s < 8; s++) i8_step3s(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, ia);
-        } else {
-#pragma GCC unroll 1
-            for (int s = 0; s < 8; s++) {
-                __m256i xv[2];
-#pragma GCC unroll 2
-                for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
-#pragma GCC unroll 4
-                for (int r = 0; r < I8_RM; r++) {
-                    const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
-                    const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
-#pragma GCC unroll 2
-                    for (int t = 0; t < T && t < 2; t++) {
-                        const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v));
-                        ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones));
-                    }
-                }
-            }
-        }
-        const float *fg = pf + (size_t)g * I8_RM * I8_PF;
-#pragma GCC unroll 4
-        for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++) i8_epi(I8_S, ia[r][t], fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
-    }
-    i8_sums(T, fa, out);
-}
-
 /* One step of the 4 × 3 micro-tile of q3_K and q6_K: h[r][t] += the int16
  * pair sums of |v| with sign(x, v) (codes v of −32..31: 4 steps add up in
  * int16, 4 · 2 · 32 · 127 < 2^15). */
@@ -628,6 +586,60 @@ I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t q
     __asm__(I8_TILE_ROWS : I8_TILE_OUT(h) : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs) : I8_TILE_CLOBBERS);
 #undef I8_ROW
 #undef I8_PROD
+}
+
+/* Steps s0 .. s1 - 1 of a group of the signed kinds into h (zeroed first):
+ * vpmaddubsw(|v|, sign(x, v)) per row and token, added in int32 through
+ * vpmaddwd (wide: q8_0, iq4_nl, iq4_xs) or as int16 (q3_K, q6_K, whose
+ * codes let 4 steps add up in int16); 3 tokens in the assembly above. */
+I8 void i8_steps_s(const int T, const int wide, const uint8_t *wg, const uint8_t *ag, const int8_t *xg, int64_t qs,
+                   int s0, int s1, __m256i h[I8_RM][I8_MAXT]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int r = 0; r < I8_RM; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+    if (T == 3) {
+#pragma GCC unroll 1
+        for (int s = s0; s < s1; s++) {
+            if (wide) i8_step3s(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
+            else i8_step3q(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
+        }
+        return;
+    }
+#pragma GCC unroll 1
+    for (int s = s0; s < s1; s++) {
+        __m256i xv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
+#pragma GCC unroll 4
+        for (int r = 0; r < I8_RM; r++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
+            const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
+#pragma GCC unroll 2
+            for (int t = 0; t < T && t < 2; t++) {
+                const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v));
+                h[r][t] = wide ? _mm256_add_epi32(h[r][t], _mm256_madd_epi16(p, ones)) : _mm256_add_epi16(h[r][t], p);
+            }
+        }
+    }
+}
+
+I8 void i8_mk_s(const int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
+                int64_t qs, const float *xf, int64_t fs, int kg, float *fa, float *out) {
+    i8_zero(fa);
+    for (int g = 0; g < kg; g++) {
+        const uint8_t *wg = pc + (size_t)g * 8 * I8_RM * 32, *ag = pa + (size_t)g * 8 * I8_RM * 32;
+        const int8_t *xg = xq + (size_t)g * 256;
+        __m256i ia[I8_RM][I8_MAXT];
+        i8_steps_s(T, 1, wg, ag, xg, qs, 0, 8, ia);
+        const float *fg = pf + (size_t)g * I8_RM * I8_PF;
+#pragma GCC unroll 4
+        for (int r = 0; r < I8_RM; r++)
+#pragma GCC unroll 3
+            for (int t = 0; t < T; t++) i8_epi(I8_S, ia[r][t], fg + I8_PF * r, xf + t * fs + 16 * g, fa + 8 * (r * I8_MAXT + t));
+    }
+    i8_sums(T, fa, out);
 }
 
 /* q3_K, q6_K: signed codes with integer scales.  Per half group (4 steps, one
@@ -644,29 +656,7 @@ I8 void i8_mk_q6(const int T, const uint8_t *pc, const uint8_t *pa, const float 
 #pragma GCC unroll 1
         for (int s0 = 0; s0 < 8; s0 += 4) {
             __m256i h[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-            for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
-            if (T == 3) {
-#pragma GCC unroll 1
-                for (int s = s0; s < s0 + 4; s++) i8_step3q(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
-            } else {
-#pragma GCC unroll 1
-                for (int s = s0; s < s0 + 4; s++) {
-                    __m256i xv[2];
-#pragma GCC unroll 2
-                    for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
-#pragma GCC unroll 4
-                    for (int r = 0; r < I8_RM; r++) {
-                        const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
-                        const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
-#pragma GCC unroll 2
-                        for (int t = 0; t < T && t < 2; t++)
-                            h[r][t] = _mm256_add_epi16(h[r][t], _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v)));
-                    }
-                }
-            }
+            i8_steps_s(T, 0, wg, ag, xg, qs, s0, s0 + 4, h);
 #pragma GCC unroll 4
             for (int r = 0; r < I8_RM; r++) {
                 const __m256i sc = _mm256_load_si256((const __m256i *)(fg + I8_PF * r + 8 + 2 * s0));
