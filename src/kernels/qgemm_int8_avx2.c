@@ -517,6 +517,14 @@ I8 void i8_sums(const int T, const float *fa, float *out) {
     }
 }
 
+/* the integer accumulators of a micro-tile's T tokens set to zero */
+I8 void i8_zero_h(const int T, __m256i h[I8_RM][I8_MAXT]) {
+#pragma GCC unroll 4
+    for (int r = 0; r < I8_RM; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+}
+
 I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const uint8_t *pc, const float *pf, const int8_t *xq,
                 int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
     const __m256i ones = _mm256_set1_epi16(1);
@@ -528,10 +536,7 @@ I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const u
 #pragma GCC unroll 1
         for (int s0 = 0; s0 < SG; s0 += FL) {
             __m256i h[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-            for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+            i8_zero_h(T, h);
             if (T == 3) {
 #pragma GCC unroll 1
                 for (int s = s0; s < s0 + FL; s++) i8_step3(wg + s * I8_RM * 32, xg + 32 * s, qs, h);
@@ -595,10 +600,7 @@ I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t q
 I8 void i8_steps_s(const int T, const int wide, const uint8_t *wg, const uint8_t *ag, const int8_t *xg, int64_t qs,
                    int s0, int s1, __m256i h[I8_RM][I8_MAXT]) {
     const __m256i ones = _mm256_set1_epi16(1);
-#pragma GCC unroll 4
-    for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-        for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+    i8_zero_h(T, h);
     if (T == 3) {
 #pragma GCC unroll 1
         for (int s = s0; s < s1; s++) {
