@@ -445,14 +445,29 @@ static ffn_status qg_run(const ffn_ctx *ctx, int level, const ffn_qweight *w, co
  * workspace: the bf16 panels, the fp32 panels and the int8 products. */
 enum { QG_PATH_BF16, QG_PATH_F32, QG_PATH_INT8 };
 
-/* What the three entry points share once their checks have passed:
- * nothing to do for an empty product, the plain kernels for cols 0, else
- * the path's workspace (from the per-thread cache) and the path itself. */
+static int qg_bf16_panels(void) { return ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16(); }
+
+/* The three entry points: the shapes checked, the path refused where this
+ * CPU or the type lacks it (the bf16 panels need AVX512_BF16 and take no
+ * f32, the others AVX2, int8 a type it unpacks), nothing to do for an
+ * empty product, the plain kernels for cols 0, else the path's workspace
+ * (from the per-thread cache) and the path itself. */
 static ffn_status qg_prompt_path(const ffn_ctx *ctx, int path, const ffn_qweight *w,
                                  const float *x, int64_t ldx, int64_t n, float *y, int64_t ldy,
                                  int accumulate) {
     static const char *const what[] = {"qgemm panels", "qgemm fp32 panels",
                                        "qgemm int8 products"};
+    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
+    if (st) return st;
+    const char *name = ffn_ggml_type_name(w->type);
+    if (path == QG_PATH_BF16 && (!qg_bf16_panels() || w->type == FFN_GGML_TYPE_F32))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s weights on a CPU %s AVX512_BF16", what[path], name,
+                         qg_bf16_panels() ? "with" : "without");
+    if (path != QG_PATH_BF16 &&
+        (ffn_simd() < FFN_SIMD_AVX2 || (path == QG_PATH_INT8 && !ffn_qg_int8_has(w->type))))
+        return ffn_error(FFN_ERR_UNSUPPORTED, "%s: %s weights at SIMD level %s%s", what[path], name,
+                         ffn_simd_level(),
+                         ffn_simd() < FFN_SIMD_AVX2 ? " (AVX2 needed)" : " (no int8 unpacking of the type)");
     if (!n || !w->rows) return FFN_OK;
     if (!w->cols) return qg_run(ctx, ffn_simd(), w, x, ldx, n, y, ldy, accumulate, NULL, 0);
     ffn_ctx_enter(ctx);
@@ -481,12 +496,6 @@ int64_t ffn_qgemm_panel_min_n(ffn_ggml_type type) {
 
 ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                            int64_t n, float *y, int64_t ldy, int accumulate) {
-    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
-    if (st) return st;
-    if (ffn_simd() < FFN_SIMD_AVX512 || !ffn_qg_have_bf16() || w->type == FFN_GGML_TYPE_F32)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm panels: %s weights on a CPU %s AVX512_BF16",
-                         ffn_ggml_type_name(w->type),
-                         ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16() ? "with" : "without");
     return qg_prompt_path(ctx, QG_PATH_BF16, w, x, ldx, n, y, ldy, accumulate);
 }
 
@@ -494,8 +503,6 @@ ffn_status ffn_qgemm_panel(const ffn_ctx *ctx, const ffn_qweight *w, const float
  * From the table's avx2_panel_min_n rows of x on (types.c has the
  * measurements), where the bf16 panels do not run, ffn_qgemm decodes the
  * weight into fp32 panels inside the call (qgemm_panel_avx2.c). */
-static int qg_bf16_panels(void) { return ffn_simd() >= FFN_SIMD_AVX512 && ffn_qg_have_bf16(); }
-
 int64_t ffn_qgemm_panel_f32_min_n(ffn_ggml_type type) {
     if (ffn_simd() < FFN_SIMD_AVX2 || qg_bf16_panels()) return INT64_MAX;
     const ffn_type_info *q = ffn_type_info_of(type);
@@ -504,11 +511,6 @@ int64_t ffn_qgemm_panel_f32_min_n(ffn_ggml_type type) {
 
 ffn_status ffn_qgemm_panel_f32(const ffn_ctx *ctx, const ffn_qweight *w, const float *x,
                                int64_t ldx, int64_t n, float *y, int64_t ldy, int accumulate) {
-    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
-    if (st) return st;
-    if (ffn_simd() < FFN_SIMD_AVX2)
-        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm fp32 panels: %s weights at SIMD level %s (AVX2 needed)",
-                         ffn_ggml_type_name(w->type), ffn_simd_level());
     return qg_prompt_path(ctx, QG_PATH_F32, w, x, ldx, n, y, ldy, accumulate);
 }
 
@@ -526,12 +528,6 @@ int64_t ffn_qgemm_int8_min_n(ffn_ggml_type type) {
 
 ffn_status ffn_qgemm_int8(const ffn_ctx *ctx, const ffn_qweight *w, const float *x, int64_t ldx,
                           int64_t n, float *y, int64_t ldy, int accumulate) {
-    ffn_status st = qg_check(w, x, ldx, n, y, ldy);
-    if (st) return st;
-    if (ffn_simd() < FFN_SIMD_AVX2 || !ffn_qg_int8_has(w->type))
-        return ffn_error(FFN_ERR_UNSUPPORTED, "qgemm int8 products: %s weights at SIMD level %s%s",
-                         ffn_ggml_type_name(w->type), ffn_simd_level(),
-                         ffn_simd() < FFN_SIMD_AVX2 ? " (AVX2 needed)" : " (no int8 unpacking of the type)");
     return qg_prompt_path(ctx, QG_PATH_INT8, w, x, ldx, n, y, ldy, accumulate);
 }
 

@@ -98,10 +98,8 @@ QA void qa_dot_q32(const uint8_t *row, size_t rb, const int R, int64_t cols, con
     const int64_t nblk = cols / 32;
     const uint8_t *p[4];
     qg_avx2_tok k;
-    qg_avx2_group(row, rb, R, a, t0, T, p, &k);
     __m256 acc0[QG_AVX2_T], acc1[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int j = 0; j < R * T; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
+    qg_avx2_group(row, rb, R, a, t0, T, p, &k, acc0, acc1);
     /* The rows after this group (the rows lie end to end) prefetched at
      * the pace this group is read: the hardware prefetcher follows the R
      * streams of a group, each short of a page, badly (4 rows of 2048

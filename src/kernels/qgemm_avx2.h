@@ -44,8 +44,12 @@ typedef struct qg_avx2_tok {
     const float *d[QG_AVX2_T];
 } qg_avx2_tok;
 
+/* The start of a group's dot products: the R rows' pointers p, the T
+ * tokens' k, and the two accumulators of each (row, token) in acc0, acc1
+ * (R·T of each) zeroed. */
 QG_AVX2_INLINE void qg_avx2_group(const uint8_t *row, size_t rb, const int R, const qg_acts *a,
-                                  int64_t t0, const int T, const uint8_t **p, qg_avx2_tok *k) {
+                                  int64_t t0, const int T, const uint8_t **p, qg_avx2_tok *k,
+                                  __m256 *acc0, __m256 *acc1) {
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++) p[i] = row + i * rb;
 #pragma GCC unroll 4
@@ -54,6 +58,8 @@ QG_AVX2_INLINE void qg_avx2_group(const uint8_t *row, size_t rb, const int R, co
         k->c[t] = a->c + (t0 + t) * a->cs;
         k->d[t] = a->d + (t0 + t) * a->ds;
     }
+#pragma GCC unroll 4
+    for (int j = 0; j < R * T; j++) acc0[j] = acc1[j] = _mm256_setzero_ps();
 }
 
 QG_AVX2_INLINE int32_t qg_avx2_hsum_i32(__m256i v) {

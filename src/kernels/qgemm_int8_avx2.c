@@ -437,6 +437,35 @@ I8 void i8_epi(int kind, __m256i m, const float *fw, const float *tf, float *fa)
     _mm256_store_ps(fa, a);
 }
 
+/* fa's 12 float accumulators set to zero by 12 stores (written as a loop,
+ * GCC made it a `rep stos`: its start-up cost was 3% of the int8 kernel's
+ * time in perf, once per micro-tile and chunk) */
+I8 void i8_zero(float *fa) {
+    const __m256 z = _mm256_setzero_ps();
+    _mm256_store_ps(fa, z), _mm256_store_ps(fa + 8, z), _mm256_store_ps(fa + 16, z);
+    _mm256_store_ps(fa + 24, z), _mm256_store_ps(fa + 32, z), _mm256_store_ps(fa + 40, z);
+    _mm256_store_ps(fa + 48, z), _mm256_store_ps(fa + 56, z), _mm256_store_ps(fa + 64, z);
+    _mm256_store_ps(fa + 72, z), _mm256_store_ps(fa + 80, z), _mm256_store_ps(fa + 88, z);
+}
+
+/* The 4 × 3 micro-tile's steps in assembly (below): x0, x1 of tokens 0 and 1
+ * in ymm12 and ymm13, then I8_ROW (each step's own) for rows 0-3 with
+ * their three accumulators; the twelve accumulators as the outputs
+ * a0..d2, ymm12-15 clobbered. */
+#define I8_TILE_ROWS                                                                              \
+    "vmovdqa (%[x]), %%ymm12\n\t"                                                                \
+    "vmovdqa (%[x],%[qs]), %%ymm13\n\t"                                                          \
+    I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
+#define I8_TILE_OUT(h)                                                                            \
+    [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),              \
+        [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),          \
+        [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
+#define I8_TILE_CLOBBERS "xmm12", "xmm13", "xmm14", "xmm15", "memory"
+/* the signed kinds' row: |v| (at a) in ymm14, then I8_PROD (v at w) with each token */
+#define I8_ROW_SIGNED(R, A, B, C)                                                                 \
+    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
+    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
+
 /* One step of the 4 × 3 micro-tile: h[r][t] += the int16 pair sums of
  * row r's 32 codes (w + 32r) with token t's 32 activations (x + t·qs).
  * In assembly because the compiler, short of one register, spills the
@@ -451,14 +480,7 @@ I8 void i8_step3(const uint8_t *w, const int8_t *x, int64_t qs, __m256i h[I8_RM]
     "vpaddw %%ymm15, %[" #B "], %[" #B "]\n\t"                                                   \
     "vpmaddubsw (%[x],%[qs],2), %%ymm14, %%ymm15\n\t"                                            \
     "vpaddw %%ymm15, %[" #C "], %[" #C "]\n\t"
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),
-              [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),
-              [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
-            : [w] "r"(w), [x] "r"(x), [qs] "r"(qs)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+    __asm__(I8_TILE_ROWS : I8_TILE_OUT(h) : [w] "r"(w), [x] "r"(x), [qs] "r"(qs) : I8_TILE_CLOBBERS);
 #undef I8_ROW
 }
 
@@ -473,17 +495,11 @@ I8 void i8_step3s(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t q
     "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
     "vpmaddwd (%[one]), %%ymm15, %%ymm15\n\t"                                                    \
     "vpaddd %%ymm15, %[" #A "], %[" #A "]\n\t"
-#define I8_ROW(R, A, B, C)                                                                        \
-    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
-    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(ia[0][0]), [a1] "+x"(ia[0][1]), [a2] "+x"(ia[0][2]), [b0] "+x"(ia[1][0]),
-              [b1] "+x"(ia[1][1]), [b2] "+x"(ia[1][2]), [c0] "+x"(ia[2][0]), [c1] "+x"(ia[2][1]),
-              [c2] "+x"(ia[2][2]), [d0] "+x"(ia[3][0]), [d1] "+x"(ia[3][1]), [d2] "+x"(ia[3][2])
+#define I8_ROW I8_ROW_SIGNED
+    __asm__(I8_TILE_ROWS
+            : I8_TILE_OUT(ia)
             : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs), [one] "r"(i8_ones)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
+            : I8_TILE_CLOBBERS);
 #undef I8_ROW
 #undef I8_PROD
 }
@@ -501,10 +517,18 @@ I8 void i8_sums(const int T, const float *fa, float *out) {
     }
 }
 
+/* the integer accumulators of a micro-tile's T tokens set to zero */
+I8 void i8_zero_h(const int T, __m256i h[I8_RM][I8_MAXT]) {
+#pragma GCC unroll 4
+    for (int r = 0; r < I8_RM; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+}
+
 I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const uint8_t *pc, const float *pf, const int8_t *xq,
                 int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
     const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < I8_RM * I8_MAXT; i++) _mm256_store_ps(fa + 8 * i, _mm256_setzero_ps());
+    i8_zero(fa);
     for (int g = 0; g < kg; g++) {
         const uint8_t *wg = pc + (size_t)g * SG * I8_RM * 32;
         const int8_t *xg = xq + (size_t)g * SG * 32;
@@ -512,10 +536,7 @@ I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const u
 #pragma GCC unroll 1
         for (int s0 = 0; s0 < SG; s0 += FL) {
             __m256i h[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-            for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
+            i8_zero_h(T, h);
             if (T == 3) {
 #pragma GCC unroll 1
                 for (int s = s0; s < s0 + FL; s++) i8_step3(wg + s * I8_RM * 32, xg + 32 * s, qs, h);
@@ -558,39 +579,62 @@ I8 void i8_mk_u(const int SG, const int FL, const int FOLD, const int T, const u
     i8_sums(T, fa, out);
 }
 
+/* One step of the 4 × 3 micro-tile of q3_K and q6_K: h[r][t] += the int16
+ * pair sums of |v| with sign(x, v) (codes v of −32..31: 4 steps add up in
+ * int16, 4 · 2 · 32 · 127 < 2^15). */
+I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t qs, __m256i h[I8_RM][I8_MAXT]) {
+#define I8_PROD(R, X, A)                                                                          \
+    "vpsignb " #R "*32(%[w]), " X ", %%ymm15\n\t"                                                  \
+    "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
+    "vpaddw %%ymm15, %[" #A "], %[" #A "]\n\t"
+#define I8_ROW I8_ROW_SIGNED
+    __asm__(I8_TILE_ROWS : I8_TILE_OUT(h) : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs) : I8_TILE_CLOBBERS);
+#undef I8_ROW
+#undef I8_PROD
+}
+
+/* Steps s0 .. s1 - 1 of a group of the signed kinds into h (zeroed first):
+ * vpmaddubsw(|v|, sign(x, v)) per row and token, added in int32 through
+ * vpmaddwd (wide: q8_0, iq4_nl, iq4_xs) or as int16 (q3_K, q6_K, whose
+ * codes let 4 steps add up in int16); 3 tokens in the assembly above. */
+I8 void i8_steps_s(const int T, const int wide, const uint8_t *wg, const uint8_t *ag, const int8_t *xg, int64_t qs,
+                   int s0, int s1, __m256i h[I8_RM][I8_MAXT]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    i8_zero_h(T, h);
+    if (T == 3) {
+#pragma GCC unroll 1
+        for (int s = s0; s < s1; s++) {
+            if (wide) i8_step3s(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
+            else i8_step3q(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
+        }
+        return;
+    }
+#pragma GCC unroll 1
+    for (int s = s0; s < s1; s++) {
+        __m256i xv[2];
+#pragma GCC unroll 2
+        for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
+#pragma GCC unroll 4
+        for (int r = 0; r < I8_RM; r++) {
+            const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
+            const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
+#pragma GCC unroll 2
+            for (int t = 0; t < T && t < 2; t++) {
+                const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v));
+                h[r][t] = wide ? _mm256_add_epi32(h[r][t], _mm256_madd_epi16(p, ones)) : _mm256_add_epi16(h[r][t], p);
+            }
+        }
+    }
+}
+
 I8 void i8_mk_s(const int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
                 int64_t qs, const float *xf, int64_t fs, int kg, float *fa, float *out) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int i = 0; i < I8_RM * I8_MAXT; i++) _mm256_store_ps(fa + 8 * i, _mm256_setzero_ps());
+    i8_zero(fa);
     for (int g = 0; g < kg; g++) {
         const uint8_t *wg = pc + (size_t)g * 8 * I8_RM * 32, *ag = pa + (size_t)g * 8 * I8_RM * 32;
         const int8_t *xg = xq + (size_t)g * 256;
         __m256i ia[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-        for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-            for (int t = 0; t < T; t++) ia[r][t] = _mm256_setzero_si256();
-        if (T == 3) {
-#pragma GCC unroll 1
-            for (int s = 0; s < 8; s++) i8_step3s(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, ia);
-        } else {
-#pragma GCC unroll 1
-            for (int s = 0; s < 8; s++) {
-                __m256i xv[2];
-#pragma GCC unroll 2
-                for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
-#pragma GCC unroll 4
-                for (int r = 0; r < I8_RM; r++) {
-                    const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
-                    const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
-#pragma GCC unroll 2
-                    for (int t = 0; t < T && t < 2; t++) {
-                        const __m256i p = _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v));
-                        ia[r][t] = _mm256_add_epi32(ia[r][t], _mm256_madd_epi16(p, ones));
-                    }
-                }
-            }
-        }
+        i8_steps_s(T, 1, wg, ag, xg, qs, 0, 8, ia);
         const float *fg = pf + (size_t)g * I8_RM * I8_PF;
 #pragma GCC unroll 4
         for (int r = 0; r < I8_RM; r++)
@@ -600,36 +644,13 @@ I8 void i8_mk_s(const int T, const uint8_t *pc, const uint8_t *pa, const float *
     i8_sums(T, fa, out);
 }
 
-/* One step of the 4 × 3 micro-tile of q3_K and q6_K: h[r][t] += the int16
- * pair sums of |v| with sign(x, v) (codes v of −32..31: 4 steps add up in
- * int16, 4 · 2 · 32 · 127 < 2^15). */
-I8 void i8_step3q(const uint8_t *w, const uint8_t *a, const int8_t *x, int64_t qs, __m256i h[I8_RM][I8_MAXT]) {
-#define I8_PROD(R, X, A)                                                                          \
-    "vpsignb " #R "*32(%[w]), " X ", %%ymm15\n\t"                                                  \
-    "vpmaddubsw %%ymm15, %%ymm14, %%ymm15\n\t"                                                   \
-    "vpaddw %%ymm15, %[" #A "], %[" #A "]\n\t"
-#define I8_ROW(R, A, B, C)                                                                        \
-    "vmovdqa " #R "*32(%[a]), %%ymm14\n\t" I8_PROD(R, "%%ymm12", A) I8_PROD(R, "%%ymm13", B)      \
-    "vmovdqa (%[x],%[qs],2), %%ymm15\n\t" I8_PROD(R, "%%ymm15", C)
-    __asm__("vmovdqa (%[x]), %%ymm12\n\t"
-            "vmovdqa (%[x],%[qs]), %%ymm13\n\t"
-            I8_ROW(0, a0, a1, a2) I8_ROW(1, b0, b1, b2) I8_ROW(2, c0, c1, c2) I8_ROW(3, d0, d1, d2)
-            : [a0] "+x"(h[0][0]), [a1] "+x"(h[0][1]), [a2] "+x"(h[0][2]), [b0] "+x"(h[1][0]),
-              [b1] "+x"(h[1][1]), [b2] "+x"(h[1][2]), [c0] "+x"(h[2][0]), [c1] "+x"(h[2][1]),
-              [c2] "+x"(h[2][2]), [d0] "+x"(h[3][0]), [d1] "+x"(h[3][1]), [d2] "+x"(h[3][2])
-            : [w] "r"(w), [a] "r"(a), [x] "r"(x), [qs] "r"(qs)
-            : "xmm12", "xmm13", "xmm14", "xmm15", "memory");
-#undef I8_ROW
-#undef I8_PROD
-}
-
 /* q3_K, q6_K: signed codes with integer scales.  Per half group (4 steps, one
  * sub-block of 16 per lane) the int16 sums times the row's int16 scales
  * (vpmaddwd, exact: 2 · 32512 · 128 per half), the two halves added in
  * int32, then fa += d · (Σ · t1). */
 I8 void i8_mk_q6(const int T, const uint8_t *pc, const uint8_t *pa, const float *pf, const int8_t *xq,
                  int64_t qs, const float *xf, int64_t fs, int kg, float *fa, __m256i *ip, float *out) {
-    for (int i = 0; i < I8_RM * I8_MAXT; i++) _mm256_store_ps(fa + 8 * i, _mm256_setzero_ps());
+    i8_zero(fa);
     for (int g = 0; g < kg; g++) {
         const uint8_t *wg = pc + (size_t)g * 8 * I8_RM * 32, *ag = pa + (size_t)g * 8 * I8_RM * 32;
         const int8_t *xg = xq + (size_t)g * 256;
@@ -637,29 +658,7 @@ I8 void i8_mk_q6(const int T, const uint8_t *pc, const uint8_t *pa, const float 
 #pragma GCC unroll 1
         for (int s0 = 0; s0 < 8; s0 += 4) {
             __m256i h[I8_RM][I8_MAXT];
-#pragma GCC unroll 4
-            for (int r = 0; r < I8_RM; r++)
-#pragma GCC unroll 3
-                for (int t = 0; t < T; t++) h[r][t] = _mm256_setzero_si256();
-            if (T == 3) {
-#pragma GCC unroll 1
-                for (int s = s0; s < s0 + 4; s++) i8_step3q(wg + s * I8_RM * 32, ag + s * I8_RM * 32, xg + 32 * s, qs, h);
-            } else {
-#pragma GCC unroll 1
-                for (int s = s0; s < s0 + 4; s++) {
-                    __m256i xv[2];
-#pragma GCC unroll 2
-                    for (int t = 0; t < T && t < 2; t++) xv[t] = _mm256_load_si256((const __m256i *)(xg + t * qs + 32 * s));
-#pragma GCC unroll 4
-                    for (int r = 0; r < I8_RM; r++) {
-                        const __m256i v = _mm256_load_si256((const __m256i *)(wg + (s * I8_RM + r) * 32));
-                        const __m256i av = _mm256_load_si256((const __m256i *)(ag + (s * I8_RM + r) * 32));
-#pragma GCC unroll 2
-                        for (int t = 0; t < T && t < 2; t++)
-                            h[r][t] = _mm256_add_epi16(h[r][t], _mm256_maddubs_epi16(av, _mm256_sign_epi8(xv[t], v)));
-                    }
-                }
-            }
+            i8_steps_s(T, 0, wg, ag, xg, qs, s0, s0 + 4, h);
 #pragma GCC unroll 4
             for (int r = 0; r < I8_RM; r++) {
                 const __m256i sc = _mm256_load_si256((const __m256i *)(fg + I8_PF * r + 8 + 2 * s0));

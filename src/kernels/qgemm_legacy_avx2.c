@@ -108,10 +108,8 @@ QL void ql_dot(const int kind, const uint8_t *row, size_t rb, const int R, int64
     const int64_t nblk = cols / 32;
     const uint8_t *p[4];
     qg_avx2_tok k;
-    qg_avx2_group(row, rb, R, a, t0, T, p, &k);
     __m256 acc[QG_AVX2_T], accm[QG_AVX2_T];
-#pragma GCC unroll 4
-    for (int j = 0; j < R * T; j++) acc[j] = accm[j] = _mm256_setzero_ps();
+    qg_avx2_group(row, rb, R, a, t0, T, p, &k, acc, accm);
     /* the rows after this group prefetched at the pace it is read (see
      * qa_dot_q32 in qgemm_avx2.c): from memory 0.44-0.52x the time at
      * n = 1 */
