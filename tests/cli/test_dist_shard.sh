@@ -16,7 +16,8 @@
 #     leaves one expert tensor out) fails the checkpoint comparison;
 #   - memory: a larger 8-expert model's --ep 2 (and --ep 4) state and
 #     every rank's peak RSS below set shares of one process's (each rank
-#     initialises and packs only its own experts);
+#     initialises and packs only its own experts; under ASan the peaks
+#     below one process's only);
 #   - (ZeRO-1 with --tp: tests/cli/test_dist_zero.sh)
 #   - under ASan (FFN_BIN in build/asan/, tests/run.sh's asan-cli round) the
 #     4-rank runs are left out: they run the 2-rank code four times over on
@@ -138,8 +139,10 @@ lines = ["one process: state %d bytes, peak RSS %d KiB" % (one, r1)]
 # ep P: the state (rank 0's, the writer's) and every rank's peak below
 # these shares of one process's; measured 0.54 / 0.64 (ep 2) and 0.31 /
 # 0.42 (ep 4); 0.80 and 0.59 when every rank initialised and packed every
-# expert
-for P, fs, fr in ((2, 0.6, 0.72), (4, 0.35, 0.5))[:2 if os.environ["FOUR"] == "1" else 1]:
+# expert; under ASan (its own resident overhead, some 300 MB a process: ep 2 at
+# 0.82) every rank's peak below one process's only
+plain = os.environ["FOUR"] == "1"
+for P, fs, fr in ((2, 0.6, 0.72 if plain else 1.0), (4, 0.35, 0.5))[:2 if plain else 1]:
     s = json.load(open("bigep%d.json" % P))["state_bytes"]
     r = [rss("rss%d.%d" % (P, k)) for k in range(P)]
     lines.append("ep %d: state %d (%.2f), peak RSS %s KiB (%.2f at most)" % (P, s, s / one, "/".join(map(str, r)), max(r) / r1))
