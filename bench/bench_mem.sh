@@ -4,6 +4,8 @@
 # --pp 2, --zero 2 --dp 2, --pp 2 --dp 2 (--zero 1), --ep 2, --ep 4, beside
 # ffn plan's per-rank bytes (state_bytes etc. are rank 0's, the writer's).
 # usage: bench/bench_mem.sh [FFN] (run from anywhere; prints one line a run)
+# BENCH_MEM_ONLY="moe1 ep2 ep4": those runs and plans only (a plan needs
+# its one-process run: one for the dense layouts, moe1 for the MoE ones).
 set -uo pipefail
 FFN="${1:-build/ffn}"; FFN="$(cd "$(dirname "$FFN")" && pwd)/$(basename "$FFN")"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT; cd "$tmp" || exit 1
@@ -12,8 +14,10 @@ D=(--seq-len 32 --hidden-size 256 --num-hidden-layers 4 --num-attention-heads 4 
    --tie-word-embeddings 0 --corpus en --steps 2 --eval-every 0 --eval-batches 1 --batch-size 2
    --grad-accum 2 --threads 1 --quiet --json)
 M=("${D[@]}" --mlp-type moe --num-experts 8 --intermediate-size 512)
+only() { [[ -z "${BENCH_MEM_ONLY:-}" || " $BENCH_MEM_ONLY " == *" $1 "* ]]; }
 run() { # name np args...
     local name=$1 np=$2; shift 2
+    only "$name" || return 0
     rm -f rss.*
     if ((np == 1)); then /usr/bin/time -f "%M" -o rss.0 "$FFN" train "$@" --out "o_$name" >"$name.json" 2>err
     else timeout 300 mpirun --oversubscribe -np "$np" sh -c 'exec /usr/bin/time -f "%M" -o "rss.$OMPI_COMM_WORLD_RANK" "$@"' \
@@ -26,6 +30,7 @@ for l in open(sys.argv[1]):
 }
 plan() { # name args...
     local name=$1; shift
+    only "$name" || return 0
     "$FFN" plan "$cfg" --seq-len 32 --batch-size 2 --grad-accum 2 --json "$@" 2>/dev/null | /usr/bin/python3 -c '
 import json,sys; j=json.load(sys.stdin); m=j["memory_bytes"]
 print("%-10s plan %s" % (sys.argv[1], " ".join("%s %d" % (k, v) for k, v in m.items())))' "$name"

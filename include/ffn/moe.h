@@ -243,8 +243,9 @@ ffn_status ffn_moe_set_weights(ffn_moe *moe, const ffn_moe_params *weights);
  * ffn_moe_set_weights is given expert weights (all E entries), the layer
  * hands them to the runner instead of packing its own experts (a model
  * whose MoE runs elsewhere keeps its expert tensors in its flat block; the
- * runner points its experts at them after every change).  NULL: run the
- * experts here (default). */
+ * runner points its experts at them after every change; setting such a
+ * runner gives back the packed weights of the layer's own experts).
+ * NULL: run the experts here (default). */
 typedef struct ffn_moe_runner {
     ffn_status (*forward)(void *user, float *out, const float *rows, const int64_t *offsets);
     ffn_status (*backward)(void *user, float *drows, const float *dy_rows,

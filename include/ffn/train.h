@@ -259,7 +259,10 @@ typedef struct ffn_train_dist {
      * give back the whole model itself (in place): the rank then keeps
      * parameters, gradients and moments only of the tensors `holds` names
      * (the others' pages are given back after the start and never written;
-     * their gradients are zero here, their moments not allocated).  Before
+     * their gradients are zero here, their moments not allocated); a run
+     * from the seed initialises those alone, after `shard`
+     * (ffn_model_init_tensors: the bits one process gives them), and the
+     * starting weights are not compared (the seed is in the options text).  Before
      * a save, `gather_tensors` (collective) hands every tensor to the
      * writer from the rank holding it: where[i] points at tensor i's floats
      * (NULL where this rank has nothing to send or receive). */
@@ -328,8 +331,7 @@ typedef struct ffn_train_dist {
      * asked before the model is created (ffn_model_options.layer_begin,
      * layer_end: activations and packed weights for those only); with it
      * and `holds`, a run from the seed initialises the held tensors only
-     * (ffn_model_init_tensors: the bits one process gives them), and the
-     * starting weights are not compared (the seed is in the options text). */
+     * (as for any `holds`, above). */
     ffn_status (*stage_layers)(void *user, const ffn_model_config *cfg, int64_t *l0, int64_t *l1);
     /* Overlap (all NULL: none): the last micro-batch's backward starts the
      * gradient sums itself, in place of reduce_grads (or of reduce_scatter

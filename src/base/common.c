@@ -1,6 +1,7 @@
 /* common.c -- status strings, the thread-local error message, the context,
  * aligned allocation. */
 #include "base/common.h"
+#include "base/release.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -255,16 +256,5 @@ void ffn_atomic_abort(ffn_atomic_file *af) {
     af->tmp = af->path = NULL;
 }
 
-void ffn_release_floats(float *p, int64_t n) {
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
-    uintptr_t a_up = (a + pg - 1) & ~(pg - 1), b_down = b & ~(pg - 1);
-    if (a_up >= b_down) {
-        memset(p, 0, (size_t)n * sizeof *p);
-        return;
-    }
-    memset(p, 0, a_up - a);
-    memset((void *)b_down, 0, b - b_down);
-    if (madvise((void *)a_up, b_down - a_up, MADV_DONTNEED) != 0)
-        memset((void *)a_up, 0, b_down - a_up); /* the same values, resident */
-}
+
+void ffn_release_floats(float *p, int64_t n) { ffn_give_back_floats(p, n); }

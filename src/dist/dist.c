@@ -401,6 +401,14 @@ static void *scratch(ffn_dist *d, size_t bytes) {
     return d->scratch;
 }
 
+ffn_status dist_ring_count(const char *what, int prev, int got, int64_t nr) {
+    if (got == nr) return FFN_OK;
+    return ffn_set_error(FFN_ERR_CONFIG,
+                         "%s: rank %d of the group sent %d values where this rank expects %lld: "
+                         "the ranks do not sum the same thing (different options or models)",
+                         what, prev, got, (long long)nr);
+}
+
 /* One step of a ring: send ns values to `next`, receive nr from `prev`,
  * within the deadline; the received count must be nr (a rank that sums
  * something else -- other options, another model -- is named, not read
@@ -422,12 +430,7 @@ static ffn_status ring_step(ffn_dist *d, MPI_Comm comm, const void *sbuf, int ns
     if (st != FFN_OK) return st;
     int got = -1;
     MPI_Get_count(&sts[0], type, &got);
-    if (got != nr)
-        return ffn_set_error(FFN_ERR_CONFIG,
-                             "%s: rank %d of the group sent %d values where this rank expects "
-                             "%d: the ranks do not sum the same thing (different options or "
-                             "models)", what, prev, got, nr);
-    return FFN_OK;
+    return dist_ring_count(what, prev, got, nr);
 }
 
 /* Ring all-reduce in a fixed order: P chunks; reduce-scatter (P-1 steps,

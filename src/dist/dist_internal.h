@@ -45,6 +45,9 @@ int dist_ep_holds(const ffn_dist *d, const ffn_model *m, int64_t i);
  * where[i] (where[i] may be NULL where a rank neither sends nor receives). */
 ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where);
 ffn_status dist_ep_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float *buf);
+/* A ring step's received count: FFN_OK when got is nr, else the error
+ * naming rank prev of the group (the ranks sum different things). */
+ffn_status dist_ring_count(const char *what, int prev, int got, int64_t nr);
 ffn_status dist_move_to_writer(ffn_dist *d, MPI_Comm comm, int src, int me, float *buf,
                                const ffn_model_tensor *t, const char *what);
 /* ZeRO-1 with --tp: ffn_dist_tp_grad_sq over [lo, hi) of the rank's

@@ -8,8 +8,10 @@
  *
  * Every rank's model has the whole flat blocks, but under ffn train a rank
  * keeps (dist_ep_holds) only the replicated tensors and its own experts:
- * the others' parameter and gradient pages are given back and never
- * written, their moments not allocated (src/train/train.c); a checkpoint
+ * a run from the seed initialises those alone, the others' parameter and
+ * gradient pages are never written (a resume's given back), their moments
+ * not allocated (src/train/train.c), and the model's own MoE layers pack
+ * no expert (the runners hold this rank's); a checkpoint
  * takes each expert from its owner (dist_ep_gather_tensors). */
 #include "dist/dist_internal.h"
 
@@ -206,6 +208,24 @@ static int mutate(const char *what) {
     return e && !strcmp(e, what);
 }
 
+/* The EP rank that owns expert e (the uneven split of E over P). */
+static int expert_owner(int64_t P, int64_t E, int64_t e) {
+    int owner = 0;
+    for (int64_t k = 0, first, count; k < P; k++) {
+        dist_split(E, P, k, &first, &count);
+        if (e >= first && e < first + count) owner = (int)k;
+    }
+    return owner;
+}
+
+/* The last expert tensor of the table (skip-gather's), or -1. */
+static int64_t last_expert_tensor(const ffn_model *m) {
+    int64_t last = -1;
+    for (int64_t i = 0; i < ffn_model_num_tensors(m); i++)
+        if (ffn_model_tensor_at(m, i)->expert >= 0) last = i;
+    return last;
+}
+
 ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const *where) {
     const int64_t P = ffn_dist_size(d, FFN_DIST_EP), E = ffn_model_get_config(m)->num_experts;
     const int64_t nt = ffn_model_num_tensors(m);
@@ -213,17 +233,11 @@ ffn_status dist_ep_gather_tensors(ffn_dist *d, const ffn_model *m, float *const 
     /* the EP group of world rank 0 (ep rank 0 there); --tp 1: EP group q / P */
     if (P == 1 || ffn_dist_rank(d, FFN_DIST_DP) >= P) return FFN_OK;
     MPI_Comm comm = dist_comm(d, FFN_DIST_EP);
-    int64_t last = -1;
-    for (int64_t i = 0; i < nt; i++)
-        if (ffn_model_tensor_at(m, i)->expert >= 0) last = i;
+    const int64_t last = last_expert_tensor(m);
     for (int64_t i = 0; i < nt; i++) {
         const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
         if (t->expert < 0 || (i == last && mutate("skip-gather"))) continue;
-        int owner = 0;
-        for (int64_t k = 0, first, count; k < P; k++) {
-            dist_split(E, P, k, &first, &count);
-            if (t->expert >= first && t->expert < first + count) owner = (int)k;
-        }
+        const int owner = expert_owner(P, E, t->expert);
         if (owner == 0 || (me != 0 && me != owner)) continue;
         if (!where[i] || t->numel > INT_MAX)
             return ffn_set_error(FFN_ERR_INVALID_ARG, "gathering %s: %s", t->name,
@@ -251,15 +265,9 @@ ffn_status dist_ep_gather_one(ffn_dist *d, const ffn_model *m, int64_t i, float 
     const ffn_model_tensor *t = ffn_model_tensor_at(m, i);
     const int me = ffn_dist_rank(d, FFN_DIST_EP);
     if (P == 1 || ffn_dist_rank(d, FFN_DIST_DP) >= P || !t || t->expert < 0) return FFN_OK;
-    int64_t last = -1;
-    for (int64_t k = 0; k < ffn_model_num_tensors(m); k++)
-        if (ffn_model_tensor_at(m, k)->expert >= 0) last = k;
+    const int64_t last = last_expert_tensor(m);
     if (i == last && mutate("skip-gather")) return FFN_OK;
-    int owner = 0;
-    for (int64_t k = 0, first, count; k < P; k++) {
-        dist_split(E, P, k, &first, &count);
-        if (t->expert >= first && t->expert < first + count) owner = (int)k;
-    }
+    const int owner = expert_owner(P, E, t->expert);
     if (owner == 0 || (me != 0 && me != owner)) return FFN_OK;
     return dist_move_to_writer(d, dist_comm(d, FFN_DIST_EP), owner, me, buf, t,
                                "gathering the experts for the checkpoint");

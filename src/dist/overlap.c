@@ -20,13 +20,12 @@
  * at its block, the final norm's and the head's at L, the embeddings'
  * (before the first block in the table) only after the backward (-1). */
 #include "dist/dist_internal.h"
+#include "base/release.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
-#include <unistd.h>
 
 enum { OV_WAITING, OV_FLIGHT, OV_DONE };
 /* Buckets in flight at once: each holds its receive buffer and Open MPI's
@@ -188,11 +187,8 @@ static ffn_status ring_land(ffn_dist *d, ov_bucket *b, float *g, const MPI_Statu
     const int64_t orr = cr * base + (cr < extra ? cr : extra), nr = base + (cr < extra);
     int got = -1;
     MPI_Get_count(&sts[0], MPI_FLOAT, &got);
-    if (got != nr)
-        return ffn_set_error(FFN_ERR_CONFIG,
-                             "gradient all-reduce: rank %d of the group sent %d values where this "
-                             "rank expects %lld: the ranks do not sum the same thing (different "
-                             "options or models)", (r + P - 1) % P, got, (long long)nr);
+    ffn_status st = dist_ring_count("gradient all-reduce", (r + P - 1) % P, got, nr);
+    if (st != FFN_OK) return st;
     if (rs) {
         float *dst = g + b->at + orr;
         for (int64_t i = 0; i < nr; i++) dst[i] = b->recv[i] + dst[i];
@@ -211,33 +207,16 @@ static void bucket_done(dist_overlap *o, ov_bucket *b) {
 /* ZeRO-2: the bucket's sums of this rank's range put in place, and the
  * rest of the bucket given back at once (zero, its pages returned), so
  * the gradient pages of the finished part of the backward do not stay. */
-/* Floats given back: zero, and their whole pages returned to the system
- * (libffn's ffn_release_floats, which is not in the public API that
- * libffn_dist links against). */
-static void give_back(float *p, int64_t n) {
-    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)(p + n);
-    const uintptr_t a_up = (a + pg - 1) & ~(pg - 1), b_down = b & ~(pg - 1);
-    if (a_up >= b_down) {
-        memset(p, 0, (size_t)n * sizeof *p);
-        return;
-    }
-    memset(p, 0, a_up - a);
-    memset((void *)b_down, 0, b - b_down);
-    if (madvise((void *)a_up, b_down - a_up, MADV_DONTNEED) != 0)
-        memset((void *)a_up, 0, b_down - a_up);
-}
-
 static void rs_land(dist_overlap *o, ov_bucket *b, int me) {
     const int64_t b0 = b->at, b1 = b->at + b->n;
     const int64_t a = o->lo > b0 ? o->lo : b0, e = o->hi < b1 ? o->hi : b1;
     if (e <= a) { /* none of this rank's range in the bucket */
-        give_back(o->g + b0, b1 - b0);
+        ffn_give_back_floats(o->g + b0, b1 - b0);
         return;
     }
     if (b->counts[me]) memcpy(o->g + a, b->recv, (size_t)b->counts[me] * sizeof *b->recv);
-    if (a > b0) give_back(o->g + b0, a - b0);
-    if (e < b1) give_back(o->g + e, b1 - e);
+    if (a > b0) ffn_give_back_floats(o->g + b0, a - b0);
+    if (e < b1) ffn_give_back_floats(o->g + e, b1 - e);
 }
 
 static ffn_status bucket_start(ffn_dist *d, dist_overlap *o, int64_t k) {

@@ -664,6 +664,17 @@ ffn_status ffn_moe_set_runner(ffn_moe *m, const ffn_moe_runner *runner) {
         return ffn_error(FFN_ERR_INVALID_ARG, "ffn_moe_set_runner: forward and backward are both needed");
     m->runner = runner ? *runner : (ffn_moe_runner){0};
     m->weights_set = 0; /* set the weights again: the expert weights' need changed */
+    if (!m->runner.set_experts) return FFN_OK;
+    /* the runner holds the experts it runs: ours give back their packed
+     * weights (fresh layers, no weights set) */
+    ffn_layer_config lc = ffn_moe_expert_config(&m->cfg, 0);
+    for (int64_t e = 0; e < m->cfg.num_experts; e++) {
+        ffn_layer *fresh = NULL;
+        ffn_status st = ffn_layer_create(m->ctx, &lc, &fresh);
+        if (st) return ffn_error_prefix(st, "experts.%lld", (long long)e);
+        ffn_layer_free(m->experts[e]);
+        m->experts[e] = fresh;
+    }
     return FFN_OK;
 }
 

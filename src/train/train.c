@@ -1759,6 +1759,15 @@ static void zero_release(trainer *t) {
     t->zero_all = NULL;
 }
 
+/* A run from the seed with sharded state (after held_shard): the held
+ * tensors only, with the bits one process gives them
+ * (ffn_model_init_tensors); the rest never written. */
+static ffn_status init_held(trainer *t) {
+    if (!t->held) return ffn_error(FFN_ERR_INVALID_ARG, "ffn_train_run: dist: holds, and the "
+                                   "model was not sharded in place");
+    return ffn_model_init_tensors(t->model, t->o.seed, t->held);
+}
+
 /* Sharded state (in place): give back the pages of the parameters and
  * gradients of the tensors other ranks hold (after the start's checks,
  * and after each save, whose gather wrote them on the writer). */
@@ -2092,15 +2101,10 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
                            "train (pass a larger --steps to continue)",
                            rdir, (long long)t->step, (long long)o->steps);
     } else {
-        /* a pipeline stage from the seed: its own tensors only */
-        seed_held = !t->init_source[0] && o->dist && o->dist->stage_layers && o->dist->holds;
-        unsigned char *which = seed_held ? calloc((size_t)ffn_model_num_tensors(t->model) + 1, 1)
-                                         : NULL;
-        st = seed_held && !which ? ffn_error(FFN_ERR_NOMEM, "out of memory") : FFN_OK;
-        for (int64_t i = 0; which && i < ffn_model_num_tensors(t->model); i++)
-            which[i] = o->dist->holds(o->dist->user, t->model, i) != 0;
-        if (st == FFN_OK && !t->init_source[0]) st = ffn_model_init_tensors(t->model, o->seed, which);
-        free(which);
+        /* sharded state (a pipeline stage, expert parallel) from the seed:
+         * its own tensors only, made below once the rank's model is in place */
+        seed_held = !t->init_source[0] && o->dist && o->dist->holds;
+        if (!seed_held && !t->init_source[0]) st = ffn_model_init_weights(t->model, o->seed);
         ffn_rng_seed(&t->rng, o->seed ^ 0x6261746368657321ull); /* a stream apart from init */
         if (st == FFN_OK) st = grow_history(t, 1);
     }
@@ -2109,6 +2113,9 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
     if (st == FFN_OK && o->dist && o->dist->shard) st = tp_shard(t);
     if (st == FFN_OK && o->dist && o->dist->zero_range) st = zero_shard(t);
     if (st == FFN_OK && t->held && o->dist->held_group) st = held_zero(t);
+    /* after the shard: under --ep the runners hold this rank's experts, so
+     * the packing that follows the initialisation packs those alone */
+    if (st == FFN_OK && seed_held) st = init_held(t);
     if (st != FFN_OK) goto done;
 
     /* Outputs: check the checkpoint directory and open the log first, so a
@@ -2166,7 +2173,7 @@ static ffn_status run(trainer *t, ffn_train_result *result) {
         const float *w = ffn_model_params(t->full ? t->full : t->model, &np);
         st = o->dist->check_same(o->dist->user, "the training data (its fingerprint)",
                                  &t->fingerprint, sizeof t->fingerprint);
-        if (st == FFN_OK && !seed_held) /* seed_held: each stage made its own tensors */
+        if (st == FFN_OK && !seed_held) /* seed_held: each rank made its own tensors */
             st = o->dist->check_same(o->dist->user, "the starting weights (the checkpoint, --init or "
                                      "the seed)", w, (size_t)np * sizeof *w);
         if (st == FFN_OK)
