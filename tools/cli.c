@@ -207,7 +207,7 @@ int cli_layer_config(const char *cmd, const char *name, ffn_layer_config *cfg) {
     return st ? cli_fail(cmd, st) : 0;
 }
 
-int cli_fail(const char *cmd, ffn_status st) {
+const char *cli_fail_message(ffn_status st) {
     const char *msg = ffn_last_error();
     if (!msg || !*msg) msg = ffn_status_str(st);
     /* the library's own function name ("ffn_inspect_run: ") is not for the
@@ -217,7 +217,11 @@ int cli_fail(const char *cmd, ffn_status st) {
         while ((msg[k] >= 'a' && msg[k] <= 'z') || (msg[k] >= '0' && msg[k] <= '9') || msg[k] == '_') k++;
         if (msg[k] == ':' && msg[k + 1] == ' ' && msg[k + 2]) msg += k + 2;
     }
-    cli_error(cmd, "%s", msg);
+    return msg;
+}
+
+int cli_fail(const char *cmd, ffn_status st) {
+    cli_error(cmd, "%s", cli_fail_message(st));
     return CLI_EXIT_FAIL;
 }
 

@@ -275,6 +275,9 @@ int cli_agree_text(const cli_opt *opts, const char *const *skip, char *buf, size
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Print "ffn <cmd>: <ffn_last_error() or status string>\n" and return CLI_EXIT_FAIL. */
 int cli_fail(const char *cmd, ffn_status st);
+/* The message cli_fail prints for st (the library's last error, without
+ * its "ffn_function: " prefix). */
+const char *cli_fail_message(ffn_status st);
 /* --type NAME of a layer (ffn_act_parse): its activation and whether it is
  * gated (*type FFN_MLP_GATED or _DENSE); 0, else the error is printed and
  * CLI_EXIT_USAGE returned. */

@@ -99,14 +99,8 @@ static void input_name(const inputs *in, const char *inl_flag, int i, char *out,
 
 /* An error of input `name` (as cli_fail, the input named first). */
 static int fail_input(const char *cmd, const char *name, ffn_status st) {
-    const char *msg = ffn_last_error();
-    if (!msg || !*msg) msg = ffn_status_str(st);
-    if (!strncmp(msg, "ffn_", 4)) { /* "ffn_vocab_encode: ": not for the user */
-        const char *c = strstr(msg, ": ");
-        if (c && c[2]) msg = c + 2;
-    }
     fflush(stdout); /* the inputs before it, then the message */
-    cli_error(cmd, "%s: %s", name, msg);
+    cli_error(cmd, "%s: %s", name, cli_fail_message(st));
     return CLI_EXIT_FAIL;
 }
 
@@ -247,9 +241,9 @@ int cmd_tokenize(int argc, char **argv) {
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (inputs_bad(CMD, "--text", &in)) return CLI_EXIT_USAGE;
     if (ids_only && json) return cli_usage_error(CMD, "--ids-only and --json exclude each other");
-    if (in.n_inl + in.n_file > 1 && !ids_only && !json)
+    if (inputs_n(&in) > 1 && !ids_only && !json)
         return cli_usage_error(CMD, "%d inputs: give --ids-only or --json (one line per input)",
-                               in.n_inl + in.n_file);
+                               inputs_n(&in));
 
     ffn_vocab *v = NULL;
     if (read_inputs_open_vocab(CMD, &in, tok_path, &v, &rc)) return rc;
@@ -341,9 +335,9 @@ int cmd_detokenize(int argc, char **argv) {
     if (cli_parse(&spec, argc, argv, &rc)) return rc;
     if (inputs_bad(CMD, "--ids", &in)) return CLI_EXIT_USAGE;
     if (json && nul) return cli_usage_error(CMD, "--json and --null exclude each other");
-    if (in.n_inl + in.n_file > 1 && !json && !nul)
+    if (inputs_n(&in) > 1 && !json && !nul)
         return cli_usage_error(CMD, "%d inputs: give --json (one line per input) or --null (a NUL "
-                               "after each text)", in.n_inl + in.n_file);
+                               "after each text)", inputs_n(&in));
     ffn_vocab *v = NULL;
     if (read_inputs_open_vocab(CMD, &in, tok_path, &v, &rc)) return rc;
     int n = inputs_n(&in), parsed = 0;
