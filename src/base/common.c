@@ -8,7 +8,6 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -255,6 +254,5 @@ void ffn_atomic_abort(ffn_atomic_file *af) {
     af->f = NULL;
     af->tmp = af->path = NULL;
 }
-
 
 void ffn_release_floats(float *p, int64_t n) { ffn_give_back_floats(p, n); }
