@@ -111,19 +111,15 @@ run_one() { # name, command...
     running=$((running + 1))
 }
 drain() { # N: wait for any running test to end until at most N run
-    local i live ended wrc
+    local i live
     while ((running > $1)); do
         live=()
         for i in "${!q_pid[@]}"; do ((q_end[i])) || live+=("${q_pid[i]}"); done
-        ended="" wrc=0
-        wait -n -p ended "${live[@]}" 2>/dev/null || wrc=$?
+        wait -n "${live[@]}" 2>/dev/null
         for i in "${!q_pid[@]}"; do
-            ((q_end[i])) && continue
-            # ended: the one wait saw end; a test's .rc file is written last
-            # by its subshell; and if the shell had already reaped them all
-            # (wait: 127), those that are gone have ended
-            if [[ "${q_pid[i]}" == "$ended" || -f "${q_log[i]}.rc" ]] ||
-               { ((wrc == 127)) && ! kill -0 "${q_pid[i]}" 2>/dev/null; }; then
+            # ended: its .rc file (written last by the test's subshell), or
+            # gone without one (killed)
+            if ((!q_end[i])) && { [[ -f "${q_log[i]}.rc" ]] || ! kill -0 "${q_pid[i]}" 2>/dev/null; }; then
                 q_end[i]=1; running=$((running - 1))
             fi
         done
