@@ -81,27 +81,22 @@ for i, p in enumerate(parts[:-1]):
 PY
 }
 
-# tok SRC OUT_PREFIX [flags] -- FILE...: `ffn tokenize --ids-only` on every
-# FILE in one process, the ids of FILE k in OUT_PREFIXk
-tok() {
-    local src=$1 out=$2 flags=() args=()
-    shift 2
+# batch CMD OUT_FLAG SEP SRC OUT_PREFIX [flags] -- FILE...: `ffn CMD` on
+# every FILE in one process, its output records (split at SEP: line or nul)
+# in OUT_PREFIXk, one for FILE k
+batch() {
+    local cmd=$1 out_flag=$2 sep=$3 src=$4 out=$5 flags=() args=()
+    shift 5
     while [[ $1 != -- ]]; do flags+=("$1"); shift; done
     shift
     for f in "$@"; do args+=(--file "$f"); done
-    "$FFN" tokenize --tokenizer "$src" "${args[@]}" --ids-only "${flags[@]}" >"$out.all"
-    split_out "$out.all" line $# "$out"
+    "$FFN" "$cmd" --tokenizer "$src" "${args[@]}" "$out_flag" "${flags[@]}" >"$out.all"
+    split_out "$out.all" "$sep" $# "$out"
 }
-# detok SRC OUT_PREFIX [flags] -- IDS_FILE...: `ffn detokenize --null` likewise
-detok() {
-    local src=$1 out=$2 flags=() args=()
-    shift 2
-    while [[ $1 != -- ]]; do flags+=("$1"); shift; done
-    shift
-    for f in "$@"; do args+=(--file "$f"); done
-    "$FFN" detokenize --tokenizer "$src" "${args[@]}" --null "${flags[@]}" >"$out.all"
-    split_out "$out.all" nul $# "$out"
-}
+# tok SRC OUT_PREFIX [flags] -- FILE...: `ffn tokenize --ids-only`, a line each
+tok() { batch tokenize --ids-only line "$@"; }
+# detok SRC OUT_PREFIX [flags] -- IDS_FILE...: `ffn detokenize --null`, a NUL after each
+detok() { batch detokenize --null nul "$@"; }
 
 n_checked=0
 files=("$texts"/*.txt)
